@@ -1,0 +1,72 @@
+"""Corral: run benchmarks of AI agents under exact concurrency limits, durably.
+
+Every step of every trial is a durable commit, so a crash, a retry or a
+cancelled run continues where it stopped; the report gives pass@k.
+"""
+
+from ._errors import (
+    BenchmarkBusyError,
+    CommitConflictError,
+    ConfigError,
+    CorralError,
+    NotSerializableError,
+    StoreError,
+)
+from ._protocols import Agent, Environment, Observer
+from ._runner import CorralRunner, RunInfo
+from ._types import (
+    UNCHANGED,
+    Action,
+    BenchmarkTaskMetadata,
+    Commit,
+    Evaluation,
+    Final,
+    Step,
+    ToolEffect,
+    TrialRecord,
+    TrialStatus,
+    Usage,
+)
+from .report import BenchmarkReport, TaskReport, pass_at_k
+from .runtime import AgentSession, RetryPolicy
+from .scheduler import Limits, Statistics
+from .store import CommitStore, MemoryStore, SQLiteStore, TrialKey
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "UNCHANGED",
+    "Action",
+    "Agent",
+    "AgentSession",
+    "BenchmarkBusyError",
+    "BenchmarkReport",
+    "BenchmarkTaskMetadata",
+    "Commit",
+    "CommitConflictError",
+    "CommitStore",
+    "ConfigError",
+    "CorralError",
+    "CorralRunner",
+    "Environment",
+    "Evaluation",
+    "Final",
+    "Limits",
+    "MemoryStore",
+    "NotSerializableError",
+    "Observer",
+    "RetryPolicy",
+    "RunInfo",
+    "SQLiteStore",
+    "Statistics",
+    "Step",
+    "StoreError",
+    "TaskReport",
+    "ToolEffect",
+    "TrialKey",
+    "TrialRecord",
+    "TrialStatus",
+    "Usage",
+    "__version__",
+    "pass_at_k",
+]

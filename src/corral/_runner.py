@@ -1,0 +1,250 @@
+"""`CorralRunner`: validate everything, open the store, run the loop, build the report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._errors import ConfigError
+from ._observers import Observers
+from ._protocols import Agent, Environment, Observer
+from ._types import BenchmarkTaskMetadata
+from .report import BenchmarkReport, build_report
+from .runtime._retry import RetryPolicy
+from .scheduler import Limits, RunLoop, RunPlan, Statistics, build_plan
+from .scheduler._limits import positive_int
+from .scheduler._plan import check_metadata
+from .store import CommitStore, MemoryStore, SQLiteStore
+
+DEFAULT_STORE = ".corral/store.db"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What an observer with ``on_run_start`` learns about the run it watches."""
+
+    benchmark_id: str
+    plan: RunPlan
+    limits: Limits
+    eval_keys: tuple[str, ...]
+    statistics: Callable[[], Statistics]
+    resumed: int
+
+
+class CorralRunner:
+    """Runs benchmarks of agents in environments under concurrency limits.
+
+    ``store`` is a `CommitStore` or a path (SQLite). ``max_retries`` extra
+    attempts follow an attempt that raises; ``trial_timeout`` bounds one
+    attempt's execution in seconds. ``retry_policy`` overrides both the retry
+    count and the backoff (see `RetryPolicy`).
+    """
+
+    def __init__(
+        self,
+        tasks: Mapping[str, BenchmarkTaskMetadata],
+        agents: Mapping[str, Agent],
+        environments: Mapping[str, Environment],
+        store: CommitStore | str | os.PathLike[str] = DEFAULT_STORE,
+        max_retries: int = 2,
+        trial_timeout: float | None = None,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> None:
+        for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{name} must be a mapping of id to object, not {value!r}")
+        for task_id, meta in tasks.items():
+            if not isinstance(task_id, str) or not task_id:
+                raise ConfigError(f"task ids must be non-empty strings, not {task_id!r}")
+            check_metadata(task_id, meta)
+        for agent_id, agent in agents.items():
+            if not callable(getattr(agent, "act", None)):
+                raise ConfigError(f"agent {agent_id!r} has no act(session) method")
+        for env_id, env in environments.items():
+            for method in ("setup", "execute", "evaluate"):
+                if not callable(getattr(env, method, None)):
+                    raise ConfigError(f"environment {env_id!r} has no {method}() method")
+        if trial_timeout is not None and (
+            isinstance(trial_timeout, bool)
+            or not isinstance(trial_timeout, int | float)
+            or not math.isfinite(trial_timeout)
+            or trial_timeout <= 0
+        ):
+            raise ConfigError(f"trial_timeout must be a positive number or None, not {trial_timeout!r}")
+        if retry_policy is None:
+            retry_policy = RetryPolicy(max_retries=max_retries)
+        elif not isinstance(retry_policy, RetryPolicy):
+            raise ConfigError(f"retry_policy must be a RetryPolicy, not {retry_policy!r}")
+        self.tasks = tasks
+        self.agents = agents
+        self.environments = environments
+        self.store = _store(store)
+        self.retry_policy = retry_policy
+        self.trial_timeout = trial_timeout
+        self.observers = tuple(observers)
+
+    @property
+    def max_retries(self) -> int:
+        return self.retry_policy.max_retries
+
+    def _eval_key(self, env_id: str) -> str:
+        name = getattr(self.environments[env_id], "name", None)
+        return name if isinstance(name, str) and name else env_id
+
+    def prepare(
+        self,
+        task_ids: Sequence[str] | None = None,
+        trials_per_task: int = 1,
+        k_values: Sequence[int] = (1,),
+        include_dependencies: bool = True,
+    ) -> tuple[RunPlan, tuple[int, ...]]:
+        """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
+        trials = positive_int("trials_per_task", trials_per_task)
+        if isinstance(k_values, str | bytes) or not isinstance(k_values, Sequence) or not k_values:
+            raise ConfigError(f"k_values must be a non-empty sequence of integers, not {k_values!r}")
+        ks = []
+        for k in k_values:
+            positive_int(f"k_values entry {k!r}: k", k)
+            if k > trials:
+                raise ConfigError(f"k = {k} is larger than trials_per_task = {trials}")
+            if k not in ks:
+                ks.append(k)
+        if not isinstance(include_dependencies, bool):
+            raise ConfigError(f"include_dependencies must be True or False, not {include_dependencies!r}")
+        plan = build_plan(
+            self.tasks, task_ids, include_dependencies=include_dependencies, trials_per_task=trials
+        )
+        for task_id, meta in zip(plan.task_ids, plan.metadata, strict=True):
+            if meta.agent_id not in self.agents:
+                raise ConfigError(f"task {task_id!r} names unknown agent {meta.agent_id!r}")
+            if meta.environment_id not in self.environments:
+                raise ConfigError(
+                    f"task {task_id!r} names unknown environment {meta.environment_id!r}"
+                )
+        return plan, tuple(sorted(ks))
+
+    async def run(
+        self,
+        benchmark_id: str,
+        task_ids: Sequence[str] | None = None,
+        trials_per_task: int = 1,
+        k_values: Sequence[int] = (1,),
+        max_parallel: int = 4,
+        max_parallel_per_task: int = 1,
+        max_parallel_evaluations: int | None = None,
+        max_parallel_total: int | None = None,
+        max_parallel_by_model: Mapping[str, int] | None = None,
+        max_parallel_by_environment: Mapping[str, int] | None = None,
+        max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
+        include_dependencies: bool = True,
+        *,
+        observers: Sequence[Observer] = (),
+    ) -> BenchmarkReport:
+        """Run (or resume) ``benchmark_id`` and return its report.
+
+        Everything is validated first: bad input raises `ConfigError` before any
+        trial starts and before anything is written to the store.
+        """
+        if not isinstance(benchmark_id, str) or not benchmark_id.strip():
+            raise ConfigError(f"benchmark_id must be a non-empty string, not {benchmark_id!r}")
+        limits = Limits.resolve(
+            max_parallel=max_parallel,
+            max_parallel_per_task=max_parallel_per_task,
+            max_parallel_evaluations=max_parallel_evaluations,
+            max_parallel_total=max_parallel_total,
+            max_parallel_by_model=max_parallel_by_model,
+            max_parallel_by_environment=max_parallel_by_environment,
+            max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
+        )
+        plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies)
+        eval_keys = tuple(self._eval_key(m.environment_id) for m in plan.metadata)
+        watchers = [*self.observers, *observers]
+        notify = Observers(watchers)
+        started = time.time()
+        async with self.store.opened():
+            existed = await self.store.register_benchmark(benchmark_id, plan.config())
+            summaries = await self.store.summaries(benchmark_id) if existed else []
+            loop = RunLoop(
+                benchmark_id=benchmark_id,
+                plan=plan,
+                limits=limits,
+                agents=self.agents,
+                environments=self.environments,
+                eval_keys=list(eval_keys),
+                store=self.store,
+                policy=self.retry_policy,
+                trial_timeout=self.trial_timeout,
+                notify=notify,
+                summaries=summaries,
+            )
+            del summaries
+            info = RunInfo(benchmark_id, plan, limits, eval_keys, loop.statistics, loop.resumed)
+            _call(watchers, "on_run_start", info)
+            try:
+                await loop.run()
+            finally:
+                _call(watchers, "on_run_end", info)
+            ran = time.time()
+            report = build_report(
+                benchmark_id,
+                plan.config(),
+                await self.store.summaries(benchmark_id),
+                k_values=ks,
+                added=plan.added,
+                started_at=started,
+                finished_at=ran,
+                resumed=loop.resumed,
+                timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
+            )
+        _write_report(self.store, report)
+        return report
+
+
+def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
+    for watcher in watchers:
+        method = getattr(watcher, hook, None)
+        if method is None:
+            continue
+        try:
+            method(info)
+        except Exception:  # an observer never stops the run
+            logging.getLogger("corral").warning("observer %r failed in %s", watcher, hook,
+                                                exc_info=True)
+
+
+def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
+    if isinstance(store, str | os.PathLike):
+        if str(store) == ":memory:":
+            return MemoryStore()
+        return SQLiteStore(store)
+    if not isinstance(store, CommitStore):
+        raise ConfigError(f"store must be a path or a CommitStore, not {store!r}")
+    return store
+
+
+def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
+    """Where a run's JSON report is written: beside a store that lives in a file."""
+    if isinstance(store, SQLiteStore):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in benchmark_id)
+        return store.path.parent / "reports" / f"{safe}.json"
+    return None
+
+
+def _write_report(store: CommitStore, report: BenchmarkReport) -> None:
+    path = report_path(store, report.benchmark_id)
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+    os.replace(tmp, path)
+
+

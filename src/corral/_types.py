@@ -1,0 +1,188 @@
+"""Value types: task metadata, what agents and environments exchange, commits, records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Final as _Final, Literal
+
+CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation"]
+COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation")
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Unchanged:
+    """The state of a `ToolEffect` that leaves the trial's state as it was."""
+
+    _instance: _Unchanged | None = None
+
+    def __new__(cls) -> _Unchanged:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<unchanged>"
+
+    def __reduce__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED: _Final = _Unchanged()
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkTaskMetadata:
+    """What a task is: who acts, where, on which model, and from which inputs."""
+
+    agent_id: str
+    environment_id: str
+    model: str | None = None
+    max_iterations: int = 10
+    dependencies: tuple[str, ...] = ()
+    inputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        # A list given for dependencies is kept as the tuple the type promises.
+        if not isinstance(self.dependencies, tuple):
+            object.__setattr__(self, "dependencies", tuple(self.dependencies))
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One tool call proposed by an agent."""
+
+    tool: str
+    arguments: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """The agent's answer: the trial ends ``completed`` with this output."""
+
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEffect:
+    """What executing an action did: an observation and, optionally, a new state."""
+
+    observation: Any
+    state: Any = UNCHANGED
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The score of one finished trial."""
+
+    score: float
+    passed: bool
+    details: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and cost, summed over steps and trials."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost + other.cost,
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.input_tokens or self.output_tokens or self.cost)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+        }
+
+
+NO_USAGE: _Final = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One durable entry of a trial's append-only history."""
+
+    seq: int
+    kind: str
+    payload: Any
+    created_at: float
+    usage: Usage = NO_USAGE
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """An action the agent declared and the effect of executing it."""
+
+    action: Action
+    effect: ToolEffect
+
+
+class TrialStatus(StrEnum):
+    """How a trial ended."""
+
+    COMPLETED = "completed"
+    MAX_ITERATIONS = "max_iterations"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    UNREACHABLE = "unreachable"
+
+
+#: Statuses whose trials are scored.
+EVALUATED_STATUSES: _Final = frozenset(
+    {TrialStatus.COMPLETED, TrialStatus.MAX_ITERATIONS, TrialStatus.TIMEOUT}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """One trial as it ended (and, once scored, its evaluation)."""
+
+    task_id: str
+    trial: int
+    status: TrialStatus
+    output: Any = None
+    evaluation: Evaluation | None = None
+    error: str | None = None
+    attempts: int = 1
+    commits: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    usage: Usage = NO_USAGE
+    #: The trial's final state (what ``evaluate`` usually scores); not in ``to_dict``.
+    state: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.evaluation is not None and bool(self.evaluation.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        ev = self.evaluation
+        return {
+            "task_id": self.task_id,
+            "trial": self.trial,
+            "status": str(self.status),
+            "output": self.output,
+            "evaluation": None
+            if ev is None
+            else {"score": ev.score, "passed": ev.passed, "details": dict(ev.details)},
+            "error": self.error,
+            "attempts": self.attempts,
+            "commits": self.commits,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "usage": self.usage.to_dict(),
+        }

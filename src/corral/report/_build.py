@@ -1,0 +1,86 @@
+"""Building a report from the store's trial summaries: one source of truth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .._records import record_of
+from .._types import TrialRecord, TrialStatus, Usage
+from ..store._protocol import TrialSummary
+from ._model import BenchmarkReport, TaskReport
+from ._passk import pass_at_k
+
+
+def records_from(summaries: Iterable[TrialSummary]) -> dict[tuple[str, int], TrialRecord]:
+    """Records of every trial that has a terminal commit."""
+    out = {}
+    for s in summaries:
+        if s.terminal is None:
+            continue
+        out[(s.task_id, s.trial)] = record_of(
+            s.task_id,
+            s.trial,
+            terminal=s.terminal,
+            evaluation=s.evaluation,
+            commits=s.commits,
+            started_at=s.started_at,
+            usage=s.usage,
+        )
+    return out
+
+
+def build_report(
+    benchmark_id: str,
+    config: Mapping[str, Any],
+    summaries: Iterable[TrialSummary],
+    *,
+    k_values: Sequence[int],
+    added: Iterable[str] = (),
+    started_at: float,
+    finished_at: float,
+    resumed: int = 0,
+    timings: Mapping[str, float] | None = None,
+) -> BenchmarkReport:
+    """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it."""
+    trials_per_task = int(config["trials_per_task"])
+    records = records_from(summaries)
+    added = set(added)
+    tasks: dict[str, TaskReport] = {}
+    counts = {str(status): 0 for status in TrialStatus}
+    usage = Usage()
+    for task_id, meta in config["tasks"].items():
+        trials = [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
+        passed = sum(1 for t in trials if t.passed)
+        for t in trials:
+            counts[str(t.status)] += 1
+            usage = usage + t.usage
+        n = len(trials)
+        tasks[task_id] = TaskReport(
+            task_id=task_id,
+            trials=trials,
+            pass_at_k={k: pass_at_k(n, passed, k) for k in k_values if k <= n},
+            added_by_dependencies=task_id in added,
+            model=meta.get("model"),
+            environment_id=meta.get("environment_id", ""),
+        )
+    mean = {
+        k: sum(t.pass_at_k[k] for t in tasks.values() if k in t.pass_at_k) / len(tasks)
+        for k in k_values
+    } if tasks else {}
+    unfinished = len(tasks) * trials_per_task - sum(counts.values())
+    if unfinished:
+        counts["unfinished"] = unfinished
+    return BenchmarkReport(
+        benchmark_id=benchmark_id,
+        tasks=tasks,
+        pass_at_k=mean,
+        counts=counts,
+        usage=usage,
+        trials_per_task=trials_per_task,
+        k_values=tuple(k_values),
+        started_at=started_at,
+        finished_at=finished_at,
+        resumed=resumed,
+        timings=dict(timings or {}),
+    )

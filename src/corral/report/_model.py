@@ -1,0 +1,80 @@
+"""The report of a run: per-task trials and pass@k, counts, usage, timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._types import TrialRecord, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReport:
+    """One task's trials (ordered by trial) and its pass@k."""
+
+    task_id: str
+    trials: list[TrialRecord]
+    pass_at_k: dict[int, float]
+    #: True when the dependency closure added this task to the selection.
+    added_by_dependencies: bool = False
+    model: str | None = None
+    environment_id: str = ""
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for t in self.trials if t.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "model": self.model,
+            "environment_id": self.environment_id,
+            "added_by_dependencies": self.added_by_dependencies,
+            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
+            "passed": self.passed,
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkReport:
+    """What a run produced. ``pass_at_k`` is the mean over every task in the run."""
+
+    benchmark_id: str
+    tasks: dict[str, TaskReport]
+    pass_at_k: dict[int, float]
+    counts: dict[str, int]
+    usage: Usage
+    trials_per_task: int
+    k_values: tuple[int, ...]
+    started_at: float
+    finished_at: float
+    #: Trials finished by an earlier run of this benchmark id and reused.
+    resumed: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.finished_at - self.started_at
+
+    @property
+    def added_by_dependencies(self) -> list[str]:
+        return [t for t, r in self.tasks.items() if r.added_by_dependencies]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return {
+            "benchmark_id": self.benchmark_id,
+            "trials_per_task": self.trials_per_task,
+            "k_values": list(self.k_values),
+            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
+            "counts": dict(self.counts),
+            "usage": self.usage.to_dict(),
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "wall_seconds": self.wall_seconds,
+            "resumed": self.resumed,
+            "timings": dict(self.timings),
+            "added_by_dependencies": self.added_by_dependencies,
+            "tasks": {task_id: task.to_dict() for task_id, task in self.tasks.items()},
+        }

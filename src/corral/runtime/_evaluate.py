@@ -1,0 +1,64 @@
+"""Scoring one finished trial: its own phase, retried like an attempt, recorded once."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+
+from .._json import check_json
+from .._protocols import Environment
+from .._records import with_evaluation
+from .._types import Commit, Evaluation, TrialRecord
+from ..store._protocol import CommitStore, TrialKey
+from ._retry import RetryPolicy, describe
+from ._trial import Notify
+
+
+async def evaluate_trial(
+    environment: Environment,
+    record: TrialRecord,
+    *,
+    key: TrialKey,
+    seq: int,
+    store: CommitStore,
+    policy: RetryPolicy,
+    notify: Notify,
+) -> TrialRecord:
+    """Score ``record`` and commit the evaluation (or the failure to produce one).
+
+    Returns the record with ``evaluation`` (or ``error``) filled in.
+    """
+    attempt = 0
+    while True:
+        try:
+            payload = _payload(await environment.evaluate(record))
+            break
+        except Exception as exc:
+            if policy.retryable(exc, attempt):
+                await anyio.sleep(policy.delay(attempt))
+                attempt += 1
+                continue
+            payload = {"error": describe(exc), "attempts": attempt + 1}
+            break
+    commit = Commit(seq, "evaluation", payload, time.time())
+    with anyio.CancelScope(shield=True):
+        await store.append(key, [commit])
+    notify(key, commit)
+    return with_evaluation(record, commit)
+
+
+def _payload(evaluation: object) -> dict[str, Any]:
+    if not isinstance(evaluation, Evaluation):
+        raise TypeError(f"evaluate() returned {evaluation!r}, not an Evaluation")
+    score = check_json(evaluation.score, "Evaluation.score")
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise TypeError(f"Evaluation.score must be a number, not {score!r}")
+    if not isinstance(evaluation.passed, bool):
+        raise TypeError(f"Evaluation.passed must be a bool, not {evaluation.passed!r}")
+    return {
+        "score": score,
+        "passed": evaluation.passed,
+        "details": check_json(evaluation.details, "Evaluation.details"),
+    }

@@ -1,0 +1,55 @@
+"""When and how long to wait before retrying a failed attempt."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .._errors import ConfigError, CorralError, NotSerializableError
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: attempt n waits U(0, min(cap, base * 2**n)).
+
+    ``no_retry`` names exception types that end a trial at once. Corral's own
+    errors (bad configuration, store failures) never retry; values that cannot
+    be recorded do, like any exception raised by user code.
+    """
+
+    max_retries: int = 2
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    no_retry: tuple[type[BaseException], ...] = ()
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
+            raise ConfigError(f"max_retries must be an integer, not {self.max_retries!r}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be 0 or more, not {self.max_retries!r}")
+        for name in ("backoff_base", "backoff_cap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative number, not {value!r}")
+        for kind in self.no_retry:
+            if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+                raise ConfigError(f"no_retry must hold exception types, not {kind!r}")
+
+    def retryable(self, exc: BaseException, attempt: int) -> bool:
+        """Whether attempt ``attempt`` (0-based), which raised ``exc``, gets another try."""
+        if attempt >= self.max_retries or not isinstance(exc, Exception):
+            return False
+        if isinstance(exc, CorralError) and not isinstance(exc, NotSerializableError):
+            return False
+        return not isinstance(exc, self.no_retry)
+
+    def delay(self, attempt: int) -> float:
+        ceiling = min(self.backoff_cap, self.backoff_base * (2**attempt))
+        return self.rng.uniform(0, ceiling)
+
+
+def describe(exc: BaseException) -> str:
+    """The error text a trial record keeps: the exception's type and message."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -1,0 +1,107 @@
+"""`AgentSession`: what agents and environments see of one trial."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import ConfigError
+from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
+
+
+class AgentSession:
+    """One trial's view for its agent and environment.
+
+    Corral updates ``state``, ``steps``, ``history`` and ``iteration`` after
+    every durable commit. ``scratch`` is the agent's own per-trial dict (it is
+    not recorded). Inside ``Environment.execute``, ``step_key`` is the
+    idempotency key of the action being executed: the same on every
+    re-execution, in any process.
+    """
+
+    __slots__ = (
+        "benchmark_id",
+        "task_id",
+        "trial",
+        "attempt",
+        "metadata",
+        "model",
+        "inputs",
+        "state",
+        "steps",
+        "history",
+        "iteration",
+        "previous_evaluation",
+        "previous_state",
+        "previous_trial",
+        "scratch",
+        "step_key",
+        "_usage",
+    )
+
+    def __init__(
+        self,
+        *,
+        benchmark_id: str,
+        task_id: str,
+        trial: int,
+        metadata: BenchmarkTaskMetadata,
+        inputs: Mapping[str, Any],
+        attempt: int = 0,
+        previous_evaluation: Evaluation | None = None,
+        previous_state: Any = None,
+        previous_trial: int | None = None,
+    ) -> None:
+        self.benchmark_id = benchmark_id
+        self.task_id = task_id
+        self.trial = trial
+        self.attempt = attempt
+        self.metadata = metadata
+        self.model = metadata.model
+        self.inputs = inputs
+        self.state: Any = None
+        self.steps: list[Step] = []
+        self.history: list[Commit] = []
+        self.iteration = 0
+        self.previous_evaluation = previous_evaluation
+        self.previous_state = previous_state
+        self.previous_trial = previous_trial
+        self.scratch: dict[str, Any] = {}
+        self.step_key: str | None = None
+        self._usage: Usage = NO_USAGE
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentSession({self.benchmark_id!r}, task={self.task_id!r}, trial={self.trial}, "
+            f"attempt={self.attempt}, iteration={self.iteration})"
+        )
+
+    def record_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0
+    ) -> None:
+        """Add token and cost usage to the step being recorded (summed in the report)."""
+        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, not {value!r}")
+        if (
+            isinstance(cost, bool)
+            or not isinstance(cost, int | float)
+            or not math.isfinite(cost)
+            or cost < 0
+        ):
+            raise ConfigError(f"cost must be a non-negative number, not {cost!r}")
+        self._usage = self._usage + Usage(input_tokens, output_tokens, float(cost))
+
+    def take_usage(self) -> Usage:
+        """The usage recorded since the last commit, which the next commit carries."""
+        usage, self._usage = self._usage, NO_USAGE
+        return usage
+
+    def for_action(self, step_key: str) -> AgentSession:
+        """A view for executing one action: its own ``step_key`` and usage, same trial."""
+        view = copy.copy(self)
+        view.step_key = step_key
+        view._usage = NO_USAGE
+        return view

@@ -1,0 +1,308 @@
+"""One trial, from setup through its turns to the terminal commit, with retries and resume.
+
+A trial's runtime needs nothing from the scheduler's process but its plan
+(inputs, the store, its agent and environment): it could run on another worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from .._json import check_json
+from .._protocols import Agent, Environment
+from .._types import (
+    UNCHANGED,
+    Action,
+    BenchmarkTaskMetadata,
+    Commit,
+    Evaluation,
+    Final,
+    ToolEffect,
+    TrialRecord,
+    TrialStatus,
+    Usage,
+)
+from ..store._protocol import CommitStore, TrialKey
+from .._records import evaluation_of, record_of
+from ._projection import Projection
+from ._retry import RetryPolicy, describe
+from ._session import AgentSession
+
+Notify = Callable[[TrialKey, Commit], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """The earlier trial a reflective session sees."""
+
+    trial: int
+    evaluation: Evaluation | None
+    state: Any
+
+
+@dataclass(slots=True)
+class TrialPlan:
+    """Everything one trial's runtime needs."""
+
+    key: TrialKey
+    metadata: BenchmarkTaskMetadata
+    agent: Agent
+    environment: Environment
+    inputs: Mapping[str, Any]
+    store: CommitStore
+    policy: RetryPolicy
+    trial_timeout: float | None
+    notify: Notify
+    previous: Previous | None = None
+    may_have_history: bool = False
+
+
+def step_key(key: TrialKey, action_seq: int) -> str:
+    """The idempotency key of one action: stable across retries and processes."""
+    raw = f"{len(key.benchmark_id)}:{key.benchmark_id}|{len(key.task_id)}:{key.task_id}"
+    digest = hashlib.sha256(f"{raw}|{key.trial}|{action_seq}".encode()).hexdigest()
+    return f"step-{digest[:32]}"
+
+
+class _Writer:
+    """Appends a trial's commits: allocates sequence numbers, waits for durability,
+    then updates the projection and session and tells the observers."""
+
+    def __init__(self, plan: TrialPlan, projection: Projection, session: AgentSession):
+        self.plan = plan
+        self.projection = projection
+        self.session = session
+        self.next_seq = projection.next_seq
+
+    async def commit(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
+        now = time.time()
+        commits = []
+        for kind, payload, usage in items:
+            commits.append(Commit(self.next_seq, kind, payload, now, usage))
+            self.next_seq += 1
+        # Shielded: once handed to the store the append completes, so what this
+        # runtime believes is the head is what the store holds, even on timeout.
+        with anyio.CancelScope(shield=True):
+            await self.plan.store.append(self.plan.key, commits)
+        for commit in commits:
+            self.projection.apply(commit)
+            self.plan.notify(self.plan.key, commit)
+        _sync(self.session, self.projection)
+        return commits
+
+
+def _sync(session: AgentSession, projection: Projection) -> None:
+    session.state = projection.state
+    session.steps = list(projection.steps)
+    session.history = projection.commits
+    session.iteration = projection.iteration
+
+
+@dataclass(slots=True)
+class TrialOutcome:
+    """How a trial's execution ended, as the scheduler and evaluation need it."""
+
+    record: TrialRecord
+    next_seq: int
+    previous_trial: int | None
+
+
+async def run_trial(plan: TrialPlan) -> TrialOutcome:
+    """Run (or continue) one trial until it has a terminal commit."""
+    attempt = 0
+    started = time.time()
+    while True:
+        if attempt == 0 and not plan.may_have_history:
+            projection = Projection()
+        else:
+            projection = Projection.of(await plan.store.history(plan.key))
+        if projection.terminal is not None:
+            return _outcome(plan, projection, started)
+        session = await _session(plan, projection, attempt)
+        writer = _Writer(plan, projection, session)
+        error: BaseException | None = None
+        with anyio.CancelScope(
+            deadline=anyio.current_time() + plan.trial_timeout
+            if plan.trial_timeout is not None
+            else float("inf")
+        ) as scope:
+            try:
+                await _attempt(plan, writer, session)
+            except Exception as exc:
+                error = exc
+        if projection.terminal is not None:
+            return _outcome(plan, projection, started)
+        if scope.cancelled_caught:
+            error_text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
+            await _end(writer, TrialStatus.TIMEOUT, error_text)
+            return _outcome(plan, projection, started)
+        assert error is not None
+        if plan.policy.retryable(error, attempt):
+            await anyio.sleep(plan.policy.delay(attempt))
+            attempt += 1
+            continue
+        await _end(writer, TrialStatus.ERROR, describe(error))
+        return _outcome(plan, projection, started)
+
+
+async def _session(plan: TrialPlan, projection: Projection, attempt: int) -> AgentSession:
+    previous = plan.previous
+    if projection.has_setup and projection.previous_trial != (previous and previous.trial):
+        # Resumed: the setup commit recorded which earlier trial this one saw.
+        previous = await load_previous(plan.store, plan.key, projection.previous_trial)
+    session = AgentSession(
+        benchmark_id=plan.key.benchmark_id,
+        task_id=plan.key.task_id,
+        trial=plan.key.trial,
+        metadata=plan.metadata,
+        inputs=plan.inputs,
+        attempt=attempt,
+        previous_evaluation=previous.evaluation if previous else None,
+        previous_state=previous.state if previous else None,
+        previous_trial=previous.trial if previous else None,
+    )
+    _sync(session, projection)
+    return session
+
+
+async def load_previous(
+    store: CommitStore, key: TrialKey, trial: int | None
+) -> Previous | None:
+    if trial is None:
+        return None
+    earlier = Projection.of(await store.history(TrialKey(key.benchmark_id, key.task_id, trial)))
+    evaluation = evaluation_of(earlier.evaluation.payload) if earlier.evaluation else None
+    return Previous(trial, evaluation, earlier.state)
+
+
+async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> None:
+    projection = writer.projection
+    if not projection.has_setup:
+        state = await plan.environment.setup(session)
+        payload = {
+            "state": check_json(state, "the state returned by setup"),
+            "previous_trial": session.previous_trial,
+        }
+        await writer.commit([("setup", payload, session.take_usage())])
+    turn = projection.open_turn
+    if turn is not None:
+        # The head is an action (or part of a parallel turn) without its effect:
+        # finish it with the same step keys before the agent decides anything new.
+        await _execute(plan, writer, session, turn.missing, turn.state_before)
+    max_iterations = plan.metadata.max_iterations
+    while projection.iteration < max_iterations:
+        decision = await plan.agent.act(session)
+        if isinstance(decision, Final):
+            output = check_json(decision.output, "the Final output")
+            await writer.commit(
+                [("terminal", _terminal(TrialStatus.COMPLETED, session, output), session.take_usage())]
+            )
+            return
+        actions = _actions(decision)
+        turn_no = projection.iteration
+        usage = session.take_usage()
+        items = []
+        for index, action in enumerate(actions):
+            seq = writer.next_seq + index
+            payload = {
+                "tool": check_json(action.tool, "Action.tool"),
+                "arguments": check_json(action.arguments, f"the arguments of {action.tool!r}"),
+                "turn": turn_no,
+                "index": index,
+                "step_key": step_key(plan.key, seq),
+            }
+            items.append(("action", payload, usage if index == 0 else Usage()))
+        commits = await writer.commit(items)
+        await _execute(
+            plan, writer, session, [(c.seq, a) for c, a in zip(commits, actions)], session.state
+        )
+    await writer.commit(
+        [("terminal", _terminal(TrialStatus.MAX_ITERATIONS, session), session.take_usage())]
+    )
+
+
+def _actions(decision: object) -> list[Action]:
+    if isinstance(decision, Action):
+        return [decision]
+    if isinstance(decision, Sequence) and not isinstance(decision, str | bytes):
+        actions = list(decision)
+        if actions and all(isinstance(a, Action) for a in actions):
+            return actions
+    raise TypeError(
+        f"act() returned {decision!r}; expected an Action, a non-empty sequence of Actions, "
+        "or Final"
+    )
+
+
+async def _execute(
+    plan: TrialPlan,
+    writer: _Writer,
+    session: AgentSession,
+    actions: list[tuple[int, Action]],
+    state_before: Any,
+) -> None:
+    async def one(seq: int, action: Action) -> None:
+        view = session.for_action(step_key(plan.key, seq))
+        view.state = state_before  # every action of a turn sees the turn's starting state
+        effect = await plan.environment.execute(action, view)
+        if not isinstance(effect, ToolEffect):
+            raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
+        payload: dict[str, Any] = {
+            "action_seq": seq,
+            "observation": check_json(effect.observation, f"the observation of {action.tool!r}"),
+        }
+        if effect.state is not UNCHANGED:
+            payload["state"] = check_json(effect.state, f"the state after {action.tool!r}")
+        await writer.commit([("tool_effect", payload, view.take_usage())])
+
+    if len(actions) == 1:
+        await one(*actions[0])
+        return
+    async with anyio.create_task_group() as tg:
+        for seq, action in actions:
+            tg.start_soon(one, seq, action)
+
+
+def _terminal(
+    status: TrialStatus,
+    session: AgentSession,
+    output: Any = None,
+    *,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "status": str(status),
+        "output": output,
+        "error": error,
+        "attempts": session.attempt + 1,
+        "state": session.state,
+    }
+
+
+async def _end(writer: _Writer, status: TrialStatus, error: str) -> None:
+    session = writer.session
+    await writer.commit([("terminal", _terminal(status, session, error=error), session.take_usage())])
+
+
+def _outcome(plan: TrialPlan, projection: Projection, started: float) -> TrialOutcome:
+    terminal = projection.terminal
+    assert terminal is not None
+    usage = Usage()
+    for commit in projection.commits:
+        usage = usage + commit.usage
+    record = record_of(
+        plan.key.task_id,
+        plan.key.trial,
+        terminal=terminal,
+        evaluation=None,
+        commits=len(projection.commits),
+        started_at=projection.commits[0].created_at,
+        usage=usage,
+    )
+    return TrialOutcome(record, projection.next_seq, projection.previous_trial)

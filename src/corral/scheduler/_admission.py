@@ -1,0 +1,326 @@
+"""Admission: the one decision of what starts next, over every counter at once.
+
+Pure bookkeeping, no I/O and no tasks: the run loop asks `next_starts()` after
+every change and starts exactly what it is given. A trial is admitted only
+when every counter it needs has room, and then takes all of them at once, so
+nothing ever holds one slot while it waits for another. Trials are identified
+by (task index, round) and never materialised before admission: the per-trial
+state is one byte.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .._types import EVALUATED_STATUSES, TrialStatus
+from ._limits import Limits
+from ._plan import RunPlan
+
+
+#: One byte per trial: 0 while it has not ended, else 1 + the status's position.
+STATUS_CODES: dict[TrialStatus, int] = {status: i + 1 for i, status in enumerate(TrialStatus)}
+STATUS_OF_CODE: dict[int, TrialStatus] = {code: status for status, code in STATUS_CODES.items()}
+_COMPLETED = STATUS_CODES[TrialStatus.COMPLETED]
+
+
+class Phase(IntEnum):
+    PENDING = 0  # not started
+    RUNNING = 1  # admitted for execution (or being recorded as unreachable)
+    ENDED = 2  # has a terminal commit; evaluation may be pending
+    DONE = 3  # evaluated, or ended with nothing to evaluate
+
+
+class StartKind(IntEnum):
+    EXECUTE = 0
+    EVALUATE = 1
+    UNREACHABLE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    kind: StartKind
+    task: int
+    round: int
+    #: For UNREACHABLE: the parent task index and round state that caused it.
+    cause: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """A snapshot of the counters (what the progress display and tests read)."""
+
+    executing: int
+    evaluating: int
+    ready: int
+    awaiting_evaluation: int
+    finished: int
+    total: int
+    by_model: dict[str, int]
+    by_environment: dict[str, int]
+    evaluations_by_environment: dict[str, int]
+
+
+class Admission:
+    def __init__(
+        self,
+        plan: RunPlan,
+        limits: Limits,
+        eval_keys: Sequence[str],
+        phases: list[bytearray] | None = None,
+        statuses: list[bytearray] | None = None,
+    ) -> None:
+        n = plan.trials_per_task
+        tasks = len(plan.task_ids)
+        self.plan = plan
+        self.limits = limits
+        self.rounds = n
+        self.phase = phases if phases is not None else [bytearray(n) for _ in range(tasks)]
+        # status[t][r]: how trial (t, r) ended, as a STATUS_CODES code (0: not ended).
+        self.status = statuses if statuses is not None else [bytearray(n) for _ in range(tasks)]
+        self.sequential = limits.max_parallel_per_task == 1
+
+        def index(keys: list[str | None], limited: dict[str, int]) -> tuple[list[int], list[int], list[str]]:
+            names = sorted(limited)
+            position = {name: i for i, name in enumerate(names)}
+            return [position.get(k, -1) if k is not None else -1 for k in keys], [
+                limited[name] for name in names
+            ], names
+
+        meta = plan.metadata
+        self.model_of, self.model_limit, self.model_names = index(
+            [m.model for m in meta], dict(limits.max_parallel_by_model)
+        )
+        self.env_of, self.env_limit, self.env_names = index(
+            [m.environment_id for m in meta], dict(limits.max_parallel_by_environment)
+        )
+        self.evalkey_of, self.evalkey_limit, self.evalkey_names = index(
+            list(eval_keys), dict(limits.max_parallel_evaluations_by_environment)
+        )
+        self.model_used = [0] * len(self.model_limit)
+        self.env_used = [0] * len(self.env_limit)
+        self.evalkey_used = [0] * len(self.evalkey_limit)
+        self.executing = 0
+        self.evaluating = 0
+        self.task_running = [0] * tasks
+        self.task_inflight = [0] * tasks  # started and not DONE
+        self.next_round = [0] * tasks
+        self.in_ready = bytearray(tasks)
+        self.finished = 0
+        self.total = tasks * n
+
+        # Ready executions, bucketed by the limited (model, environment) they need, so
+        # one blocked bucket never hides a trial that fits: the head of every bucket
+        # that has room is a candidate, and the best candidate starts.
+        self._ready: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        self._ready_count = 0
+        self._evals: dict[int, deque[tuple[int, int]]] = {}
+        self._eval_count = 0
+        self._eval_order = itertools.count()
+        self._unreachable: deque[Start] = deque()
+
+        for t in range(tasks):
+            for r in range(n):
+                p = self.phase[t][r]
+                if p == Phase.DONE:
+                    self.finished += 1
+                elif p == Phase.ENDED:
+                    # Resumed: ended but not yet evaluated.
+                    self.task_inflight[t] += 1
+                    self._push_eval(t, r)
+                elif p == Phase.RUNNING:
+                    raise ValueError("a resumed trial cannot start RUNNING")
+        for t in range(tasks):
+            self._advance(t)
+            self._consider(t)
+
+    # -- readiness ---------------------------------------------------------
+
+    def _advance(self, t: int) -> None:
+        phase = self.phase[t]
+        r = self.next_round[t]
+        while r < self.rounds and phase[r] != Phase.PENDING:
+            r += 1
+        self.next_round[t] = r
+
+    def _consider(self, t: int) -> None:
+        """Queue task t's next round if it can start (or must be recorded unreachable)."""
+        if self.in_ready[t]:
+            return
+        r = self.next_round[t]
+        if r >= self.rounds:
+            return
+        if self.sequential:
+            if self.task_inflight[t]:
+                return
+        elif self.task_running[t] >= self.limits.max_parallel_per_task:
+            return
+        cause = -1
+        for p in self.plan.parents[t]:
+            state = self.phase[p][r]
+            if state < Phase.ENDED:
+                return
+            if self.status[p][r] != _COMPLETED and cause < 0:
+                cause = p
+        if cause >= 0:
+            self.phase[t][r] = Phase.RUNNING
+            self.task_inflight[t] += 1
+            self._advance(t)
+            self._unreachable.append(Start(StartKind.UNREACHABLE, t, r, cause))
+            return
+        self.in_ready[t] = 1
+        bucket = (self.model_of[t], self.env_of[t])
+        entry = (-self.plan.depth[t], r, t, r)
+        heapq.heappush(self._ready.setdefault(bucket, []), entry)
+        self._ready_count += 1
+
+    def _push_eval(self, t: int, r: int) -> None:
+        self._evals.setdefault(self.evalkey_of[t], deque()).append((t, r))
+        self._eval_count += 1
+
+    # -- the decision ------------------------------------------------------
+
+    def next_starts(self) -> list[Start]:
+        """Everything that may start now; the counters are taken before returning."""
+        starts: list[Start] = []
+        while self._unreachable:
+            starts.append(self._unreachable.popleft())
+        limits = self.limits
+        total = limits.max_parallel_total
+        # Evaluations first: when the total ceiling binds, a waiting evaluation goes first.
+        while (
+            self._eval_count
+            and self.evaluating < limits.max_parallel_evaluations
+            and self.executing + self.evaluating < total
+        ):
+            key = self._best_eval_key()
+            if key is None:
+                break
+            t, r = self._evals[key].popleft()
+            if not self._evals[key]:
+                del self._evals[key]
+            self._eval_count -= 1
+            self.evaluating += 1
+            if key >= 0:
+                self.evalkey_used[key] += 1
+            starts.append(Start(StartKind.EVALUATE, t, r))
+        while (
+            self._ready_count
+            and self.executing < limits.max_parallel
+            and self.executing + self.evaluating < total
+        ):
+            bucket = self._best_bucket()
+            if bucket is None:
+                break
+            heap = self._ready[bucket]
+            _, r, t, _ = heapq.heappop(heap)
+            if not heap:
+                del self._ready[bucket]
+            self._ready_count -= 1
+            self.in_ready[t] = 0
+            self._take_execution(t, r)
+            starts.append(Start(StartKind.EXECUTE, t, r))
+            self._consider(t)  # with max_parallel_per_task > 1 its next round may fit too
+        return starts
+
+    def _best_bucket(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        best_head = None
+        for bucket, heap in self._ready.items():
+            m, e = bucket
+            if m >= 0 and self.model_used[m] >= self.model_limit[m]:
+                continue
+            if e >= 0 and self.env_used[e] >= self.env_limit[e]:
+                continue
+            if best_head is None or heap[0] < best_head:
+                best, best_head = bucket, heap[0]
+        return best
+
+    def _best_eval_key(self) -> int | None:
+        best = None
+        best_head = None
+        for key, queue in self._evals.items():
+            if key >= 0 and self.evalkey_used[key] >= self.evalkey_limit[key]:
+                continue
+            head = queue[0]
+            if best_head is None or head[1] < best_head[1] or (
+                head[1] == best_head[1] and head[0] < best_head[0]
+            ):
+                best, best_head = key, head
+        return best
+
+    def _take_execution(self, t: int, r: int) -> None:
+        self.executing += 1
+        self.task_running[t] += 1
+        self.task_inflight[t] += 1
+        if (m := self.model_of[t]) >= 0:
+            self.model_used[m] += 1
+        if (e := self.env_of[t]) >= 0:
+            self.env_used[e] += 1
+        self.phase[t][r] = Phase.RUNNING
+        self._advance(t)
+
+    # -- what the run loop reports back ------------------------------------
+
+    def execution_ended(self, t: int, r: int, status: TrialStatus) -> None:
+        """Trial (t, r) has its terminal commit; release its execution counters."""
+        self.executing -= 1
+        self.task_running[t] -= 1
+        if (m := self.model_of[t]) >= 0:
+            self.model_used[m] -= 1
+        if (e := self.env_of[t]) >= 0:
+            self.env_used[e] -= 1
+        self._ended(t, r, status)
+
+    def unreachable_recorded(self, t: int, r: int) -> None:
+        self._ended(t, r, TrialStatus.UNREACHABLE)
+
+    def _ended(self, t: int, r: int, status: TrialStatus) -> None:
+        self.phase[t][r] = Phase.ENDED
+        self.status[t][r] = STATUS_CODES[status]
+        if status in EVALUATED_STATUSES:
+            self._push_eval(t, r)
+        else:
+            self._done(t, r)
+        self._consider(t)
+        for child in self.plan.children[t]:
+            if self.next_round[child] == r:
+                self._consider(child)
+
+    def evaluation_ended(self, t: int, r: int) -> None:
+        self.evaluating -= 1
+        if (k := self.evalkey_of[t]) >= 0:
+            self.evalkey_used[k] -= 1
+        self._done(t, r)
+        self._consider(t)
+
+    def _done(self, t: int, r: int) -> None:
+        self.phase[t][r] = Phase.DONE
+        self.task_inflight[t] -= 1
+        self.finished += 1
+
+    def status_of(self, t: int, r: int) -> TrialStatus | None:
+        return STATUS_OF_CODE.get(self.status[t][r])
+
+    @property
+    def complete(self) -> bool:
+        return self.finished == self.total
+
+    def statistics(self) -> Statistics:
+        return Statistics(
+            executing=self.executing,
+            evaluating=self.evaluating,
+            ready=self._ready_count,
+            awaiting_evaluation=self._eval_count,
+            finished=self.finished,
+            total=self.total,
+            by_model=dict(zip(self.model_names, self.model_used, strict=True)),
+            by_environment=dict(zip(self.env_names, self.env_used, strict=True)),
+            evaluations_by_environment=dict(
+                zip(self.evalkey_names, self.evalkey_used, strict=True)
+            ),
+        )

@@ -1,0 +1,98 @@
+"""The run's concurrency limits, validated once, with the defaults of SPEC section 2."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .._errors import ConfigError
+
+
+def positive_int(name: str, value: Any) -> int:
+    """``value`` if it is an integer >= 1 (bools are not), else a `ConfigError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    if value < 1:
+        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name} must be a mapping of name to limit, not {value!r}")
+    out = {}
+    for key, limit in value.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"{name} keys must be strings, not {key!r}")
+        out[key] = positive_int(f"{name}[{key!r}]", limit)
+    return MappingProxyType(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every limit of a run, resolved: ``None`` only where SPEC says 'none'."""
+
+    max_parallel: int = 4
+    max_parallel_per_task: int = 1
+    max_parallel_evaluations: int = 4
+    max_parallel_total: int = 8
+    max_parallel_by_model: Mapping[str, int] = field(default_factory=dict)
+    max_parallel_by_environment: Mapping[str, int] = field(default_factory=dict)
+    max_parallel_evaluations_by_environment: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        max_parallel: int = 4,
+        max_parallel_per_task: int = 1,
+        max_parallel_evaluations: int | None = None,
+        max_parallel_total: int | None = None,
+        max_parallel_by_model: Mapping[str, int] | None = None,
+        max_parallel_by_environment: Mapping[str, int] | None = None,
+        max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
+    ) -> Limits:
+        """Validate every limit and fill in the defaults; raise `ConfigError` naming a bad one."""
+        parallel = positive_int("max_parallel", max_parallel)
+        per_task = positive_int("max_parallel_per_task", max_parallel_per_task)
+        evaluations = (
+            parallel
+            if max_parallel_evaluations is None
+            else positive_int("max_parallel_evaluations", max_parallel_evaluations)
+        )
+        total = (
+            parallel + evaluations
+            if max_parallel_total is None
+            else positive_int("max_parallel_total", max_parallel_total)
+        )
+        return cls(
+            max_parallel=parallel,
+            max_parallel_per_task=per_task,
+            max_parallel_evaluations=evaluations,
+            max_parallel_total=total,
+            max_parallel_by_model=_keyed("max_parallel_by_model", max_parallel_by_model),
+            max_parallel_by_environment=_keyed(
+                "max_parallel_by_environment", max_parallel_by_environment
+            ),
+            max_parallel_evaluations_by_environment=_keyed(
+                "max_parallel_evaluations_by_environment",
+                max_parallel_evaluations_by_environment,
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_parallel": self.max_parallel,
+            "max_parallel_per_task": self.max_parallel_per_task,
+            "max_parallel_evaluations": self.max_parallel_evaluations,
+            "max_parallel_total": self.max_parallel_total,
+            "max_parallel_by_model": dict(self.max_parallel_by_model),
+            "max_parallel_by_environment": dict(self.max_parallel_by_environment),
+            "max_parallel_evaluations_by_environment": dict(
+                self.max_parallel_evaluations_by_environment
+            ),
+        }

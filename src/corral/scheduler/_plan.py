@@ -1,0 +1,193 @@
+"""The selected task set: validated, closed over dependencies, ordered, with critical paths."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import ConfigError, NotSerializableError
+from .._json import check_json
+from .._types import BenchmarkTaskMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """Tasks in run order (the order of the runner's ``tasks`` mapping)."""
+
+    task_ids: tuple[str, ...]
+    metadata: tuple[BenchmarkTaskMetadata, ...]
+    parents: tuple[tuple[int, ...], ...]
+    children: tuple[tuple[int, ...], ...]
+    depth: tuple[int, ...]  # tasks on the longest chain from this task down, itself included
+    added: frozenset[str]  # tasks the dependency closure added to the selection
+    trials_per_task: int
+
+    def config(self) -> dict[str, Any]:
+        """The benchmark's configuration as stored: what a resumed run must match."""
+        return {
+            "trials_per_task": self.trials_per_task,
+            "tasks": {
+                task_id: metadata_dict(meta)
+                for task_id, meta in zip(self.task_ids, self.metadata, strict=True)
+            },
+        }
+
+
+def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
+    return {
+        "agent_id": meta.agent_id,
+        "environment_id": meta.environment_id,
+        "model": meta.model,
+        "max_iterations": meta.max_iterations,
+        "dependencies": list(meta.dependencies),
+        "inputs": dict(meta.inputs),
+    }
+
+
+def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
+    """Raise `ConfigError` naming the task and field if ``meta`` is malformed."""
+    if not isinstance(meta, BenchmarkTaskMetadata):
+        raise ConfigError(
+            f"task {task_id!r} must be a BenchmarkTaskMetadata, not {type(meta).__name__}"
+        )
+    for name in ("agent_id", "environment_id"):
+        value = getattr(meta, name)
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"task {task_id!r} {name} must be a non-empty string, not {value!r}")
+    if meta.model is not None and (not isinstance(meta.model, str) or not meta.model):
+        raise ConfigError(f"task {task_id!r} model must be a non-empty string or None")
+    if (
+        isinstance(meta.max_iterations, bool)
+        or not isinstance(meta.max_iterations, int)
+        or meta.max_iterations < 1
+    ):
+        raise ConfigError(
+            f"task {task_id!r} max_iterations must be a positive integer, "
+            f"not {meta.max_iterations!r}"
+        )
+    for parent in meta.dependencies:
+        if not isinstance(parent, str):
+            raise ConfigError(f"task {task_id!r} dependency {parent!r} is not a task id")
+    if not isinstance(meta.inputs, Mapping):
+        raise ConfigError(f"task {task_id!r} inputs must be a mapping, not {meta.inputs!r}")
+    try:
+        check_json(meta.inputs, f"task {task_id!r} inputs")
+    except NotSerializableError as exc:
+        raise ConfigError(str(exc)) from None
+    for parent in meta.dependencies:
+        if parent in meta.inputs:
+            raise ConfigError(
+                f"task {task_id!r} has a static input named {parent!r}, which is also a "
+                "dependency: the parent's output would overwrite it"
+            )
+    return meta
+
+
+def build_plan(
+    tasks: Mapping[str, BenchmarkTaskMetadata],
+    task_ids: Sequence[str] | None,
+    *,
+    include_dependencies: bool,
+    trials_per_task: int,
+) -> RunPlan:
+    """Select, close and order the tasks; refuse unknown ids, missing parents and cycles."""
+    if task_ids is None:
+        selected = list(tasks)
+    else:
+        if isinstance(task_ids, str) or not isinstance(task_ids, Sequence):
+            raise ConfigError(f"task_ids must be a sequence of task ids, not {task_ids!r}")
+        selected = []
+        for task_id in task_ids:
+            if task_id not in tasks:
+                raise ConfigError(f"unknown task id {task_id!r} in task_ids")
+            if task_id not in selected:
+                selected.append(task_id)
+        if not selected:
+            raise ConfigError("task_ids is empty: select at least one task")
+    if not selected:
+        raise ConfigError("the runner has no tasks to run")
+    for task_id in tasks:
+        for parent in tasks[task_id].dependencies:
+            if parent not in tasks:
+                raise ConfigError(f"task {task_id!r} depends on unknown task {parent!r}")
+    _refuse_cycles(tasks)
+
+    chosen = set(selected)
+    added: set[str] = set()
+    stack = list(selected)
+    while stack:
+        task_id = stack.pop()
+        for parent in tasks[task_id].dependencies:
+            if parent in chosen:
+                continue
+            if not include_dependencies:
+                raise ConfigError(
+                    f"task {task_id!r} depends on {parent!r}, which is not selected "
+                    "(include_dependencies=False)"
+                )
+            chosen.add(parent)
+            added.add(parent)
+            stack.append(parent)
+
+    order = [task_id for task_id in tasks if task_id in chosen]
+    index = {task_id: i for i, task_id in enumerate(order)}
+    parents = tuple(tuple(index[p] for p in tasks[t].dependencies) for t in order)
+    children: list[list[int]] = [[] for _ in order]
+    for child, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(child)
+    depth = [0] * len(order)
+    for i in reversed(_topological(parents, children)):
+        depth[i] = 1 + max((depth[c] for c in children[i]), default=0)
+    return RunPlan(
+        task_ids=tuple(order),
+        metadata=tuple(tasks[t] for t in order),
+        parents=parents,
+        children=tuple(tuple(c) for c in children),
+        depth=tuple(depth),
+        added=frozenset(added),
+        trials_per_task=trials_per_task,
+    )
+
+
+def _topological(
+    parents: tuple[tuple[int, ...], ...], children: list[list[int]]
+) -> list[int]:
+    waiting = [len(ps) for ps in parents]
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    order = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for c in children[i]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    return order
+
+
+def _refuse_cycles(tasks: Mapping[str, BenchmarkTaskMetadata]) -> None:
+    """Depth-first search; a back edge is a cycle, reported as its path."""
+    colour: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for root in tasks:
+        if root in colour:
+            continue
+        path: list[str] = [root]
+        iters = [iter(tasks[root].dependencies)]
+        colour[root] = 1
+        while path:
+            parent = next(iters[-1], None)
+            if parent is None:
+                colour[path.pop()] = 2
+                iters.pop()
+                continue
+            state = colour.get(parent)
+            if state == 1:
+                cycle = path[path.index(parent):] + [parent]
+                # Shown child -> parent -> ... as declared by `dependencies`.
+                raise ConfigError("dependency cycle: " + " -> ".join(cycle))
+            if state is None:
+                colour[parent] = 1
+                path.append(parent)
+                iters.append(iter(tasks[parent].dependencies))

@@ -1,0 +1,244 @@
+"""The run loop: asks admission what may start, starts exactly that, reports back.
+
+One task per admitted execution or evaluation, created at admission and never
+before, plus at most one task recording unreachable trials: live tasks scale
+with the limits, not with the number of trials.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .._protocols import Agent, Environment
+from .._records import record_of
+from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
+from ..runtime._evaluate import evaluate_trial
+from ..runtime._retry import RetryPolicy
+from ..runtime._trial import Notify, Previous, TrialPlan, run_trial
+from ..store._protocol import CommitStore, TrialKey, TrialSummary
+from ._admission import STATUS_CODES, Admission, Phase, Start, StartKind, Statistics
+from ._limits import Limits
+from ._plan import RunPlan
+
+
+@dataclass(slots=True)
+class _Resumed:
+    """What an earlier run of the same benchmark left, in compact form."""
+
+    phases: list[bytearray]
+    statuses: list[bytearray]
+    previous: list[Previous | None]
+    outputs: dict[tuple[int, int], Any] = field(default_factory=dict)
+    partial: set[tuple[int, int]] = field(default_factory=set)
+    pending_evals: dict[tuple[int, int], tuple[TrialRecord, int]] = field(default_factory=dict)
+    finished: int = 0
+
+
+def _resumed(plan: RunPlan, summaries: Iterable[TrialSummary]) -> _Resumed:
+    n = plan.trials_per_task
+    index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
+    state = _Resumed(
+        phases=[bytearray(n) for _ in plan.task_ids],
+        statuses=[bytearray(n) for _ in plan.task_ids],
+        previous=[None] * len(plan.task_ids),
+    )
+    for s in summaries:
+        t = index.get(s.task_id)
+        if t is None or not 0 <= s.trial < n:
+            continue
+        r = s.trial
+        if s.terminal is None:
+            state.partial.add((t, r))
+            continue
+        record = record_of(s.task_id, r, terminal=s.terminal, evaluation=s.evaluation,
+                           commits=s.commits, started_at=s.started_at, usage=s.usage)
+        state.statuses[t][r] = STATUS_CODES[record.status]
+        if record.status == TrialStatus.COMPLETED and plan.children[t]:
+            state.outputs[(t, r)] = record.output
+        if record.status in EVALUATED_STATUSES and s.evaluation is None:
+            state.phases[t][r] = Phase.ENDED
+            state.pending_evals[(t, r)] = (record, s.terminal.seq + 1)
+            continue
+        state.phases[t][r] = Phase.DONE
+        state.finished += 1
+        best = state.previous[t]
+        if best is None or best.trial < r:
+            state.previous[t] = Previous(r, record.evaluation, record.state)
+    return state
+
+
+class RunLoop:
+    def __init__(
+        self,
+        *,
+        benchmark_id: str,
+        plan: RunPlan,
+        limits: Limits,
+        agents: Mapping[str, Agent],
+        environments: Mapping[str, Environment],
+        eval_keys: list[str],
+        store: CommitStore,
+        policy: RetryPolicy,
+        trial_timeout: float | None,
+        notify: Notify,
+        summaries: Iterable[TrialSummary] = (),
+    ) -> None:
+        self.benchmark_id = benchmark_id
+        self.plan = plan
+        self.agents = agents
+        self.environments = environments
+        self.store = store
+        self.policy = policy
+        self.trial_timeout = trial_timeout
+        self.notify = notify
+        resumed = _resumed(plan, summaries)
+        self.resumed = resumed.finished
+        self._previous = resumed.previous
+        self._partial = resumed.partial
+        self._pending_evals = resumed.pending_evals
+        # A parent's output waits here until every child's same round has taken it.
+        self._outputs: dict[tuple[int, int], list[Any]] = {}
+        for (t, r), output in resumed.outputs.items():
+            waiting = sum(1 for c in plan.children[t] if resumed.phases[c][r] == Phase.PENDING)
+            if waiting:
+                self._outputs[(t, r)] = [output, waiting]
+        self.admission = Admission(
+            plan, limits, eval_keys, phases=resumed.phases, statuses=resumed.statuses
+        )
+        self._unreachable: deque[Start] = deque()
+        self._recording = False
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def statistics(self) -> Statistics:
+        return self.admission.statistics()
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self._pump()
+        if not self.admission.complete:  # pragma: no cover - a scheduler bug, never input
+            raise RuntimeError(
+                f"scheduler stalled with {self.admission.statistics()} (please report this)"
+            )
+
+    def _pump(self) -> None:
+        tg = self._tg
+        assert tg is not None
+        for start in self.admission.next_starts():
+            if start.kind == StartKind.EXECUTE:
+                tg.start_soon(self._execute, start.task, start.round)
+            elif start.kind == StartKind.EVALUATE:
+                tg.start_soon(self._evaluate, start.task, start.round)
+            else:
+                self._unreachable.append(start)
+        if self._unreachable and not self._recording:
+            self._recording = True
+            tg.start_soon(self._record_unreachable)
+
+    def _key(self, t: int, r: int) -> TrialKey:
+        return TrialKey(self.benchmark_id, self.plan.task_ids[t], r)
+
+    def _inputs(self, t: int, r: int) -> Mapping[str, Any]:
+        meta = self.plan.metadata[t]
+        parents = self.plan.parents[t]
+        if not parents:
+            return meta.inputs
+        inputs = dict(meta.inputs)
+        for p in parents:
+            inputs[self.plan.task_ids[p]] = self._take_output(p, r)
+        return inputs
+
+    def _take_output(self, p: int, r: int) -> Any:
+        entry = self._outputs[(p, r)]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._outputs[(p, r)]
+        return entry[0]
+
+    async def _execute(self, t: int, r: int) -> None:
+        meta = self.plan.metadata[t]
+        trial = TrialPlan(
+            key=self._key(t, r),
+            metadata=meta,
+            agent=self.agents[meta.agent_id],
+            environment=self.environments[meta.environment_id],
+            inputs=self._inputs(t, r),
+            store=self.store,
+            policy=self.policy,
+            trial_timeout=self.trial_timeout,
+            notify=self.notify,
+            previous=self._previous[t],
+            may_have_history=(t, r) in self._partial,
+        )
+        outcome = await run_trial(trial)
+        self._partial.discard((t, r))
+        record = outcome.record
+        if record.status == TrialStatus.COMPLETED and self.plan.children[t]:
+            self._outputs[(t, r)] = [record.output, len(self.plan.children[t])]
+        if record.status in EVALUATED_STATUSES:
+            self._pending_evals[(t, r)] = (record, outcome.next_seq)
+        else:
+            self._remember(t, record)
+        self.admission.execution_ended(t, r, record.status)
+        self._pump()
+
+    async def _evaluate(self, t: int, r: int) -> None:
+        record, seq = self._pending_evals.pop((t, r))
+        meta = self.plan.metadata[t]
+        record = await evaluate_trial(
+            self.environments[meta.environment_id],
+            record,
+            key=self._key(t, r),
+            seq=seq,
+            store=self.store,
+            policy=self.policy,
+            notify=self.notify,
+        )
+        self._remember(t, record)
+        self.admission.evaluation_ended(t, r)
+        self._pump()
+
+    def _remember(self, t: int, record: TrialRecord) -> None:
+        """Keep the highest finished trial of each task for reflective sessions."""
+        best = self._previous[t]
+        if best is None or best.trial < record.trial:
+            self._previous[t] = Previous(record.trial, record.evaluation, record.state)
+
+    async def _record_unreachable(self) -> None:
+        try:
+            while self._unreachable:
+                start = self._unreachable.popleft()
+                t, r, p = start.task, start.round, start.cause
+                for parent in self.plan.parents[t]:
+                    if (parent, r) in self._outputs:
+                        self._take_output(parent, r)
+                parent_id = self.plan.task_ids[p]
+                parent_status = self.admission.status_of(p, r)
+                payload = {
+                    "status": str(TrialStatus.UNREACHABLE),
+                    "output": None,
+                    "error": f"parent {parent_id!r} trial {r} ended {parent_status}, "
+                    "with no valid output",
+                    "attempts": 0,
+                    "state": None,
+                    "cause": {"task_id": parent_id, "status": str(parent_status)},
+                }
+                key = self._key(t, r)
+                commit = Commit(0, "terminal", payload, time.time())
+                with anyio.CancelScope(shield=True):
+                    await self.store.append(key, [commit])
+                self.notify(key, commit)
+                self._remember(t, record_of(key.task_id, r, terminal=commit, evaluation=None,
+                                            commits=1, started_at=commit.created_at,
+                                            usage=commit.usage))
+                self.admission.unreachable_recorded(t, r)
+                self._pump()
+        finally:
+            self._recording = False

@@ -1,0 +1,48 @@
+"""Comparing a benchmark's stored configuration with a new one (shared by backends)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import ConfigError
+
+
+def check_same_config(
+    benchmark_id: str, stored: Mapping[str, Any], new: Mapping[str, Any]
+) -> None:
+    """Raise `ConfigError` naming the first difference, if there is one."""
+    if stored == new:
+        return
+    detail = _first_difference(stored, new)
+    raise ConfigError(
+        f"benchmark id {benchmark_id!r} already exists with a different configuration "
+        f"({detail}); use a new benchmark id, or run it again with the same tasks, "
+        "metadata and trials_per_task"
+    )
+
+
+def _first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    if stored.get("trials_per_task") != new.get("trials_per_task"):
+        return (
+            f"trials_per_task was {stored.get('trials_per_task')!r}, "
+            f"now {new.get('trials_per_task')!r}"
+        )
+    old_tasks: Mapping[str, Any] = stored.get("tasks", {})
+    new_tasks: Mapping[str, Any] = new.get("tasks", {})
+    added = sorted(set(new_tasks) - set(old_tasks))
+    removed = sorted(set(old_tasks) - set(new_tasks))
+    if added:
+        return f"task {added[0]!r} was not in it"
+    if removed:
+        return f"task {removed[0]!r} is missing"
+    for task_id in old_tasks:
+        if old_tasks[task_id] != new_tasks[task_id]:
+            for name, value in old_tasks[task_id].items():
+                if new_tasks[task_id].get(name) != value:
+                    return (
+                        f"task {task_id!r} {name} was {value!r}, "
+                        f"now {new_tasks[task_id].get(name)!r}"
+                    )
+            return f"task {task_id!r} metadata changed"
+    return "configuration changed"

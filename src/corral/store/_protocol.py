@@ -1,0 +1,73 @@
+"""The commit store protocol: what any backend (SQLite, memory, later PostgreSQL) provides.
+
+Appends are keyed by (benchmark, task, trial, seq); nothing here relies on a
+feature only SQLite has, so a network database can implement it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from .._types import Commit, Usage
+
+
+class TrialKey(NamedTuple):
+    benchmark_id: str
+    task_id: str
+    trial: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrialSummary:
+    """What the report needs of one trial, without its whole history."""
+
+    task_id: str
+    trial: int
+    commits: int
+    started_at: float
+    usage: Usage
+    terminal: Commit | None
+    evaluation: Commit | None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkInfo:
+    benchmark_id: str
+    created_at: float
+    config: Mapping[str, Any]
+    trials: int
+    finished: int
+
+
+@runtime_checkable
+class CommitStore(Protocol):
+    """Durable, append-only trial histories.
+
+    ``append`` returns only once its commits are durable, and all commits of
+    one call land together or not at all. A second append of an existing
+    (benchmark, task, trial, seq) raises `CommitConflictError`.
+    """
+
+    def opened(self) -> AbstractAsyncContextManager[None]:
+        """Hold the store open (connections, writer) for the duration of a run."""
+        ...
+
+    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+        """Record a benchmark's configuration; return True if it already existed.
+
+        Raises `ConfigError` if the id exists with a different configuration.
+        """
+        ...
+
+    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None: ...
+
+    async def history(self, key: TrialKey) -> list[Commit]: ...
+
+    async def summaries(self, benchmark_id: str) -> list[TrialSummary]: ...
+
+    async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None: ...
+
+    async def benchmarks(self) -> list[BenchmarkInfo]: ...

@@ -1,0 +1,95 @@
+"""An in-memory commit store: fast and not durable, for tests and throwaway runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from .._errors import CommitConflictError
+from .._types import NO_USAGE, Commit
+from ._config_diff import check_same_config
+from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+
+
+class MemoryStore:
+    """Keeps every history in a dict. Appends are atomic; nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._histories: dict[TrialKey, list[Commit]] = {}
+        self._configs: dict[str, tuple[float, Mapping[str, Any]]] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._histories)} trials)"
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[None]:
+        yield
+
+    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+        await anyio.lowlevel.checkpoint()
+        if benchmark_id in self._configs:
+            check_same_config(benchmark_id, self._configs[benchmark_id][1], config)
+            return True
+        self._configs[benchmark_id] = (time.time(), config)
+        return False
+
+    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        history = self._histories.setdefault(key, [])
+        taken = {c.seq for c in history}
+        seqs = [c.seq for c in commits]
+        if len(set(seqs)) != len(seqs) or taken.intersection(seqs):
+            raise CommitConflictError(f"{key}: sequence number {seqs} already taken")
+        history.extend(commits)
+        history.sort(key=lambda c: c.seq)
+        await anyio.lowlevel.checkpoint()
+
+    async def history(self, key: TrialKey) -> list[Commit]:
+        await anyio.lowlevel.checkpoint()
+        return list(self._histories.get(key, ()))
+
+    async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        await anyio.lowlevel.checkpoint()
+        out = []
+        for key, history in self._histories.items():
+            if key.benchmark_id != benchmark_id or not history:
+                continue
+            usage = NO_USAGE
+            for commit in history:
+                usage = usage + commit.usage
+            out.append(
+                TrialSummary(
+                    task_id=key.task_id,
+                    trial=key.trial,
+                    commits=len(history),
+                    started_at=history[0].created_at,
+                    usage=usage,
+                    terminal=next((c for c in history if c.kind == "terminal"), None),
+                    evaluation=next((c for c in history if c.kind == "evaluation"), None),
+                )
+            )
+        return out
+
+    async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
+        await anyio.lowlevel.checkpoint()
+        entry = self._configs.get(benchmark_id)
+        return None if entry is None else entry[1]
+
+    async def benchmarks(self) -> list[BenchmarkInfo]:
+        await anyio.lowlevel.checkpoint()
+        out = []
+        for benchmark_id, (created, config) in self._configs.items():
+            summaries = await self.summaries(benchmark_id)
+            out.append(
+                BenchmarkInfo(
+                    benchmark_id=benchmark_id,
+                    created_at=created,
+                    config=config,
+                    trials=len(config.get("tasks", {})) * int(config.get("trials_per_task", 0)),
+                    finished=sum(1 for s in summaries if s.terminal is not None),
+                )
+            )
+        return out

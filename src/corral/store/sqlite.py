@@ -1,0 +1,346 @@
+"""The embedded default store: SQLite in WAL mode, one writer committing in batches.
+
+Appends from every running trial are gathered into the next batch while the
+previous one is being written; a batch is one transaction, and an append is
+acknowledged only after that transaction has committed. The writer connection
+is used by one worker thread at a time (a capacity limiter of one); readers
+have their own connection, which WAL lets run beside the writer.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+
+from .._errors import CommitConflictError, ConfigError, StoreError
+from .._json import dumps, loads
+from .._types import Commit, Usage
+from ._config_diff import check_same_config
+from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS benchmarks (
+    benchmark_id TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS commits (
+    benchmark_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    trial INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (benchmark_id, task_id, trial, seq)
+) WITHOUT ROWID;
+"""
+
+_INSERT = (
+    "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
+    "input_tokens, output_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_Request = tuple[TrialKey, Sequence[Commit]]
+
+
+class _Batch:
+    __slots__ = ("requests", "done", "errors")
+
+    def __init__(self) -> None:
+        self.requests: list[_Request] = []
+        self.done = anyio.Event()
+        self.errors: list[BaseException | None] = []
+
+
+class SQLiteStore:
+    """Commit histories in one SQLite file (WAL).
+
+    ``synchronous="NORMAL"`` (the default) makes every acknowledged commit
+    survive a crash or kill of the process; ``"FULL"`` also survives a power
+    loss or OS crash, at the price of an fsync per batch.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "NORMAL"):
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ConfigError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._write_limiter = anyio.CapacityLimiter(1)
+        self._read_limiter = anyio.CapacityLimiter(1)
+        self._batch = _Batch()
+        self._wakeup = anyio.Event()
+        self._depth = 0
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[None]:
+        if self._depth:
+            # Already open (a run inside a CLI command that opened it): share it.
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
+        self._depth = 1
+        self._batch = _Batch()
+        self._wakeup = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._flush_loop)
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            self._depth = 0
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._disconnect, limiter=self._write_limiter)
+
+    def _connect(self) -> None:
+        if self.path.is_dir():
+            raise ConfigError(f"store path {str(self.path)!r} is a directory, not a file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            writer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"store path {str(self.path)!r} cannot be created: {exc}") from exc
+        try:
+            writer.execute("PRAGMA busy_timeout = 10000")
+            mode = writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: could not switch to WAL (got {mode})")
+            writer.execute(f"PRAGMA synchronous = {self.synchronous}")
+            writer.executescript(_SCHEMA)
+            writer.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            version = writer.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            writer.close()
+            raise ConfigError(
+                f"store path {str(self.path)!r} is not a Corral SQLite store: {exc}"
+            ) from exc
+        if int(version) != SCHEMA_VERSION:
+            writer.close()
+            raise StoreError(f"{self.path}: schema version {version}, expected {SCHEMA_VERSION}")
+        reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        reader.execute("PRAGMA busy_timeout = 10000")
+        self._writer, self._reader = writer, reader
+
+    def _disconnect(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                conn.close()
+        self._writer = self._reader = None
+
+    # -- writing -----------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            batch, self._batch = self._batch, _Batch()
+            self._wakeup = anyio.Event()
+            try:
+                batch.errors = await anyio.to_thread.run_sync(
+                    self._write_batch, batch.requests, limiter=self._write_limiter
+                )
+            except BaseException as exc:  # the whole batch failed: every appender hears it
+                batch.errors = [exc] * len(batch.requests)
+                batch.done.set()
+                raise
+            batch.done.set()
+
+    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        if self._writer is None:
+            raise StoreError(f"{self!r} is not open")
+        batch = self._batch
+        index = len(batch.requests)
+        batch.requests.append((key, commits))
+        self._wakeup.set()
+        await batch.done.wait()
+        error = batch.errors[index]
+        if error is not None:
+            if isinstance(error, Exception) and not isinstance(error, StoreError):
+                raise StoreError(f"{self!r}: append failed: {error}") from error
+            raise error
+
+    def _write_batch(self, requests: list[_Request]) -> list[BaseException | None]:
+        conn = self._writer
+        assert conn is not None
+        rows = [_row(key, c) for key, commits in requests for c in commits]
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(_INSERT, rows)
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK")
+                return self._write_one_by_one(requests)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self!r}: {exc}") from exc
+        return [None] * len(requests)
+
+    def _write_one_by_one(self, requests: list[_Request]) -> list[BaseException | None]:
+        # Slow path after a conflict: only the request that raced fails.
+        conn = self._writer
+        assert conn is not None
+        errors: list[BaseException | None] = []
+        for key, commits in requests:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(_INSERT, [_row(key, c) for c in commits])
+            except sqlite3.IntegrityError as exc:
+                conn.execute("ROLLBACK")
+                errors.append(
+                    CommitConflictError(
+                        f"{key}: sequence number {[c.seq for c in commits]} already taken ({exc})"
+                    )
+                )
+                continue
+            conn.execute("COMMIT")
+            errors.append(None)
+        return errors
+
+    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+        return await anyio.to_thread.run_sync(
+            self._register, benchmark_id, dict(config), limiter=self._write_limiter
+        )
+
+    def _register(self, benchmark_id: str, config: dict[str, Any]) -> bool:
+        conn = self._writer
+        if conn is None:
+            raise StoreError(f"{self!r} is not open")
+        row = conn.execute(
+            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+        ).fetchone()
+        if row is not None:
+            check_same_config(benchmark_id, loads(row[0]), config)
+            return True
+        conn.execute(
+            "INSERT INTO benchmarks (benchmark_id, config, created_at) VALUES (?, ?, ?)",
+            (benchmark_id, dumps(config), time.time()),
+        )
+        return False
+
+    # -- reading -----------------------------------------------------------
+
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        def run() -> list[tuple[Any, ...]]:
+            if self._reader is None:
+                raise StoreError(f"{self!r} is not open")
+            try:
+                return self._reader.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self!r}: {exc}") from exc
+
+        return await anyio.to_thread.run_sync(run, limiter=self._read_limiter)
+
+    async def history(self, key: TrialKey) -> list[Commit]:
+        rows = await self._read(
+            "SELECT seq, kind, payload, created_at, input_tokens, output_tokens, cost "
+            "FROM commits WHERE benchmark_id = ? AND task_id = ? AND trial = ? ORDER BY seq",
+            tuple(key),
+        )
+        return [_commit(row) for row in rows]
+
+    async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        totals = await self._read(
+            "SELECT task_id, trial, COUNT(*), MIN(created_at), SUM(input_tokens), "
+            "SUM(output_tokens), SUM(cost) FROM commits WHERE benchmark_id = ? "
+            "GROUP BY task_id, trial",
+            (benchmark_id,),
+        )
+        ends = await self._read(
+            "SELECT task_id, trial, seq, kind, payload, created_at, input_tokens, "
+            "output_tokens, cost FROM commits WHERE benchmark_id = ? "
+            "AND kind IN ('terminal', 'evaluation')",
+            (benchmark_id,),
+        )
+        found: dict[tuple[str, int], dict[str, Commit]] = {}
+        for task_id, trial, *rest in ends:
+            found.setdefault((task_id, trial), {})[rest[1]] = _commit(tuple(rest))
+        out = []
+        for task_id, trial, count, started, tin, tout, cost in totals:
+            end = found.get((task_id, trial), {})
+            out.append(
+                TrialSummary(
+                    task_id=task_id,
+                    trial=trial,
+                    commits=count,
+                    started_at=started,
+                    usage=Usage(int(tin or 0), int(tout or 0), float(cost or 0.0)),
+                    terminal=end.get("terminal"),
+                    evaluation=end.get("evaluation"),
+                )
+            )
+        return out
+
+    async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
+        rows = await self._read(
+            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+        )
+        return loads(rows[0][0]) if rows else None
+
+    async def benchmarks(self) -> list[BenchmarkInfo]:
+        rows = await self._read(
+            "SELECT b.benchmark_id, b.created_at, b.config, "
+            "(SELECT COUNT(*) FROM commits c WHERE c.benchmark_id = b.benchmark_id "
+            "AND c.kind = 'terminal') FROM benchmarks b ORDER BY b.created_at",
+            (),
+        )
+        out = []
+        for benchmark_id, created, config_text, finished in rows:
+            config = loads(config_text)
+            out.append(
+                BenchmarkInfo(
+                    benchmark_id=benchmark_id,
+                    created_at=created,
+                    config=config,
+                    trials=len(config.get("tasks", {})) * int(config.get("trials_per_task", 0)),
+                    finished=finished,
+                )
+            )
+        return out
+
+
+def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
+    u = c.usage
+    return (*key, c.seq, c.kind, dumps(c.payload), c.created_at, u.input_tokens,
+            u.output_tokens, u.cost)
+
+
+def _commit(row: tuple[Any, ...]) -> Commit:
+    seq, kind, payload, created, tin, tout, cost = row
+    usage = Usage(tin, tout, cost) if (tin or tout or cost) else Usage()
+    return Commit(seq=seq, kind=kind, payload=loads(payload), created_at=created, usage=usage)
