@@ -4,6 +4,7 @@ Every step of every trial is a durable commit, so a crash, a retry or a
 cancelled run continues where it stopped; the report gives pass@k.
 """
 
+from ._benchmark import Benchmark
 from ._errors import (
     BenchmarkBusyError,
     CommitConflictError,
@@ -39,6 +40,7 @@ __all__ = [
     "Action",
     "Agent",
     "AgentSession",
+    "Benchmark",
     "BenchmarkBusyError",
     "BenchmarkReport",
     "BenchmarkTaskMetadata",
