@@ -43,8 +43,7 @@ async def evaluate_trial(
             payload = {"error": describe(exc), "attempts": attempt + 1}
             break
     commit = Commit(seq, "evaluation", payload, time.time())
-    with anyio.CancelScope(shield=True):
-        await store.append(key, [commit])
+    await store.append(key, [commit])
     notify(key, commit)
     return with_evaluation(record, commit)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -101,7 +100,9 @@ class AgentSession:
 
     def for_action(self, step_key: str) -> AgentSession:
         """A view for executing one action: its own ``step_key`` and usage, same trial."""
-        view = copy.copy(self)
+        view = object.__new__(AgentSession)
+        for name in AgentSession.__slots__:
+            setattr(view, name, getattr(self, name))
         view.step_key = step_key
         view._usage = NO_USAGE
         return view

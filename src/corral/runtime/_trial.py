@@ -86,10 +86,7 @@ class _Writer:
         for kind, payload, usage in items:
             commits.append(Commit(self.next_seq, kind, payload, now, usage))
             self.next_seq += 1
-        # Shielded: once handed to the store the append completes, so what this
-        # runtime believes is the head is what the store holds, even on timeout.
-        with anyio.CancelScope(shield=True):
-            await self.plan.store.append(self.plan.key, commits)
+        await self.plan.store.append(self.plan.key, commits)
         for commit in commits:
             self.projection.apply(commit)
             self.plan.notify(self.plan.key, commit)
@@ -99,7 +96,7 @@ class _Writer:
 
 def _sync(session: AgentSession, projection: Projection) -> None:
     session.state = projection.state
-    session.steps = list(projection.steps)
+    session.steps = projection.steps
     session.history = projection.commits
     session.iteration = projection.iteration
 
@@ -116,39 +113,37 @@ class TrialOutcome:
 async def run_trial(plan: TrialPlan) -> TrialOutcome:
     """Run (or continue) one trial until it has a terminal commit."""
     attempt = 0
-    started = time.time()
-    while True:
-        if attempt == 0 and not plan.may_have_history:
-            projection = Projection()
-        else:
-            projection = Projection.of(await plan.store.history(plan.key))
-        if projection.terminal is not None:
-            return _outcome(plan, projection, started)
+    projection = Projection()
+    if plan.may_have_history:
+        projection = Projection.of(await plan.store.history(plan.key))
+    while projection.terminal is None:
         session = await _session(plan, projection, attempt)
-        writer = _Writer(plan, projection, session)
         error: BaseException | None = None
-        with anyio.CancelScope(
-            deadline=anyio.current_time() + plan.trial_timeout
-            if plan.trial_timeout is not None
-            else float("inf")
-        ) as scope:
+        with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
             try:
-                await _attempt(plan, writer, session)
+                await _attempt(plan, _Writer(plan, projection, session), session)
             except Exception as exc:
                 error = exc
+        if error is None and not scope.cancelled_caught:
+            break
+        # An interrupted append may still have landed: the store's history, which
+        # includes every append handed to it, is the truth from here on.
+        projection = Projection.of(await plan.store.history(plan.key))
         if projection.terminal is not None:
-            return _outcome(plan, projection, started)
+            break
         if scope.cancelled_caught:
-            error_text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
-            await _end(writer, TrialStatus.TIMEOUT, error_text)
-            return _outcome(plan, projection, started)
-        assert error is not None
-        if plan.policy.retryable(error, attempt):
+            text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
+            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, text)
+        elif error is not None and plan.policy.retryable(error, attempt):
             await anyio.sleep(plan.policy.delay(attempt))
             attempt += 1
-            continue
-        await _end(writer, TrialStatus.ERROR, describe(error))
-        return _outcome(plan, projection, started)
+        else:
+            await _end(plan, projection, attempt, TrialStatus.ERROR, describe(error))
+    return _outcome(plan, projection)
+
+
+def _deadline(timeout: float | None) -> float:
+    return float("inf") if timeout is None else anyio.current_time() + timeout
 
 
 async def _session(plan: TrialPlan, projection: Projection, attempt: int) -> AgentSession:
@@ -201,7 +196,13 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         if isinstance(decision, Final):
             output = check_json(decision.output, "the Final output")
             await writer.commit(
-                [("terminal", _terminal(TrialStatus.COMPLETED, session, output), session.take_usage())]
+                [
+                    (
+                        "terminal",
+                        _terminal(TrialStatus.COMPLETED, session.attempt, session.state, output),
+                        session.take_usage(),
+                    )
+                ]
             )
             return
         actions = _actions(decision)
@@ -223,7 +224,13 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             plan, writer, session, [(c.seq, a) for c, a in zip(commits, actions)], session.state
         )
     await writer.commit(
-        [("terminal", _terminal(TrialStatus.MAX_ITERATIONS, session), session.take_usage())]
+        [
+            (
+                "terminal",
+                _terminal(TrialStatus.MAX_ITERATIONS, session.attempt, session.state),
+                session.take_usage(),
+            )
+        ]
     )
 
 
@@ -270,32 +277,36 @@ async def _execute(
 
 
 def _terminal(
-    status: TrialStatus,
-    session: AgentSession,
-    output: Any = None,
-    *,
-    error: str | None = None,
+    status: TrialStatus, attempt: int, state: Any, output: Any = None, error: str | None = None
 ) -> dict[str, Any]:
     return {
         "status": str(status),
         "output": output,
         "error": error,
-        "attempts": session.attempt + 1,
-        "state": session.state,
+        "attempts": attempt + 1,
+        "state": state,
     }
 
 
-async def _end(writer: _Writer, status: TrialStatus, error: str) -> None:
-    session = writer.session
-    await writer.commit([("terminal", _terminal(status, session, error=error), session.take_usage())])
+async def _end(
+    plan: TrialPlan, projection: Projection, attempt: int, status: TrialStatus, error: str
+) -> None:
+    """Commit the terminal of a trial whose attempt failed or timed out."""
+    now = time.time()
+    commit = Commit(projection.next_seq, "terminal", _terminal(status, attempt, projection.state,
+                                                                error=error), now)
+    await plan.store.append(plan.key, [commit])
+    projection.apply(commit)
+    plan.notify(plan.key, commit)
 
 
-def _outcome(plan: TrialPlan, projection: Projection, started: float) -> TrialOutcome:
+def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     terminal = projection.terminal
     assert terminal is not None
     usage = Usage()
     for commit in projection.commits:
-        usage = usage + commit.usage
+        if commit.usage:
+            usage = usage + commit.usage
     record = record_of(
         plan.key.task_id,
         plan.key.trial,

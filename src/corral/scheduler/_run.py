@@ -122,25 +122,42 @@ class RunLoop:
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            self._pump()
+            first = self._pump()
+            if first is not None:
+                tg.start_soon(self._work, first)
         if not self.admission.complete:  # pragma: no cover - a scheduler bug, never input
             raise RuntimeError(
                 f"scheduler stalled with {self.admission.statistics()} (please report this)"
             )
 
-    def _pump(self) -> None:
+    def _pump(self) -> Start | None:
+        """Start what admission allows; hand one start back for the calling task to run.
+
+        A task that finishes a trial goes on with the next admitted one instead of
+        ending while a new task is spawned: the same bound on live tasks, less churn.
+        """
         tg = self._tg
         assert tg is not None
+        keep: Start | None = None
         for start in self.admission.next_starts():
-            if start.kind == StartKind.EXECUTE:
-                tg.start_soon(self._execute, start.task, start.round)
-            elif start.kind == StartKind.EVALUATE:
-                tg.start_soon(self._evaluate, start.task, start.round)
-            else:
+            if start.kind == StartKind.UNREACHABLE:
                 self._unreachable.append(start)
+            elif keep is None:
+                keep = start
+            else:
+                tg.start_soon(self._work, start)
         if self._unreachable and not self._recording:
             self._recording = True
             tg.start_soon(self._record_unreachable)
+        return keep
+
+    async def _work(self, start: Start | None) -> None:
+        while start is not None:
+            if start.kind == StartKind.EXECUTE:
+                await self._execute(start.task, start.round)
+            else:
+                await self._evaluate(start.task, start.round)
+            start = self._pump()
 
     def _key(self, t: int, r: int) -> TrialKey:
         return TrialKey(self.benchmark_id, self.plan.task_ids[t], r)
@@ -187,7 +204,6 @@ class RunLoop:
         else:
             self._remember(t, record)
         self.admission.execution_ended(t, r, record.status)
-        self._pump()
 
     async def _evaluate(self, t: int, r: int) -> None:
         record, seq = self._pending_evals.pop((t, r))
@@ -203,7 +219,6 @@ class RunLoop:
         )
         self._remember(t, record)
         self.admission.evaluation_ended(t, r)
-        self._pump()
 
     def _remember(self, t: int, record: TrialRecord) -> None:
         """Keep the highest finished trial of each task for reflective sessions."""
@@ -232,13 +247,14 @@ class RunLoop:
                 }
                 key = self._key(t, r)
                 commit = Commit(0, "terminal", payload, time.time())
-                with anyio.CancelScope(shield=True):
-                    await self.store.append(key, [commit])
+                await self.store.append(key, [commit])
                 self.notify(key, commit)
                 self._remember(t, record_of(key.task_id, r, terminal=commit, evaluation=None,
                                             commits=1, started_at=commit.created_at,
                                             usage=commit.usage))
                 self.admission.unreachable_recorded(t, r)
-                self._pump()
+                start = self._pump()
+                if start is not None and self._tg is not None:
+                    self._tg.start_soon(self._work, start)
         finally:
             self._recording = False

@@ -87,6 +87,7 @@ class SQLiteStore:
         self._write_limiter = anyio.CapacityLimiter(1)
         self._read_limiter = anyio.CapacityLimiter(1)
         self._batch = _Batch()
+        self._inflight: _Batch | None = None
         self._wakeup = anyio.Event()
         self._depth = 0
 
@@ -167,6 +168,7 @@ class SQLiteStore:
         while True:
             await self._wakeup.wait()
             batch, self._batch = self._batch, _Batch()
+            self._inflight = batch
             self._wakeup = anyio.Event()
             try:
                 batch.errors = await anyio.to_thread.run_sync(
@@ -174,9 +176,10 @@ class SQLiteStore:
                 )
             except BaseException as exc:  # the whole batch failed: every appender hears it
                 batch.errors = [exc] * len(batch.requests)
-                batch.done.set()
                 raise
-            batch.done.set()
+            finally:
+                self._inflight = None
+                batch.done.set()
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         if self._writer is None:
@@ -266,7 +269,18 @@ class SQLiteStore:
 
         return await anyio.to_thread.run_sync(run, limiter=self._read_limiter)
 
+    async def _settle(self) -> None:
+        """Wait until every append handed to the store so far has landed or failed.
+
+        A reader then sees its own writes, including those of an append whose
+        caller was cancelled while it waited for the acknowledgement.
+        """
+        for batch in (self._inflight, self._batch):
+            if batch is not None and batch.requests:
+                await batch.done.wait()
+
     async def history(self, key: TrialKey) -> list[Commit]:
+        await self._settle()
         rows = await self._read(
             "SELECT seq, kind, payload, created_at, input_tokens, output_tokens, cost "
             "FROM commits WHERE benchmark_id = ? AND task_id = ? AND trial = ? ORDER BY seq",
@@ -275,6 +289,7 @@ class SQLiteStore:
         return [_commit(row) for row in rows]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        await self._settle()
         totals = await self._read(
             "SELECT task_id, trial, COUNT(*), MIN(created_at), SUM(input_tokens), "
             "SUM(output_tokens), SUM(cost) FROM commits WHERE benchmark_id = ? "
