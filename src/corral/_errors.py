@@ -36,3 +36,34 @@ class NotSerializableError(CorralError, TypeError):
 
 class BenchmarkBusyError(CorralError):
     """Another live runner holds this benchmark id."""
+
+
+class _Unwrap:
+    """Context manager: an exception group holding a single exception becomes that exception.
+
+    Corral's task groups are an implementation detail; a user catching
+    `ConfigError` or `StoreError` from ``run()`` should not need ``except*``.
+    """
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, BaseExceptionGroup):
+            leaves = _leaves(exc)
+            if len(leaves) == 1:
+                raise leaves[0]
+        return False
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            out.extend(_leaves(exc))
+        else:
+            out.append(exc)
+    return out
+
+
+unwrap_single = _Unwrap

@@ -169,7 +169,7 @@ class CorralRunner:
         watchers = [*self.observers, *observers]
         notify = Observers(watchers)
         started = time.time()
-        async with self.store.opened():
+        async with self.store.opened(), self.store.claim(benchmark_id):
             existed = await self.store.register_benchmark(benchmark_id, plan.config())
             summaries = await self.store.summaries(benchmark_id) if existed else []
             loop = RunLoop(

@@ -43,7 +43,20 @@ async def evaluate_trial(
             payload = {"error": describe(exc), "attempts": attempt + 1}
             break
     commit = Commit(seq, "evaluation", payload, time.time())
-    await store.append(key, [commit])
+    while True:
+        try:
+            await store.append(key, [commit])
+            break
+        except Exception as exc:
+            if not policy.retryable(exc, attempt):
+                raise
+            # The append may have landed before it failed: the store's history says.
+            landed = [c for c in await store.history(key) if c.kind == "evaluation"]
+            if landed:
+                commit = landed[-1]
+                break
+            await anyio.sleep(policy.delay(attempt))
+            attempt += 1
     notify(key, commit)
     return with_evaluation(record, commit)
 

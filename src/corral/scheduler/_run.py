@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._errors import unwrap_single
 from .._protocols import Agent, Environment
 from .._records import record_of
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
@@ -120,11 +121,12 @@ class RunLoop:
         return self.admission.statistics()
 
     async def run(self) -> None:
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            first = self._pump()
-            if first is not None:
-                tg.start_soon(self._work, first)
+        with unwrap_single():
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                first = self._pump()
+                if first is not None:
+                    tg.start_soon(self._work, first)
         if not self.admission.complete:  # pragma: no cover - a scheduler bug, never input
             raise RuntimeError(
                 f"scheduler stalled with {self.admission.statistics()} (please report this)"

@@ -55,6 +55,15 @@ class CommitStore(Protocol):
         """Hold the store open (connections, writer) for the duration of a run."""
         ...
 
+    def claim(self, benchmark_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the one-writer claim on a benchmark for the duration of a run.
+
+        Raises `BenchmarkBusyError` while another live runner (in this process or
+        any other) holds it. A claim dies with its holder: a killed process never
+        leaves a stale claim behind.
+        """
+        ...
+
     async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
         """Record a benchmark's configuration; return True if it already existed.
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import CommitConflictError
+from .._errors import BenchmarkBusyError, CommitConflictError
 from .._types import NO_USAGE, Commit
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
@@ -21,6 +21,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._histories: dict[TrialKey, list[Commit]] = {}
         self._configs: dict[str, tuple[float, Mapping[str, Any]]] = {}
+        self._claimed: set[str] = set()
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._histories)} trials)"
@@ -28,6 +29,16 @@ class MemoryStore:
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[None]:
         yield
+
+    @asynccontextmanager
+    async def claim(self, benchmark_id: str) -> AsyncIterator[None]:
+        if benchmark_id in self._claimed:
+            raise BenchmarkBusyError(f"benchmark {benchmark_id!r} is already being run")
+        self._claimed.add(benchmark_id)
+        try:
+            yield
+        finally:
+            self._claimed.discard(benchmark_id)
 
     async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
         await anyio.lowlevel.checkpoint()

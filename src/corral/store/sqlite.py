@@ -9,7 +9,10 @@ have their own connection, which WAL lets run beside the writer.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -20,7 +23,13 @@ from typing import Any, Literal
 import anyio
 import anyio.to_thread
 
-from .._errors import CommitConflictError, ConfigError, StoreError
+from .._errors import (
+    BenchmarkBusyError,
+    CommitConflictError,
+    ConfigError,
+    StoreError,
+    unwrap_single,
+)
 from .._json import dumps, loads
 from .._types import Commit, Usage
 from ._config_diff import check_same_config
@@ -111,12 +120,13 @@ class SQLiteStore:
         self._batch = _Batch()
         self._wakeup = anyio.Event()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._flush_loop)
-                try:
-                    yield
-                finally:
-                    tg.cancel_scope.cancel()
+            with unwrap_single():
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._flush_loop)
+                    try:
+                        yield
+                    finally:
+                        tg.cancel_scope.cancel()
         finally:
             self._depth = 0
             with anyio.CancelScope(shield=True):
@@ -234,6 +244,33 @@ class SQLiteStore:
             conn.execute("COMMIT")
             errors.append(None)
         return errors
+
+    @asynccontextmanager
+    async def claim(self, benchmark_id: str) -> AsyncIterator[None]:
+        """An exclusive ``flock`` on a lock file beside the store, one per benchmark.
+
+        The kernel drops it when the holder exits, however it exits, so a kill -9
+        leaves no stale claim; another open file description (another runner in
+        this process, or another process) is refused at once.
+        """
+        digest = hashlib.sha256(benchmark_id.encode()).hexdigest()[:24]
+        path = self.path.with_name(self.path.name + ".locks") / f"{digest}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                raise BenchmarkBusyError(
+                    f"benchmark {benchmark_id!r} is being run by another live runner "
+                    f"({holder or 'unknown holder'}); wait for it to finish or stop it"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
         return await anyio.to_thread.run_sync(
