@@ -1,0 +1,91 @@
+"""kill -9 at several points: nothing acknowledged is lost and the final report is exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+
+import corral
+
+from .durable_bench import Log, comparable, runner
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS, TRIALS = 8, 2
+KILL_AFTER = (4, 13, 29, 23, 17)  # acknowledged commits seen by each child before its kill
+
+
+def run_child_until_killed(store: Path, log: Path, kill_after: int) -> list[dict[str, object]]:
+    """Start a child, let it acknowledge ``kill_after`` commits, then SIGKILL it."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.crash_child", str(store), str(log), str(TASKS), str(TRIALS)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert child.stdin is not None and child.stdout is not None
+    acked: list[dict[str, object]] = []
+    try:
+        for line in child.stdout:
+            if line.strip() == "done":
+                break
+            acked.append(json.loads(line))
+            if len(acked) == kill_after:
+                child.send_signal(signal.SIGKILL)
+                break
+            child.stdin.write("\n")
+            child.stdin.flush()
+    finally:
+        child.kill()
+        child.wait()
+    return acked
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_kill9_at_several_points_then_finish(tmp_path: Path) -> None:
+    store, log = tmp_path / "store.db", tmp_path / "log.jsonl"
+    acked: list[dict[str, object]] = []
+    for kill_after in KILL_AFTER:
+        acked += await anyio.to_thread.run_sync(run_child_until_killed, store, log, kill_after)
+    assert len(acked) == sum(KILL_AFTER)
+
+    final = await runner(store, Log(log), TASKS).run(
+        "crash", trials_per_task=TRIALS, k_values=(1, 2), max_parallel=3
+    )
+    reference = await runner(corral.MemoryStore(), Log(None), TASKS).run(
+        "crash", trials_per_task=TRIALS, k_values=(1, 2), max_parallel=3
+    )
+    assert comparable(final) == comparable(reference)
+    assert final.resumed > 0
+
+    db = sqlite3.connect(store)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = db.execute("SELECT task_id, trial, seq, kind, payload FROM commits").fetchall()
+    stored = {(t, r, s, k) for t, r, s, k, _ in rows}
+    lost = [a for a in acked if (a["task"], a["trial"], a["seq"], a["kind"]) not in stored]
+    assert lost == []
+    # Histories have no gaps and every trial is evaluated exactly once.
+    by_trial: dict[tuple[str, int], list[int]] = {}
+    for t, r, s, _, _ in rows:
+        by_trial.setdefault((t, r), []).append(s)
+    assert all(sorted(seqs) == list(range(len(seqs))) for seqs in by_trial.values())
+    assert Counter(k for *_, k, _ in rows)["evaluation"] == TASKS * TRIALS
+
+    entries = Log(log).read()
+    recorded_keys = {json.loads(p)["step_key"] for *_, k, p in rows if k == "action"}
+    executions = Counter(e["key"] for e in entries if e["kind"] == "execute")
+    assert set(executions) == recorded_keys  # every step executed, under its stable key
+    repeats = sum(n - 1 for n in executions.values())
+    # Only what was in flight at a kill can run twice: 3 trials, up to 2 actions each.
+    assert repeats <= len(KILL_AFTER) * 3 * 2
