@@ -147,12 +147,18 @@ class CorralRunner:
         include_dependencies: bool = True,
         *,
         observers: Sequence[Observer] = (),
+        order: str = "critical_path",
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
         Everything is validated first: bad input raises `ConfigError` before any
-        trial starts and before anything is written to the store.
+        trial starts and before anything is written to the store. ``order`` picks
+        among ready trials: ``"critical_path"`` (the longest remaining dependency
+        chain first, then lower rounds, then task order) or ``"fifo"`` (rounds,
+        then task order).
         """
+        if order not in ("critical_path", "fifo"):
+            raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
         if not isinstance(benchmark_id, str) or not benchmark_id.strip():
             raise ConfigError(f"benchmark_id must be a non-empty string, not {benchmark_id!r}")
         limits = Limits.resolve(
@@ -184,6 +190,7 @@ class CorralRunner:
                 trial_timeout=self.trial_timeout,
                 notify=notify,
                 summaries=summaries,
+                critical_path=order == "critical_path",
             )
             del summaries
             info = RunInfo(benchmark_id, plan, limits, eval_keys, loop.statistics, loop.resumed)

@@ -73,6 +73,8 @@ class Admission:
         eval_keys: Sequence[str],
         phases: list[bytearray] | None = None,
         statuses: list[bytearray] | None = None,
+        *,
+        critical_path: bool = True,
     ) -> None:
         n = plan.trials_per_task
         tasks = len(plan.task_ids)
@@ -83,6 +85,9 @@ class Admission:
         # status[t][r]: how trial (t, r) ended, as a STATUS_CODES code (0: not ended).
         self.status = statuses if statuses is not None else [bytearray(n) for _ in range(tasks)]
         self.sequential = limits.max_parallel_per_task == 1
+        # Among ready trials, those on the longest remaining dependency chain go first
+        # (then lower rounds, then task order); False gives plain FIFO by round and task.
+        self._rank = [-d for d in plan.depth] if critical_path else [0] * tasks
 
         def index(keys: list[str | None], limited: dict[str, int]) -> tuple[list[int], list[int], list[str]]:
             names = sorted(limited)
@@ -174,7 +179,7 @@ class Admission:
             return
         self.in_ready[t] = 1
         bucket = (self.model_of[t], self.env_of[t])
-        entry = (-self.plan.depth[t], r, t, r)
+        entry = (self._rank[t], r, t, r)
         heapq.heappush(self._ready.setdefault(bucket, []), entry)
         self._ready_count += 1
 

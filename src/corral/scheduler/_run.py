@@ -90,6 +90,7 @@ class RunLoop:
         trial_timeout: float | None,
         notify: Notify,
         summaries: Iterable[TrialSummary] = (),
+        critical_path: bool = True,
     ) -> None:
         self.benchmark_id = benchmark_id
         self.plan = plan
@@ -111,7 +112,12 @@ class RunLoop:
             if waiting:
                 self._outputs[(t, r)] = [output, waiting]
         self.admission = Admission(
-            plan, limits, eval_keys, phases=resumed.phases, statuses=resumed.statuses
+            plan,
+            limits,
+            eval_keys,
+            phases=resumed.phases,
+            statuses=resumed.statuses,
+            critical_path=critical_path,
         )
         self._unreachable: deque[Start] = deque()
         self._recording = False
