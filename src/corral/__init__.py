@@ -11,6 +11,7 @@ from ._errors import (
     ConfigError,
     CorralError,
     NotSerializableError,
+    RateLimited,
     StoreError,
 )
 from ._protocols import Agent, Environment, Observer
@@ -57,6 +58,7 @@ __all__ = [
     "MemoryStore",
     "NotSerializableError",
     "Observer",
+    "RateLimited",
     "RetryPolicy",
     "RunInfo",
     "SQLiteStore",

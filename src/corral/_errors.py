@@ -34,6 +34,19 @@ class NotSerializableError(CorralError, TypeError):
     """
 
 
+class RateLimited(CorralError):
+    """Raised by an agent, tool or scorer when its provider says "slow down".
+
+    It is not a failed attempt: the trial gives back its slots, waits
+    ``retry_after`` seconds (or a backoff when None), and continues from its
+    head, while the effective limit of its model shrinks and then grows back.
+    """
+
+    def __init__(self, message: str = "rate limited", *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class BenchmarkBusyError(CorralError):
     """Another live runner holds this benchmark id."""
 

@@ -12,6 +12,7 @@ from .._protocols import Environment
 from .._records import with_evaluation
 from .._types import Commit, Evaluation, TrialRecord
 from ..store._protocol import CommitStore, TrialKey
+from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, describe
 from ._trial import Notify
 
@@ -31,11 +32,18 @@ async def evaluate_trial(
     Returns the record with ``evaluation`` (or ``error``) filled in.
     """
     attempt = 0
+    limited = 0
     while True:
         try:
             payload = _payload(await environment.evaluate(record))
             break
         except Exception as exc:
+            if (slow_down := as_rate_limit(exc)) is not None:
+                # Not a failed attempt: wait as asked (this evaluation keeps its slot).
+                wait = slow_down.retry_after
+                await anyio.sleep(policy.delay(limited) if wait is None else wait)
+                limited += 1
+                continue
             if policy.retryable(exc, attempt):
                 await anyio.sleep(policy.delay(attempt))
                 attempt += 1

@@ -31,6 +31,7 @@ from .._types import (
 from ..store._protocol import CommitStore, TrialKey
 from .._records import evaluation_of, record_of
 from ._projection import Projection
+from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, describe
 from ._session import AgentSession
 
@@ -61,6 +62,10 @@ class TrialPlan:
     notify: Notify
     previous: Previous | None = None
     may_have_history: bool = False
+    #: Attempts already used before a rate limit deferred this trial.
+    first_attempt: int = 0
+    #: How many times a rate limit has deferred this trial (for its backoff).
+    deferrals: int = 0
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -110,9 +115,18 @@ class TrialOutcome:
     previous_trial: int | None
 
 
-async def run_trial(plan: TrialPlan) -> TrialOutcome:
-    """Run (or continue) one trial until it has a terminal commit."""
-    attempt = 0
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The trial hit a rate limit: wait ``delay`` seconds, then continue from its head."""
+
+    delay: float
+    attempt: int
+    retry_after: float | None
+
+
+async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
+    """Run (or continue) one trial until it has a terminal commit, or a rate limit."""
+    attempt = plan.first_attempt
     projection = Projection()
     if plan.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
@@ -126,6 +140,12 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome:
                 error = exc
         if error is None and not scope.cancelled_caught:
             break
+        limited = as_rate_limit(error) if error is not None else None
+        if limited is not None:
+            delay = limited.retry_after
+            if delay is None:
+                delay = plan.policy.delay(plan.deferrals)
+            return Deferred(delay, attempt, limited.retry_after)
         # An interrupted append may still have landed: the store's history, which
         # includes every append handed to it, is the truth from here on.
         projection = Projection.of(await plan.store.history(plan.key))

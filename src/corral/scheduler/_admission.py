@@ -63,6 +63,11 @@ class Statistics:
     by_model: dict[str, int]
     by_environment: dict[str, int]
     evaluations_by_environment: dict[str, int]
+    #: The limit admission applies to each model now: the configured one, or less
+    #: while the model is being rate-limited (see `Admission.rate_limited`).
+    effective_by_model: dict[str, int]
+    #: Trials waiting out a rate limit, holding no slot.
+    deferred: int = 0
 
 
 class Admission:
@@ -97,9 +102,15 @@ class Admission:
             ], names
 
         meta = plan.metadata
+        # Every model gets a counter (unconfigured ones are bounded by max_parallel
+        # anyway), so a rate limit can shrink any model's effective limit.
+        models = {m.model: limits.max_parallel for m in meta if m.model is not None}
+        models.update(limits.max_parallel_by_model)
         self.model_of, self.model_limit, self.model_names = index(
-            [m.model for m in meta], dict(limits.max_parallel_by_model)
+            [m.model for m in meta], models
         )
+        self.model_effective = list(self.model_limit)
+        self._model_successes = [0] * len(self.model_limit)
         self.env_of, self.env_limit, self.env_names = index(
             [m.environment_id for m in meta], dict(limits.max_parallel_by_environment)
         )
@@ -127,6 +138,8 @@ class Admission:
         self._eval_count = 0
         self._eval_order = itertools.count()
         self._unreachable: deque[Start] = deque()
+        self._deferred = 0
+        self._parked: dict[int, list[int]] = {}  # resumed rounds waiting for per-task room
 
         for t in range(tasks):
             for r in range(n):
@@ -154,6 +167,11 @@ class Admission:
 
     def _consider(self, t: int) -> None:
         """Queue task t's next round if it can start (or must be recorded unreachable)."""
+        parked = self._parked.get(t)
+        if parked and self.task_running[t] < self.limits.max_parallel_per_task:
+            self._push_ready(t, parked.pop(0), resumed=True)
+            if not parked:
+                del self._parked[t]
         if self.in_ready[t]:
             return
         r = self.next_round[t]
@@ -178,9 +196,12 @@ class Admission:
             self._unreachable.append(Start(StartKind.UNREACHABLE, t, r, cause))
             return
         self.in_ready[t] = 1
-        bucket = (self.model_of[t], self.env_of[t])
-        entry = (self._rank[t], r, t, r)
-        heapq.heappush(self._ready.setdefault(bucket, []), entry)
+        self._push_ready(t, r, resumed=False)
+
+    def _push_ready(self, t: int, r: int, *, resumed: bool) -> None:
+        # A trial resumed after a rate limit goes ahead of new work of its rank.
+        entry = (self._rank[t], r, 0 if resumed else 1, t)
+        heapq.heappush(self._ready.setdefault((self.model_of[t], self.env_of[t]), []), entry)
         self._ready_count += 1
 
     def _push_eval(self, t: int, r: int) -> None:
@@ -222,12 +243,18 @@ class Admission:
             if bucket is None:
                 break
             heap = self._ready[bucket]
-            _, r, t, _ = heapq.heappop(heap)
+            _, r, fresh, t = heapq.heappop(heap)
             if not heap:
                 del self._ready[bucket]
             self._ready_count -= 1
-            self.in_ready[t] = 0
-            self._take_execution(t, r)
+            if fresh:
+                self.in_ready[t] = 0
+            elif self.task_running[t] >= self.limits.max_parallel_per_task:
+                self._parked.setdefault(t, []).append(r)  # its task filled up meanwhile
+                continue
+            else:
+                self._deferred -= 1
+            self._take_execution(t, r, fresh=bool(fresh))
             starts.append(Start(StartKind.EXECUTE, t, r))
             self._consider(t)  # with max_parallel_per_task > 1 its next round may fit too
         return starts
@@ -237,7 +264,7 @@ class Admission:
         best_head = None
         for bucket, heap in self._ready.items():
             m, e = bucket
-            if m >= 0 and self.model_used[m] >= self.model_limit[m]:
+            if m >= 0 and self.model_used[m] >= self.model_effective[m]:
                 continue
             if e >= 0 and self.env_used[e] >= self.env_limit[e]:
                 continue
@@ -258,28 +285,57 @@ class Admission:
                 best, best_head = key, head
         return best
 
-    def _take_execution(self, t: int, r: int) -> None:
+    def _take_execution(self, t: int, r: int, *, fresh: bool) -> None:
         self.executing += 1
         self.task_running[t] += 1
-        self.task_inflight[t] += 1
         if (m := self.model_of[t]) >= 0:
             self.model_used[m] += 1
         if (e := self.env_of[t]) >= 0:
             self.env_used[e] += 1
-        self.phase[t][r] = Phase.RUNNING
-        self._advance(t)
+        if fresh:
+            self.task_inflight[t] += 1
+            self.phase[t][r] = Phase.RUNNING
+            self._advance(t)
 
-    # -- what the run loop reports back ------------------------------------
-
-    def execution_ended(self, t: int, r: int, status: TrialStatus) -> None:
-        """Trial (t, r) has its terminal commit; release its execution counters."""
+    def _release_execution(self, t: int) -> None:
         self.executing -= 1
         self.task_running[t] -= 1
         if (m := self.model_of[t]) >= 0:
             self.model_used[m] -= 1
         if (e := self.env_of[t]) >= 0:
             self.env_used[e] -= 1
+
+    # -- what the run loop reports back ------------------------------------
+
+    def execution_ended(self, t: int, r: int, status: TrialStatus) -> None:
+        """Trial (t, r) has its terminal commit; release its execution counters."""
+        self._release_execution(t)
+        if (m := self.model_of[t]) >= 0 and self.model_effective[m] < self.model_limit[m]:
+            # Additive increase: one more slot after a window of unthrottled ends.
+            self._model_successes[m] += 1
+            if self._model_successes[m] >= self.model_effective[m]:
+                self._model_successes[m] = 0
+                self.model_effective[m] += 1
         self._ended(t, r, status)
+
+    def defer(self, t: int, r: int) -> None:
+        """Trial (t, r) hit a rate limit: it gives its slots back and waits, still started."""
+        self._release_execution(t)
+        self._deferred += 1
+        self._consider(t)
+
+    def rate_limited(self, t: int) -> None:
+        """Multiplicative decrease of the effective limit of task t's model."""
+        if (m := self.model_of[t]) >= 0:
+            self.model_effective[m] = max(1, min(self.model_effective[m], self.model_used[m]) // 2)
+            self._model_successes[m] = 0
+
+    def resume_deferred(self, t: int, r: int) -> None:
+        """The wait of deferred trial (t, r) is over: it is ready again, ahead of new work."""
+        if self.task_running[t] >= self.limits.max_parallel_per_task:
+            self._parked.setdefault(t, []).append(r)
+        else:
+            self._push_ready(t, r, resumed=True)
 
     def unreachable_recorded(self, t: int, r: int) -> None:
         self._ended(t, r, TrialStatus.UNREACHABLE)
@@ -328,4 +384,6 @@ class Admission:
             evaluations_by_environment=dict(
                 zip(self.evalkey_names, self.evalkey_used, strict=True)
             ),
+            effective_by_model=dict(zip(self.model_names, self.model_effective, strict=True)),
+            deferred=self._deferred,
         )

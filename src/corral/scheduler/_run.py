@@ -7,6 +7,7 @@ with the limits, not with the number of trials.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -22,7 +23,7 @@ from .._records import record_of
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
 from ..runtime._evaluate import evaluate_trial
 from ..runtime._retry import RetryPolicy
-from ..runtime._trial import Notify, Previous, TrialPlan, run_trial
+from ..runtime._trial import Deferred, Notify, Previous, TrialPlan, run_trial
 from ..store._protocol import CommitStore, TrialKey, TrialSummary
 from ._admission import STATUS_CODES, Admission, Phase, Start, StartKind, Statistics
 from ._limits import Limits
@@ -122,6 +123,11 @@ class RunLoop:
         self._unreachable: deque[Start] = deque()
         self._recording = False
         self._tg: anyio.abc.TaskGroup | None = None
+        # Trials waiting out a rate limit: one timer task serves them all.
+        self._deferred_plans: dict[tuple[int, int], TrialPlan] = {}
+        self._timers: list[tuple[float, int, int]] = []
+        self._timer_changed = anyio.Event()
+        self._timing = False
 
     def statistics(self) -> Statistics:
         return self.admission.statistics()
@@ -167,6 +173,30 @@ class RunLoop:
                 await self._evaluate(start.task, start.round)
             start = self._pump()
 
+    def _wake_at(self, when: float, t: int, r: int) -> None:
+        heapq.heappush(self._timers, (when, t, r))
+        self._timer_changed.set()
+        if not self._timing and self._tg is not None:
+            self._timing = True
+            self._tg.start_soon(self._timer_loop)
+
+    async def _timer_loop(self) -> None:
+        try:
+            while self._timers:
+                when, t, r = self._timers[0]
+                if when <= anyio.current_time():
+                    heapq.heappop(self._timers)
+                    self.admission.resume_deferred(t, r)
+                    start = self._pump()
+                    if start is not None and self._tg is not None:
+                        self._tg.start_soon(self._work, start)
+                    continue
+                self._timer_changed = anyio.Event()
+                with anyio.move_on_after(when - anyio.current_time()):
+                    await self._timer_changed.wait()
+        finally:
+            self._timing = False
+
     def _key(self, t: int, r: int) -> TrialKey:
         return TrialKey(self.benchmark_id, self.plan.task_ids[t], r)
 
@@ -188,22 +218,34 @@ class RunLoop:
         return entry[0]
 
     async def _execute(self, t: int, r: int) -> None:
-        meta = self.plan.metadata[t]
-        trial = TrialPlan(
-            key=self._key(t, r),
-            metadata=meta,
-            agent=self.agents[meta.agent_id],
-            environment=self.environments[meta.environment_id],
-            inputs=self._inputs(t, r),
-            store=self.store,
-            policy=self.policy,
-            trial_timeout=self.trial_timeout,
-            notify=self.notify,
-            previous=self._previous[t],
-            may_have_history=(t, r) in self._partial,
-        )
+        trial = self._deferred_plans.pop((t, r), None)
+        if trial is None:
+            meta = self.plan.metadata[t]
+            trial = TrialPlan(
+                key=self._key(t, r),
+                metadata=meta,
+                agent=self.agents[meta.agent_id],
+                environment=self.environments[meta.environment_id],
+                inputs=self._inputs(t, r),
+                store=self.store,
+                policy=self.policy,
+                trial_timeout=self.trial_timeout,
+                notify=self.notify,
+                previous=self._previous[t],
+                may_have_history=(t, r) in self._partial,
+            )
         outcome = await run_trial(trial)
         self._partial.discard((t, r))
+        if isinstance(outcome, Deferred):
+            # Continue later from the store's head, with the inputs it already had.
+            trial.may_have_history = True
+            trial.first_attempt = outcome.attempt
+            trial.deferrals += 1
+            self._deferred_plans[(t, r)] = trial
+            self.admission.rate_limited(t)
+            self.admission.defer(t, r)
+            self._wake_at(anyio.current_time() + outcome.delay, t, r)
+            return
         record = outcome.record
         if record.status == TrialStatus.COMPLETED and self.plan.children[t]:
             self._outputs[(t, r)] = [record.output, len(self.plan.children[t])]
