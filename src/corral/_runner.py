@@ -19,7 +19,7 @@ from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
-from .scheduler._plan import check_metadata
+from .scheduler._plan import across_models, check_metadata, check_models
 from .store import CommitStore, MemoryStore, SQLiteStore
 
 DEFAULT_STORE = ".corral/store.db"
@@ -57,6 +57,7 @@ class CorralRunner:
         *,
         retry_policy: RetryPolicy | None = None,
         observers: Sequence[Observer] = (),
+        models: Sequence[str] | None = None,
     ) -> None:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
@@ -90,6 +91,8 @@ class CorralRunner:
         self.retry_policy = retry_policy
         self.trial_timeout = trial_timeout
         self.observers = tuple(observers)
+        #: The models a several-models run may name (None: any).
+        self.models = None if models is None else check_models(models, None)
 
     @property
     def max_retries(self) -> int:
@@ -105,6 +108,7 @@ class CorralRunner:
         trials_per_task: int = 1,
         k_values: Sequence[int] = (1,),
         include_dependencies: bool = True,
+        models: Sequence[str] | None = None,
     ) -> tuple[RunPlan, tuple[int, ...]]:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
         trials = positive_int("trials_per_task", trials_per_task)
@@ -122,6 +126,8 @@ class CorralRunner:
         plan = build_plan(
             self.tasks, task_ids, include_dependencies=include_dependencies, trials_per_task=trials
         )
+        if models is not None:
+            plan = across_models(plan, check_models(models, self.models))
         for task_id, meta in zip(plan.task_ids, plan.metadata, strict=True):
             if meta.agent_id not in self.agents:
                 raise ConfigError(f"task {task_id!r} names unknown agent {meta.agent_id!r}")
@@ -148,6 +154,7 @@ class CorralRunner:
         *,
         observers: Sequence[Observer] = (),
         order: str = "critical_path",
+        models: Sequence[str] | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -155,7 +162,9 @@ class CorralRunner:
         trial starts and before anything is written to the store. ``order`` picks
         among ready trials: ``"critical_path"`` (the longest remaining dependency
         chain first, then lower rounds, then task order) or ``"fifo"`` (rounds,
-        then task order).
+        then task order). ``models`` runs every selected task once per model, as
+        ``task@model``, concurrently; ``max_parallel_by_model`` bounds each model
+        and the report gives pass@k per model (``BenchmarkReport.by_model``).
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -170,7 +179,7 @@ class CorralRunner:
             max_parallel_by_environment=max_parallel_by_environment,
             max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
         )
-        plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies)
+        plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies, models)
         eval_keys = tuple(self._eval_key(m.environment_id) for m in plan.metadata)
         watchers = [*self.observers, *observers]
         notify = Observers(watchers)

@@ -64,10 +64,12 @@ def build_report(
             model=meta.get("model"),
             environment_id=meta.get("environment_id", ""),
         )
-    mean = {
-        k: sum(t.pass_at_k[k] for t in tasks.values() if k in t.pass_at_k) / len(tasks)
-        for k in k_values
-    } if tasks else {}
+    mean = _mean(tasks.values(), k_values)
+    models = sorted({t.model for t in tasks.values() if t.model is not None})
+    by_model = {
+        model: _mean([t for t in tasks.values() if t.model == model], k_values)
+        for model in models
+    }
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
     if unfinished:
         counts["unfinished"] = unfinished
@@ -83,4 +85,13 @@ def build_report(
         finished_at=finished_at,
         resumed=resumed,
         timings=dict(timings or {}),
+        by_model=by_model,
     )
+
+
+def _mean(tasks: Iterable[TaskReport], k_values: Sequence[int]) -> dict[int, float]:
+    """pass@k averaged over tasks (a task with fewer than k finished trials counts 0)."""
+    tasks = list(tasks)
+    if not tasks:
+        return {}
+    return {k: sum(t.pass_at_k.get(k, 0.0) for t in tasks) / len(tasks) for k in k_values}

@@ -52,6 +52,8 @@ class BenchmarkReport:
     #: Trials finished by an earlier run of this benchmark id and reused.
     resumed: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    #: pass@k per model (mean over that model's tasks), for runs over several models.
+    by_model: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @property
     def wall_seconds(self) -> float:
@@ -76,5 +78,8 @@ class BenchmarkReport:
             "resumed": self.resumed,
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
+            "by_model": {
+                model: {str(k): v for k, v in ks.items()} for model, ks in self.by_model.items()
+            },
             "tasks": {task_id: task.to_dict() for task_id, task in self.tasks.items()},
         }

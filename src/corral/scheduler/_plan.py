@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,3 +192,47 @@ def _refuse_cycles(tasks: Mapping[str, BenchmarkTaskMetadata]) -> None:
                 colour[parent] = 1
                 path.append(parent)
                 iters.append(iter(tasks[parent].dependencies))
+
+
+def model_task_id(task_id: str, model: str) -> str:
+    """The id of ``task_id`` run on ``model`` in a several-models run."""
+    return f"{task_id}@{model}"
+
+
+def check_models(models: object, known: Sequence[str] | None) -> tuple[str, ...]:
+    """Validate a model list for a several-models run."""
+    if isinstance(models, str) or not isinstance(models, Sequence) or not models:
+        raise ConfigError(f"models must be a non-empty sequence of model names, not {models!r}")
+    out: list[str] = []
+    for model in models:
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"model names must be non-empty strings, not {model!r}")
+        if known is not None and model not in known:
+            raise ConfigError(f"unknown model {model!r}; this runner knows {sorted(known)}")
+        if model in out:
+            raise ConfigError(f"model {model!r} is listed twice")
+        out.append(model)
+    return tuple(out)
+
+
+def across_models(plan: RunPlan, models: Sequence[str]) -> RunPlan:
+    """Every task of ``plan`` once per model, task-major so every model progresses at once.
+
+    Task ``t`` on model ``m`` is ``t@m``; its dependencies are its parents on ``m``.
+    """
+    tasks: dict[str, BenchmarkTaskMetadata] = {}
+    added = set()
+    for task_id, meta in zip(plan.task_ids, plan.metadata, strict=True):
+        for model in models:
+            new_id = model_task_id(task_id, model)
+            tasks[new_id] = dataclasses.replace(
+                meta,
+                model=model,
+                dependencies=tuple(model_task_id(d, model) for d in meta.dependencies),
+            )
+            if task_id in plan.added:
+                added.add(new_id)
+    expanded = build_plan(
+        tasks, None, include_dependencies=True, trials_per_task=plan.trials_per_task
+    )
+    return dataclasses.replace(expanded, added=frozenset(added))
