@@ -1,0 +1,40 @@
+"""Deterministic testing of agents, environments and runs (modelled on `trio.testing`).
+
+Drive concurrency with gates instead of sleeps, count what runs at once with
+gauges, and wait until every task is blocked before asserting::
+
+    gate = Gate()
+    gauge = ConcurrencyGauge({"act": 2})
+    agent = ScriptedAgent(lambda s: Final("done"), gate=gate, gauge=gauge)
+    ...
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, "bench")
+        await wait_all_tasks_blocked()
+        assert gauge.count("act") == 2
+        gate.open()
+    gauge.assert_ok()
+"""
+
+from ._blocked import wait_all_tasks_blocked
+from ._fakes import (
+    Execution,
+    FakeEnvironment,
+    ScriptedAgent,
+    default_agent_keys,
+    echo,
+    passed_if_completed,
+)
+from ._gate import Gate
+from ._gauge import ConcurrencyGauge
+
+__all__ = [
+    "ConcurrencyGauge",
+    "Execution",
+    "FakeEnvironment",
+    "Gate",
+    "ScriptedAgent",
+    "default_agent_keys",
+    "echo",
+    "passed_if_completed",
+    "wait_all_tasks_blocked",
+]

@@ -1,0 +1,38 @@
+"""``__all__`` is exactly the public surface, kept sorted (isort style, as ruff's RUF022)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+import corral
+import corral.testing
+
+
+def isort_key(name: str) -> tuple[int, str]:
+    # CONSTANTS, then Classes, then everything else; each group in code-point order.
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+@pytest.mark.parametrize(
+    ("module", "private_members"),
+    [(corral, {"__version__"}), (corral.testing, set())],
+    ids=["corral", "corral.testing"],
+)
+def test_all_is_the_sorted_public_surface(module: types.ModuleType, private_members: set[str]) -> None:
+    exported = [
+        name
+        for name, value in vars(module).items()
+        if (not name.startswith("_") or name in private_members)
+        and not isinstance(value, types.ModuleType)  # subpackages are reached by import
+    ]
+    assert module.__all__ == sorted(module.__all__, key=isort_key)
+    assert sorted(module.__all__) == sorted(exported)
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in corral.__all__:
+        assert getattr(corral, name) is not None, name
+    for name in corral.testing.__all__:
+        assert getattr(corral.testing, name) is not None, name
