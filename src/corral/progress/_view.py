@@ -1,0 +1,137 @@
+"""What the live display shows, as a rich renderable built from one snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from ..scheduler import Limits, Statistics
+from ._tally import Tally
+
+_BAR_WIDTH = 24
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one frame shows; built at render time, never per commit."""
+
+    benchmark_id: str
+    elapsed: float
+    statistics: Statistics
+    limits: Limits
+    tally: Tally
+    resumed: int
+    eta: float | None
+
+
+def utilisation(statistics: Statistics, limits: Limits) -> list[tuple[str, int, int]]:
+    """(label, used, limit) for every limit the run has, global ones first."""
+    s = statistics
+    rows = [
+        ("executions", s.executing, limits.max_parallel),
+        ("evaluations", s.evaluating, limits.max_parallel_evaluations),
+        ("executions + evaluations", s.executing + s.evaluating, limits.max_parallel_total),
+    ]
+    for label, used, limited in (
+        ("model", s.by_model, limits.max_parallel_by_model),
+        ("environment", s.by_environment, limits.max_parallel_by_environment),
+        (
+            "evaluations in",
+            s.evaluations_by_environment,
+            limits.max_parallel_evaluations_by_environment,
+        ),
+    ):
+        rows.extend((f"{label} {name}", used.get(name, 0), n) for name, n in limited.items())
+    return rows
+
+
+def render(snapshot: Snapshot) -> RenderableType:
+    s = snapshot.statistics
+    tally = snapshot.tally
+    # Not ready yet: waiting for a parent's trial or (reflective) the task's previous trial.
+    waiting = max(
+        0, s.total - s.finished - s.executing - s.evaluating - s.ready - s.awaiting_evaluation
+    )
+    header = Text.assemble(
+        ("corral ", "bold cyan"),
+        (snapshot.benchmark_id, "bold"),
+        f"  {snapshot.elapsed:.1f} s",
+        f"  ETA {_duration(snapshot.eta)}" if snapshot.eta is not None else "",
+    )
+    share = s.finished / s.total if s.total else 1.0
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(
+        ProgressBar(total=max(s.total, 1), completed=s.finished, width=40),
+        Text(f"{s.finished}/{s.total} trials ({share:.0%})"),
+    )
+    counts = Text(
+        f"queued {s.ready} · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
+        f"evaluating {s.evaluating} · done {s.finished} · waiting {waiting}"
+        + (f" ({snapshot.resumed} resumed)" if snapshot.resumed else "")
+    )
+    return Group(header, bar, counts, _outcomes(tally), _limits(s, snapshot.limits))
+
+
+def _outcomes(tally: Tally) -> Text:
+    rate = tally.pass_rate
+    parts = [
+        "pass@1 so far "
+        + ("-" if rate is None else f"{rate:.2f} ({tally.passed}/{tally.finished})"),
+        f"errors {tally.errors}",
+    ]
+    for status in ("max_iterations", "timeout", "unreachable"):
+        if tally.statuses.get(status):
+            parts.append(f"{status} {tally.statuses[status]}")
+    if tally.retried:
+        parts.append(f"retried {tally.retried}")
+    if tally.input_tokens or tally.output_tokens:
+        parts.append(f"tokens {_count(tally.input_tokens)} in / {_count(tally.output_tokens)} out")
+    if tally.cost:
+        parts.append(f"${tally.cost:.4f}")
+    return Text(" · ".join(parts), style="green" if not tally.errors else "yellow")
+
+
+def _limits(statistics: Statistics, limits: Limits) -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim")
+    grid.add_column()
+    grid.add_column(justify="right")
+    for label, used, limit in utilisation(statistics, limits):
+        full = used >= limit
+        grid.add_row(
+            label,
+            ProgressBar(
+                total=limit,
+                completed=min(used, limit),
+                width=_BAR_WIDTH,
+                complete_style="yellow" if full else "cyan",
+            ),
+            Text(f"{used}/{limit}", style="bold yellow" if full else ""),
+        )
+    grid.add_row(
+        "per task", Text(f"at most {limits.max_parallel_per_task} at once", style="dim"), ""
+    )
+    return grid
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def _count(n: int) -> str:
+    if n < 10_000:
+        return str(n)
+    if n < 10_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
