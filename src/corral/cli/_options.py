@@ -1,0 +1,77 @@
+"""Parsing what click leaves to us: NAME=N limits, k lists; the shared --store option."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import click
+
+from .._errors import ConfigError
+from .._runner import DEFAULT_STORE
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_option(command: F) -> F:
+    return click.option(
+        "--store",
+        default=DEFAULT_STORE,
+        show_default=True,
+        metavar="PATH",
+        help="SQLite store file.",
+    )(command)
+
+
+def keyed_limit_option(flag: str, what: str) -> Callable[[F], F]:
+    """A repeatable ``NAME=N`` option whose value arrives as a dict (None if not given)."""
+
+    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+        return keyed_limits(flag, values) if values else None
+
+    return click.option(
+        flag, multiple=True, metavar="NAME=N", callback=parse, help=f"{what} (repeatable)."
+    )
+
+
+def k_option(command: F) -> F:
+    """``-k``: repeatable or comma-separated; arrives as a tuple of ints (empty if not given)."""
+
+    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+        return k_values(values)
+
+    return click.option(
+        "-k",
+        "--k",
+        "ks",
+        multiple=True,
+        callback=parse,
+        metavar="K[,K...]",
+        help="k of pass@k (repeatable, or 1,2,4).",
+    )(command)
+
+
+def keyed_limits(flag: str, values: Iterable[str]) -> dict[str, int]:
+    """``("a=2", "b=3")`` as ``{"a": 2, "b": 3}``; a malformed item is a `ConfigError`."""
+    out: dict[str, int] = {}
+    for item in values:
+        name, sep, number = item.rpartition("=")
+        if not sep or not name:
+            raise ConfigError(f"{flag}: expected NAME=N, not {item!r}")
+        try:
+            out[name] = int(number)
+        except ValueError:
+            raise ConfigError(f"{flag}: {number!r} in {item!r} is not an integer") from None
+    return out
+
+
+def k_values(values: Iterable[str]) -> tuple[int, ...]:
+    """``-k 1 -k 2,4`` as ``(1, 2, 4)``."""
+    out = []
+    for value in values:
+        for part in value.split(","):
+            try:
+                out.append(int(part))
+            except ValueError:
+                raise ConfigError(f"-k: {part.strip()!r} is not an integer") from None
+    return tuple(out)

@@ -1,0 +1,192 @@
+"""``corral run`` and ``corral demo``: run a benchmark, show progress, print pass@k."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from .._benchmark import Benchmark
+from .._errors import ConfigError
+from .._runner import DEFAULT_STORE, CorralRunner
+from ..demo import build_demo, demo_retry_policy
+from ._execute import make_console, run_benchmark
+from ._load import load_benchmark
+from ._options import k_option, keyed_limit_option, store_option
+
+#: Keyword arguments of `CorralRunner.run` that flags and ``run_defaults`` may set.
+RUN_ARGUMENTS = tuple(
+    name
+    for name in inspect.signature(CorralRunner.run).parameters
+    if name not in ("self", "benchmark_id", "observers")
+)
+#: Constructor arguments that flags and ``run_defaults`` may set.
+RUNNER_ARGUMENTS = ("max_retries", "trial_timeout")
+KEYED_LIMITS = (
+    "max_parallel_by_model",
+    "max_parallel_by_environment",
+    "max_parallel_evaluations_by_environment",
+)
+
+
+def merge_settings(
+    defaults: Mapping[str, Any], flags: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(runner kwargs, run kwargs): ``defaults`` overridden by the flags that were given
+    (``None`` = not given). Keyed limits merge, so ``--max-parallel-by-model a=1``
+    keeps the defaults' other models."""
+    unknown = sorted(set(defaults) - set(RUN_ARGUMENTS) - set(RUNNER_ARGUMENTS))
+    if unknown:
+        raise ConfigError(
+            f"run_defaults has unknown key(s) {', '.join(map(repr, unknown))}; expected "
+            "arguments of CorralRunner.run, max_retries or trial_timeout"
+        )
+    settings = dict(defaults)
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name in KEYED_LIMITS and isinstance(settings.get(name), Mapping):
+            value = {**settings[name], **value}
+        settings[name] = value
+    runner = {k: v for k, v in settings.items() if k in RUNNER_ARGUMENTS}
+    run = {k: v for k, v in settings.items() if k in RUN_ARGUMENTS}
+    return runner, run
+
+
+def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    return values or None
+
+
+@click.command("run")
+@click.argument("target", metavar="FILE[:OBJECT]")
+@click.option("--benchmark-id", help="Id to record under (default: the file's stem).")
+@store_option
+@click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
+@click.option("--trials", type=int, help="Trials per task.")
+@k_option
+@click.option("--max-parallel", type=int, help="Running trial executions.")
+@click.option("--max-parallel-per-task", type=int, help="Running executions of one task.")
+@click.option("--max-parallel-evaluations", type=int, help="Running evaluations.")
+@click.option("--max-parallel-total", type=int, help="Executions plus evaluations.")
+@keyed_limit_option("--max-parallel-by-model", "Executions on one model")
+@keyed_limit_option("--max-parallel-by-environment", "Executions in one environment")
+@keyed_limit_option("--max-parallel-evaluations-by-environment", "Evaluations in one environment")
+@click.option(
+    "--order",
+    type=click.Choice(["critical_path", "fifo"]),
+    help="Which ready trial starts first (default: critical_path).",
+)
+@click.option(
+    "--no-dependencies",
+    is_flag=True,
+    help="Do not add the selected tasks' ancestors; refuse a selection missing one.",
+)
+@click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
+@click.option("--trial-timeout", type=float, help="Seconds for one attempt's execution.")
+@click.option("--no-progress", is_flag=True, help="No live display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def run_command(
+    target: str,
+    benchmark_id: str | None,
+    store: str,
+    tasks: tuple[str, ...],
+    trials: int | None,
+    ks: tuple[int, ...],
+    max_parallel: int | None,
+    max_parallel_per_task: int | None,
+    max_parallel_evaluations: int | None,
+    max_parallel_total: int | None,
+    max_parallel_by_model: dict[str, int] | None,
+    max_parallel_by_environment: dict[str, int] | None,
+    max_parallel_evaluations_by_environment: dict[str, int] | None,
+    order: str | None,
+    no_dependencies: bool,
+    max_retries: int | None,
+    trial_timeout: float | None,
+    no_progress: bool,
+    as_json: bool,
+) -> None:
+    """Run (or resume) the benchmark that FILE defines.
+
+    OBJECT (default: benchmark) is a corral.Benchmark, or a function of no
+    arguments returning one. Its run_defaults are the defaults of these flags;
+    NAME=N limits are merged into them. Running again with the same
+    --benchmark-id resumes.
+    """
+    flags: dict[str, Any] = {
+        "task_ids": _given(tasks),
+        "trials_per_task": trials,
+        "k_values": ks or None,
+        "max_parallel": max_parallel,
+        "max_parallel_per_task": max_parallel_per_task,
+        "max_parallel_evaluations": max_parallel_evaluations,
+        "max_parallel_total": max_parallel_total,
+        "max_parallel_by_model": max_parallel_by_model,
+        "max_parallel_by_environment": max_parallel_by_environment,
+        "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
+        "include_dependencies": False if no_dependencies else None,
+        "order": order,
+        "max_retries": max_retries,
+        "trial_timeout": trial_timeout,
+    }
+    benchmark, path = load_benchmark(target)
+    runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
+    runner = _runner(benchmark, store, **runner_kwargs)
+    run_benchmark(
+        make_console(),
+        runner,
+        benchmark_id or path.stem,
+        run_kwargs,
+        progress=not no_progress,
+        as_json=as_json,
+    )
+
+
+def _runner(benchmark: Benchmark, store: str, **kwargs: Any) -> CorralRunner:
+    return CorralRunner(
+        benchmark.tasks, benchmark.agents, benchmark.environments, store=store, **kwargs
+    )
+
+
+@click.command("demo")
+@store_option
+@click.option("--benchmark-id", help="Default: demo-<UTC timestamp>, a fresh run each time.")
+@click.option("--no-progress", is_flag=True, help="No live display.")
+@click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
+def demo_command(store: str, benchmark_id: str | None, no_progress: bool, fast: bool) -> None:
+    """Run the built-in demo: simulated agents, no network, no keys.
+
+    Two models, two environments (a number search; a calculator with
+    parallel, flaky tool calls), a plan -> build -> verify chain, 4 trials
+    per task and pass@1, 2, 4.
+    """
+    latency = 0.0 if fast else 1.0
+    benchmark = build_demo(latency)
+    benchmark_id = benchmark_id or f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    runner = CorralRunner(
+        benchmark.tasks,
+        benchmark.agents,
+        benchmark.environments,
+        store=store,
+        retry_policy=demo_retry_policy(latency),
+    )
+    defaults = benchmark.run_defaults
+    models = sorted({m.model for m in benchmark.tasks.values() if m.model})
+    console = make_console()
+    console.print(
+        f"[bold cyan]corral demo[/]: {len(benchmark.tasks)} tasks x "
+        f"{defaults['trials_per_task']} trials on {', '.join(models)} in "
+        f"{', '.join(benchmark.environments)}; benchmark id [bold]{benchmark_id}[/]",
+        highlight=False,
+    )
+    run_benchmark(console, runner, benchmark_id, defaults, progress=not no_progress)
+    store_flag = "" if store == DEFAULT_STORE else f" --store {store}"
+    console.print(
+        f"next: corral show {benchmark_id} bid-build 0{store_flag}  ·  "
+        f"corral report {benchmark_id}{store_flag}  ·  corral list{store_flag}",
+        style="dim",
+        highlight=False,
+    )
