@@ -69,6 +69,9 @@ class FaultStore:
     async def summaries(self, benchmark_id: str) -> list[corral.store.TrialSummary]:
         return await self.inner.summaries(benchmark_id)
 
+    def scan(self, benchmark_id: str) -> Any:
+        return self.inner.scan(benchmark_id)
+
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         return await self.inner.benchmark_config(benchmark_id)
 

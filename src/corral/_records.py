@@ -24,6 +24,7 @@ def record_of(
     commits: int,
     started_at: float,
     usage: Usage,
+    keep_state: bool = True,
 ) -> TrialRecord:
     payload = terminal.payload
     record = TrialRecord(
@@ -37,7 +38,7 @@ def record_of(
         started_at=started_at,
         finished_at=terminal.created_at,
         usage=usage,
-        state=payload.get("state"),
+        state=payload.get("state") if keep_state else None,
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 

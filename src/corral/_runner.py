@@ -14,10 +14,10 @@ from pathlib import Path
 from ._errors import ConfigError
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
-from ._types import BenchmarkTaskMetadata
-from .report import BenchmarkReport, build_report
+from ._types import BenchmarkTaskMetadata, TrialRecord
+from .report import BenchmarkReport, build_report, records_from
 from .runtime._retry import RetryPolicy
-from .scheduler import Limits, RunLoop, RunPlan, Statistics, build_plan
+from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_metadata, check_models
 from .store import CommitStore, MemoryStore, SQLiteStore
@@ -186,7 +186,10 @@ class CorralRunner:
         started = time.time()
         async with self.store.opened(), self.store.claim(benchmark_id):
             existed = await self.store.register_benchmark(benchmark_id, plan.config())
-            summaries = await self.store.summaries(benchmark_id) if existed else []
+            resume = Resume(plan)
+            if existed:
+                async for chunk in self.store.scan(benchmark_id):
+                    resume.absorb(chunk)
             loop = RunLoop(
                 benchmark_id=benchmark_id,
                 plan=plan,
@@ -198,10 +201,10 @@ class CorralRunner:
                 policy=self.retry_policy,
                 trial_timeout=self.trial_timeout,
                 notify=notify,
-                summaries=summaries,
+                resume=resume,
                 critical_path=order == "critical_path",
             )
-            del summaries
+            del resume
             info = RunInfo(benchmark_id, plan, limits, eval_keys, loop.statistics, loop.resumed)
             _call(watchers, "on_run_start", info)
             try:
@@ -209,10 +212,13 @@ class CorralRunner:
             finally:
                 _call(watchers, "on_run_end", info)
             ran = time.time()
+            records: dict[tuple[str, int], TrialRecord] = {}
+            async for chunk in self.store.scan(benchmark_id):
+                records.update(records_from(chunk, keep_state=False))
             report = build_report(
                 benchmark_id,
                 plan.config(),
-                await self.store.summaries(benchmark_id),
+                records=records,
                 k_values=ks,
                 added=plan.added,
                 started_at=started,
@@ -260,7 +266,8 @@ def _write_report(store: CommitStore, report: BenchmarkReport) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+    with open(tmp, "w") as f:
+        report.write_json(f)
     os.replace(tmp, path)
 
 

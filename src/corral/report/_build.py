@@ -12,8 +12,10 @@ from ._model import BenchmarkReport, TaskReport
 from ._passk import pass_at_k
 
 
-def records_from(summaries: Iterable[TrialSummary]) -> dict[tuple[str, int], TrialRecord]:
-    """Records of every trial that has a terminal commit."""
+def records_from(
+    summaries: Iterable[TrialSummary], *, keep_state: bool = True
+) -> dict[tuple[str, int], TrialRecord]:
+    """Records of every trial that has a terminal commit (without final states if asked)."""
     out = {}
     for s in summaries:
         if s.terminal is None:
@@ -26,6 +28,7 @@ def records_from(summaries: Iterable[TrialSummary]) -> dict[tuple[str, int], Tri
             commits=s.commits,
             started_at=s.started_at,
             usage=s.usage,
+            keep_state=keep_state,
         )
     return out
 
@@ -33,8 +36,9 @@ def records_from(summaries: Iterable[TrialSummary]) -> dict[tuple[str, int], Tri
 def build_report(
     benchmark_id: str,
     config: Mapping[str, Any],
-    summaries: Iterable[TrialSummary],
+    summaries: Iterable[TrialSummary] = (),
     *,
+    records: Mapping[tuple[str, int], TrialRecord] | None = None,
     k_values: Sequence[int],
     added: Iterable[str] = (),
     started_at: float,
@@ -42,9 +46,13 @@ def build_report(
     resumed: int = 0,
     timings: Mapping[str, float] | None = None,
 ) -> BenchmarkReport:
-    """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it."""
+    """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it.
+
+    Give either the store's ``summaries`` or ``records`` already built from them.
+    """
     trials_per_task = int(config["trials_per_task"])
-    records = records_from(summaries)
+    if records is None:
+        records = records_from(summaries)
     added = set(added)
     tasks: dict[str, TaskReport] = {}
     counts = {str(status): 0 for status in TrialStatus}

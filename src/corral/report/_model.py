@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from .._types import TrialRecord, Usage
 
@@ -63,9 +64,18 @@ class BenchmarkReport:
     def added_by_dependencies(self) -> list[str]:
         return [t for t, r in self.tasks.items() if r.added_by_dependencies]
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data."""
-        return {
+    def write_json(self, file: IO[str]) -> None:
+        """Write `to_dict` as JSON, one task at a time, so a huge report is never one string."""
+        head = self.to_dict(tasks=False)
+        file.write(json.dumps(head)[:-1] + ', "tasks": {')
+        for i, (task_id, task) in enumerate(self.tasks.items()):
+            file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
+            file.write(json.dumps(task.to_dict(), default=str))
+        file.write("}}\n")
+
+    def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
+        """Plain JSON data (``tasks=False`` leaves out the per-task part)."""
+        out = {
             "benchmark_id": self.benchmark_id,
             "trials_per_task": self.trials_per_task,
             "k_values": list(self.k_values),
@@ -81,5 +91,7 @@ class BenchmarkReport:
             "by_model": {
                 model: {str(k): v for k, v in ks.items()} for model, ks in self.by_model.items()
             },
-            "tasks": {task_id: task.to_dict() for task_id, task in self.tasks.items()},
         }
+        if tasks:
+            out["tasks"] = {task_id: task.to_dict() for task_id, task in self.tasks.items()}
+        return out

@@ -11,7 +11,6 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -30,50 +29,45 @@ from ._limits import Limits
 from ._plan import RunPlan
 
 
-@dataclass(slots=True)
-class _Resumed:
-    """What an earlier run of the same benchmark left, in compact form."""
+class Resume:
+    """What an earlier run of the same benchmark left, folded chunk by chunk into compact form."""
 
-    phases: list[bytearray]
-    statuses: list[bytearray]
-    previous: list[Previous | None]
-    outputs: dict[tuple[int, int], Any] = field(default_factory=dict)
-    partial: set[tuple[int, int]] = field(default_factory=set)
-    pending_evals: dict[tuple[int, int], tuple[TrialRecord, int]] = field(default_factory=dict)
-    finished: int = 0
+    def __init__(self, plan: RunPlan) -> None:
+        n = plan.trials_per_task
+        self.plan = plan
+        self._index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
+        self.phases = [bytearray(n) for _ in plan.task_ids]
+        self.statuses = [bytearray(n) for _ in plan.task_ids]
+        self.previous: list[Previous | None] = [None] * len(plan.task_ids)
+        self.outputs: dict[tuple[int, int], Any] = {}
+        self.partial: set[tuple[int, int]] = set()
+        self.pending_evals: dict[tuple[int, int], tuple[TrialRecord, int]] = {}
+        self.finished = 0
 
-
-def _resumed(plan: RunPlan, summaries: Iterable[TrialSummary]) -> _Resumed:
-    n = plan.trials_per_task
-    index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
-    state = _Resumed(
-        phases=[bytearray(n) for _ in plan.task_ids],
-        statuses=[bytearray(n) for _ in plan.task_ids],
-        previous=[None] * len(plan.task_ids),
-    )
-    for s in summaries:
-        t = index.get(s.task_id)
-        if t is None or not 0 <= s.trial < n:
-            continue
-        r = s.trial
-        if s.terminal is None:
-            state.partial.add((t, r))
-            continue
-        record = record_of(s.task_id, r, terminal=s.terminal, evaluation=s.evaluation,
-                           commits=s.commits, started_at=s.started_at, usage=s.usage)
-        state.statuses[t][r] = STATUS_CODES[record.status]
-        if record.status == TrialStatus.COMPLETED and plan.children[t]:
-            state.outputs[(t, r)] = record.output
-        if record.status in EVALUATED_STATUSES and s.evaluation is None:
-            state.phases[t][r] = Phase.ENDED
-            state.pending_evals[(t, r)] = (record, s.terminal.seq + 1)
-            continue
-        state.phases[t][r] = Phase.DONE
-        state.finished += 1
-        best = state.previous[t]
-        if best is None or best.trial < r:
-            state.previous[t] = Previous(r, record.evaluation, record.state)
-    return state
+    def absorb(self, summaries: Iterable[TrialSummary]) -> None:
+        plan, n = self.plan, self.plan.trials_per_task
+        for s in summaries:
+            t = self._index.get(s.task_id)
+            if t is None or not 0 <= s.trial < n:
+                continue
+            r = s.trial
+            if s.terminal is None:
+                self.partial.add((t, r))
+                continue
+            record = record_of(s.task_id, r, terminal=s.terminal, evaluation=s.evaluation,
+                               commits=s.commits, started_at=s.started_at, usage=s.usage)
+            self.statuses[t][r] = STATUS_CODES[record.status]
+            if record.status == TrialStatus.COMPLETED and plan.children[t]:
+                self.outputs[(t, r)] = record.output
+            if record.status in EVALUATED_STATUSES and s.evaluation is None:
+                self.phases[t][r] = Phase.ENDED
+                self.pending_evals[(t, r)] = (record, s.terminal.seq + 1)
+                continue
+            self.phases[t][r] = Phase.DONE
+            self.finished += 1
+            best = self.previous[t]
+            if best is None or best.trial < r:
+                self.previous[t] = Previous(r, record.evaluation, record.state)
 
 
 class RunLoop:
@@ -90,7 +84,7 @@ class RunLoop:
         policy: RetryPolicy,
         trial_timeout: float | None,
         notify: Notify,
-        summaries: Iterable[TrialSummary] = (),
+        resume: Resume | None = None,
         critical_path: bool = True,
     ) -> None:
         self.benchmark_id = benchmark_id
@@ -101,7 +95,7 @@ class RunLoop:
         self.policy = policy
         self.trial_timeout = trial_timeout
         self.notify = notify
-        resumed = _resumed(plan, summaries)
+        resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
         self._previous = resumed.previous
         self._partial = resumed.partial

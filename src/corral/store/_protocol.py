@@ -6,7 +6,7 @@ feature only SQLite has, so a network database can implement it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -75,7 +75,13 @@ class CommitStore(Protocol):
 
     async def history(self, key: TrialKey) -> list[Commit]: ...
 
-    async def summaries(self, benchmark_id: str) -> list[TrialSummary]: ...
+    async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        """Every trial of the benchmark that has a commit (see `scan` for large runs)."""
+        ...
+
+    def scan(self, benchmark_id: str) -> AsyncIterator[list[TrialSummary]]:
+        """The same summaries in chunks, so a million trials never sit in memory at once."""
+        ...
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None: ...
 

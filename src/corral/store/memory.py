@@ -10,9 +10,10 @@ from typing import Any
 import anyio
 
 from .._errors import BenchmarkBusyError, CommitConflictError
-from .._types import NO_USAGE, Commit
+from .._types import Commit
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._summary import SummaryBuilder
 
 
 class MemoryStore:
@@ -63,26 +64,19 @@ class MemoryStore:
         return list(self._histories.get(key, ()))
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        return [s async for chunk in self.scan(benchmark_id) for s in chunk]
+
+    async def scan(self, benchmark_id: str) -> AsyncIterator[list[TrialSummary]]:
         await anyio.lowlevel.checkpoint()
         out = []
-        for key, history in self._histories.items():
+        for key, history in list(self._histories.items()):
             if key.benchmark_id != benchmark_id or not history:
                 continue
-            usage = NO_USAGE
+            builder = SummaryBuilder(key.task_id, key.trial)
             for commit in history:
-                usage = usage + commit.usage
-            out.append(
-                TrialSummary(
-                    task_id=key.task_id,
-                    trial=key.trial,
-                    commits=len(history),
-                    started_at=history[0].created_at,
-                    usage=usage,
-                    terminal=next((c for c in history if c.kind == "terminal"), None),
-                    evaluation=next((c for c in history if c.kind == "evaluation"), None),
-                )
-            )
-        return out
+                builder.add(commit)
+            out.append(builder.build())
+        yield out
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         await anyio.lowlevel.checkpoint()

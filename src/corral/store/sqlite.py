@@ -31,9 +31,10 @@ from .._errors import (
     unwrap_single,
 )
 from .._json import dumps, loads
-from .._types import Commit, Usage
+from .._types import NO_USAGE, Commit, Usage
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._summary import SummaryBuilder
 
 SCHEMA_VERSION = 1
 
@@ -65,6 +66,13 @@ _INSERT = (
 )
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_SCAN = (
+    "SELECT task_id, trial, seq, kind, "
+    "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
+    "created_at, input_tokens, output_tokens, cost "
+    "FROM commits WHERE benchmark_id = ? ORDER BY task_id, trial, seq"
+)
 
 _Request = tuple[TrialKey, Sequence[Commit]]
 
@@ -326,37 +334,42 @@ class SQLiteStore:
         return [_commit(row) for row in rows]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        return [s async for chunk in self.scan(benchmark_id) for s in chunk]
+
+    async def scan(
+        self, benchmark_id: str, chunk: int = 4096
+    ) -> AsyncIterator[list[TrialSummary]]:
+        """One pass in key order over the benchmark's commits, a chunk of rows at a time.
+
+        Only terminal and evaluation payloads are read; the rest count toward
+        usage and the commit count.
+        """
         await self._settle()
-        totals = await self._read(
-            "SELECT task_id, trial, COUNT(*), MIN(created_at), SUM(input_tokens), "
-            "SUM(output_tokens), SUM(cost) FROM commits WHERE benchmark_id = ? "
-            "GROUP BY task_id, trial",
-            (benchmark_id,),
+        reader = self._reader
+        if reader is None:
+            raise StoreError(f"{self!r} is not open")
+        cursor = await anyio.to_thread.run_sync(
+            reader.execute, _SCAN, (benchmark_id,), limiter=self._read_limiter
         )
-        ends = await self._read(
-            "SELECT task_id, trial, seq, kind, payload, created_at, input_tokens, "
-            "output_tokens, cost FROM commits WHERE benchmark_id = ? "
-            "AND kind IN ('terminal', 'evaluation')",
-            (benchmark_id,),
-        )
-        found: dict[tuple[str, int], dict[str, Commit]] = {}
-        for task_id, trial, *rest in ends:
-            found.setdefault((task_id, trial), {})[rest[1]] = _commit(tuple(rest))
-        out = []
-        for task_id, trial, count, started, tin, tout, cost in totals:
-            end = found.get((task_id, trial), {})
-            out.append(
-                TrialSummary(
-                    task_id=task_id,
-                    trial=trial,
-                    commits=count,
-                    started_at=started,
-                    usage=Usage(int(tin or 0), int(tout or 0), float(cost or 0.0)),
-                    terminal=end.get("terminal"),
-                    evaluation=end.get("evaluation"),
-                )
-            )
-        return out
+        try:
+            builder: SummaryBuilder | None = None
+            while rows := await anyio.to_thread.run_sync(
+                cursor.fetchmany, chunk, limiter=self._read_limiter
+            ):
+                out = []
+                for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
+                    if builder is None or builder.trial != trial or builder.task_id != task_id:
+                        if builder is not None:
+                            out.append(builder.build())
+                        builder = SummaryBuilder(task_id, trial)
+                    usage = Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
+                    body = loads(payload) if payload is not None else None
+                    builder.add(Commit(seq, kind, body, created, usage))
+                yield out
+            if builder is not None:
+                yield [builder.build()]
+        finally:
+            cursor.close()
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
