@@ -65,6 +65,7 @@ async def main(args: argparse.Namespace) -> None:
         )
         sampler = TaskSampler()
         start = time.perf_counter()
+        cpu = time.process_time()
         report = await runner.run(
             "throughput",
             trials_per_task=args.per_task,
@@ -73,11 +74,13 @@ async def main(args: argparse.Namespace) -> None:
             observers=[sampler] if args.sample_tasks else [],
         )
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
     trials = sum(report.counts.values())
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"store={args.store} trials={trials} max_parallel={args.max_parallel} "
-        f"wall={wall:.2f}s trials/s={trials / wall:,.0f} peak_rss={rss_mb:.0f}MB "
+        f"wall={wall:.2f}s cpu={cpu:.2f}s cpu_us/trial={cpu / trials * 1e6:.0f} "
+        f"trials/s={trials / wall:,.0f} peak_rss={rss_mb:.0f}MB "
         f"peak_live_tasks={sampler.peak if args.sample_tasks else 'n/a'} "
         f"passed={report.pass_at_k[1]:.3f} gc_collections={sum(s['collections'] for s in gc.get_stats())}"
     )
