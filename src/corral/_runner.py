@@ -41,9 +41,11 @@ class CorralRunner:
     """Runs benchmarks of agents in environments under concurrency limits.
 
     ``store`` is a `CommitStore` or a path (SQLite). ``max_retries`` extra
-    attempts follow an attempt that raises; ``trial_timeout`` bounds one
-    attempt's execution in seconds. ``retry_policy`` overrides both the retry
-    count and the backoff (see `RetryPolicy`).
+    attempts follow an attempt that raises, after a backoff of
+    U(0, min(backoff_cap, backoff_base * 2**n)) seconds; exceptions of the
+    ``no_retry`` types end a trial at once. ``trial_timeout`` bounds one
+    attempt's execution in seconds. ``retry_policy`` replaces all of these.
+    ``models`` names the models a several-models run may use.
     """
 
     def __init__(
@@ -56,6 +58,9 @@ class CorralRunner:
         trial_timeout: float | None = None,
         *,
         retry_policy: RetryPolicy | None = None,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        no_retry: Sequence[type[BaseException]] = (),
         observers: Sequence[Observer] = (),
         models: Sequence[str] | None = None,
     ) -> None:
@@ -81,7 +86,12 @@ class CorralRunner:
         ):
             raise ConfigError(f"trial_timeout must be a positive number or None, not {trial_timeout!r}")
         if retry_policy is None:
-            retry_policy = RetryPolicy(max_retries=max_retries)
+            retry_policy = RetryPolicy(
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                backoff_cap=backoff_cap,
+                no_retry=tuple(no_retry),
+            )
         elif not isinstance(retry_policy, RetryPolicy):
             raise ConfigError(f"retry_policy must be a RetryPolicy, not {retry_policy!r}")
         self.tasks = tasks

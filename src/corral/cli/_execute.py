@@ -11,7 +11,9 @@ import anyio
 import click
 from rich.console import Console
 
-from .._runner import CorralRunner, report_path
+from .._runner import CorralRunner, RunInfo, report_path
+from .._types import Commit
+from ..store import TrialKey
 from ..progress import ProgressDisplay
 from ..report import BenchmarkReport
 from ._tables import report_renderables
@@ -40,16 +42,47 @@ def run_benchmark(
     """Run (or resume) ``benchmark_id``, with the live display on a terminal, and print
     its report as a table, or as JSON."""
     display = ProgressDisplay(console) if progress and not as_json and console.is_terminal else None
+    notice = ResumeNotice(console)
 
     async def go() -> BenchmarkReport:
         if display is None:
-            return await runner.run(benchmark_id, **run_kwargs)
+            return await runner.run(benchmark_id, **run_kwargs, observers=[notice])
         async with display.refreshing():
-            return await runner.run(benchmark_id, **run_kwargs, observers=[display])
+            return await runner.run(benchmark_id, **run_kwargs, observers=[notice, display])
 
-    report = anyio.run(go)
+    try:
+        # The first Ctrl-C cancels the run: running work stops, the store closes
+        # cleanly; a second one, while that happens, exits at once (the store's
+        # transactions are atomic, so even that loses nothing acknowledged).
+        report = anyio.run(go)
+    except KeyboardInterrupt:
+        click.echo(
+            f"interrupted: resume with the same command (benchmark id {benchmark_id!r}); "
+            "finished trials are kept",
+            err=True,
+        )
+        raise click.Abort() from None
     print_report(console, report, report_path(runner.store, benchmark_id), as_json=as_json)
     return report
+
+
+class ResumeNotice:
+    """Says what an earlier run of the same benchmark id already finished."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def on_run_start(self, info: RunInfo) -> None:
+        if info.resumed:
+            total = len(info.plan.task_ids) * info.plan.trials_per_task
+            self.console.print(
+                f"resuming {info.benchmark_id}: {info.resumed:,} of {total:,} trials done",
+                style="cyan",
+                highlight=False,
+            )
+
+    def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        pass
 
 
 def print_report(

@@ -9,6 +9,7 @@ import click
 
 from .._errors import ConfigError
 from .._runner import DEFAULT_STORE
+from ..store import SQLiteStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,6 +22,21 @@ def store_option(command: F) -> F:
         metavar="PATH",
         help="SQLite store file.",
     )(command)
+
+
+def durability_option(command: F) -> F:
+    return click.option(
+        "--durability",
+        type=click.Choice(["process", "power"]),
+        default="process",
+        show_default=True,
+        help="What an acknowledged commit survives: a crash of the process (SQLite "
+        "synchronous=NORMAL), or also a power loss or OS crash (FULL: an fsync per batch).",
+    )(command)
+
+
+def open_store(path: str, durability: str) -> SQLiteStore:
+    return SQLiteStore(path, synchronous="FULL" if durability == "power" else "NORMAL")
 
 
 def keyed_limit_option(flag: str, what: str) -> Callable[[F], F]:

@@ -15,7 +15,8 @@ from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, demo_retry_policy
 from ._execute import make_console, run_benchmark
 from ._load import load_benchmark
-from ._options import k_option, keyed_limit_option, store_option
+from ..store import SQLiteStore
+from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
 
 #: Keyword arguments of `CorralRunner.run` that flags and ``run_defaults`` may set.
 RUN_ARGUMENTS = tuple(
@@ -24,7 +25,7 @@ RUN_ARGUMENTS = tuple(
     if name not in ("self", "benchmark_id", "observers")
 )
 #: Constructor arguments that flags and ``run_defaults`` may set.
-RUNNER_ARGUMENTS = ("max_retries", "trial_timeout")
+RUNNER_ARGUMENTS = ("max_retries", "trial_timeout", "backoff_base", "backoff_cap")
 KEYED_LIMITS = (
     "max_parallel_by_model",
     "max_parallel_by_environment",
@@ -84,7 +85,17 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     is_flag=True,
     help="Do not add the selected tasks' ancestors; refuse a selection missing one.",
 )
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="NAME[,NAME...]",
+    help="Run every task once on each model, side by side (repeatable, or a,b).",
+)
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
+@click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
+@click.option("--backoff-cap", type=float, help="Longest backoff before a retry, in seconds.")
+@durability_option
 @click.option("--trial-timeout", type=float, help="Seconds for one attempt's execution.")
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -104,7 +115,11 @@ def run_command(
     max_parallel_evaluations_by_environment: dict[str, int] | None,
     order: str | None,
     no_dependencies: bool,
+    models: tuple[str, ...],
     max_retries: int | None,
+    backoff_base: float | None,
+    backoff_cap: float | None,
+    durability: str,
     trial_timeout: float | None,
     no_progress: bool,
     as_json: bool,
@@ -129,12 +144,15 @@ def run_command(
         "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
         "include_dependencies": False if no_dependencies else None,
         "order": order,
+        "models": _names(models),
         "max_retries": max_retries,
+        "backoff_base": backoff_base,
+        "backoff_cap": backoff_cap,
         "trial_timeout": trial_timeout,
     }
     benchmark, path = load_benchmark(target)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
-    runner = _runner(benchmark, store, **runner_kwargs)
+    runner = _runner(benchmark, open_store(store, durability), **runner_kwargs)
     run_benchmark(
         make_console(),
         runner,
@@ -145,7 +163,12 @@ def run_command(
     )
 
 
-def _runner(benchmark: Benchmark, store: str, **kwargs: Any) -> CorralRunner:
+def _names(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    names = tuple(n.strip() for value in values for n in value.split(",") if n.strip())
+    return names or None
+
+
+def _runner(benchmark: Benchmark, store: SQLiteStore, **kwargs: Any) -> CorralRunner:
     return CorralRunner(
         benchmark.tasks, benchmark.agents, benchmark.environments, store=store, **kwargs
     )
@@ -153,10 +176,13 @@ def _runner(benchmark: Benchmark, store: str, **kwargs: Any) -> CorralRunner:
 
 @click.command("demo")
 @store_option
+@durability_option
 @click.option("--benchmark-id", help="Default: demo-<UTC timestamp>, a fresh run each time.")
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
-def demo_command(store: str, benchmark_id: str | None, no_progress: bool, fast: bool) -> None:
+def demo_command(
+    store: str, durability: str, benchmark_id: str | None, no_progress: bool, fast: bool
+) -> None:
     """Run the built-in demo: simulated agents, no network, no keys.
 
     Two models, two environments (a number search; a calculator with
@@ -170,7 +196,7 @@ def demo_command(store: str, benchmark_id: str | None, no_progress: bool, fast: 
         benchmark.tasks,
         benchmark.agents,
         benchmark.environments,
-        store=store,
+        store=open_store(store, durability),
         retry_policy=demo_retry_policy(latency),
     )
     defaults = benchmark.run_defaults

@@ -72,7 +72,36 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     return grid
 
 
+def models_table(report: BenchmarkReport) -> Table | None:
+    """For a several-models run: one row per task, pass@k of each model side by side."""
+    models = list(report.by_model)
+    suffixes = tuple(f"@{m}" for m in models)
+    if len(models) < 2 or not all(t.endswith(suffixes) for t in report.tasks):
+        return None
+    ks = report.k_values
+    table = Table(title="pass@k by model", title_justify="left")
+    table.add_column("task", no_wrap=True)
+    for model in models:
+        for k in ks:
+            table.add_column(f"{model}\npass@{k}", justify="right")
+    rows: dict[str, dict[str, dict[int, float]]] = {}
+    for task_id, task in report.tasks.items():
+        base, _, model = task_id.rpartition("@")
+        rows.setdefault(base, {})[model] = task.pass_at_k
+    for base, by in rows.items():
+        table.add_row(base, *(_score(by.get(m, {}).get(k)) for m in models for k in ks))
+    table.add_section()
+    table.add_row(
+        Text(f"mean of {len(rows)} tasks", style="bold"),
+        *(Text(_score(report.by_model[m].get(k)), style="bold") for m in models for k in ks),
+    )
+    return table
+
+
 def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[RenderableType]:
+    by_model = models_table(report)
+    if by_model is not None:
+        return [by_model, report_summary(report, json_path)]
     return [report_table(report), report_summary(report, json_path)]
 
 

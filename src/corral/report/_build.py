@@ -72,7 +72,7 @@ def build_report(
             model=meta.get("model"),
             environment_id=meta.get("environment_id", ""),
         )
-    mean = _mean(tasks.values(), k_values)
+    mean = _mean(list(tasks.values()), k_values)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
     by_model = {
         model: _mean([t for t in tasks.values() if t.model == model], k_values)
@@ -97,9 +97,15 @@ def build_report(
     )
 
 
-def _mean(tasks: Iterable[TaskReport], k_values: Sequence[int]) -> dict[int, float]:
-    """pass@k averaged over tasks (a task with fewer than k finished trials counts 0)."""
-    tasks = list(tasks)
-    if not tasks:
-        return {}
-    return {k: sum(t.pass_at_k.get(k, 0.0) for t in tasks) / len(tasks) for k in k_values}
+def _mean(tasks: Sequence[TaskReport], k_values: Sequence[int]) -> dict[int, float]:
+    """pass@k averaged over the tasks that have at least k finished trials.
+
+    In a finished run that is every task; in an interrupted one, a task with
+    fewer than k trials has no pass@k yet and is left out rather than counted 0.
+    """
+    out = {}
+    for k in k_values:
+        values = [t.pass_at_k[k] for t in tasks if k in t.pass_at_k]
+        if values:
+            out[k] = sum(values) / len(values)
+    return out
