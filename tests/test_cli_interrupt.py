@@ -61,5 +61,5 @@ def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path: Path) -> None:
     again = subprocess.run(command, capture_output=True, text=True, timeout=60,
                            env={k: v for k, v in os.environ.items() if k != "BLOCK"})
     assert again.returncode == 0, again.stderr
-    assert "resuming bench: 3 of 6 trials done" in again.stdout
+    assert "resuming bench: 3 of 6 trials done" in again.stderr
     assert "completed 6" in again.stdout

@@ -42,7 +42,7 @@ def run_benchmark(
     """Run (or resume) ``benchmark_id``, with the live display on a terminal, and print
     its report as a table, or as JSON."""
     display = ProgressDisplay(console) if progress and not as_json and console.is_terminal else None
-    notice = ResumeNotice(console)
+    notice = ResumeNotice()
 
     async def go() -> BenchmarkReport:
         if display is None:
@@ -67,18 +67,15 @@ def run_benchmark(
 
 
 class ResumeNotice:
-    """Says what an earlier run of the same benchmark id already finished."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
+    """Says (on stderr, so ``--json`` stays parseable) what an earlier run of the same
+    benchmark id already finished."""
 
     def on_run_start(self, info: RunInfo) -> None:
         if info.resumed:
             total = len(info.plan.task_ids) * info.plan.trials_per_task
-            self.console.print(
+            click.echo(
                 f"resuming {info.benchmark_id}: {info.resumed:,} of {total:,} trials done",
-                style="cyan",
-                highlight=False,
+                err=True,
             )
 
     def on_commit(self, key: TrialKey, commit: Commit) -> None:
