@@ -160,7 +160,7 @@ def test_run_object_may_be_a_function_and_json_is_plain(tmp_path: Path, store: P
 def test_run_twice_resumes_instantly_with_the_same_pass_at_k(tmp_path: Path, store: Path) -> None:
     bench = _bench(tmp_path)
     first = json.loads(_ok("run", bench, "--store", store, "--json").output)
-    again = json.loads(_ok("run", bench, "--store", store, "--json", "-k", "1").output)
+    again = json.loads(_ok("run", bench, "--store", store, "--json", "-k", "1").stdout)
     assert again["resumed"] == 12  # every trial reused, none run again
     assert again["pass_at_k"]["1"] == first["pass_at_k"]["1"]
     assert again["counts"] == first["counts"]
