@@ -56,7 +56,7 @@ async def main(args: argparse.Namespace) -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         store: corral.CommitStore = (
-            corral.SQLiteStore(Path(tmp) / "store.db")
+            corral.SQLiteStore(Path(tmp) / "store.db", synchronous=args.synchronous)
             if args.store == "sqlite"
             else corral.MemoryStore()
         )
@@ -78,7 +78,7 @@ async def main(args: argparse.Namespace) -> None:
     trials = sum(report.counts.values())
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"store={args.store} trials={trials} max_parallel={args.max_parallel} "
+        f"store={args.store}{'/' + args.synchronous if args.store == 'sqlite' else ''} trials={trials} max_parallel={args.max_parallel} "
         f"wall={wall:.2f}s cpu={cpu:.2f}s cpu_us/trial={cpu / trials * 1e6:.0f} "
         f"trials/s={trials / wall:,.0f} peak_rss={rss_mb:.0f}MB "
         f"peak_live_tasks={sampler.peak if args.sample_tasks else 'n/a'} "
@@ -93,4 +93,5 @@ if __name__ == "__main__":
     parser.add_argument("--max-parallel", type=int, default=64)
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--sample-tasks", action="store_true")
+    parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL")
     anyio.run(main, parser.parse_args())
