@@ -16,14 +16,22 @@ def _blocked(task: asyncio.Task[Any]) -> bool:
     return waiter is not None and not waiter.done()
 
 
+def _quiet(this: asyncio.Task[Any]) -> bool:
+    # Callbacks already scheduled (a finished task's done-callback, a future's
+    # wake-up) can still unblock a task that looks blocked: wait for them too.
+    if getattr(asyncio.get_running_loop(), "_ready", None):
+        return False
+    return all(_blocked(task) for task in asyncio.all_tasks() if task is not this)
+
+
 async def wait_all_tasks_blocked() -> None:
     """Return once every other task is blocked on something that has not happened.
 
     On trio this is `trio.testing.wait_all_tasks_blocked`. On asyncio it checks
-    every task after each zero-length sleep, where `anyio.wait_all_tasks_blocked`
-    naps 0.1 s whenever a task is still runnable. A task waiting for a worker
-    thread counts as blocked, so use it with stores that need no threads
-    (`corral.MemoryStore`).
+    every task, and that no callback is scheduled, after each zero-length
+    sleep, where `anyio.wait_all_tasks_blocked` naps 0.1 s whenever a task is
+    runnable. A task waiting for a worker thread counts as blocked, so use it
+    with stores that need no threads (`corral.MemoryStore`).
     """
     try:
         this = asyncio.current_task()
@@ -34,6 +42,6 @@ async def wait_all_tasks_blocked() -> None:
         return
     for _ in range(_SPINS):
         await asyncio.sleep(0)
-        if all(_blocked(task) for task in asyncio.all_tasks() if task is not this):
+        if _quiet(this):
             return
     await anyio.wait_all_tasks_blocked()
