@@ -221,6 +221,43 @@ class Model:
         self.gauge.exit(*self.eval_keys(trial[0]))
         self.phase[trial] = Phase.DONE
 
+    def settle(self, events: list[tuple[str, Trial, TrialStatus | None]]) -> None:
+        """Apply what a run did between two quiet moments, seen out of order.
+
+        Between quiet moments one gated execution or evaluation ends and the
+        run then starts work, and trials started together reach their agents
+        in any order. So: ends first, then every start in an order that is
+        valid, if there is one.
+        """
+        for kind, trial, status in events:
+            if kind == "ended":
+                assert status is not None
+                self.execution_ended(trial, status)
+            elif kind == "evaluated":
+                self.evaluation_ended(trial)
+        checks = {
+            "started": self.execution_ready,
+            "evaluating": self.evaluation_ready,
+            "unreachable": self.unreachable,
+        }
+        pending = [(kind, trial) for kind, trial, _ in events if kind in checks]
+        while pending:
+            valid = [(kind, trial) for kind, trial in pending if checks[kind](trial)]
+            if not valid:
+                raise AssertionError(
+                    "started while not ready: "
+                    + "; ".join(f"{kind} {trial}: {self.describe(trial)}" for kind, trial in pending)
+                )
+            for kind, trial in valid:
+                pending.remove((kind, trial))
+                if kind == "started":
+                    self.execution_started(trial)
+                elif kind == "evaluating":
+                    self.evaluation_started(trial)
+                else:
+                    self.unreachable_started(trial)
+                    self.unreachable_recorded(trial)
+
     # -- invariants --------------------------------------------------------
 
     def assert_work_conserving(self) -> None:
