@@ -1,0 +1,87 @@
+"""Where Corral's time goes on the throughput workload (cProfile or pyinstrument).
+
+    python bench/profile_corral.py [--store sqlite|memory] [--tasks 2500] [--latency 0]
+        [--parallel 64] [--top 30] [--pyinstrument]
+
+cProfile (the default) prints the functions with the most own time, and the
+cost per trial of each; ``--pyinstrument`` prints pyinstrument's call tree
+instead (``pip install pyinstrument``). Both profile only the run call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import tempfile
+from pathlib import Path
+
+import anyio
+from workloads import TRIALS_PER_TASK, CountingEnvironment, SleepThenStepAgent, throughput_tasks
+
+import corral
+
+
+def make_runner(store: str, tasks: int, latency: float, tmp: Path) -> corral.CorralRunner:
+    backend: corral.CommitStore = (
+        corral.SQLiteStore(tmp / "store.db") if store == "sqlite" else corral.MemoryStore()
+    )
+    return corral.CorralRunner(
+        throughput_tasks(tasks),
+        {"agent": SleepThenStepAgent(latency)},
+        {"env": CountingEnvironment()},
+        store=backend,
+    )
+
+
+async def run(runner: corral.CorralRunner, parallel: int) -> None:
+    await runner.run(
+        "profile",
+        trials_per_task=TRIALS_PER_TASK,
+        max_parallel=parallel,
+        max_parallel_per_task=TRIALS_PER_TASK,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    parser.add_argument("--tasks", type=int, default=2_500)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--parallel", type=int, default=64)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--pyinstrument", action="store_true")
+    args = parser.parse_args()
+    trials = args.tasks * TRIALS_PER_TASK
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = make_runner(args.store, args.tasks, args.latency, Path(tmp))
+        if args.pyinstrument:
+            from pyinstrument import Profiler
+
+            profiler = Profiler(interval=0.0005)
+            profiler.start()
+            anyio.run(run, runner, args.parallel)
+            profiler.stop()
+            print(profiler.output_text(unicode=True, color=False, show_all=False))
+            return
+        prof = cProfile.Profile()
+        prof.enable()
+        anyio.run(run, runner, args.parallel)
+        prof.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    print(
+        f"{trials:,} trials, store={args.store}, L={args.latency}, P={args.parallel}: "
+        f"{total:.2f} s profiled, {total / trials * 1e6:.0f} us per trial (with cProfile's "
+        "own overhead)"
+    )
+    stats.sort_stats("tottime").print_stats(args.top)
+    print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
