@@ -1,0 +1,157 @@
+"""`corral.subprocess`: run a command without blocking the run, bounded, leaving nothing behind."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from subprocess import DEVNULL, PIPE, CalledProcessError
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from ._concurrency import ConcurrencyScopes
+from ._errors import ConfigError
+
+#: A shell command line, or a program and its arguments.
+Command = str | Sequence[str | os.PathLike[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class SubprocessResult:
+    """How a command ended and what it wrote (``stdout``/``stderr`` decoded as UTF-8)."""
+
+    args: str | tuple[str, ...]
+    returncode: int
+    stdout_bytes: bytes = field(repr=False)
+    stderr_bytes: bytes = field(repr=False)
+
+    @property
+    def stdout(self) -> str:
+        """Standard output as text; bytes that are not UTF-8 become U+FFFD."""
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        """Standard error as text; bytes that are not UTF-8 become U+FFFD."""
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @property
+    def success(self) -> bool:
+        """Whether the command exited with status 0."""
+        return self.returncode == 0
+
+
+async def subprocess(
+    args: Command,
+    *,
+    # The command's own deadline: a `fail_after` around the call would also count the wait.
+    timeout: float | None = None,  # noqa: ASYNC109
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    input: bytes | str | None = None,
+    check: bool = False,
+) -> SubprocessResult:
+    """Run ``args`` to completion and return its exit status and output.
+
+    ``args`` is a program and its arguments, or a string run by the shell.
+    ``env`` adds to (or overrides) this process's environment. ``input`` is
+    written to the command's standard input, which is otherwise empty.
+
+    At most ``max_subprocesses`` of the current run's calls run at once (see
+    `ConcurrencyScopes`); the others wait their turn, first come, first served.
+    ``timeout`` (seconds) counts from the start of the command, not the wait.
+
+    The command starts in its own session. On timeout or cancellation its
+    whole process group (the command and everything it started that stayed
+    in the group) is killed with SIGKILL and the command is reaped before
+    `TimeoutError` is raised or the cancellation propagates. A process that
+    the command left running after exiting on its own is not touched.
+    ``check=True`` raises `subprocess.CalledProcessError` on a non-zero exit.
+    `ConfigError` for an empty command or a timeout that is not a positive number.
+    """
+    command = _command(args)
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ConfigError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    data = input.encode() if isinstance(input, str) else input
+    async with ConcurrencyScopes.current().subprocess_scope():
+        # Shielded: a cancellation must not land between the fork and our holding the process.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                command,
+                stdin=DEVNULL if data is None else PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
+                cwd=cwd,
+                env=None if env is None else {**os.environ, **env},
+                start_new_session=True,
+            )
+        try:
+            with anyio.move_on_after(timeout) as deadline:
+                stdout, stderr, returncode = await _communicate(process, data)
+            if deadline.cancelled_caught:
+                raise TimeoutError(f"{command!r} did not finish within {timeout} s")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                # Kill the group before reaping the leader, whose pid names the group.
+                _kill_group(process)
+                await process.aclose()
+            raise
+        await process.aclose()
+    if check and returncode != 0:
+        raise CalledProcessError(returncode, command, stdout, stderr)
+    return SubprocessResult(command, returncode, stdout, stderr)
+
+
+def _command(args: Command) -> str | tuple[str, ...]:
+    if isinstance(args, str):
+        if not args.strip():
+            raise ConfigError("the command to run is an empty string")
+        return args
+    if isinstance(args, bytes) or not isinstance(args, Sequence) or not args:
+        raise ConfigError(
+            f"the command must be a string or a non-empty list of strings, not {args!r}"
+        )
+    return tuple(os.fspath(arg) for arg in args)
+
+
+async def _communicate(process: Process, data: bytes | None) -> tuple[bytes, bytes, int]:
+    out: list[bytes] = []
+    err: list[bytes] = []
+    # Read both pipes while writing input, so a command blocked on a full pipe cannot deadlock us.
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_drain, process.stdout, out)
+        tg.start_soon(_drain, process.stderr, err)
+        if process.stdin is not None:
+            try:
+                if data:
+                    await process.stdin.send(data)
+            except (anyio.BrokenResourceError, BrokenPipeError, ConnectionResetError):
+                pass  # the command closed its input without reading it all, as `cat /dev/null` does
+            finally:
+                await process.stdin.aclose()
+    return b"".join(out), b"".join(err), await process.wait()
+
+
+async def _drain(stream: ByteReceiveStream | None, chunks: list[bytes]) -> None:
+    if stream is not None:
+        async for chunk in stream:
+            chunks.append(chunk)
+
+
+def _kill_group(process: Process) -> None:
+    killpg = getattr(os, "killpg", None)
+    try:
+        if killpg is None:  # no process groups (Windows): the command alone
+            process.kill()
+        else:
+            killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # every process of the group had already exited
