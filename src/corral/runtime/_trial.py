@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from .._types import (
     TrialStatus,
     Usage,
 )
-from ..store._protocol import CommitStore, TrialKey
+from ..store._protocol import CommitStore, Pending, TrialKey
 from .._records import evaluation_of, record_of
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
@@ -76,26 +77,49 @@ def step_key(key: TrialKey, action_seq: int) -> str:
 
 
 class _Writer:
-    """Appends a trial's commits: allocates sequence numbers, waits for durability,
-    then updates the projection and session and tells the observers."""
+    """Appends a trial's commits: allocates sequence numbers, hands them to the store,
+    updates the projection and session, and tells the observers once durable.
+
+    `stage` does not wait: a setup or tool-effect commit may still be on its way
+    to disk while the agent decides, because nothing outside the trial depends
+    on it yet. `commit` waits for everything staged before it, so an action is
+    durable before it executes and a terminal before the scheduler hears of it.
+    If a staged commit is lost in a crash, the resumed trial repeats that step
+    (at-least-once, same step key), exactly as if the crash had come earlier.
+    """
 
     def __init__(self, plan: TrialPlan, projection: Projection, session: AgentSession):
         self.plan = plan
         self.projection = projection
         self.session = session
         self.next_seq = projection.next_seq
+        self._pending: deque[tuple[Pending, list[Commit]]] = deque()
 
-    async def commit(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
+    def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
         commits = []
         for kind, payload, usage in items:
             commits.append(Commit(self.next_seq, kind, payload, now, usage))
             self.next_seq += 1
-        await self.plan.store.append(self.plan.key, commits)
+        self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
         for commit in commits:
             self.projection.apply(commit)
-            self.plan.notify(self.plan.key, commit)
         _sync(self.session, self.projection)
+        return commits
+
+    async def flush(self) -> None:
+        """Wait until everything staged is durable; observers hear of it in order."""
+        pending = self._pending
+        while pending:
+            handle, commits = pending[0]
+            await handle.wait()
+            pending.popleft()
+            for commit in commits:
+                self.plan.notify(self.plan.key, commit)
+
+    async def commit(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
+        commits = self.stage(items)
+        await self.flush()
         return commits
 
 
@@ -204,7 +228,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             "state": check_json(state, "the state returned by setup"),
             "previous_trial": session.previous_trial,
         }
-        await writer.commit([("setup", payload, session.take_usage())])
+        writer.stage([("setup", payload, session.take_usage())])
     turn = projection.open_turn
     if turn is not None:
         # The head is an action (or part of a parallel turn) without its effect:
@@ -286,7 +310,7 @@ async def _execute(
         }
         if effect.state is not UNCHANGED:
             payload["state"] = check_json(effect.state, f"the state after {action.tool!r}")
-        await writer.commit([("tool_effect", payload, view.take_usage())])
+        writer.stage([("tool_effect", payload, view.take_usage())])
 
     if len(actions) == 1:
         await one(*actions[0])

@@ -42,6 +42,16 @@ class BenchmarkInfo:
     finished: int
 
 
+class Pending(Protocol):
+    """Commits handed to a store: ``wait()`` returns once they are durable, or raises."""
+
+    def done(self) -> bool:
+        """True once ``wait()`` would return (or raise) without waiting."""
+        ...
+
+    async def wait(self) -> None: ...
+
+
 @runtime_checkable
 class CommitStore(Protocol):
     """Durable, append-only trial histories.
@@ -68,6 +78,15 @@ class CommitStore(Protocol):
         """Record a benchmark's configuration; return True if it already existed.
 
         Raises `ConfigError` if the id exists with a different configuration.
+        """
+        ...
+
+    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:
+        """Hand commits over without waiting: they become durable in the order handed
+        over, all commits of one call together. ``append`` is ``enqueue`` + ``wait``.
+
+        Once an append of a trial fails, later appends of that trial fail too,
+        until its history is read again: a history never has a gap.
         """
         ...
 

@@ -16,6 +16,22 @@ from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
 from ._summary import SummaryBuilder
 
 
+class _Landed:
+    """A memory append is durable (as durable as memory gets) at once."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+    def done(self) -> bool:
+        return True
+
+    async def wait(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
 class MemoryStore:
     """Keeps every history in a dict. Appends are atomic; nothing survives the process."""
 
@@ -23,6 +39,7 @@ class MemoryStore:
         self._histories: dict[TrialKey, list[Commit]] = {}
         self._configs: dict[str, tuple[float, Mapping[str, Any]]] = {}
         self._claimed: set[str] = set()
+        self._poisoned: set[TrialKey] = set()
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._histories)} trials)"
@@ -49,18 +66,30 @@ class MemoryStore:
         self._configs[benchmark_id] = (time.time(), config)
         return False
 
-    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Landed:
+        if key in self._poisoned:
+            return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))
         history = self._histories.setdefault(key, [])
-        taken = {c.seq for c in history}
         seqs = [c.seq for c in commits]
+        if history and history[-1].seq < seqs[0] and seqs == sorted(set(seqs)):
+            history.extend(commits)  # the usual case: appended past the head
+            return _Landed()
+        taken = {c.seq for c in history}
         if len(set(seqs)) != len(seqs) or taken.intersection(seqs):
-            raise CommitConflictError(f"{key}: sequence number {seqs} already taken")
+            self._poisoned.add(key)
+            return _Landed(CommitConflictError(f"{key}: sequence number {seqs} already taken"))
         history.extend(commits)
         history.sort(key=lambda c: c.seq)
+        return _Landed()
+
+    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        landed = self.enqueue(key, commits)
         await anyio.lowlevel.checkpoint()
+        await landed.wait()
 
     async def history(self, key: TrialKey) -> list[Commit]:
         await anyio.lowlevel.checkpoint()
+        self._poisoned.discard(key)
         return list(self._histories.get(key, ()))
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:

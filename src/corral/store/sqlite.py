@@ -86,6 +86,27 @@ class _Batch:
         self.errors: list[BaseException | None] = []
 
 
+class _Slot:
+    """One append's place in a batch: durable when the batch has committed."""
+
+    __slots__ = ("store", "batch", "index")
+
+    def __init__(self, store: SQLiteStore, batch: _Batch, index: int) -> None:
+        self.store, self.batch, self.index = store, batch, index
+
+    def done(self) -> bool:
+        return self.batch.done.is_set()
+
+    async def wait(self) -> None:
+        if not self.batch.done.is_set():
+            await self.batch.done.wait()
+        error = self.batch.errors[self.index]
+        if error is not None:
+            if isinstance(error, Exception) and not isinstance(error, StoreError):
+                raise StoreError(f"{self.store!r}: append failed: {error}") from error
+            raise error
+
+
 class SQLiteStore:
     """Commit histories in one SQLite file (WAL).
 
@@ -105,6 +126,8 @@ class SQLiteStore:
         self._read_limiter = anyio.CapacityLimiter(1)
         self._batch = _Batch()
         self._inflight: _Batch | None = None
+        # Trials with a failed append: later appends fail until history() is read.
+        self._poisoned: set[TrialKey] = set()
         self._wakeup = anyio.Event()
         self._depth = 0
 
@@ -199,23 +222,22 @@ class SQLiteStore:
                 self._inflight = None
                 batch.done.set()
 
-    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Slot:
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         batch = self._batch
-        index = len(batch.requests)
         batch.requests.append((key, commits))
         self._wakeup.set()
-        await batch.done.wait()
-        error = batch.errors[index]
-        if error is not None:
-            if isinstance(error, Exception) and not isinstance(error, StoreError):
-                raise StoreError(f"{self!r}: append failed: {error}") from error
-            raise error
+        return _Slot(self, batch, len(batch.requests) - 1)
+
+    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        await self.enqueue(key, commits).wait()
 
     def _write_batch(self, requests: list[_Request]) -> list[BaseException | None]:
         conn = self._writer
         assert conn is not None
+        if self._poisoned and any(key in self._poisoned for key, _ in requests):
+            return self._write_one_by_one(requests)
         rows = [_row(key, c) for key, commits in requests for c in commits]
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -238,11 +260,17 @@ class SQLiteStore:
         assert conn is not None
         errors: list[BaseException | None] = []
         for key, commits in requests:
+            if key in self._poisoned:
+                errors.append(
+                    CommitConflictError(f"{key}: an earlier append of this trial failed")
+                )
+                continue
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(_INSERT, [_row(key, c) for c in commits])
             except sqlite3.IntegrityError as exc:
                 conn.execute("ROLLBACK")
+                self._poisoned.add(key)
                 errors.append(
                     CommitConflictError(
                         f"{key}: sequence number {[c.seq for c in commits]} already taken ({exc})"
@@ -326,6 +354,7 @@ class SQLiteStore:
 
     async def history(self, key: TrialKey) -> list[Commit]:
         await self._settle()
+        self._poisoned.discard(key)
         rows = await self._read(
             "SELECT seq, kind, payload, created_at, input_tokens, output_tokens, cost "
             "FROM commits WHERE benchmark_id = ? AND task_id = ? AND trial = ? ORDER BY seq",
