@@ -195,6 +195,9 @@ def test_keyed_limits_merge_with_run_defaults(tmp_path: Path, store: Path) -> No
         (["--trial-timeout", "-1"], "-1"),
         (["--max-retries", "-2"], "-2"),
         (["--order", "lifo"], "'lifo'"),
+        (["--max-subprocesses", "0"], "0"),
+        (["--model", "a,a"], "'a' is listed twice"),
+        (["--backoff-base", "-1"], "-1"),
     ],
 )
 def test_bad_run_flags_exit_2_naming_the_value(

@@ -219,3 +219,24 @@ def test_tally_counts_passes_errors_and_unscored_trials() -> None:
     assert tally.retried == 2
     assert (tally.input_tokens, tally.output_tokens, tally.cost) == (5, 1, 0.5)
     assert Tally().pass_rate is None
+
+
+def test_utilisation_shows_effective_model_limits_and_scopes() -> None:
+    from corral._concurrency import SUBPROCESSES
+    from corral.progress._view import utilisation
+
+    limits = corral.Limits.resolve(max_parallel=8, max_parallel_by_model={"big": 4})
+    stats = corral.Statistics(
+        executing=3, evaluating=0, ready=5, awaiting_evaluation=0, finished=0, total=20,
+        by_model={"big": 1, "free": 2}, by_environment={}, evaluations_by_environment={},
+        effective_by_model={"big": 2, "free": 3}, deferred=2,
+    )
+    scopes = {
+        "api": corral.ScopeStatistics("api", limit=10, in_use=4, waiting=1, peak=10),
+        SUBPROCESSES: corral.ScopeStatistics(SUBPROCESSES, limit=2, in_use=2, waiting=0, peak=2),
+    }
+    rows = utilisation(stats, limits, scopes)
+    assert ("model big (rate-limited: 2 of 4)", 1, 2) in rows
+    assert ("model free (rate-limited)", 2, 3) in rows
+    assert ("scope api (1 waiting)", 4, 10) in rows
+    assert ("subprocesses", 2, 2) in rows

@@ -5,6 +5,7 @@ cancelled run continues where it stopped; the report gives pass@k.
 """
 
 from ._benchmark import Benchmark
+from ._concurrency import ConcurrencyScopes, ScopeStatistics, concurrency
 from ._errors import (
     BenchmarkBusyError,
     CommitConflictError,
@@ -31,6 +32,7 @@ from ._types import (
 )
 from .report import BenchmarkReport, TaskReport, pass_at_k
 from .runtime import AgentSession, RetryPolicy
+from ._subprocess import SubprocessResult, subprocess
 from .scheduler import Limits, Statistics
 from .store import CommitStore, MemoryStore, SQLiteStore, TrialKey
 
@@ -48,6 +50,7 @@ __all__ = [
     "Commit",
     "CommitConflictError",
     "CommitStore",
+    "ConcurrencyScopes",
     "ConfigError",
     "CorralError",
     "CorralRunner",
@@ -62,9 +65,11 @@ __all__ = [
     "RetryPolicy",
     "RunInfo",
     "SQLiteStore",
+    "ScopeStatistics",
     "Statistics",
     "Step",
     "StoreError",
+    "SubprocessResult",
     "TaskReport",
     "ToolEffect",
     "TrialKey",
@@ -72,5 +77,7 @@ __all__ = [
     "TrialStatus",
     "Usage",
     "__version__",
+    "concurrency",
     "pass_at_k",
+    "subprocess",
 ]

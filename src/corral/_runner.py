@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
@@ -35,6 +36,8 @@ class RunInfo:
     eval_keys: tuple[str, ...]
     statistics: Callable[[], Statistics]
     resumed: int
+    #: The run's named concurrency scopes (and its subprocess bound), by name.
+    scopes: Callable[[], Mapping[str, ScopeStatistics]] = dict
 
 
 class CorralRunner:
@@ -165,6 +168,8 @@ class CorralRunner:
         observers: Sequence[Observer] = (),
         order: str = "critical_path",
         models: Sequence[str] | None = None,
+        max_subprocesses: int | None = None,
+        scopes: ConcurrencyScopes | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -175,6 +180,10 @@ class CorralRunner:
         then task order). ``models`` runs every selected task once per model, as
         ``task@model``, concurrently; ``max_parallel_by_model`` bounds each model
         and the report gives pass@k per model (``BenchmarkReport.by_model``).
+        ``scopes`` (default: a fresh `ConcurrencyScopes` per run) holds the run's
+        named `concurrency` scopes and its `subprocess` bound, ``max_subprocesses``
+        (default: the CPUs this process may use); pass one registry to several
+        runs to share them.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -190,8 +199,31 @@ class CorralRunner:
             max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
         )
         plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies, models)
+        if scopes is None:
+            scopes = ConcurrencyScopes(max_subprocesses=max_subprocesses)
+        elif not isinstance(scopes, ConcurrencyScopes):
+            raise ConfigError(f"scopes must be a ConcurrencyScopes, not {scopes!r}")
+        elif max_subprocesses is not None and max_subprocesses != scopes.max_subprocesses:
+            raise ConfigError(
+                f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
+                f"{scopes.max_subprocesses}"
+            )
         eval_keys = tuple(self._eval_key(m.environment_id) for m in plan.metadata)
-        watchers = [*self.observers, *observers]
+        with scopes.active():
+            return await self._run(benchmark_id, plan, limits, ks, eval_keys, order, scopes,
+                                   [*self.observers, *observers])
+
+    async def _run(
+        self,
+        benchmark_id: str,
+        plan: RunPlan,
+        limits: Limits,
+        ks: tuple[int, ...],
+        eval_keys: tuple[str, ...],
+        order: str,
+        scopes: ConcurrencyScopes,
+        watchers: list[Observer],
+    ) -> BenchmarkReport:
         notify = Observers(watchers)
         started = time.time()
         async with self.store.opened(), self.store.claim(benchmark_id):
@@ -215,7 +247,8 @@ class CorralRunner:
                 critical_path=order == "critical_path",
             )
             del resume
-            info = RunInfo(benchmark_id, plan, limits, eval_keys, loop.statistics, loop.resumed)
+            info = RunInfo(benchmark_id, plan, limits, eval_keys, loop.statistics, loop.resumed,
+                           scopes.statistics)
             _call(watchers, "on_run_start", info)
             try:
                 await loop.run()

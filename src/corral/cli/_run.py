@@ -22,7 +22,7 @@ from ._options import durability_option, k_option, keyed_limit_option, open_stor
 RUN_ARGUMENTS = tuple(
     name
     for name in inspect.signature(CorralRunner.run).parameters
-    if name not in ("self", "benchmark_id", "observers")
+    if name not in ("self", "benchmark_id", "observers", "scopes")
 )
 #: Constructor arguments that flags and ``run_defaults`` may set.
 RUNNER_ARGUMENTS = ("max_retries", "trial_timeout", "backoff_base", "backoff_cap")
@@ -92,6 +92,11 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     metavar="NAME[,NAME...]",
     help="Run every task once on each model, side by side (repeatable, or a,b).",
 )
+@click.option(
+    "--max-subprocesses",
+    type=int,
+    help="corral.subprocess calls at once (default: the CPUs this process may use).",
+)
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
 @click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
 @click.option("--backoff-cap", type=float, help="Longest backoff before a retry, in seconds.")
@@ -116,6 +121,7 @@ def run_command(
     order: str | None,
     no_dependencies: bool,
     models: tuple[str, ...],
+    max_subprocesses: int | None,
     max_retries: int | None,
     backoff_base: float | None,
     backoff_cap: float | None,
@@ -145,6 +151,7 @@ def run_command(
         "include_dependencies": False if no_dependencies else None,
         "order": order,
         "models": _names(models),
+        "max_subprocesses": max_subprocesses,
         "max_retries": max_retries,
         "backoff_base": backoff_base,
         "backoff_cap": backoff_cap,

@@ -140,6 +140,7 @@ class ProgressDisplay:
                 tally=self.tally,
                 resumed=info.resumed,
                 eta=eta,
+                scopes=info.scopes(),
             )
         )
 

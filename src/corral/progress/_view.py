@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from .._concurrency import SUBPROCESSES, ScopeStatistics
 from ..scheduler import Limits, Statistics
 from ._tally import Tally
 
@@ -26,10 +28,17 @@ class Snapshot:
     tally: Tally
     resumed: int
     eta: float | None
+    scopes: Mapping[str, ScopeStatistics] = field(default_factory=dict)
 
 
-def utilisation(statistics: Statistics, limits: Limits) -> list[tuple[str, int, int]]:
-    """(label, used, limit) for every limit the run has, global ones first."""
+def utilisation(
+    statistics: Statistics,
+    limits: Limits,
+    scopes: Mapping[str, ScopeStatistics] | None = None,
+) -> list[tuple[str, int, int]]:
+    """(label, used, limit) for every limit the run has, global ones first, then the
+    run's named concurrency scopes. A model throttled by rate limits shows its
+    effective limit."""
     s = statistics
     rows = [
         ("executions", s.executing, limits.max_parallel),
@@ -46,6 +55,17 @@ def utilisation(statistics: Statistics, limits: Limits) -> list[tuple[str, int, 
         ),
     ):
         rows.extend((f"{label} {name}", used.get(name, 0), n) for name, n in limited.items())
+    for i, (label, used_now, limit) in enumerate(rows):
+        name = label.removeprefix("model ")
+        effective = s.effective_by_model.get(name, limit) if label.startswith("model ") else limit
+        if effective < limit:
+            rows[i] = (f"{label} (rate-limited: {effective} of {limit})", used_now, effective)
+    for name, effective in s.effective_by_model.items():
+        if name not in limits.max_parallel_by_model and effective < limits.max_parallel:
+            rows.append((f"model {name} (rate-limited)", s.by_model.get(name, 0), effective))
+    for name, st in (scopes or {}).items():
+        label = "subprocesses" if name == SUBPROCESSES else f"scope {name}"
+        rows.append((label + (f" ({st.waiting} waiting)" if st.waiting else ""), st.in_use, st.limit))
     return rows
 
 
@@ -71,9 +91,12 @@ def render(snapshot: Snapshot) -> RenderableType:
     counts = Text(
         f"queued {s.ready} · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
         f"evaluating {s.evaluating} · done {s.finished} · waiting {waiting}"
+        + (f" · rate-limited {s.deferred}" if s.deferred else "")
         + (f" ({snapshot.resumed} resumed)" if snapshot.resumed else "")
     )
-    return Group(header, bar, counts, _outcomes(tally), _limits(s, snapshot.limits))
+    return Group(
+        header, bar, counts, _outcomes(tally), _limits(s, snapshot.limits, snapshot.scopes)
+    )
 
 
 def _outcomes(tally: Tally) -> Text:
@@ -95,12 +118,14 @@ def _outcomes(tally: Tally) -> Text:
     return Text(" · ".join(parts), style="green" if not tally.errors else "yellow")
 
 
-def _limits(statistics: Statistics, limits: Limits) -> Table:
+def _limits(
+    statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeStatistics]
+) -> Table:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="dim")
     grid.add_column()
     grid.add_column(justify="right")
-    for label, used, limit in utilisation(statistics, limits):
+    for label, used, limit in utilisation(statistics, limits, scopes):
         full = used >= limit
         grid.add_row(
             label,
