@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from .._errors import unwrap_single
 from .._json import check_json
 from .._protocols import Agent, Environment
 from .._types import (
@@ -315,9 +316,10 @@ async def _execute(
     if len(actions) == 1:
         await one(*actions[0])
         return
-    async with anyio.create_task_group() as tg:
-        for seq, action in actions:
-            tg.start_soon(one, seq, action)
+    with unwrap_single():  # a failing action is recorded by its own name
+        async with anyio.create_task_group() as tg:
+            for seq, action in actions:
+                tg.start_soon(one, seq, action)
 
 
 def _terminal(

@@ -30,9 +30,10 @@ _COMPLETED = STATUS_CODES[TrialStatus.COMPLETED]
 
 class Phase(IntEnum):
     PENDING = 0  # not started
-    RUNNING = 1  # admitted for execution (or being recorded as unreachable)
-    ENDED = 2  # has a terminal commit; evaluation may be pending
-    DONE = 3  # evaluated, or ended with nothing to evaluate
+    QUEUED = 1  # ready: waiting in admission's queue for its counters
+    RUNNING = 2  # admitted for execution (or being recorded as unreachable)
+    ENDED = 3  # has a terminal commit; evaluation may be pending
+    DONE = 4  # evaluated, or ended with nothing to evaluate
 
 
 class StartKind(IntEnum):
@@ -124,8 +125,8 @@ class Admission:
         self.evaluating = 0
         self.task_running = [0] * tasks
         self.task_inflight = [0] * tasks  # started and not DONE
-        self.next_round = [0] * tasks
-        self.in_ready = bytearray(tasks)
+        self.next_round = [0] * tasks  # the lowest round still PENDING
+        self.task_queued = [0] * tasks  # rounds in the ready queue
         self.finished = 0
         self.total = tasks * n
 
@@ -166,27 +167,39 @@ class Admission:
         self.next_round[t] = r
 
     def _consider(self, t: int) -> None:
-        """Queue task t's next round if it can start (or must be recorded unreachable)."""
+        """Queue what task t may start next, and mark what can never run unreachable.
+
+        With ``max_parallel_per_task=1`` a task's rounds go strictly in order, each
+        after the previous one is done (reflective trials). Otherwise any pending
+        round whose parents' same rounds have ended is ready, in round order, as
+        many as the task's limit has room for.
+        """
         parked = self._parked.get(t)
-        if parked and self.task_running[t] < self.limits.max_parallel_per_task:
+        per_task = self.limits.max_parallel_per_task
+        if parked and self.task_running[t] < per_task:
             self._push_ready(t, parked.pop(0), resumed=True)
             if not parked:
                 del self._parked[t]
-        if self.in_ready[t]:
-            return
-        r = self.next_round[t]
-        if r >= self.rounds:
-            return
         if self.sequential:
-            if self.task_inflight[t]:
-                return
-        elif self.task_running[t] >= self.limits.max_parallel_per_task:
+            r = self.next_round[t]
+            if not (self.task_inflight[t] or self.task_queued[t]) and r < self.rounds:
+                self._try_round(t, r)
             return
+        room = per_task - self.task_running[t] - self.task_queued[t]
+        phase = self.phase[t]
+        for r in range(self.next_round[t], self.rounds):
+            # Rounds past the task's room are still looked at: an unreachable one
+            # is recorded at once, since it needs no slot.
+            if phase[r] == Phase.PENDING and self._try_round(t, r, queue=room > 0):
+                room -= 1
+
+    def _try_round(self, t: int, r: int, *, queue: bool = True) -> bool:
+        """Queue round r of task t if its parents' round r ended (and ``queue``); True if
+        it was queued. A round whose parent gave no valid output is marked unreachable."""
         cause = -1
         for p in self.plan.parents[t]:
-            state = self.phase[p][r]
-            if state < Phase.ENDED:
-                return
+            if self.phase[p][r] < Phase.ENDED:
+                return False
             if self.status[p][r] != _COMPLETED and cause < 0:
                 cause = p
         if cause >= 0:
@@ -194,9 +207,13 @@ class Admission:
             self.task_inflight[t] += 1
             self._advance(t)
             self._unreachable.append(Start(StartKind.UNREACHABLE, t, r, cause))
-            return
-        self.in_ready[t] = 1
+            return False
+        if not queue:
+            return False
+        self.phase[t][r] = Phase.QUEUED
+        self.task_queued[t] += 1
         self._push_ready(t, r, resumed=False)
+        return True
 
     def _push_ready(self, t: int, r: int, *, resumed: bool) -> None:
         # A trial resumed after a rate limit goes ahead of new work of its rank.
@@ -248,7 +265,12 @@ class Admission:
                 del self._ready[bucket]
             self._ready_count -= 1
             if fresh:
-                self.in_ready[t] = 0
+                self.task_queued[t] -= 1
+                if self.task_running[t] >= self.limits.max_parallel_per_task:
+                    # A resumed trial took the task's room meanwhile: back to pending.
+                    self.phase[t][r] = Phase.PENDING
+                    self.next_round[t] = min(self.next_round[t], r)
+                    continue
             elif self.task_running[t] >= self.limits.max_parallel_per_task:
                 self._parked.setdefault(t, []).append(r)  # its task filled up meanwhile
                 continue
@@ -257,6 +279,9 @@ class Admission:
             self._take_execution(t, r, fresh=bool(fresh))
             starts.append(Start(StartKind.EXECUTE, t, r))
             self._consider(t)  # with max_parallel_per_task > 1 its next round may fit too
+        # Unreachable trials found on the way (they hold no slot) are returned at once.
+        while self._unreachable:
+            starts.append(self._unreachable.popleft())
         return starts
 
     def _best_bucket(self) -> tuple[int, int] | None:
@@ -349,7 +374,7 @@ class Admission:
             self._done(t, r)
         self._consider(t)
         for child in self.plan.children[t]:
-            if self.next_round[child] == r:
+            if self.phase[child][r] == Phase.PENDING:
                 self._consider(child)
 
     def evaluation_ended(self, t: int, r: int) -> None:

@@ -22,7 +22,7 @@ from .._records import record_of
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
 from ..runtime._evaluate import evaluate_trial
 from ..runtime._retry import RetryPolicy
-from ..runtime._trial import Deferred, Notify, Previous, TrialPlan, run_trial
+from ..runtime._trial import Deferred, Notify, Previous, TrialPlan, load_previous, run_trial
 from ..store._protocol import CommitStore, TrialKey, TrialSummary
 from ._admission import STATUS_CODES, Admission, Phase, Start, StartKind, Statistics
 from ._limits import Limits
@@ -215,6 +215,13 @@ class RunLoop:
         trial = self._deferred_plans.pop((t, r), None)
         if trial is None:
             meta = self.plan.metadata[t]
+            previous = self._previous[t]
+            if previous is not None and previous.trial >= r:
+                # Rounds finished out of order (a resumed run, or a later round's
+                # parents ended first): this trial sees the latest *earlier* one.
+                earlier = [q for q in range(r) if self.admission.phase[t][q] == Phase.DONE]
+                key = self._key(t, r)
+                previous = await load_previous(self.store, key, earlier[-1] if earlier else None)
             trial = TrialPlan(
                 key=self._key(t, r),
                 metadata=meta,
@@ -225,7 +232,7 @@ class RunLoop:
                 policy=self.policy,
                 trial_timeout=self.trial_timeout,
                 notify=self.notify,
-                previous=self._previous[t],
+                previous=previous,
                 may_have_history=(t, r) in self._partial,
             )
         outcome = await run_trial(trial)

@@ -10,10 +10,19 @@ from typing import Any
 import anyio
 
 from .._errors import BenchmarkBusyError, CommitConflictError
+from .._json import dumps, loads
 from .._types import Commit
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
 from ._summary import SummaryBuilder
+
+
+def _copy(commit: Commit) -> Commit:
+    """The commit with a payload of its own (a JSON round trip, as a real store does)."""
+    payload = commit.payload
+    if isinstance(payload, dict | list):
+        payload = loads(dumps(payload))
+    return Commit(commit.seq, commit.kind, payload, commit.created_at, commit.usage)
 
 
 class _Landed:
@@ -67,6 +76,7 @@ class MemoryStore:
         return False
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Landed:
+        commits = [_copy(c) for c in commits]  # what is recorded cannot change later
         if key in self._poisoned:
             return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))
         history = self._histories.setdefault(key, [])
@@ -90,7 +100,7 @@ class MemoryStore:
     async def history(self, key: TrialKey) -> list[Commit]:
         await anyio.lowlevel.checkpoint()
         self._poisoned.discard(key)
-        return list(self._histories.get(key, ()))
+        return [_copy(c) for c in self._histories.get(key, ())]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]

@@ -74,7 +74,9 @@ _SCAN = (
     "FROM commits WHERE benchmark_id = ? ORDER BY task_id, trial, seq"
 )
 
-_Request = tuple[TrialKey, Sequence[Commit]]
+# Rows are encoded when handed over, so a payload mutated afterwards (a session's
+# state changed in place) cannot rewrite what is recorded.
+_Request = tuple[TrialKey, list[tuple[Any, ...]]]
 
 
 class _Batch:
@@ -226,7 +228,7 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         batch = self._batch
-        batch.requests.append((key, commits))
+        batch.requests.append((key, [_row(key, c) for c in commits]))
         self._wakeup.set()
         return _Slot(self, batch, len(batch.requests) - 1)
 
@@ -238,7 +240,7 @@ class SQLiteStore:
         assert conn is not None
         if self._poisoned and any(key in self._poisoned for key, _ in requests):
             return self._write_one_by_one(requests)
-        rows = [_row(key, c) for key, commits in requests for c in commits]
+        rows = [row for _, rows in requests for row in rows]
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -259,7 +261,7 @@ class SQLiteStore:
         conn = self._writer
         assert conn is not None
         errors: list[BaseException | None] = []
-        for key, commits in requests:
+        for key, rows in requests:
             if key in self._poisoned:
                 errors.append(
                     CommitConflictError(f"{key}: an earlier append of this trial failed")
@@ -267,13 +269,13 @@ class SQLiteStore:
                 continue
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(_INSERT, [_row(key, c) for c in commits])
+                conn.executemany(_INSERT, rows)
             except sqlite3.IntegrityError as exc:
                 conn.execute("ROLLBACK")
                 self._poisoned.add(key)
                 errors.append(
                     CommitConflictError(
-                        f"{key}: sequence number {[c.seq for c in commits]} already taken ({exc})"
+                        f"{key}: sequence number {[row[3] for row in rows]} already taken ({exc})"
                     )
                 )
                 continue
