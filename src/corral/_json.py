@@ -43,9 +43,12 @@ def check_json(value: Any, where: str) -> Any:
     )
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    """Encode already-checked JSON data compactly."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Encode already-checked JSON data compactly (one encoder, made once)."""
+    return _ENCODER.encode(value)
 
 
 loads = json.loads

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ._types import Commit, Evaluation, TrialRecord, TrialStatus, Usage
@@ -49,11 +48,17 @@ def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
     error = record.error
     if evaluation is None:
         error = f"evaluation failed: {commit.payload.get('error')}"
-    return dataclasses.replace(
-        record,
+    return TrialRecord(
+        task_id=record.task_id,
+        trial=record.trial,
+        status=record.status,
+        output=record.output,
         evaluation=evaluation,
         error=error,
+        attempts=record.attempts,
         commits=record.commits + 1,
+        started_at=record.started_at,
         finished_at=commit.created_at,
-        usage=record.usage + commit.usage,
+        usage=record.usage + commit.usage if commit.usage else record.usage,
+        state=record.state,
     )

@@ -158,12 +158,17 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     while projection.terminal is None:
         session = await _session(plan, projection, attempt)
         error: BaseException | None = None
-        with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
-            try:
+        timed_out = False
+        try:
+            if plan.trial_timeout is None:  # no cancel scope to pay for
                 await _attempt(plan, _Writer(plan, projection, session), session)
-            except Exception as exc:
-                error = exc
-        if error is None and not scope.cancelled_caught:
+            else:
+                with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
+                    await _attempt(plan, _Writer(plan, projection, session), session)
+                timed_out = scope.cancelled_caught
+        except Exception as exc:
+            error = exc
+        if error is None and not timed_out:
             break
         limited = as_rate_limit(error) if error is not None else None
         if limited is not None:
@@ -176,7 +181,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         projection = Projection.of(await plan.store.history(plan.key))
         if projection.terminal is not None:
             break
-        if scope.cancelled_caught:
+        if timed_out:
             text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
             await _end(plan, projection, attempt, TrialStatus.TIMEOUT, text)
         elif error is not None and plan.policy.retryable(error, attempt):
