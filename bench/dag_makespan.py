@@ -34,16 +34,22 @@ def workload(tasks: int, seed: int) -> tuple[dict[str, BenchmarkTaskMetadata], d
         # independent ones first and leaves the chains for the end.
         parents: tuple[str, ...] = ()
         if names and rng.random() < 0.35:
-            parents = tuple(sorted(set(rng.sample(names[-12:], k=min(len(names[-12:]),
-                                                                     rng.randint(1, 2))))))
+            parents = tuple(
+                sorted(set(rng.sample(names[-12:], k=min(len(names[-12:]), rng.randint(1, 2)))))
+            )
         metas[name] = BenchmarkTaskMetadata("agent", "env", dependencies=parents)
         durations[name] = rng.choice([1, 1, 2, 3, 5, 8, 13])
         names.append(name)
     return metas, durations
 
 
-def lower_bound(metas: dict[str, BenchmarkTaskMetadata], durations: dict[str, float],
-                max_parallel: int, trials: int, per_task: int) -> float:
+def lower_bound(
+    metas: dict[str, BenchmarkTaskMetadata],
+    durations: dict[str, float],
+    max_parallel: int,
+    trials: int,
+    per_task: int,
+) -> float:
     finish: dict[str, float] = {}
     for name, meta in metas.items():  # insertion order is topological here
         finish[name] = durations[name] + max((finish[p] for p in meta.dependencies), default=0)
@@ -61,13 +67,24 @@ class Sleeper:
         return Final(session.task_id)
 
 
-async def makespan(metas: dict[str, BenchmarkTaskMetadata], durations: dict[str, float],
-                   args: argparse.Namespace, parallel: int, critical_path: bool) -> float:
-    runner = corral.CorralRunner(metas, {"agent": Sleeper(durations)},
-                                 {"env": FakeEnvironment()}, store=corral.MemoryStore())
+async def makespan(
+    metas: dict[str, BenchmarkTaskMetadata],
+    durations: dict[str, float],
+    args: argparse.Namespace,
+    parallel: int,
+    critical_path: bool,
+) -> float:
+    runner = corral.CorralRunner(
+        metas, {"agent": Sleeper(durations)}, {"env": FakeEnvironment()}, store=corral.MemoryStore()
+    )
     start = trio.current_time()
-    await runner.run("dag", trials_per_task=args.trials, max_parallel=parallel,
-                     max_parallel_per_task=args.per_task, order="critical_path" if critical_path else "fifo")
+    await runner.run(
+        "dag",
+        trials_per_task=args.trials,
+        max_parallel=parallel,
+        max_parallel_per_task=args.per_task,
+        order="critical_path" if critical_path else "fifo",
+    )
     return trio.current_time() - start
 
 
@@ -88,12 +105,22 @@ def main() -> None:
         row: dict[str, Any] = {"max_parallel": parallel, "lower_bound": bound}
         for label, cp in (("critical_path", True), ("fifo", False)):
             clock = trio.testing.MockClock(autojump_threshold=0)
-            span = anyio.run(makespan, metas, durations, args, parallel, cp, backend="trio",
-                             backend_options={"clock": clock})
+            span = anyio.run(
+                makespan,
+                metas,
+                durations,
+                args,
+                parallel,
+                cp,
+                backend="trio",
+                backend_options={"clock": clock},
+            )
             row[label] = span
         rows.append(row)
-        print(f"{parallel:>4} {bound:>8.1f} {row['critical_path']:>14.1f} "
-              f"{row['critical_path'] / bound:>6.3f} {row['fifo']:>8.1f} {row['fifo'] / bound:>6.3f}")
+        print(
+            f"{parallel:>4} {bound:>8.1f} {row['critical_path']:>14.1f} "
+            f"{row['critical_path'] / bound:>6.3f} {row['fifo']:>8.1f} {row['fifo'] / bound:>6.3f}"
+        )
     print(json.dumps(rows))
 
 

@@ -47,7 +47,10 @@ class AckFile:
 
 async def child(store: Path, log: Path, acks: Path, tasks: int, trials: int, parallel: int) -> None:
     await runner(store, Log(log), tasks).run(
-        BENCHMARK, trials_per_task=trials, k_values=(1, 2), max_parallel=parallel,
+        BENCHMARK,
+        trials_per_task=trials,
+        k_values=(1, 2),
+        max_parallel=parallel,
         observers=[AckFile(acks)],
     )
 
@@ -91,9 +94,20 @@ def main() -> None:
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="corral-soak-"))
     store, log, acks = tmp / "store.db", tmp / "log.jsonl", tmp / "acks.tsv"
-    command = [sys.executable, __file__, "--tasks", str(args.tasks), "--trials",
-               str(args.trials), "--parallel", str(args.parallel), "--child",
-               str(store), str(log), str(acks)]
+    command = [
+        sys.executable,
+        __file__,
+        "--tasks",
+        str(args.tasks),
+        "--trials",
+        str(args.trials),
+        "--parallel",
+        str(args.parallel),
+        "--child",
+        str(store),
+        str(log),
+        str(acks),
+    ]
     kills = 0
     recovery_wall = 0.0
     checked = 0
@@ -126,34 +140,48 @@ def main() -> None:
             print(f"the run finished before kill {kills + 1}; use more tasks for more kills")
             break
         kills += 1
-        print(f"kill {kills:2d} after {delay:.2f}s: {len(acked):6d} acknowledged, "
-              f"{len(stored):6d} stored, 0 lost, integrity ok", flush=True)
+        print(
+            f"kill {kills:2d} after {delay:.2f}s: {len(acked):6d} acknowledged, "
+            f"{len(stored):6d} stored, 0 lost, integrity ok",
+            flush=True,
+        )
 
     t0 = time.perf_counter()
-    final = anyio.run(lambda: runner(store, Log(log), args.tasks).run(
-        BENCHMARK, trials_per_task=args.trials, k_values=(1, 2), max_parallel=args.parallel))
+    final = anyio.run(
+        lambda: runner(store, Log(log), args.tasks).run(
+            BENCHMARK, trials_per_task=args.trials, k_values=(1, 2), max_parallel=args.parallel
+        )
+    )
     recovery_wall += time.perf_counter() - t0
-    reference = anyio.run(lambda: runner(corral.MemoryStore(), Log(None), args.tasks).run(
-        BENCHMARK, trials_per_task=args.trials, k_values=(1, 2), max_parallel=args.parallel))
+    reference = anyio.run(
+        lambda: runner(corral.MemoryStore(), Log(None), args.tasks).run(
+            BENCHMARK, trials_per_task=args.trials, k_values=(1, 2), max_parallel=args.parallel
+        )
+    )
     stored = stored_commits(store)
     acked = read_acks(acks)
     lost = [a for a in acked if a not in stored]
     executions = Counter(e["key"] for e in Log(log).read() if e["kind"] == "execute")
     repeated = sum(n - 1 for n in executions.values())
     same = comparable(final) == comparable(reference)
-    print(json.dumps({
-        "trials": args.tasks * args.trials,
-        "kills_survived": kills,
-        "acknowledged_commits_checked": len(acked),
-        "commits_lost": len(lost),
-        "commits_stored": len(stored),
-        "executions": sum(executions.values()),
-        "repeated_executions": repeated,
-        "report_equals_reference": same,
-        "recovery_runs_wall_s": round(recovery_wall, 2),
-        "total_wall_s": round(time.perf_counter() - started, 2),
-        "checked_after_each_kill": checked > 0,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "trials": args.tasks * args.trials,
+                "kills_survived": kills,
+                "acknowledged_commits_checked": len(acked),
+                "commits_lost": len(lost),
+                "commits_stored": len(stored),
+                "executions": sum(executions.values()),
+                "repeated_executions": repeated,
+                "report_equals_reference": same,
+                "recovery_runs_wall_s": round(recovery_wall, 2),
+                "total_wall_s": round(time.perf_counter() - started, 2),
+                "checked_after_each_kill": checked > 0,
+            },
+            indent=2,
+        )
+    )
     if lost or not same:
         raise SystemExit(1)
 

@@ -1,6 +1,6 @@
 """Trials per second and peak RSS for N one-step trials with zero agent latency.
 
-    python bench/throughput.py --trials 10000 --max-parallel 64 [--store sqlite|memory]
+python bench/throughput.py --trials 10000 --max-parallel 64 [--store sqlite|memory]
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ async def main(args: argparse.Namespace) -> None:
     trials = sum(report.counts.values())
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"store={args.store}{'/' + args.synchronous if args.store == 'sqlite' else ''} trials={trials} max_parallel={args.max_parallel} "
+        f"store={args.store}{'/' + args.synchronous if args.store == 'sqlite' else ''} "
+        f"trials={trials} max_parallel={args.max_parallel} "
         f"wall={wall:.2f}s cpu={cpu:.2f}s cpu_us/trial={cpu / trials * 1e6:.0f} "
         f"trials/s={trials / wall:,.0f} peak_rss={rss_mb:.0f}MB "
         f"peak_live_tasks={sampler.peak if args.sample_tasks else 'n/a'} "

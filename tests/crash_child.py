@@ -31,7 +31,10 @@ class LockStep:
 async def main() -> None:
     store, log, tasks, trials = sys.argv[1:5]
     await runner(Path(store), Log(Path(log)), int(tasks)).run(
-        "crash", trials_per_task=int(trials), k_values=(1, 2), max_parallel=3,
+        "crash",
+        trials_per_task=int(trials),
+        k_values=(1, 2),
+        max_parallel=3,
         observers=[LockStep()],
     )
     sys.stdout.write("done\n")

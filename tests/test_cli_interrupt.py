@@ -38,10 +38,21 @@ BENCHMARK = textwrap.dedent(
 def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path: Path) -> None:
     bench, store = tmp_path / "bench.py", tmp_path / "store.db"
     bench.write_text(BENCHMARK)
-    command = [sys.executable, "-m", "corral", "run", str(bench), "--store", str(store),
-               "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "corral",
+        "run",
+        str(bench),
+        "--store",
+        str(store),
+        "--no-progress",
+    ]
     child = subprocess.Popen(
-        command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        command,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "BLOCK": "1"},
     )
     assert child.stderr is not None
@@ -58,8 +69,13 @@ def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path: Path) -> None:
     assert done == 3
     db.close()
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=60,
-                           env={k: v for k, v in os.environ.items() if k != "BLOCK"})
+    again = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "BLOCK"},
+    )
     assert again.returncode == 0, again.stderr
     assert "resuming bench: 3 of 6 trials done" in again.stderr
     assert "completed 6" in again.stdout

@@ -67,7 +67,9 @@ async def test_failing_root_makes_the_chain_unreachable_and_resume_keeps_it() ->
     report = await runner.run("b", trials_per_task=3, k_values=(1, 3))
     leaf = report.tasks["leaf"].trials
     assert [t.status for t in leaf] == [
-        TrialStatus.UNREACHABLE, TrialStatus.COMPLETED, TrialStatus.UNREACHABLE
+        TrialStatus.UNREACHABLE,
+        TrialStatus.COMPLETED,
+        TrialStatus.UNREACHABLE,
     ]
     assert [t.status for t in report.tasks["mid"].trials][0] == TrialStatus.UNREACHABLE
     assert leaf[0].evaluation is None and "mid" in (leaf[0].error or "")
@@ -137,10 +139,12 @@ def dags(draw: st.DrawFn) -> tuple[dict[str, Meta], dict[str, Any]]:
     limits = {
         "max_parallel": draw(st.integers(1, 4)),
         "max_parallel_per_task": draw(st.integers(1, 3)),
-        "max_parallel_by_model": draw(st.dictionaries(st.sampled_from(["m1", "m2"]),
-                                                      st.integers(1, 2), max_size=2)),
-        "max_parallel_by_environment": draw(st.dictionaries(st.sampled_from(["e1", "e2"]),
-                                                            st.integers(1, 2), max_size=2)),
+        "max_parallel_by_model": draw(
+            st.dictionaries(st.sampled_from(["m1", "m2"]), st.integers(1, 2), max_size=2)
+        ),
+        "max_parallel_by_environment": draw(
+            st.dictionaries(st.sampled_from(["e1", "e2"]), st.integers(1, 2), max_size=2)
+        ),
         "trials_per_task": draw(st.integers(1, 3)),
     }
     return tasks, limits
@@ -164,8 +168,7 @@ async def test_random_dags_respect_limits_and_order(
         for parent in session.metadata.dependencies:
             if (parent, session.trial) not in ended:
                 violations.append(f"{session.task_id}/{session.trial} before {parent}")
-        with gauge.hold("all", ("model", session.model),
-                        ("env", session.metadata.environment_id)):
+        with gauge.hold("all", ("model", session.model), ("env", session.metadata.environment_id)):
             await anyio.lowlevel.checkpoint()
             await anyio.lowlevel.checkpoint()
         if int(session.task_id[1:]) in fail and session.trial == 0:
@@ -179,9 +182,11 @@ async def test_random_dags_respect_limits_and_order(
 
     trials = limits.pop("trials_per_task")
     runner = corral.CorralRunner(
-        tasks, {"a": ScriptedAgent(decide)},
+        tasks,
+        {"a": ScriptedAgent(decide)},
         {"e1": FakeEnvironment(), "e2": FakeEnvironment()},
-        store=corral.MemoryStore(), max_retries=0,
+        store=corral.MemoryStore(),
+        max_retries=0,
     )
     report = await runner.run("b", trials_per_task=trials, observers=[Ended()], **limits)
     gauge.assert_ok()

@@ -168,8 +168,10 @@ async def test_crash_then_resume_equals_uninterrupted(point: str) -> None:
         await runner(store, log, TASKS, retry_policy=NO_WAIT).run(
             "b", trials_per_task=TRIALS, k_values=(1, 2), max_parallel=2
         )
-    assert info.group_contains(Crash) if isinstance(info.value, BaseExceptionGroup) else isinstance(
-        info.value, Crash
+    assert (
+        info.group_contains(Crash)
+        if isinstance(info.value, BaseExceptionGroup)
+        else isinstance(info.value, Crash)
     )
     report = await runner(memory, log, TASKS, retry_policy=NO_WAIT).run(
         "b", trials_per_task=TRIALS, k_values=(1, 2), max_parallel=2
@@ -179,9 +181,7 @@ async def test_crash_then_resume_equals_uninterrupted(point: str) -> None:
     # A crash may interrupt a decision that was not yet recorded (one per running trial).
     check_log(log, memory, asked_twice_allowed=2)
     if kind == "action" and after:
-        asks = Counter(
-            (x["task"], x["trial"], x["turn"]) for x in log.read() if x["kind"] == "act"
-        )
+        asks = Counter((x["task"], x["trial"], x["turn"]) for x in log.read() if x["kind"] == "act")
         assert asks[(TARGET.task_id, TARGET.trial, 0)] == 1  # proposed, so never asked again
 
 
@@ -251,5 +251,3 @@ async def test_second_runner_on_the_same_benchmark_is_refused(tmp_path: Any) -> 
         release.set()
     report = await runner(path, log, 1).run("b")  # the claim went with its holder
     assert report.resumed == 1
-
-

@@ -38,12 +38,19 @@ async def test_each_model_runs_every_task_under_its_own_limit() -> None:
 
     agent = ScriptedAgent(decide)
     run = corral.CorralRunner(
-        TASKS, {"a": agent}, {"e": FakeEnvironment(evaluate=score)},
+        TASKS,
+        {"a": agent},
+        {"e": FakeEnvironment(evaluate=score)},
         store=corral.MemoryStore(),
     )
     report = await run.run(
-        "b", trials_per_task=2, k_values=(1, 2), max_parallel=8, max_parallel_per_task=2,
-        max_parallel_by_model={"small": 1, "big": 3}, models=["small", "big"],
+        "b",
+        trials_per_task=2,
+        k_values=(1, 2),
+        max_parallel=8,
+        max_parallel_per_task=2,
+        max_parallel_by_model={"small": 1, "big": 3},
+        models=["small", "big"],
     )
     gauge.assert_ok()
     assert gauge.peak("big") >= 2
@@ -80,8 +87,9 @@ async def test_dependencies_stay_within_a_model() -> None:
 )
 async def test_bad_model_lists_are_refused(models: object, message: str) -> None:
     store = corral.MemoryStore()
-    run = corral.CorralRunner(TASKS, {"a": ScriptedAgent()}, {"e": FakeEnvironment()},
-                              store=store, models=["x", "y"])
+    run = corral.CorralRunner(
+        TASKS, {"a": ScriptedAgent()}, {"e": FakeEnvironment()}, store=store, models=["x", "y"]
+    )
     with pytest.raises(corral.ConfigError, match=message):
         await run.run("b", models=models)  # type: ignore[arg-type]
     assert await store.benchmarks() == []

@@ -13,7 +13,8 @@ import trio
 from trio.testing import MockClock
 
 import corral
-from corral import Action, BenchmarkTaskMetadata as Meta, Final
+from corral import Action, Final
+from corral import BenchmarkTaskMetadata as Meta
 from corral.runtime._ratelimit import as_rate_limit
 from corral.testing import ConcurrencyGauge, FakeEnvironment, ScriptedAgent
 
@@ -53,11 +54,13 @@ async def test_rate_limited_trial_continues_from_its_head_without_a_failed_attem
     env = FakeEnvironment()
     tasks = {f"t{i}": Meta("a", "e", model="slow") for i in range(6)}
     watch = Watch()
-    runner = corral.CorralRunner(tasks, {"a": ScriptedAgent(decide)}, {"e": env},
-                                 store=corral.MemoryStore(), max_retries=0)
+    runner = corral.CorralRunner(
+        tasks, {"a": ScriptedAgent(decide)}, {"e": env}, store=corral.MemoryStore(), max_retries=0
+    )
     start = trio.current_time()
-    report = await runner.run("b", max_parallel=4, max_parallel_by_model={"slow": 4},
-                              observers=[watch])
+    report = await runner.run(
+        "b", max_parallel=4, max_parallel_by_model={"slow": 4}, observers=[watch]
+    )
     elapsed = trio.current_time() - start
     assert report.counts["completed"] == 6
     for task in report.tasks.values():
@@ -84,8 +87,9 @@ async def test_waiting_trials_hold_no_slot_so_other_models_run() -> None:
 
     tasks = {f"l{i}": Meta("a", "e", model="limited") for i in range(2)}
     tasks.update({f"f{i}": Meta("a", "e", model="free") for i in range(6)})
-    runner = corral.CorralRunner(tasks, {"a": ScriptedAgent(decide)}, {"e": FakeEnvironment()},
-                                 store=corral.MemoryStore())
+    runner = corral.CorralRunner(
+        tasks, {"a": ScriptedAgent(decide)}, {"e": FakeEnvironment()}, store=corral.MemoryStore()
+    )
 
     async def lift() -> None:
         await anyio.sleep(500)
@@ -129,9 +133,13 @@ async def test_rate_limited_scorer_waits_without_failing() -> None:
             raise corral.RateLimited(retry_after=5)
         return corral.Evaluation(1.0, True)
 
-    runner = corral.CorralRunner({"t": Meta("a", "e")}, {"a": ScriptedAgent()},
-                                 {"e": FakeEnvironment(evaluate=score)},
-                                 store=corral.MemoryStore(), max_retries=0)
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment(evaluate=score)},
+        store=corral.MemoryStore(),
+        max_retries=0,
+    )
     start = trio.current_time()
     report = await runner.run("b")
     assert report.tasks["t"].trials[0].evaluation == corral.Evaluation(1.0, True)

@@ -17,6 +17,7 @@ from ._errors import (
 )
 from ._protocols import Agent, Environment, Observer
 from ._runner import CorralRunner, RunInfo
+from ._subprocess import SubprocessResult, subprocess
 from ._types import (
     UNCHANGED,
     Action,
@@ -32,7 +33,6 @@ from ._types import (
 )
 from .report import BenchmarkReport, TaskReport, pass_at_k
 from .runtime import AgentSession, RetryPolicy
-from ._subprocess import SubprocessResult, subprocess
 from .scheduler import Limits, Statistics
 from .store import CommitStore, MemoryStore, SQLiteStore, TrialKey
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class CorralError(Exception):
     """Base class of every error Corral raises on purpose."""
@@ -61,7 +63,7 @@ class _Unwrap:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> Literal[False]:
         if isinstance(exc, BaseExceptionGroup):
             leaves = _leaves(exc)
             if len(leaves) == 1:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -87,7 +86,9 @@ class CorralRunner:
             or not math.isfinite(trial_timeout)
             or trial_timeout <= 0
         ):
-            raise ConfigError(f"trial_timeout must be a positive number or None, not {trial_timeout!r}")
+            raise ConfigError(
+                f"trial_timeout must be a positive number or None, not {trial_timeout!r}"
+            )
         if retry_policy is None:
             retry_policy = RetryPolicy(
                 max_retries=max_retries,
@@ -126,7 +127,9 @@ class CorralRunner:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
         trials = positive_int("trials_per_task", trials_per_task)
         if isinstance(k_values, str | bytes) or not isinstance(k_values, Sequence) or not k_values:
-            raise ConfigError(f"k_values must be a non-empty sequence of integers, not {k_values!r}")
+            raise ConfigError(
+                f"k_values must be a non-empty sequence of integers, not {k_values!r}"
+            )
         ks = []
         for k in k_values:
             positive_int(f"k_values entry {k!r}: k", k)
@@ -135,7 +138,9 @@ class CorralRunner:
             if k not in ks:
                 ks.append(k)
         if not isinstance(include_dependencies, bool):
-            raise ConfigError(f"include_dependencies must be True or False, not {include_dependencies!r}")
+            raise ConfigError(
+                f"include_dependencies must be True or False, not {include_dependencies!r}"
+            )
         plan = build_plan(
             self.tasks, task_ids, include_dependencies=include_dependencies, trials_per_task=trials
         )
@@ -210,8 +215,16 @@ class CorralRunner:
             )
         eval_keys = tuple(self._eval_key(m.environment_id) for m in plan.metadata)
         with scopes.active():
-            return await self._run(benchmark_id, plan, limits, ks, eval_keys, order, scopes,
-                                   [*self.observers, *observers])
+            return await self._run(
+                benchmark_id,
+                plan,
+                limits,
+                ks,
+                eval_keys,
+                order,
+                scopes,
+                [*self.observers, *observers],
+            )
 
     async def _run(
         self,
@@ -247,8 +260,15 @@ class CorralRunner:
                 critical_path=order == "critical_path",
             )
             del resume
-            info = RunInfo(benchmark_id, plan, limits, eval_keys, loop.statistics, loop.resumed,
-                           scopes.statistics)
+            info = RunInfo(
+                benchmark_id,
+                plan,
+                limits,
+                eval_keys,
+                loop.statistics,
+                loop.resumed,
+                scopes.statistics,
+            )
             _call(watchers, "on_run_start", info)
             try:
                 await loop.run()
@@ -281,8 +301,9 @@ def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
         try:
             method(info)
         except Exception:  # an observer never stops the run
-            logging.getLogger("corral").warning("observer %r failed in %s", watcher, hook,
-                                                exc_info=True)
+            logging.getLogger("corral").warning(
+                "observer %r failed in %s", watcher, hook, exc_info=True
+            )
 
 
 def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
@@ -312,5 +333,3 @@ def _write_report(store: CommitStore, report: BenchmarkReport) -> None:
     with open(tmp, "w") as f:
         report.write_json(f)
     os.replace(tmp, path)
-
-

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Final as _Final, Literal
+from typing import Any, Literal
+from typing import Final as _Final
 
 CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation"]
 COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation")

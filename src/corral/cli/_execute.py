@@ -13,9 +13,9 @@ from rich.console import Console
 
 from .._runner import CorralRunner, RunInfo, report_path
 from .._types import Commit
-from ..store import TrialKey
 from ..progress import ProgressDisplay
 from ..report import BenchmarkReport
+from ..store import TrialKey
 from ._tables import report_renderables
 
 #: Captured or piped output is not a terminal: wide enough that tables do not fold.

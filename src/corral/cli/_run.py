@@ -13,9 +13,9 @@ from .._benchmark import Benchmark
 from .._errors import ConfigError
 from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, demo_retry_policy
+from ..store import SQLiteStore
 from ._execute import make_console, run_benchmark
 from ._load import load_benchmark
-from ..store import SQLiteStore
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
 
 #: Keyword arguments of `CorralRunner.run` that flags and ``run_defaults`` may set.

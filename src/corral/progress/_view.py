@@ -65,7 +65,9 @@ def utilisation(
             rows.append((f"model {name} (rate-limited)", s.by_model.get(name, 0), effective))
     for name, st in (scopes or {}).items():
         label = "subprocesses" if name == SUBPROCESSES else f"scope {name}"
-        rows.append((label + (f" ({st.waiting} waiting)" if st.waiting else ""), st.in_use, st.limit))
+        rows.append(
+            (label + (f" ({st.waiting} waiting)" if st.waiting else ""), st.in_use, st.limit)
+        )
     return rows
 
 
@@ -118,9 +120,7 @@ def _outcomes(tally: Tally) -> Text:
     return Text(" · ".join(parts), style="green" if not tally.errors else "yellow")
 
 
-def _limits(
-    statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeStatistics]
-) -> Table:
+def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeStatistics]) -> Table:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="dim")
     grid.add_column()

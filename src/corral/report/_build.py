@@ -75,8 +75,7 @@ def build_report(
     mean = _mean(list(tasks.values()), k_values)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
     by_model = {
-        model: _mean([t for t in tasks.values() if t.model == model], k_values)
-        for model in models
+        model: _mean([t for t in tasks.values() if t.model == model], k_values) for model in models
     }
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
     if unfinished:

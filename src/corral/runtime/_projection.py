@@ -95,4 +95,3 @@ class Projection:
     def open_turn(self) -> PendingTurn | None:
         """The latest turn if some of its actions still lack effects."""
         return self.turn if self.turn is not None and self.turn.missing else None
-

@@ -19,9 +19,7 @@ def as_rate_limit(exc: BaseException) -> RateLimited | None:
         return exc
     response = getattr(exc, "response", None)
     status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
-    named = type(exc).__name__ == "RateLimitError" and type(exc).__module__.startswith(
-        _SDK_MODULES
-    )
+    named = type(exc).__name__ == "RateLimitError" and type(exc).__module__.startswith(_SDK_MODULES)
     if status != 429 and not named:
         return None
     return RateLimited(str(exc) or "HTTP 429", retry_after=_retry_after(response))

@@ -18,6 +18,7 @@ import anyio
 from .._errors import unwrap_single
 from .._json import check_json
 from .._protocols import Agent, Environment
+from .._records import evaluation_of, record_of
 from .._types import (
     UNCHANGED,
     Action,
@@ -31,7 +32,6 @@ from .._types import (
     Usage,
 )
 from ..store._protocol import CommitStore, Pending, TrialKey
-from .._records import evaluation_of, record_of
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, describe
@@ -188,6 +188,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             await anyio.sleep(plan.policy.delay(attempt))
             attempt += 1
         else:
+            assert error is not None
             await _end(plan, projection, attempt, TrialStatus.ERROR, describe(error))
     return _outcome(plan, projection)
 
@@ -216,9 +217,7 @@ async def _session(plan: TrialPlan, projection: Projection, attempt: int) -> Age
     return session
 
 
-async def load_previous(
-    store: CommitStore, key: TrialKey, trial: int | None
-) -> Previous | None:
+async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) -> Previous | None:
     if trial is None:
         return None
     earlier = Projection.of(await store.history(TrialKey(key.benchmark_id, key.task_id, trial)))
@@ -271,7 +270,11 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             items.append(("action", payload, usage if index == 0 else Usage()))
         commits = await writer.commit(items)
         await _execute(
-            plan, writer, session, [(c.seq, a) for c, a in zip(commits, actions)], session.state
+            plan,
+            writer,
+            session,
+            [(c.seq, a) for c, a in zip(commits, actions, strict=True)],
+            session.state,
         )
     await writer.commit(
         [
@@ -344,8 +347,12 @@ async def _end(
 ) -> None:
     """Commit the terminal of a trial whose attempt failed or timed out."""
     now = time.time()
-    commit = Commit(projection.next_seq, "terminal", _terminal(status, attempt, projection.state,
-                                                                error=error), now)
+    commit = Commit(
+        projection.next_seq,
+        "terminal",
+        _terminal(status, attempt, projection.state, error=error),
+        now,
+    )
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)
     plan.notify(plan.key, commit)

@@ -5,5 +5,4 @@ from ._limits import Limits
 from ._plan import RunPlan, build_plan
 from ._run import Resume, RunLoop
 
-__all__ = ["Admission", "Limits", "Resume",
-    "RunLoop", "RunPlan", "Statistics", "build_plan"]
+__all__ = ["Admission", "Limits", "Resume", "RunLoop", "RunPlan", "Statistics", "build_plan"]

@@ -21,7 +21,6 @@ from .._types import EVALUATED_STATUSES, TrialStatus
 from ._limits import Limits
 from ._plan import RunPlan
 
-
 #: One byte per trial: 0 while it has not ended, else 1 + the status's position.
 STATUS_CODES: dict[TrialStatus, int] = {status: i + 1 for i, status in enumerate(TrialStatus)}
 STATUS_OF_CODE: dict[int, TrialStatus] = {code: status for status, code in STATUS_CODES.items()}
@@ -95,21 +94,23 @@ class Admission:
         # (then lower rounds, then task order); False gives plain FIFO by round and task.
         self._rank = [-d for d in plan.depth] if critical_path else [0] * tasks
 
-        def index(keys: list[str | None], limited: dict[str, int]) -> tuple[list[int], list[int], list[str]]:
+        def index(
+            keys: list[str | None], limited: dict[str, int]
+        ) -> tuple[list[int], list[int], list[str]]:
             names = sorted(limited)
             position = {name: i for i, name in enumerate(names)}
-            return [position.get(k, -1) if k is not None else -1 for k in keys], [
-                limited[name] for name in names
-            ], names
+            return (
+                [position.get(k, -1) if k is not None else -1 for k in keys],
+                [limited[name] for name in names],
+                names,
+            )
 
         meta = plan.metadata
         # Every model gets a counter (unconfigured ones are bounded by max_parallel
         # anyway), so a rate limit can shrink any model's effective limit.
         models = {m.model: limits.max_parallel for m in meta if m.model is not None}
         models.update(limits.max_parallel_by_model)
-        self.model_of, self.model_limit, self.model_names = index(
-            [m.model for m in meta], models
-        )
+        self.model_of, self.model_limit, self.model_names = index([m.model for m in meta], models)
         self.model_effective = list(self.model_limit)
         self._model_successes = [0] * len(self.model_limit)
         self.env_of, self.env_limit, self.env_names = index(
@@ -304,8 +305,10 @@ class Admission:
             if key >= 0 and self.evalkey_used[key] >= self.evalkey_limit[key]:
                 continue
             head = queue[0]
-            if best_head is None or head[1] < best_head[1] or (
-                head[1] == best_head[1] and head[0] < best_head[0]
+            if (
+                best_head is None
+                or head[1] < best_head[1]
+                or (head[1] == best_head[1] and head[0] < best_head[0])
             ):
                 best, best_head = key, head
         return best

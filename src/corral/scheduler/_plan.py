@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,9 +152,7 @@ def build_plan(
     )
 
 
-def _topological(
-    parents: tuple[tuple[int, ...], ...], children: list[list[int]]
-) -> list[int]:
+def _topological(parents: tuple[tuple[int, ...], ...], children: list[list[int]]) -> list[int]:
     waiting = [len(ps) for ps in parents]
     ready = [i for i, n in enumerate(waiting) if n == 0]
     order = []
@@ -185,7 +183,7 @@ def _refuse_cycles(tasks: Mapping[str, BenchmarkTaskMetadata]) -> None:
                 continue
             state = colour.get(parent)
             if state == 1:
-                cycle = path[path.index(parent):] + [parent]
+                cycle = path[path.index(parent) :] + [parent]
                 # Shown child -> parent -> ... as declared by `dependencies`.
                 raise ConfigError("dependency cycle: " + " -> ".join(cycle))
             if state is None:

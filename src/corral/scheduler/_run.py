@@ -54,8 +54,15 @@ class Resume:
             if s.terminal is None:
                 self.partial.add((t, r))
                 continue
-            record = record_of(s.task_id, r, terminal=s.terminal, evaluation=s.evaluation,
-                               commits=s.commits, started_at=s.started_at, usage=s.usage)
+            record = record_of(
+                s.task_id,
+                r,
+                terminal=s.terminal,
+                evaluation=s.evaluation,
+                commits=s.commits,
+                started_at=s.started_at,
+                usage=s.usage,
+            )
             self.statuses[t][r] = STATUS_CODES[record.status]
             if record.status == TrialStatus.COMPLETED and plan.children[t]:
                 self.outputs[(t, r)] = record.output
@@ -280,8 +287,8 @@ class RunLoop:
     async def _record_unreachable(self) -> None:
         try:
             while self._unreachable:
-                start = self._unreachable.popleft()
-                t, r, p = start.task, start.round, start.cause
+                due = self._unreachable.popleft()
+                t, r, p = due.task, due.round, due.cause
                 for parent in self.plan.parents[t]:
                     if (parent, r) in self._outputs:
                         self._take_output(parent, r)
@@ -300,9 +307,18 @@ class RunLoop:
                 commit = Commit(0, "terminal", payload, time.time())
                 await self.store.append(key, [commit])
                 self.notify(key, commit)
-                self._remember(t, record_of(key.task_id, r, terminal=commit, evaluation=None,
-                                            commits=1, started_at=commit.created_at,
-                                            usage=commit.usage))
+                self._remember(
+                    t,
+                    record_of(
+                        key.task_id,
+                        r,
+                        terminal=commit,
+                        evaluation=None,
+                        commits=1,
+                        started_at=commit.created_at,
+                        usage=commit.usage,
+                    ),
+                )
                 self.admission.unreachable_recorded(t, r)
                 start = self._pump()
                 if start is not None and self._tg is not None:

@@ -4,4 +4,12 @@ from ._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSumma
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
-__all__ = ["BenchmarkInfo", "CommitStore", "MemoryStore", "Pending", "SQLiteStore", "TrialKey", "TrialSummary"]
+__all__ = [
+    "BenchmarkInfo",
+    "CommitStore",
+    "MemoryStore",
+    "Pending",
+    "SQLiteStore",
+    "TrialKey",
+    "TrialSummary",
+]

@@ -8,9 +8,7 @@ from typing import Any
 from .._errors import ConfigError
 
 
-def check_same_config(
-    benchmark_id: str, stored: Mapping[str, Any], new: Mapping[str, Any]
-) -> None:
+def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """Raise `ConfigError` naming the first difference, if there is one."""
     if stored == new:
         return

@@ -263,9 +263,7 @@ class SQLiteStore:
         errors: list[BaseException | None] = []
         for key, rows in requests:
             if key in self._poisoned:
-                errors.append(
-                    CommitConflictError(f"{key}: an earlier append of this trial failed")
-                )
+                errors.append(CommitConflictError(f"{key}: an earlier append of this trial failed"))
                 continue
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -367,9 +365,7 @@ class SQLiteStore:
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
 
-    async def scan(
-        self, benchmark_id: str, chunk: int = 4096
-    ) -> AsyncIterator[list[TrialSummary]]:
+    async def scan(self, benchmark_id: str, chunk: int = 4096) -> AsyncIterator[list[TrialSummary]]:
         """One pass in key order over the benchmark's commits, a chunk of rows at a time.
 
         Only terminal and evaluation payloads are read; the rest count toward
@@ -432,8 +428,16 @@ class SQLiteStore:
 
 def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
     u = c.usage
-    return (*key, c.seq, c.kind, dumps(c.payload), c.created_at, u.input_tokens,
-            u.output_tokens, u.cost)
+    return (
+        *key,
+        c.seq,
+        c.kind,
+        dumps(c.payload),
+        c.created_at,
+        u.input_tokens,
+        u.output_tokens,
+        u.cost,
+    )
 
 
 def _commit(row: tuple[Any, ...]) -> Commit:
