@@ -30,16 +30,6 @@ OUTCOMES = [TrialStatus.COMPLETED] * 3 + [TrialStatus.ERROR, TrialStatus.MAX_ITE
 
 Trial = tuple[str, int]
 
-# Known core bugs, each pinned by a strict xfail test in test_admission.py. The
-# model tolerates them so that the property tests still guard everything else;
-# set each to False once its bug is fixed.
-#: test_child_round_is_not_held_behind_an_earlier_round
-ROUNDS_START_IN_ORDER = True
-#: test_an_unreachable_trial_found_while_starting_is_returned_at_once
-UNREACHABLE_RETURNED_LATE = True
-#: test_the_round_after_an_unreachable_one_is_considered_at_once
-NEXT_ROUND_WAITS_FOR_THE_UNREACHABLE_RECORD = True
-
 
 @dataclass(frozen=True)
 class Scenario:
@@ -72,7 +62,9 @@ def scenarios(draw: st.DrawFn, max_tasks: int = 6, max_trials: int = 3) -> Scena
     env_names = {e: draw(st.sampled_from([None, *EVAL_NAMES])) for e in ENVIRONMENTS}
     tasks: dict[str, BenchmarkTaskMetadata] = {}
     for i in range(draw(st.integers(1, max_tasks))):
-        parents = draw(st.lists(st.sampled_from(list(tasks)), max_size=2, unique=True)) if tasks else []
+        parents = (
+            draw(st.lists(st.sampled_from(list(tasks)), max_size=2, unique=True)) if tasks else []
+        )
         tasks[f"t{i}"] = BenchmarkTaskMetadata(
             "agent",
             draw(st.sampled_from(ENVIRONMENTS)),
@@ -84,7 +76,9 @@ def scenarios(draw: st.DrawFn, max_tasks: int = 6, max_trials: int = 3) -> Scena
 
     def keyed(keys: list[str]) -> dict[str, int]:
         # "unused" keys a limit no task has, which must be accepted.
-        return draw(st.dictionaries(st.sampled_from([*keys, "unused"]), st.integers(1, 2), max_size=3))
+        return draw(
+            st.dictionaries(st.sampled_from([*keys, "unused"]), st.integers(1, 2), max_size=3)
+        )
 
     limit_args = {
         "max_parallel": draw(st.integers(1, 4)),
@@ -95,9 +89,7 @@ def scenarios(draw: st.DrawFn, max_tasks: int = 6, max_trials: int = 3) -> Scena
         "max_parallel_by_environment": keyed(ENVIRONMENTS),
         "max_parallel_evaluations_by_environment": keyed([*EVAL_NAMES, *ENVIRONMENTS]),
     }
-    outcomes = {
-        (t, r): draw(st.sampled_from(OUTCOMES)) for t in tasks for r in range(trials)
-    }
+    outcomes = {(t, r): draw(st.sampled_from(OUTCOMES)) for t in tasks for r in range(trials)}
     return Scenario(tasks, env_names, trials, limit_args, outcomes)
 
 
@@ -145,19 +137,22 @@ class Model:
         return all(key not in limits or self.gauge.count(key) < limits[key] for key in keys)
 
     def _in_turn(self, task_id: str, r: int) -> bool:
-        """Whether round r is next in its task's order (SPEC 3.3)."""
-        earlier = [self.phase[(task_id, q)] for q in range(r)]
-        if self.sequential:
-            # Trial r+1 starts only after trial r has been evaluated or ended without one.
-            return all(p is Phase.DONE for p in earlier)
-        # SPEC 3.4 holds round r back only for its parents' rounds r.
-        return not ROUNDS_START_IN_ORDER or all(p is not Phase.PENDING for p in earlier)
+        """Whether round r may go now as far as its own task is concerned (SPEC 3.3).
+
+        Trial r+1 starts only after trial r has been evaluated (or ended without
+        an evaluation) when trials are sequential; otherwise rounds go in any order.
+        """
+        if not self.sequential:
+            return True
+        return all(self.phase[(task_id, q)] is Phase.DONE for q in range(r))
 
     def _parents(self, task_id: str, r: int) -> list[Phase]:
         return [self.phase[(p, r)] for p in self.s.tasks[task_id].dependencies]
 
     def _parents_ended(self, task_id: str, r: int) -> bool:
-        return all(p in (Phase.ENDED, Phase.EVALUATING, Phase.DONE) for p in self._parents(task_id, r))
+        return all(
+            p in (Phase.ENDED, Phase.EVALUATING, Phase.DONE) for p in self._parents(task_id, r)
+        )
 
     def _parents_completed(self, task_id: str, r: int) -> bool:
         parents = self.s.tasks[task_id].dependencies
@@ -246,7 +241,9 @@ class Model:
             if not valid:
                 raise AssertionError(
                     "started while not ready: "
-                    + "; ".join(f"{kind} {trial}: {self.describe(trial)}" for kind, trial in pending)
+                    + "; ".join(
+                        f"{kind} {trial}: {self.describe(trial)}" for kind, trial in pending
+                    )
                 )
             for kind, trial in valid:
                 pending.remove((kind, trial))
@@ -264,14 +261,11 @@ class Model:
         """Nothing that is ready and fits every limit is waiting (SPEC section 2)."""
         for trial in self.phase:
             t = trial[0]
-            behind_a_record = NEXT_ROUND_WAITS_FOR_THE_UNREACHABLE_RECORD and any(
-                self.phase[(t, q)] is Phase.RECORDING for q in range(trial[1])
-            )
-            if self.execution_ready(trial) and self.fits(self.exec_keys(t)) and not behind_a_record:
+            if self.execution_ready(trial) and self.fits(self.exec_keys(t)):
                 raise AssertionError(f"{trial} is ready and fits but waits: {self.gauge.current}")
             if self.evaluation_ready(trial) and self.fits(self.eval_keys(t)):
                 raise AssertionError(f"{trial}'s evaluation fits but waits: {self.gauge.current}")
-            if self.unreachable_due(trial) and not UNREACHABLE_RETURNED_LATE:
+            if self.unreachable_due(trial):
                 raise AssertionError(f"{trial} is unreachable but not recorded")
 
     @property

@@ -28,16 +28,25 @@ class Case:
 
 def limit_cases() -> dict[str, Case]:
     cases = {}
-    for name in ("max_parallel", "max_parallel_per_task", "max_parallel_evaluations",
-                 "max_parallel_total"):
+    for name in (
+        "max_parallel",
+        "max_parallel_per_task",
+        "max_parallel_evaluations",
+        "max_parallel_total",
+    ):
         for bad in (0, -2, 1.5, True, "4"):
-            cases[f"{name}={bad!r}"] = Case(f"{name} must be a positive integer, not {bad!r}",
-                                            run={name: bad})
-    for name in ("max_parallel_by_model", "max_parallel_by_environment",
-                 "max_parallel_evaluations_by_environment"):
+            cases[f"{name}={bad!r}"] = Case(
+                f"{name} must be a positive integer, not {bad!r}", run={name: bad}
+            )
+    for name in (
+        "max_parallel_by_model",
+        "max_parallel_by_environment",
+        "max_parallel_evaluations_by_environment",
+    ):
         for bad in (0, -1, 2.5, False):
-            cases[f"{name}[m]={bad!r}"] = Case(f"{name}['m'] must be a positive integer, not {bad!r}",
-                                               run={name: {"m": bad}})
+            cases[f"{name}[m]={bad!r}"] = Case(
+                f"{name}['m'] must be a positive integer, not {bad!r}", run={name: {"m": bad}}
+            )
         cases[f"{name}=list"] = Case(name, run={name: [("m", 1)]})
     return cases
 
@@ -46,47 +55,82 @@ CASES: dict[str, Case] = {
     "unknown agent": Case("'ghost'", runner={"tasks": {"t": M("ghost", "e")}}),
     "unknown environment": Case("'nowhere'", runner={"tasks": {"t": M("a", "nowhere")}}),
     "unknown task id": Case("unknown task id 'v'", run={"task_ids": ["t", "v"]}),
-    "unknown dependency": Case("'x' depends on unknown task 'ghost'",
-                               runner={"tasks": {**TASKS, "x": M("a", "e", dependencies=("ghost",))}}),
+    "unknown dependency": Case(
+        "'x' depends on unknown task 'ghost'",
+        runner={"tasks": {**TASKS, "x": M("a", "e", dependencies=("ghost",))}},
+    ),
     "empty task_ids": Case("task_ids is empty", run={"task_ids": []}),
     "task_ids as a string": Case("'t'", run={"task_ids": "t"}),
-    "cycle": Case("dependency cycle: p -> q -> p", runner={"tasks": {
-        "p": M("a", "e", dependencies=("q",)), "q": M("a", "e", dependencies=("p",))}}),
-    "missing parent": Case("'u' depends on 't', which is not selected",
-                           run={"task_ids": ["u"], "include_dependencies": False}),
+    "cycle": Case(
+        "dependency cycle: p -> q -> p",
+        runner={
+            "tasks": {"p": M("a", "e", dependencies=("q",)), "q": M("a", "e", dependencies=("p",))}
+        },
+    ),
+    "missing parent": Case(
+        "'u' depends on 't', which is not selected",
+        run={"task_ids": ["u"], "include_dependencies": False},
+    ),
     "include_dependencies not bool": Case("'yes'", run={"include_dependencies": "yes"}),
-    "non-JSON inputs": Case("task 't' inputs['when'] is {1, 2}",
-                            runner={"tasks": {"t": M("a", "e", inputs={"when": {1, 2}})}}),
-    "max_iterations 0": Case("task 't' max_iterations must be a positive integer, not 0",
-                             runner={"tasks": {"t": M("a", "e", max_iterations=0)}}),
-    "metadata of the wrong type": Case("task 't' must be a BenchmarkTaskMetadata",
-                                       runner={"tasks": {"t": {"agent_id": "a"}}}),
-    "empty benchmark id": Case("benchmark_id must be a non-empty string", run={"benchmark_id": " "}),
-    **{f"trials_per_task={bad!r}": Case(f"trials_per_task must be a positive integer, not {bad!r}",
-                                        run={"trials_per_task": bad}) for bad in (0, -1, 2.0, True)},
+    "non-JSON inputs": Case(
+        "task 't' inputs['when'] is {1, 2}",
+        runner={"tasks": {"t": M("a", "e", inputs={"when": {1, 2}})}},
+    ),
+    "max_iterations 0": Case(
+        "task 't' max_iterations must be a positive integer, not 0",
+        runner={"tasks": {"t": M("a", "e", max_iterations=0)}},
+    ),
+    "metadata of the wrong type": Case(
+        "task 't' must be a BenchmarkTaskMetadata", runner={"tasks": {"t": {"agent_id": "a"}}}
+    ),
+    "empty benchmark id": Case(
+        "benchmark_id must be a non-empty string", run={"benchmark_id": " "}
+    ),
+    **{
+        f"trials_per_task={bad!r}": Case(
+            f"trials_per_task must be a positive integer, not {bad!r}", run={"trials_per_task": bad}
+        )
+        for bad in (0, -1, 2.0, True)
+    },
     "k = 0": Case("k must be a positive integer, not 0", run={"k_values": (1, 0)}),
-    "k > trials_per_task": Case("k = 3 is larger than trials_per_task = 2",
-                                run={"trials_per_task": 2, "k_values": (1, 3)}),
+    "k > trials_per_task": Case(
+        "k = 3 is larger than trials_per_task = 2", run={"trials_per_task": 2, "k_values": (1, 3)}
+    ),
     "k not an integer": Case("1.5", run={"k_values": (1.5,)}),
     "no k at all": Case("k_values must be a non-empty sequence", run={"k_values": ()}),
     **limit_cases(),
-    **{f"trial_timeout={bad!r}": Case(f"trial_timeout must be a positive number or None, not {bad!r}",
-                                      runner={"trial_timeout": bad})
-       for bad in (0, -1.0, float("nan"), float("inf"), "60", True)},
-    **{f"max_retries={bad!r}": Case("max_retries must be", runner={"max_retries": bad})
-       for bad in (-1, 1.5, True, "2")},
-    "store of the wrong type": Case("store must be a path or a CommitStore, not 42",
-                                    runner={"store": 42}),
+    **{
+        f"trial_timeout={bad!r}": Case(
+            f"trial_timeout must be a positive number or None, not {bad!r}",
+            runner={"trial_timeout": bad},
+        )
+        for bad in (0, -1.0, float("nan"), float("inf"), "60", True)
+    },
+    **{
+        f"max_retries={bad!r}": Case("max_retries must be", runner={"max_retries": bad})
+        for bad in (-1, 1.5, True, "2")
+    },
+    "store of the wrong type": Case(
+        "store must be a path or a CommitStore, not 42", runner={"store": 42}
+    ),
     "store path under a file": Case("cannot be created", runner={"store": "{tmp}/file/store.db"}),
     "store path is a directory": Case("is a directory", runner={"store": "{tmp}"}),
-    "changed trials_per_task": Case("trials_per_task was 1, now 2", run={"trials_per_task": 2},
-                                    existing=True),
-    "changed inputs": Case("task 't' inputs was {}, now {'prompt': 'new'}", existing=True,
-                           runner={"tasks": {**TASKS, "t": M("a", "e", model="m", inputs={"prompt": "new"})}}),
-    "changed model": Case("task 't' model was 'm', now 'n'", existing=True,
-                          runner={"tasks": {**TASKS, "t": M("a", "e", model="n")}}),
-    "changed task set": Case("task 'w' was not in it", existing=True,
-                             runner={"tasks": {**TASKS, "w": M("a", "e")}}),
+    "changed trials_per_task": Case(
+        "trials_per_task was 1, now 2", run={"trials_per_task": 2}, existing=True
+    ),
+    "changed inputs": Case(
+        "task 't' inputs was {}, now {'prompt': 'new'}",
+        existing=True,
+        runner={"tasks": {**TASKS, "t": M("a", "e", model="m", inputs={"prompt": "new"})}},
+    ),
+    "changed model": Case(
+        "task 't' model was 'm', now 'n'",
+        existing=True,
+        runner={"tasks": {**TASKS, "t": M("a", "e", model="n")}},
+    ),
+    "changed task set": Case(
+        "task 'w' was not in it", existing=True, runner={"tasks": {**TASKS, "w": M("a", "e")}}
+    ),
 }
 
 
@@ -96,8 +140,10 @@ def written(path: Path) -> tuple[int, int]:
         return (0, 0)
     with sqlite3.connect(path) as db:
         try:
-            return (db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0],
-                    db.execute("SELECT COUNT(*) FROM commits").fetchone()[0])
+            return (
+                db.execute("SELECT COUNT(*) FROM benchmarks").fetchone()[0],
+                db.execute("SELECT COUNT(*) FROM commits").fetchone()[0],
+            )
         except sqlite3.OperationalError:  # no tables yet
             return (0, 0)
 
@@ -110,7 +156,9 @@ async def test_bad_input_is_refused_by_name_before_anything_is_written(
     store = tmp_path / "store.db"
     agent = ScriptedAgent()
     base: dict[str, Any] = {
-        "tasks": TASKS, "agents": {"a": agent}, "environments": {"e": FakeEnvironment()},
+        "tasks": TASKS,
+        "agents": {"a": agent},
+        "environments": {"e": FakeEnvironment()},
         "store": store,
     }
     if case.existing:
@@ -134,7 +182,9 @@ async def test_a_refused_rerun_leaves_the_benchmark_usable(tmp_path: Path) -> No
     env = {"e": FakeEnvironment()}
     first = await CorralRunner(TASKS, {"a": ScriptedAgent()}, env, store=store).run("b")
     with pytest.raises(ConfigError):
-        await CorralRunner(TASKS, {"a": ScriptedAgent()}, env, store=store).run("b", trials_per_task=3)
+        await CorralRunner(TASKS, {"a": ScriptedAgent()}, env, store=store).run(
+            "b", trials_per_task=3
+        )
     agent = ScriptedAgent()
     again = await CorralRunner(TASKS, {"a": agent}, env, store=store).run("b")
     assert agent.calls == 0 and again.resumed == 2

@@ -20,7 +20,9 @@ def isort_key(name: str) -> tuple[int, str]:
     [(corral, {"__version__"}), (corral.testing, set())],
     ids=["corral", "corral.testing"],
 )
-def test_all_is_the_sorted_public_surface(module: types.ModuleType, private_members: set[str]) -> None:
+def test_all_is_the_sorted_public_surface(
+    module: types.ModuleType, private_members: set[str]
+) -> None:
     exported = [
         name
         for name, value in vars(module).items()

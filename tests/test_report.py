@@ -67,18 +67,24 @@ def passes_first(r: TrialRecord) -> Evaluation:
 @pytest.mark.parametrize("n", [1, 3, 5])
 async def test_a_report_gives_pass_at_k_per_task_and_its_mean(n: int) -> None:
     tasks = {f"c{m}": BenchmarkTaskMetadata("a", "e") for m in range(n + 1)}
-    runner = CorralRunner(tasks, {"a": ScriptedAgent()}, {"e": FakeEnvironment(evaluate=passes_first)},
-                          store=MemoryStore())
+    runner = CorralRunner(
+        tasks,
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment(evaluate=passes_first)},
+        store=MemoryStore(),
+    )
     ks = list(range(1, n + 1))
-    report = await runner.run("b", trials_per_task=n, k_values=ks, max_parallel=8,
-                              max_parallel_per_task=n)
+    report = await runner.run(
+        "b", trials_per_task=n, k_values=ks, max_parallel=8, max_parallel_per_task=n
+    )
     for m in range(n + 1):
         task = report.tasks[f"c{m}"]
         assert [t.trial for t in task.trials] == list(range(n))
         assert task.passed == m
         assert task.pass_at_k == pytest.approx({k: float(chen(n, m, k)) for k in ks})
     assert report.pass_at_k == pytest.approx(
-        {k: float(sum(chen(n, m, k) for m in range(n + 1)) / (n + 1)) for k in ks})
+        {k: float(sum(chen(n, m, k) for m in range(n + 1)) / (n + 1)) for k in ks}
+    )
     assert report.counts["completed"] == n * (n + 1)
     data = json.loads(json.dumps(report.to_dict()))
     assert data["tasks"]["c0"]["pass_at_k"] == {str(k): 0.0 for k in ks}
@@ -98,13 +104,22 @@ async def test_only_a_passing_evaluation_counts() -> None:
         return Evaluation(1.0, r.trial != 2)
 
     tasks = {"t": BenchmarkTaskMetadata("a", "e")}
-    runner = CorralRunner(tasks, {"a": ScriptedAgent(decide)}, {"e": FakeEnvironment(evaluate=evaluate)},
-                          store=MemoryStore(), retry_policy=RetryPolicy(max_retries=0))
+    runner = CorralRunner(
+        tasks,
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment(evaluate=evaluate)},
+        store=MemoryStore(),
+        retry_policy=RetryPolicy(max_retries=0),
+    )
     report = await runner.run("b", trials_per_task=4, k_values=(1, 2, 4), max_parallel_per_task=4)
     task = report.tasks["t"]
     assert [t.passed for t in task.trials] == [True, False, False, False]
-    assert [t.status for t in task.trials] == [TrialStatus.COMPLETED, TrialStatus.ERROR,
-                                                TrialStatus.COMPLETED, TrialStatus.COMPLETED]
+    assert [t.status for t in task.trials] == [
+        TrialStatus.COMPLETED,
+        TrialStatus.ERROR,
+        TrialStatus.COMPLETED,
+        TrialStatus.COMPLETED,
+    ]
     assert task.pass_at_k == pytest.approx({1: 0.25, 2: 0.5, 4: 1.0})
     assert report.counts["completed"] == 3 and report.counts["error"] == 1
 

@@ -60,9 +60,15 @@ class Watcher:
         return self.info.statistics().executing
 
 
-def runner(tasks: dict[str, BenchmarkTaskMetadata], agent: Any, **environments: Any) -> CorralRunner:
+def runner(
+    tasks: dict[str, BenchmarkTaskMetadata], agent: Any, **environments: Any
+) -> CorralRunner:
     return CorralRunner(
-        tasks, {"a": agent}, environments or {"e": FakeEnvironment()}, store=MemoryStore(), max_retries=0
+        tasks,
+        {"a": agent},
+        environments or {"e": FakeEnvironment()},
+        store=MemoryStore(),
+        max_retries=0,
     )
 
 
@@ -74,8 +80,11 @@ async def test_a_narrow_model_never_idles_the_rest() -> None:
     watcher = Watcher()
     run = runner(tasks, ScriptedAgent(gate=gate, gauge=gauge)).run
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run("b", max_parallel=8, max_parallel_by_model={"narrow": 2},
-                                  observers=[watcher]))
+        tg.start_soon(
+            lambda: run(
+                "b", max_parallel=8, max_parallel_by_model={"narrow": 2}, observers=[watcher]
+            )
+        )
         await wait_all_tasks_blocked()
         # 8 run while the narrow model is saturated: the wide one takes the other 6.
         assert gauge.count("act") == 8
@@ -97,8 +106,9 @@ async def test_admission_is_bounded_by_the_limits_not_the_trials(
     run = runner(metadata, ScriptedAgent(gate=gate, gauge=gauge)).run
     before = len(anyio.get_running_tasks())
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run("b", trials_per_task=trials, max_parallel=8,
-                                  max_parallel_per_task=trials))
+        tg.start_soon(
+            lambda: run("b", trials_per_task=trials, max_parallel=8, max_parallel_per_task=trials)
+        )
         await wait_all_tasks_blocked()
         assert gauge.count("act") == 8
         # The run and its 8 trials: never one task per trial (seeds/004).
@@ -127,11 +137,16 @@ async def test_evaluations_that_wait_for_every_execution_do_not_deadlock(
     tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(12)}
     with anyio.fail_after(30):
         report = await runner(tasks, ScriptedAgent(), e=env).run(
-            "b", trials_per_task=trials, max_parallel=2, max_parallel_per_task=per_task,
+            "b",
+            trials_per_task=trials,
+            max_parallel=2,
+            max_parallel_per_task=per_task,
             observers=[watcher],
         )
     assert report.counts["completed"] == n
-    assert all(t.evaluation == Evaluation(1.0, True) for r in report.tasks.values() for t in r.trials)
+    assert all(
+        t.evaluation == Evaluation(1.0, True) for r in report.tasks.values() for t in r.trials
+    )
 
 
 async def test_evaluation_limits_are_keyed_by_environment_name() -> None:
@@ -141,11 +156,19 @@ async def test_evaluation_limits_are_keyed_by_environment_name() -> None:
         FakeEnvironment(name, evaluate_gate=gate, evaluation_gauge=evaluations)
         for name in ("grader", "grader", None)
     )
-    tasks = {f"{env}{i}": BenchmarkTaskMetadata("a", env) for env in ("ga", "gb", "p") for i in range(3)}
+    tasks = {
+        f"{env}{i}": BenchmarkTaskMetadata("a", env) for env in ("ga", "gb", "p") for i in range(3)
+    }
     run = runner(tasks, ScriptedAgent(), ga=grader_a, gb=grader_b, p=plain).run
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run("b", max_parallel=9, max_parallel_evaluations=4,
-                                  max_parallel_evaluations_by_environment={"grader": 1}))
+        tg.start_soon(
+            lambda: run(
+                "b",
+                max_parallel=9,
+                max_parallel_evaluations=4,
+                max_parallel_evaluations_by_environment={"grader": 1},
+            )
+        )
         await wait_all_tasks_blocked()
         # One evaluation named "grader" across two environment ids; the unnamed
         # environment is keyed by its id, unlisted, so only the global limit binds.
@@ -183,7 +206,9 @@ class Problems(list[str]):
 MAX_TASKS, MAX_TRIALS = 5, 3
 #: Which held gate to open at each quiet moment (modulo how many are held). Drawn up
 #: front: a draw inside a task group would wrap hypothesis' control flow in a group.
-ORDERS = st.lists(st.integers(0, 63), min_size=2 * MAX_TASKS * MAX_TRIALS, max_size=2 * MAX_TASKS * MAX_TRIALS)
+ORDERS = st.lists(
+    st.integers(0, 63), min_size=2 * MAX_TASKS * MAX_TRIALS, max_size=2 * MAX_TASKS * MAX_TRIALS
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -245,15 +270,22 @@ async def test_a_run_never_exceeds_a_limit_and_conserves_work(
         env: FakeEnvironment(name, evaluate=evaluate) for env, name in scenario.env_names.items()
     }
     run = CorralRunner(
-        scenario.tasks, {"agent": ScriptedAgent(decide)}, environments, store=MemoryStore(),
+        scenario.tasks,
+        {"agent": ScriptedAgent(decide)},
+        environments,
+        store=MemoryStore(),
         max_retries=0,
     ).run
     finished = False
 
     async def run_it() -> None:
         nonlocal finished
-        await run("b", trials_per_task=scenario.trials, observers=[Watcher(committed)],
-                  **scenario.limit_args)
+        await run(
+            "b",
+            trials_per_task=scenario.trials,
+            observers=[Watcher(committed)],
+            **scenario.limit_args,
+        )
         finished = True
 
     gates = [*runs.values(), *scores.values()]

@@ -1,4 +1,4 @@
-"""One trial's runtime: turns, parallel actions, limits on turns and time, usage, JSON, reflection."""
+"""One trial: turns, parallel actions, limits on turns and time, usage, JSON, reflection."""
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ def runner(
     **kw: Any,
 ) -> CorralRunner:
     tasks = tasks or {"t": BenchmarkTaskMetadata("a", "e")}
-    return CorralRunner(tasks, {"a": agent}, {"e": env}, store=MemoryStore(), retry_policy=policy, **kw)
+    return CorralRunner(
+        tasks, {"a": agent}, {"e": env}, store=MemoryStore(), retry_policy=policy, **kw
+    )
 
 
 async def history(run: CorralRunner, trial: int = 0, task_id: str = "t") -> list[Commit]:
@@ -65,13 +67,21 @@ class Snapshots:
 
     def record(self, decide: Callable[[AgentSession], Any]) -> Callable[[AgentSession], Any]:
         def wrapped(s: AgentSession) -> Any:
-            self.seen.append({
-                "trial": s.trial, "attempt": s.attempt, "iteration": s.iteration,
-                "state": s.state, "steps": list(s.steps), "step_key": s.step_key,
-                "kinds": [c.kind for c in s.history],
-                "previous_evaluation": s.previous_evaluation, "previous_state": s.previous_state,
-            })
+            self.seen.append(
+                {
+                    "trial": s.trial,
+                    "attempt": s.attempt,
+                    "iteration": s.iteration,
+                    "state": s.state,
+                    "steps": list(s.steps),
+                    "step_key": s.step_key,
+                    "kinds": [c.kind for c in s.history],
+                    "previous_evaluation": s.previous_evaluation,
+                    "previous_state": s.previous_state,
+                }
+            )
             return decide(s)
+
         return wrapped
 
 
@@ -90,13 +100,23 @@ async def test_turns_are_recorded_one_commit_each_in_order() -> None:
     report = await run.run("b")
     [trial] = report.tasks["t"].trials
     assert (trial.status, trial.output, trial.evaluation) == (
-        TrialStatus.COMPLETED, {"total": 3}, Evaluation(1.0, True))
+        TrialStatus.COMPLETED,
+        {"total": 3},
+        Evaluation(1.0, True),
+    )
     assert (trial.attempts, trial.commits) == (1, 7)  # every commit, the evaluation too
 
     commits = await history(run)
     assert [c.seq for c in commits] == list(range(7))
     assert [c.kind for c in commits] == [
-        "setup", "action", "tool_effect", "action", "tool_effect", "terminal", "evaluation"]
+        "setup",
+        "action",
+        "tool_effect",
+        "action",
+        "tool_effect",
+        "terminal",
+        "evaluation",
+    ]
     assert commits[1].payload["arguments"] == {"n": 1}
     assert commits[5].payload["status"] == "completed"
 
@@ -144,7 +164,7 @@ async def test_parallel_actions_run_together_and_apply_in_declared_order() -> No
         for k in "cba":  # finish in reverse
             gates[k].open()
             await wait_all_tasks_blocked()
-    [trial] = (await run.store.summaries("b"))
+    [trial] = await run.store.summaries("b")
     assert trial.terminal is not None
     assert trial.terminal.payload["output"] == ["did a", "did b", "did c"]
     # Each action saw the state at the start of the turn; the last declared state wins.
@@ -263,8 +283,11 @@ def final(output: Any) -> Callable[[AgentSession], Any]:
         (final("ok"), {"state": {"s": BAD}}, "the state returned by setup['s'] is {1, 2}"),
         (lambda s: Action("x", {"a": BAD}), {}, "the arguments of 'x'['a'] is {1, 2}"),
         (final("ok"), {"effect": lambda a, s: ToolEffect(BAD)}, "the observation of 'x' is {1, 2}"),
-        (final("ok"), {"effect": lambda a, s: ToolEffect("o", state=float("nan"))},
-         "the state after 'x' is nan"),
+        (
+            final("ok"),
+            {"effect": lambda a, s: ToolEffect("o", state=float("nan"))},
+            "the state after 'x' is nan",
+        ),
         (final(b"raw"), {}, "the Final output is b'raw'"),
         (final({1: "one"}), {}, "the Final output has key 1 of type int"),
     ],
@@ -290,8 +313,6 @@ async def test_evaluation_details_that_are_not_json_leave_no_evaluation() -> Non
     assert "Evaluation.details['why'] is {1, 2}" in str(trial.error)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a failure inside a turn of parallel actions is "
-                   "recorded as 'ExceptionGroup: unhandled errors in a TaskGroup', not by name")
 async def test_a_parallel_action_that_is_not_json_is_named() -> None:
     agent = ScriptedAgent(lambda s: [Action("x"), Action("y")])
     env = FakeEnvironment(effect=lambda a, s: ToolEffect(BAD if a.tool == "y" else "fine"))
@@ -324,13 +345,25 @@ async def test_sequential_trials_follow_the_previous_evaluation_and_see_it() -> 
     log: list[tuple[str, int]] = []
     snap = Snapshots(lambda s: Action("mark") if s.iteration == 0 else Final(s.trial))
     await runner(snap.agent, reflective_env(log)).run("b", trials_per_task=3, max_parallel=8)
-    assert log == [("setup", 0), ("evaluate", 0), ("setup", 1), ("evaluate", 1),
-                   ("setup", 2), ("evaluate", 2)]
+    assert log == [
+        ("setup", 0),
+        ("evaluate", 0),
+        ("setup", 1),
+        ("evaluate", 1),
+        ("setup", 2),
+        ("evaluate", 2),
+    ]
     first = [s for s in snap.seen if s["iteration"] == 0]
     assert [s["previous_evaluation"] for s in first] == [
-        None, Evaluation(0.0, True, {"trial": 0}), Evaluation(1.0, False, {"trial": 1})]
+        None,
+        Evaluation(0.0, True, {"trial": 0}),
+        Evaluation(1.0, False, {"trial": 1}),
+    ]
     assert [s["previous_state"] for s in first] == [
-        None, {"trial": 0, "marked": True}, {"trial": 1, "marked": True}]
+        None,
+        {"trial": 0, "marked": True},
+        {"trial": 1, "marked": True},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -352,8 +385,15 @@ async def test_overlapping_trials_see_the_latest_evaluation_finished_when_they_s
     env = reflective_env(log, evaluate_gate=scored if total is None else None)
     run = runner(agent, env).run
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run("b", trials_per_task=3, max_parallel=8, max_parallel_per_task=2,
-                                  max_parallel_total=total))
+        tg.start_soon(
+            lambda: run(
+                "b",
+                trials_per_task=3,
+                max_parallel=8,
+                max_parallel_per_task=2,
+                max_parallel_total=total,
+            )
+        )
         await wait_all_tasks_blocked()
         assert gauge.count(("task", "t")) == 2  # trials 0 and 1 overlap
         gates[1].open()
@@ -365,8 +405,6 @@ async def test_overlapping_trials_see_the_latest_evaluation_finished_when_they_s
     assert previous == {0: None, 1: None, 2: sees}
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a resumed run hands a trial the evaluation of a "
-                   "later trial as previous_evaluation (SPEC 3.3: an earlier trial)")
 async def test_a_resumed_trial_never_sees_a_later_trial_as_previous() -> None:
     tasks = {"t": BenchmarkTaskMetadata("a", "e")}
     store = MemoryStore()
@@ -374,12 +412,27 @@ async def test_a_resumed_trial_never_sees_a_later_trial_as_previous() -> None:
     plan = build_plan(tasks, None, include_dependencies=True, trials_per_task=3)
     await store.register_benchmark("b", plan.config())
     for r in (0, 2):
-        await store.append(TrialKey("b", "t", r), [
-            Commit(0, "setup", {"state": {"trial": r}, "previous_trial": None}, 0.0),
-            Commit(1, "terminal", {"status": "completed", "output": r, "error": None,
-                                   "attempts": 1, "state": {"trial": r}}, 0.0),
-            Commit(2, "evaluation", {"score": 1.0, "passed": True, "details": {"trial": r}}, 0.0),
-        ])
+        await store.append(
+            TrialKey("b", "t", r),
+            [
+                Commit(0, "setup", {"state": {"trial": r}, "previous_trial": None}, 0.0),
+                Commit(
+                    1,
+                    "terminal",
+                    {
+                        "status": "completed",
+                        "output": r,
+                        "error": None,
+                        "attempts": 1,
+                        "state": {"trial": r},
+                    },
+                    0.0,
+                ),
+                Commit(
+                    2, "evaluation", {"score": 1.0, "passed": True, "details": {"trial": r}}, 0.0
+                ),
+            ],
+        )
     snap = Snapshots(lambda s: Final(s.trial))
     run = CorralRunner(tasks, {"a": snap.agent}, {"e": FakeEnvironment()}, store=store)
     await run.run("b", trials_per_task=3, max_parallel_per_task=2)
@@ -435,7 +488,8 @@ class TestVirtualTime:
             return Final("ok")
 
         policy = RetryPolicy(max_retries=1, backoff_base=0)
-        report = await runner(ScriptedAgent(decide), FakeEnvironment(), policy=policy,
-                              trial_timeout=60).run("b")
+        report = await runner(
+            ScriptedAgent(decide), FakeEnvironment(), policy=policy, trial_timeout=60
+        ).run("b")
         [trial] = report.tasks["t"].trials
         assert (trial.status, trial.attempts) == (TrialStatus.COMPLETED, 2)

@@ -39,8 +39,17 @@ def trial(seq0: int = 0, *, passed: bool = True) -> list[Commit]:
         commit(seq0, "setup", {"state": {"x": 1}, "previous_trial": None}, input_tokens=1),
         commit(seq0 + 1, "action", input_tokens=10, output_tokens=2, cost=0.5),
         commit(seq0 + 2, "tool_effect", {"action_seq": 1, "observation": "ok"}, cost=0.25),
-        commit(seq0 + 3, "terminal", {"status": "completed", "output": "done", "error": None,
-                                      "attempts": 1, "state": {"x": 2}}),
+        commit(
+            seq0 + 3,
+            "terminal",
+            {
+                "status": "completed",
+                "output": "done",
+                "error": None,
+                "attempts": 1,
+                "state": {"x": 2},
+            },
+        ),
         commit(seq0 + 4, "evaluation", {"score": 1.0, "passed": passed, "details": {}}),
     ]
 
@@ -137,13 +146,21 @@ class TestCommitStoreContract:
         assert await store.benchmark_config("bench") == CONFIG
         with pytest.raises(ConfigError, match="trials_per_task was 2, now 3"):
             await store.register_benchmark("bench", {**CONFIG, "trials_per_task": 3})
-        changed = {"trials_per_task": 2, "tasks": {"task": {"agent_id": "b", "environment_id": "e"}}}
+        changed = {
+            "trials_per_task": 2,
+            "tasks": {"task": {"agent_id": "b", "environment_id": "e"}},
+        }
         with pytest.raises(ConfigError, match="task 'task' agent_id was 'a', now 'b'"):
             await store.register_benchmark("bench", changed)
         assert await store.benchmark_config("bench") == CONFIG
         await store.append(K, trial())
         [info] = await store.benchmarks()
-        assert (info.benchmark_id, info.config, info.trials, info.finished) == ("bench", CONFIG, 2, 1)
+        assert (info.benchmark_id, info.config, info.trials, info.finished) == (
+            "bench",
+            CONFIG,
+            2,
+            1,
+        )
 
     async def test_one_live_claim_per_benchmark(self, store: CommitStore) -> None:
         async with store.claim("bench"), store.claim("other"):
@@ -153,13 +170,7 @@ class TestCommitStoreContract:
         async with store.claim("bench"):  # released with its holder
             pass
 
-    async def test_history_is_a_snapshot_of_what_was_appended(
-        self, store: CommitStore, backend: str, request: pytest.FixtureRequest
-    ) -> None:
-        if backend == "memory":
-            request.applymarker(pytest.mark.xfail(strict=True, reason=(
-                "BUG: MemoryStore keeps the caller's payload objects: mutating one after "
-                "append (or a session's state in place) rewrites the recorded history")))
+    async def test_history_is_a_snapshot_of_what_was_appended(self, store: CommitStore) -> None:
         payload = {"state": {"items": [1]}}
         await store.append(K, [commit(0, "setup", payload)])
         payload["state"]["items"].append(2)
@@ -187,8 +198,10 @@ async def test_sqlite_keys_commits_by_trial_and_seq(tmp_path: Path) -> None:
         await store.append(K, [commit(0)])
     with sqlite3.connect(tmp_path / "s.db") as db:
         with pytest.raises(sqlite3.IntegrityError):
-            db.execute("INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, "
-                       "created_at) VALUES ('bench', 'task', 0, 0, 'action', '{}', 0)")
+            db.execute(
+                "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, "
+                "created_at) VALUES ('bench', 'task', 0, 0, 'action', '{}', 0)"
+            )
 
 
 @pytest.mark.parametrize("bad", ["directory", "under-a-file", "not-a-database"])

@@ -21,7 +21,7 @@ GateChoice = Gate | Callable[..., Gate | None] | None
 
 async def _resolve(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
-        return await value  # type: ignore[no-any-return]
+        return await value
     return value
 
 
