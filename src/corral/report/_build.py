@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._records import record_of
 from .._types import TrialRecord, TrialStatus, Usage
 from ..store._protocol import TrialSummary
 from ._model import BenchmarkReport, TaskReport
@@ -20,16 +19,7 @@ def records_from(
     for s in summaries:
         if s.terminal is None:
             continue
-        out[(s.task_id, s.trial)] = record_of(
-            s.task_id,
-            s.trial,
-            terminal=s.terminal,
-            evaluation=s.evaluation,
-            commits=s.commits,
-            started_at=s.started_at,
-            usage=s.usage,
-            keep_state=keep_state,
-        )
+        out[(s.task_id, s.trial)] = s.record(keep_state=keep_state)
     return out
 
 

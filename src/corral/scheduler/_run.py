@@ -54,15 +54,7 @@ class Resume:
             if s.terminal is None:
                 self.partial.add((t, r))
                 continue
-            record = record_of(
-                s.task_id,
-                r,
-                terminal=s.terminal,
-                evaluation=s.evaluation,
-                commits=s.commits,
-                started_at=s.started_at,
-                usage=s.usage,
-            )
+            record = s.record()
             self.statuses[t][r] = STATUS_CODES[record.status]
             if record.status == TrialStatus.COMPLETED and plan.children[t]:
                 self.outputs[(t, r)] = record.output

@@ -11,7 +11,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from .._types import Commit, Usage
+from .._records import record_of
+from .._types import Commit, TrialRecord, Usage
 
 
 class TrialKey(NamedTuple):
@@ -32,6 +33,20 @@ class TrialSummary:
     terminal: Commit | None
     evaluation: Commit | None
 
+    def record(self, *, keep_state: bool = True) -> TrialRecord:
+        """The trial's record; only for a summary with a terminal commit."""
+        assert self.terminal is not None, "a trial without a terminal commit has no record"
+        return record_of(
+            self.task_id,
+            self.trial,
+            terminal=self.terminal,
+            evaluation=self.evaluation,
+            commits=self.commits,
+            started_at=self.started_at,
+            usage=self.usage,
+            keep_state=keep_state,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkInfo:
@@ -40,6 +55,13 @@ class BenchmarkInfo:
     config: Mapping[str, Any]
     trials: int
     finished: int
+
+    @classmethod
+    def of(
+        cls, benchmark_id: str, created_at: float, config: Mapping[str, Any], finished: int
+    ) -> BenchmarkInfo:
+        trials = len(config.get("tasks", {})) * int(config.get("trials_per_task", 0))
+        return cls(benchmark_id, created_at, config, trials, finished)
 
 
 class Pending(Protocol):

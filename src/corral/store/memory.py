@@ -127,13 +127,6 @@ class MemoryStore:
         out = []
         for benchmark_id, (created, config) in self._configs.items():
             summaries = await self.summaries(benchmark_id)
-            out.append(
-                BenchmarkInfo(
-                    benchmark_id=benchmark_id,
-                    created_at=created,
-                    config=config,
-                    trials=len(config.get("tasks", {})) * int(config.get("trials_per_task", 0)),
-                    finished=sum(1 for s in summaries if s.terminal is not None),
-                )
-            )
+            finished = sum(1 for s in summaries if s.terminal is not None)
+            out.append(BenchmarkInfo.of(benchmark_id, created, config, finished))
         return out

@@ -413,16 +413,7 @@ class SQLiteStore:
         )
         out = []
         for benchmark_id, created, config_text, finished in rows:
-            config = loads(config_text)
-            out.append(
-                BenchmarkInfo(
-                    benchmark_id=benchmark_id,
-                    created_at=created,
-                    config=config,
-                    trials=len(config.get("tasks", {})) * int(config.get("trials_per_task", 0)),
-                    finished=finished,
-                )
-            )
+            out.append(BenchmarkInfo.of(benchmark_id, created, loads(config_text), finished))
         return out
 
 
