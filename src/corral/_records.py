@@ -62,3 +62,22 @@ def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
         usage=record.usage + commit.usage if commit.usage else record.usage,
         state=record.state,
     )
+
+
+def without_state(record: TrialRecord) -> TrialRecord:
+    """``record`` without its final state (a report keeps no states)."""
+    if record.state is None:
+        return record
+    return TrialRecord(
+        task_id=record.task_id,
+        trial=record.trial,
+        status=record.status,
+        output=record.output,
+        evaluation=record.evaluation,
+        error=record.error,
+        attempts=record.attempts,
+        commits=record.commits,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        usage=record.usage,
+    )

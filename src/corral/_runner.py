@@ -14,8 +14,8 @@ from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
-from ._types import BenchmarkTaskMetadata, TrialRecord
-from .report import BenchmarkReport, build_report, records_from
+from ._types import BenchmarkTaskMetadata
+from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
@@ -275,13 +275,12 @@ class CorralRunner:
             finally:
                 _call(watchers, "on_run_end", info)
             ran = time.time()
-            records: dict[tuple[str, int], TrialRecord] = {}
-            async for chunk in self.store.scan(benchmark_id):
-                records.update(records_from(chunk, keep_state=False))
+            # Every finished trial's record: read from the store by an earlier run, or
+            # built from the commits this run made durable. No second read is needed.
             report = build_report(
                 benchmark_id,
                 plan.config(),
-                records=records,
+                records=loop.records,
                 k_values=ks,
                 added=plan.added,
                 started_at=started,
