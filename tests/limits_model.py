@@ -146,35 +146,26 @@ class Model:
             return True
         return all(self.phase[(task_id, q)] is Phase.DONE for q in range(r))
 
-    def _parents(self, task_id: str, r: int) -> list[Phase]:
-        return [self.phase[(p, r)] for p in self.s.tasks[task_id].dependencies]
+    def _parents_completed(self, trial: Trial) -> bool | None:
+        """None until every parent's same round has ended; then whether all completed."""
+        t, r = trial
+        parents = [(p, r) for p in self.s.tasks[t].dependencies]
+        if any(self.phase[p] in (Phase.PENDING, Phase.EXECUTING, Phase.RECORDING) for p in parents):
+            return None
+        return all(self.status[p] == TrialStatus.COMPLETED for p in parents)
 
-    def _parents_ended(self, task_id: str, r: int) -> bool:
-        return all(
-            p in (Phase.ENDED, Phase.EVALUATING, Phase.DONE) for p in self._parents(task_id, r)
+    def _waiting_for(self, trial: Trial, parents_completed: bool) -> bool:
+        return (
+            self.phase[trial] is Phase.PENDING
+            and self._in_turn(*trial)
+            and self._parents_completed(trial) is parents_completed
         )
-
-    def _parents_completed(self, task_id: str, r: int) -> bool:
-        parents = self.s.tasks[task_id].dependencies
-        return all(self.status.get((p, r)) == TrialStatus.COMPLETED for p in parents)
 
     def execution_ready(self, trial: Trial) -> bool:
-        t, r = trial
-        return (
-            self.phase[trial] is Phase.PENDING
-            and self._in_turn(t, r)
-            and self._parents_ended(t, r)
-            and self._parents_completed(t, r)
-        )
+        return self._waiting_for(trial, parents_completed=True)
 
     def unreachable(self, trial: Trial) -> bool:
-        t, r = trial
-        return (
-            self.phase[trial] is Phase.PENDING
-            and self._in_turn(t, r)
-            and self._parents_ended(t, r)
-            and not self._parents_completed(t, r)
-        )
+        return self._waiting_for(trial, parents_completed=False)
 
     def unreachable_due(self, trial: Trial) -> bool:
         # It takes its task's turn and, with max_parallel_per_task > 1, waits like an

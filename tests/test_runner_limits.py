@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -228,13 +228,16 @@ async def test_a_run_never_exceeds_a_limit_and_conserves_work(
 
     holding: set[tuple[str, tuple[str, int]]] = set()  # what the gauge holds
 
+    async def occupy(kind: str, trial: tuple[str, int], keys: list[Hashable], gate: Gate) -> None:
+        with problems.collect():
+            gauge.enter(*keys)
+        holding.add((kind, trial))
+        events.append(("started" if kind == "exec" else "evaluating", trial, None))
+        await gate.wait()
+
     async def decide(session: AgentSession) -> Action | Final:
         trial = (session.task_id, session.trial)
-        with problems.collect():
-            gauge.enter(*model.exec_keys(session.task_id))
-        holding.add(("exec", trial))
-        events.append(("started", trial, None))
-        await runs[trial].wait()
+        await occupy("exec", trial, model.exec_keys(session.task_id), runs[trial])
         outcome = scenario.outcomes[trial]
         if outcome == TrialStatus.ERROR:
             raise RuntimeError("scripted failure")
@@ -242,11 +245,7 @@ async def test_a_run_never_exceeds_a_limit_and_conserves_work(
 
     async def evaluate(record: TrialRecord) -> Evaluation:
         trial = (record.task_id, record.trial)
-        with problems.collect():
-            gauge.enter(*model.eval_keys(record.task_id))
-        holding.add(("eval", trial))
-        events.append(("evaluating", trial, None))
-        await scores[trial].wait()
+        await occupy("eval", trial, model.eval_keys(record.task_id), scores[trial])
         return Evaluation(1.0, record.status == TrialStatus.COMPLETED)
 
     def committed(key: TrialKey, commit: Commit) -> None:
