@@ -79,8 +79,42 @@ def main() -> None:
         f"{total:.2f} s profiled, {total / trials * 1e6:.0f} us per trial (with cProfile's "
         "own overhead)"
     )
+    print("Own time by layer, us per trial:")
+    for layer, seconds in by_layer(stats):
+        print(f"  {layer:32} {seconds / trials * 1e6:8.1f}  {100 * seconds / total:5.1f}%")
+    print()
     stats.sort_stats("tottime").print_stats(args.top)
     print(out.getvalue())
+
+
+#: (substring of a profiled file name, layer), first match wins.
+LAYERS = (
+    ("corral/runtime", "corral.runtime (trial, session)"),
+    ("corral/store", "corral.store"),
+    ("corral/scheduler", "corral.scheduler (admission, loop)"),
+    ("corral/report", "corral.report"),
+    ("corral/", "corral (other)"),
+    ("anyio/", "anyio"),
+    ("asyncio/", "asyncio (event loop)"),
+    ("json/", "json (encode/decode)"),
+    ("bench/", "the workload's agent and environment"),
+)
+
+
+def by_layer(stats: pstats.Stats) -> list[tuple[str, float]]:
+    """Own time summed by layer; C functions count under ``builtins``, and the
+    event loop's ``epoll`` wait (idle: waiting for the writer thread) separately."""
+    totals: dict[str, float] = {}
+    for (filename, _, name), row in stats.stats.items():  # type: ignore[attr-defined]
+        own = row[2]
+        if "epoll" in name:
+            layer = "idle (epoll wait)"
+        elif filename == "~":
+            layer = "builtins (C calls)"
+        else:
+            layer = next((label for part, label in LAYERS if part in filename), "other")
+        totals[layer] = totals.get(layer, 0.0) + own
+    return sorted(totals.items(), key=lambda item: -item[1])
 
 
 if __name__ == "__main__":
