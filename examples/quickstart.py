@@ -1,7 +1,8 @@
 """A benchmark file to copy: tasks, an agent, an environment, run settings.
 
     corral run examples/quickstart.py
-    corral run examples/quickstart.py --trials 8 -k 1,4 --max-parallel 8
+    corral run examples/quickstart.py            # again: resumes, nothing runs twice
+    corral run examples/quickstart.py --benchmark-id quickstart-8 --trials 8 -k 1,4
     corral report quickstart
     corral show quickstart double-it 0
 

@@ -1,7 +1,7 @@
 """Review findings: behaviour that differs from SPEC.md or the README.
 
-Each test states what should happen and is marked ``xfail(strict=True)`` while
-the finding stands, so the suite stays green and a fix shows up as XPASS.
+Each test states what should happen; each finding is fixed, so they are plain
+regression tests now.
 """
 
 from __future__ import annotations
@@ -45,12 +45,6 @@ def _readme_benchmark_source() -> str:
 # -- 1. two runs sharing one SQLite store ----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: SQLiteStore.opened() is shared by concurrent runs through a depth "
-    "counter, but the run that opened it closes it (depth=0, disconnect, writer task "
-    "cancelled) when it finishes, under any run still using it: StoreError 'is not open'",
-)
 @pytest.mark.anyio
 async def test_concurrent_runs_on_one_sqlite_store_survive_the_first_finishing(
     tmp_path: Path,
@@ -93,13 +87,6 @@ async def test_concurrent_runs_on_one_sqlite_store_survive_the_first_finishing(
 # -- 2. resume refused for inputs that are not canonical JSON ----------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: the stored configuration is compared with the new one without a JSON "
-    "round trip (RunPlan.config/metadata_dict use dict(meta.inputs)), so a task with a "
-    "tuple in its inputs can never be resumed on SQLite: ConfigError 'inputs was "
-    "{'xs': [1, 2]}, now {'xs': (1, 2)}'",
-)
 @pytest.mark.anyio
 async def test_rerun_with_tuple_inputs_resumes_on_sqlite(tmp_path: Path) -> None:
     tasks = {"t": BenchmarkTaskMetadata("a", "e", inputs={"xs": (1, 2)})}
@@ -130,12 +117,6 @@ class _Recorder:
         self.seen.append((key, commit.seq, commit.kind))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: commits staged by _Writer.stage (setup, tool_effect) are only "
-    "notified by a later flush; when the attempt raises or times out first, they are "
-    "durable but no observer ever sees them (progress/exporters undercount)",
-)
 @pytest.mark.anyio
 async def test_observers_see_every_durable_commit_of_a_retried_trial() -> None:
     def decide(session: corral.AgentSession) -> Final:
@@ -163,12 +144,6 @@ async def test_observers_see_every_durable_commit_of_a_retried_trial() -> None:
 # -- 4. a rate limit wipes session.scratch ----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: after RateLimited the trial 'continues from its head' without a "
-    "failed attempt, but run_trial builds a new AgentSession, so session.scratch "
-    "(documented per-trial scratch) is silently emptied mid-trial",
-)
 @pytest.mark.anyio
 async def test_scratch_survives_a_rate_limit() -> None:
     limited: list[int] = []
@@ -199,12 +174,6 @@ async def test_scratch_survives_a_rate_limit() -> None:
 # -- 5. usage of failed attempts vanishes from the report ---------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: usage recorded with record_usage() during an attempt that raises is "
-    "dropped with the attempt (no commit carries it), so report.usage undercounts the "
-    "tokens and cost actually spent on retried trials",
-)
 @pytest.mark.anyio
 async def test_usage_of_a_failed_attempt_is_counted() -> None:
     def decide(session: corral.AgentSession) -> Final:
@@ -228,39 +197,36 @@ async def test_usage_of_a_failed_attempt_is_counted() -> None:
 # -- 6. README: the CLI sequence of "A benchmark of your own" -----------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: the README's second command (corral run mybench.py --trials 8 ...) "
-    "reuses the benchmark id 'mybench' with another trials_per_task and is refused "
-    "(exit 2, 'already exists with a different configuration'); same in "
-    "examples/quickstart.py's docstring",
-)
+def _readme_cli_commands() -> list[list[str]]:
+    """The ``corral ...`` lines of the README's guide, in order, continuations joined."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = text.split("```bash\ncorral run mybench.py", 1)[1].split("```", 1)[0]
+    block = "corral run mybench.py" + block.replace("\\\n", " ")
+    commands = []
+    for line in block.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("corral "):
+            commands.append(line.split()[1:])
+    return commands
+
+
 def test_readme_cli_sequence_runs_as_listed(tmp_path: Path) -> None:
     bench = tmp_path / "mybench.py"
     bench.write_text(_readme_benchmark_source())
     store = str(tmp_path / "store.db")
     cli = CliRunner()
-    # --max-retries 0 only keeps the test fast; it is not part of the configuration.
-    base = ["run", str(bench), "--store", store, "--no-progress", "--max-retries", "0"]
-    first = cli.invoke(main, base)
-    assert first.exit_code == 0, first.output
-    second = cli.invoke(
-        main,
-        [*base, "--trials", "8", "-k", "1,4", "--max-parallel", "16"]
-        + ["--max-parallel-by-model", "gpt-x=4"],
-    )
-    assert second.exit_code == 0, second.output
+    commands = _readme_cli_commands()
+    assert [c[0] for c in commands] == ["run", "run", "run", "report", "show", "list"]
+    for command in commands:
+        args = [str(bench) if a == "mybench.py" else a for a in command if a != "[--json]"]
+        args += ["--store", store] + (["--no-progress"] if args[0] == "run" else [])
+        result = cli.invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)
 
 
 # -- 7. README: the example benchmark's dependent task always errors -----------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: in the README's mybench.py the agent reads "
-    "session.inputs['question'], which the dependent task 'double' does not have "
-    "(its inputs are {'add': 42}): every 'double' trial ends error with KeyError",
-)
 @pytest.mark.anyio
 async def test_readme_example_benchmark_has_no_erroring_task() -> None:
     namespace: dict[str, Any] = {"__name__": "readme_mybench"}
@@ -279,12 +245,6 @@ async def test_readme_example_benchmark_has_no_erroring_task() -> None:
 # -- 8. a string for dependencies is split into characters ---------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: BenchmarkTaskMetadata.__post_init__ turns dependencies='pq' "
-    "(the classic ('pq') typo) into ('p', 'q'): a wrong graph is accepted silently "
-    "instead of a ConfigError naming 'pq'",
-)
 def test_a_string_for_dependencies_is_refused() -> None:
     with pytest.raises(ConfigError, match="pq"):
         tasks = {

@@ -9,6 +9,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 from typing import Final as _Final
 
+from ._errors import ConfigError
+
 CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation"]
 COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation")
 
@@ -47,6 +49,13 @@ class BenchmarkTaskMetadata:
     inputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
+        if isinstance(self.dependencies, str):
+            # ("parent") is a string, not a tuple: splitting it into letters would
+            # silently build a wrong graph.
+            raise ConfigError(
+                f"dependencies must be a tuple of task ids, not the string "
+                f"{self.dependencies!r} (write ({self.dependencies!r},))"
+            )
         # A list given for dependencies is kept as the tuple the type promises.
         if not isinstance(self.dependencies, tuple):
             object.__setattr__(self, "dependencies", tuple(self.dependencies))

@@ -20,6 +20,7 @@ from .._json import check_json
 from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
 from .._types import (
+    NO_USAGE,
     UNCHANGED,
     Action,
     BenchmarkTaskMetadata,
@@ -68,6 +69,10 @@ class TrialPlan:
     first_attempt: int = 0
     #: How many times a rate limit has deferred this trial (for its backoff).
     deferrals: int = 0
+    #: The agent's scratch, kept while a rate limit defers the trial.
+    scratch: dict[str, Any] | None = None
+    #: Usage recorded before a rate limit that no commit has carried yet.
+    carried_usage: Usage = NO_USAGE
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -118,6 +123,23 @@ class _Writer:
             for commit in commits:
                 self.plan.notify(self.plan.key, commit)
 
+    async def drain(self) -> None:
+        """After a failed attempt: wait for what the store took and tell the observers.
+
+        Stops at the first append that failed (the store refuses the trial's later
+        ones too), and never raises.
+        """
+        pending = self._pending
+        while pending:
+            handle, commits = pending[0]
+            try:
+                await handle.wait()
+            except Exception:
+                return
+            pending.popleft()
+            for commit in commits:
+                self.plan.notify(self.plan.key, commit)
+
     async def commit(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         commits = self.stage(items)
         await self.flush()
@@ -152,26 +174,36 @@ class Deferred:
 async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     """Run (or continue) one trial until it has a terminal commit, or a rate limit."""
     attempt = plan.first_attempt
+    # Usage recorded in an attempt that ended before a commit could carry it rides
+    # on the next commit, so the report counts every token spent.
+    carried = plan.carried_usage
+    scratch = plan.scratch
     projection = Projection()
     if plan.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
     while projection.terminal is None:
-        session = await _session(plan, projection, attempt)
+        session = await _session(plan, projection, attempt, scratch)
+        session._usage, carried = carried, NO_USAGE
+        writer = _Writer(plan, projection, session)
         error: BaseException | None = None
         timed_out = False
         try:
             if plan.trial_timeout is None:  # no cancel scope to pay for
-                await _attempt(plan, _Writer(plan, projection, session), session)
+                await _attempt(plan, writer, session)
             else:
                 with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
-                    await _attempt(plan, _Writer(plan, projection, session), session)
+                    await _attempt(plan, writer, session)
                 timed_out = scope.cancelled_caught
         except Exception as exc:
             error = exc
         if error is None and not timed_out:
             break
+        await writer.drain()  # what the store took, observers hear of, even now
+        carried = session.take_usage()
         limited = as_rate_limit(error) if error is not None else None
         if limited is not None:
+            # Not a failed attempt: the same trial goes on later, scratch and all.
+            plan.scratch, plan.carried_usage = session.scratch, carried
             delay = limited.retry_after
             if delay is None:
                 delay = plan.policy.delay(plan.deferrals)
@@ -183,13 +215,14 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             break
         if timed_out:
             text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
-            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, text)
+            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, text, carried)
         elif error is not None and plan.policy.retryable(error, attempt):
             await anyio.sleep(plan.policy.delay(attempt))
             attempt += 1
+            scratch = None  # a retry starts from the store, not from memory
         else:
             assert error is not None
-            await _end(plan, projection, attempt, TrialStatus.ERROR, describe(error))
+            await _end(plan, projection, attempt, TrialStatus.ERROR, describe(error), carried)
     return _outcome(plan, projection)
 
 
@@ -197,7 +230,9 @@ def _deadline(timeout: float | None) -> float:
     return float("inf") if timeout is None else anyio.current_time() + timeout
 
 
-async def _session(plan: TrialPlan, projection: Projection, attempt: int) -> AgentSession:
+async def _session(
+    plan: TrialPlan, projection: Projection, attempt: int, scratch: dict[str, Any] | None
+) -> AgentSession:
     previous = plan.previous
     if projection.has_setup and projection.previous_trial != (previous and previous.trial):
         # Resumed: the setup commit recorded which earlier trial this one saw.
@@ -213,6 +248,8 @@ async def _session(plan: TrialPlan, projection: Projection, attempt: int) -> Age
         previous_state=previous.state if previous else None,
         previous_trial=previous.trial if previous else None,
     )
+    if scratch is not None:
+        session.scratch = scratch
     _sync(session, projection)
     return session
 
@@ -343,7 +380,12 @@ def _terminal(
 
 
 async def _end(
-    plan: TrialPlan, projection: Projection, attempt: int, status: TrialStatus, error: str
+    plan: TrialPlan,
+    projection: Projection,
+    attempt: int,
+    status: TrialStatus,
+    error: str,
+    usage: Usage,
 ) -> None:
     """Commit the terminal of a trial whose attempt failed or timed out."""
     now = time.time()
@@ -352,6 +394,7 @@ async def _end(
         "terminal",
         _terminal(status, attempt, projection.state, error=error),
         now,
+        usage,
     )
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)

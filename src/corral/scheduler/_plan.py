@@ -42,7 +42,8 @@ def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
         "model": meta.model,
         "max_iterations": meta.max_iterations,
         "dependencies": list(meta.dependencies),
-        "inputs": dict(meta.inputs),
+        # As JSON will store it (tuples as lists), so a resumed run compares equal.
+        "inputs": check_json(meta.inputs, "inputs"),
     }
 
 

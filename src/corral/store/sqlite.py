@@ -127,11 +127,12 @@ class SQLiteStore:
         self._write_limiter = anyio.CapacityLimiter(1)
         self._read_limiter = anyio.CapacityLimiter(1)
         self._batch = _Batch()
-        self._inflight: _Batch | None = None
+        self._inflight: set[_Batch] = set()  # handed to a writer, not yet committed
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
         self._wakeup = anyio.Event()
-        self._depth = 0
+        self._users = 0  # runs (or commands) holding the store open
+        self._open_lock: anyio.Lock | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -140,18 +141,21 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[None]:
-        if self._depth:
-            # Already open (a run inside a CLI command that opened it): share it.
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-            return
-        await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
-        self._depth = 1
-        self._batch = _Batch()
-        self._wakeup = anyio.Event()
+        """Open the store for as long as the block runs; several runs may share it.
+
+        The first user connects and the last one out disconnects. Every user runs
+        a flush loop of its own; they share one batch queue, so whichever is awake
+        writes the next batch, and a user that leaves never strands another's
+        appends.
+        """
+        if self._open_lock is None:
+            self._open_lock = anyio.Lock()
+        async with self._open_lock:
+            if not self._users:
+                await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
+                self._batch = _Batch()
+                self._wakeup = anyio.Event()
+            self._users += 1
         try:
             with unwrap_single():
                 async with anyio.create_task_group() as tg:
@@ -161,9 +165,13 @@ class SQLiteStore:
                     finally:
                         tg.cancel_scope.cancel()
         finally:
-            self._depth = 0
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._disconnect, limiter=self._write_limiter)
+                async with self._open_lock:
+                    self._users -= 1
+                    if not self._users:
+                        await anyio.to_thread.run_sync(
+                            self._disconnect, limiter=self._write_limiter
+                        )
 
     def _connect(self) -> None:
         if self.path.is_dir():
@@ -210,8 +218,12 @@ class SQLiteStore:
     async def _flush_loop(self) -> None:
         while True:
             await self._wakeup.wait()
+            if not self._batch.requests:  # another user's loop took it
+                if self._wakeup.is_set():
+                    self._wakeup = anyio.Event()
+                continue
             batch, self._batch = self._batch, _Batch()
-            self._inflight = batch
+            self._inflight.add(batch)
             self._wakeup = anyio.Event()
             try:
                 batch.errors = await anyio.to_thread.run_sync(
@@ -221,7 +233,7 @@ class SQLiteStore:
                 batch.errors = [exc] * len(batch.requests)
                 raise
             finally:
-                self._inflight = None
+                self._inflight.discard(batch)
                 batch.done.set()
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Slot:
@@ -348,8 +360,8 @@ class SQLiteStore:
         A reader then sees its own writes, including those of an append whose
         caller was cancelled while it waited for the acknowledgement.
         """
-        for batch in (self._inflight, self._batch):
-            if batch is not None and batch.requests:
+        for batch in [*self._inflight, self._batch]:
+            if batch.requests:
                 await batch.done.wait()
 
     async def history(self, key: TrialKey) -> list[Commit]:
