@@ -707,10 +707,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, help="JSON path (default bench/results/<date>-<mode>.json)"
     )
+    parser.add_argument("--render", type=Path, help="print the tables of an earlier results JSON")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PARAMS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print("RESULT " + json.dumps(child(args.child[0], json.loads(args.child[1]))))
+        return
+    if args.render:
+        earlier = json.loads(args.render.read_text())
+        earlier.setdefault("targets", targets(earlier))
+        print(render(earlier))
         return
 
     grid = QUICK if args.quick else FULL
@@ -736,17 +742,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         "scheduling": lambda: scheduling_section(grid),
         "store": lambda: store_section(grid, args.repeat),
     }
+    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-{mode}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     for name in SECTIONS:
         if name in args.sections:
             t0 = time.time()
             log(f"[{name}]")
             results[name] = sections[name]()
             log(f"[{name}] {time.time() - t0:.0f} s")
+            # Written after every section, so a long full run that stops keeps what it found.
+            out.write_text(json.dumps(results, indent=1) + "\n")
     results["targets"] = targets(results)
     results["machine"]["load_average_at_end"] = os.getloadavg()[0]
     results["elapsed_s"] = time.time() - started
-    out = args.out or RESULTS / f"{datetime.date.today().isoformat()}-{mode}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     text = render(results)
     out.with_suffix(".md").write_text(text)
