@@ -17,6 +17,7 @@ from ._errors import (
 )
 from ._protocols import Agent, Environment, Observer
 from ._runner import CorralRunner, RunInfo
+from ._sources import TaskSource
 from ._subprocess import SubprocessResult, subprocess
 from ._types import (
     UNCHANGED,
@@ -71,6 +72,7 @@ __all__ = [
     "StoreError",
     "SubprocessResult",
     "TaskReport",
+    "TaskSource",
     "ToolEffect",
     "TrialKey",
     "TrialRecord",

@@ -12,14 +12,16 @@ from pathlib import Path
 
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError
+from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
+from ._sources import TaskSource
 from ._types import BenchmarkTaskMetadata
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
-from .scheduler._plan import across_models, check_metadata, check_models
+from .scheduler._plan import across_models, check_models
 from .store import CommitStore, MemoryStore, SQLiteStore
 
 DEFAULT_STORE = ".corral/store.db"
@@ -69,10 +71,11 @@ class CorralRunner:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{name} must be a mapping of id to object, not {value!r}")
-        for task_id, meta in tasks.items():
-            if not isinstance(task_id, str) or not task_id:
-                raise ConfigError(f"task ids must be non-empty strings, not {task_id!r}")
-            check_metadata(task_id, meta)
+        if not isinstance(tasks, TaskSource):  # a source validated every line already
+            for task_id, meta in tasks.items():
+                if not isinstance(task_id, str) or not task_id:
+                    raise ConfigError(f"task ids must be non-empty strings, not {task_id!r}")
+                check_metadata(task_id, meta)
         for agent_id, agent in agents.items():
             if not callable(getattr(agent, "act", None)):
                 raise ConfigError(f"agent {agent_id!r} has no act(session) method")
@@ -146,7 +149,8 @@ class CorralRunner:
         )
         if models is not None:
             plan = across_models(plan, check_models(models, self.models))
-        for task_id, meta in zip(plan.task_ids, plan.metadata, strict=True):
+        for t, task_id in enumerate(plan.task_ids):
+            meta = plan.light(t)
             if meta.agent_id not in self.agents:
                 raise ConfigError(f"task {task_id!r} names unknown agent {meta.agent_id!r}")
             if meta.environment_id not in self.environments:
@@ -213,7 +217,9 @@ class CorralRunner:
                 f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
                 f"{scopes.max_subprocesses}"
             )
-        eval_keys = tuple(self._eval_key(m.environment_id) for m in plan.metadata)
+        eval_keys = tuple(
+            self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
+        )
         with scopes.active():
             return await self._run(
                 benchmark_id,

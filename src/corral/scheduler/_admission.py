@@ -105,7 +105,7 @@ class Admission:
                 names,
             )
 
-        meta = plan.metadata
+        meta = [plan.light(t) for t in range(tasks)]
         # Every model gets a counter (unconfigured ones are bounded by max_parallel
         # anyway), so a rate limit can shrink any model's effective limit.
         models = {m.model: limits.max_parallel for m in meta if m.model is not None}

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
-from .._errors import ConfigError, NotSerializableError
+from .._errors import ConfigError
 from .._json import check_json
+from .._sources import TaskSource
 from .._types import BenchmarkTaskMetadata
 
 
@@ -17,7 +18,8 @@ class RunPlan:
     """Tasks in run order (the order of the runner's ``tasks`` mapping)."""
 
     task_ids: tuple[str, ...]
-    metadata: tuple[BenchmarkTaskMetadata, ...]
+    #: A tuple, or a view that reads a streamed `TaskSource` on demand.
+    metadata: Sequence[BenchmarkTaskMetadata]
     parents: tuple[tuple[int, ...], ...]
     children: tuple[tuple[int, ...], ...]
     depth: tuple[int, ...]  # tasks on the longest chain from this task down, itself included
@@ -25,14 +27,71 @@ class RunPlan:
     trials_per_task: int
 
     def config(self) -> dict[str, Any]:
-        """The benchmark's configuration as stored: what a resumed run must match."""
-        return {
-            "trials_per_task": self.trials_per_task,
-            "tasks": {
-                task_id: metadata_dict(meta)
-                for task_id, meta in zip(self.task_ids, self.metadata, strict=True)
-            },
-        }
+        """The benchmark's configuration as stored: what a resumed run must match.
+
+        A streamed source's inputs are kept as a digest: a million prompts are
+        never held in memory, and a changed one is still detected.
+        """
+        view = self.metadata
+        if isinstance(view, SourceView):
+            tasks = {}
+            for task_id in self.task_ids:
+                entry = metadata_dict(view.source.skeleton(task_id))
+                entry["inputs"] = view.source.inputs_digest(task_id)
+                tasks[task_id] = entry
+        else:
+            tasks = {t: metadata_dict(m) for t, m in zip(self.task_ids, view, strict=True)}
+        return {"trials_per_task": self.trials_per_task, "tasks": tasks}
+
+    def light(self, t: int) -> BenchmarkTaskMetadata:
+        """Task t's metadata for planning: without reading a streamed task's inputs."""
+        view = self.metadata
+        if isinstance(view, SourceView):
+            return view.source.skeleton(self.task_ids[t])
+        return view[t]
+
+
+class SourceView(Sequence[BenchmarkTaskMetadata]):
+    """The selected tasks' metadata, read from a `TaskSource` when asked for."""
+
+    def __init__(self, source: TaskSource, task_ids: tuple[str, ...]) -> None:
+        self.source = source
+        self.task_ids = task_ids
+
+    def __len__(self) -> int:
+        return len(self.task_ids)
+
+    @overload
+    def __getitem__(self, index: int) -> BenchmarkTaskMetadata: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[BenchmarkTaskMetadata]: ...
+
+    def __getitem__(
+        self, index: int | slice
+    ) -> BenchmarkTaskMetadata | Sequence[BenchmarkTaskMetadata]:
+        if isinstance(index, slice):
+            return [self.source[t] for t in self.task_ids[index]]
+        return self.source[self.task_ids[index]]
+
+
+class _Skeletons(Mapping[str, BenchmarkTaskMetadata]):
+    """A source's tasks without inputs, as a mapping (planning never parses a line)."""
+
+    def __init__(self, source: TaskSource) -> None:
+        self.source = source
+
+    def __getitem__(self, task_id: str) -> BenchmarkTaskMetadata:
+        return self.source.skeleton(task_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.source)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self.source
 
 
 def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
@@ -47,45 +106,6 @@ def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
     }
 
 
-def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
-    """Raise `ConfigError` naming the task and field if ``meta`` is malformed."""
-    if not isinstance(meta, BenchmarkTaskMetadata):
-        raise ConfigError(
-            f"task {task_id!r} must be a BenchmarkTaskMetadata, not {type(meta).__name__}"
-        )
-    for name in ("agent_id", "environment_id"):
-        value = getattr(meta, name)
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"task {task_id!r} {name} must be a non-empty string, not {value!r}")
-    if meta.model is not None and (not isinstance(meta.model, str) or not meta.model):
-        raise ConfigError(f"task {task_id!r} model must be a non-empty string or None")
-    if (
-        isinstance(meta.max_iterations, bool)
-        or not isinstance(meta.max_iterations, int)
-        or meta.max_iterations < 1
-    ):
-        raise ConfigError(
-            f"task {task_id!r} max_iterations must be a positive integer, "
-            f"not {meta.max_iterations!r}"
-        )
-    for parent in meta.dependencies:
-        if not isinstance(parent, str):
-            raise ConfigError(f"task {task_id!r} dependency {parent!r} is not a task id")
-    if not isinstance(meta.inputs, Mapping):
-        raise ConfigError(f"task {task_id!r} inputs must be a mapping, not {meta.inputs!r}")
-    try:
-        check_json(meta.inputs, f"task {task_id!r} inputs")
-    except NotSerializableError as exc:
-        raise ConfigError(str(exc)) from None
-    for parent in meta.dependencies:
-        if parent in meta.inputs:
-            raise ConfigError(
-                f"task {task_id!r} has a static input named {parent!r}, which is also a "
-                "dependency: the parent's output would overwrite it"
-            )
-    return meta
-
-
 def build_plan(
     tasks: Mapping[str, BenchmarkTaskMetadata],
     task_ids: Sequence[str] | None,
@@ -93,7 +113,13 @@ def build_plan(
     include_dependencies: bool,
     trials_per_task: int,
 ) -> RunPlan:
-    """Select, close and order the tasks; refuse unknown ids, missing parents and cycles."""
+    """Select, close and order the tasks; refuse unknown ids, missing parents and cycles.
+
+    A streamed `TaskSource` is planned from its in-memory skeletons (no inputs).
+    """
+    source = tasks if isinstance(tasks, TaskSource) else None
+    if source is not None:
+        tasks = _Skeletons(source)
     if task_ids is None:
         selected = list(tasks)
     else:
@@ -142,9 +168,10 @@ def build_plan(
     depth = [0] * len(order)
     for i in reversed(_topological(parents, children)):
         depth[i] = 1 + max((depth[c] for c in children[i]), default=0)
+    ids = tuple(order)
     return RunPlan(
-        task_ids=tuple(order),
-        metadata=tuple(tasks[t] for t in order),
+        task_ids=ids,
+        metadata=SourceView(source, ids) if source is not None else tuple(tasks[t] for t in ids),
         parents=parents,
         children=tuple(tuple(c) for c in children),
         depth=tuple(depth),

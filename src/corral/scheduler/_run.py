@@ -262,7 +262,7 @@ class RunLoop:
 
     async def _evaluate(self, t: int, r: int) -> None:
         record, seq = self._pending_evals.pop((t, r))
-        meta = self.plan.metadata[t]
+        meta = self.plan.light(t)
         record = await evaluate_trial(
             self.environments[meta.environment_id],
             record,

@@ -1,0 +1,276 @@
+"""`TaskSource`: tasks streamed from JSONL, an iterable or an async iterable.
+
+A benchmark of a million tasks never holds them all: the source keeps a compact
+index (each task's id and where its line starts) and parses a task's metadata,
+inputs included, only when it is needed, with a small cache. Iterables are
+spooled to a JSONL file first, so every source reads the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import weakref
+from array import array
+from collections import OrderedDict
+from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from ._errors import ConfigError, NotSerializableError
+from ._json import check_json, dumps, loads
+from ._metadata import check_metadata
+from ._types import BenchmarkTaskMetadata
+
+_FIELDS = ("agent_id", "environment_id", "model", "max_iterations", "dependencies", "inputs")
+_CACHE = 1024
+
+
+class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
+    """A read-only mapping of task id to metadata, read on demand from a JSONL file.
+
+    Each line is one task: ``{"id": "t1", "agent_id": "...", "environment_id":
+    "...", "model": "...", "max_iterations": 10, "dependencies": [...],
+    "inputs": {...}}`` (``id``, ``agent_id`` and ``environment_id`` required).
+    Every line is validated when the source is built; a malformed one is a
+    `ConfigError` naming the file and line number. Pass a source wherever a
+    ``tasks`` mapping goes (`CorralRunner`, `Benchmark`).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, _spooled: bool = False) -> None:
+        self.path = Path(path)
+        self._ids: list[str] = []
+        self._positions: dict[str, int] = {}
+        self._offsets = array("q")
+        # Each task without its inputs (the part planning needs), and its inputs' digest.
+        self._skeletons: list[BenchmarkTaskMetadata] = []
+        self._input_digests = bytearray()  # 16 bytes a task
+        # One copy of each name and of each distinct skeleton: most tasks share theirs.
+        self._names: dict[str, str] = {}
+        self._shared: dict[tuple[Any, ...], BenchmarkTaskMetadata] = {}
+        self._digest = hashlib.sha256()
+        self._cache: OrderedDict[str, BenchmarkTaskMetadata] = OrderedDict()
+        self._file: IO[bytes] | None = None
+        self._index()
+        if _spooled:  # the spool file goes with the source
+            weakref.finalize(self, _remove, str(self.path))
+
+    # -- building --------------------------------------------------------------
+
+    @classmethod
+    def jsonl(cls, path: str | os.PathLike[str]) -> TaskSource:
+        """Tasks from a JSONL file, one task per line."""
+        return cls(path)
+
+    @classmethod
+    def from_iterable(
+        cls,
+        tasks: Iterable[tuple[str, BenchmarkTaskMetadata] | Mapping[str, Any]],
+        *,
+        spool_dir: str | os.PathLike[str] | None = None,
+    ) -> TaskSource:
+        """Tasks from an iterable of ``(task_id, metadata)`` pairs or JSONL-shaped dicts,
+        consumed once and spooled to a temporary JSONL file."""
+        with _Spool(spool_dir) as spool:
+            for item in tasks:
+                spool.write(item)
+        return cls(spool.path, _spooled=True)
+
+    @classmethod
+    async def from_async_iterable(
+        cls,
+        tasks: AsyncIterable[tuple[str, BenchmarkTaskMetadata] | Mapping[str, Any]],
+        *,
+        spool_dir: str | os.PathLike[str] | None = None,
+    ) -> TaskSource:
+        """Like `from_iterable`, for an async iterable (a paged API, a database cursor)."""
+        with _Spool(spool_dir) as spool:
+            async for item in tasks:
+                spool.write(item)
+        return cls(spool.path, _spooled=True)
+
+    def _index(self) -> None:
+        try:
+            handle = open(self.path, "rb")
+        except OSError as exc:
+            raise ConfigError(f"task file {str(self.path)!r} cannot be read: {exc}") from None
+        with handle:
+            offset = 0
+            for number, raw in enumerate(handle, start=1):
+                line = raw.strip()
+                if line:
+                    task_id, meta = _parse(line, f"{self.path}:{number}")
+                    if task_id in self._positions:
+                        raise ConfigError(f"{self.path}:{number}: task id {task_id!r} repeats")
+                    self._positions[task_id] = len(self._ids)
+                    self._ids.append(task_id)
+                    self._offsets.append(offset)
+                    self._skeletons.append(self._skeleton(meta))
+                    # The line's digest stands for the task's inputs in the stored
+                    # configuration: the same file resumes, an edited task is refused.
+                    self._input_digests += hashlib.sha256(line).digest()[:16]
+                    self._digest.update(line + b"\n")
+                offset += len(raw)
+
+    def _skeleton(self, meta: BenchmarkTaskMetadata) -> BenchmarkTaskMetadata:
+        key = (
+            meta.agent_id,
+            meta.environment_id,
+            meta.model,
+            meta.max_iterations,
+            meta.dependencies,
+        )
+        shared = self._shared.get(key)
+        if shared is not None:
+            return shared
+        skeleton = BenchmarkTaskMetadata(
+            agent_id=self._names.setdefault(meta.agent_id, meta.agent_id),
+            environment_id=self._names.setdefault(meta.environment_id, meta.environment_id),
+            model=None if meta.model is None else self._names.setdefault(meta.model, meta.model),
+            max_iterations=meta.max_iterations,
+            dependencies=meta.dependencies,
+        )
+        if not meta.dependencies:  # tasks with parents rarely share them all
+            self._shared[key] = skeleton
+        return skeleton
+
+    # -- reading ---------------------------------------------------------------
+
+    def skeleton(self, task_id: str) -> BenchmarkTaskMetadata:
+        """The task's metadata without its inputs: read from memory, no parsing."""
+        return self._skeletons[self._positions[task_id]]
+
+    def inputs_digest(self, task_id: str) -> dict[str, str]:
+        """What a stored configuration keeps of the task's inputs: its line's digest."""
+        at = 16 * self._positions[task_id]
+        return {"sha256": self._input_digests[at : at + 16].hex()}
+
+    def __getitem__(self, task_id: str) -> BenchmarkTaskMetadata:
+        meta = self._cache.get(task_id)
+        if meta is not None:
+            self._cache.move_to_end(task_id)
+            return meta
+        position = self._positions[task_id]
+        if self._file is None:
+            self._file = open(self.path, "rb")
+        self._file.seek(self._offsets[position])
+        _, meta = _parse(self._file.readline().strip(), f"{self.path}")
+        self._cache[task_id] = meta
+        if len(self._cache) > _CACHE:
+            self._cache.popitem(last=False)
+        return meta
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._positions
+
+    def __repr__(self) -> str:
+        return f"TaskSource({str(self.path)!r}, {len(self)} tasks)"
+
+    @property
+    def sha256(self) -> str:
+        """A digest of every task line, in order: changes when any task changes."""
+        return self._digest.hexdigest()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _parse(line: bytes, where: str) -> tuple[str, BenchmarkTaskMetadata]:
+    try:
+        data = loads(line)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not a JSON object ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a JSON object per line, not {data!r}")
+    task_id = data.get("id")
+    if not isinstance(task_id, str) or not task_id:
+        raise ConfigError(f"{where}: 'id' must be a non-empty string, not {task_id!r}")
+    unknown = sorted(set(data) - {"id", *_FIELDS})
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+    fields = {name: data[name] for name in _FIELDS if name in data}
+    if isinstance(fields.get("dependencies"), list):
+        fields["dependencies"] = tuple(fields["dependencies"])
+    try:
+        meta = BenchmarkTaskMetadata(**fields)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    try:
+        check_metadata(task_id, meta)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return task_id, meta
+
+
+class _Spool:
+    """A temporary JSONL file that iterables are written to, one task per line."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None) -> None:
+        try:
+            handle, name = tempfile.mkstemp(prefix="corral-tasks-", suffix=".jsonl", dir=directory)
+        except OSError as exc:
+            raise ConfigError(
+                f"spool_dir {str(directory)!r} cannot hold a task file: {exc}"
+            ) from None
+        self.path = Path(name)
+        self._file = os.fdopen(handle, "w", encoding="utf-8")
+        self._count = 0
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        self._file.close()
+        if exc is not None:
+            _remove(str(self.path))
+
+    def write(self, item: tuple[str, BenchmarkTaskMetadata] | Mapping[str, Any]) -> None:
+        self._count += 1
+        if isinstance(item, Mapping):
+            row = dict(item)
+        elif isinstance(item, tuple) and len(item) == 2:
+            task_id, meta = item
+            if not isinstance(meta, BenchmarkTaskMetadata):
+                raise ConfigError(
+                    f"task source item {self._count}: expected BenchmarkTaskMetadata, "
+                    f"not {type(meta).__name__}"
+                )
+            row = {"id": task_id, **_as_row(meta)}
+        else:
+            raise ConfigError(
+                f"task source item {self._count}: expected (task_id, metadata) or a dict, "
+                f"not {item!r}"
+            )
+        try:
+            self._file.write(dumps(check_json(row, f"task source item {self._count}")) + "\n")
+        except NotSerializableError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _as_row(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
+    return {
+        "agent_id": meta.agent_id,
+        "environment_id": meta.environment_id,
+        "model": meta.model,
+        "max_iterations": meta.max_iterations,
+        "dependencies": list(meta.dependencies),
+        "inputs": dict(meta.inputs),
+    }
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
