@@ -17,12 +17,15 @@ from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
 from ._summary import SummaryBuilder
 
 
-def _copy(commit: Commit) -> Commit:
-    """The commit with a payload of its own (a JSON round trip, as a real store does)."""
-    payload = commit.payload
-    if isinstance(payload, dict | list):
-        payload = loads(dumps(payload))
-    return Commit(commit.seq, commit.kind, payload, commit.created_at, commit.usage)
+def _encoded(commit: Commit) -> Commit:
+    """The commit as kept: its payload as JSON text, so later changes to the caller's
+    objects cannot rewrite it (what a real store does when it writes)."""
+    return Commit(commit.seq, commit.kind, dumps(commit.payload), commit.created_at, commit.usage)
+
+
+def _decoded(commit: Commit) -> Commit:
+    """A kept commit with a payload of its own, decoded."""
+    return Commit(commit.seq, commit.kind, loads(commit.payload), commit.created_at, commit.usage)
 
 
 class _Landed:
@@ -45,13 +48,18 @@ class MemoryStore:
     """Keeps every history in a dict. Appends are atomic; nothing survives the process."""
 
     def __init__(self) -> None:
-        self._histories: dict[TrialKey, list[Commit]] = {}
+        self._kept: dict[TrialKey, list[Commit]] = {}  # payloads as JSON text
         self._configs: dict[str, tuple[float, Mapping[str, Any]]] = {}
         self._claimed: set[str] = set()
         self._poisoned: set[TrialKey] = set()
 
     def __repr__(self) -> str:
-        return f"MemoryStore({len(self._histories)} trials)"
+        return f"MemoryStore({len(self._kept)} trials)"
+
+    @property
+    def _histories(self) -> dict[TrialKey, list[Commit]]:
+        """Every history, decoded (for tests and debugging)."""
+        return {key: [_decoded(c) for c in commits] for key, commits in self._kept.items()}
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[None]:
@@ -76,10 +84,10 @@ class MemoryStore:
         return False
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Landed:
-        commits = [_copy(c) for c in commits]  # what is recorded cannot change later
+        commits = [_encoded(c) for c in commits]
         if key in self._poisoned:
             return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))
-        history = self._histories.setdefault(key, [])
+        history = self._kept.setdefault(key, [])
         seqs = [c.seq for c in commits]
         if history and history[-1].seq < seqs[0] and seqs == sorted(set(seqs)):
             history.extend(commits)  # the usual case: appended past the head
@@ -100,7 +108,7 @@ class MemoryStore:
     async def history(self, key: TrialKey) -> list[Commit]:
         await anyio.lowlevel.checkpoint()
         self._poisoned.discard(key)
-        return [_copy(c) for c in self._histories.get(key, ())]
+        return [_decoded(c) for c in self._kept.get(key, ())]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
@@ -108,12 +116,14 @@ class MemoryStore:
     async def scan(self, benchmark_id: str) -> AsyncIterator[list[TrialSummary]]:
         await anyio.lowlevel.checkpoint()
         out = []
-        for key, history in list(self._histories.items()):
+        for key, history in list(self._kept.items()):
             if key.benchmark_id != benchmark_id or not history:
                 continue
             builder = SummaryBuilder(key.task_id, key.trial)
             for commit in history:
-                builder.add(commit)
+                # Only the payloads a summary keeps are decoded.
+                ends = commit.kind in ("terminal", "evaluation")
+                builder.add(_decoded(commit) if ends else commit)
             out.append(builder.build())
         yield out
 
