@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ._types import Commit, Evaluation, TrialRecord, TrialStatus, Usage
+
+_NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 
 
 def evaluation_of(payload: Any) -> Evaluation | None:
     """The `Evaluation` an evaluation commit records, or None if scoring failed."""
     if not isinstance(payload, dict) or "passed" not in payload:
         return None
-    return Evaluation(payload["score"], payload["passed"], payload.get("details", {}))
+    # Most scorers give no details: one shared empty mapping, not a dict per trial.
+    details = payload.get("details") or _NO_DETAILS
+    return Evaluation(payload["score"], payload["passed"], details)
 
 
 def record_of(
@@ -81,3 +87,36 @@ def without_state(record: TrialRecord) -> TrialRecord:
         finished_at=record.finished_at,
         usage=record.usage,
     )
+
+
+class TrialTable(Mapping[tuple[str, int], TrialRecord]):
+    """Finished trials' records by (task id, trial): one list per task, no key per trial."""
+
+    def __init__(self, trials_per_task: int) -> None:
+        self._n = trials_per_task
+        self._tasks: dict[str, list[TrialRecord | None]] = {}
+        self._count = 0
+
+    def add(self, record: TrialRecord) -> None:
+        row = self._tasks.get(record.task_id)
+        if row is None:
+            row = self._tasks[record.task_id] = [None] * self._n
+        if row[record.trial] is None:
+            self._count += 1
+        row[record.trial] = record
+
+    def __getitem__(self, key: tuple[str, int]) -> TrialRecord:
+        row = self._tasks.get(key[0])
+        record = row[key[1]] if row is not None and 0 <= key[1] < self._n else None
+        if record is None:
+            raise KeyError(key)
+        return record
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        for task_id, row in self._tasks.items():
+            for trial, record in enumerate(row):
+                if record is not None:
+                    yield (task_id, trial)
+
+    def __len__(self) -> int:
+        return self._count

@@ -18,7 +18,7 @@ import anyio.abc
 
 from .._errors import unwrap_single
 from .._protocols import Agent, Environment
-from .._records import record_of, without_state
+from .._records import TrialTable, record_of, without_state
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
 from ..runtime._evaluate import evaluate_trial
 from ..runtime._retry import RetryPolicy
@@ -44,7 +44,7 @@ class Resume:
         self.pending_evals: dict[tuple[int, int], tuple[TrialRecord, int]] = {}
         self.finished = 0
         #: Records (without states) of the trials an earlier run finished, for the report.
-        self.records: dict[tuple[str, int], TrialRecord] = {}
+        self.records = TrialTable(plan.trials_per_task)
 
     def absorb(self, summaries: Iterable[TrialSummary]) -> None:
         plan, n = self.plan, self.plan.trials_per_task
@@ -66,7 +66,7 @@ class Resume:
                 continue
             self.phases[t][r] = Phase.DONE
             self.finished += 1
-            self.records[(s.task_id, r)] = without_state(record)
+            self.records.add(without_state(record))
             best = self.previous[t]
             if best is None or best.trial < r:
                 self.previous[t] = Previous(r, record.evaluation, record.state)
@@ -278,7 +278,7 @@ class RunLoop:
     def _remember(self, t: int, record: TrialRecord) -> None:
         """Keep the trial's record for the report, and the highest finished trial of each
         task for reflective sessions."""
-        self.records[(record.task_id, record.trial)] = without_state(record)
+        self.records.add(without_state(record))
         best = self._previous[t]
         if best is None or best.trial < record.trial:
             self._previous[t] = Previous(record.trial, record.evaluation, record.state)
