@@ -4,9 +4,9 @@ Throughput: N tasks x 4 trials of an agent that awaits ``sleep(L)`` and then
 takes one tool step, scored by a trivial scorer. Scheduling: a mixed-limit
 workload (two models, one limited; two environments, one limited; one trial
 of a task at a time) with random durations from a fixed seed, and its lower
-bound on the makespan. Probes: peak live asyncio tasks (sampled from a
-thread, so every runner is measured the same way), time in the garbage
-collector (``gc.callbacks``), CPU time and peak RSS.
+bound on the makespan. Probes: peak live asyncio tasks (counted exactly by a
+task factory in every event loop, so every runner is measured the same way),
+time in the garbage collector (``gc.callbacks``), CPU time and peak RSS.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import asyncio
 import gc
 import random
 import resource
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -124,35 +123,50 @@ class DurationAgent:
 # -- probes --------------------------------------------------------------------
 
 
-class TaskSampler:
-    """Samples the number of live asyncio tasks from a thread every ``period`` seconds.
+class TaskCounter:
+    """Counts live asyncio tasks exactly: created and not yet done, in every event loop.
 
-    It reads the length of asyncio's weak set of tasks (O(1)), so sampling costs
-    every runner the same and nothing in its event loop.
+    While entered, every new event loop gets a task factory that counts each
+    task it creates and uncounts it when it is done; ``asyncio.run``,
+    ``anyio.run`` and Inspect's own loop all create theirs through the policy,
+    so every runner is measured the same way. (A thread sampling the task set
+    instead misses peaks: a CPU-bound loop starves it of the GIL.)
     """
 
-    def __init__(self, period: float = 0.005) -> None:
-        self.period = period
+    def __init__(self) -> None:
+        self.live = 0
         self.peak = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="task-sampler", daemon=True)
+        self.created = 0
+        self._policy = asyncio.get_event_loop_policy()
 
-    def _run(self) -> None:
-        tasks = asyncio.tasks._all_tasks  # type: ignore[attr-defined]
-        while not self._stop.wait(self.period):
-            n = len(tasks)
-            self.samples += 1
-            if n > self.peak:
-                self.peak = n
+    def _factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        self.created += 1
+        self.live += 1
+        if self.live > self.peak:
+            self.peak = self.live
+        task.add_done_callback(self._done)
+        return task
 
-    def __enter__(self) -> TaskSampler:
-        self._thread.start()
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self.live -= 1
+
+    def __enter__(self) -> TaskCounter:
+        counter = self
+
+        class CountingPolicy(asyncio.DefaultEventLoopPolicy):
+            def new_event_loop(self) -> asyncio.AbstractEventLoop:
+                loop = super().new_event_loop()
+                loop.set_task_factory(counter._factory)
+                return loop
+
+        asyncio.set_event_loop_policy(CountingPolicy())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        asyncio.set_event_loop_policy(self._policy)
 
 
 class GcTimer:
@@ -199,7 +213,7 @@ class Probe:
     rss_before_mb: float = 0.0
     peak_rss_mb: float = 0.0
     peak_tasks: int = 0
-    task_samples: int = 0
+    tasks_created: int = 0
     gc_seconds: list[float] = field(default_factory=list)
     gc_collections: list[int] = field(default_factory=list)
 
@@ -210,7 +224,7 @@ class Probe:
             "rss_before_mb": self.rss_before_mb,
             "peak_rss_mb": self.peak_rss_mb,
             "peak_live_tasks": self.peak_tasks,
-            "task_samples": self.task_samples,
+            "tasks_created": self.tasks_created,
             "gc_s": sum(self.gc_seconds),
             "gc_s_by_generation": self.gc_seconds,
             "gc_collections": self.gc_collections,
@@ -219,16 +233,18 @@ class Probe:
 
 @contextmanager
 def measured() -> Iterator[Probe]:
-    """Measure the body: wall and CPU time, GC time, peak live tasks and peak RSS."""
+    """Measure the body: wall and CPU time, GC time, peak live tasks and peak RSS.
+
+    The body must create its event loop inside (``asyncio.run``, ``anyio.run``)."""
     probe = Probe(rss_before_mb=rss_mb())
-    with TaskSampler() as sampler, GcTimer() as gc_timer:
+    with TaskCounter() as tasks, GcTimer() as gc_timer:
         cpu = time.process_time()
         start = time.perf_counter()
         yield probe
         probe.wall = time.perf_counter() - start
         probe.cpu = time.process_time() - cpu
-    probe.peak_tasks = sampler.peak
-    probe.task_samples = sampler.samples
+    probe.peak_tasks = tasks.peak
+    probe.tasks_created = tasks.created
     probe.gc_seconds = gc_timer.seconds
     probe.gc_collections = gc_timer.collections
     probe.peak_rss_mb = peak_rss_mb()
