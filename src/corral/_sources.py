@@ -141,6 +141,10 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
         """The task's metadata without its inputs: read from memory, no parsing."""
         return self._skeletons[self._positions[task_id]]
 
+    def skeletons(self) -> Mapping[str, BenchmarkTaskMetadata]:
+        """The same tasks without their inputs, as a mapping (planning never parses)."""
+        return _SkeletonView(self)
+
     def inputs_digest(self, task_id: str) -> dict[str, str]:
         """What a stored configuration keeps of the task's inputs: its line's digest."""
         at = 16 * self._positions[task_id]
@@ -182,6 +186,20 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class _SkeletonView(TaskSource):
+    """A source's index seen through `TaskSource.skeleton`: ids, order and membership
+    are the source's own; only reading a task differs."""
+
+    def __init__(self, source: TaskSource) -> None:  # shares the index, reads nothing
+        self.path = source.path
+        self._ids = source._ids
+        self._positions = source._positions
+        self._skeletons = source._skeletons
+
+    def __getitem__(self, task_id: str) -> BenchmarkTaskMetadata:
+        return self._skeletons[self._positions[task_id]]
 
 
 def _parse(line: bytes, where: str) -> tuple[str, BenchmarkTaskMetadata]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -75,25 +75,6 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
         return self.source[self.task_ids[index]]
 
 
-class _Skeletons(Mapping[str, BenchmarkTaskMetadata]):
-    """A source's tasks without inputs, as a mapping (planning never parses a line)."""
-
-    def __init__(self, source: TaskSource) -> None:
-        self.source = source
-
-    def __getitem__(self, task_id: str) -> BenchmarkTaskMetadata:
-        return self.source.skeleton(task_id)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.source)
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __contains__(self, task_id: object) -> bool:
-        return task_id in self.source
-
-
 def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
     return {
         "agent_id": meta.agent_id,
@@ -119,7 +100,7 @@ def build_plan(
     """
     source = tasks if isinstance(tasks, TaskSource) else None
     if source is not None:
-        tasks = _Skeletons(source)
+        tasks = source.skeletons()
     if task_ids is None:
         selected = list(tasks)
     else:
