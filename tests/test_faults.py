@@ -92,6 +92,10 @@ class Landed:
     def done(self) -> bool:
         return True
 
+    def check(self) -> None:
+        self.inner.check()
+        raise self.exc
+
     async def wait(self) -> None:
         await self.inner.wait()
         raise self.exc

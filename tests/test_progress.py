@@ -227,9 +227,17 @@ def test_utilisation_shows_effective_model_limits_and_scopes() -> None:
 
     limits = corral.Limits.resolve(max_parallel=8, max_parallel_by_model={"big": 4})
     stats = corral.Statistics(
-        executing=3, evaluating=0, ready=5, awaiting_evaluation=0, finished=0, total=20,
-        by_model={"big": 1, "free": 2}, by_environment={}, evaluations_by_environment={},
-        effective_by_model={"big": 2, "free": 3}, deferred=2,
+        executing=3,
+        evaluating=0,
+        ready=5,
+        awaiting_evaluation=0,
+        finished=0,
+        total=20,
+        by_model={"big": 1, "free": 2},
+        by_environment={},
+        evaluations_by_environment={},
+        effective_by_model={"big": 2, "free": 3},
+        deferred=2,
     )
     scopes = {
         "api": corral.ScopeStatistics("api", limit=10, in_use=4, waiting=1, peak=10),

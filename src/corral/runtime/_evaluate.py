@@ -12,9 +12,9 @@ from .._protocols import Environment
 from .._records import with_evaluation
 from .._types import Commit, Evaluation, TrialRecord
 from ..store._protocol import CommitStore, TrialKey
+from ._acks import Acks
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, describe
-from ._trial import Notify
 
 
 async def evaluate_trial(
@@ -25,7 +25,7 @@ async def evaluate_trial(
     seq: int,
     store: CommitStore,
     policy: RetryPolicy,
-    notify: Notify,
+    acks: Acks,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
@@ -53,7 +53,10 @@ async def evaluate_trial(
     commit = Commit(seq, "evaluation", payload, time.time())
     while True:
         try:
-            await store.append(key, [commit])
+            handle = store.enqueue(key, [commit])
+            # Not waited for: the run's acks tell the observers once it is durable,
+            # and anything recorded later is durable only after it.
+            acks.add(handle, key, [commit])
             break
         except Exception as exc:
             if not policy.retryable(exc, attempt):
@@ -65,7 +68,6 @@ async def evaluate_trial(
                 break
             await anyio.sleep(policy.delay(attempt))
             attempt += 1
-    notify(key, commit)
     return with_evaluation(record, commit)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,11 @@ from .._types import (
     Usage,
 )
 from ..store._protocol import CommitStore, Pending, TrialKey
+from ._acks import Acks, Notify
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, describe
 from ._session import AgentSession
-
-Notify = Callable[[TrialKey, Commit], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +62,8 @@ class TrialPlan:
     policy: RetryPolicy
     trial_timeout: float | None
     notify: Notify
+    #: Where the trial's last commits go to be acknowledged after it returns.
+    acks: Acks
     previous: Previous | None = None
     may_have_history: bool = False
     #: Attempts already used before a rate limit deferred this trial.
@@ -89,9 +90,12 @@ class _Writer:
     `stage` does not wait: a setup or tool-effect commit may still be on its way
     to disk while the agent decides, because nothing outside the trial depends
     on it yet. `commit` waits for everything staged before it, so an action is
-    durable before it executes and a terminal before the scheduler hears of it.
-    If a staged commit is lost in a crash, the resumed trial repeats that step
-    (at-least-once, same step key), exactly as if the crash had come earlier.
+    durable before its tool runs. The terminal is staged too and handed to the
+    run's `Acks` when the trial returns: whatever depends on it (an evaluation,
+    a child, the next reflective trial) is durable only after it, since a store
+    makes appends durable in order. If a staged commit is lost in a crash, the
+    resumed trial repeats that step (at-least-once, same step key), exactly as
+    if the crash had come earlier.
     """
 
     def __init__(self, plan: TrialPlan, projection: Projection, session: AgentSession):
@@ -100,6 +104,18 @@ class _Writer:
         self.session = session
         self.next_seq = projection.next_seq
         self._pending: deque[tuple[Pending, list[Commit]]] = deque()
+
+    def hand_over(self) -> None:
+        """The attempt is over: the run acknowledges what is still on its way.
+
+        An append already known to have failed raises here, as in `flush`, and
+        stays pending for `drain`.
+        """
+        pending, acks, key = self._pending, self.plan.acks, self.plan.key
+        while pending:
+            handle, commits = pending[0]
+            acks.add(handle, key, commits)
+            pending.popleft()
 
     def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
@@ -194,6 +210,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
                 with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
                     await _attempt(plan, writer, session)
                 timed_out = scope.cancelled_caught
+            if not timed_out:
+                writer.hand_over()
         except Exception as exc:
             error = exc
         if error is None and not timed_out:
@@ -281,7 +299,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         decision = await plan.agent.act(session)
         if isinstance(decision, Final):
             output = check_json(decision.output, "the Final output")
-            await writer.commit(
+            writer.stage(
                 [
                     (
                         "terminal",
@@ -313,7 +331,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             [(c.seq, a) for c, a in zip(commits, actions, strict=True)],
             session.state,
         )
-    await writer.commit(
+    writer.stage(
         [
             (
                 "terminal",

@@ -1,7 +1,10 @@
 """The run loop: asks admission what may start, starts exactly that, reports back.
 
-One task per admitted execution or evaluation, created at admission and never
-before, plus at most one task recording unreachable trials: live tasks scale
+One worker task per admitted execution or evaluation, created at admission
+and never before; a worker that runs out of work waits to be handed the next
+start instead of ending, so a new task is created only when every worker is
+busy. Beside them: at most one task recording unreachable trials, one timer
+for rate-limited trials, and the run's acknowledgements. Live tasks scale
 with the limits, not with the number of trials.
 """
 
@@ -15,14 +18,16 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from .._errors import unwrap_single
 from .._protocols import Agent, Environment
 from .._records import TrialTable, record_of, without_state
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
+from ..runtime._acks import Acks, Notify
 from ..runtime._evaluate import evaluate_trial
 from ..runtime._retry import RetryPolicy
-from ..runtime._trial import Deferred, Notify, Previous, TrialPlan, load_previous, run_trial
+from ..runtime._trial import Deferred, Previous, TrialPlan, load_previous, run_trial
 from ..store._protocol import CommitStore, TrialKey, TrialSummary
 from ._admission import STATUS_CODES, Admission, Phase, Start, StartKind, Statistics
 from ._limits import Limits
@@ -97,6 +102,7 @@ class RunLoop:
         self.policy = policy
         self.trial_timeout = trial_timeout
         self.notify = notify
+        self.acks = Acks(notify)
         resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
         #: Every finished trial's record (without its state): the report's rows.
@@ -126,17 +132,20 @@ class RunLoop:
         self._timers: list[tuple[float, int, int]] = []
         self._timer_changed = anyio.Event()
         self._timing = False
+        self._idle: list[_Idle] = []  # workers waiting for a start
 
     def statistics(self) -> Statistics:
         return self.admission.statistics()
 
     async def run(self) -> None:
         with unwrap_single():
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                first = self._pump()
-                if first is not None:
-                    tg.start_soon(self._work, first)
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(self.acks.run)
+                with unwrap_single():
+                    async with anyio.create_task_group() as tg:
+                        self._tg = tg
+                        self._dispatch(self._pump())
+                self.acks.close()  # the run returns once everything is acknowledged
         if not self.admission.complete:  # pragma: no cover - a scheduler bug, never input
             raise RuntimeError(
                 f"scheduler stalled with {self.admission.statistics()} (please report this)"
@@ -145,11 +154,9 @@ class RunLoop:
     def _pump(self) -> Start | None:
         """Start what admission allows; hand one start back for the calling task to run.
 
-        A task that finishes a trial goes on with the next admitted one instead of
-        ending while a new task is spawned: the same bound on live tasks, less churn.
+        A worker that finishes a trial goes on with the next admitted one; the
+        other starts go to idle workers, and only when none is idle to a new one.
         """
-        tg = self._tg
-        assert tg is not None
         keep: Start | None = None
         for start in self.admission.next_starts():
             if start.kind == StartKind.UNREACHABLE:
@@ -157,26 +164,53 @@ class RunLoop:
             elif keep is None:
                 keep = start
             else:
-                tg.start_soon(self._work, start)
+                self._dispatch(start)
         if self._unreachable and not self._recording:
             self._recording = True
-            tg.start_soon(self._record_unreachable)
+            self._spawn(self._record_unreachable)
+        if self.admission.complete:
+            while self._idle:  # nothing more will come: let every idle worker end
+                self._idle.pop().hand(None)
         return keep
 
+    def _dispatch(self, start: Start | None) -> None:
+        if start is None:
+            return
+        if self._idle:
+            self._idle.pop().hand(start)
+        else:
+            self._spawn(self._work, start)
+
+    def _spawn(self, fn: Any, *args: Any) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(fn, *args)
+
     async def _work(self, start: Start | None) -> None:
+        done = 0
         while start is not None:
             if start.kind == StartKind.EXECUTE:
                 await self._execute(start.task, start.round)
             else:
                 await self._evaluate(start.task, start.round)
+            done += 1
+            if done % _YIELD_EVERY:
+                await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops here
+            else:
+                # Trials whose agents never wait would otherwise keep this task
+                # running and starve every other (the display, the timer).
+                await anyio.lowlevel.checkpoint()
             start = self._pump()
+            if start is None and not self.admission.complete:
+                idle = _Idle()
+                self._idle.append(idle)
+                start = await idle.wait()
 
     def _wake_at(self, when: float, t: int, r: int) -> None:
         heapq.heappush(self._timers, (when, t, r))
         self._timer_changed.set()
         if not self._timing and self._tg is not None:
             self._timing = True
-            self._tg.start_soon(self._timer_loop)
+            self._spawn(self._timer_loop)
 
     async def _timer_loop(self) -> None:
         try:
@@ -185,9 +219,7 @@ class RunLoop:
                 if when <= anyio.current_time():
                     heapq.heappop(self._timers)
                     self.admission.resume_deferred(t, r)
-                    start = self._pump()
-                    if start is not None and self._tg is not None:
-                        self._tg.start_soon(self._work, start)
+                    self._dispatch(self._pump())
                     continue
                 self._timer_changed = anyio.Event()
                 with anyio.move_on_after(when - anyio.current_time()):
@@ -236,6 +268,7 @@ class RunLoop:
                 policy=self.policy,
                 trial_timeout=self.trial_timeout,
                 notify=self.notify,
+                acks=self.acks,
                 previous=previous,
                 may_have_history=(t, r) in self._partial,
             )
@@ -270,7 +303,7 @@ class RunLoop:
             seq=seq,
             store=self.store,
             policy=self.policy,
-            notify=self.notify,
+            acks=self.acks,
         )
         self._remember(t, record)
         self.admission.evaluation_ended(t, r)
@@ -319,8 +352,27 @@ class RunLoop:
                     ),
                 )
                 self.admission.unreachable_recorded(t, r)
-                start = self._pump()
-                if start is not None and self._tg is not None:
-                    self._tg.start_soon(self._work, start)
+                self._dispatch(self._pump())
         finally:
             self._recording = False
+
+
+_YIELD_EVERY = 16
+
+
+class _Idle:
+    """A worker waiting for its next start (``None``: the run is over)."""
+
+    __slots__ = ("_event", "_start")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._start: Start | None = None
+
+    def hand(self, start: Start | None) -> None:
+        self._start = start
+        self._event.set()
+
+    async def wait(self) -> Start | None:
+        await self._event.wait()
+        return self._start

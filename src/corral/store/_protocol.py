@@ -71,7 +71,13 @@ class Pending(Protocol):
         """True once ``wait()`` would return (or raise) without waiting."""
         ...
 
-    async def wait(self) -> None: ...
+    def check(self) -> None:
+        """Once ``done()``: raise the append's error if it failed."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once the commits are durable; raise if the append failed."""
+        ...
 
 
 @runtime_checkable
@@ -106,6 +112,9 @@ class CommitStore(Protocol):
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:
         """Hand commits over without waiting: they become durable in the order handed
         over, all commits of one call together. ``append`` is ``enqueue`` + ``wait``.
+
+        The order is a promise callers rely on: once an append is durable, every
+        append handed over before it is durable too (or has failed).
 
         Once an append of a trial fails, later appends of that trial fail too,
         until its history is read again: a history never has a gap.

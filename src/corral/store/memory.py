@@ -39,9 +39,12 @@ class _Landed:
     def done(self) -> bool:
         return True
 
-    async def wait(self) -> None:
+    def check(self) -> None:
         if self.error is not None:
             raise self.error
+
+    async def wait(self) -> None:
+        self.check()
 
 
 class MemoryStore:

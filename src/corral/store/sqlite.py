@@ -102,6 +102,9 @@ class _Slot:
     async def wait(self) -> None:
         if not self.batch.done.is_set():
             await self.batch.done.wait()
+        self.check()
+
+    def check(self) -> None:
         error = self.batch.errors[self.index]
         if error is not None:
             if isinstance(error, Exception) and not isinstance(error, StoreError):
@@ -166,6 +169,12 @@ class SQLiteStore:
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                # What was handed over is written even when the run was cancelled
+                # (Ctrl-C): only a kill loses appends nobody was told had landed.
+                for batch in list(self._inflight):
+                    await batch.done.wait()
+                if self._batch.requests and self._writer is not None:
+                    await self._write_next()
                 async with self._open_lock:
                     self._users -= 1
                     if not self._users:
@@ -222,19 +231,22 @@ class SQLiteStore:
                 if self._wakeup.is_set():
                     self._wakeup = anyio.Event()
                 continue
-            batch, self._batch = self._batch, _Batch()
-            self._inflight.add(batch)
-            self._wakeup = anyio.Event()
-            try:
-                batch.errors = await anyio.to_thread.run_sync(
-                    self._write_batch, batch.requests, limiter=self._write_limiter
-                )
-            except BaseException as exc:  # the whole batch failed: every appender hears it
-                batch.errors = [exc] * len(batch.requests)
-                raise
-            finally:
-                self._inflight.discard(batch)
-                batch.done.set()
+            await self._write_next()
+
+    async def _write_next(self) -> None:
+        batch, self._batch = self._batch, _Batch()
+        self._inflight.add(batch)
+        self._wakeup = anyio.Event()
+        try:
+            batch.errors = await anyio.to_thread.run_sync(
+                self._write_batch, batch.requests, limiter=self._write_limiter
+            )
+        except BaseException as exc:  # the whole batch failed: every appender hears it
+            batch.errors = [exc] * len(batch.requests)
+            raise
+        finally:
+            self._inflight.discard(batch)
+            batch.done.set()
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Slot:
         if self._writer is None:

@@ -1,0 +1,67 @@
+"""Commits no trial waits for: observers hear of them once durable, and a failure ends the run.
+
+A store makes appends durable in the order they were handed over, so a trial
+need not wait for its terminal commit, nor an evaluation for its own: anything
+that depends on them (a child's action, the next reflective trial's action)
+is committed after them and is acknowledged only once they are durable too.
+What must still happen once they are durable, telling the observers, happens
+here, in order, on one task for the whole run; the run returns only after
+everything handed here has landed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import anyio
+
+from .._types import Commit
+from ..store._protocol import Pending, TrialKey
+
+Notify = Callable[[TrialKey, Commit], None]
+
+
+class Acks:
+    """The run's queue of appends awaiting their acknowledgement."""
+
+    def __init__(self, notify: Notify) -> None:
+        self._notify = notify
+        self._queue: deque[tuple[Pending, TrialKey, list[Commit]]] = deque()
+        self._wakeup = anyio.Event()
+        self._closed = False
+
+    def add(self, handle: Pending, key: TrialKey, commits: list[Commit]) -> None:
+        """Tell the observers of ``commits`` once ``handle`` is durable.
+
+        Raises the append's error at once if it has already failed.
+        """
+        queue = self._queue
+        if not queue and handle.done():  # durable already (a memory store): no task switch
+            handle.check()
+            for commit in commits:
+                self._notify(key, commit)
+            return
+        queue.append((handle, key, commits))
+        if len(queue) == 1:
+            self._wakeup.set()
+
+    async def run(self) -> None:
+        """Acknowledge in order until closed and empty; raises the first failed append."""
+        queue = self._queue
+        while True:
+            while queue:
+                handle, key, commits = queue[0]
+                await handle.wait()
+                queue.popleft()
+                for commit in commits:
+                    self._notify(key, commit)
+            if self._closed:
+                return
+            self._wakeup = anyio.Event()
+            await self._wakeup.wait()
+
+    def close(self) -> None:
+        """No more appends: `run` returns once the queue is empty."""
+        self._closed = True
+        self._wakeup.set()
