@@ -167,6 +167,29 @@ def test_the_critical_path_goes_first() -> None:
     assert d.starts() == [("execute", "deep", 0)]
 
 
+def test_a_scarce_resource_goes_first_among_equals() -> None:
+    # "slow" is alone on an environment limited to 1. In plain round and task order
+    # it would wait behind the other tasks while its one slot sits idle.
+    d = Driver(
+        {"fast_a": meta(), "fast_b": meta(), "slow": meta(env="slow")},
+        trials=2,
+        max_parallel=2,
+        max_parallel_per_task=2,
+        max_parallel_by_environment={"slow": 1},
+    )
+    assert d.starts() == [("execute", "slow", 0), ("execute", "fast_a", 0)]
+    d.ended("fast_a", 0)
+    assert d.starts() == [("evaluate", "fast_a", 0), ("execute", "fast_b", 0)]
+    d.ended("slow", 0)  # round 1 of "slow" and of "fast_a" tie: the scarce one goes
+    assert d.starts() == [("evaluate", "slow", 0), ("execute", "slow", 1)]
+
+
+def test_the_ready_queue_holds_one_entry_per_task_however_many_rounds_fit() -> None:
+    d = Driver({f"t{i}": meta() for i in range(100)}, trials=4, max_parallel_per_task=4)
+    d.starts()
+    assert d.admission.statistics().ready == 100  # one per task, not 400 - 4
+
+
 def test_admission_state_is_bounded_by_the_limits_not_the_trials() -> None:
     d = Driver({f"t{i}": meta() for i in range(5000)}, trials=4, max_parallel=8)
     assert len(d.starts()) == 8

@@ -185,7 +185,8 @@ class CorralRunner:
         Everything is validated first: bad input raises `ConfigError` before any
         trial starts and before anything is written to the store. ``order`` picks
         among ready trials: ``"critical_path"`` (the longest remaining dependency
-        chain first, then lower rounds, then task order) or ``"fifo"`` (rounds,
+        chain first, then the scarcest model or environment limit, then lower
+        rounds, then task order) or ``"fifo"`` (rounds,
         then task order). ``models`` runs every selected task once per model, as
         ``task@model``, concurrently; ``max_parallel_by_model`` bounds each model
         and the report gives pass@k per model (``BenchmarkReport.by_model``).

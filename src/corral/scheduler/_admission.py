@@ -93,6 +93,8 @@ class Admission:
         # Among ready trials, those on the longest remaining dependency chain go first
         # (then lower rounds, then task order); False gives plain FIFO by round and task.
         self._rank = [-d for d in plan.depth] if critical_path else [0] * tasks
+        # Then, among equals, the scarcest resource first (see `_best_bucket`).
+        self._scarce_first = critical_path
 
         def index(
             keys: list[str | None], limited: dict[str, int]
@@ -186,7 +188,9 @@ class Admission:
             if not (self.task_inflight[t] or self.task_queued[t]) and r < self.rounds:
                 self._try_round(t, r)
             return
-        room = per_task - self.task_running[t] - self.task_queued[t]
+        # At most one queued round per task: when it starts, `next_starts` considers
+        # the task again, so the ready queue holds an entry per task, not per trial.
+        room = min(per_task - self.task_running[t], 1) - self.task_queued[t]
         phase = self.phase[t]
         for r in range(self.next_round[t], self.rounds):
             # Rounds past the task's room are still looked at: an unreachable one
@@ -286,17 +290,34 @@ class Admission:
         return starts
 
     def _best_bucket(self) -> tuple[int, int] | None:
+        """The bucket whose head goes next: the longest remaining chain first, then the
+        scarcest resource (a bucket under a limit of 1 idles its slot while others go
+        first, and its work may be what the run waits for), then lower rounds."""
         best: tuple[int, int] | None = None
-        best_head = None
+        best_key: tuple[int, int, tuple[int, int, int, int]] | None = None
         for bucket, heap in self._ready.items():
             m, e = bucket
             if m >= 0 and self.model_used[m] >= self.model_effective[m]:
                 continue
             if e >= 0 and self.env_used[e] >= self.env_limit[e]:
                 continue
-            if best_head is None or heap[0] < best_head:
-                best, best_head = bucket, heap[0]
+            head = heap[0]
+            key = (head[0], self._scarcity(m, e), head)
+            if best_key is None or key < best_key:
+                best, best_key = bucket, key
         return best
+
+    def _scarcity(self, m: int, e: int) -> int:
+        """The smallest configured limit a bucket's trials need (0 for every bucket in
+        FIFO order)."""
+        if not self._scarce_first:
+            return 0
+        limit = self.limits.max_parallel
+        if m >= 0:
+            limit = min(limit, self.model_limit[m])
+        if e >= 0:
+            limit = min(limit, self.env_limit[e])
+        return limit
 
     def _best_eval_key(self) -> int | None:
         best = None
