@@ -293,7 +293,8 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
     if turn is not None:
         # The head is an action (or part of a parallel turn) without its effect:
         # finish it with the same step keys before the agent decides anything new.
-        await _execute(plan, writer, session, turn.missing, turn.state_before)
+        missing = [(seq, action, step_key(plan.key, seq)) for seq, action in turn.missing]
+        await _execute(writer, session, missing, turn.state_before)
     max_iterations = plan.metadata.max_iterations
     while projection.iteration < max_iterations:
         decision = await plan.agent.act(session)
@@ -313,24 +314,21 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         turn_no = projection.iteration
         usage = session.take_usage()
         items = []
+        keyed = []
         for index, action in enumerate(actions):
             seq = writer.next_seq + index
+            key = step_key(plan.key, seq)
             payload = {
                 "tool": check_json(action.tool, "Action.tool"),
                 "arguments": check_json(action.arguments, f"the arguments of {action.tool!r}"),
                 "turn": turn_no,
                 "index": index,
-                "step_key": step_key(plan.key, seq),
+                "step_key": key,
             }
             items.append(("action", payload, usage if index == 0 else Usage()))
-        commits = await writer.commit(items)
-        await _execute(
-            plan,
-            writer,
-            session,
-            [(c.seq, a) for c, a in zip(commits, actions, strict=True)],
-            session.state,
-        )
+            keyed.append((seq, action, key))
+        await writer.commit(items)
+        await _execute(writer, session, keyed, session.state)
     writer.stage(
         [
             (
@@ -356,16 +354,18 @@ def _actions(decision: object) -> list[Action]:
 
 
 async def _execute(
-    plan: TrialPlan,
     writer: _Writer,
     session: AgentSession,
-    actions: list[tuple[int, Action]],
+    actions: list[tuple[int, Action, str]],
     state_before: Any,
 ) -> None:
-    async def one(seq: int, action: Action) -> None:
-        view = session.for_action(step_key(plan.key, seq))
-        view.state = state_before  # every action of a turn sees the turn's starting state
-        effect = await plan.environment.execute(action, view)
+    """Execute a turn's actions (seq, action, step key) and stage their effects."""
+    environment = writer.plan.environment
+
+    async def one(seq: int, action: Action, key: str, view: AgentSession) -> None:
+        view.step_key = key
+        effect = await environment.execute(action, view)
+        view.step_key = None
         if not isinstance(effect, ToolEffect):
             raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
         payload: dict[str, Any] = {
@@ -376,13 +376,19 @@ async def _execute(
             payload["state"] = check_json(effect.state, f"the state after {action.tool!r}")
         writer.stage([("tool_effect", payload, view.take_usage())])
 
-    if len(actions) == 1:
-        await one(*actions[0])
+    if len(actions) == 1 and session.state is state_before:
+        # One action: the session itself is its view (its usage was taken by the
+        # action commit, so what execute records is the tool effect's).
+        await one(*actions[0], session)
         return
     with unwrap_single():  # a failing action is recorded by its own name
         async with anyio.create_task_group() as tg:
-            for seq, action in actions:
-                tg.start_soon(one, seq, action)
+            for seq, action, key in actions:
+                # Each its own step key and usage; every action of a turn sees the
+                # turn's starting state.
+                view = session.for_action(key)
+                view.state = state_before
+                tg.start_soon(one, seq, action, key, view)
 
 
 def _terminal(

@@ -238,9 +238,12 @@ class SQLiteStore:
         self._inflight.add(batch)
         self._wakeup = anyio.Event()
         try:
-            batch.errors = await anyio.to_thread.run_sync(
-                self._write_batch, batch.requests, limiter=self._write_limiter
-            )
+            # Shielded: a batch taken off the queue is written, even when the run is
+            # cancelled before its thread starts (a cancel never drops an append).
+            with anyio.CancelScope(shield=True):
+                batch.errors = await anyio.to_thread.run_sync(
+                    self._write_batch, batch.requests, limiter=self._write_limiter
+                )
         except BaseException as exc:  # the whole batch failed: every appender hears it
             batch.errors = [exc] * len(batch.requests)
             raise
