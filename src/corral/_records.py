@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -70,16 +71,17 @@ def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
     )
 
 
-def without_state(record: TrialRecord) -> TrialRecord:
-    """``record`` without its final state (a report keeps no states)."""
-    if record.state is None:
+def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> TrialRecord:
+    """``record`` without its final state (a report keeps no states), with
+    ``evaluation`` (an equal one) in place of its own if given."""
+    if record.state is None and evaluation is None:
         return record
     return TrialRecord(
         task_id=record.task_id,
         trial=record.trial,
         status=record.status,
         output=record.output,
-        evaluation=record.evaluation,
+        evaluation=record.evaluation if evaluation is None else evaluation,
         error=record.error,
         attempts=record.attempts,
         commits=record.commits,
@@ -89,6 +91,9 @@ def without_state(record: TrialRecord) -> TrialRecord:
     )
 
 
+_SHARED_EVALUATIONS = 256
+
+
 class TrialTable(Mapping[tuple[str, int], TrialRecord]):
     """Finished trials' records by (task id, trial): one list per task, no key per trial."""
 
@@ -96,14 +101,44 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         self._n = trials_per_task
         self._tasks: dict[str, list[TrialRecord | None]] = {}
         self._count = 0
+        # Evaluations without details, by (score type, score, passed): most trials of a
+        # run share a handful (an `Evaluation` is frozen). Bounded, as scores may vary.
+        self._evaluations: dict[tuple[type, float, bool], Evaluation] = {}
 
     def add(self, record: TrialRecord) -> None:
+        """Keep ``record`` as a report needs it: without its state, and sharing an
+        equal evaluation already kept."""
+        record = without_state(record, self._shared(record.evaluation))
         row = self._tasks.get(record.task_id)
         if row is None:
             row = self._tasks[record.task_id] = [None] * self._n
         if row[record.trial] is None:
             self._count += 1
         row[record.trial] = record
+
+    def _shared(self, evaluation: Evaluation | None) -> Evaluation | None:
+        """An equal evaluation kept earlier, or None to keep this one."""
+        if evaluation is None or evaluation.details:
+            return None
+        score = evaluation.score
+        # 1 and 1.0, or 0.0 and -0.0, are different JSON: the type and sign are kept.
+        if type(score) not in (int, float) or (score == 0 and math.copysign(1.0, score) < 0):
+            return None
+        key = (type(score), score, evaluation.passed)
+        kept = self._evaluations.get(key)
+        if kept is None and len(self._evaluations) < _SHARED_EVALUATIONS:
+            self._evaluations[key] = evaluation
+        return None if kept is evaluation else kept
+
+    def trials(self, task_id: str) -> list[TrialRecord]:
+        """``task_id``'s records in trial order: the table's own row (not a copy)
+        when every trial finished, so a report built at the end of a run shares it."""
+        row = self._tasks.get(task_id)
+        if row is None:
+            return []
+        if None in row:
+            return [record for record in row if record is not None]
+        return row  # type: ignore[return-value]  # no None left
 
     def __getitem__(self, key: tuple[str, int]) -> TrialRecord:
         row = self._tasks.get(key[0])

@@ -283,16 +283,21 @@ class CorralRunner:
                 _call(watchers, "on_run_end", info)
             ran = time.time()
             # Every finished trial's record: read from the store by an earlier run, or
-            # built from the commits this run made durable. No second read is needed.
+            # built from the commits this run made durable. No second read is needed,
+            # and no configuration dict per task: the plan's metadata is enough. The
+            # loop's own state goes first, so the report reuses its memory.
+            records, resumed = loop.records, loop.resumed
+            del loop, info
             report = build_report(
                 benchmark_id,
-                plan.config(),
-                records=loop.records,
+                {"trials_per_task": plan.trials_per_task},
+                records=records,
+                metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
                 k_values=ks,
                 added=plan.added,
                 started_at=started,
                 finished_at=ran,
-                resumed=loop.resumed,
+                resumed=resumed,
                 timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
             )
         _write_report(self.store, report)

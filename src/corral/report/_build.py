@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._types import TrialRecord, TrialStatus, Usage
+from .._records import TrialTable
+from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..store._protocol import TrialSummary
 from ._model import BenchmarkReport, TaskReport
 from ._passk import pass_at_k
@@ -29,6 +30,7 @@ def build_report(
     summaries: Iterable[TrialSummary] = (),
     *,
     records: Mapping[tuple[str, int], TrialRecord] | None = None,
+    metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None,
     k_values: Sequence[int],
     added: Iterable[str] = (),
     started_at: float,
@@ -39,6 +41,9 @@ def build_report(
     """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it.
 
     Give either the store's ``summaries`` or ``records`` already built from them.
+    ``metadata`` (each task's id and metadata, in run order) stands in for
+    ``config["tasks"]``: a run gives its plan's, so no dict per task is built.
+    A `TrialTable` of records lends each task its row as the report's trial list.
     """
     trials_per_task = int(config["trials_per_task"])
     if records is None:
@@ -47,20 +52,31 @@ def build_report(
     tasks: dict[str, TaskReport] = {}
     counts = {str(status): 0 for status in TrialStatus}
     usage = Usage()
-    for task_id, meta in config["tasks"].items():
-        trials = [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
+    # One float per distinct (n, passed, k), not one per task.
+    estimates: dict[tuple[int, int, int], float] = {}
+    for task_id, model, environment_id in _task_meta(config, metadata):
+        trials = _trials(records, task_id, trials_per_task)
         passed = sum(1 for t in trials if t.passed)
         for t in trials:
             counts[str(t.status)] += 1
-            usage = usage + t.usage
+            if t.usage:
+                usage = usage + t.usage
         n = len(trials)
+        scores = {}
+        for k in k_values:
+            if k <= n:
+                key = (n, passed, k)
+                value = estimates.get(key)
+                if value is None:
+                    value = estimates[key] = pass_at_k(n, passed, k)
+                scores[k] = value
         tasks[task_id] = TaskReport(
             task_id=task_id,
             trials=trials,
-            pass_at_k={k: pass_at_k(n, passed, k) for k in k_values if k <= n},
+            pass_at_k=scores,
             added_by_dependencies=task_id in added,
-            model=meta.get("model"),
-            environment_id=meta.get("environment_id", ""),
+            model=model,
+            environment_id=environment_id,
         )
     mean = _mean(list(tasks.values()), k_values)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
@@ -84,6 +100,26 @@ def build_report(
         timings=dict(timings or {}),
         by_model=by_model,
     )
+
+
+def _task_meta(
+    config: Mapping[str, Any], metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None
+) -> Iterator[tuple[str, str | None, str]]:
+    """(task id, model, environment id) of every task, in order."""
+    if metadata is None:
+        for task_id, meta in config["tasks"].items():
+            yield task_id, meta.get("model"), meta.get("environment_id", "")
+    else:
+        for task_id, task in metadata:
+            yield task_id, task.model, task.environment_id
+
+
+def _trials(
+    records: Mapping[tuple[str, int], TrialRecord], task_id: str, trials_per_task: int
+) -> list[TrialRecord]:
+    if isinstance(records, TrialTable):
+        return records.trials(task_id)
+    return [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
 
 
 def _mean(tasks: Sequence[TaskReport], k_values: Sequence[int]) -> dict[int, float]:

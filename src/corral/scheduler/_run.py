@@ -22,7 +22,7 @@ import anyio.lowlevel
 
 from .._errors import unwrap_single
 from .._protocols import Agent, Environment
-from .._records import TrialTable, record_of, without_state
+from .._records import TrialTable, record_of
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
 from ..runtime._acks import Acks, Notify
 from ..runtime._evaluate import evaluate_trial
@@ -71,7 +71,7 @@ class Resume:
                 continue
             self.phases[t][r] = Phase.DONE
             self.finished += 1
-            self.records.add(without_state(record))
+            self.records.add(record)
             best = self.previous[t]
             if best is None or best.trial < r:
                 self.previous[t] = Previous(r, record.evaluation, record.state)
@@ -311,7 +311,7 @@ class RunLoop:
     def _remember(self, t: int, record: TrialRecord) -> None:
         """Keep the trial's record for the report, and the highest finished trial of each
         task for reflective sessions."""
-        self.records.add(without_state(record))
+        self.records.add(record)
         best = self._previous[t]
         if best is None or best.trial < record.trial:
             self._previous[t] = Previous(record.trial, record.evaluation, record.state)

@@ -1,0 +1,183 @@
+"""The report a run writes beside its store, and the shared objects that keep it small."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from corral import (
+    AgentSession,
+    BenchmarkTaskMetadata,
+    CorralRunner,
+    Evaluation,
+    Final,
+    RetryPolicy,
+    TrialRecord,
+    TrialStatus,
+)
+from corral._records import TrialTable, evaluation_of
+from corral._runner import report_path
+from corral.report import build_report
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+
+def decide(s: AgentSession) -> Final:
+    s.record_usage(input_tokens=3, output_tokens=s.trial, cost=0.5)
+    if s.task_id.startswith("err") and s.trial == 1:
+        raise RuntimeError("no answer")
+    return Final({"trial": s.trial, "x": [1, 2.5, None, "é"]})
+
+
+def evaluate(r: TrialRecord) -> Evaluation:
+    if r.task_id.startswith("err") and r.trial == 2:
+        raise ValueError("grader down")
+    if r.task_id.startswith("det"):
+        return Evaluation(0.25 * r.trial, r.trial % 2 == 0, {"why": "because", "n": r.trial})
+    if r.task_id.startswith("int"):
+        return Evaluation(int(r.trial != 1), r.trial != 1)
+    return Evaluation(float(r.trial != 1), r.trial != 1)
+
+
+TASKS = {
+    "parent": BenchmarkTaskMetadata("a", "e"),
+    "child": BenchmarkTaskMetadata("a", "e", dependencies=("parent",)),
+    "err": BenchmarkTaskMetadata("a", "e", model="m1"),
+    "det": BenchmarkTaskMetadata("a", "e2", model="m2", inputs={"prompt": "q"}),
+    "int": BenchmarkTaskMetadata("a", "e"),
+}
+
+
+def runner(store: Path) -> CorralRunner:
+    envs = {"e": FakeEnvironment(evaluate=evaluate), "e2": FakeEnvironment(evaluate=evaluate)}
+    return CorralRunner(
+        TASKS,
+        {"a": ScriptedAgent(decide)},
+        envs,
+        store=store,
+        retry_policy=RetryPolicy(max_retries=0),
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("models", [None, ["m1", "m2"]])
+async def test_the_written_report_is_exactly_the_reports_json(
+    tmp_path: Path, models: list[str] | None
+) -> None:
+    selection = ["child", "err", "det", "int"]
+    for _ in range(2):  # the second run resumes every trial
+        run = runner(tmp_path / "store.db")
+        report = await run.run(
+            "b/1 x",
+            task_ids=selection,
+            trials_per_task=3,
+            k_values=(1, 3),
+            max_parallel_per_task=3,
+            models=models,
+        )
+        path = report_path(run.store, "b/1 x")
+        assert path is not None and path.name == "b_1_x.json"
+        text = path.read_text()
+        assert text == json.dumps(report.to_dict()) + "\n"
+        assert not path.with_suffix(".json.tmp").exists()
+    assert report.resumed == 15 * (len(models) if models else 1)
+    data = json.loads(text)
+    assert data["added_by_dependencies"] == [t for t in data["tasks"] if t.startswith("parent")]
+    by_id = {t: data["tasks"][t] for t in data["tasks"]}
+    err = next(v for t, v in by_id.items() if t.startswith("err"))
+    assert [t["status"] for t in err["trials"]] == ["completed", "error", "completed"]
+    assert err["trials"][2]["error"] == "evaluation failed: ValueError: grader down"
+    det = next(v for t, v in by_id.items() if t.startswith("det"))
+    assert det["trials"][2]["evaluation"] == {
+        "score": 0.5,
+        "passed": True,
+        "details": {"why": "because", "n": 2},
+    }
+    assert det["environment_id"] == "e2"
+    int_task = next(v for t, v in by_id.items() if t.startswith("int"))
+    assert [t["evaluation"]["score"] for t in int_task["trials"]] == [1, 0, 1]
+    assert '"score": 1,' in text and '"score": 1.0,' in text  # int and float scores stay apart
+
+
+def record(task_id: str, trial: int, passed: bool = True) -> TrialRecord:
+    return TrialRecord(
+        task_id,
+        trial,
+        TrialStatus.COMPLETED,
+        output=trial,
+        evaluation=Evaluation(1.0 if passed else 0.0, passed),
+        started_at=1.0,
+        finished_at=2.0,
+    )
+
+
+def test_a_report_from_a_table_shares_its_records_and_equals_one_from_a_config() -> None:
+    table = TrialTable(3)
+    records = [record("a", 0), record("a", 2, passed=False), record("b", 1)]
+    records += [record("c", r) for r in range(3)]
+    for r in records:
+        table.add(r)
+    metadata = {
+        "a": BenchmarkTaskMetadata("x", "e1", model="m"),
+        "b": BenchmarkTaskMetadata("x", "e2"),
+        "c": BenchmarkTaskMetadata("x", "e1", model="m"),
+        "d": BenchmarkTaskMetadata("x", "e2"),  # no trial finished
+    }
+    config = {
+        "trials_per_task": 3,
+        "tasks": {
+            t: {"model": m.model, "environment_id": m.environment_id} for t, m in metadata.items()
+        },
+    }
+    when = {"k_values": (1, 2), "started_at": 0.0, "finished_at": 3.0}
+    from_table = build_report(
+        "b", {"trials_per_task": 3}, records=table, metadata=metadata.items(), **when
+    )
+    from_config = build_report("b", config, records=dict(table.items()), **when)
+    assert from_table.to_dict() == from_config.to_dict()
+    assert from_table.counts["unfinished"] == 6
+    assert [t.trial for t in from_table.tasks["a"].trials] == [0, 2]
+    kept = [table[("c", r)] for r in range(3)]
+    assert all(x is y for x, y in zip(from_table.tasks["c"].trials, kept, strict=True))
+    assert from_table.tasks["d"].trials == [] and from_table.tasks["d"].pass_at_k == {}
+    # Every task keeps its own pass@k mapping, even where the values are equal.
+    a, c = from_table.tasks["a"].pass_at_k, from_table.tasks["c"].pass_at_k
+    assert a is not c
+
+
+def test_a_table_lends_a_full_row_and_copies_a_partial_one() -> None:
+    table = TrialTable(2)
+    full = [record("f", 0), record("f", 1)]
+    for r in [*full, record("p", 1)]:
+        table.add(r)
+    assert table.trials("f") == full
+    assert table.trials("f") is table.trials("f")  # the row itself, not a copy
+    assert [r.trial for r in table.trials("p")] == [1]
+    assert table.trials("missing") == []
+
+
+def test_a_table_shares_equal_evaluations_without_details_but_keeps_their_json() -> None:
+    table = TrialTable(16)
+    trial = iter(range(16))
+
+    def kept(score: float, passed: bool, details: dict[str, int] | None = None) -> Evaluation:
+        evaluation = evaluation_of({"score": score, "passed": passed, "details": details or {}})
+        assert evaluation is not None
+        r = next(trial)
+        table.add(
+            TrialRecord("t", r, TrialStatus.COMPLETED, output=r, evaluation=evaluation, state=7)
+        )
+        shared = table[("t", r)].evaluation
+        assert shared is not None and table[("t", r)].state is None
+        return shared
+
+    assert kept(1.0, True) is kept(1.0, True)
+    assert kept(1.0, True) is not kept(1.0, False)
+    assert type(kept(1, True).score) is int and type(kept(1.0, True).score) is float
+    assert json.dumps(kept(-0.0, False).score) == "-0.0"
+    assert json.dumps(kept(0.0, False).score) == "0.0"
+    assert kept(0.5, True, {"n": 1}) is not kept(0.5, True, {"n": 1})
+    assert dict(kept(0.5, True, {"n": 1}).details) == {"n": 1}
+    assert dict(kept(0.5, True).details) == {}
+    assert evaluation_of({"error": "boom"}) is None
