@@ -46,6 +46,12 @@ class Acks:
         if len(queue) == 1:
             self._wakeup.set()
 
+    def durable(self, key: TrialKey, commits: list[Commit]) -> None:
+        """Tell the observers of ``commits`` found durable another way (read back from
+        the store after a lost acknowledgement)."""
+        for commit in commits:
+            self._notify(key, commit)
+
     async def run(self) -> None:
         """Acknowledge in order until closed and empty; raises the first failed append."""
         queue = self._queue

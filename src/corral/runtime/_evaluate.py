@@ -65,6 +65,7 @@ async def evaluate_trial(
             landed = [c for c in await store.history(key) if c.kind == "evaluation"]
             if landed:
                 commit = landed[-1]
+                acks.durable(key, [commit])
                 break
             await anyio.sleep(policy.delay(attempt))
             attempt += 1

@@ -103,6 +103,8 @@ class _Writer:
         self.projection = projection
         self.session = session
         self.next_seq = projection.next_seq
+        #: The first sequence number the observers have not heard of from this attempt.
+        self.told = projection.next_seq
         self._pending: deque[tuple[Pending, list[Commit]]] = deque()
 
     def hand_over(self) -> None:
@@ -116,6 +118,7 @@ class _Writer:
             handle, commits = pending[0]
             acks.add(handle, key, commits)
             pending.popleft()
+            self.told = commits[-1].seq + 1  # the acks tell the observers, or end the run
 
     def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
@@ -136,8 +139,18 @@ class _Writer:
             handle, commits = pending[0]
             await handle.wait()
             pending.popleft()
-            for commit in commits:
-                self.plan.notify(self.plan.key, commit)
+            self._tell(commits)
+
+    def _tell(self, commits: list[Commit]) -> None:
+        for commit in commits:
+            self.plan.notify(self.plan.key, commit)
+        self.told = commits[-1].seq + 1
+
+    def tell_landed(self, history: list[Commit]) -> None:
+        """Tell the observers of commits that landed though their acknowledgement was
+        lost (found in ``history``, the store's own, after a failed attempt)."""
+        if len(history) > self.told:
+            self._tell(history[self.told :])
 
     async def drain(self) -> None:
         """After a failed attempt: wait for what the store took and tell the observers.
@@ -153,8 +166,7 @@ class _Writer:
             except Exception:
                 return
             pending.popleft()
-            for commit in commits:
-                self.plan.notify(self.plan.key, commit)
+            self._tell(commits)
 
     async def commit(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         commits = self.stage(items)
@@ -228,7 +240,9 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             return Deferred(delay, attempt, limited.retry_after)
         # An interrupted append may still have landed: the store's history, which
         # includes every append handed to it, is the truth from here on.
-        projection = Projection.of(await plan.store.history(plan.key))
+        history = await plan.store.history(plan.key)
+        writer.tell_landed(history)
+        projection = Projection.of(history)
         if projection.terminal is not None:
             break
         if timed_out:
@@ -364,8 +378,10 @@ async def _execute(
 
     async def one(seq: int, action: Action, key: str, view: AgentSession) -> None:
         view.step_key = key
-        effect = await environment.execute(action, view)
-        view.step_key = None
+        try:
+            effect = await environment.execute(action, view)
+        finally:
+            view.step_key = None
         if not isinstance(effect, ToolEffect):
             raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
         payload: dict[str, Any] = {

@@ -221,7 +221,8 @@ class Admission:
         return True
 
     def _push_ready(self, t: int, r: int, *, resumed: bool) -> None:
-        # A trial resumed after a rate limit goes ahead of new work of its rank.
+        # A trial resumed after a rate limit goes ahead of new work of its rank in its
+        # bucket (across buckets, the scarcer limit goes first).
         entry = (self._rank[t], r, 0 if resumed else 1, t)
         heapq.heappush(self._ready.setdefault((self.model_of[t], self.env_of[t]), []), entry)
         self._ready_count += 1

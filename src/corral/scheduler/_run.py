@@ -133,6 +133,7 @@ class RunLoop:
         self._timer_changed = anyio.Event()
         self._timing = False
         self._idle: list[_Idle] = []  # workers waiting for a start
+        self._workers = 0  # worker tasks started (they end only when the run is complete)
 
     def statistics(self) -> Statistics:
         return self.admission.statistics()
@@ -146,10 +147,19 @@ class RunLoop:
                         self._tg = tg
                         self._dispatch(self._pump())
                 self.acks.close()  # the run returns once everything is acknowledged
-        if not self.admission.complete:  # pragma: no cover - a scheduler bug, never input
-            raise RuntimeError(
-                f"scheduler stalled with {self.admission.statistics()} (please report this)"
-            )
+        if (stalled := self._stalled(busy=0)) is not None:  # pragma: no cover
+            raise stalled
+
+    def _stalled(self, busy: int) -> RuntimeError | None:
+        """Trials remain, yet nothing runs (but ``busy`` callers), waits out a rate limit
+        or records: a scheduler bug, never input. Raised rather than waited on forever."""
+        if self.admission.complete or self._timing or self._recording:
+            return None
+        if len(self._idle) + busy < self._workers:
+            return None
+        return RuntimeError(
+            f"scheduler stalled with {self.admission.statistics()} (please report this)"
+        )
 
     def _pump(self) -> Start | None:
         """Start what admission allows; hand one start back for the calling task to run.
@@ -179,6 +189,7 @@ class RunLoop:
         if self._idle:
             self._idle.pop().hand(start)
         else:
+            self._workers += 1
             self._spawn(self._work, start)
 
     def _spawn(self, fn: Any, *args: Any) -> None:
@@ -201,6 +212,8 @@ class RunLoop:
                 await anyio.lowlevel.checkpoint()
             start = self._pump()
             if start is None and not self.admission.complete:
+                if (stalled := self._stalled(busy=1)) is not None:  # pragma: no cover
+                    raise stalled
                 idle = _Idle()
                 self._idle.append(idle)
                 start = await idle.wait()
@@ -226,6 +239,8 @@ class RunLoop:
                     await self._timer_changed.wait()
         finally:
             self._timing = False
+        if (stalled := self._stalled(busy=0)) is not None:  # pragma: no cover
+            raise stalled
 
     def _key(self, t: int, r: int) -> TrialKey:
         return TrialKey(self.benchmark_id, self.plan.task_ids[t], r)
@@ -355,6 +370,8 @@ class RunLoop:
                 self._dispatch(self._pump())
         finally:
             self._recording = False
+        if (stalled := self._stalled(busy=0)) is not None:  # pragma: no cover
+            raise stalled
 
 
 _YIELD_EVERY = 16

@@ -114,7 +114,10 @@ class CommitStore(Protocol):
         over, all commits of one call together. ``append`` is ``enqueue`` + ``wait``.
 
         The order is a promise callers rely on: once an append is durable, every
-        append handed over before it is durable too (or has failed).
+        append handed over before it is durable too. A batch that fails as a whole
+        fails every append handed over after it: a history never has a gap. A
+        store retries its own transient errors; a failure it reports for an append
+        nobody waited for ends the run (the next run resumes it).
 
         Once an append of a trial fails, later appends of that trial fail too,
         until its history is read again: a history never has a gap.

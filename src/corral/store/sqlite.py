@@ -131,6 +131,9 @@ class SQLiteStore:
         self._read_limiter = anyio.CapacityLimiter(1)
         self._batch = _Batch()
         self._inflight: set[_Batch] = set()  # handed to a writer, not yet committed
+        # Set when a whole batch failed: nothing handed over after it may land, or a
+        # history could have a gap (a trial's evaluation without its lost terminal).
+        self._failed: BaseException | None = None
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
         self._wakeup = anyio.Event()
@@ -158,6 +161,7 @@ class SQLiteStore:
                 await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
                 self._batch = _Batch()
                 self._wakeup = anyio.Event()
+                self._failed = None
             self._users += 1
         try:
             with unwrap_single():
@@ -173,7 +177,7 @@ class SQLiteStore:
                 # (Ctrl-C): only a kill loses appends nobody was told had landed.
                 for batch in list(self._inflight):
                     await batch.done.wait()
-                if self._batch.requests and self._writer is not None:
+                if self._batch.requests and self._writer is not None and not self._failed:
                     await self._write_next()
                 async with self._open_lock:
                     self._users -= 1
@@ -238,6 +242,8 @@ class SQLiteStore:
         self._inflight.add(batch)
         self._wakeup = anyio.Event()
         try:
+            if self._failed is not None:  # appends land in order: none after a lost one
+                raise StoreError(f"{self!r}: an earlier batch failed: {self._failed}")
             # Shielded: a batch taken off the queue is written, even when the run is
             # cancelled before its thread starts (a cancel never drops an append).
             with anyio.CancelScope(shield=True):
@@ -246,6 +252,8 @@ class SQLiteStore:
                 )
         except BaseException as exc:  # the whole batch failed: every appender hears it
             batch.errors = [exc] * len(batch.requests)
+            if self._failed is None:
+                self._failed = exc
             raise
         finally:
             self._inflight.discard(batch)
