@@ -74,7 +74,8 @@ def utilisation(
 def render(snapshot: Snapshot) -> RenderableType:
     s = snapshot.statistics
     tally = snapshot.tally
-    # Not ready yet: waiting for a parent's trial or (reflective) the task's previous trial.
+    # Not queued yet: waiting for a parent's trial, (reflective) the task's previous
+    # trial, or the task's one queued round to start.
     waiting = max(
         0, s.total - s.finished - s.executing - s.evaluating - s.ready - s.awaiting_evaluation
     )

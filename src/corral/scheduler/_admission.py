@@ -56,6 +56,8 @@ class Statistics:
 
     executing: int
     evaluating: int
+    #: Trials in the ready queue: at most one round per task (the next one is queued
+    #: when it starts).
     ready: int
     awaiting_evaluation: int
     finished: int
