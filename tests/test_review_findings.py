@@ -174,6 +174,17 @@ async def test_scratch_survives_a_rate_limit() -> None:
 # -- 5. usage of failed attempts vanishes from the report ---------------------------
 
 
+async def _one_trial_with_one_retry(decide: Any, environment: Any) -> corral.BenchmarkReport:
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": environment},
+        store=MemoryStore(),
+        retry_policy=ONE_RETRY,
+    )
+    return await runner.run("b")
+
+
 @pytest.mark.anyio
 async def test_usage_of_a_failed_attempt_is_counted() -> None:
     def decide(session: corral.AgentSession) -> Final:
@@ -182,16 +193,40 @@ async def test_usage_of_a_failed_attempt_is_counted() -> None:
             raise RuntimeError("the model call cost money, then the agent failed")
         return Final(1)
 
-    runner = CorralRunner(
-        {"t": BenchmarkTaskMetadata("a", "e")},
-        {"a": ScriptedAgent(decide)},
-        {"e": FakeEnvironment()},
-        store=MemoryStore(),
-        retry_policy=ONE_RETRY,
-    )
-    report = await runner.run("b")
+    report = await _one_trial_with_one_retry(decide, FakeEnvironment())
     assert report.usage.input_tokens == 20
     assert report.usage.cost == pytest.approx(1.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tools", [["fail"], ["ok", "fail"]])
+async def test_usage_of_a_failed_tool_call_is_counted(tools: list[str]) -> None:
+    """A tool that records usage and then raises: counted once the retry finishes the
+    turn, whether the turn had one action (run on the session) or several (views)."""
+
+    class PaidTools:
+        async def setup(self, session: corral.AgentSession) -> int:
+            return 0
+
+        async def execute(self, action: Action, session: corral.AgentSession) -> corral.ToolEffect:
+            session.record_usage(input_tokens=5)
+            if action.tool == "fail" and session.attempt == 0:
+                raise RuntimeError("the tool call cost money, then failed")
+            return corral.ToolEffect(observation=1)
+
+        async def evaluate(self, trial: corral.TrialRecord) -> corral.Evaluation:
+            return corral.Evaluation(1.0, True)
+
+    def decide(session: corral.AgentSession) -> list[Action] | Final:
+        if session.iteration == 0:
+            return [Action(tool, {}) for tool in tools]
+        return Final(1)
+
+    report = await _one_trial_with_one_retry(decide, PaidTools())
+    trial = report.tasks["t"].trials[0]
+    assert (trial.status, trial.attempts) == (corral.TrialStatus.COMPLETED, 2)
+    # Every call that ran: each tool once, and the failing one a second time.
+    assert report.usage.input_tokens == 5 * (len(tools) + 1)
 
 
 # -- 6. README: the CLI sequence of "A benchmark of your own" -----------------------

@@ -380,6 +380,10 @@ async def _execute(
         view.step_key = key
         try:
             effect = await environment.execute(action, view)
+        except BaseException:
+            if view is not session:  # what a failed call used is carried, as on the session
+                session._usage = session._usage + view.take_usage()
+            raise
         finally:
             view.step_key = None
         if not isinstance(effect, ToolEffect):
