@@ -119,6 +119,7 @@ async def test_admission_is_bounded_by_the_limits_not_the_trials(
             assert len(asyncio.all_tasks()) <= 2 + 1 + 8 + 1, sorted(
                 t.get_name() for t in asyncio.all_tasks()
             )
+        gc.collect()  # count live sessions, not earlier tests' garbage awaiting collection
         sessions = sum(1 for o in gc.get_objects() if isinstance(o, AgentSession))
         assert sessions <= 8 * 2
         gate.open()
