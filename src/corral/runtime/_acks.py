@@ -39,16 +39,15 @@ class Acks:
         queue = self._queue
         if not queue and handle.done():  # durable already (a memory store): no task switch
             handle.check()
-            for commit in commits:
-                self._notify(key, commit)
+            self.durable(key, commits)
             return
         queue.append((handle, key, commits))
         if len(queue) == 1:
             self._wakeup.set()
 
     def durable(self, key: TrialKey, commits: list[Commit]) -> None:
-        """Tell the observers of ``commits`` found durable another way (read back from
-        the store after a lost acknowledgement)."""
+        """Tell the observers of ``commits``, known to be durable (acknowledged, or read
+        back from the store)."""
         for commit in commits:
             self._notify(key, commit)
 
@@ -60,8 +59,7 @@ class Acks:
                 handle, key, commits = queue[0]
                 await handle.wait()
                 queue.popleft()
-                for commit in commits:
-                    self._notify(key, commit)
+                self.durable(key, commits)
             if self._closed:
                 return
             self._wakeup = anyio.Event()

@@ -33,7 +33,7 @@ from .._types import (
     Usage,
 )
 from ..store._protocol import CommitStore, Pending, TrialKey
-from ._acks import Acks, Notify
+from ._acks import Acks
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, describe
@@ -61,8 +61,8 @@ class TrialPlan:
     store: CommitStore
     policy: RetryPolicy
     trial_timeout: float | None
-    notify: Notify
-    #: Where the trial's last commits go to be acknowledged after it returns.
+    #: Tells the observers of durable commits; the trial's last commits go here to be
+    #: acknowledged after it returns.
     acks: Acks
     previous: Previous | None = None
     may_have_history: bool = False
@@ -142,8 +142,7 @@ class _Writer:
             self._tell(commits)
 
     def _tell(self, commits: list[Commit]) -> None:
-        for commit in commits:
-            self.plan.notify(self.plan.key, commit)
+        self.plan.acks.durable(self.plan.key, commits)
         self.told = commits[-1].seq + 1
 
     def tell_landed(self, history: list[Commit]) -> None:
@@ -442,7 +441,7 @@ async def _end(
     )
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)
-    plan.notify(plan.key, commit)
+    plan.acks.durable(plan.key, [commit])
 
 
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:

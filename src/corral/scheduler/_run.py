@@ -101,7 +101,6 @@ class RunLoop:
         self.store = store
         self.policy = policy
         self.trial_timeout = trial_timeout
-        self.notify = notify
         self.acks = Acks(notify)
         resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
@@ -282,7 +281,6 @@ class RunLoop:
                 store=self.store,
                 policy=self.policy,
                 trial_timeout=self.trial_timeout,
-                notify=self.notify,
                 acks=self.acks,
                 previous=previous,
                 may_have_history=(t, r) in self._partial,
@@ -353,7 +351,7 @@ class RunLoop:
                 key = self._key(t, r)
                 commit = Commit(0, "terminal", payload, time.time())
                 await self.store.append(key, [commit])
-                self.notify(key, commit)
+                self.acks.durable(key, [commit])
                 self._remember(
                     t,
                     record_of(
