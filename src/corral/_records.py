@@ -45,6 +45,7 @@ def record_of(
         finished_at=terminal.created_at,
         usage=usage,
         state=payload.get("state") if keep_state else None,
+        traceback=payload.get("traceback"),
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
@@ -52,9 +53,11 @@ def record_of(
 def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
     """``record`` once its evaluation commit exists."""
     evaluation = evaluation_of(commit.payload)
-    error = record.error
+    error, evaluation_error, trace = record.error, None, record.traceback
     if evaluation is None:
-        error = f"evaluation failed: {commit.payload.get('error')}"
+        evaluation_error = str(commit.payload.get("error"))
+        error = f"evaluation failed: {evaluation_error}"
+        trace = commit.payload.get("traceback")
     return TrialRecord(
         task_id=record.task_id,
         trial=record.trial,
@@ -68,6 +71,8 @@ def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
         finished_at=commit.created_at,
         usage=record.usage + commit.usage if commit.usage else record.usage,
         state=record.state,
+        traceback=trace,
+        evaluation_error=evaluation_error,
     )
 
 
@@ -88,6 +93,8 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
         started_at=record.started_at,
         finished_at=record.finished_at,
         usage=record.usage,
+        traceback=record.traceback,
+        evaluation_error=record.evaluation_error,
     )
 
 

@@ -11,8 +11,10 @@ from typing import Final as _Final
 
 from ._errors import ConfigError
 
-CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation"]
-COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation")
+CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation", "reopen"]
+#: ``reopen`` marks a finished trial given a fresh attempt (``run(..., rerun=...)``):
+#: everything before it stays in the history; the trial starts again after it.
+COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation", "reopen")
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -174,6 +176,11 @@ class TrialRecord:
     usage: Usage = NO_USAGE
     #: The trial's final state (what ``evaluate`` usually scores); not in ``to_dict``.
     state: Any = field(default=None, repr=False, compare=False)
+    #: The trimmed traceback of the error that ended the trial (user frames first).
+    traceback: str | None = field(default=None, repr=False, compare=False)
+    #: Why scoring failed (``evaluate`` raised until its retries ran out), else None.
+    #: Counted apart from trial errors: a crashed scorer is not a failed trial.
+    evaluation_error: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -195,4 +202,6 @@ class TrialRecord:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "usage": self.usage.to_dict(),
+            "evaluation_error": self.evaluation_error,
+            "traceback": self.traceback,
         }

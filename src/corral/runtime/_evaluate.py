@@ -14,7 +14,7 @@ from .._types import Commit, Evaluation, TrialRecord
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
-from ._retry import RetryPolicy, describe
+from ._retry import RetryPolicy, error_fields
 
 
 async def evaluate_trial(
@@ -48,7 +48,7 @@ async def evaluate_trial(
                 await anyio.sleep(policy.delay(attempt))
                 attempt += 1
                 continue
-            payload = {"error": describe(exc), "attempts": attempt + 1}
+            payload = {**error_fields(exc), "attempts": attempt + 1}
             break
     commit = Commit(seq, "evaluation", payload, time.time())
     while True:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import traceback
 from dataclasses import dataclass, field
 
 from .._errors import ConfigError, CorralError, NotSerializableError
@@ -53,3 +55,44 @@ def describe(exc: BaseException) -> str:
     """The error text a trial record keeps: the exception's type and message."""
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+#: Frames of a traceback kept: the user's innermost first, then Corral's, in budget.
+_MAX_FRAMES = 12
+_MAX_TRACEBACK = 4000
+_CORRAL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def trimmed_traceback(exc: BaseException) -> str:
+    """``exc``'s traceback, trimmed: the user's frames (not Corral's, anyio's or the
+    stdlib's asyncio) first, at most a dozen, and at most a few thousand characters.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if not _internal(f.filename)]
+    kept = (mine or list(frames))[-_MAX_FRAMES:]
+    text = "".join(traceback.format_list(kept)) + "".join(
+        traceback.format_exception_only(type(exc), exc)
+    )
+    if len(text) > _MAX_TRACEBACK:
+        text = "...\n" + text[-_MAX_TRACEBACK:]
+    return text
+
+
+def _internal(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return (
+        path.startswith(_CORRAL_DIR + os.sep)
+        or f"{os.sep}anyio{os.sep}" in path
+        or f"{os.sep}asyncio{os.sep}" in path
+        or f"{os.sep}trio{os.sep}" in path
+    )
+
+
+def error_fields(exc: BaseException) -> dict[str, str]:
+    """What a commit records of an error: ``error`` (type and message), ``error_type``
+    and a trimmed ``traceback``."""
+    return {
+        "error": describe(exc),
+        "error_type": type(exc).__name__,
+        "traceback": trimmed_traceback(exc),
+    }

@@ -36,7 +36,7 @@ from ..store._protocol import CommitStore, Pending, TrialKey
 from ._acks import Acks
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
-from ._retry import RetryPolicy, describe
+from ._retry import RetryPolicy, error_fields
 from ._session import AgentSession
 
 
@@ -246,14 +246,16 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             break
         if timed_out:
             text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
-            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, text, carried)
+            failure = {"error": text, "error_type": "TimeoutError"}
+            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, failure, carried)
         elif error is not None and plan.policy.retryable(error, attempt):
             await anyio.sleep(plan.policy.delay(attempt))
             attempt += 1
             scratch = None  # a retry starts from the store, not from memory
         else:
             assert error is not None
-            await _end(plan, projection, attempt, TrialStatus.ERROR, describe(error), carried)
+            failure = error_fields(error)
+            await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried)
     return _outcome(plan, projection)
 
 
@@ -411,15 +413,22 @@ async def _execute(
 
 
 def _terminal(
-    status: TrialStatus, attempt: int, state: Any, output: Any = None, error: str | None = None
+    status: TrialStatus,
+    attempt: int,
+    state: Any,
+    output: Any = None,
+    failure: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    return {
+    payload = {
         "status": str(status),
         "output": output,
-        "error": error,
+        "error": None,
         "attempts": attempt + 1,
         "state": state,
     }
+    if failure:
+        payload.update(failure)
+    return payload
 
 
 async def _end(
@@ -427,7 +436,7 @@ async def _end(
     projection: Projection,
     attempt: int,
     status: TrialStatus,
-    error: str,
+    failure: Mapping[str, str],
     usage: Usage,
 ) -> None:
     """Commit the terminal of a trial whose attempt failed or timed out."""
@@ -435,7 +444,7 @@ async def _end(
     commit = Commit(
         projection.next_seq,
         "terminal",
-        _terminal(status, attempt, projection.state, error=error),
+        _terminal(status, attempt, projection.state, failure=failure),
         now,
         usage,
     )
