@@ -75,19 +75,23 @@ def scenarios(draw: st.DrawFn, max_tasks: int = 6, max_trials: int = 3) -> Scena
     trials = draw(st.integers(1, max_trials))
 
     def keyed(keys: list[str]) -> dict[str, int]:
-        # "unused" keys a limit no task has, which must be accepted.
-        return draw(
-            st.dictionaries(st.sampled_from([*keys, "unused"]), st.integers(1, 2), max_size=3)
-        )
+        # Keys the runner knows (a model no task has would be refused as a typo); an
+        # environment or name that no task uses is among them, and must be accepted.
+        if not keys:
+            return {}
+        return draw(st.dictionaries(st.sampled_from(keys), st.integers(1, 2), max_size=3))
+
+    models = sorted({m.model for m in tasks.values() if m.model is not None})
+    names = sorted({n for n in env_names.values() if n is not None})
 
     limit_args = {
         "max_parallel": draw(st.integers(1, 4)),
         "max_parallel_per_task": draw(st.integers(1, 3)),
         "max_parallel_evaluations": draw(st.none() | st.integers(1, 3)),
         "max_parallel_total": draw(st.none() | st.integers(1, 6)),
-        "max_parallel_by_model": keyed(MODELS),
+        "max_parallel_by_model": keyed(models),
         "max_parallel_by_environment": keyed(ENVIRONMENTS),
-        "max_parallel_evaluations_by_environment": keyed([*EVAL_NAMES, *ENVIRONMENTS]),
+        "max_parallel_evaluations_by_environment": keyed([*names, *ENVIRONMENTS]),
     }
     outcomes = {(t, r): draw(st.sampled_from(OUTCOMES)) for t in tasks for r in range(trials)}
     return Scenario(tasks, env_names, trials, limit_args, outcomes)

@@ -147,6 +147,13 @@ def dags(draw: st.DrawFn) -> tuple[dict[str, Meta], dict[str, Any]]:
         ),
         "trials_per_task": draw(st.integers(1, 3)),
     }
+    # A limit must name a model or environment the tasks have (a typo is refused).
+    for name, field in (
+        ("max_parallel_by_model", "model"),
+        ("max_parallel_by_environment", "environment_id"),
+    ):
+        used = {getattr(meta, field) for meta in tasks.values()}
+        limits[name] = {k: v for k, v in limits[name].items() if k in used}
     return tasks, limits
 
 

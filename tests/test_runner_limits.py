@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import corral
 from corral import (
     Action,
     AgentSession,
@@ -182,14 +183,45 @@ async def test_evaluation_limits_are_keyed_by_environment_name() -> None:
     evaluations.assert_ok()
 
 
-async def test_a_limit_keyed_by_an_unused_name_is_accepted() -> None:
-    report = await runner({"t": BenchmarkTaskMetadata("a", "e", model="m")}, ScriptedAgent()).run(
+async def test_a_limit_keyed_by_a_name_no_selected_task_uses_is_accepted() -> None:
+    tasks = {
+        "t": BenchmarkTaskMetadata("a", "e", model="m"),
+        "other": BenchmarkTaskMetadata("a", "e2", model="m2"),
+    }
+    envs = {"e": FakeEnvironment(), "e2": FakeEnvironment(name="grader")}
+    run = corral.CorralRunner(tasks, {"a": ScriptedAgent()}, envs, store=corral.MemoryStore())
+    report = await run.run(
         "b",
-        max_parallel_by_model={"nobody": 1},
-        max_parallel_by_environment={"nowhere": 1},
-        max_parallel_evaluations_by_environment={"no-grader": 1},
+        task_ids=["t"],
+        max_parallel_by_model={"m2": 1},
+        max_parallel_by_environment={"e2": 1},
+        max_parallel_evaluations_by_environment={"grader": 1, "e2": 1},
     )
     assert report.counts["completed"] == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_parallel_by_model": {"gpt-y": 2}}, r"'gpt-y'.*did you mean 'gpt-x'"),
+        ({"max_parallel_by_environment": {"calc": 2}}, r"'calc'.*environment id"),
+        ({"max_parallel_evaluations_by_environment": {"nobody": 1}}, r"'nobody'.*known: "),
+    ],
+)
+async def test_a_limit_keyed_by_an_unknown_name_is_refused(
+    limits: dict[str, dict[str, int]], message: str
+) -> None:
+    store = corral.MemoryStore()
+    run = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "calculator", model="gpt-x")},
+        {"a": ScriptedAgent()},
+        {"calculator": FakeEnvironment()},
+        store=store,
+    )
+    with pytest.raises(corral.ConfigError, match=message):
+        await run.run("b", **limits)  # type: ignore[arg-type]
+    assert await store.benchmarks() == []
 
 
 # -- the property, end to end ----------------------------------------------

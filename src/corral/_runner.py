@@ -110,10 +110,20 @@ class CorralRunner:
         self.observers = tuple(observers)
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
+        self._models_of_tasks: frozenset[str] | None = None
 
     @property
     def max_retries(self) -> int:
         return self.retry_policy.max_retries
+
+    def _known_models(self, models: Sequence[str] | None) -> set[str]:
+        """Every model a limit may name: the tasks' own, the runner's and the run's."""
+        if self._models_of_tasks is None:
+            tasks = self.tasks.skeletons() if isinstance(self.tasks, TaskSource) else self.tasks
+            self._models_of_tasks = frozenset(
+                meta.model for meta in tasks.values() if meta.model is not None
+            )
+        return {*self._models_of_tasks, *(self.models or ()), *(models or ())}
 
     def _eval_key(self, env_id: str) -> str:
         name = getattr(self.environments[env_id], "name", None)
@@ -209,6 +219,11 @@ class CorralRunner:
             max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
         )
         plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies, models)
+        limits.check_keys(
+            self._known_models(models),
+            self.environments.keys(),
+            {*self.environments, *map(self._eval_key, self.environments)},
+        )
         if scopes is None:
             scopes = ConcurrencyScopes(max_subprocesses=max_subprocesses)
         elif not isinstance(scopes, ConcurrencyScopes):

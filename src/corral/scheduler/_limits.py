@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -84,6 +85,40 @@ class Limits:
             ),
         )
 
+    def check_keys(
+        self,
+        models: Collection[str],
+        environments: Collection[str],
+        evaluation_keys: Collection[str],
+    ) -> None:
+        """Refuse a keyed limit whose key names no model, environment id or environment
+        name the runner knows (a typo would silently bound nothing). A key that only
+        unselected tasks use is fine."""
+        for name, limits, known, what in (
+            ("max_parallel_by_model", self.max_parallel_by_model, models, "model"),
+            (
+                "max_parallel_by_environment",
+                self.max_parallel_by_environment,
+                environments,
+                "environment id",
+            ),
+            (
+                "max_parallel_evaluations_by_environment",
+                self.max_parallel_evaluations_by_environment,
+                evaluation_keys,
+                "environment name or id",
+            ),
+        ):
+            for key in limits:
+                if key in known:
+                    continue
+                close = difflib.get_close_matches(key, sorted(known), n=3)
+                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                raise ConfigError(
+                    f"{name} names {key!r}, which is no {what} of this runner's tasks "
+                    f"(known: {_some(known)}){hint}"
+                )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "max_parallel": self.max_parallel,
@@ -96,3 +131,10 @@ class Limits:
                 self.max_parallel_evaluations_by_environment
             ),
         }
+
+
+def _some(names: Collection[str], shown: int = 8) -> str:
+    ordered = sorted(names)
+    text = ", ".join(map(repr, ordered[:shown]))
+    more = len(ordered) - shown
+    return (text + f" and {more} more" if more > 0 else text) or "none"

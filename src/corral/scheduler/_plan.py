@@ -25,6 +25,12 @@ class RunPlan:
     depth: tuple[int, ...]  # tasks on the longest chain from this task down, itself included
     added: frozenset[str]  # tasks the dependency closure added to the selection
     trials_per_task: int
+    #: The name under which each task's output reaches its children (``session.inputs``):
+    #: its own id, or in a several-models run the id it has on every model.
+    output_names: tuple[str, ...] = ()
+
+    def output_name(self, t: int) -> str:
+        return self.output_names[t] if self.output_names else self.task_ids[t]
 
     def config(self) -> dict[str, Any]:
         """The benchmark's configuration as stored: what a resumed run must match.
@@ -229,9 +235,11 @@ def across_models(plan: RunPlan, models: Sequence[str]) -> RunPlan:
     """
     tasks: dict[str, BenchmarkTaskMetadata] = {}
     added = set()
+    names: dict[str, str] = {}
     for task_id, meta in zip(plan.task_ids, plan.metadata, strict=True):
         for model in models:
             new_id = model_task_id(task_id, model)
+            names[new_id] = task_id
             tasks[new_id] = dataclasses.replace(
                 meta,
                 model=model,
@@ -242,4 +250,8 @@ def across_models(plan: RunPlan, models: Sequence[str]) -> RunPlan:
     expanded = build_plan(
         tasks, None, include_dependencies=True, trials_per_task=plan.trials_per_task
     )
-    return dataclasses.replace(expanded, added=frozenset(added))
+    return dataclasses.replace(
+        expanded,
+        added=frozenset(added),
+        output_names=tuple(names[t] for t in expanded.task_ids),
+    )

@@ -251,7 +251,7 @@ class RunLoop:
             return meta.inputs
         inputs = dict(meta.inputs)
         for p in parents:
-            inputs[self.plan.task_ids[p]] = self._take_output(p, r)
+            inputs[self.plan.output_name(p)] = self._take_output(p, r)
         return inputs
 
     def _take_output(self, p: int, r: int) -> Any:
