@@ -11,6 +11,7 @@ import anyio
 import pytest
 from trio.testing import MockClock
 
+import corral
 from corral import (
     Action,
     AgentSession,
@@ -299,11 +300,29 @@ async def test_a_value_that_is_not_json_fails_the_attempt_naming_it(
     fake = ScriptedAgent(agent)
     run = runner(fake, FakeEnvironment(**env), policy=RetryPolicy(max_retries=1, backoff_base=0))
     [trial] = (await run.run("b")).tasks["t"].trials
-    assert (trial.status, trial.attempts) == (TrialStatus.ERROR, 2)  # retried like any error
+    # A value that cannot be recorded will not become recordable by retrying.
+    assert (trial.status, trial.attempts) == (TrialStatus.ERROR, 1)
     assert trial.error is not None and trial.error.startswith("NotSerializableError")
     assert named in trial.error
     for commit in await history(run):  # nothing unrecordable reached the store
         assert json.loads(json.dumps(commit.payload, allow_nan=False)) == commit.payload
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TypeError("act() takes 1 argument"), corral.ConfigError("bad"), RuntimeError("flaky")],
+    ids=["TypeError", "ConfigError", "RuntimeError"],
+)
+async def test_only_errors_a_retry_can_fix_are_retried(error: Exception) -> None:
+    def fail(session: AgentSession) -> Any:
+        raise error
+
+    policy = RetryPolicy(max_retries=2, backoff_base=0)
+    run = runner(ScriptedAgent(fail), FakeEnvironment(), policy=policy)
+    [trial] = (await run.run("b")).tasks["t"].trials
+    expected = 3 if isinstance(error, RuntimeError) else 1
+    assert (trial.status, trial.attempts) == (TrialStatus.ERROR, expected)
+    assert trial.error == f"{type(error).__name__}: {error}"
 
 
 async def test_evaluation_details_that_are_not_json_leave_no_evaluation() -> None:

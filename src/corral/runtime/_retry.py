@@ -7,16 +7,17 @@ import random
 import traceback
 from dataclasses import dataclass, field
 
-from .._errors import ConfigError, CorralError, NotSerializableError
+from .._errors import ConfigError, CorralError
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Exponential backoff with full jitter: attempt n waits U(0, min(cap, base * 2**n)).
 
-    ``no_retry`` names exception types that end a trial at once. Corral's own
-    errors (bad configuration, store failures) never retry; values that cannot
-    be recorded do, like any exception raised by user code.
+    ``no_retry`` names exception types that end a trial at once, besides those
+    no retry can fix, which never retry: Corral's own errors (bad configuration,
+    store failures, values that cannot be recorded) and ``TypeError`` (a wrong
+    call or return type in user code fails the same way every time).
     """
 
     max_retries: int = 2
@@ -42,13 +43,17 @@ class RetryPolicy:
         """Whether attempt ``attempt`` (0-based), which raised ``exc``, gets another try."""
         if attempt >= self.max_retries or not isinstance(exc, Exception):
             return False
-        if isinstance(exc, CorralError) and not isinstance(exc, NotSerializableError):
+        if isinstance(exc, _NEVER_RETRIED):
             return False
         return not isinstance(exc, self.no_retry)
 
     def delay(self, attempt: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * (2**attempt))
         return self.rng.uniform(0, ceiling)
+
+
+#: Errors that fail the same way on every attempt (NotSerializableError is a TypeError).
+_NEVER_RETRIED = (CorralError, TypeError)
 
 
 def describe(exc: BaseException) -> str:
