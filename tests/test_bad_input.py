@@ -107,6 +107,13 @@ CASES: dict[str, Case] = {
         for bad in (0, -1.0, float("nan"), float("inf"), "60", True)
     },
     **{
+        f"evaluation_timeout={bad!r}": Case(
+            f"evaluation_timeout must be a positive number or None, not {bad!r}",
+            runner={"evaluation_timeout": bad},
+        )
+        for bad in (0, -1.0, float("nan"), "60")
+    },
+    **{
         f"max_retries={bad!r}": Case("max_retries must be", runner={"max_retries": bad})
         for bad in (-1, 1.5, True, "2")
     },

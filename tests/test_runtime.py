@@ -484,6 +484,26 @@ class TestVirtualTime:
         assert "trial_timeout of 60" in str(trial.error)
         assert trial.evaluation == Evaluation(0.0, False) and len(env.evaluated) == 1
 
+    @pytest.mark.parametrize(("given", "bound"), [({"evaluation_timeout": 30}, 30), ({}, 60)])
+    async def test_a_hung_scorer_is_bounded_by_evaluation_timeout(
+        self, given: dict[str, float], bound: float
+    ) -> None:
+        async def hang(trial: TrialRecord) -> Evaluation:
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        env = FakeEnvironment(evaluate=hang)
+        policy = RetryPolicy(max_retries=2, backoff_base=1)
+        start = anyio.current_time()
+        run = runner(ScriptedAgent(final("ok")), env, policy=policy, trial_timeout=60, **given)
+        report = await run.run("b")
+        assert anyio.current_time() - start == pytest.approx(bound)  # once: not retried
+        [trial] = report.tasks["t"].trials
+        assert (trial.status, trial.evaluation) == (TrialStatus.COMPLETED, None)
+        assert trial.evaluation_error == (
+            f"TimeoutError: evaluate() exceeded evaluation_timeout of {bound} s"
+        )
+
     async def test_retries_back_off_exponentially_with_jitter(self) -> None:
         async def decide(s: AgentSession) -> Final:
             if s.attempt < 3:

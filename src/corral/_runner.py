@@ -48,7 +48,8 @@ class CorralRunner:
     attempts follow an attempt that raises, after a backoff of
     U(0, min(backoff_cap, backoff_base * 2**n)) seconds; exceptions of the
     ``no_retry`` types end a trial at once. ``trial_timeout`` bounds one
-    attempt's execution in seconds. ``retry_policy`` replaces all of these.
+    attempt's execution in seconds, ``evaluation_timeout`` one call of ``evaluate``
+    (default: ``trial_timeout``). ``retry_policy`` replaces all of these.
     ``models`` names the models a several-models run may use.
     """
 
@@ -67,6 +68,7 @@ class CorralRunner:
         no_retry: Sequence[type[BaseException]] = (),
         observers: Sequence[Observer] = (),
         models: Sequence[str] | None = None,
+        evaluation_timeout: float | None = None,
     ) -> None:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
@@ -83,15 +85,8 @@ class CorralRunner:
             for method in ("setup", "execute", "evaluate"):
                 if not callable(getattr(env, method, None)):
                     raise ConfigError(f"environment {env_id!r} has no {method}() method")
-        if trial_timeout is not None and (
-            isinstance(trial_timeout, bool)
-            or not isinstance(trial_timeout, int | float)
-            or not math.isfinite(trial_timeout)
-            or trial_timeout <= 0
-        ):
-            raise ConfigError(
-                f"trial_timeout must be a positive number or None, not {trial_timeout!r}"
-            )
+        _check_timeout("trial_timeout", trial_timeout)
+        _check_timeout("evaluation_timeout", evaluation_timeout)
         if retry_policy is None:
             retry_policy = RetryPolicy(
                 max_retries=max_retries,
@@ -107,6 +102,10 @@ class CorralRunner:
         self.store = _store(store)
         self.retry_policy = retry_policy
         self.trial_timeout = trial_timeout
+        #: Seconds for one call of ``evaluate`` (default: ``trial_timeout``).
+        self.evaluation_timeout = (
+            trial_timeout if evaluation_timeout is None else evaluation_timeout
+        )
         self.observers = tuple(observers)
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
@@ -277,6 +276,7 @@ class CorralRunner:
                 store=self.store,
                 policy=self.retry_policy,
                 trial_timeout=self.trial_timeout,
+                evaluation_timeout=self.evaluation_timeout,
                 notify=notify,
                 resume=resume,
                 critical_path=order == "critical_path",
@@ -317,6 +317,16 @@ class CorralRunner:
             )
         _write_report(self.store, report)
         return report
+
+
+def _check_timeout(name: str, value: object) -> None:
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{name} must be a positive number or None, not {value!r}")
 
 
 def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:

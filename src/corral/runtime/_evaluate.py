@@ -26,16 +26,32 @@ async def evaluate_trial(
     store: CommitStore,
     policy: RetryPolicy,
     acks: Acks,
+    timeout: float | None = None,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
-    Returns the record with ``evaluation`` (or ``error``) filled in.
+    ``timeout`` bounds each call of ``evaluate``; a call that outlives it is a failed
+    evaluation, not retried (a hung scorer would hang again). Returns the record
+    with ``evaluation`` (or ``error``) filled in.
     """
     attempt = 0
     limited = 0
     while True:
         try:
-            payload = _payload(await environment.evaluate(record))
+            if timeout is None:
+                evaluation = await environment.evaluate(record)
+            else:
+                with anyio.move_on_after(timeout) as scope:
+                    evaluation = await environment.evaluate(record)
+                if scope.cancelled_caught:
+                    payload = {
+                        "error": f"TimeoutError: evaluate() exceeded evaluation_timeout of "
+                        f"{timeout} s",
+                        "error_type": "TimeoutError",
+                        "attempts": attempt + 1,
+                    }
+                    break
+            payload = _payload(evaluation)
             break
         except Exception as exc:
             if (slow_down := as_rate_limit(exc)) is not None:

@@ -91,6 +91,7 @@ class RunLoop:
         policy: RetryPolicy,
         trial_timeout: float | None,
         notify: Notify,
+        evaluation_timeout: float | None = None,
         resume: Resume | None = None,
         critical_path: bool = True,
     ) -> None:
@@ -101,6 +102,7 @@ class RunLoop:
         self.store = store
         self.policy = policy
         self.trial_timeout = trial_timeout
+        self.evaluation_timeout = evaluation_timeout
         self.acks = Acks(notify)
         resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
@@ -317,6 +319,7 @@ class RunLoop:
             store=self.store,
             policy=self.policy,
             acks=self.acks,
+            timeout=self.evaluation_timeout,
         )
         self._remember(t, record)
         self.admission.evaluation_ended(t, r)
