@@ -26,11 +26,11 @@ async def evaluate_trial(
     store: CommitStore,
     policy: RetryPolicy,
     acks: Acks,
-    timeout: float | None = None,
+    time_limit: float | None = None,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
-    ``timeout`` bounds each call of ``evaluate``; a call that outlives it is a failed
+    ``time_limit`` bounds each call of ``evaluate``; a call that outlives it is a failed
     evaluation, not retried (a hung scorer would hang again). Returns the record
     with ``evaluation`` (or ``error``) filled in.
     """
@@ -38,15 +38,15 @@ async def evaluate_trial(
     limited = 0
     while True:
         try:
-            if timeout is None:
+            if time_limit is None:
                 evaluation = await environment.evaluate(record)
             else:
-                with anyio.move_on_after(timeout) as scope:
+                with anyio.move_on_after(time_limit) as scope:
                     evaluation = await environment.evaluate(record)
                 if scope.cancelled_caught:
                     payload = {
                         "error": f"TimeoutError: evaluate() exceeded evaluation_timeout of "
-                        f"{timeout} s",
+                        f"{time_limit} s",
                         "error_type": "TimeoutError",
                         "attempts": attempt + 1,
                     }

@@ -319,7 +319,7 @@ class RunLoop:
             store=self.store,
             policy=self.policy,
             acks=self.acks,
-            timeout=self.evaluation_timeout,
+            time_limit=self.evaluation_timeout,
         )
         self._remember(t, record)
         self.admission.evaluation_ended(t, r)
