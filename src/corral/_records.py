@@ -137,6 +137,13 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
             self._evaluations[key] = evaluation
         return None if kept is evaluation else kept
 
+    def remove(self, task_id: str, trial: int) -> None:
+        """Forget a trial's record (it was reopened for a fresh attempt)."""
+        row = self._tasks.get(task_id)
+        if row is not None and row[trial] is not None:
+            row[trial] = None
+            self._count -= 1
+
     def trials(self, task_id: str) -> list[TrialRecord]:
         """``task_id``'s records in trial order: the table's own row (not a copy)
         when every trial finished, so a report built at the end of a run shares it."""

@@ -16,13 +16,13 @@ from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._sources import TaskSource
-from ._types import BenchmarkTaskMetadata
+from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
-from .scheduler._plan import across_models, check_models
-from .store import CommitStore, MemoryStore, SQLiteStore
+from .scheduler._plan import across_models, check_models, scoring_plan
+from .store import CommitStore, MemoryStore, SQLiteStore, TrialKey
 
 DEFAULT_STORE = ".corral/store.db"
 
@@ -138,17 +138,7 @@ class CorralRunner:
     ) -> tuple[RunPlan, tuple[int, ...]]:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
         trials = positive_int("trials_per_task", trials_per_task)
-        if isinstance(k_values, str | bytes) or not isinstance(k_values, Sequence) or not k_values:
-            raise ConfigError(
-                f"k_values must be a non-empty sequence of integers, not {k_values!r}"
-            )
-        ks = []
-        for k in k_values:
-            positive_int(f"k_values entry {k!r}: k", k)
-            if k > trials:
-                raise ConfigError(f"k = {k} is larger than trials_per_task = {trials}")
-            if k not in ks:
-                ks.append(k)
+        ks = _check_ks(k_values, trials)
         if not isinstance(include_dependencies, bool):
             raise ConfigError(
                 f"include_dependencies must be True or False, not {include_dependencies!r}"
@@ -166,7 +156,7 @@ class CorralRunner:
                 raise ConfigError(
                     f"task {task_id!r} names unknown environment {meta.environment_id!r}"
                 )
-        return plan, tuple(sorted(ks))
+        return plan, ks
 
     async def run(
         self,
@@ -188,8 +178,21 @@ class CorralRunner:
         models: Sequence[str] | None = None,
         max_subprocesses: int | None = None,
         scopes: ConcurrencyScopes | None = None,
+        rerun: Sequence[str] = (),
+        fail_on_error: float | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
+
+        A later run of the same id may select a subset of its tasks (the report
+        covers those), and ``rerun`` gives the trials that ended with these
+        statuses (``"error"``, ``"timeout"``, ``"max_iterations"``,
+        ``"unreachable"``) a fresh attempt: a ``reopen`` commit marks it, the
+        earlier attempt stays in the history, the report uses the latest, and
+        unreachable descendants of reopened trials run again.
+        ``fail_on_error`` (a count, or a fraction of the run's trials below 1)
+        stops admitting trials once more trial errors and failed evaluations than
+        that happened in this run; what runs finishes, and the report is then
+        incomplete (``report.stopped`` says why) and the benchmark resumable.
 
         Everything is validated first: bad input raises `ConfigError` before any
         trial starts and before anything is written to the store. ``order`` picks
@@ -206,8 +209,8 @@ class CorralRunner:
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
-        if not isinstance(benchmark_id, str) or not benchmark_id.strip():
-            raise ConfigError(f"benchmark_id must be a non-empty string, not {benchmark_id!r}")
+        _check_benchmark_id(benchmark_id)
+        reruns = _rerun_statuses(rerun)
         limits = Limits.resolve(
             max_parallel=max_parallel,
             max_parallel_per_task=max_parallel_per_task,
@@ -232,19 +235,76 @@ class CorralRunner:
                 f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
                 f"{scopes.max_subprocesses}"
             )
-        eval_keys = tuple(
-            self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
-        )
+        budget = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
         with scopes.active():
             return await self._run(
                 benchmark_id,
                 plan,
                 limits,
                 ks,
-                eval_keys,
                 order,
                 scopes,
                 [*self.observers, *observers],
+                Resume(plan, rerun=reruns),
+                budget,
+            )
+
+    async def rescore(
+        self,
+        benchmark_id: str,
+        task_ids: Sequence[str] | None = None,
+        *,
+        failed_only: bool = False,
+        k_values: Sequence[int] = (1,),
+        max_parallel_evaluations: int = 4,
+        max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
+        observers: Sequence[Observer] = (),
+        scopes: ConcurrencyScopes | None = None,
+    ) -> BenchmarkReport:
+        """Evaluate the finished trials of ``benchmark_id`` again with the current
+        environments' ``evaluate`` and return the report of the rescored tasks.
+
+        Each new score is appended as an evaluation commit (the report uses the
+        latest); nothing else runs and nothing is deleted. ``task_ids`` limits it to
+        some tasks (ids as recorded, ``task@model`` in a several-models run);
+        ``failed_only`` to trials that did not pass (or whose scoring failed).
+        A changed scorer is not a changed configuration: the stored one is used.
+        """
+        _check_benchmark_id(benchmark_id)
+        if not isinstance(failed_only, bool):
+            raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
+        limits = Limits.resolve(
+            max_parallel_evaluations=max_parallel_evaluations,
+            max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
+        )
+        async with self.store.opened():
+            config = await self.store.benchmark_config(benchmark_id)
+        if config is None:
+            raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}")
+        plan = scoring_plan(config, task_ids)
+        for t, task_id in enumerate(plan.task_ids):
+            env_id = plan.light(t).environment_id
+            if env_id not in self.environments:
+                raise ConfigError(
+                    f"task {task_id!r} was scored in environment {env_id!r}, which this "
+                    "runner does not have"
+                )
+        ks = _check_ks(k_values, plan.trials_per_task)
+        limits.check_keys((), (), {*self.environments, *map(self._eval_key, self.environments)})
+        if scopes is None:
+            scopes = ConcurrencyScopes()
+        resume = Resume(plan, rescore="failed" if failed_only else "all")
+        with scopes.active():
+            return await self._run(
+                benchmark_id,
+                plan,
+                limits,
+                ks,
+                "fifo",
+                scopes,
+                [*self.observers, *observers],
+                resume,
+                None,
             )
 
     async def _run(
@@ -253,19 +313,24 @@ class CorralRunner:
         plan: RunPlan,
         limits: Limits,
         ks: tuple[int, ...],
-        eval_keys: tuple[str, ...],
         order: str,
         scopes: ConcurrencyScopes,
         watchers: list[Observer],
+        resume: Resume,
+        error_budget: int | None,
     ) -> BenchmarkReport:
         notify = Observers(watchers)
         started = time.time()
+        eval_keys = tuple(
+            self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
+        )
         async with self.store.opened(), self.store.claim(benchmark_id):
-            existed = await self.store.register_benchmark(benchmark_id, plan.config())
-            resume = Resume(plan)
-            if existed:
+            rescoring = resume.rescoring
+            if rescoring or await self.store.register_benchmark(benchmark_id, plan.config()):
                 async for chunk in self.store.scan(benchmark_id):
                     resume.absorb(chunk)
+            resume.settle()
+            await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
             loop = RunLoop(
                 benchmark_id=benchmark_id,
                 plan=plan,
@@ -280,6 +345,7 @@ class CorralRunner:
                 notify=notify,
                 resume=resume,
                 critical_path=order == "critical_path",
+                error_budget=error_budget,
             )
             del resume
             info = RunInfo(
@@ -301,7 +367,7 @@ class CorralRunner:
             # built from the commits this run made durable. No second read is needed,
             # and no configuration dict per task: the plan's metadata is enough. The
             # loop's own state goes first, so the report reuses its memory.
-            records, resumed = loop.records, loop.resumed
+            records, resumed, stopped = loop.records, loop.resumed, loop.stopped
             del loop, info
             report = build_report(
                 benchmark_id,
@@ -314,9 +380,95 @@ class CorralRunner:
                 finished_at=ran,
                 resumed=resumed,
                 timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
+                stopped=stopped,
             )
         _write_report(self.store, report)
         return report
+
+
+def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
+    if isinstance(k_values, str | bytes) or not isinstance(k_values, Sequence) or not k_values:
+        raise ConfigError(f"k_values must be a non-empty sequence of integers, not {k_values!r}")
+    ks = set()
+    for k in k_values:
+        positive_int(f"k_values entry {k!r}: k", k)
+        if k > trials:
+            raise ConfigError(f"k = {k} is larger than trials_per_task = {trials}")
+        ks.add(k)
+    return tuple(sorted(ks))
+
+
+def _check_benchmark_id(benchmark_id: object) -> None:
+    if not isinstance(benchmark_id, str) or not benchmark_id.strip():
+        raise ConfigError(f"benchmark_id must be a non-empty string, not {benchmark_id!r}")
+
+
+#: Statuses ``rerun`` may name: a completed trial is never run again (that would
+#: pick the best of several tries and bias pass@k).
+RERUNNABLE = (
+    TrialStatus.ERROR,
+    TrialStatus.TIMEOUT,
+    TrialStatus.MAX_ITERATIONS,
+    TrialStatus.UNREACHABLE,
+)
+
+
+def _rerun_statuses(rerun: Sequence[str]) -> frozenset[TrialStatus]:
+    if isinstance(rerun, str) or not isinstance(rerun, Sequence | frozenset | set):
+        raise ConfigError(f"rerun must be a sequence of trial statuses, not {rerun!r}")
+    out = set()
+    for status in rerun:
+        if status not in RERUNNABLE:
+            raise ConfigError(
+                f"rerun names {status!r}; only {', '.join(map(str, RERUNNABLE))} trials "
+                "can be given a fresh attempt"
+            )
+        out.add(TrialStatus(status))
+    return frozenset(out)
+
+
+def _error_budget(fail_on_error: object, trials: int) -> int | None:
+    """How many errors a run may have before it stops admitting trials."""
+    if fail_on_error is None:
+        return None
+    if isinstance(fail_on_error, bool) or not isinstance(fail_on_error, int | float):
+        raise ConfigError(
+            f"fail_on_error must be a count or a fraction below 1, not {fail_on_error!r}"
+        )
+    if isinstance(fail_on_error, int) or (
+        math.isfinite(fail_on_error) and fail_on_error >= 1 and fail_on_error.is_integer()
+    ):
+        if fail_on_error < 0:
+            raise ConfigError(f"fail_on_error must be 0 or more, not {fail_on_error!r}")
+        return int(fail_on_error)
+    if not 0 < fail_on_error < 1:
+        raise ConfigError(
+            f"fail_on_error must be a whole count or a fraction between 0 and 1, "
+            f"not {fail_on_error!r}"
+        )
+    return math.floor(fail_on_error * trials)
+
+
+async def _reopen(
+    store: CommitStore,
+    benchmark_id: str,
+    plan: RunPlan,
+    trials: Mapping[tuple[int, int], tuple[int, TrialStatus]],
+    notify: Observers,
+) -> None:
+    """Append the reopen marker of every trial given a fresh attempt, durably."""
+    if not trials:
+        return
+    now = time.time()
+    handed = []
+    for (t, r), (seq, status) in trials.items():
+        key = TrialKey(benchmark_id, plan.task_ids[t], r)
+        payload = {"reason": "rerun", "previous_status": str(status)}
+        commit = Commit(seq, "reopen", payload, now)
+        handed.append((store.enqueue(key, [commit]), key, commit))
+    for handle, key, commit in handed:
+        await handle.wait()
+        notify(key, commit)
 
 
 def _check_timeout(name: str, value: object) -> None:

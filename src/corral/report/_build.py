@@ -37,6 +37,7 @@ def build_report(
     finished_at: float,
     resumed: int = 0,
     timings: Mapping[str, float] | None = None,
+    stopped: str | None = None,
 ) -> BenchmarkReport:
     """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it.
 
@@ -99,6 +100,7 @@ def build_report(
         resumed=resumed,
         timings=dict(timings or {}),
         by_model=by_model,
+        stopped=stopped,
     )
 
 

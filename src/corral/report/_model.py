@@ -55,6 +55,9 @@ class BenchmarkReport:
     timings: dict[str, float] = field(default_factory=dict)
     #: pass@k per model (mean over that model's tasks), for runs over several models.
     by_model: dict[str, dict[int, float]] = field(default_factory=dict)
+    #: Why the run stopped admitting trials before every trial finished
+    #: (``fail_on_error``), or None.
+    stopped: str | None = None
 
     @property
     def wall_seconds(self) -> float:
@@ -91,6 +94,7 @@ class BenchmarkReport:
             "by_model": {
                 model: {str(k): v for k, v in ks.items()} for model, ks in self.by_model.items()
             },
+            "stopped": self.stopped,
         }
         if tasks:
             out["tasks"] = {task_id: task.to_dict() for task_id, task in self.tasks.items()}

@@ -77,7 +77,16 @@ class Projection:
             if "state" in payload:
                 self.state = payload["state"]
         elif kind == "evaluation":
-            self.evaluation = commit
+            self.evaluation = commit  # a rescore appends another: the latest counts
+        elif kind == "reopen":
+            # A fresh attempt of a finished trial: it starts over from setup. The
+            # history before the marker stays in the store, not in the session.
+            self.commits = [commit]
+            self.has_setup = False
+            self.state = self.previous_trial = self.turn = None
+            self.steps = []
+            self.iteration = 0
+            self.terminal = self.evaluation = None
 
     def _close_turn(self) -> None:
         """Apply a complete turn's effects: steps and states in declared order."""

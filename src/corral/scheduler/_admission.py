@@ -146,6 +146,8 @@ class Admission:
         self._unreachable: deque[Start] = deque()
         self._deferred = 0
         self._parked: dict[int, list[int]] = {}  # resumed rounds waiting for per-task room
+        #: Set by `stop`: no new trial is admitted (``fail_on_error`` was exceeded).
+        self.stopped = False
 
         for t in range(tasks):
             for r in range(n):
@@ -215,7 +217,7 @@ class Admission:
             self._advance(t)
             self._unreachable.append(Start(StartKind.UNREACHABLE, t, r, cause))
             return False
-        if not queue:
+        if not queue or self.stopped:
             return False
         self.phase[t][r] = Phase.QUEUED
         self.task_queued[t] += 1
@@ -419,9 +421,42 @@ class Admission:
     def status_of(self, t: int, r: int) -> TrialStatus | None:
         return STATUS_OF_CODE.get(self.status[t][r])
 
+    def stop(self) -> None:
+        """Admit no new trial from now on. Running trials, trials waiting out a rate
+        limit and pending evaluations finish; queued trials go back to pending, for a
+        later run of the benchmark."""
+        if self.stopped:
+            return
+        self.stopped = True
+        for bucket, heap in list(self._ready.items()):
+            kept = []
+            for entry in heap:
+                _, r, fresh, t = entry
+                if not fresh:  # started already, then deferred by a rate limit
+                    kept.append(entry)
+                    continue
+                self.phase[t][r] = Phase.PENDING
+                self.task_queued[t] -= 1
+                self._ready_count -= 1
+            if kept:
+                heapq.heapify(kept)
+                self._ready[bucket] = kept
+            else:
+                del self._ready[bucket]
+
     @property
     def complete(self) -> bool:
-        return self.finished == self.total
+        """Every trial is done, or the run was stopped and what it had started is."""
+        if self.finished == self.total:
+            return True
+        return self.stopped and not (
+            self.executing
+            or self.evaluating
+            or self._eval_count
+            or self._deferred
+            or self._ready_count
+            or self._unreachable
+        )
 
     def statistics(self) -> Statistics:
         return Statistics(

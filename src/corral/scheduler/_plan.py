@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -254,4 +255,34 @@ def across_models(plan: RunPlan, models: Sequence[str]) -> RunPlan:
         expanded,
         added=frozenset(added),
         output_names=tuple(names[t] for t in expanded.task_ids),
+    )
+
+
+def scoring_plan(config: Mapping[str, Any], task_ids: Sequence[str] | None) -> RunPlan:
+    """The plan of a rescore: a stored benchmark's tasks (or some of them), with their
+    recorded metadata and no dependencies (scoring one trial needs no other)."""
+    stored: Mapping[str, Any] = config.get("tasks", {})
+    if task_ids is not None:
+        if isinstance(task_ids, str) or not isinstance(task_ids, Sequence) or not task_ids:
+            raise ConfigError(
+                f"task_ids must be a non-empty sequence of task ids, not {task_ids!r}"
+            )
+        for task_id in task_ids:
+            if task_id not in stored:
+                close = difflib.get_close_matches(str(task_id), list(stored), n=3)
+                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                raise ConfigError(f"the benchmark has no task {task_id!r}{hint}")
+    chosen = set(stored if task_ids is None else task_ids)
+    tasks = {
+        task_id: BenchmarkTaskMetadata(
+            entry["agent_id"],
+            entry["environment_id"],
+            model=entry.get("model"),
+            max_iterations=entry.get("max_iterations", 10),
+        )
+        for task_id, entry in stored.items()
+        if task_id in chosen
+    }
+    return build_plan(
+        tasks, None, include_dependencies=True, trials_per_task=int(config["trials_per_task"])
     )

@@ -35,11 +35,25 @@ from ._plan import RunPlan
 
 
 class Resume:
-    """What an earlier run of the same benchmark left, folded chunk by chunk into compact form."""
+    """What an earlier run of the same benchmark left, folded chunk by chunk into compact form.
 
-    def __init__(self, plan: RunPlan) -> None:
+    ``rerun`` names statuses whose trials get a fresh attempt (each gets a reopen
+    marker, see `reopen`), together with their unreachable descendants. With
+    ``rescore`` (``"all"`` or ``"failed"``) nothing executes: the finished trials
+    to score (all evaluated statuses, or those that did not pass) are evaluated again.
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        *,
+        rerun: frozenset[TrialStatus] = frozenset(),
+        rescore: str | None = None,
+    ) -> None:
         n = plan.trials_per_task
         self.plan = plan
+        self._rerun = rerun
+        self._rescore = rescore
         self._index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
         self.phases = [bytearray(n) for _ in plan.task_ids]
         self.statuses = [bytearray(n) for _ in plan.task_ids]
@@ -50,6 +64,9 @@ class Resume:
         self.finished = 0
         #: Records (without states) of the trials an earlier run finished, for the report.
         self.records = TrialTable(plan.trials_per_task)
+        #: Trials to reopen: (t, r) -> (the sequence number of its marker, its last status).
+        self.reopen: dict[tuple[int, int], tuple[int, TrialStatus]] = {}
+        self._unreachable_seq: dict[tuple[int, int], int] = {}
 
     def absorb(self, summaries: Iterable[TrialSummary]) -> None:
         plan, n = self.plan, self.plan.trials_per_task
@@ -62,12 +79,18 @@ class Resume:
                 self.partial.add((t, r))
                 continue
             record = s.record()
+            if record.status in self._rerun:
+                self.reopen[(t, r)] = (s.next_seq, record.status)
+                self.partial.add((t, r))
+                continue
             self.statuses[t][r] = STATUS_CODES[record.status]
+            if record.status == TrialStatus.UNREACHABLE:
+                self._unreachable_seq[(t, r)] = s.next_seq
             if record.status == TrialStatus.COMPLETED and plan.children[t]:
                 self.outputs[(t, r)] = record.output
-            if record.status in EVALUATED_STATUSES and s.evaluation is None:
+            if record.status in EVALUATED_STATUSES and self._to_score(s, record):
                 self.phases[t][r] = Phase.ENDED
-                self.pending_evals[(t, r)] = (record, s.terminal.seq + 1)
+                self.pending_evals[(t, r)] = (record, s.next_seq)
                 continue
             self.phases[t][r] = Phase.DONE
             self.finished += 1
@@ -75,6 +98,39 @@ class Resume:
             best = self.previous[t]
             if best is None or best.trial < r:
                 self.previous[t] = Previous(r, record.evaluation, record.state)
+
+    @property
+    def rescoring(self) -> bool:
+        return self._rescore is not None
+
+    def _to_score(self, summary: TrialSummary, record: TrialRecord) -> bool:
+        if self._rescore is None:
+            return summary.evaluation is None
+        return self._rescore == "all" or not record.passed
+
+    def settle(self) -> None:
+        """After the last chunk: reopen the unreachable descendants of reopened trials
+        (their parents may now give an output); with ``rescore``, nothing else runs."""
+        todo = list(self.reopen)
+        while todo:
+            t, r = todo.pop()
+            for c in self.plan.children[t]:
+                seq = self._unreachable_seq.pop((c, r), None)
+                if seq is None:
+                    continue
+                self.phases[c][r] = Phase.PENDING
+                self.statuses[c][r] = 0
+                self.finished -= 1
+                self.records.remove(self.plan.task_ids[c], r)
+                self.partial.add((c, r))
+                self.reopen[(c, r)] = (seq, TrialStatus.UNREACHABLE)
+                todo.append((c, r))
+        if self._rescore is not None:
+            for phases in self.phases:
+                for r, phase in enumerate(phases):
+                    if phase == Phase.PENDING:  # unfinished: left for a later run
+                        phases[r] = Phase.DONE
+            self.partial.clear()
 
 
 class RunLoop:
@@ -94,6 +150,7 @@ class RunLoop:
         evaluation_timeout: float | None = None,
         resume: Resume | None = None,
         critical_path: bool = True,
+        error_budget: int | None = None,
     ) -> None:
         self.benchmark_id = benchmark_id
         self.plan = plan
@@ -103,6 +160,12 @@ class RunLoop:
         self.policy = policy
         self.trial_timeout = trial_timeout
         self.evaluation_timeout = evaluation_timeout
+        #: Trial errors and failed evaluations this run may have before it stops
+        #: admitting trials (``fail_on_error``); None: never stop.
+        self.error_budget = error_budget
+        self.errors = 0
+        #: Why the run stopped before every trial finished, if it did.
+        self.stopped: str | None = None
         self.acks = Acks(notify)
         resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
@@ -307,6 +370,8 @@ class RunLoop:
         else:
             self._remember(t, record)
         self.admission.execution_ended(t, r, record.status)
+        if record.status == TrialStatus.ERROR:
+            self._count_error()
 
     async def _evaluate(self, t: int, r: int) -> None:
         record, seq = self._pending_evals.pop((t, r))
@@ -323,6 +388,18 @@ class RunLoop:
         )
         self._remember(t, record)
         self.admission.evaluation_ended(t, r)
+        if record.evaluation_error is not None:
+            self._count_error()
+
+    def _count_error(self) -> None:
+        self.errors += 1
+        budget = self.error_budget
+        if budget is not None and self.errors > budget and self.stopped is None:
+            self.stopped = (
+                f"fail_on_error: {self.errors} errors exceeded the limit of {budget}; "
+                "no new trial was started after that"
+            )
+            self.admission.stop()
 
     def _remember(self, t: int, record: TrialRecord) -> None:
         """Keep the trial's record for the report, and the highest finished trial of each

@@ -23,7 +23,11 @@ class TrialKey(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class TrialSummary:
-    """What the report needs of one trial, without its whole history."""
+    """What the report needs of one trial, without its whole history.
+
+    After a ``reopen`` commit it describes the trial's latest attempt only: its
+    commits, usage, terminal and (latest) evaluation.
+    """
 
     task_id: str
     trial: int
@@ -32,6 +36,8 @@ class TrialSummary:
     usage: Usage
     terminal: Commit | None
     evaluation: Commit | None
+    #: The sequence number the trial's next commit takes.
+    next_seq: int = 0
 
     def record(self, *, keep_state: bool = True) -> TrialRecord:
         """The trial's record; only for a summary with a terminal commit."""

@@ -9,7 +9,16 @@ from ._protocol import TrialSummary
 class SummaryBuilder:
     """Accumulates a trial's commits in seq order; ``build()`` gives its summary."""
 
-    __slots__ = ("task_id", "trial", "commits", "started_at", "usage", "terminal", "evaluation")
+    __slots__ = (
+        "task_id",
+        "trial",
+        "commits",
+        "started_at",
+        "usage",
+        "terminal",
+        "evaluation",
+        "last_seq",
+    )
 
     def __init__(self, task_id: str, trial: int) -> None:
         self.task_id = task_id
@@ -19,8 +28,15 @@ class SummaryBuilder:
         self.usage: Usage = NO_USAGE
         self.terminal: Commit | None = None
         self.evaluation: Commit | None = None
+        self.last_seq = -1
 
     def add(self, commit: Commit) -> None:
+        self.last_seq = commit.seq
+        if commit.kind == "reopen":
+            # A fresh attempt: the summary describes what follows (as `Projection` does).
+            self.commits = 0
+            self.usage = NO_USAGE
+            self.terminal = self.evaluation = None
         if not self.commits:
             self.started_at = commit.created_at
         self.commits += 1
@@ -40,4 +56,5 @@ class SummaryBuilder:
             usage=self.usage,
             terminal=self.terminal,
             evaluation=self.evaluation,
+            next_seq=self.last_seq + 1,
         )
