@@ -90,7 +90,9 @@ class Resume:
                 self.outputs[(t, r)] = record.output
             if record.status in EVALUATED_STATUSES and self._to_score(s, record):
                 self.phases[t][r] = Phase.ENDED
-                self.pending_evals[(t, r)] = (record, s.next_seq)
+                # The scorer gets the trial as it ended, not an earlier score.
+                unscored = record if s.evaluation is None else s.record(scored=False)
+                self.pending_evals[(t, r)] = (unscored, s.next_seq)
                 continue
             self.phases[t][r] = Phase.DONE
             self.finished += 1
@@ -174,6 +176,7 @@ class RunLoop:
         self._previous = resumed.previous
         self._partial = resumed.partial
         self._pending_evals = resumed.pending_evals
+        self._reopened = resumed.reopen
         # A parent's output waits here until every child's same round has taken it.
         self._outputs: dict[tuple[int, int], list[Any]] = {}
         for (t, r), output in resumed.outputs.items():
@@ -429,7 +432,10 @@ class RunLoop:
                     "cause": {"task_id": parent_id, "status": str(parent_status)},
                 }
                 key = self._key(t, r)
-                commit = Commit(0, "terminal", payload, time.time())
+                # A reopened trial's history goes on after its reopen marker.
+                reopened = self._reopened.get((t, r))
+                seq = 0 if reopened is None else reopened[0] + 1
+                commit = Commit(seq, "terminal", payload, time.time())
                 await self.store.append(key, [commit])
                 self.acks.durable(key, [commit])
                 self._remember(

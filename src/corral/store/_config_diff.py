@@ -9,8 +9,12 @@ from .._errors import ConfigError
 
 
 def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    """Raise `ConfigError` naming the first difference, if there is one."""
-    if stored == new:
+    """Raise `ConfigError` naming the first difference, if there is one.
+
+    A run of some of the benchmark's tasks (each with its metadata unchanged) is
+    the same benchmark: it continues those tasks only.
+    """
+    if stored == new or _subset(stored, new):
         return
     detail = _first_difference(stored, new)
     raise ConfigError(
@@ -18,6 +22,16 @@ def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping
         f"({detail}); use a new benchmark id, or run it again with the same tasks, "
         "metadata and trials_per_task"
     )
+
+
+def _subset(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    if stored.get("trials_per_task") != new.get("trials_per_task"):
+        return False
+    old_tasks: Mapping[str, Any] = stored.get("tasks", {})
+    return all(old_tasks.get(t, _MISSING) == m for t, m in new.get("tasks", {}).items())
+
+
+_MISSING = object()
 
 
 def _first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -29,12 +43,9 @@ def _first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     old_tasks: Mapping[str, Any] = stored.get("tasks", {})
     new_tasks: Mapping[str, Any] = new.get("tasks", {})
     added = sorted(set(new_tasks) - set(old_tasks))
-    removed = sorted(set(old_tasks) - set(new_tasks))
     if added:
         return f"task {added[0]!r} was not in it"
-    if removed:
-        return f"task {removed[0]!r} is missing"
-    for task_id in old_tasks:
+    for task_id in new_tasks:
         if old_tasks[task_id] != new_tasks[task_id]:
             for name, value in old_tasks[task_id].items():
                 if new_tasks[task_id].get(name) != value:

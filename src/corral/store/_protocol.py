@@ -39,14 +39,15 @@ class TrialSummary:
     #: The sequence number the trial's next commit takes.
     next_seq: int = 0
 
-    def record(self, *, keep_state: bool = True) -> TrialRecord:
-        """The trial's record; only for a summary with a terminal commit."""
+    def record(self, *, keep_state: bool = True, scored: bool = True) -> TrialRecord:
+        """The trial's record; only for a summary with a terminal commit. ``scored=False``
+        leaves its evaluation out (the record a scorer is given)."""
         assert self.terminal is not None, "a trial without a terminal commit has no record"
         return record_of(
             self.task_id,
             self.trial,
             terminal=self.terminal,
-            evaluation=self.evaluation,
+            evaluation=self.evaluation if scored else None,
             commits=self.commits,
             started_at=self.started_at,
             usage=self.usage,
