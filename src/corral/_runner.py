@@ -50,6 +50,8 @@ class CorralRunner:
     ``no_retry`` types end a trial at once. ``trial_timeout`` bounds one
     attempt's execution in seconds, ``evaluation_timeout`` one call of ``evaluate``
     (default: ``trial_timeout``). ``retry_policy`` replaces all of these.
+    ``max_backlog`` bounds the appends handed to the store but not yet durable:
+    past it, trials wait for the store to catch up (0: unbounded).
     ``models`` names the models a several-models run may use.
     """
 
@@ -69,6 +71,7 @@ class CorralRunner:
         observers: Sequence[Observer] = (),
         models: Sequence[str] | None = None,
         evaluation_timeout: float | None = None,
+        max_backlog: int = 1024,
     ) -> None:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
@@ -85,6 +88,10 @@ class CorralRunner:
             for method in ("setup", "execute", "evaluate"):
                 if not callable(getattr(env, method, None)):
                     raise ConfigError(f"environment {env_id!r} has no {method}() method")
+        if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 0:
+            raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
+        #: Appends handed to the store and not yet durable before trials wait (0: no bound).
+        self.max_backlog = max_backlog
         _check_timeout("trial_timeout", trial_timeout)
         _check_timeout("evaluation_timeout", evaluation_timeout)
         if retry_policy is None:
@@ -346,6 +353,7 @@ class CorralRunner:
                 resume=resume,
                 critical_path=order == "critical_path",
                 error_budget=error_budget,
+                max_backlog=self.max_backlog,
             )
             del resume
             info = RunInfo(

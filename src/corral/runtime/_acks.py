@@ -23,13 +23,35 @@ Notify = Callable[[TrialKey, Commit], None]
 
 
 class Acks:
-    """The run's queue of appends awaiting their acknowledgement."""
+    """The run's queue of appends awaiting their acknowledgement.
 
-    def __init__(self, notify: Notify) -> None:
+    It is also the run's backlog: appends handed to the store that are not yet
+    durable. ``max_backlog`` bounds it: past that, `room` makes the run's workers
+    wait until the store has caught up to half of it, so a store slower than the
+    trials never turns into memory growing with the run (0: no bound).
+    """
+
+    def __init__(self, notify: Notify, max_backlog: int = 0) -> None:
         self._notify = notify
         self._queue: deque[tuple[Pending, TrialKey, list[Commit]]] = deque()
         self._wakeup = anyio.Event()
         self._closed = False
+        self.max_backlog = max_backlog
+        self._drained: anyio.Event | None = None
+        #: The most appends ever waiting at once.
+        self.peak_backlog = 0
+
+    @property
+    def full(self) -> bool:
+        return 0 < self.max_backlog < len(self._queue)
+
+    async def room(self) -> None:
+        """Return once the backlog is down to half its bound (at once if not full)."""
+        if not self.full:
+            return
+        if self._drained is None:
+            self._drained = anyio.Event()
+        await self._drained.wait()
 
     def add(self, handle: Pending, key: TrialKey, commits: list[Commit]) -> None:
         """Tell the observers of ``commits`` once ``handle`` is durable.
@@ -44,6 +66,8 @@ class Acks:
         queue.append((handle, key, commits))
         if len(queue) == 1:
             self._wakeup.set()
+        elif len(queue) > self.peak_backlog:
+            self.peak_backlog = len(queue)
 
     def durable(self, key: TrialKey, commits: list[Commit]) -> None:
         """Tell the observers of ``commits``, known to be durable (acknowledged, or read
@@ -60,6 +84,9 @@ class Acks:
                 await handle.wait()
                 queue.popleft()
                 self.durable(key, commits)
+                if self._drained is not None and len(queue) <= self.max_backlog // 2:
+                    self._drained.set()
+                    self._drained = None
             if self._closed:
                 return
             self._wakeup = anyio.Event()

@@ -153,6 +153,7 @@ class RunLoop:
         resume: Resume | None = None,
         critical_path: bool = True,
         error_budget: int | None = None,
+        max_backlog: int = 0,
     ) -> None:
         self.benchmark_id = benchmark_id
         self.plan = plan
@@ -168,7 +169,7 @@ class RunLoop:
         self.errors = 0
         #: Why the run stopped before every trial finished, if it did.
         self.stopped: str | None = None
-        self.acks = Acks(notify)
+        self.acks = Acks(notify, max_backlog)
         resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
         #: Every finished trial's record (without its state): the report's rows.
@@ -271,7 +272,9 @@ class RunLoop:
             else:
                 await self._evaluate(start.task, start.round)
             done += 1
-            if done % _YIELD_EVERY:
+            if self.acks.full:  # the store lags: hand over no more until it catches up
+                await self.acks.room()
+            elif done % _YIELD_EVERY:
                 await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops here
             else:
                 # Trials whose agents never wait would otherwise keep this task

@@ -1,0 +1,118 @@
+"""Memory while the store lags: instant trials at a small max_parallel on SQLite.
+
+    python bench/store_backlog.py [--trials 100000 --parallel 8 --backlog 4096]
+
+Instant trials (the agent answers at once, the scorer too) produce commits faster
+than one SQLite writer thread makes them durable; nobody waits for a terminal or
+an evaluation commit. Without a bound the handed-over rows pile up in memory.
+Each run is its own process; it prints trials/s and the peak RSS growth, over
+the whole run (the report keeps one record per trial) and up to the moment the
+last trial ended.
+``--backlog 0`` turns the bound off (the behaviour before it existed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+import corral
+from corral import BenchmarkTaskMetadata, Final
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Peak:
+    """Peak RSS when the last trial has ended, before the report is built."""
+
+    rss_at_end = 0.0
+
+    def on_run_end(self, info: corral.RunInfo) -> None:
+        self.rss_at_end = rss_mb()
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        pass
+
+
+def child(trials: int, parallel: int, backlog: int) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix="corral-backlog-"))
+    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(trials // 10)}
+    store = corral.SQLiteStore(tmp / "store.db")
+    bound = {} if backlog < 0 else {"max_backlog": backlog}
+    runner = corral.CorralRunner(
+        tasks,
+        {"a": ScriptedAgent(lambda s: Final(1))},
+        {"e": FakeEnvironment()},
+        store=store,
+        **bound,
+    )
+    peaks = Peak()
+    before = rss_mb()
+    start = time.perf_counter()
+    anyio.run(
+        lambda: runner.run(
+            "b",
+            trials_per_task=10,
+            max_parallel=parallel,
+            max_parallel_per_task=4,
+            observers=[peaks],
+        )
+    )
+    wall = time.perf_counter() - start
+    return {
+        "trials": trials,
+        "trials_per_s": trials / wall,
+        "rss_growth_mb": rss_mb() - before,
+        "rss_at_run_end_mb": peaks.rss_at_end - before,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trials", type=int, default=100_000)
+    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--backlog", type=int, nargs="*", default=[0, -1])
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.trials, args.parallel, args.backlog[0])))
+        return
+    for backlog in args.backlog:
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--trials",
+                str(args.trials),
+                "--parallel",
+                str(args.parallel),
+                "--backlog",
+                str(backlog),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        result = json.loads(out)
+        label = "unbounded" if backlog == 0 else f"bound {'default' if backlog < 0 else backlog}"
+        print(
+            f"{label:>14}: {result['trials']:,} trials, {result['trials_per_s']:,.0f} trials/s, "
+            f"peak RSS growth {result['rss_growth_mb']:.0f} MB "
+            f"({result['rss_at_run_end_mb']:.0f} MB when the last trial ended)"
+        )
+
+
+if __name__ == "__main__":
+    main()
