@@ -160,6 +160,13 @@ def test_a_lone_surrogate_in_a_task_line_is_a_config_error_naming_file_line_and_
     assert f"{path}:2" in str(info.value) and "task 't'" in str(info.value)
 
 
+def test_a_lone_surrogate_in_a_spooled_task_names_the_task(tmp_path: Path) -> None:
+    items = [("ok", M("a", "e")), ("t", M("a", "e", inputs={"p": LONE}))]
+    with pytest.raises(ConfigError, match=r"task source item 2 \(task 't'\)\['inputs'\]"):
+        corral.TaskSource.from_iterable(items, spool_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the spool file went with the error
+
+
 # -- depth and cycles --------------------------------------------------------------
 
 

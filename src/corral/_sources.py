@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._errors import ConfigError, NotSerializableError
-from ._json import check_json, dumps, loads
+from ._json import check_json, dumps, loads, short_repr
 from ._metadata import check_metadata
 from ._types import BenchmarkTaskMetadata
 
@@ -301,8 +301,11 @@ class _Spool:
                 f"task source item {self._count}: expected (task_id, metadata) or a dict, "
                 f"not {item!r}"
             )
+        where = f"task source item {self._count}"
+        if isinstance(row.get("id"), str):
+            where += f" (task {short_repr(row['id'])})"
         try:
-            self._file.write(dumps(check_json(row, f"task source item {self._count}")) + "\n")
+            self._file.write(dumps(check_json(row, where)) + "\n")
         except NotSerializableError as exc:
             raise ConfigError(str(exc)) from None
 
