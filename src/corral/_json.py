@@ -9,38 +9,124 @@ from typing import Any
 
 from ._errors import NotSerializableError
 
-_SCALARS = (str, bool, int, type(None))
+_SCALARS = (bool, int, type(None))
+
+#: How deeply containers may nest in a recorded value. The stdlib decoder that reads
+#: it back on resume recurses once a level, under the interpreter's recursion limit
+#: (1,000 by default, less whatever is on the stack): 100 levels, inside a commit
+#: payload inside the store's row, stay far from it.
+MAX_DEPTH = 100
 
 
 def check_json(value: Any, where: str) -> Any:
     """Return ``value`` as plain JSON data, or raise naming the bad part.
 
     Mappings must have string keys; tuples are recorded as lists; floats must
-    be finite. Anything else (sets, bytes, objects, NaN) is refused here, when
-    it is recorded, rather than when it is read back.
+    be finite; strings (keys too) must be valid Unicode, without lone
+    surrogates, since the store writes UTF-8; containers nest at most
+    `MAX_DEPTH` levels and never contain themselves. Anything else (sets,
+    bytes, objects, NaN) is refused here, when it is recorded, rather than when
+    it is read back.
     """
+    try:
+        return _check(value, MAX_DEPTH)
+    except _Refused as refused:
+        raise NotSerializableError(refused.explain(where)) from None
+
+
+class _Refused(Exception):
+    """A bad part found deep in a value; each level adds its key on the way out, so the
+    path is only spelled out when something is wrong."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.steps: list[tuple[str, int]] = []  # (key, id of the container), innermost first
+
+    def explain(self, where: str) -> str:
+        path = where
+        seen: dict[int, str] = {}  # container id -> the path it was reached by
+        for key, container in reversed(self.steps):
+            if container in seen:  # the walk came round to a container on its own path
+                return f"{seen[container]} contains itself at {path}"
+            seen[container] = path
+            path += key
+        return f"{path} {self.problem}"
+
+
+def _check(value: Any, room: int) -> Any:
+    if isinstance(value, str):
+        if not value.isascii():
+            _check_unicode(value, "is")
+        return value
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, float):
         if math.isfinite(value):
             return value
-        raise NotSerializableError(f"{where} is {value!r}, which JSON cannot record")
-    if isinstance(value, Mapping):
+        raise _Refused(f"is {value!r}, which JSON cannot record")
+    # `dict` first: checking the `Mapping` ABC costs more than the rest of a small value.
+    if type(value) is dict or isinstance(value, Mapping):
+        if room == 0:
+            raise _Refused(f"is nested more than {MAX_DEPTH} levels deep")
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise NotSerializableError(
-                    f"{where} has key {key!r} of type {type(key).__name__}; "
+                raise _Refused(
+                    f"has key {key!r} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
-            out[key] = check_json(item, f"{where}[{key!r}]")
+            if not key.isascii():
+                _check_unicode(key, "has key")
+            try:
+                out[key] = _check(item, room - 1)
+            except _Refused as refused:
+                refused.steps.append((f"[{key!r}]", id(value)))
+                raise
         return out
     if isinstance(value, list | tuple):
-        return [check_json(item, f"{where}[{i}]") for i, item in enumerate(value)]
-    raise NotSerializableError(
-        f"{where} is {value!r} of type {type(value).__name__}, which does not survive "
+        if room == 0:
+            raise _Refused(f"is nested more than {MAX_DEPTH} levels deep")
+        items = []
+        for i, item in enumerate(value):
+            try:
+                items.append(_check(item, room - 1))
+            except _Refused as refused:
+                refused.steps.append((f"[{i}]", id(value)))
+                raise
+        return items
+    raise _Refused(
+        f"is {short_repr(value)} of type {type(value).__name__}, which does not survive "
         "a JSON round trip"
     )
+
+
+def _check_unicode(text: str, verb: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _Refused(
+            f"{verb} {short_repr(text)}, which holds a lone surrogate "
+            f"({text[exc.start]!r} at index {exc.start}): not valid Unicode, so it "
+            "cannot be stored"
+        ) from None
+
+
+def recordable_text(text: str) -> str:
+    """``text`` with any lone surrogate written as its escape (``\\ud800``): for text
+    Corral records itself (an error's message, a traceback), which must not fail."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a message names a value, not all of it."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _refuse(value: Any) -> Any:

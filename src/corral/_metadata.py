@@ -5,22 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ._errors import ConfigError, NotSerializableError
+from ._ids import check_id
 from ._json import check_json
 from ._types import BenchmarkTaskMetadata
 
 
 def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
-    """Raise `ConfigError` naming the task and field if ``meta`` is malformed."""
+    """Raise `ConfigError` naming the task and field if ``meta`` or the id is malformed."""
+    check_id("task id", task_id)
     if not isinstance(meta, BenchmarkTaskMetadata):
         raise ConfigError(
             f"task {task_id!r} must be a BenchmarkTaskMetadata, not {type(meta).__name__}"
         )
+    # These name agents, environments and models in the stored configuration and the
+    # report: the same rules as any id.
     for name in ("agent_id", "environment_id"):
-        value = getattr(meta, name)
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"task {task_id!r} {name} must be a non-empty string, not {value!r}")
-    if meta.model is not None and (not isinstance(meta.model, str) or not meta.model):
-        raise ConfigError(f"task {task_id!r} model must be a non-empty string or None")
+        check_id(f"task {task_id!r} {name}", getattr(meta, name))
+    if meta.model is not None:
+        check_id(f"task {task_id!r} model (a string or None)", meta.model)
     if (
         isinstance(meta.max_iterations, bool)
         or not isinstance(meta.max_iterations, int)
@@ -31,8 +33,7 @@ def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
             f"not {meta.max_iterations!r}"
         )
     for parent in meta.dependencies:
-        if not isinstance(parent, str):
-            raise ConfigError(f"task {task_id!r} dependency {parent!r} is not a task id")
+        check_id(f"dependency of task {task_id!r}", parent)
     if not isinstance(meta.inputs, Mapping):
         raise ConfigError(f"task {task_id!r} inputs must be a mapping, not {meta.inputs!r}")
     try:

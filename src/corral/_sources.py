@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._errors import ConfigError, NotSerializableError
-from ._json import check_json, dumps, loads
+from ._json import check_json, dumps, loads, short_repr
 from ._metadata import check_metadata
 from ._types import BenchmarkTaskMetadata
 
@@ -34,8 +34,10 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
     "...", "model": "...", "max_iterations": 10, "dependencies": [...],
     "inputs": {...}}`` (``id``, ``agent_id`` and ``environment_id`` required).
     Every line is validated when the source is built; a malformed one is a
-    `ConfigError` naming the file and line number. Pass a source wherever a
-    ``tasks`` mapping goes (`CorralRunner`, `Benchmark`).
+    `ConfigError` naming the file and line number. Reading a task later checks
+    that its line is still the one indexed: a file changed under a running
+    source is a `ConfigError`, never another task's inputs. Pass a source
+    wherever a ``tasks`` mapping goes (`CorralRunner`, `Benchmark`).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, _spooled: bool = False) -> None:
@@ -43,6 +45,8 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
         self._ids: list[str] = []
         self._positions: dict[str, int] = {}
         self._offsets = array("q")
+        self._lines = array("I")  # each task's line number, for messages
+        self._size = 0  # the file's length when indexed: where the last task's line ends
         # Each task without its inputs (the part planning needs), and its inputs' digest.
         self._skeletons: list[BenchmarkTaskMetadata] = []
         self._input_digests = bytearray()  # 16 bytes a task
@@ -106,12 +110,15 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
                     self._positions[task_id] = len(self._ids)
                     self._ids.append(task_id)
                     self._offsets.append(offset)
+                    self._lines.append(number)
                     self._skeletons.append(self._skeleton(meta))
                     # The line's digest stands for the task's inputs in the stored
                     # configuration: the same file resumes, an edited task is refused.
-                    self._input_digests += hashlib.sha256(line).digest()[:16]
+                    # Reading the task later checks it too.
+                    self._input_digests += _line_digest(line)
                     self._digest.update(line + b"\n")
                 offset += len(raw)
+            self._size = offset
 
     def _skeleton(self, meta: BenchmarkTaskMetadata) -> BenchmarkTaskMetadata:
         key = (
@@ -156,10 +163,28 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
             self._cache.move_to_end(task_id)
             return meta
         position = self._positions[task_id]
-        if self._file is None:
-            self._file = open(self.path, "rb")
-        self._file.seek(self._offsets[position])
-        _, meta = _parse(self._file.readline().strip(), f"{self.path}")
+        where = f"{self.path}:{self._lines[position]}"
+        start = self._offsets[position]
+        end = self._offsets[position + 1] if position + 1 < len(self._ids) else self._size
+        try:
+            if self._file is None:
+                # Unbuffered: a buffer would serve bytes read before the file changed.
+                self._file = open(self.path, "rb", buffering=0)
+            self._file.seek(start)
+            # Up to the next task's line: this line and any blank lines after it.
+            line = self._file.read(end - start).strip()
+        except OSError as exc:
+            raise ConfigError(f"{where}: task {task_id!r} cannot be read: {exc}") from None
+        # The file may have been edited since it was indexed: whatever now sits at
+        # this offset must be the very line indexed, never another task's inputs.
+        at = 16 * position
+        if _line_digest(line) != self._input_digests[at : at + 16]:
+            raise ConfigError(
+                f"{where}: the task file changed after the TaskSource read it; this line "
+                f"no longer holds task {task_id!r} as indexed (restore the file, or build "
+                "a new TaskSource)"
+            )
+        _, meta = _parse(line, where)
         self._cache[task_id] = meta
         if len(self._cache) > _CACHE:
             self._cache.popitem(last=False)
@@ -202,11 +227,17 @@ class _SkeletonView(TaskSource):
         return self._skeletons[self._positions[task_id]]
 
 
+def _line_digest(line: bytes) -> bytes:
+    return hashlib.sha256(line).digest()[:16]
+
+
 def _parse(line: bytes, where: str) -> tuple[str, BenchmarkTaskMetadata]:
     try:
         data = loads(line)
     except ValueError as exc:
         raise ConfigError(f"{where}: not a JSON object ({exc})") from None
+    except RecursionError:  # the stdlib decoder recurses once a level
+        raise ConfigError(f"{where}: nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a JSON object per line, not {data!r}")
     task_id = data.get("id")
@@ -270,8 +301,11 @@ class _Spool:
                 f"task source item {self._count}: expected (task_id, metadata) or a dict, "
                 f"not {item!r}"
             )
+        where = f"task source item {self._count}"
+        if isinstance(row.get("id"), str):
+            where += f" (task {short_repr(row['id'])})"
         try:
-            self._file.write(dumps(check_json(row, f"task source item {self._count}")) + "\n")
+            self._file.write(dumps(check_json(row, where)) + "\n")
         except NotSerializableError as exc:
             raise ConfigError(str(exc)) from None
 
