@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from rich.console import RenderableType
@@ -61,7 +62,7 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     grid.add_row("trials", " · ".join(counts) or "none")
     if not report.complete:
         grid.add_row(
-            "incomplete",
+            "finished",
             Text(
                 f"incomplete: {report.finished:,} of {report.total:,} trials finished; run the "
                 f"benchmark again with --benchmark-id {report.benchmark_id!r} to resume "
@@ -137,10 +138,13 @@ def errors_table(report: BenchmarkReport) -> Table | None:
     three example trials (``corral show ID TASK TRIAL`` prints one in full)."""
     if not report.errors and not report.evaluation_errors:
         return None
+    first = (report.errors or report.evaluation_errors)[0].examples[0]
+    task, _, trial = first.rpartition("#")
+    show = shlex.join(["corral", "show", report.benchmark_id, task, trial])
     table = Table(
         title="errors",
         title_justify="left",
-        caption="corral show BENCHMARK TASK TRIAL prints an error's traceback",
+        caption=f"a trial's traceback: {show}",
         caption_justify="left",
     )
     table.add_column("count", justify="right")
