@@ -83,6 +83,22 @@ async def test_the_written_report_is_exactly_the_reports_json(
         assert not path.with_suffix(".json.tmp").exists()
     assert report.resumed == 15 * (len(models) if models else 1)
     data = json.loads(text)
+    # The file names errors (trial errors and failed evaluations apart) and completeness.
+    copies = len(models) if models else 1
+    err_ids = [t for t in data["tasks"] if t.startswith("err")]
+    assert data["errors"] == [
+        {
+            "message": "RuntimeError: no answer",
+            "count": copies,
+            "examples": [f"{t}#1" for t in err_ids],
+            "variants": 1,
+        }
+    ]
+    assert [(g["message"], g["count"]) for g in data["evaluation_errors"]] == [
+        ("ValueError: grader down", copies)
+    ]
+    assert (data["finished"], data["total"], data["complete"]) == (15 * copies, 15 * copies, True)
+    assert data["wall_seconds"] == data["finished_at"] - data["started_at"] > 0
     assert data["added_by_dependencies"] == [t for t in data["tasks"] if t.startswith("parent")]
     by_id = {t: data["tasks"][t] for t in data["tasks"]}
     err = next(v for t, v in by_id.items() if t.startswith("err"))

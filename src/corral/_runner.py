@@ -384,8 +384,6 @@ class CorralRunner:
                 metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
                 k_values=ks,
                 added=plan.added,
-                started_at=started,
-                finished_at=ran,
                 resumed=resumed,
                 timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
                 stopped=stopped,

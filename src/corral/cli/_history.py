@@ -77,7 +77,7 @@ async def load_history(
     parents = {}
     for parent in tasks[task_id].get("dependencies", []):
         history = await store.history(TrialKey(benchmark_id, parent, trial))
-        terminal = next((c for c in history if c.kind == "terminal"), None)
+        terminal = _last(latest_attempt(history), "terminal")
         parents[parent] = (
             ParentResult(None, None)
             if terminal is None
@@ -87,8 +87,29 @@ async def load_history(
     return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
 
 
+def latest_attempt(commits: list[Commit]) -> list[Commit]:
+    """The commits after the last ``reopen`` marker: the attempt the report uses."""
+    for i in range(len(commits) - 1, -1, -1):
+        if commits[i].kind == "reopen":
+            return commits[i + 1 :]
+    return commits
+
+
+def _last(commits: list[Commit], kind: str) -> Commit | None:
+    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts)."""
+    return next((c for c in reversed(commits) if c.kind == kind), None)
+
+
 def render_history(history: TrialHistory) -> RenderableType:
-    return Group(_header(history), _commits(history.commits))
+    commits = history.commits
+    reopened = any(c.kind == "reopen" for c in commits)
+    errors: list[RenderableType] = []
+    attempt = 1
+    for c in commits:
+        attempt += c.kind == "reopen"
+        if _failure(c):
+            errors += ["", _error(c, attempt if reopened else None)]
+    return Group(_header(history), _commits(commits), *errors)
 
 
 def _header(history: TrialHistory) -> Table:
@@ -122,13 +143,21 @@ def _header(history: TrialHistory) -> Table:
 
 
 def _outcome(commits: list[Commit]) -> str:
-    terminal = next((c for c in commits if c.kind == "terminal"), None)
+    """How the latest attempt ended (and its latest evaluation); usage over every attempt."""
+    latest = latest_attempt(commits)
+    terminal = _last(latest, "terminal")
     if terminal is None:
-        return "running or interrupted" if commits else "not started"
-    parts = [describe(terminal)]
-    evaluation = next((c for c in commits if c.kind == "evaluation"), None)
-    if evaluation is not None:
-        parts.append(describe(evaluation))
+        parts = ["running or interrupted" if latest else "reopened, not started again"]
+        if not commits:
+            parts = ["not started"]
+    else:
+        parts = [describe(terminal)]
+        evaluation = _last(latest, "evaluation")
+        if evaluation is not None:
+            parts.append(describe(evaluation))
+    reopened = sum(1 for c in commits if c.kind == "reopen")
+    if reopened:
+        parts.append(f"latest of {reopened + 1} attempts")
     usage = sum((c.usage for c in commits), Usage())
     if usage:
         parts.append(_usage(usage))
@@ -143,7 +172,22 @@ def _commits(commits: list[Commit]) -> Table:
     table.add_column("what", overflow="fold")
     table.add_column("usage", justify="right")
     start = commits[0].created_at if commits else 0.0
+    attempt = 1
+    if any(c.kind == "reopen" for c in commits):
+        table.add_row("", "", "", Text("attempt 1", style="bold"), "")
     for c in commits:
+        if c.kind == "reopen":
+            # An attempt boundary: what follows is the trial's next (the report's latest).
+            attempt += 1
+            table.add_section()
+            table.add_row(
+                str(c.seq),
+                c.kind,
+                f"+{c.created_at - start:.3f}s",
+                Text(f"attempt {attempt}: {describe(c)}", style="bold"),
+                "",
+            )
+            continue
         table.add_row(
             str(c.seq),
             c.kind,
@@ -184,11 +228,43 @@ def describe(commit: Commit) -> str:
         return " · ".join(parts)
     if kind == "evaluation":
         if "passed" not in p:
-            return f"evaluation failed: {p.get('error')}"
+            tries = p.get("attempts")
+            after = f" after {tries} attempts" if isinstance(tries, int) and tries > 1 else ""
+            return f"evaluation failed{after}: {p.get('error')}"
         verdict = "passed" if p["passed"] else "failed"
         details = p.get("details")
         return f"{verdict} · score {p.get('score')}" + (f" · {compact(details)}" if details else "")
+    if kind == "reopen":
+        previous = p.get("previous_status")
+        why = p.get("reason", "?") + (
+            f"; the earlier attempt ended {previous}" if previous is not None else ""
+        )
+        return f"reopened ({why})"
     return compact(p)
+
+
+def _failure(commit: Commit) -> bool:
+    """A terminal that records an error, or an evaluation that failed."""
+    p = commit.payload
+    if not isinstance(p, dict) or not p.get("error"):
+        return False
+    return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
+
+
+def _error(commit: Commit, attempt: int | None) -> Table:
+    """A stored error in full: its type, message and trimmed traceback."""
+    p = commit.payload
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    what = "evaluation error" if commit.kind == "evaluation" else "error"
+    where = f"seq {commit.seq}" + (f", attempt {attempt}" if attempt is not None else "")
+    grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
+    if p.get("error_type"):
+        grid.add_row("type", str(p["error_type"]))
+    if p.get("traceback"):
+        grid.add_row("traceback", Text(str(p["traceback"]).rstrip()))
+    return grid
 
 
 def compact(value: Any, width: int = VALUE_WIDTH) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,8 +15,8 @@ from rich.table import Table
 
 from .._errors import ConfigError
 from .._runner import report_path
-from ..report import BenchmarkReport, build_report
-from ..store import SQLiteStore
+from ..report import BenchmarkReport, build_report, is_finished
+from ..store import BenchmarkInfo, CommitStore, SQLiteStore
 from ._execute import make_console, print_report
 from ._history import load_history, render_history
 from ._options import k_option, store_option
@@ -42,43 +43,78 @@ def default_ks(trials: int) -> tuple[int, ...]:
     return tuple(ks if ks[-1] == trials else [*ks, trials])
 
 
-def _saved_report(path: Path | None) -> dict[str, Any]:
-    """The JSON report the last run wrote, for its k values and closure marks."""
+def _saved_report(path: Path | None, benchmark_id: str) -> dict[str, Any]:
+    """The JSON report the last run of ``benchmark_id`` wrote (empty if none, or another's)."""
     if path is None or not path.is_file():
         return {}
     try:
         saved = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    return saved if isinstance(saved, dict) else {}
+    if not isinstance(saved, dict) or saved.get("benchmark_id") != benchmark_id:
+        return {}
+    return saved
 
 
 async def rebuild_report(
-    store: SQLiteStore, benchmark_id: str, ks: Sequence[int] = ()
+    store: CommitStore, benchmark_id: str, ks: Sequence[int] = ()
 ) -> BenchmarkReport:
-    """The report of ``benchmark_id`` from the store alone (no agents, nothing runs)."""
+    """The report of ``benchmark_id`` from the store alone (no agents, nothing runs).
+
+    k values: ``ks``, else `default_ks` (never the last run's: a view, not a fact).
+    What the store does not hold comes from the last run's JSON report: which
+    tasks the dependency closure added, and (only if no commit came after that run)
+    how many trials it reused, so that figure is the run's own.
+    """
     config = await store.benchmark_config(benchmark_id)
     if config is None:
-        raise ConfigError(f"no benchmark {benchmark_id!r} in {str(store.path)!r}")
+        raise ConfigError(f"no benchmark {benchmark_id!r} in {_where(store)}")
     trials = int(config["trials_per_task"])
-    saved = _saved_report(report_path(store, benchmark_id))
     if not ks:
-        ks = tuple(saved.get("k_values") or ()) or default_ks(trials)
+        ks = default_ks(trials)
     for k in ks:
         if not 1 <= k <= trials:
             raise ConfigError(f"k = {k} is outside 1..{trials} (trials_per_task = {trials})")
-    summaries = await store.summaries(benchmark_id)
-    ends = [c.created_at for s in summaries for c in (s.terminal, s.evaluation) if c is not None]
-    started = min((s.started_at for s in summaries), default=0.0)
-    return build_report(
+    saved = _saved_report(report_path(store, benchmark_id), benchmark_id)
+    report = build_report(
         benchmark_id,
         config,
-        summaries,
+        await store.summaries(benchmark_id),
         k_values=sorted(set(ks)),
         added=saved.get("added_by_dependencies", ()),
-        started_at=started,
-        finished_at=max(ends, default=started),
     )
+    if _describes(saved, report):
+        report = replace(report, resumed=int(saved.get("resumed", 0)))
+    return report
+
+
+def _describes(saved: Mapping[str, Any], report: BenchmarkReport) -> bool:
+    """True if ``saved`` is the report of the run that left the store as it is."""
+    return bool(saved) and all(
+        saved.get(name) == value
+        for name, value in (
+            ("started_at", report.started_at),
+            ("finished_at", report.finished_at),
+            ("counts", report.counts),
+        )
+    )
+
+
+def _where(store: CommitStore) -> str:
+    path = getattr(store, "path", None)
+    return repr(str(path)) if path is not None else "the store"
+
+
+async def count_finished(store: CommitStore, info: BenchmarkInfo) -> int:
+    """Finished trials of a benchmark as its report (and a resume) counts them."""
+    tasks = info.config.get("tasks", {})
+    trials = int(info.config.get("trials_per_task", 0))
+    finished = 0
+    async for chunk in store.scan(info.benchmark_id):
+        for s in chunk:
+            if s.task_id in tasks and 0 <= s.trial < trials and is_finished(s):
+                finished += 1
+    return finished
 
 
 @click.command("report")
@@ -89,7 +125,9 @@ async def rebuild_report(
 def report_command(benchmark_id: str, store: str, as_json: bool, ks: tuple[int, ...]) -> None:
     """Rebuild a benchmark's report from the store and print it.
 
-    Without -k: the k values of the last run (or 1, 2, 4, ... up to the trials).
+    Without -k: 1, 2, 4, ... up to the trials per task, and the trials per task
+    itself, whatever -k a run was given. Says whether every trial finished, and
+    groups trial errors and failed evaluations by message.
     """
 
     async def job(opened: SQLiteStore) -> tuple[BenchmarkReport, Path | None]:
@@ -119,10 +157,14 @@ def show_command(benchmark_id: str, task: str, trial: int, store: str, as_json: 
 @click.command("list")
 @store_option
 def list_command(store: str) -> None:
-    """List the benchmarks in the store, with trials finished / total."""
+    """List the benchmarks in the store, with trials finished / total.
 
-    async def job(opened: SQLiteStore) -> list[Any]:
-        return await opened.benchmarks()
+    A trial is finished as in `corral report` (and as a resume sees it): it ended and,
+    if its status is scored, it was scored.
+    """
+
+    async def job(opened: SQLiteStore) -> list[tuple[BenchmarkInfo, int]]:
+        return [(b, await count_finished(opened, b)) for b in await opened.benchmarks()]
 
     benchmarks = with_store(store, job)
     console = make_console()
@@ -135,12 +177,12 @@ def list_command(store: str) -> None:
     table.add_column("tasks", justify="right")
     table.add_column("trials/task", justify="right")
     table.add_column("finished", justify="right")
-    for b in benchmarks:
+    for b, finished in benchmarks:
         table.add_row(
             b.benchmark_id,
             datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
             str(len(b.config.get("tasks", {}))),
             str(b.config.get("trials_per_task")),
-            f"{b.finished}/{b.trials}",
+            f"{finished}/{b.trials}",
         )
     console.print(table)

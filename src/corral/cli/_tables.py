@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..report import BenchmarkReport
+from ..report import BenchmarkReport, ErrorGroup, TaskReport
+
+#: Characters of an error message in the summary (``corral show`` prints it whole).
+MESSAGE_WIDTH = 160
 
 
 def report_table(report: BenchmarkReport) -> Table:
@@ -56,6 +60,16 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     grid.add_column()
     counts = [f"{status} {n}" for status, n in report.counts.items() if n]
     grid.add_row("trials", " · ".join(counts) or "none")
+    if not report.complete:
+        grid.add_row(
+            "finished",
+            Text(
+                f"incomplete: {report.finished:,} of {report.total:,} trials finished; run the "
+                f"benchmark again with --benchmark-id {report.benchmark_id!r} to resume "
+                "(finished trials are kept)",
+                style="bold yellow",
+            ),
+        )
     usage = report.usage
     if usage:
         grid.add_row(
@@ -63,7 +77,8 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
             + (f" · ${usage.cost:.4f}" if usage.cost else ""),
         )
-    time = f"{report.wall_seconds:.1f} s wall"
+    # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
+    time = f"{report.wall_seconds:.1f} s wall, first to last commit"
     if report.resumed:
         time += f" · {report.resumed} trials reused from an earlier run"
     grid.add_row("time", time)
@@ -73,36 +88,98 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
 
 
 def models_table(report: BenchmarkReport) -> Table | None:
-    """For a several-models run: one row per task, pass@k of each model side by side."""
+    """For a several-models run: one row per task, each model's passed/n and pass@k side
+    by side; tasks the dependency closure added are marked ``*``, as in `report_table`."""
     models = list(report.by_model)
     suffixes = tuple(f"@{m}" for m in models)
     if len(models) < 2 or not all(t.endswith(suffixes) for t in report.tasks):
         return None
     ks = report.k_values
-    table = Table(title="pass@k by model", title_justify="left")
+    table = Table(
+        title="pass@k by model",
+        title_justify="left",
+        caption="* added by dependency closure" if report.added_by_dependencies else None,
+        caption_justify="left",
+    )
     table.add_column("task", no_wrap=True)
     for model in models:
+        table.add_column(f"{model}\npassed", justify="right")
         for k in ks:
             table.add_column(f"{model}\npass@{k}", justify="right")
-    rows: dict[str, dict[str, dict[int, float]]] = {}
+    rows: dict[str, dict[str, TaskReport]] = {}
     for task_id, task in report.tasks.items():
         base, _, model = task_id.rpartition("@")
-        rows.setdefault(base, {})[model] = task.pass_at_k
+        rows.setdefault(base, {})[model] = task
+    totals = {m: [0, 0] for m in models}
     for base, by in rows.items():
-        table.add_row(base, *(_score(by.get(m, {}).get(k)) for m in models for k in ks))
+        cells: list[RenderableType] = []
+        for m in models:
+            one = by.get(m)
+            if one is None:
+                cells += ["-"] * (1 + len(ks))
+                continue
+            totals[m][0] += one.passed
+            totals[m][1] += len(one.trials)
+            cells.append(f"{one.passed}/{len(one.trials)}")
+            cells += [_score(one.pass_at_k.get(k)) for k in ks]
+        added = any(t.added_by_dependencies for t in by.values())
+        table.add_row(base + (" *" if added else ""), *cells)
     table.add_section()
-    table.add_row(
-        Text(f"mean of {len(rows)} tasks", style="bold"),
-        *(Text(_score(report.by_model[m].get(k)), style="bold") for m in models for k in ks),
-    )
+    means: list[RenderableType] = []
+    for m in models:
+        means.append(f"{totals[m][0]}/{totals[m][1]}")
+        means += [Text(_score(report.by_model[m].get(k)), style="bold") for k in ks]
+    table.add_row(Text(f"mean of {len(rows)} tasks", style="bold"), *means)
     return table
 
 
+def errors_table(report: BenchmarkReport) -> Table | None:
+    """Trial errors, then failed evaluations, apart: each message with its count and up to
+    three example trials (``corral show ID TASK TRIAL`` prints one in full)."""
+    if not report.errors and not report.evaluation_errors:
+        return None
+    first = (report.errors or report.evaluation_errors)[0].examples[0]
+    task, _, trial = first.rpartition("#")
+    show = shlex.join(["corral", "show", report.benchmark_id, task, trial])
+    table = Table(
+        title="errors",
+        title_justify="left",
+        caption=f"a trial's traceback: {show}",
+        caption_justify="left",
+    )
+    table.add_column("count", justify="right")
+    table.add_column("message", overflow="fold")
+    table.add_column("examples", no_wrap=True)
+    for title, groups in (
+        ("trial errors", report.errors),
+        ("evaluation failures", report.evaluation_errors),
+    ):
+        if not groups:
+            continue
+        table.add_row("", Text(f"{title}: {sum(g.count for g in groups):,}", style="bold"), "")
+        for group in groups:
+            table.add_row(str(group.count), _message(group), ", ".join(group.examples))
+        table.add_section()
+    return table
+
+
+def _message(group: ErrorGroup) -> str:
+    text = " ".join(group.message.split())
+    if len(text) > MESSAGE_WIDTH:
+        text = text[: MESSAGE_WIDTH - 1] + "…"
+    if group.variants > 1:
+        text += f" (and {group.variants - 1} like it)"
+    return text
+
+
 def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[RenderableType]:
-    by_model = models_table(report)
-    if by_model is not None:
-        return [by_model, report_summary(report, json_path)]
-    return [report_table(report), report_summary(report, json_path)]
+    table = models_table(report)
+    out: list[RenderableType] = [table if table is not None else report_table(report)]
+    errors = errors_table(report)
+    if errors is not None:
+        out.append(errors)
+    out.append(report_summary(report, json_path))
+    return out
 
 
 def _score(value: float | None) -> str:

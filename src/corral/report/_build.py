@@ -6,21 +6,31 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._records import TrialTable
-from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..store._protocol import TrialSummary
+from ._errors import ErrorGroups
 from ._model import BenchmarkReport, TaskReport
 from ._passk import pass_at_k
+
+
+def is_finished(summary: TrialSummary) -> bool:
+    """What a resume leaves alone: a terminal commit and, if its status is scored, an
+    evaluation (a trial still to be scored is evaluated by the next run)."""
+    terminal = summary.terminal
+    if terminal is None:
+        return False
+    status = terminal.payload.get("status") if isinstance(terminal.payload, dict) else None
+    return summary.evaluation is not None or status not in EVALUATED_STATUSES
 
 
 def records_from(
     summaries: Iterable[TrialSummary], *, keep_state: bool = True
 ) -> dict[tuple[str, int], TrialRecord]:
-    """Records of every trial that has a terminal commit (without final states if asked)."""
+    """Records of every finished trial (`is_finished`), without final states if asked."""
     out = {}
     for s in summaries:
-        if s.terminal is None:
-            continue
-        out[(s.task_id, s.trial)] = s.record(keep_state=keep_state)
+        if is_finished(s):
+            out[(s.task_id, s.trial)] = s.record(keep_state=keep_state)
     return out
 
 
@@ -33,8 +43,8 @@ def build_report(
     metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None,
     k_values: Sequence[int],
     added: Iterable[str] = (),
-    started_at: float,
-    finished_at: float,
+    started_at: float | None = None,
+    finished_at: float | None = None,
     resumed: int = 0,
     timings: Mapping[str, float] | None = None,
     stopped: str | None = None,
@@ -45,6 +55,8 @@ def build_report(
     ``metadata`` (each task's id and metadata, in run order) stands in for
     ``config["tasks"]``: a run gives its plan's, so no dict per task is built.
     A `TrialTable` of records lends each task its row as the report's trial list.
+    ``started_at`` and ``finished_at`` default to the span of the records (see
+    `BenchmarkReport`), which is what a run and ``corral report`` both use.
     """
     trials_per_task = int(config["trials_per_task"])
     if records is None:
@@ -55,6 +67,8 @@ def build_report(
     usage = Usage()
     # One float per distinct (n, passed, k), not one per task.
     estimates: dict[tuple[int, int, int], float] = {}
+    errors, evaluation_errors = ErrorGroups(), ErrorGroups()
+    first, last = float("inf"), float("-inf")
     for task_id, model, environment_id in _task_meta(config, metadata):
         trials = _trials(records, task_id, trials_per_task)
         passed = sum(1 for t in trials if t.passed)
@@ -62,6 +76,14 @@ def build_report(
             counts[str(t.status)] += 1
             if t.usage:
                 usage = usage + t.usage
+            if t.status == TrialStatus.ERROR:
+                errors.add(task_id, t.trial, str(t.error))
+            elif t.evaluation_error is not None:
+                evaluation_errors.add(task_id, t.trial, t.evaluation_error)
+            if t.started_at is not None and t.started_at < first:
+                first = t.started_at
+            if t.finished_at is not None and t.finished_at > last:
+                last = t.finished_at
         n = len(trials)
         scores = {}
         for k in k_values:
@@ -87,6 +109,10 @@ def build_report(
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
     if unfinished:
         counts["unfinished"] = unfinished
+    if started_at is None:
+        started_at = first if first != float("inf") else 0.0
+    if finished_at is None:
+        finished_at = max(last, started_at)
     return BenchmarkReport(
         benchmark_id=benchmark_id,
         tasks=tasks,
@@ -101,6 +127,8 @@ def build_report(
         timings=dict(timings or {}),
         by_model=by_model,
         stopped=stopped,
+        errors=errors.groups(),
+        evaluation_errors=evaluation_errors.groups(),
     )
 
 

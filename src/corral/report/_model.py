@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .._types import TrialRecord, Usage
+from ._errors import ErrorGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,14 @@ class TaskReport:
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkReport:
-    """What a run produced. ``pass_at_k`` is the mean over every task in the run."""
+    """What a run produced. ``pass_at_k`` is the mean over every task in the run.
+
+    ``started_at`` and ``finished_at`` span the recorded work: the first commit of a
+    finished trial and the last terminal or evaluation commit, over every run of this
+    benchmark id (the gap between an interrupted run and its resume included). A run's
+    report and one rebuilt from the store (``corral report``) give the same figures;
+    the run's own duration is ``timings["run_seconds"]``.
+    """
 
     benchmark_id: str
     tasks: dict[str, TaskReport]
@@ -58,10 +66,28 @@ class BenchmarkReport:
     #: Why the run stopped admitting trials before every trial finished
     #: (``fail_on_error``), or None.
     stopped: str | None = None
+    #: Trials that ended with status ``error``, grouped by message, most frequent first.
+    errors: tuple[ErrorGroup, ...] = ()
+    #: Trials whose scorer failed (``TrialRecord.evaluation_error``), grouped the same way.
+    evaluation_errors: tuple[ErrorGroup, ...] = ()
 
     @property
     def wall_seconds(self) -> float:
         return self.finished_at - self.started_at
+
+    @property
+    def finished(self) -> int:
+        """Trials with a record: ended and, if their status is scored, scored."""
+        return sum(len(t.trials) for t in self.tasks.values())
+
+    @property
+    def total(self) -> int:
+        return len(self.tasks) * self.trials_per_task
+
+    @property
+    def complete(self) -> bool:
+        """False after an interrupted run: running the benchmark id again finishes it."""
+        return self.finished == self.total
 
     @property
     def added_by_dependencies(self) -> list[str]:
@@ -88,6 +114,9 @@ class BenchmarkReport:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "wall_seconds": self.wall_seconds,
+            "finished": self.finished,
+            "total": self.total,
+            "complete": self.complete,
             "resumed": self.resumed,
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
@@ -95,6 +124,8 @@ class BenchmarkReport:
                 model: {str(k): v for k, v in ks.items()} for model, ks in self.by_model.items()
             },
             "stopped": self.stopped,
+            "errors": [g.to_dict() for g in self.errors],
+            "evaluation_errors": [g.to_dict() for g in self.evaluation_errors],
         }
         if tasks:
             out["tasks"] = {task_id: task.to_dict() for task_id, task in self.tasks.items()}

@@ -1,0 +1,184 @@
+"""``corral show`` (stored errors, reopened attempts), ``corral list`` (finished as a resume
+sees it), ``corral report`` (-k, the several-models table)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+from click.testing import CliRunner, Result
+
+from corral import Commit
+from corral.cli import main
+from corral.store import SQLiteStore, TrialKey
+
+TRACE = 'Traceback (most recent call last):\n  File "agent.py", line 3, in act\n    boom()\n'
+
+
+def _invoke(*args: Any) -> Result:
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _store(path: Path, trials: dict[tuple[str, int], list[Commit]], trials_per_task: int) -> None:
+    """A store holding exactly these commits, appended through the store API."""
+    tasks = sorted({t for t, _ in trials} | {"t"})
+    config = {
+        "trials_per_task": trials_per_task,
+        "tasks": {
+            t: {"agent_id": "a", "environment_id": "e", "model": None, "max_iterations": 3}
+            for t in tasks
+        },
+    }
+
+    async def go() -> None:
+        store = SQLiteStore(path)
+        async with store.opened():
+            await store.register_benchmark("b", config)
+            for (task, trial), commits in trials.items():
+                await store.append(TrialKey("b", task, trial), commits)
+
+    anyio.run(go)
+
+
+def terminal(seq: int, status: str, at: float, **extra: Any) -> Commit:
+    payload = {"status": status, "output": None, "attempts": 1, "state": None, **extra}
+    return Commit(seq, "terminal", payload, at)
+
+
+def evaluation(seq: int, at: float, passed: bool = True) -> Commit:
+    return Commit(seq, "evaluation", {"score": float(passed), "passed": passed, "details": {}}, at)
+
+
+def test_show_prints_a_stored_errors_type_message_and_traceback(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    failure = {
+        "error": "KeyError: 'answer'",
+        "error_type": "KeyError",
+        "traceback": TRACE + "KeyError: 'answer'\n",
+    }
+    scorer = {
+        "error": "ZeroDivisionError: division by zero",
+        "error_type": "ZeroDivisionError",
+        "traceback": 'Traceback (most recent call last):\n  File "grader.py", line 9\n',
+        "attempts": 3,
+    }
+    _store(
+        store,
+        {
+            ("t", 0): [terminal(0, "error", 10.0, **failure)],
+            ("t", 1): [terminal(0, "completed", 10.0), Commit(1, "evaluation", scorer, 11.0)],
+        },
+        2,
+    )
+    out = _flat(_invoke("show", "b", "t", "0", "--store", store).output)
+    assert "error KeyError: 'answer'" in out
+    assert 'File "agent.py", line 3, in act boom()' in out
+    assert "type KeyError" in out
+    out = _flat(_invoke("show", "b", "t", "1", "--store", store).output)
+    assert "evaluation failed after 3 attempts: ZeroDivisionError: division by zero" in out
+    assert 'File "grader.py", line 9' in out and "type ZeroDivisionError" in out
+
+
+def test_show_renders_reopen_markers_as_attempt_boundaries(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    reopen = {"reason": "rerun", "previous_status": "error"}
+    commits = [
+        terminal(0, "error", 10.0, error="RuntimeError: flaky", error_type="RuntimeError"),
+        Commit(1, "reopen", reopen, 20.0),
+        terminal(2, "completed", 21.0),
+        evaluation(3, 22.0, passed=False),
+        evaluation(4, 30.0, passed=True),  # a rescore: the latest counts
+    ]
+    _store(store, {("t", 0): commits}, 1)
+    out = _invoke("show", "b", "t", "0", "--store", store).output
+    flat = _flat(out)
+    assert "attempt 2: reopened (rerun; the earlier attempt ended error)" in flat
+    assert "attempt 1" in flat
+    outcome = next(line for line in out.splitlines() if line.startswith("outcome"))
+    assert "completed" in outcome and "passed" in outcome and "error" not in outcome
+    assert "2 attempts" in outcome
+
+
+def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:
+    """A trial awaiting its evaluation is not finished: a resume evaluates it.
+
+    (A trial reopened after its terminal is not finished either: the store's summaries
+    keep only the latest attempt, and list and report count from them.)"""
+    store = tmp_path / "s.db"
+    _store(
+        store,
+        {
+            ("t", 0): [terminal(0, "completed", 1.0), evaluation(1, 2.0)],  # finished
+            ("t", 1): [terminal(0, "completed", 1.0)],  # awaits its evaluation
+            ("t", 2): [terminal(0, "error", 1.0, error="E: x")],  # finished (error)
+        },
+        4,
+    )
+    out = _flat(_invoke("list", "--store", store).output)
+    assert "2/4" in out
+    report = _flat(_invoke("report", "b", "--store", store).output)
+    assert "incomplete: 2 of 4 trials finished" in report
+
+
+BENCH = textwrap.dedent(
+    """
+    import corral
+
+    class Agent:
+        async def act(self, session):
+            return corral.Final(session.trial)
+
+    class Env:
+        async def setup(self, session):
+            return None
+
+        async def execute(self, action, session):
+            return corral.ToolEffect(None)
+
+        async def evaluate(self, trial):
+            return corral.Evaluation(1.0, trial.output % 2 == 0)
+
+    tasks = {
+        "parent": corral.BenchmarkTaskMetadata("a", "e"),
+        "child": corral.BenchmarkTaskMetadata("a", "e", dependencies=("parent",)),
+    }
+    benchmark = corral.Benchmark(tasks, {"a": Agent()}, {"e": Env()})
+    """
+)
+
+
+def test_the_several_models_table_keeps_marks_and_passed_counts(tmp_path: Path) -> None:
+    bench = tmp_path / "bench.py"
+    bench.write_text(BENCH)
+    store = tmp_path / "s.db"
+    args = ["run", bench, "--store", store, "--trials", "3", "--task", "child"]
+    out = _invoke(*args, "--model", "m1", "--model", "m2", "-k", "1").output
+    assert "pass@k by model" in out
+    rows = [line.replace("│", " ").split() for line in out.splitlines()]
+    lines = [" ".join(row) for row in rows if row[:1] in (["parent"], ["child"])]
+    assert len(lines) == 2, out
+    assert any(line.split()[:2] == ["parent", "*"] for line in lines), out
+    assert all(line.count("2/3") == 2 for line in lines), out  # trials 0 and 2 pass
+    assert "* added by dependency closure" in out
+    assert out.split("mean of 2 tasks")[1].splitlines()[0].count("4/6") == 2
+
+
+def test_report_k_does_not_follow_the_last_run(tmp_path: Path) -> None:
+    bench = tmp_path / "bench.py"
+    bench.write_text(BENCH)
+    store = tmp_path / "s.db"
+    _invoke("run", bench, "--store", store, "--trials", "4", "-k", "3")
+    out = _invoke("report", "bench", "--store", store).output
+    assert "pass@1" in out and "pass@2" in out and "pass@4" in out and "pass@3" not in out
+    out = _invoke("report", "bench", "--store", store, "-k", "3").output
+    assert "pass@3" in out and "pass@1" not in out
+    helped = _flat(_invoke("report", "--help").output)
+    assert "1, 2, 4, ... up to the trials per task" in helped
