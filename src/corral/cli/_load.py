@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -85,6 +85,11 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
         raise ConfigError(
             f"{str(path)}:{name} is a {type(obj).__name__}, not a corral.Benchmark "
             "(or a function returning one)"
+        )
+    if not isinstance(obj.run_defaults, Mapping):
+        raise ConfigError(
+            f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments, "
+            f"not {obj.run_defaults!r}"
         )
     return obj, path
 
