@@ -20,7 +20,7 @@ from rich.console import Console
 from .._protocols import Observer
 from .._runner import CorralRunner, RunInfo, report_path
 from .._types import EVALUATED_STATUSES, Commit, TrialStatus
-from ..progress import ProgressDisplay
+from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
 from ..store import TrialKey
 from ._tables import report_renderables
@@ -103,6 +103,8 @@ class ResumeNotice:
 
     def __init__(self) -> None:
         self.info: RunInfo | None = None
+        #: This run's durable commits: what a Ctrl-C reports as done.
+        self.tally = Tally()
 
     def on_run_start(self, info: RunInfo) -> None:
         self.info = info
@@ -114,7 +116,7 @@ class ResumeNotice:
             )
 
     def on_commit(self, key: TrialKey, commit: Commit) -> None:
-        pass
+        self.tally.add(commit)
 
 
 def print_report(
@@ -190,8 +192,11 @@ class Interrupts:
         info = self._notice.info
         if info is None:
             return "no trial started yet"
-        statistics = info.statistics()
-        return f"{statistics.finished:,} of {statistics.total:,} trials done"
+        # Durable trials only: the scheduler also counts those still on their way
+        # to the store, which a second Ctrl-C would lose.
+        done = info.resumed + self._notice.tally.finished
+        total = len(info.plan.task_ids) * info.plan.trials_per_task
+        return f"{done:,} of {total:,} trials done"
 
     def _exit_now(self) -> None:
         for stream in (sys.stdout, sys.stderr):

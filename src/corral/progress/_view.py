@@ -139,7 +139,8 @@ def render(snapshot: Snapshot) -> RenderableType:
     if snapshot.stopping:
         lines.append(
             Text(
-                f"stopping: {s.finished:,} of {s.total:,} trials done; running trials are "
+                f"stopping: {snapshot.resumed + tally.finished:,} of {s.total:,} trials done; "
+                "running trials are "
                 "being cancelled (Ctrl-C again to exit at once)",
                 style="bold yellow",
             )
