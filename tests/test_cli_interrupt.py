@@ -136,7 +136,10 @@ class Lines:
 
     def until(self, prefix: str) -> str:
         while True:
-            line = self.queue.get(timeout=30)
+            try:  # generous: the machine may be busy; a hang fails after a minute
+                line = self.queue.get(timeout=60)
+            except queue.Empty:
+                raise AssertionError(f"no {prefix!r} line within 60 s: {self.seen}") from None
             self.seen.append(line)
             if not line or line.startswith(prefix):
                 assert line, f"no line starting with {prefix!r} in {self.seen}"
@@ -144,7 +147,7 @@ class Lines:
 
     def rest(self) -> str:
         out = []
-        while (line := self.queue.get(timeout=30)) != "":
+        while (line := self.queue.get(timeout=60)) != "":
             out.append(line)
         return "".join(out)
 
