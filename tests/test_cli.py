@@ -86,8 +86,16 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "store.db"
 
 
+def _demo(*args: Any) -> str:
+    result = _invoke("demo", "--fast", "--no-progress", *args)
+    # The demo's flaky tools end a few trials with "error" on purpose: exit code 1.
+    assert result.exit_code == 1, result.output
+    assert "error 4" in result.output
+    return result.output
+
+
 def test_demo_runs_and_prints_the_pass_at_k_table(store: Path) -> None:
-    out = _ok("demo", "--fast", "--no-progress", "--store", store, "--benchmark-id", "d").output
+    out = _demo("--store", store, "--benchmark-id", "d")
     for column in ("pass@1", "pass@2", "pass@4"):
         assert column in out
     assert "mean of 21 tasks" in out and "bid-verify" in out and "sim-large" in out
@@ -98,7 +106,7 @@ def test_demo_runs_and_prints_the_pass_at_k_table(store: Path) -> None:
 
 
 def test_demo_defaults_to_a_fresh_timestamped_id(store: Path) -> None:
-    out = _ok("demo", "--fast", "--no-progress", "--store", store).output
+    out = _demo("--store", store)
     assert "benchmark id demo-" in out
 
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+from typing import IO
+
+import pytest
 
 BENCHMARK = textwrap.dedent(
     """
@@ -79,3 +84,99 @@ def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "resuming bench: 3 of 6 trials done" in again.stderr
     assert "completed 6" in again.stdout
+
+
+BLOCKING = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    import anyio
+    import corral
+    from corral import BenchmarkTaskMetadata as Meta, Final
+    from corral.testing import FakeEnvironment
+
+    class Agent:
+        async def act(self, session):
+            if session.task_id == "t2":
+                # t0 and t1 are finished; wait until the store has them (a Ctrl-C
+                # counts durable trials), then block.
+                db = sqlite3.connect(sys.argv[sys.argv.index("--store") + 1])
+                query = "SELECT COUNT(*) FROM commits WHERE kind = 'evaluation'"
+                while db.execute(query).fetchone()[0] < 2:
+                    await anyio.sleep(0.01)
+                db.close()
+                print("blocked", file=sys.stderr, flush=True)
+                if "{HOW}" == "loop":
+                    time.sleep(3600)  # blocks the event loop itself
+                else:
+                    await anyio.to_thread.run_sync(time.sleep, 3600)  # a worker thread
+            return Final(session.task_id)
+
+    benchmark = corral.Benchmark(
+        tasks={f"t{i}": Meta("a", "e") for i in range(4)},
+        agents={"a": Agent()},
+        environments={"e": FakeEnvironment()},
+        run_defaults={"max_parallel": 1},
+    )
+    """
+)
+
+
+class Lines:
+    """A child's stderr, line by line, with a timeout (a reader thread feeds a queue)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.queue: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.queue.put(line)
+        self.queue.put("")
+
+    def until(self, prefix: str) -> str:
+        while True:
+            try:  # generous: the machine may be busy; a hang fails after a minute
+                line = self.queue.get(timeout=60)
+            except queue.Empty:
+                raise AssertionError(f"no {prefix!r} line within 60 s: {self.seen}") from None
+            self.seen.append(line)
+            if not line or line.startswith(prefix):
+                assert line, f"no line starting with {prefix!r} in {self.seen}"
+                return line.strip()
+
+    def rest(self) -> str:
+        out = []
+        while (line := self.queue.get(timeout=60)) != "":
+            out.append(line)
+        return "".join(out)
+
+
+@pytest.mark.parametrize("how", ["loop", "thread"])
+def test_a_second_ctrl_c_exits_at_once_while_user_code_blocks(tmp_path: Path, how: str) -> None:
+    bench, store = tmp_path / "bench.py", tmp_path / "store.db"
+    bench.write_text(BLOCKING.replace("{HOW}", how))
+    command = [sys.executable, "-m", "corral", "run", str(bench), "--store", str(store)]
+    child = subprocess.Popen(command + ["--no-progress"], stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None
+    lines = Lines(child.stderr)
+    try:
+        lines.until("blocked")  # t0 and t1 are done; t2 blocks
+        child.send_signal(signal.SIGINT)
+        assert lines.until("stopping") == (
+            "stopping: 2 of 4 trials done; Ctrl-C again to exit at once"
+        )
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=30) == 130
+        rest = lines.rest()
+    finally:
+        child.kill()
+    assert rest.startswith("interrupted at once (2 of 4 trials done)"), rest
+    assert len(rest.strip().splitlines()) == 1 and "Traceback" not in rest
+
+    db = sqlite3.connect(store)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    done = db.execute("SELECT COUNT(*) FROM commits WHERE kind = 'evaluation'").fetchone()[0]
+    kinds = db.execute("SELECT kind, COUNT(*) FROM commits GROUP BY kind").fetchall()
+    assert done == 2, kinds
+    db.close()

@@ -4,12 +4,34 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import click
 
 from .._benchmark import Benchmark
 from .._errors import ConfigError
 
 DEFAULT_OBJECT = "benchmark"
+T = TypeVar("T")
+
+#: Frames from these folders are Corral's or click's, not the user's.
+_OURS = (str(Path(__file__).parents[1]), str(Path(click.__file__).parent))
+
+
+class BenchmarkFileError(ConfigError):
+    """The user's benchmark file raised while it was imported or its factory ran.
+
+    ``user_traceback`` holds the exception with the user's own frames only: the
+    CLI prints it above its one ``error:`` line.
+    """
+
+    def __init__(self, message: str, user_traceback: str) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
 
 
 def split_target(target: str) -> tuple[Path, str]:
@@ -26,8 +48,8 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
 
     The object may be a Benchmark or a function of no arguments returning one.
     A missing file or object, or one of the wrong type, is a `ConfigError`;
-    an exception raised by the file itself propagates (it is the user's bug,
-    and its traceback is what they need).
+    an exception raised by the file itself (or by the function) is a
+    `BenchmarkFileError` carrying the user's own frames of its traceback.
     """
     path, name = split_target(target)
     if not path.is_file():
@@ -43,7 +65,10 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
     folder = str(path.resolve().parent)
     sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        _users(f"{str(path)!r} failed to import", spec.loader.exec_module, module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
     finally:
         sys.path.remove(folder)
     obj: object = module
@@ -55,10 +80,46 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
             )
         obj = getattr(obj, part)
     if not isinstance(obj, Benchmark) and callable(obj):
-        obj = obj()
+        obj = _users(f"{str(path)}:{name}() raised", obj)
     if not isinstance(obj, Benchmark):
         raise ConfigError(
             f"{str(path)}:{name} is a {type(obj).__name__}, not a corral.Benchmark "
             "(or a function returning one)"
         )
+    if not isinstance(obj.run_defaults, Mapping):
+        raise ConfigError(
+            f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments, "
+            f"not {obj.run_defaults!r}"
+        )
     return obj, path
+
+
+def _users(what: str, call: Callable[..., T], *args: object) -> T:
+    """``call(*args)``; an exception it raises becomes a `BenchmarkFileError`."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        frames = traceback.extract_tb(_user_frames(exc.__traceback__))
+        shown = "".join(
+            (["Traceback (most recent call last):\n"] if frames else [])
+            + traceback.format_list(frames)
+            + traceback.format_exception_only(exc)
+        )
+        message = f"{what}: {type(exc).__name__}: {exc}"
+        raise BenchmarkFileError(message, shown) from None
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback without Corral's, click's and importlib's frames."""
+    kept: list[TracebackType] = []
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(("<frozen importlib", *_OURS)):
+            kept.append(tb)
+        tb = tb.tb_next
+    # Relink the kept entries (tb_next is writable) so the chain has only them.
+    if not kept:
+        return None
+    for this, after in zip(kept, [*kept[1:], None], strict=True):
+        this.tb_next = after
+    return kept[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,29 +11,15 @@ import click
 
 from .. import __version__
 from .._errors import ConfigError, CorralError
+from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from ._inspect import list_command, report_command, show_command
 from ._run import demo_command, run_command
-
-#: Exit codes: bad input (usage or configuration), Corral failures, interruption.
-EXIT_USAGE = 2
-EXIT_FAILURE = 1
-EXIT_INTERRUPTED = 130
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The one exception inside (nested) exception groups, or ``exc`` itself."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
 
 
 class CorralGroup(click.Group):
     """Prints every refusal as one ``error: ...`` line (no traceback) and exits
-    2 for bad input, 1 for a Corral failure, 130 when interrupted."""
+    2 for bad input, 1 for a failure, 130 when interrupted. An exception it
+    cannot name (a bug) keeps its traceback."""
 
     def main(
         self,
@@ -41,8 +29,12 @@ class CorralGroup(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
         try:
-            result = super().main(args, prog_name, complete_var, False, **extra)
+            # Python hands undecodable bytes over as lone surrogates, which would
+            # fail much later (printing, hashing, SQLite) with a traceback.
+            _check_utf8(argv)
+            result = super().main(argv, prog_name, complete_var, False, **extra)
             code = result if isinstance(result, int) else 0
         except click.ClickException as exc:
             message = exc.format_message()
@@ -54,24 +46,100 @@ class CorralGroup(click.Group):
                 "interrupted; run again with the same benchmark id to resume", EXIT_INTERRUPTED
             )
         except BaseException as exc:
-            leaf = _leaf(exc)
-            if isinstance(leaf, ConfigError):
-                code = _error(str(leaf), EXIT_USAGE)
-            elif isinstance(leaf, CorralError):
-                code = _error(str(leaf), EXIT_FAILURE)
-            else:
+            named = _describe(exc)
+            if named is None:
                 raise
+            message, code = named
+            details = getattr(_leaf(exc), "user_traceback", None)
+            if details:  # the user's own frames, when their benchmark file failed
+                click.echo(str(details).rstrip("\n"), err=True)
+            code = _error(message, code)
         if standalone_mode:
             raise SystemExit(code)
         return code
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups, or ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _describe(exc: BaseException) -> tuple[str, int] | None:
+    """(message, exit code) for an exception the CLI can name; None for a bug.
+
+    A group names each distinct error once (the first three, then how many
+    more); it is bad input only when every error in it is.
+    """
+    leaves = _leaves(exc)
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        return "interrupted; run again with the same benchmark id to resume", EXIT_INTERRUPTED
+    messages: list[str] = []
+    for leaf in leaves:
+        message = _message(leaf)
+        if message is None:
+            return None
+        if message not in messages:
+            messages.append(message)
+    shown = "; ".join(messages[:_SHOWN_ERRORS])
+    if len(messages) > _SHOWN_ERRORS:
+        shown += f"; and {len(messages) - _SHOWN_ERRORS} more"
+    bad_input = all(isinstance(leaf, ConfigError) for leaf in leaves)
+    return shown, EXIT_USAGE if bad_input else EXIT_FAILED
+
+
+#: Distinct errors of a group named in full on its one line.
+_SHOWN_ERRORS = 3
+
+
+def _message(exc: BaseException) -> str | None:
+    if isinstance(exc, CorralError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, OSError):
+        # A full disk, a denied permission, a vanished directory: the system's words
+        # and the path, without the errno number.
+        text = exc.strerror or str(exc) or type(exc).__name__
+        if exc.filename is not None:
+            text += f": {exc.filename!r}"
+        return text
+    if isinstance(exc, sqlite3.Error):  # "database or disk is full", untranslated
+        return f"store: {exc}"
+    return None
+
+
+def _check_utf8(argv: Sequence[str]) -> None:
+    for i, arg in enumerate(argv):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = repr(arg.encode("utf-8", "surrogateescape"))
+            after = f" (after {argv[i - 1]})" if i > 0 and argv[i - 1].startswith("-") else ""
+            raise ConfigError(
+                f"argument {i + 1}, {shown}{after}, is not valid UTF-8: "
+                "give paths, ids and names in UTF-8"
+            ) from None
+
+
 def _error(message: str, code: int) -> int:
-    click.echo(f"error: {_one_line(message)}", err=True)
+    click.echo(f"error: {' '.join(message.split())}", err=True)
     return code
 
 
-@click.group(cls=CorralGroup)
+EXIT_CODES_HELP = (
+    "Exit codes: 0 the run finished with no error and no failed evaluation; "
+    "1 it finished with some (or stopped early, or Corral failed); "
+    "2 bad input; 130 interrupted."
+)
+
+
+@click.group(cls=CorralGroup, epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="corral")
 def main() -> None:
     """Corral: run benchmarks of AI agents under exact concurrency limits, durably.
@@ -80,8 +148,10 @@ def main() -> None:
     """
 
 
-main.add_command(demo_command)
-main.add_command(run_command)
+# The exit codes are part of what `run` and `demo` promise, so their help says so too.
+for _command in (demo_command, run_command):
+    _command.epilog = EXIT_CODES_HELP
+    main.add_command(_command)
 main.add_command(report_command)
 main.add_command(show_command)
 main.add_command(list_command)

@@ -129,7 +129,7 @@ def run_command(
     trial_timeout: float | None,
     no_progress: bool,
     as_json: bool,
-) -> None:
+) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
     OBJECT (default: benchmark) is a corral.Benchmark, or a function of no
@@ -160,10 +160,10 @@ def run_command(
     benchmark, path = load_benchmark(target)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
     runner = _runner(benchmark, open_store(store, durability), **runner_kwargs)
-    run_benchmark(
+    return run_benchmark(
         make_console(),
         runner,
-        benchmark_id or path.stem,
+        path.stem if benchmark_id is None else benchmark_id,
         run_kwargs,
         progress=not no_progress,
         as_json=as_json,
@@ -171,7 +171,9 @@ def run_command(
 
 
 def _names(values: tuple[str, ...]) -> tuple[str, ...] | None:
-    names = tuple(n.strip() for value in values for n in value.split(",") if n.strip())
+    names = tuple(n.strip() for value in values for n in value.split(","))
+    if "" in names:
+        raise ConfigError(f"--model: an empty model name in {', '.join(map(repr, values))}")
     return names or None
 
 
@@ -189,7 +191,7 @@ def _runner(benchmark: Benchmark, store: SQLiteStore, **kwargs: Any) -> CorralRu
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
 def demo_command(
     store: str, durability: str, benchmark_id: str | None, no_progress: bool, fast: bool
-) -> None:
+) -> int:
     """Run the built-in demo: simulated agents, no network, no keys.
 
     Two models, two environments (a number search; a calculator with
@@ -198,7 +200,8 @@ def demo_command(
     """
     latency = 0.0 if fast else 1.0
     benchmark = build_demo(latency)
-    benchmark_id = benchmark_id or f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    if benchmark_id is None:
+        benchmark_id = f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     runner = CorralRunner(
         benchmark.tasks,
         benchmark.agents,
@@ -215,7 +218,7 @@ def demo_command(
         f"{', '.join(benchmark.environments)}; benchmark id [bold]{benchmark_id}[/]",
         highlight=False,
     )
-    run_benchmark(console, runner, benchmark_id, defaults, progress=not no_progress)
+    code = run_benchmark(console, runner, benchmark_id, defaults, progress=not no_progress)
     store_flag = "" if store == DEFAULT_STORE else f" --store {store}"
     console.print(
         f"next: corral show {benchmark_id} bid-build 0{store_flag}  ·  "
@@ -223,3 +226,4 @@ def demo_command(
         style="dim",
         highlight=False,
     )
+    return code

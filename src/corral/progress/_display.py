@@ -15,7 +15,8 @@ from rich.text import Text
 from .._runner import RunInfo
 from .._types import Commit
 from ..store._protocol import TrialKey
-from ._tally import Tally
+from ._eta import Lane, estimate_eta
+from ._tally import LaneTally, Tally
 from ._view import Snapshot, render
 
 log = logging.getLogger("corral")
@@ -54,6 +55,10 @@ class ProgressDisplay:
         self._started = 0.0
         self._finished_at_start = 0
         self._due = 0.0
+        self._stopping = False
+        # Trials in the run per model and per environment: the ETA's lanes.
+        self._model_totals: dict[str, int] = {}
+        self._environment_totals: dict[str, int] = {}
 
     # -- observer hooks -------------------------------------------------------
 
@@ -62,7 +67,7 @@ class ProgressDisplay:
             return
         try:
             self._info = info
-            self.tally = Tally()
+            self.tally = self._tally_for(info)
             self._started = self._clock()
             # Trials an earlier run finished do not count towards this run's rate.
             self._finished_at_start = info.statistics().finished
@@ -77,7 +82,7 @@ class ProgressDisplay:
         if self._live is None:
             return
         try:
-            self.tally.add(commit)
+            self.tally.add(commit, key)
             now = self._clock()
             if now >= self._due:
                 self._refresh(now)
@@ -92,6 +97,36 @@ class ProgressDisplay:
         except Exception as exc:
             self._fail(exc)
         self._stop()
+
+    def stopping(self) -> None:
+        """Say, from the next frame on, that the run is stopping (after a Ctrl-C)."""
+        self._stopping = True
+        if self._live is not None:
+            try:
+                self._refresh(self._clock())
+            except Exception as exc:
+                self._fail(exc)
+
+    def _tally_for(self, info: RunInfo) -> Tally:
+        plan = info.plan
+        lanes: dict[str, tuple[str | None, str]] = {}
+        shared: dict[tuple[str | None, str], tuple[str | None, str]] = {}
+        models: dict[str, int] = {}
+        environments: dict[str, int] = {}
+        n = plan.trials_per_task
+        for t, task_id in enumerate(plan.task_ids):
+            meta = plan.light(t)
+            where = (meta.model, meta.environment_id)
+            lanes[task_id] = shared.setdefault(where, where)  # one tuple per lane, not per task
+            if meta.model is not None:
+                models[meta.model] = models.get(meta.model, 0) + n
+            environments[meta.environment_id] = environments.get(meta.environment_id, 0) + n
+        self._model_totals, self._environment_totals = models, environments
+        tally = Tally(lanes)
+        # The records of resumed trials, if the runner hands them over; else only
+        # their count is known, and pass@1 so far is this run's.
+        tally.resume(info.resumed, getattr(info, "resumed_records", None))
+        return tally
 
     # -- drawing ------------------------------------------------------------
 
@@ -126,11 +161,7 @@ class ProgressDisplay:
         elapsed = self._clock() - self._started
         done_now = statistics.finished - self._finished_at_start
         remaining = statistics.total - statistics.finished
-        eta = None
-        if remaining == 0:
-            eta = 0.0
-        elif done_now > 0:
-            eta = remaining * elapsed / done_now
+        eta, binding = estimate_eta(remaining, done_now, elapsed, self._lanes(info))
         return render(
             Snapshot(
                 benchmark_id=info.benchmark_id,
@@ -141,8 +172,45 @@ class ProgressDisplay:
                 resumed=info.resumed,
                 eta=eta,
                 scopes=info.scopes(),
+                binding=binding,
+                stopping=self._stopping,
             )
         )
+
+    def _lanes(self, info: RunInfo) -> list[Lane]:
+        """The work left behind each limit, for the ETA."""
+        statistics, limits, tally = info.statistics(), info.limits, self.tally
+        total = statistics.total
+        lanes = [
+            Lane(
+                "max_parallel",
+                total - statistics.finished,
+                limits.max_parallel,
+                tally.overall.mean_duration,
+            )
+        ]
+        models = {
+            m: statistics.effective_by_model.get(
+                m, limits.max_parallel_by_model.get(m, limits.max_parallel)
+            )
+            for m in self._model_totals
+        }
+        environments = {
+            e: limits.max_parallel_by_environment.get(e, limits.max_parallel)
+            for e in self._environment_totals
+        }
+        for name, totals, counted, limit in (
+            ("model", self._model_totals, tally.models, models),
+            ("environment", self._environment_totals, tally.environments, environments),
+        ):
+            for key, planned in totals.items():
+                lane = counted.get(key) or LaneTally()
+                done = lane.finished
+                if tally.resumed_passed is None and total:
+                    # Resumed trials are known only by count: assume they spread evenly.
+                    done += tally.resumed * planned // total
+                lanes.append(Lane(f"{name} {key}", planned - done, limit[key], lane.mean_duration))
+        return lanes
 
     def _refresh(self, now: float) -> None:
         self._due = now + self._interval

@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from .._records import evaluation_of
-from .._types import EVALUATED_STATUSES, Commit, TrialStatus
+from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
+from ..store._protocol import TrialKey
 
 #: Terminal statuses after which a trial is finished without an evaluation.
 _UNSCORED = frozenset(str(s) for s in TrialStatus if s not in EVALUATED_STATUSES)
+
+
+class LaneTally:
+    """One model's (or environment's) share: passes, finished trials, and the
+    execution time of those this run saw start and end (for the ETA)."""
+
+    __slots__ = ("passed", "finished", "busy", "timed")
+
+    def __init__(self) -> None:
+        self.passed = 0
+        self.finished = 0
+        self.busy = 0.0
+        self.timed = 0
+
+    @property
+    def mean_duration(self) -> float | None:
+        return self.busy / self.timed if self.timed else None
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.finished if self.finished else None
 
 
 class Tally:
@@ -28,9 +52,19 @@ class Tally:
         "input_tokens",
         "output_tokens",
         "cost",
+        "resumed",
+        "resumed_passed",
+        "models",
+        "environments",
+        "overall",
+        "_lanes",
+        "_started",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, lanes: Mapping[str, tuple[str | None, str]] | None = None) -> None:
+        """``lanes`` maps a task id to its (model, environment id): what the per-model
+        pass@1 and the ETA's lanes are counted by. Commits added without a key, or
+        of an unknown task, count only in the totals."""
         self.commits = 0
         self.actions = 0
         self.passed = 0
@@ -42,8 +76,44 @@ class Tally:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost = 0.0
+        #: Trials an earlier run finished (and how many of them passed, when known).
+        self.resumed = 0
+        self.resumed_passed: int | None = None
+        self.models: dict[str, LaneTally] = {}
+        self.environments: dict[str, LaneTally] = {}
+        self.overall = LaneTally()
+        self._lanes = lanes or {}
+        self._started: dict[TrialKey, float] = {}  # trials running now: bounded by the limits
 
-    def add(self, commit: Commit) -> None:
+    def resume(self, count: int, records: Iterable[TrialRecord] | None = None) -> None:
+        """Count the ``count`` trials an earlier run finished; with their records,
+        their passes count in pass@1 so far too, by model."""
+        self.resumed = count
+        if records is None:
+            return
+        self.resumed_passed = 0
+        for record in records:
+            self.resumed_passed += record.passed
+            for lane in self._lanes_of(record.task_id):
+                lane.finished += 1
+                lane.passed += record.passed
+
+    def _lanes_of(self, task_id: str) -> tuple[LaneTally, ...]:
+        where = self._lanes.get(task_id)
+        if where is None:
+            return ()
+        model, environment = where
+        env = self.environments.get(environment)
+        if env is None:
+            env = self.environments[environment] = LaneTally()
+        if model is None:
+            return (env,)
+        lane = self.models.get(model)
+        if lane is None:
+            lane = self.models[model] = LaneTally()
+        return (lane, env)
+
+    def add(self, commit: Commit, key: TrialKey | None = None) -> None:
         self.commits += 1
         usage = commit.usage
         if usage:
@@ -53,21 +123,39 @@ class Tally:
         kind = commit.kind
         if kind == "action":
             self.actions += 1
+        elif kind == "setup":
+            if key is not None:
+                self._started[key] = commit.created_at
         elif kind == "terminal":
             payload = commit.payload
             status = str(payload.get("status"))
             self.statuses[status] = self.statuses.get(status, 0) + 1
+            lanes = () if key is None else self._lanes_of(key.task_id)
+            # A trial resumed mid-way has no setup in this run: no duration to learn.
+            started = None if key is None else self._started.pop(key, None)
+            if started is not None:
+                took = max(0.0, commit.created_at - started)
+                for lane in (self.overall, *lanes):
+                    lane.busy += took
+                    lane.timed += 1
             if status in _UNSCORED:
                 self.unscored += 1
+                for lane in lanes:
+                    lane.finished += 1
             if payload.get("attempts", 1) > 1:
                 self.retried += 1
         elif kind == "evaluation":
             evaluation = evaluation_of(commit.payload)
+            passed = evaluation is not None and bool(evaluation.passed)
             if evaluation is None:
                 self.evaluation_failures += 1
             else:
                 self.scored += 1
-                self.passed += evaluation.passed
+                self.passed += passed
+            if key is not None:
+                for lane in self._lanes_of(key.task_id):
+                    lane.finished += 1
+                    lane.passed += passed
 
     @property
     def finished(self) -> int:
@@ -81,6 +169,14 @@ class Tally:
 
     @property
     def pass_rate(self) -> float | None:
-        """pass@1 over the trials this run finished (unscored ones count as failed)."""
-        finished = self.finished
-        return self.passed / finished if finished else None
+        """pass@1 so far: over this run's finished trials and, when their records are
+        known, the resumed ones (unscored trials count as failed)."""
+        passed, finished = self.pass_counts
+        return passed / finished if finished else None
+
+    @property
+    def pass_counts(self) -> tuple[int, int]:
+        """(passed, finished) behind `pass_rate`."""
+        if self.resumed_passed is None:
+            return self.passed, self.finished
+        return self.passed + self.resumed_passed, self.finished + self.resumed

@@ -29,6 +29,36 @@ class Snapshot:
     resumed: int
     eta: float | None
     scopes: Mapping[str, ScopeStatistics] = field(default_factory=dict)
+    #: The limit whose work left sets the ETA (None: the run's own rate does).
+    binding: str | None = None
+    #: A Ctrl-C asked the run to stop.
+    stopping: bool = False
+
+
+def queue_reasons(statistics: Statistics, limits: Limits) -> list[str]:
+    """Why queued trials are not running: every limit that is full while some wait.
+
+    Empty when none waits, or when none is full (they are about to start).
+    """
+    s = statistics
+    if not s.ready:
+        return []
+    reasons = []
+    if s.executing >= limits.max_parallel:
+        reasons.append(f"max_parallel {s.executing}/{limits.max_parallel}")
+    if s.executing + s.evaluating >= limits.max_parallel_total:
+        reasons.append(
+            f"max_parallel_total {s.executing + s.evaluating}/{limits.max_parallel_total}"
+        )
+    for model, used in s.by_model.items():
+        limit = s.effective_by_model.get(model, limits.max_parallel)
+        if used >= limit and used < limits.max_parallel:
+            reasons.append(f"model {model} {used}/{limit}")
+    for environment, used in s.by_environment.items():
+        limit = limits.max_parallel_by_environment.get(environment, limits.max_parallel)
+        if used >= limit:
+            reasons.append(f"environment {environment} {used}/{limit}")
+    return reasons
 
 
 def utilisation(
@@ -79,11 +109,16 @@ def render(snapshot: Snapshot) -> RenderableType:
     waiting = max(
         0, s.total - s.finished - s.executing - s.evaluating - s.ready - s.awaiting_evaluation
     )
+    eta = ""
+    if snapshot.eta is not None:
+        eta = f"  ETA {_duration(snapshot.eta)}"
+        if snapshot.binding and snapshot.eta > 0:
+            eta += f" (bound by {snapshot.binding})"
     header = Text.assemble(
         ("corral ", "bold cyan"),
         (snapshot.benchmark_id, "bold"),
         f"  {snapshot.elapsed:.1f} s",
-        f"  ETA {_duration(snapshot.eta)}" if snapshot.eta is not None else "",
+        eta,
     )
     share = s.finished / s.total if s.total else 1.0
     bar = Table.grid(padding=(0, 1))
@@ -91,24 +126,48 @@ def render(snapshot: Snapshot) -> RenderableType:
         ProgressBar(total=max(s.total, 1), completed=s.finished, width=40),
         Text(f"{s.finished}/{s.total} trials ({share:.0%})"),
     )
+    reasons = queue_reasons(s, snapshot.limits)
     counts = Text(
-        f"queued {s.ready} · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
+        f"queued {s.ready}"
+        + (f" (held by {', '.join(reasons)})" if reasons else "")
+        + f" · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
         f"evaluating {s.evaluating} · done {s.finished} · waiting {waiting}"
         + (f" · rate-limited {s.deferred}" if s.deferred else "")
         + (f" ({snapshot.resumed} resumed)" if snapshot.resumed else "")
     )
-    return Group(
-        header, bar, counts, _outcomes(tally), _limits(s, snapshot.limits, snapshot.scopes)
-    )
+    lines: list[RenderableType] = [header]
+    if snapshot.stopping:
+        lines.append(
+            Text(
+                f"stopping: {snapshot.resumed + tally.finished:,} of {s.total:,} trials done; "
+                "running trials are "
+                "being cancelled (Ctrl-C again to exit at once)",
+                style="bold yellow",
+            )
+        )
+    lines += [bar, counts, _outcomes(tally)]
+    if len(tally.models) > 1:
+        lines.append(_by_model(tally))
+    lines.append(_limits(s, snapshot.limits, snapshot.scopes))
+    return Group(*lines)
+
+
+def _by_model(tally: Tally) -> Text:
+    parts = []
+    for model, lane in sorted(tally.models.items()):
+        rate = lane.pass_rate
+        shown = "-" if rate is None else f"{rate:.2f} ({lane.passed}/{lane.finished})"
+        parts.append(f"{model} {shown}")
+    return Text("pass@1 by model: " + " · ".join(parts))
 
 
 def _outcomes(tally: Tally) -> Text:
     rate = tally.pass_rate
-    parts = [
-        "pass@1 so far "
-        + ("-" if rate is None else f"{rate:.2f} ({tally.passed}/{tally.finished})"),
-        f"errors {tally.errors}",
-    ]
+    passed, finished = tally.pass_counts
+    so_far = "-" if rate is None else f"{rate:.2f} ({passed}/{finished})"
+    if tally.resumed and tally.resumed_passed is None:
+        so_far += f" this run; {tally.resumed} resumed not counted"
+    parts = ["pass@1 so far " + so_far, f"errors {tally.errors}"]
     for status in ("max_iterations", "timeout", "unreachable"):
         if tally.statuses.get(status):
             parts.append(f"{status} {tally.statuses[status]}")
