@@ -83,7 +83,7 @@ async def test_dependencies_stay_within_a_model() -> None:
         (["x", "x"], "'x' is listed twice"),
         ([], "non-empty sequence"),
         ("x", "non-empty sequence"),
-        (["x", ""], "non-empty strings"),
+        (["x", ""], "model name must be a non-empty string"),
     ],
 )
 async def test_bad_model_lists_are_refused(models: object, message: str) -> None:

@@ -117,16 +117,6 @@ def test_pass_at_1_so_far_includes_resumed_trials_when_their_records_are_known()
     assert tally.pass_counts == (1, 3)
     assert tally.models["m"].pass_rate == 0.5 and tally.models["n"].pass_rate == 0.0
 
-    unknown = Tally()
-    unknown.resume(5)
-    _trial(unknown, "t", 1, 0.0, 1.0, passed=True)
-    assert unknown.pass_counts == (1, 1)  # only this run's: the display says so
-    statistics = _stats(total=6, finished=6)
-    display = ProgressDisplay(Console(file=io.StringIO()))
-    display.on_run_start(_info({"m": 6}, statistics, resumed=5))
-    frame = _text(display.renderable())
-    assert "5 resumed not counted" in frame
-
 
 def test_queued_trials_name_the_limit_that_holds_them() -> None:
     limits = corral.Limits.resolve(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import corral
 from corral import (
     AgentSession,
     BenchmarkTaskMetadata,
@@ -18,7 +19,7 @@ from corral import (
     TrialStatus,
 )
 from corral._records import TrialTable, evaluation_of
-from corral._runner import report_path
+from corral._runner import report_file_name, report_path
 from corral.report import build_report
 from corral.testing import FakeEnvironment, ScriptedAgent
 
@@ -77,7 +78,7 @@ async def test_the_written_report_is_exactly_the_reports_json(
             models=models,
         )
         path = report_path(run.store, "b/1 x")
-        assert path is not None and path.name == "b_1_x.json"
+        assert path is not None and path.name == report_file_name("b/1 x")
         text = path.read_text()
         assert text == json.dumps(report.to_dict()) + "\n"
         assert not path.with_suffix(".json.tmp").exists()
@@ -197,3 +198,44 @@ def test_a_table_shares_equal_evaluations_without_details_but_keeps_their_json()
     assert dict(kept(0.5, True, {"n": 1}).details) == {"n": 1}
     assert dict(kept(0.5, True).details) == {}
     assert evaluation_of({"error": "boom"}) is None
+
+
+def test_report_file_names_never_collide_and_always_fit() -> None:
+    ids = ["a/b", "a_b", "A_b", "a_B", "a b", "a.b", ".a", "résumé", "resume", "x" * 200]
+    names = [report_file_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert len(set(n.lower() for n in names)) == len(ids)  # case-insensitive file systems too
+    assert names[1] == "a_b.json" and names[-1].startswith("x" * 60 + "~")
+    for name in names:
+        assert len(name.encode()) < 100 and name.isascii() and "/" not in name
+        assert not name.startswith(".")
+
+
+@pytest.mark.anyio
+async def test_a_long_non_ascii_id_writes_its_report(tmp_path: Path) -> None:
+    benchmark_id = "évaluation 🚀 " + "ü" * 180
+    run = runner(tmp_path / "store.db")
+    report = await run.run(benchmark_id, task_ids=["child"])
+    path = report_path(run.store, benchmark_id)
+    assert path is not None and json.loads(path.read_text()) == report.to_dict()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("", "benchmark_id must be a non-empty string"),
+        ("  ", "benchmark_id must be a non-empty string"),
+        ("a\nb", "control character"),
+        ("a\ud800", "lone surrogate"),
+        ("x" * 201, "201 characters long; the limit is 200"),
+        (7, "benchmark_id must be a non-empty string, not 7"),
+    ],
+)
+async def test_bad_benchmark_ids_are_refused_before_anything_is_written(
+    tmp_path: Path, bad: object, message: str
+) -> None:
+    run = runner(tmp_path / "store.db")
+    with pytest.raises(corral.ConfigError, match=message):
+        await run.run(bad)  # type: ignore[arg-type]
+    assert not (tmp_path / "store.db").exists()

@@ -349,3 +349,46 @@ def test_a_task_file_swapped_for_one_with_another_task_at_that_offset(tmp_path: 
     write(path, line("t1"), line("t0"))  # same lines, other order: same offsets, other ids
     with pytest.raises(ConfigError, match="'t0'.*changed|changed.*'t0'"):
         source["t0"]
+
+
+@pytest.mark.anyio
+async def test_a_task_file_changed_during_a_run_fails_only_that_trial(tmp_path: Path) -> None:
+    path = three(tmp_path / "t.jsonl")
+    source = corral.TaskSource.jsonl(path)
+
+    def decide(session: Any) -> Final:
+        if session.task_id == "t0":  # while t0 runs, somebody edits t1's line
+            path.write_text(path.read_text().replace('"p1"', '"P1"'))
+        return Final(session.inputs["p"])
+
+    run = corral.CorralRunner(
+        source,
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=tmp_path / "store.db",
+    )
+    report = await run.run("b", max_parallel=1)
+    statuses = {t: r.trials[0].status for t, r in report.tasks.items()}
+    assert statuses == {"t0": "completed", "t1": "error", "t2": "completed"}
+    error = report.tasks["t1"].trials[0].error
+    assert error is not None and "ConfigError" in error and "changed" in error
+    assert report.tasks["t2"].trials[0].output == "p2"
+
+
+@pytest.mark.anyio
+async def test_an_error_message_with_a_lone_surrogate_is_recorded_escaped(tmp_path: Path) -> None:
+    def decide(session: Any) -> Final:
+        raise ValueError("bad \ud800 input")
+
+    run = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=tmp_path / "store.db",
+        max_retries=0,
+    )
+    for _ in range(2):  # and the store reads back on resume
+        report = await run.run("b")
+        [trial] = report.tasks["t"].trials
+        assert trial.error == "ValueError: bad \\ud800 input"
+        assert trial.traceback is not None and "\\ud800" in trial.traceback

@@ -31,8 +31,8 @@ class CommitConflictError(StoreError):
 class NotSerializableError(CorralError, TypeError):
     """A value that a commit would record does not survive a JSON round trip.
 
-    Raised when the value is recorded; the attempt fails and is retried like
-    any other exception.
+    Raised when the value is recorded; the attempt fails, and is not retried
+    (recording the same value again would fail the same way).
     """
 
 

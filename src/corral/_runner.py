@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError
+from ._ids import check_id
 from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._sources import TaskSource
-from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
+from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
@@ -39,6 +42,9 @@ class RunInfo:
     resumed: int
     #: The run's named concurrency scopes (and its subprocess bound), by name.
     scopes: Callable[[], Mapping[str, ScopeStatistics]] = dict
+    #: The records of the trials an earlier run finished (read it in ``on_run_start``:
+    #: later it includes this run's trials too).
+    resumed_records: Iterable[TrialRecord] = ()
 
 
 class CorralRunner:
@@ -364,6 +370,7 @@ class CorralRunner:
                 loop.statistics,
                 loop.resumed,
                 scopes.statistics,
+                loop.records.values(),
             )
             _call(watchers, "on_run_start", info)
             try:
@@ -405,8 +412,7 @@ def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
 
 
 def _check_benchmark_id(benchmark_id: object) -> None:
-    if not isinstance(benchmark_id, str) or not benchmark_id.strip():
-        raise ConfigError(f"benchmark_id must be a non-empty string, not {benchmark_id!r}")
+    check_id("benchmark_id", benchmark_id)
 
 
 #: Statuses ``rerun`` may name: a completed trial is never run again (that would
@@ -513,9 +519,28 @@ def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
 def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
     """Where a run's JSON report is written: beside a store that lives in a file."""
     if isinstance(store, SQLiteStore):
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in benchmark_id)
-        return store.path.parent / "reports" / f"{safe}.json"
+        return store.path.parent / "reports" / report_file_name(benchmark_id)
     return None
+
+
+_PLAIN_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,99}")
+
+
+def report_file_name(benchmark_id: str) -> str:
+    """A file name for ``benchmark_id``'s report that no other id gets, on any file system.
+
+    A plain id (lower-case ASCII letters, digits, ``._-``, at most 100) is its own
+    name; any other id gets a readable prefix and a hash of the whole id after
+    a ``~``, which no plain id has. Upper case counts as not plain: ``Run`` and
+    ``run`` are one file on a case-insensitive file system.
+    """
+    if _PLAIN_NAME.fullmatch(benchmark_id):
+        return f"{benchmark_id}.json"
+    prefix = "".join(
+        c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in benchmark_id
+    )
+    digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"{prefix[:60].lower().lstrip('.')}~{digest}.json"
 
 
 def _write_report(store: CommitStore, report: BenchmarkReport) -> None:

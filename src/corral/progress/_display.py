@@ -125,7 +125,7 @@ class ProgressDisplay:
         tally = Tally(lanes)
         # The records of resumed trials, if the runner hands them over; else only
         # their count is known, and pass@1 so far is this run's.
-        tally.resume(info.resumed, getattr(info, "resumed_records", None))
+        tally.resume(info.resumed, info.resumed_records)
         return tally
 
     # -- drawing ------------------------------------------------------------
@@ -205,11 +205,9 @@ class ProgressDisplay:
         ):
             for key, planned in totals.items():
                 lane = counted.get(key) or LaneTally()
-                done = lane.finished
-                if tally.resumed_passed is None and total:
-                    # Resumed trials are known only by count: assume they spread evenly.
-                    done += tally.resumed * planned // total
-                lanes.append(Lane(f"{name} {key}", planned - done, limit[key], lane.mean_duration))
+                lanes.append(
+                    Lane(f"{name} {key}", planned - lane.finished, limit[key], lane.mean_duration)
+                )
         return lanes
 
     def _refresh(self, now: float) -> None:

@@ -78,19 +78,17 @@ class Tally:
         self.cost = 0.0
         #: Trials an earlier run finished (and how many of them passed, when known).
         self.resumed = 0
-        self.resumed_passed: int | None = None
+        self.resumed_passed = 0
         self.models: dict[str, LaneTally] = {}
         self.environments: dict[str, LaneTally] = {}
         self.overall = LaneTally()
         self._lanes = lanes or {}
         self._started: dict[TrialKey, float] = {}  # trials running now: bounded by the limits
 
-    def resume(self, count: int, records: Iterable[TrialRecord] | None = None) -> None:
-        """Count the ``count`` trials an earlier run finished; with their records,
-        their passes count in pass@1 so far too, by model."""
+    def resume(self, count: int, records: Iterable[TrialRecord]) -> None:
+        """Count the ``count`` trials an earlier run finished (``records``): their
+        passes count in pass@1 so far too, by model."""
         self.resumed = count
-        if records is None:
-            return
         self.resumed_passed = 0
         for record in records:
             self.resumed_passed += record.passed
@@ -169,14 +167,12 @@ class Tally:
 
     @property
     def pass_rate(self) -> float | None:
-        """pass@1 so far: over this run's finished trials and, when their records are
-        known, the resumed ones (unscored trials count as failed)."""
+        """pass@1 so far: over this run's finished trials and the resumed ones
+        (unscored trials count as failed)."""
         passed, finished = self.pass_counts
         return passed / finished if finished else None
 
     @property
     def pass_counts(self) -> tuple[int, int]:
         """(passed, finished) behind `pass_rate`."""
-        if self.resumed_passed is None:
-            return self.passed, self.finished
         return self.passed + self.resumed_passed, self.finished + self.resumed

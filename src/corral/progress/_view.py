@@ -165,8 +165,6 @@ def _outcomes(tally: Tally) -> Text:
     rate = tally.pass_rate
     passed, finished = tally.pass_counts
     so_far = "-" if rate is None else f"{rate:.2f} ({passed}/{finished})"
-    if tally.resumed and tally.resumed_passed is None:
-        so_far += f" this run; {tally.resumed} resumed not counted"
     parts = ["pass@1 so far " + so_far, f"errors {tally.errors}"]
     for status in ("max_iterations", "timeout", "unreachable"):
         if tally.statuses.get(status):

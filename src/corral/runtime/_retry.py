@@ -8,6 +8,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from .._errors import ConfigError, CorralError
+from .._json import recordable_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +97,9 @@ def _internal(filename: str) -> bool:
 def error_fields(exc: BaseException) -> dict[str, str]:
     """What a commit records of an error: ``error`` (type and message), ``error_type``
     and a trimmed ``traceback``."""
+    # A message holding a lone surrogate must not make the error itself unrecordable.
     return {
-        "error": describe(exc),
+        "error": recordable_text(describe(exc)),
         "error_type": type(exc).__name__,
-        "traceback": trimmed_traceback(exc),
+        "traceback": recordable_text(trimmed_traceback(exc)),
     }

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from .._errors import ConfigError
+from .._ids import check_id
 from .._json import check_json
 from .._sources import TaskSource
 from .._types import BenchmarkTaskMetadata
@@ -219,8 +220,7 @@ def check_models(models: object, known: Sequence[str] | None) -> tuple[str, ...]
         raise ConfigError(f"models must be a non-empty sequence of model names, not {models!r}")
     out: list[str] = []
     for model in models:
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model names must be non-empty strings, not {model!r}")
+        check_id("model name", model)
         if known is not None and model not in known:
             raise ConfigError(f"unknown model {model!r}; this runner knows {sorted(known)}")
         if model in out:

@@ -20,13 +20,13 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .._errors import unwrap_single
+from .._errors import CorralError, unwrap_single
 from .._protocols import Agent, Environment
 from .._records import TrialTable, record_of
-from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
+from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialRecord, TrialStatus
 from ..runtime._acks import Acks, Notify
 from ..runtime._evaluate import evaluate_trial
-from ..runtime._retry import RetryPolicy
+from ..runtime._retry import RetryPolicy, error_fields
 from ..runtime._trial import Deferred, Previous, TrialPlan, load_previous, run_trial
 from ..store._protocol import CommitStore, TrialKey, TrialSummary
 from ._admission import STATUS_CODES, Admission, Phase, Start, StartKind, Statistics
@@ -335,7 +335,13 @@ class RunLoop:
     async def _execute(self, t: int, r: int) -> None:
         trial = self._deferred_plans.pop((t, r), None)
         if trial is None:
-            meta = self.plan.metadata[t]
+            try:
+                # A streamed task's line is read (and checked) here.
+                meta = self.plan.metadata[t]
+                inputs = self._inputs(t, r)
+            except CorralError as exc:
+                await self._unreadable(t, r, exc)
+                return
             previous = self._previous[t]
             if previous is not None and previous.trial >= r:
                 # Rounds finished out of order (a resumed run, or a later round's
@@ -348,7 +354,7 @@ class RunLoop:
                 metadata=meta,
                 agent=self.agents[meta.agent_id],
                 environment=self.environments[meta.environment_id],
-                inputs=self._inputs(t, r),
+                inputs=inputs,
                 store=self.store,
                 policy=self.policy,
                 trial_timeout=self.trial_timeout,
@@ -378,6 +384,41 @@ class RunLoop:
         self.admission.execution_ended(t, r, record.status)
         if record.status == TrialStatus.ERROR:
             self._count_error()
+
+    async def _unreadable(self, t: int, r: int, exc: CorralError) -> None:
+        """Trial (t, r) cannot start: its task's inputs could not be read (a task file
+        changed during the run). It ends ``error`` at once; no retry would help."""
+        for p in self.plan.parents[t]:
+            if (p, r) in self._outputs:
+                self._take_output(p, r)
+        key = self._key(t, r)
+        seq = 0
+        if (t, r) in self._partial or (t, r) in self._reopened:
+            history = await self.store.history(key)
+            seq = history[-1].seq + 1 if history else 0
+        payload = {
+            "status": str(TrialStatus.ERROR),
+            "output": None,
+            "attempts": 0,
+            "state": None,
+            **error_fields(exc),
+        }
+        commit = Commit(seq, "terminal", payload, time.time())
+        await self.store.append(key, [commit])
+        self.acks.durable(key, [commit])
+        self._partial.discard((t, r))
+        record = record_of(
+            key.task_id,
+            r,
+            terminal=commit,
+            evaluation=None,
+            commits=1,
+            started_at=commit.created_at,
+            usage=NO_USAGE,
+        )
+        self._remember(t, record)
+        self.admission.execution_ended(t, r, TrialStatus.ERROR)
+        self._count_error()
 
     async def _evaluate(self, t: int, r: int) -> None:
         record, seq = self._pending_evals.pop((t, r))
