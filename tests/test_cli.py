@@ -88,8 +88,8 @@ def store(tmp_path: Path) -> Path:
 
 def _demo(*args: Any) -> str:
     result = _invoke("demo", "--fast", "--no-progress", *args)
-    # The demo's flaky tools end a few trials with "error" on purpose: exit code 1.
-    assert result.exit_code == 1, result.output
+    # The demo's flaky tools end a few trials with "error" on purpose; it still exits 0.
+    assert result.exit_code == 0, result.output
     assert "error 4" in result.output
     return result.output
 

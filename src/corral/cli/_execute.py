@@ -52,9 +52,12 @@ def run_benchmark(
     *,
     progress: bool,
     as_json: bool = False,
+    rescore: bool = False,
 ) -> int:
     """Run (or resume) ``benchmark_id``, with the live display on a terminal, print
-    its report as a table, or as JSON, and return the exit code (see `exit_code`)."""
+    its report as a table, or as JSON, and return the exit code (see `exit_code`).
+    With ``rescore``, score its finished trials again instead (`CorralRunner.rescore`)."""
+    start = runner.rescore if rescore else runner.run
     display = ProgressDisplay(console) if progress and not as_json and console.is_terminal else None
     notice = ResumeNotice()
     interrupts = Interrupts(notice, display)
@@ -63,9 +66,9 @@ def run_benchmark(
     async def go() -> BenchmarkReport | None:
         async with interrupts.cancelling():
             if display is None:
-                return await runner.run(benchmark_id, **run_kwargs, observers=observers)
+                return await start(benchmark_id, **run_kwargs, observers=observers)
             async with display.refreshing():
-                return await runner.run(benchmark_id, **run_kwargs, observers=observers)
+                return await start(benchmark_id, **run_kwargs, observers=observers)
         return None  # cancelled by the first Ctrl-C
 
     # The first Ctrl-C cancels the run: running work stops, the store closes cleanly;

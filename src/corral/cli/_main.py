@@ -13,7 +13,7 @@ from .. import __version__
 from .._errors import ConfigError, CorralError
 from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from ._inspect import list_command, report_command, show_command
-from ._run import demo_command, run_command
+from ._run import demo_command, rescore_command, run_command
 
 
 class CorralGroup(click.Group):
@@ -148,10 +148,11 @@ def main() -> None:
     """
 
 
-# The exit codes are part of what `run` and `demo` promise, so their help says so too.
-for _command in (demo_command, run_command):
+# The exit codes are part of what `run` and `rescore` promise, so their help says so too.
+for _command in (run_command, rescore_command):
     _command.epilog = EXIT_CODES_HELP
     main.add_command(_command)
+main.add_command(demo_command)  # exits 0 once it has run: its errors are on purpose
 main.add_command(report_command)
 main.add_command(show_command)
 main.add_command(list_command)

@@ -14,7 +14,7 @@ from .._errors import ConfigError
 from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, demo_retry_policy
 from ..store import SQLiteStore
-from ._execute import make_console, run_benchmark
+from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import load_benchmark
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
 
@@ -25,7 +25,13 @@ RUN_ARGUMENTS = tuple(
     if name not in ("self", "benchmark_id", "observers", "scopes")
 )
 #: Constructor arguments that flags and ``run_defaults`` may set.
-RUNNER_ARGUMENTS = ("max_retries", "trial_timeout", "backoff_base", "backoff_cap")
+RUNNER_ARGUMENTS = (
+    "max_retries",
+    "trial_timeout",
+    "evaluation_timeout",
+    "backoff_base",
+    "backoff_cap",
+)
 KEYED_LIMITS = (
     "max_parallel_by_model",
     "max_parallel_by_environment",
@@ -97,11 +103,35 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     type=int,
     help="corral.subprocess calls at once (default: the CPUs this process may use).",
 )
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="Give trials that ended error or timeout a fresh attempt (the earlier one is kept).",
+)
+@click.option(
+    "--rerun",
+    "rerun",
+    multiple=True,
+    type=click.Choice(["error", "timeout", "max_iterations", "unreachable"]),
+    help="Give trials that ended with this status a fresh attempt (repeatable).",
+)
+@click.option(
+    "--fail-on-error",
+    type=float,
+    metavar="N",
+    help="Stop starting trials once more than N (a count, or a fraction below 1 of the "
+    "trials) errored or failed scoring; the benchmark stays resumable.",
+)
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
 @click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
 @click.option("--backoff-cap", type=float, help="Longest backoff before a retry, in seconds.")
 @durability_option
 @click.option("--trial-timeout", type=float, help="Seconds for one attempt's execution.")
+@click.option(
+    "--evaluation-timeout",
+    type=float,
+    help="Seconds for one call of evaluate (default: --trial-timeout).",
+)
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def run_command(
@@ -127,6 +157,10 @@ def run_command(
     backoff_cap: float | None,
     durability: str,
     trial_timeout: float | None,
+    evaluation_timeout: float | None,
+    retry_errors: bool,
+    rerun: tuple[str, ...],
+    fail_on_error: float | None,
     no_progress: bool,
     as_json: bool,
 ) -> int:
@@ -156,6 +190,9 @@ def run_command(
         "backoff_base": backoff_base,
         "backoff_cap": backoff_cap,
         "trial_timeout": trial_timeout,
+        "evaluation_timeout": evaluation_timeout,
+        "rerun": _reruns(retry_errors, rerun),
+        "fail_on_error": _count_or_fraction(fail_on_error),
     }
     benchmark, path = load_benchmark(target)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
@@ -170,6 +207,16 @@ def run_command(
     )
 
 
+def _reruns(retry_errors: bool, statuses: tuple[str, ...]) -> tuple[str, ...] | None:
+    chosen = [*(("error", "timeout") if retry_errors else ()), *statuses]
+    return tuple(dict.fromkeys(chosen)) or None
+
+
+def _count_or_fraction(value: float | None) -> float | None:
+    """``--fail-on-error 3`` is the count 3, not the float 3.0."""
+    return int(value) if value is not None and value >= 1 and value.is_integer() else value
+
+
 def _names(values: tuple[str, ...]) -> tuple[str, ...] | None:
     names = tuple(n.strip() for value in values for n in value.split(","))
     if "" in names:
@@ -180,6 +227,66 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...] | None:
 def _runner(benchmark: Benchmark, store: SQLiteStore, **kwargs: Any) -> CorralRunner:
     return CorralRunner(
         benchmark.tasks, benchmark.agents, benchmark.environments, store=store, **kwargs
+    )
+
+
+@click.command("rescore")
+@click.argument("benchmark_id")
+@click.argument("target", metavar="FILE[:OBJECT]")
+@store_option
+@click.option("--task", "tasks", multiple=True, help="Rescore only this task (repeatable).")
+@click.option("--failed-only", is_flag=True, help="Only trials that did not pass.")
+@k_option
+@click.option("--max-parallel-evaluations", type=int, help="Evaluations at once (default 4).")
+@keyed_limit_option("--max-parallel-evaluations-by-environment", "Evaluations in one environment")
+@click.option("--max-retries", type=int, help="Extra attempts after evaluate raises.")
+@click.option("--evaluation-timeout", type=float, help="Seconds for one call of evaluate.")
+@durability_option
+@click.option("--no-progress", is_flag=True, help="No live display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def rescore_command(
+    benchmark_id: str,
+    target: str,
+    store: str,
+    tasks: tuple[str, ...],
+    failed_only: bool,
+    ks: tuple[int, ...],
+    max_parallel_evaluations: int | None,
+    max_parallel_evaluations_by_environment: dict[str, int] | None,
+    max_retries: int | None,
+    evaluation_timeout: float | None,
+    durability: str,
+    no_progress: bool,
+    as_json: bool,
+) -> int:
+    """Score BENCHMARK_ID's finished trials again with the scorers FILE defines now.
+
+    Each new score is a new evaluation commit; the report uses the latest and
+    the earlier ones stay in the history (corral show). Nothing else runs, and
+    a changed scorer is not a changed configuration. Prints the report of the
+    rescored tasks; exit codes as for corral run.
+    """
+    benchmark, _ = load_benchmark(target)
+    runner_kwargs, _unused = merge_settings(
+        {k: v for k, v in benchmark.run_defaults.items() if k in RUNNER_ARGUMENTS},
+        {"max_retries": max_retries, "evaluation_timeout": evaluation_timeout},
+    )
+    runner = _runner(benchmark, open_store(store, durability), **runner_kwargs)
+    settings: dict[str, Any] = {
+        "task_ids": _given(tasks),
+        "failed_only": failed_only,
+        "k_values": ks or None,
+        "max_parallel_evaluations": max_parallel_evaluations,
+        "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
+    }
+    return run_benchmark(
+        make_console(),
+        runner,
+        benchmark_id,
+        {k: v for k, v in settings.items() if v is not None},
+        progress=not no_progress,
+        as_json=as_json,
+        rescore=True,
     )
 
 
@@ -196,7 +303,8 @@ def demo_command(
 
     Two models, two environments (a number search; a calculator with
     parallel, flaky tool calls), a plan -> build -> verify chain, 4 trials
-    per task and pass@1, 2, 4.
+    per task and pass@1, 2, 4. A few trials end in error on purpose, to show
+    how errors look: the demo still exits 0 once it has run.
     """
     latency = 0.0 if fast else 1.0
     benchmark = build_demo(latency)
@@ -226,4 +334,5 @@ def demo_command(
         style="dim",
         highlight=False,
     )
-    return code
+    # Its errors are part of the show: only interruption changes the exit code.
+    return EXIT_OK if code == EXIT_FAILED else code
