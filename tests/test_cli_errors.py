@@ -112,9 +112,10 @@ def test_an_unfinished_report_exits_1(tmp_path: Path) -> None:
 
 
 def test_the_exit_codes_are_documented() -> None:
-    for args in ([], ["run"], ["demo"]):
+    for args in ([], ["run"], ["rescore"]):
         out = _invoke(*args, "--help").output
         assert "Exit codes" in out and "130" in out, args
+    assert "still exits 0 once it has run" in " ".join(_invoke("demo", "--help").output.split())
 
 
 # -- one error line -----------------------------------------------------------
