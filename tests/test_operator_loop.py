@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 import corral
 from corral import Action, Evaluation, Final, MemoryStore, TrialKey, TrialRecord, TrialStatus
 from corral import BenchmarkTaskMetadata as Meta
 from corral.runtime import AgentSession
-from corral.testing import FakeEnvironment, ScriptedAgent
+from corral.testing import FakeEnvironment, ScriptedAgent, wait_all_tasks_blocked
 
 pytestmark = pytest.mark.anyio
 
@@ -228,3 +230,69 @@ async def test_fail_on_error_as_a_fraction_and_counting_failed_evaluations() -> 
 async def test_bad_fail_on_error_is_refused(bad: Any) -> None:
     with pytest.raises(corral.ConfigError, match="fail_on_error"):
         await make(ScriptedAgent(), MemoryStore()).run("b", fail_on_error=bad)
+
+
+class HeldStore(MemoryStore):
+    """A memory store whose appends become durable only when the test says so: a store
+    that lags behind the trials as far as the run lets it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[Held] = []
+        self.peak = 0
+
+    def enqueue(self, key: TrialKey, commits: Any) -> Any:
+        handle = Held(super().enqueue(key, commits))
+        self.held.append(handle)
+        self.peak = max(self.peak, len(self.held))
+        return handle
+
+    def release(self) -> None:
+        for handle in self.held:
+            handle.landed.set()
+        self.held.clear()
+
+
+class Held:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.landed = anyio.Event()
+
+    def done(self) -> bool:
+        return self.landed.is_set()
+
+    def check(self) -> None:
+        self.inner.check()
+
+    async def wait(self) -> None:
+        await self.landed.wait()
+        await self.inner.wait()
+
+
+async def test_appends_waiting_for_a_lagging_store_are_bounded_by_max_backlog() -> None:
+    # Past the bound, no worker takes new work; those already running still hand over
+    # theirs: 2 executions x 2 appends (setup, terminal) and 2 evaluations x 1.
+    assert await lagging_peak(8) <= 8 + 1 + 2 * 2 + 2
+    assert await lagging_peak(0) > 100  # unbounded: 60 trials x 3 appends pile up
+
+
+async def lagging_peak(bound: int) -> int:
+    store = HeldStore()
+    tasks = {f"t{i}": Meta("a", "e") for i in range(60)}
+    run = corral.CorralRunner(
+        tasks, {"a": ScriptedAgent()}, {"e": FakeEnvironment()}, store=store, max_backlog=bound
+    )
+    report = None
+
+    async def go() -> None:
+        nonlocal report
+        report = await run.run("b", max_parallel=2)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(go)
+        while report is None:
+            await wait_all_tasks_blocked()  # the run has handed over all it can
+            store.release()
+            await anyio.lowlevel.checkpoint()
+    assert report is not None and report.counts["completed"] == 60
+    return store.peak
