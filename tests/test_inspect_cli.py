@@ -108,10 +108,8 @@ def test_show_renders_reopen_markers_as_attempt_boundaries(tmp_path: Path) -> No
 
 
 def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:
-    """A trial awaiting its evaluation is not finished: a resume evaluates it.
-
-    (A trial reopened after its terminal is not finished either: the store's summaries
-    keep only the latest attempt, and list and report count from them.)"""
+    """A trial awaiting its evaluation is not finished: a resume evaluates it; nor is a
+    trial reopened after its terminal: a resume runs its fresh attempt."""
     store = tmp_path / "s.db"
     _store(
         store,
@@ -119,13 +117,17 @@ def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:
             ("t", 0): [terminal(0, "completed", 1.0), evaluation(1, 2.0)],  # finished
             ("t", 1): [terminal(0, "completed", 1.0)],  # awaits its evaluation
             ("t", 2): [terminal(0, "error", 1.0, error="E: x")],  # finished (error)
+            ("t", 3): [  # reopened by a rerun: its fresh attempt has not ended
+                terminal(0, "error", 1.0, error="E: x"),
+                Commit(1, "reopen", {"reason": "rerun", "previous_status": "error"}, 2.0),
+            ],
         },
-        4,
+        5,
     )
     out = _flat(_invoke("list", "--store", store).output)
-    assert "2/4" in out
+    assert "2/5" in out
     report = _flat(_invoke("report", "b", "--store", store).output)
-    assert "incomplete: 2 of 4 trials finished" in report
+    assert "incomplete: 2 of 5 trials finished" in report
 
 
 BENCH = textwrap.dedent(
