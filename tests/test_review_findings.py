@@ -251,10 +251,20 @@ def test_readme_cli_sequence_runs_as_listed(tmp_path: Path) -> None:
     store = str(tmp_path / "store.db")
     cli = CliRunner()
     commands = _readme_cli_commands()
-    assert [c[0] for c in commands] == ["run", "run", "run", "report", "show", "list"]
+    assert [c[0] for c in commands] == [
+        "run",
+        "run",
+        "run",
+        "report",
+        "show",
+        "list",
+        "run",
+        "rescore",
+    ]
     for command in commands:
         args = [str(bench) if a == "mybench.py" else a for a in command if a != "[--json]"]
-        args += ["--store", store] + (["--no-progress"] if args[0] == "run" else [])
+        quiet = ["--no-progress"] if args[0] in ("run", "rescore") else []
+        args += ["--store", store, *quiet]
         result = cli.invoke(main, args)
         assert result.exit_code == 0, (args, result.output)
 

@@ -249,18 +249,10 @@ class CorralRunner:
                 f"{scopes.max_subprocesses}"
             )
         budget = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
-        with scopes.active():
-            return await self._run(
-                benchmark_id,
-                plan,
-                limits,
-                ks,
-                order,
-                scopes,
-                [*self.observers, *observers],
-                Resume(plan, rerun=reruns),
-                budget,
-            )
+        resume = Resume(plan, rerun=reruns)
+        return await self._run(
+            benchmark_id, plan, limits, ks, order, scopes, observers, resume, budget
+        )
 
     async def rescore(
         self,
@@ -307,18 +299,7 @@ class CorralRunner:
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
-        with scopes.active():
-            return await self._run(
-                benchmark_id,
-                plan,
-                limits,
-                ks,
-                "fifo",
-                scopes,
-                [*self.observers, *observers],
-                resume,
-                None,
-            )
+        return await self._run(benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume)
 
     async def _run(
         self,
@@ -328,75 +309,77 @@ class CorralRunner:
         ks: tuple[int, ...],
         order: str,
         scopes: ConcurrencyScopes,
-        watchers: list[Observer],
+        observers: Sequence[Observer],
         resume: Resume,
-        error_budget: int | None,
+        error_budget: int | None = None,
     ) -> BenchmarkReport:
-        notify = Observers(watchers)
-        started = time.time()
-        eval_keys = tuple(
-            self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
-        )
-        async with self.store.opened(), self.store.claim(benchmark_id):
-            rescoring = resume.rescoring
-            if rescoring or await self.store.register_benchmark(benchmark_id, plan.config()):
-                async for chunk in self.store.scan(benchmark_id):
-                    resume.absorb(chunk)
-            resume.settle()
-            await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
-            loop = RunLoop(
-                benchmark_id=benchmark_id,
-                plan=plan,
-                limits=limits,
-                agents=self.agents,
-                environments=self.environments,
-                eval_keys=list(eval_keys),
-                store=self.store,
-                policy=self.retry_policy,
-                trial_timeout=self.trial_timeout,
-                evaluation_timeout=self.evaluation_timeout,
-                notify=notify,
-                resume=resume,
-                critical_path=order == "critical_path",
-                error_budget=error_budget,
-                max_backlog=self.max_backlog,
+        with scopes.active():  # the run's named scopes, for its agents and tools
+            watchers = [*self.observers, *observers]
+            notify = Observers(watchers)
+            started = time.time()
+            eval_keys = tuple(
+                self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
             )
-            del resume
-            info = RunInfo(
-                benchmark_id,
-                plan,
-                limits,
-                eval_keys,
-                loop.statistics,
-                loop.resumed,
-                scopes.statistics,
-                loop.records.values(),
-            )
-            _call(watchers, "on_run_start", info)
-            try:
-                await loop.run()
-            finally:
-                _call(watchers, "on_run_end", info)
-            ran = time.time()
-            # Every finished trial's record: read from the store by an earlier run, or
-            # built from the commits this run made durable. No second read is needed,
-            # and no configuration dict per task: the plan's metadata is enough. The
-            # loop's own state goes first, so the report reuses its memory.
-            records, resumed, stopped = loop.records, loop.resumed, loop.stopped
-            del loop, info
-            report = build_report(
-                benchmark_id,
-                {"trials_per_task": plan.trials_per_task},
-                records=records,
-                metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
-                k_values=ks,
-                added=plan.added,
-                resumed=resumed,
-                timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
-                stopped=stopped,
-            )
-        _write_report(self.store, report)
-        return report
+            async with self.store.opened(), self.store.claim(benchmark_id):
+                rescoring = resume.rescoring
+                if rescoring or await self.store.register_benchmark(benchmark_id, plan.config()):
+                    async for chunk in self.store.scan(benchmark_id):
+                        resume.absorb(chunk)
+                resume.settle()
+                await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
+                loop = RunLoop(
+                    benchmark_id=benchmark_id,
+                    plan=plan,
+                    limits=limits,
+                    agents=self.agents,
+                    environments=self.environments,
+                    eval_keys=list(eval_keys),
+                    store=self.store,
+                    policy=self.retry_policy,
+                    trial_timeout=self.trial_timeout,
+                    evaluation_timeout=self.evaluation_timeout,
+                    notify=notify,
+                    resume=resume,
+                    critical_path=order == "critical_path",
+                    error_budget=error_budget,
+                    max_backlog=self.max_backlog,
+                )
+                del resume
+                info = RunInfo(
+                    benchmark_id,
+                    plan,
+                    limits,
+                    eval_keys,
+                    loop.statistics,
+                    loop.resumed,
+                    scopes.statistics,
+                    loop.records.values(),
+                )
+                _call(watchers, "on_run_start", info)
+                try:
+                    await loop.run()
+                finally:
+                    _call(watchers, "on_run_end", info)
+                ran = time.time()
+                # Every finished trial's record: read from the store by an earlier run, or
+                # built from the commits this run made durable. No second read is needed,
+                # and no configuration dict per task: the plan's metadata is enough. The
+                # loop's own state goes first, so the report reuses its memory.
+                records, resumed, stopped = loop.records, loop.resumed, loop.stopped
+                del loop, info
+                report = build_report(
+                    benchmark_id,
+                    {"trials_per_task": plan.trials_per_task},
+                    records=records,
+                    metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
+                    k_values=ks,
+                    added=plan.added,
+                    resumed=resumed,
+                    timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
+                    stopped=stopped,
+                )
+            _write_report(self.store, report)
+            return report
 
 
 def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
