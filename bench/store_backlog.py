@@ -1,6 +1,6 @@
 """Memory while the store lags: instant trials at a small max_parallel on SQLite.
 
-    python bench/store_backlog.py [--trials 100000 --parallel 8 --backlog 4096]
+    python bench/store_backlog.py [--trials 100000 --parallel 8 --per-task 1 --backlog 0 -1]
 
 Instant trials (the agent answers at once, the scorer too) produce commits faster
 than one SQLite writer thread makes them durable; nobody waits for a terminal or
@@ -8,7 +8,8 @@ an evaluation commit. Without a bound the handed-over rows pile up in memory.
 Each run is its own process; it prints trials/s and the peak RSS growth, over
 the whole run (the report keeps one record per trial) and up to the moment the
 last trial ended.
-``--backlog 0`` turns the bound off (the behaviour before it existed).
+``--backlog 0`` turns the bound off (the behaviour before it existed); ``-1``
+runs with the default bound.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ class Peak:
         pass
 
 
-def child(trials: int, parallel: int, backlog: int) -> dict[str, float]:
+def child(trials: int, parallel: int, backlog: int, per_task: int) -> dict[str, float]:
     tmp = Path(tempfile.mkdtemp(prefix="corral-backlog-"))
-    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(trials // 10)}
+    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(trials // per_task)}
     store = corral.SQLiteStore(tmp / "store.db")
     bound = {} if backlog < 0 else {"max_backlog": backlog}
     runner = corral.CorralRunner(
@@ -82,11 +83,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=100_000)
     parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--per-task", type=int, default=1, help="trials per task")
     parser.add_argument("--backlog", type=int, nargs="*", default=[0, -1])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.trials, args.parallel, args.backlog[0])))
+        print(json.dumps(child(args.trials, args.parallel, args.backlog[0], args.per_task)))
         return
     for backlog in args.backlog:
         out = subprocess.run(

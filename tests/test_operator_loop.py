@@ -31,6 +31,7 @@ class Flaky:
 
     async def act(self, session: AgentSession) -> Action | Final:
         self.asked.append((session.task_id, session.trial))
+        session.record_usage(input_tokens=10, output_tokens=1, cost=0.125)
         if (session.task_id, session.trial) in self.broken:
             raise RuntimeError(f"broken agent on {session.task_id}")
         if not session.steps:
@@ -81,6 +82,9 @@ async def test_rerun_errors_gives_a_fresh_attempt_and_keeps_the_earlier_one() ->
     # The report rebuilt from the store (as `corral report` does) agrees.
     [summary] = [s for s in await store.summaries("b") if s.trial == 1]
     assert summary.record().status == TrialStatus.COMPLETED and summary.commits == 6
+    # Usage counts every attempt: tokens spent on the failed one were spent too.
+    [trial] = [t for t in again.tasks["t"].trials if t.trial == 1]
+    assert trial.usage == summary.usage == corral.Usage(30, 3, 0.375)
 
     agent.asked.clear()  # nothing errored now: another rerun changes nothing
     third = await make(agent, store).run("b", trials_per_task=3, k_values=(1, 3), rerun=("error",))

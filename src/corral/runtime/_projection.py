@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._types import UNCHANGED, Action, Commit, Step, ToolEffect
+from .._types import NO_USAGE, UNCHANGED, Action, Commit, Step, ToolEffect, Usage
 
 
 @dataclass(slots=True)
@@ -35,6 +35,8 @@ class Projection:
     turn: PendingTurn | None = None
     terminal: Commit | None = None
     evaluation: Commit | None = None
+    #: Usage of the attempts before the latest ``reopen`` (their commits are not kept).
+    earlier_usage: Usage = NO_USAGE
 
     @property
     def next_seq(self) -> int:
@@ -80,7 +82,11 @@ class Projection:
             self.evaluation = commit  # a rescore appends another: the latest counts
         elif kind == "reopen":
             # A fresh attempt of a finished trial: it starts over from setup. The
-            # history before the marker stays in the store, not in the session.
+            # history before the marker stays in the store, not in the session;
+            # what it spent still counts.
+            for earlier in self.commits:
+                if earlier.usage:
+                    self.earlier_usage = self.earlier_usage + earlier.usage
             self.commits = [commit]
             self.has_setup = False
             self.state = self.previous_trial = self.turn = None

@@ -456,7 +456,7 @@ async def _end(
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     terminal = projection.terminal
     assert terminal is not None
-    usage = NO_USAGE  # shared while nothing was used: no object per trial
+    usage = projection.earlier_usage  # shared while nothing was used: no object per trial
     for commit in projection.commits:
         if commit.usage:
             usage = usage + commit.usage

@@ -25,8 +25,8 @@ class TrialKey(NamedTuple):
 class TrialSummary:
     """What the report needs of one trial, without its whole history.
 
-    After a ``reopen`` commit it describes the trial's latest attempt only: its
-    commits, usage, terminal and (latest) evaluation.
+    After a ``reopen`` commit it describes the trial's latest attempt: its
+    commits, terminal and (latest) evaluation; usage counts every attempt.
     """
 
     task_id: str

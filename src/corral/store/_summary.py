@@ -33,9 +33,9 @@ class SummaryBuilder:
     def add(self, commit: Commit) -> None:
         self.last_seq = commit.seq
         if commit.kind == "reopen":
-            # A fresh attempt: the summary describes what follows (as `Projection` does).
+            # A fresh attempt: the summary describes what follows (as `Projection`
+            # does), but for usage: every attempt's spend counts.
             self.commits = 0
-            self.usage = NO_USAGE
             self.terminal = self.evaluation = None
         if not self.commits:
             self.started_at = commit.created_at
