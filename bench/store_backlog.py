@@ -5,9 +5,10 @@
 Instant trials (the agent answers at once, the scorer too) produce commits faster
 than one SQLite writer thread makes them durable; nobody waits for a terminal or
 an evaluation commit. Without a bound the handed-over rows pile up in memory.
-Each run is its own process; it prints trials/s and the peak RSS growth, over
-the whole run (the report keeps one record per trial) and up to the moment the
-last trial ended.
+Each run is its own process; it prints trials/s and the peak RSS growth: over
+the whole run (the report keeps one record per trial), when the first trial
+started (planning and registering the configuration: per task, not per
+commit) and when the last trial ended.
 ``--backlog 0`` turns the bound off (the behaviour before it existed); ``-1``
 runs with the default bound.
 """
@@ -37,7 +38,10 @@ def rss_mb() -> float:
 class Peak:
     """Peak RSS when the last trial has ended, before the report is built."""
 
-    rss_at_end = 0.0
+    rss_at_end = rss_at_start = 0.0
+
+    def on_run_start(self, info: corral.RunInfo) -> None:
+        self.rss_at_start = rss_mb()
 
     def on_run_end(self, info: corral.RunInfo) -> None:
         self.rss_at_end = rss_mb()
@@ -64,9 +68,9 @@ def child(trials: int, parallel: int, backlog: int, per_task: int) -> dict[str, 
     anyio.run(
         lambda: runner.run(
             "b",
-            trials_per_task=10,
+            trials_per_task=per_task,
             max_parallel=parallel,
-            max_parallel_per_task=4,
+            max_parallel_per_task=min(per_task, 4),
             observers=[peaks],
         )
     )
@@ -76,6 +80,7 @@ def child(trials: int, parallel: int, backlog: int, per_task: int) -> dict[str, 
         "trials_per_s": trials / wall,
         "rss_growth_mb": rss_mb() - before,
         "rss_at_run_end_mb": peaks.rss_at_end - before,
+        "rss_at_run_start_mb": peaks.rss_at_start - before,
     }
 
 
@@ -112,7 +117,8 @@ def main() -> None:
         print(
             f"{label:>14}: {result['trials']:,} trials, {result['trials_per_s']:,.0f} trials/s, "
             f"peak RSS growth {result['rss_growth_mb']:.0f} MB "
-            f"({result['rss_at_run_end_mb']:.0f} MB when the last trial ended)"
+            f"({result['rss_at_run_start_mb']:.0f} MB when the first trial started, "
+            f"{result['rss_at_run_end_mb']:.0f} MB when the last one ended)"
         )
 
 
