@@ -137,6 +137,10 @@ class CorralRunner:
             )
         return {*self._models_of_tasks, *(self.models or ()), *(models or ())}
 
+    def _evaluation_keys(self) -> set[str]:
+        """What ``max_parallel_evaluations_by_environment`` may name: ids and names."""
+        return {*self.environments, *map(self._eval_key, self.environments)}
+
     def _eval_key(self, env_id: str) -> str:
         name = getattr(self.environments[env_id], "name", None)
         return name if isinstance(name, str) and name else env_id
@@ -237,7 +241,7 @@ class CorralRunner:
         limits.check_keys(
             self._known_models(models),
             self.environments.keys(),
-            {*self.environments, *map(self._eval_key, self.environments)},
+            self._evaluation_keys(),
         )
         if scopes is None:
             scopes = ConcurrencyScopes(max_subprocesses=max_subprocesses)
@@ -295,7 +299,7 @@ class CorralRunner:
                     "runner does not have"
                 )
         ks = _check_ks(k_values, plan.trials_per_task)
-        limits.check_keys((), (), {*self.environments, *map(self._eval_key, self.environments)})
+        limits.check_keys((), (), self._evaluation_keys())
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
@@ -321,8 +325,11 @@ class CorralRunner:
                 self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
             )
             async with self.store.opened(), self.store.claim(benchmark_id):
-                rescoring = resume.rescoring
-                if rescoring or await self.store.register_benchmark(benchmark_id, plan.config()):
+                # A rescore keeps the stored configuration; a run registers its own.
+                existed = resume.rescoring or await self.store.register_benchmark(
+                    benchmark_id, plan.config()
+                )
+                if existed:
                     async for chunk in self.store.scan(benchmark_id):
                         resume.absorb(chunk)
                 resume.settle()
