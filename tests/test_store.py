@@ -16,10 +16,13 @@ from corral import (
     CommitStore,
     ConfigError,
     MemoryStore,
+    PostgresStore,
     SQLiteStore,
     TrialKey,
     Usage,
 )
+
+from .pg import pg_dsn  # noqa: F401  (the fixture, for the postgres backend)
 
 pytestmark = pytest.mark.anyio
 
@@ -54,14 +57,20 @@ def trial(seq0: int = 0, *, passed: bool = True) -> list[Commit]:
     ]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-async def store(backend: str, tmp_path: Path) -> AsyncIterator[CommitStore]:
-    made: CommitStore = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+async def store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[CommitStore]:
+    made: CommitStore
+    if backend == "postgres":
+        made = PostgresStore(request.getfixturevalue("pg_dsn"))
+    else:
+        made = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
     async with made.opened():
         yield made
 

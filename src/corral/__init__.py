@@ -35,7 +35,7 @@ from ._types import (
 from .report import BenchmarkReport, TaskReport, pass_at_k
 from .runtime import AgentSession, RetryPolicy
 from .scheduler import Limits, Statistics
-from .store import CommitStore, MemoryStore, SQLiteStore, TrialKey
+from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
 
 __version__ = "0.1.0"
 
@@ -62,6 +62,7 @@ __all__ = [
     "MemoryStore",
     "NotSerializableError",
     "Observer",
+    "PostgresStore",
     "RateLimited",
     "RetryPolicy",
     "RunInfo",

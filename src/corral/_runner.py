@@ -25,7 +25,8 @@ from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
-from .store import CommitStore, MemoryStore, SQLiteStore, TrialKey
+from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
+from .store.postgres import is_postgres_dsn
 
 DEFAULT_STORE = ".corral/store.db"
 
@@ -500,6 +501,8 @@ def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
     if isinstance(store, str | os.PathLike):
         if str(store) == ":memory:":
             return MemoryStore()
+        if is_postgres_dsn(store):
+            return PostgresStore(str(store))
         return SQLiteStore(store)
     if not isinstance(store, CommitStore):
         raise ConfigError(f"store must be a path or a CommitStore, not {store!r}")

@@ -2,6 +2,7 @@
 
 from ._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSummary
 from .memory import MemoryStore
+from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
 __all__ = [
@@ -9,6 +10,7 @@ __all__ = [
     "CommitStore",
     "MemoryStore",
     "Pending",
+    "PostgresStore",
     "SQLiteStore",
     "TrialKey",
     "TrialSummary",

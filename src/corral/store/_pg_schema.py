@@ -1,0 +1,69 @@
+"""The PostgreSQL store's tables, created and versioned by Corral in a schema of its own.
+
+Everything lives in the ``corral`` schema, so a database shared with other
+applications only gains that one namespace.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from .._errors import StoreError
+
+SCHEMA_VERSION = 1
+
+# Two processes opening a fresh database at once would race on CREATE ... IF NOT
+# EXISTS (a unique violation in the catalog): a transaction-scoped advisory lock
+# on this key makes them take turns.
+_SCHEMA_LOCK = 0x636F7272616C  # "corral"
+
+_DDL = """
+CREATE SCHEMA IF NOT EXISTS corral;
+CREATE TABLE IF NOT EXISTS corral.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS corral.benchmarks (
+    benchmark_id text COLLATE "C" PRIMARY KEY,
+    config text NOT NULL,
+    created_at double precision NOT NULL
+);
+CREATE TABLE IF NOT EXISTS corral.commits (
+    benchmark_id text COLLATE "C" NOT NULL,
+    task_id text COLLATE "C" NOT NULL,
+    trial integer NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    payload text NOT NULL,
+    created_at double precision NOT NULL,
+    input_tokens bigint NOT NULL DEFAULT 0,
+    output_tokens bigint NOT NULL DEFAULT 0,
+    cost double precision NOT NULL DEFAULT 0,
+    -- Which append wrote the row: after a connection dropped during COMMIT, the
+    -- writer looks its appends up by key and knows which of them landed.
+    append_id uuid NOT NULL,
+    PRIMARY KEY (benchmark_id, task_id, trial, seq)
+);
+CREATE TABLE IF NOT EXISTS corral.claims (
+    benchmark_id text COLLATE "C" PRIMARY KEY,
+    -- The fencing token: raised by every claim, checked by every write.
+    epoch bigint NOT NULL
+);
+"""
+
+
+def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Create the tables if they are missing; refuse a schema newer than this code."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute(_DDL)
+        conn.execute(
+            "INSERT INTO corral.meta (key, value) VALUES ('schema_version', %s) "
+            "ON CONFLICT (key) DO NOTHING",
+            (str(SCHEMA_VERSION),),
+        )
+        row = conn.execute("SELECT value FROM corral.meta WHERE key = 'schema_version'").fetchone()
+    assert row is not None
+    version = int(str(row[0]))
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where}: the database holds Corral store schema version {version}, newer than "
+            f"this Corral knows ({SCHEMA_VERSION}); upgrade Corral to use it"
+        )

@@ -1,0 +1,202 @@
+"""The PostgreSQL store's writer: blocking code, run in one worker thread at a time.
+
+A batch of appends is one transaction; the store acknowledges its appends only
+after COMMIT returned. Transient failures (a dropped connection, a server
+restart, a serialization failure) are retried here with backoff; when a
+connection dropped, the COMMIT may have landed or not, so before writing again
+the writer looks up each append's first row and its append id, and skips the
+appends that landed: a retry never becomes a false conflict or a duplicate.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from .._errors import CommitConflictError, StoreError
+from .._json import dumps
+from .._types import Commit
+from ._protocol import TrialKey
+
+T = TypeVar("T")
+
+#: One append: its trial, its rows (encoded when handed over) and its append id.
+Request = tuple[TrialKey, list[tuple[Any, ...]], uuid.UUID]
+
+_INSERT = (
+    "INSERT INTO corral.commits (benchmark_id, task_id, trial, seq, kind, payload, "
+    "created_at, input_tokens, output_tokens, cost, append_id) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+_FENCE = "SELECT benchmark_id, epoch FROM corral.claims WHERE benchmark_id = ANY(%s) FOR SHARE"
+
+_LANDED = (
+    "SELECT k.i FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::uuid[], "
+    "%s::int[]) AS k(b, t, r, s, a, i) JOIN corral.commits c ON c.benchmark_id = k.b "
+    "AND c.task_id = k.t AND c.trial = k.r AND c.seq = k.s AND c.append_id = k.a"
+)
+
+# Worth another try: the connection or the server went away, or the server asked
+# for a retry. Anything else (a constraint, a bad value) would fail again.
+TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+class FencedError(StoreError):
+    """This store's claim on a benchmark was taken over: it may never write it again."""
+
+
+def encode(key: TrialKey, commits: list[Commit], append_id: uuid.UUID) -> Request:
+    rows = [
+        (
+            *key,
+            c.seq,
+            c.kind,
+            dumps(c.payload),
+            c.created_at,
+            c.usage.input_tokens,
+            c.usage.output_tokens,
+            c.usage.cost,
+            append_id,
+        )
+        for c in commits
+    ]
+    return key, rows, append_id
+
+
+def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
+    """Run ``attempt(after_failure)`` until it returns, retrying transient errors with
+    backoff for ``retry_for`` seconds; then, or on any other database error, raise
+    `StoreError`. ``after_failure`` tells the attempt a previous one failed."""
+    deadline: float | None = None
+    delay = 0.05
+    failed = False
+    while True:
+        try:
+            return attempt(failed)
+        except StoreError:
+            raise
+        except TRANSIENT as exc:
+            now = time.monotonic()
+            deadline = now + retry_for if deadline is None else deadline
+            if now >= deadline:
+                raise StoreError(
+                    f"{where}: the database stayed unreachable for {retry_for:g} s: {exc}"
+                ) from exc
+            failed = True
+            time.sleep(min(delay, deadline - now))  # backoff in the worker thread
+            delay = min(delay * 2, 2.0)
+        except psycopg.Error as exc:
+            raise StoreError(f"{where}: {exc}") from exc
+
+
+class PgWriter:
+    """Owns the write connection; ``write`` is a `BatchQueue`'s blocking write."""
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        where: str,
+        *,
+        retry_for: float,
+        epochs: Mapping[str, int],
+    ) -> None:
+        self._connect = connect
+        self.where = where
+        self.retry_for = retry_for
+        #: The claims this store holds (benchmark id -> epoch), kept by the store.
+        self.epochs = epochs
+        self.conn: psycopg.Connection[Any] | None = None
+        # Trials with a failed append: later appends fail until history() is read.
+        self.poisoned: set[TrialKey] = set()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _connection(self, after_failure: bool) -> psycopg.Connection[Any]:
+        if after_failure or self.conn is None or self.conn.closed:
+            self.close()
+            self.conn = self._connect()
+        return self.conn
+
+    def write(self, requests: list[Request]) -> list[BaseException | None]:
+        errors: list[BaseException | None] = [None] * len(requests)
+        todo = [i for i, (_, rows, _) in enumerate(requests) if rows]
+
+        def attempt(after_failure: bool) -> None:
+            conn = self._connection(after_failure)
+            if after_failure:  # the last COMMIT may have landed: skip what did
+                landed = self._landed(conn, [requests[i] for i in todo])
+                todo[:] = [i for n, i in enumerate(todo) if n not in landed]
+            self._write(conn, requests, todo, errors)
+
+        retrying(self.where, self.retry_for, attempt)
+        return errors
+
+    def _write(
+        self,
+        conn: psycopg.Connection[Any],
+        requests: list[Request],
+        todo: list[int],
+        errors: list[BaseException | None],
+    ) -> None:
+        if not todo:
+            return
+        if not any(requests[i][0] in self.poisoned for i in todo):
+            rows = [row for i in todo for row in requests[i][1]]
+            try:
+                self._transaction(conn, {requests[i][0].benchmark_id for i in todo}, rows)
+                todo.clear()
+                return
+            except pg_errors.UniqueViolation:
+                pass  # rolled back: find the append that raced, one at a time
+        for i in list(todo):
+            key, rows, _ = requests[i]
+            if key not in self.poisoned:
+                try:
+                    self._transaction(conn, {key.benchmark_id}, rows)
+                except pg_errors.UniqueViolation as exc:
+                    self.poisoned.add(key)
+                    seqs = [row[3] for row in rows]
+                    errors[i] = CommitConflictError(
+                        f"{key}: sequence number {seqs} already taken ({exc.diag.message_detail})"
+                    )
+            else:
+                errors[i] = CommitConflictError(f"{key}: an earlier append of this trial failed")
+            todo.remove(i)  # only once settled: a retry must not write it again
+
+    def _transaction(
+        self, conn: psycopg.Connection[Any], benchmarks: Collection[str], rows: list[Any]
+    ) -> None:
+        epochs = {b: self.epochs[b] for b in benchmarks if b in self.epochs}
+        # One round trip for the lot: the fence, the rows, the COMMIT.
+        with conn.pipeline(), conn.transaction(), conn.cursor() as fence, conn.cursor() as cur:
+            if epochs:
+                # FOR SHARE: a new claim (which raises the epoch) waits for this
+                # transaction, so nothing lands after a claim was taken over.
+                fence.execute(_FENCE, (list(epochs),))
+            cur.executemany(_INSERT, rows)
+            if epochs:
+                current = dict(fence.fetchall())
+                for benchmark_id, epoch in epochs.items():
+                    if current.get(benchmark_id) != epoch:
+                        raise FencedError(
+                            f"{self.where}: benchmark {benchmark_id!r} was claimed by another "
+                            "runner since this one claimed it; this runner may not write it"
+                        )
+
+    def _landed(self, conn: psycopg.Connection[Any], requests: list[Request]) -> set[int]:
+        """Which of ``requests`` (by position) are in the store, by their append ids."""
+        if not requests:
+            return set()
+        firsts = [rows[0] for _, rows, _ in requests]
+        columns = [[row[n] for row in firsts] for n in (0, 1, 2, 3, 10)]
+        rows = conn.execute(_LANDED, (*columns, list(range(len(requests))))).fetchall()
+        return {int(row[0]) for row in rows}

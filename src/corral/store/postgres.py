@@ -1,0 +1,371 @@
+"""A shared store: PostgreSQL, for many runner processes and machines on one database.
+
+The same shape as the SQLite store: appends from every running trial are
+gathered into batches, each one transaction written by one worker thread at a
+time (a thread works under asyncio and trio alike); an append is acknowledged
+only after its COMMIT returned. Readers use a connection pool. The one-writer
+claim is an advisory lock held on a connection of its own plus an epoch that
+every write checks, so a runner that lost its claim can never write again.
+
+psycopg is imported when a store is made, so ``import corral`` does not need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from .._errors import BenchmarkBusyError, ConfigError, StoreError, unwrap_single
+from .._json import dumps, loads
+from .._types import NO_USAGE, Commit, Usage
+from ._batching import BatchQueue, Slot
+from ._config_diff import check_same_config
+from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._summary import SummaryBuilder
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from ._pg_writer import PgWriter, Request
+
+_COLUMNS = "seq, kind, payload, created_at, input_tokens, output_tokens, cost"
+
+# Keyset pagination: each chunk is one short query on any pooled connection, so
+# no cursor or transaction spans the chunks (nothing to close on a cancel).
+_SCAN = (
+    "SELECT task_id, trial, seq, kind, "
+    "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
+    "created_at, input_tokens, output_tokens, cost FROM corral.commits "
+    "WHERE benchmark_id = %s AND (task_id, trial, seq) > (%s, %s, %s) "
+    "ORDER BY task_id, trial, seq LIMIT %s"
+)
+
+# A trial is finished when its latest terminal commit follows its latest reopen.
+_BENCHMARKS = """
+SELECT b.benchmark_id, b.created_at, b.config, (
+    SELECT count(*) FROM (
+        SELECT max(seq) FILTER (WHERE kind = 'terminal') AS t,
+               max(seq) FILTER (WHERE kind = 'reopen') AS r
+        FROM corral.commits c WHERE c.benchmark_id = b.benchmark_id
+        GROUP BY task_id, trial
+    ) x WHERE t IS NOT NULL AND (r IS NULL OR t > r)
+) FROM corral.benchmarks b ORDER BY b.created_at
+"""
+
+# The row this statement inserted, or the one that was there: the statement's
+# snapshot does not see its own insert, so never both.
+_REGISTER = (
+    "WITH new AS (INSERT INTO corral.benchmarks (benchmark_id, config, created_at) "
+    "VALUES (%s, %s, %s) ON CONFLICT (benchmark_id) DO NOTHING RETURNING config) "
+    "SELECT true, config FROM new UNION ALL "
+    "SELECT false, config FROM corral.benchmarks WHERE benchmark_id = %s"
+)
+
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_dsn(store: object) -> bool:
+    return isinstance(store, str) and store.startswith(_SCHEMES)
+
+
+class PostgresStore:
+    """Commit histories in a PostgreSQL database (``postgresql://user@host/db``).
+
+    Every acknowledged commit was committed by the server; with
+    ``synchronous_commit=False`` an acknowledged commit may be lost if the
+    server (not the runner) crashes, in exchange for faster batches.
+    Transient database errors are retried for ``retry_for`` seconds before
+    the run fails with `StoreError`; what was acknowledged stays intact.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        synchronous_commit: bool = True,
+        retry_for: float = 30.0,
+        readers: int = 4,
+    ) -> None:
+        if not isinstance(dsn, str) or not dsn.startswith(_SCHEMES):
+            raise ConfigError(f"a PostgreSQL store needs a postgresql:// URI, not {dsn!r}")
+        if not retry_for >= 0:
+            raise ConfigError(f"retry_for must be >= 0 seconds, not {retry_for!r}")
+        if not (isinstance(readers, int) and readers >= 1):
+            raise ConfigError(f"readers must be a positive number of connections, not {readers!r}")
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError as exc:
+            raise ConfigError(
+                "a PostgreSQL store needs psycopg: pip install 'corral[postgres]'"
+            ) from exc
+        try:
+            params = conninfo_to_dict(dsn)
+        except Exception as exc:  # psycopg.ProgrammingError, with the reason
+            raise ConfigError(f"bad PostgreSQL URI {_masked(dsn)!r}: {exc}") from exc
+        self.dsn = dsn
+        self.synchronous_commit = synchronous_commit
+        self.retry_for = float(retry_for)
+        self._where = f"PostgresStore({_masked(dsn)!r})"
+        self._params = params
+        self._readers = readers
+        self._write_limiter = anyio.CapacityLimiter(1)
+        self._read_limiter = anyio.CapacityLimiter(readers)
+        self._epochs: dict[str, int] = {}  # claims held by this store, read by the writer
+        self._writer: PgWriter | None = None
+        self._pool: ConnectionPool[Any] | None = None
+        self._queue: BatchQueue[Request] = BatchQueue(self._where, self._write, self._write_limiter)
+        self._users = 0
+        self._open_lock: anyio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return self._where
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[None]:
+        """Open the store for as long as the block runs; several runs may share it."""
+        if self._open_lock is None:
+            self._open_lock = anyio.Lock()
+        async with self._open_lock:
+            if not self._users:
+                await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
+                self._queue.reset()
+            self._users += 1
+        try:
+            with unwrap_single():
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._queue.flush_loop)
+                    try:
+                        yield
+                    finally:
+                        tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._queue.drain()
+                async with self._open_lock:
+                    self._users -= 1
+                    if not self._users:
+                        await anyio.to_thread.run_sync(
+                            self._disconnect, limiter=self._write_limiter
+                        )
+
+    def _connection(self, **options: Any) -> psycopg.Connection[Any]:
+        import psycopg
+
+        # Keepalives: a dead peer (a partition, a powered-off machine) is noticed.
+        return psycopg.connect(
+            self.dsn,
+            autocommit=True,
+            connect_timeout=10,
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=3,
+            **options,
+        )
+
+    def _writer_connection(self) -> psycopg.Connection[Any]:
+        conn = self._connection()
+        if not self.synchronous_commit:
+            conn.execute("SET synchronous_commit = off")
+        return conn
+
+    def _connect(self) -> None:
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        from ._pg_schema import ensure_schema
+        from ._pg_writer import PgWriter, retrying
+
+        writer = PgWriter(
+            self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
+        )
+        try:
+            conn = retrying(self._where, self.retry_for, writer._connection)
+            ensure_schema(conn, self._where)
+        except psycopg.Error as exc:
+            writer.close()
+            raise StoreError(f"{self._where}: {exc}") from exc
+        except BaseException:
+            writer.close()
+            raise
+        pool: ConnectionPool[Any] = ConnectionPool(
+            self.dsn,
+            min_size=1,
+            max_size=self._readers,
+            kwargs={"autocommit": True, "connect_timeout": 10},
+            open=False,
+        )
+        pool.open()
+        self._writer, self._pool = writer, pool
+
+    def _disconnect(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = self._pool = None
+
+    # -- writing -----------------------------------------------------------
+
+    def _write(self, requests: list[Request]) -> list[BaseException | None]:
+        assert self._writer is not None
+        return self._writer.write(requests)
+
+    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Slot[Request]:
+        from ._pg_writer import encode
+
+        if self._writer is None:
+            raise StoreError(f"{self!r} is not open")
+        return self._queue.put(encode(key, list(commits), uuid.uuid4()))
+
+    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        await self.enqueue(key, commits).wait()
+
+    @asynccontextmanager
+    async def claim(self, benchmark_id: str) -> AsyncIterator[None]:
+        """An advisory lock on a connection of its own, and a new epoch for the benchmark.
+
+        The server drops the lock with the session, however the holder ends, so a
+        kill -9 leaves no stale claim; every write checks the epoch, so a runner
+        whose session was ended (and whose claim was taken) can never write again.
+        """
+        lock = int.from_bytes(hashlib.sha256(benchmark_id.encode()).digest()[:8], signed=True)
+        conn = await anyio.to_thread.run_sync(self._take_claim, benchmark_id, lock)
+        try:
+            yield
+        finally:
+            self._epochs.pop(benchmark_id, None)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(conn.close)  # ends the session: lock released
+
+    def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
+        import psycopg
+
+        try:
+            conn = self._connection(application_name="corral claim")
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where}: cannot claim {benchmark_id!r}: {exc}") from exc
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+            if not (row and row[0]):
+                raise BenchmarkBusyError(
+                    f"benchmark {benchmark_id!r} is being run by another live runner on "
+                    f"{self._where}; wait for it to finish or stop it"
+                )
+            (epoch,) = conn.execute(
+                "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
+                "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1 "
+                "RETURNING epoch",
+                (benchmark_id,),
+            ).fetchone() or (0,)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"{self._where}: cannot claim {benchmark_id!r}: {exc}") from exc
+            raise
+        self._epochs[benchmark_id] = int(epoch)
+        return conn
+
+    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+        config = dict(config)
+        rows: list[tuple[Any, ...]] = []
+        while not rows:  # empty only if another runner inserted it during the statement
+            rows = await self._read(
+                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id)
+            )
+        if any(inserted for inserted, _ in rows):
+            return False
+        check_same_config(benchmark_id, loads(rows[0][1]), config)
+        return True
+
+    # -- reading -----------------------------------------------------------
+
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        from ._pg_writer import retrying
+
+        def attempt(after_failure: bool) -> list[tuple[Any, ...]]:
+            pool = self._pool
+            if pool is None:
+                raise StoreError(f"{self!r} is not open")
+            if after_failure:
+                pool.check()  # drop the connections the outage broke
+            with pool.connection() as conn:
+                rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                return rows
+
+        return await anyio.to_thread.run_sync(
+            retrying, self._where, self.retry_for, attempt, limiter=self._read_limiter
+        )
+
+    async def history(self, key: TrialKey) -> list[Commit]:
+        await self._queue.settle()
+        if self._writer is not None:
+            self._writer.poisoned.discard(key)
+        rows = await self._read(
+            f"SELECT {_COLUMNS} FROM corral.commits "
+            "WHERE benchmark_id = %s AND task_id = %s AND trial = %s ORDER BY seq",
+            tuple(key),
+        )
+        return [
+            Commit(seq, kind, loads(payload), created, _usage(tin, tout, cost))
+            for seq, kind, payload, created, tin, tout, cost in rows
+        ]
+
+    async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
+        return [s async for chunk in self.scan(benchmark_id) for s in chunk]
+
+    async def scan(self, benchmark_id: str, chunk: int = 4096) -> AsyncIterator[list[TrialSummary]]:
+        """One pass in key order over the benchmark's commits, a chunk of rows at a time;
+        only terminal and evaluation payloads are read."""
+        await self._queue.settle()
+        builder: SummaryBuilder | None = None
+        after: tuple[Any, ...] = ("", -1, -1)
+        while rows := await self._read(_SCAN, (benchmark_id, *after, chunk)):
+            out = []
+            for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
+                if builder is None or builder.trial != trial or builder.task_id != task_id:
+                    if builder is not None:
+                        out.append(builder.build())
+                    builder = SummaryBuilder(task_id, trial)
+                body = loads(payload) if payload is not None else None
+                builder.add(Commit(seq, kind, body, created, _usage(tin, tout, cost)))
+            after = rows[-1][:3]
+            yield out
+        if builder is not None:
+            yield [builder.build()]
+
+    async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
+        rows = await self._read(
+            "SELECT config FROM corral.benchmarks WHERE benchmark_id = %s", (benchmark_id,)
+        )
+        return loads(rows[0][0]) if rows else None
+
+    async def benchmarks(self) -> list[BenchmarkInfo]:
+        rows = await self._read(_BENCHMARKS, ())
+        return [
+            BenchmarkInfo.of(benchmark_id, created, loads(config), finished)
+            for benchmark_id, created, config, finished in rows
+        ]
+
+
+def _usage(tin: int, tout: int, cost: float) -> Usage:
+    return Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
+
+
+def _masked(dsn: str) -> str:
+    """The URI without its password, for messages."""
+    scheme, sep, rest = dsn.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if at and ":" in userinfo:
+        userinfo = userinfo.split(":", 1)[0] + ":***"
+    return f"{scheme}{sep}{userinfo}{at}{host}"

@@ -1,0 +1,68 @@
+"""Fixtures for tests against a real PostgreSQL server: a fresh database per test.
+
+The server is the machine's (127.0.0.1:5432, user postgres, trust auth). Where
+none is reachable the tests skip and say why, except under ``CI=true``, where
+a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+SERVER = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+
+def _admin_dsn(database: str = "postgres") -> str:
+    return f"{SERVER}/{database}"
+
+
+def _server_problem() -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install 'corral[postgres]')"
+    try:
+        psycopg.connect(_admin_dsn(), connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return f"no PostgreSQL server at {SERVER}: {exc}".strip()
+    return None
+
+
+def require_server() -> None:
+    problem = _server_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true, but {problem}")
+    pytest.skip(problem)
+
+
+def create_database() -> str:
+    import psycopg
+
+    name = f"corral_test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    """The URI of a database of this test's own, dropped afterwards."""
+    require_server()
+    name = create_database()
+    try:
+        yield _admin_dsn(name)
+    finally:
+        drop_database(name)
