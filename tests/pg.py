@@ -66,3 +66,46 @@ def pg_dsn() -> Iterator[str]:
         yield _admin_dsn(name)
     finally:
         drop_database(name)
+
+
+def wait_for_server(
+    dsn: str, sql: str, params: tuple[object, ...] = (), timeout: float = 10
+) -> None:
+    """Return once ``sql`` gives a true first column: a state of the server that the test
+    cannot be told of otherwise (a backend waiting on a lock, a session gone)."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(sql, params).fetchone()
+            if row and row[0]:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the server never reached: {sql} {params}")
+            time.sleep(0.01)  # polling the server's state, not waiting for time to pass
+
+
+def backend_pids(dsn: str, application_name: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = %s",
+            (application_name,),
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def terminate(dsn: str, application_name: str) -> list[int]:
+    """End the sessions of that name (as a server restart or an admin would)."""
+    import psycopg
+
+    pids = backend_pids(dsn, application_name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for pid in pids:
+            conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    return pids

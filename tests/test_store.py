@@ -22,10 +22,11 @@ from corral import (
     Usage,
 )
 
-from .pg import pg_dsn  # noqa: F401  (the fixture, for the postgres backend)
+from . import pg
 
 pytestmark = pytest.mark.anyio
 
+pg_dsn = pg.pg_dsn  # the fixture, for the postgres backend
 K = TrialKey("bench", "task", 0)
 CONFIG = {"trials_per_task": 2, "tasks": {"task": {"agent_id": "a", "environment_id": "e"}}}
 

@@ -174,7 +174,7 @@ class PostgresStore:
         )
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
-        conn = self._connection()
+        conn = self._connection(application_name="corral writer")
         if not self.synchronous_commit:
             conn.execute("SET synchronous_commit = off")
         return conn
@@ -202,7 +202,11 @@ class PostgresStore:
             self.dsn,
             min_size=1,
             max_size=self._readers,
-            kwargs={"autocommit": True, "connect_timeout": 10},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": 10,
+                "application_name": "corral reader",
+            },
             open=False,
         )
         pool.open()
