@@ -109,3 +109,10 @@ def terminate(dsn: str, application_name: str) -> list[int]:
         for pid in pids:
             conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
     return pids
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The errors inside a group (a failed batch reaches both its waiter and the run)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]

@@ -26,7 +26,7 @@ from corral._runner import _store
 
 from . import pg
 from .durable_bench import Log, comparable, runner
-from .pg import backend_pids, terminate, wait_for_server
+from .pg import backend_pids, leaves, terminate, wait_for_server
 from .test_store import CONFIG, K, trial
 
 pytestmark = pytest.mark.anyio
@@ -117,9 +117,7 @@ async def test_a_fenced_off_writer_cannot_append(pg_dsn: str) -> None:
                 terminate(pg_dsn, "corral claim")
                 async with new.claim("bench"):
                     await old.append(K, trial()[2:])
-        errors = (
-            caught.value.exceptions if isinstance(caught.value, ExceptionGroup) else [caught.value]
-        )
+        errors = leaves(caught.value)
         assert all(
             isinstance(e, StoreError) and "claimed by another runner" in str(e) for e in errors
         )
