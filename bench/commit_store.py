@@ -40,8 +40,10 @@ def payload(trial: int, seq: int) -> dict[str, Any]:
     }
 
 
-async def corral_store(path: Path, appenders: int, commits: int) -> dict[str, Any]:
-    store = corral.SQLiteStore(path)
+async def corral_store(
+    path: Path, appenders: int, commits: int, store: corral.CommitStore | None = None
+) -> dict[str, Any]:
+    store = corral.SQLiteStore(path) if store is None else store
     latencies: list[float] = []
 
     async def appender(trial: int) -> None:
