@@ -30,7 +30,8 @@ class LockStep:
 
 async def main() -> None:
     store, log, tasks, trials = sys.argv[1:5]
-    await runner(Path(store), Log(Path(log)), int(tasks)).run(
+    where = store if "://" in store else Path(store)  # a PostgreSQL URI, or a file
+    await runner(where, Log(Path(log)), int(tasks)).run(
         "crash",
         trials_per_task=int(trials),
         k_values=(1, 2),

@@ -57,8 +57,7 @@ def drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
+def fresh_database() -> Iterator[str]:
     """The URI of a database of this test's own, dropped afterwards."""
     require_server()
     name = create_database()
@@ -66,6 +65,9 @@ def pg_dsn() -> Iterator[str]:
         yield _admin_dsn(name)
     finally:
         drop_database(name)
+
+
+pg_dsn = pytest.fixture(fresh_database, name="pg_dsn")
 
 
 def wait_for_server(

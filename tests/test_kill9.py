@@ -10,12 +10,14 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 import corral
 
+from . import pg
 from .durable_bench import Log, comparable, runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +25,9 @@ TASKS, TRIALS = 8, 2
 KILL_AFTER = (4, 13, 29, 23, 17)  # acknowledged commits seen by each child before its kill
 
 
-def run_child_until_killed(store: Path, log: Path, kill_after: int) -> list[dict[str, object]]:
+def run_child_until_killed(
+    store: Path | str, log: Path, kill_after: int
+) -> list[dict[str, object]]:
     """Start a child, let it acknowledge ``kill_after`` commits, then SIGKILL it."""
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.crash_child", str(store), str(log), str(TASKS), str(TRIALS)],
@@ -51,10 +55,34 @@ def run_child_until_killed(store: Path, log: Path, kill_after: int) -> list[dict
     return acked
 
 
+def sqlite_rows(store: Path) -> list[tuple[str, int, int, str, str]]:
+    db = sqlite3.connect(store)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = db.execute("SELECT task_id, trial, seq, kind, payload FROM commits").fetchall()
+    db.close()
+    return rows
+
+
+def postgres_rows(dsn: str) -> list[tuple[str, int, int, str, str]]:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        query = "SELECT task_id, trial, seq, kind, payload FROM corral.commits"
+        return conn.execute(query).fetchall()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        yield tmp_path / "store.db"
+    else:
+        yield from pg.fresh_database()
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
-async def test_kill9_at_several_points_then_finish(tmp_path: Path) -> None:
-    store, log = tmp_path / "store.db", tmp_path / "log.jsonl"
+async def test_kill9_at_several_points_then_finish(tmp_path: Path, where: Path | str) -> None:
+    store, log = where, tmp_path / "log.jsonl"
     acked: list[dict[str, object]] = []
     for kill_after in KILL_AFTER:
         acked += await anyio.to_thread.run_sync(run_child_until_killed, store, log, kill_after)
@@ -69,9 +97,7 @@ async def test_kill9_at_several_points_then_finish(tmp_path: Path) -> None:
     assert comparable(final) == comparable(reference)
     assert final.resumed > 0
 
-    db = sqlite3.connect(store)
-    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    rows = db.execute("SELECT task_id, trial, seq, kind, payload FROM commits").fetchall()
+    rows = postgres_rows(store) if isinstance(store, str) else sqlite_rows(store)
     stored = {(t, r, s, k) for t, r, s, k, _ in rows}
     lost = [a for a in acked if (a["task"], a["trial"], a["seq"], a["kind"]) not in stored]
     assert lost == []

@@ -35,7 +35,14 @@ from ._types import (
 from .report import BenchmarkReport, TaskReport, pass_at_k
 from .runtime import AgentSession, RetryPolicy
 from .scheduler import Limits, Statistics
-from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
+from .store import (
+    CommitStore,
+    MemoryStore,
+    PostgresStore,
+    SQLiteStore,
+    TrialKey,
+    copy_benchmarks,
+)
 
 __version__ = "0.1.0"
 
@@ -81,6 +88,7 @@ __all__ = [
     "Usage",
     "__version__",
     "concurrency",
+    "copy_benchmarks",
     "pass_at_k",
     "subprocess",
 ]

@@ -16,25 +16,34 @@ from rich.table import Table
 from .._errors import ConfigError
 from .._runner import report_path
 from ..report import BenchmarkReport, build_report, is_finished
-from ..store import BenchmarkInfo, CommitStore, SQLiteStore
+from ..store import BenchmarkInfo, CommitStore, Copied, PostgresStore, SQLiteStore, copy_benchmarks
+from ..store.postgres import is_postgres_dsn
 from ._execute import make_console, print_report
 from ._history import load_history, render_history
-from ._options import k_option, store_option
+from ._options import k_option, open_store, store_option
 
 T = TypeVar("T")
 
 
-def with_store(path: str, job: Callable[[SQLiteStore], Awaitable[T]]) -> T:
-    """Open the store at ``path`` (which must exist: reading never creates one) and run job."""
-    if not Path(path).is_file():
-        raise ConfigError(f"no store at {path!r} (run a benchmark first, or pass --store)")
-    store = SQLiteStore(path)
+def with_store(where: str, job: Callable[[CommitStore], Awaitable[T]]) -> T:
+    """Open the store at ``where`` (an SQLite file must exist: reading never creates
+    one; a PostgreSQL URI) and run job."""
+    store = reading_store(where)
 
     async def go() -> T:
         async with store.opened():
             return await job(store)
 
     return anyio.run(go)
+
+
+def reading_store(where: str) -> CommitStore:
+    """A store to read from: a PostgreSQL URI, or an SQLite file that exists."""
+    if is_postgres_dsn(where):
+        return PostgresStore(where)
+    if not Path(where).is_file():
+        raise ConfigError(f"no store at {where!r} (run a benchmark first, or pass --store)")
+    return SQLiteStore(where)
 
 
 def default_ks(trials: int) -> tuple[int, ...]:
@@ -130,7 +139,7 @@ def report_command(benchmark_id: str, store: str, as_json: bool, ks: tuple[int, 
     groups trial errors and failed evaluations by message.
     """
 
-    async def job(opened: SQLiteStore) -> tuple[BenchmarkReport, Path | None]:
+    async def job(opened: CommitStore) -> tuple[BenchmarkReport, Path | None]:
         report = await rebuild_report(opened, benchmark_id, ks)
         path = report_path(opened, benchmark_id)
         return report, path if path is not None and path.is_file() else None
@@ -163,7 +172,7 @@ def list_command(store: str) -> None:
     if its status is scored, it was scored.
     """
 
-    async def job(opened: SQLiteStore) -> list[tuple[BenchmarkInfo, int]]:
+    async def job(opened: CommitStore) -> list[tuple[BenchmarkInfo, int]]:
         return [(b, await count_finished(opened, b)) for b in await opened.benchmarks()]
 
     benchmarks = with_store(store, job)
@@ -186,3 +195,31 @@ def list_command(store: str) -> None:
             f"{finished}/{b.trials}",
         )
     console.print(table)
+
+
+@click.command("copy")
+@click.argument("source", metavar="SRC")
+@click.argument("destination", metavar="DST")
+@click.option(
+    "--benchmark", "benchmarks", multiple=True, help="Copy only this benchmark (repeatable)."
+)
+def copy_command(source: str, destination: str, benchmarks: tuple[str, ...]) -> None:
+    """Copy benchmarks from store SRC to store DST (SQLite files or PostgreSQL URIs).
+
+    Moves a local run to a shared database and back. A benchmark DST already has
+    must have the same configuration and, trial by trial, a prefix of SRC's
+    commits (an interrupted copy is finished by running it again); anything else
+    is refused before it is written. Every copied trial is read back and
+    compared with SRC, commit by commit.
+    """
+    src = reading_store(source)
+    dst = open_store(destination, "power")
+
+    async def go() -> list[Copied]:
+        return await copy_benchmarks(src, dst, benchmarks or None)
+
+    for done in anyio.run(go):
+        click.echo(
+            f"copied {done.benchmark_id}: {done.trials:,} trials, {done.commits:,} commits "
+            f"({done.new:,} new), verified"
+        )

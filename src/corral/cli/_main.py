@@ -12,7 +12,7 @@ import click
 from .. import __version__
 from .._errors import ConfigError, CorralError
 from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from ._inspect import list_command, report_command, show_command
+from ._inspect import copy_command, list_command, report_command, show_command
 from ._run import demo_command, rescore_command, run_command
 
 
@@ -156,3 +156,4 @@ main.add_command(demo_command)  # exits 0 once it has run: its errors are on pur
 main.add_command(report_command)
 main.add_command(show_command)
 main.add_command(list_command)
+main.add_command(copy_command)

@@ -9,18 +9,25 @@ import click
 
 from .._errors import ConfigError
 from .._runner import DEFAULT_STORE
-from ..store import SQLiteStore
+from ..store import CommitStore, PostgresStore, SQLiteStore
+from ..store.postgres import is_postgres_dsn
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+STORE_HELP = (
+    "Where commits are kept: an SQLite file, or a PostgreSQL URI "
+    "(postgresql://user@host/db). Default: $CORRAL_STORE, else " + DEFAULT_STORE + "."
+)
 
 
 def store_option(command: F) -> F:
     return click.option(
         "--store",
+        envvar="CORRAL_STORE",
         default=DEFAULT_STORE,
-        show_default=True,
-        metavar="PATH",
-        help="SQLite store file.",
+        metavar="PATH|URI",
+        help=STORE_HELP,
     )(command)
 
 
@@ -35,8 +42,12 @@ def durability_option(command: F) -> F:
     )(command)
 
 
-def open_store(path: str, durability: str) -> SQLiteStore:
-    return SQLiteStore(path, synchronous="FULL" if durability == "power" else "NORMAL")
+def open_store(where: str, durability: str) -> CommitStore:
+    """The store at ``where``: PostgreSQL for a URI (always synchronous_commit: every
+    acknowledged commit survives a crash of the server too), else an SQLite file."""
+    if is_postgres_dsn(where):
+        return PostgresStore(where)
+    return SQLiteStore(where, synchronous="FULL" if durability == "power" else "NORMAL")
 
 
 def keyed_limit_option(flag: str, what: str) -> Callable[[F], F]:

@@ -13,7 +13,7 @@ from .._benchmark import Benchmark
 from .._errors import ConfigError
 from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, demo_retry_policy
-from ..store import SQLiteStore
+from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import load_benchmark
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
@@ -224,7 +224,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...] | None:
     return names or None
 
 
-def _runner(benchmark: Benchmark, store: SQLiteStore, **kwargs: Any) -> CorralRunner:
+def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRunner:
     return CorralRunner(
         benchmark.tasks, benchmark.agents, benchmark.environments, store=store, **kwargs
     )

@@ -1,0 +1,83 @@
+"""Copying benchmarks between any two stores, verified commit by commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .._errors import ConfigError, StoreError
+from ._protocol import CommitStore, TrialKey
+
+#: Commits handed to the destination per append (one trial's history at most).
+_CHUNK = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Copied:
+    """What `copy_benchmarks` did for one benchmark."""
+
+    benchmark_id: str
+    trials: int
+    commits: int
+    #: Commits the destination did not have before (the rest were already there).
+    new: int
+
+
+async def copy_benchmarks(
+    source: CommitStore, destination: CommitStore, benchmark_ids: Sequence[str] | None = None
+) -> list[Copied]:
+    """Copy benchmarks (all of them, or ``benchmark_ids``) from ``source`` to ``destination``.
+
+    A benchmark the destination already has must have the same configuration, and
+    each of its trials' histories must be a prefix of the source's: the rest is
+    appended (so a copy interrupted part-way can simply be run again). Otherwise
+    the copy is refused with `ConfigError` before that benchmark is written.
+    Every trial is read back from the destination and compared with the source,
+    commit by commit; a difference is a `StoreError`.
+    """
+    async with source.opened(), destination.opened():
+        known = {info.benchmark_id: info for info in await source.benchmarks()}
+        chosen = list(known) if benchmark_ids is None else list(benchmark_ids)
+        for benchmark_id in chosen:
+            if benchmark_id not in known:
+                raise ConfigError(f"the source store has no benchmark {benchmark_id!r}")
+        return [await _copy_one(source, destination, b) for b in chosen]
+
+
+async def _copy_one(source: CommitStore, destination: CommitStore, benchmark_id: str) -> Copied:
+    config = await source.benchmark_config(benchmark_id)
+    assert config is not None
+    keys = [
+        TrialKey(benchmark_id, s.task_id, s.trial)
+        async for chunk in source.scan(benchmark_id)
+        for s in chunk
+    ]
+    async with destination.claim(benchmark_id):
+        existed = await destination.register_benchmark(benchmark_id, config)
+        # Check every trial before writing any, so a refused copy writes nothing.
+        missing = []
+        total = 0
+        for key in keys:
+            history = await source.history(key)
+            total += len(history)
+            there = await destination.history(key) if existed else []
+            if len(there) > len(history) or history[: len(there)] != there:
+                raise ConfigError(
+                    f"benchmark {benchmark_id!r} is in the destination with other commits "
+                    f"(task {key.task_id!r} trial {key.trial}); refusing to copy it"
+                )
+            if len(history) > len(there):
+                missing.append((key, len(there)))
+        new = 0
+        for key, start in missing:
+            history = await source.history(key)
+            for i in range(start, len(history), _CHUNK):
+                await destination.append(key, history[i : i + _CHUNK])
+                new += len(history[i : i + _CHUNK])
+        for key in keys:
+            if await destination.history(key) != await source.history(key):
+                raise StoreError(
+                    f"copy of {benchmark_id!r} differs from its source at task "
+                    f"{key.task_id!r} trial {key.trial}"
+                )
+    return Copied(benchmark_id, len(keys), total, new)
