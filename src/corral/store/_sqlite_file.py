@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
 
-from .._errors import ConfigError, StoreError
+from .._errors import ConfigError, CorralError, StoreError
 
 SCHEMA_VERSION = 1
 TABLES = frozenset({"meta", "benchmarks", "commits"})
@@ -74,14 +74,18 @@ def check_file(path: Path, *, read_only: bool) -> bool:
     return True
 
 
+def disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(exc)
+
+
 def problem(exc: BaseException) -> str:
     """What an error from SQLite or the OS says about the store, as a phrase."""
     name = getattr(exc, "sqlite_errorname", "")
-    text = str(exc)
-    if name == "SQLITE_FULL" or "disk is full" in text:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if disk_full(exc):
         return f"cannot be written: disk full ({text})"
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"cannot be written: disk full ({exc.strerror})"
     if name.startswith("SQLITE_READONLY") or (
         isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     ):
@@ -96,6 +100,13 @@ def problem(exc: BaseException) -> str:
 def store_error(path: Path, exc: BaseException) -> StoreError:
     """``exc`` (from sqlite3 or the OS) as one line naming the store and what is wrong."""
     return StoreError(f"store {str(path)!r} {problem(exc)}")
+
+
+def open_error(path: Path, exc: BaseException) -> CorralError:
+    """An error while opening: the path is bad input (`ConfigError`), unless the disk is full."""
+    if disk_full(exc):
+        return store_error(path, exc)
+    return ConfigError(f"store path {str(path)!r} {problem(exc)}")
 
 
 class Identity(NamedTuple):

@@ -41,6 +41,7 @@ from ._sqlite_file import (
     check_still_there,
     connect,
     identity,
+    open_error,
     store_error,
 )
 from ._sqlite_thread import Owned, in_thread
@@ -262,17 +263,17 @@ class SQLiteStore:
         if not self.read_only:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                writer = connect(self.path, read_only=False)
+                made.append(connect(self.path, read_only=False))
             except (OSError, sqlite3.Error) as exc:
                 raise ConfigError(
                     f"store path {str(self.path)!r} cannot be created: {exc}"
                 ) from exc
-            made.append(writer)
-            try:
-                self._prepare(writer, new=not is_store)
-            except (OSError, sqlite3.Error) as exc:
-                raise ConfigError(str(store_error(self.path, exc))) from exc
-        reader = connect(self.path, read_only=self.read_only)
+        try:
+            if not self.read_only:
+                self._prepare(made[0], new=not is_store)
+            reader = connect(self.path, read_only=self.read_only)
+        except (OSError, sqlite3.Error) as exc:
+            raise open_error(self.path, exc) from exc
         if self.read_only:
             reader.execute("PRAGMA query_only = ON")
         made.insert(0, reader)
@@ -540,7 +541,8 @@ class SQLiteStore:
                 usage = Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
                 body = loads(payload) if payload is not None else None
                 builder.add(Commit(seq, kind, body, created, usage))
-            yield out
+            if out:
+                yield out
             if len(rows) < chunk:
                 break
         if builder is not None:
