@@ -235,27 +235,28 @@ class SQLiteStore:
             with anyio.CancelScope(shield=True):
                 # What was handed over is written even when the run was cancelled
                 # (Ctrl-C): only a kill loses appends nobody was told had landed.
-                for batch in list(self._inflight):
-                    await batch.done.wait()
-                if self._batch.requests and self._writer is not None and not self._failed:
-                    await self._write_next()
-                async with self._open_lock:
-                    self._users -= 1
-                    if not self._users:
-                        await self._disconnect()
+                try:
+                    for batch in list(self._inflight):
+                        await batch.done.wait()
+                    if self._batch.requests and self._writer is not None and not self._failed:
+                        await self._write_next()
+                finally:  # even when that last batch failed: the last user out closes
+                    async with self._open_lock:
+                        self._users -= 1
+                        if not self._users:
+                            await self._disconnect()
 
     async def _connect(self) -> None:
-        made: list[sqlite3.Connection] = []  # kept even if the caller is cancelled
+        made: list[sqlite3.Connection] = []  # filled on the thread, kept if we are cancelled
         try:
             await in_thread(lambda: self._open_connections(made))
-        finally:
-            owned = [Owned(conn) for conn in made]
-            if len(owned) == (1 if self.read_only else 2):
-                self._reader, self._writer = owned[0], (None if self.read_only else owned[1])
-            else:  # failed or cancelled half-way: close what was opened
-                with anyio.CancelScope(shield=True):
-                    for conn in owned:
-                        await conn.close()
+        except BaseException:  # failed, or cancelled: close what was opened
+            with anyio.CancelScope(shield=True):
+                for conn in made:
+                    await Owned(conn).close()
+            raise
+        self._reader = Owned(made[0])
+        self._writer = None if self.read_only else Owned(made[1])
 
     def _open_connections(self, made: list[sqlite3.Connection]) -> None:
         """Open the reader (then the writer) into ``made``; check before changing anything."""
