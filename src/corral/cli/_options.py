@@ -50,6 +50,13 @@ def open_store(where: str, durability: str) -> CommitStore:
     return SQLiteStore(where, synchronous="FULL" if durability == "power" else "NORMAL")
 
 
+def read_store(path: str) -> SQLiteStore:
+    """The store at ``path`` for ``report``/``show``/``list``: it must exist and is never
+    changed, so a read-only file or folder can be read; a missing, foreign or corrupt
+    file is a `ConfigError` naming the path when it is opened."""
+    return SQLiteStore(path, read_only=True)
+
+
 def keyed_limit_option(flag: str, what: str) -> Callable[[F], F]:
     """A repeatable ``NAME=N`` option whose value arrives as a dict (None if not given)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -137,9 +138,20 @@ class MemoryStore:
 
     async def benchmarks(self) -> list[BenchmarkInfo]:
         await anyio.lowlevel.checkpoint()
-        out = []
-        for benchmark_id, (created, config) in self._configs.items():
-            summaries = await self.summaries(benchmark_id)
-            finished = sum(1 for s in summaries if s.terminal is not None)
-            out.append(BenchmarkInfo.of(benchmark_id, created, config, finished))
-        return out
+        finished: Counter[str] = Counter(
+            key.benchmark_id for key, history in self._kept.items() if _finished(history)
+        )
+        return [
+            BenchmarkInfo.of(benchmark_id, created, config, finished[benchmark_id])
+            for benchmark_id, (created, config) in self._configs.items()
+        ]
+
+
+def _finished(history: list[Commit]) -> bool:
+    """Its latest terminal commit comes after its latest reopening (as a resume decides)."""
+    for commit in reversed(history):  # kept in seq order
+        if commit.kind == "terminal":
+            return True
+        if commit.kind == "reopen":
+            return False
+    return False

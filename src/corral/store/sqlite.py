@@ -2,9 +2,10 @@
 
 Appends from every running trial are gathered into the next batch while the
 previous one is being written; a batch is one transaction, and an append is
-acknowledged only after that transaction has committed. The writer connection
-is used by one worker thread at a time (a capacity limiter of one); readers
-have their own connection, which WAL lets run beside the writer.
+acknowledged only after that transaction has committed. The writer and the
+reader each have a connection of their own (WAL lets them run side by side),
+and each connection is touched by one thread at a time (`Owned`), even when
+asyncio's ``Task.cancel()`` abandons a worker thread mid-call.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from .._errors import (
     BenchmarkBusyError,
@@ -34,9 +34,20 @@ from .._json import dumps, loads
 from .._types import NO_USAGE, Commit, Usage
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._sqlite_file import (
+    SCHEMA_VERSION,
+    Identity,
+    check_file,
+    check_still_there,
+    connect,
+    identity,
+    open_error,
+    store_error,
+)
+from ._sqlite_thread import Owned, in_thread
 from ._summary import SummaryBuilder
 
-SCHEMA_VERSION = 1
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,12 +78,33 @@ _INSERT = (
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
-_SCAN = (
+# Keyset pages: each chunk is one short statement, run and finished on one thread,
+# so no cursor (nor the read transaction it holds open) outlives a worker call.
+_SCAN_COLUMNS = (
     "SELECT task_id, trial, seq, kind, "
     "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
-    "created_at, input_tokens, output_tokens, cost "
-    "FROM commits WHERE benchmark_id = ? ORDER BY task_id, trial, seq"
+    "created_at, input_tokens, output_tokens, cost FROM commits WHERE benchmark_id = ? "
 )
+_SCAN_FIRST = _SCAN_COLUMNS + "ORDER BY task_id, trial, seq LIMIT ?"
+_SCAN_NEXT = (
+    _SCAN_COLUMNS + "AND (task_id, trial, seq) > (?, ?, ?) ORDER BY task_id, trial, seq LIMIT ?"
+)
+
+# A trial is finished when its latest terminal commit comes after its latest
+# reopening (a rerun gives a finished trial a fresh attempt), as a resume decides.
+_BENCHMARKS = """
+WITH ends AS (
+    SELECT benchmark_id,
+        MAX(CASE WHEN kind = 'terminal' THEN seq END) AS terminal,
+        MAX(CASE WHEN kind = 'reopen' THEN seq END) AS reopen
+    FROM commits WHERE kind IN ('terminal', 'reopen')
+    GROUP BY benchmark_id, task_id, trial
+)
+SELECT b.benchmark_id, b.created_at, b.config,
+    (SELECT COUNT(*) FROM ends e WHERE e.benchmark_id = b.benchmark_id
+        AND e.terminal IS NOT NULL AND (e.reopen IS NULL OR e.terminal > e.reopen))
+FROM benchmarks b ORDER BY b.created_at
+"""
 
 # Rows are encoded when handed over, so a payload mutated afterwards (a session's
 # state changed in place) cannot rewrite what is recorded.
@@ -80,21 +112,26 @@ _Request = tuple[TrialKey, list[tuple[Any, ...]]]
 
 
 class _Batch:
-    __slots__ = ("requests", "done", "errors")
+    __slots__ = ("requests", "done", "errors", "failure")
 
     def __init__(self) -> None:
         self.requests: list[_Request] = []
         self.done = anyio.Event()
-        self.errors: list[BaseException | None] = []
+        self.errors: list[BaseException | None] = []  # one per request, once written
+        self.failure: BaseException | None = None  # set when the batch failed as a whole
+
+    def fail(self, error: BaseException) -> None:
+        self.failure = error
+        self.errors = [error] * len(self.requests)
 
 
 class _Slot:
     """One append's place in a batch: durable when the batch has committed."""
 
-    __slots__ = ("store", "batch", "index")
+    __slots__ = ("batch", "index")
 
-    def __init__(self, store: SQLiteStore, batch: _Batch, index: int) -> None:
-        self.store, self.batch, self.index = store, batch, index
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self.batch, self.index = batch, index
 
     def done(self) -> bool:
         return self.batch.done.is_set()
@@ -107,9 +144,21 @@ class _Slot:
     def check(self) -> None:
         error = self.batch.errors[self.index]
         if error is not None:
-            if isinstance(error, Exception) and not isinstance(error, StoreError):
-                raise StoreError(f"{self.store!r}: append failed: {error}") from error
             raise error
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        # SQLite rolls back by itself on some errors (a full disk); a second
+        # ROLLBACK would raise and hide the error that matters.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class SQLiteStore:
@@ -117,18 +166,28 @@ class SQLiteStore:
 
     ``synchronous="NORMAL"`` (the default) makes every acknowledged commit
     survive a crash or kill of the process; ``"FULL"`` also survives a power
-    loss or OS crash, at the price of an fsync per batch.
+    loss or OS crash, at the price of an fsync per batch. ``read_only=True``
+    opens an existing store for reading only (history, summaries, scan,
+    benchmarks, benchmark_config), even a file or folder the process cannot
+    write; it never changes the file.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "NORMAL"):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "NORMAL",
+        read_only: bool = False,
+    ):
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = Path(path)
         self.synchronous = synchronous
-        self._writer: sqlite3.Connection | None = None
-        self._reader: sqlite3.Connection | None = None
-        self._write_limiter = anyio.CapacityLimiter(1)
-        self._read_limiter = anyio.CapacityLimiter(1)
+        self.read_only = read_only
+        self._writer: Owned | None = None
+        self._reader: Owned | None = None
+        self._identity: Identity | None = None
+        self._conn: sqlite3.Connection | None = None  # the writer's, while a batch is written
         self._batch = _Batch()
         self._inflight: set[_Batch] = set()  # handed to a writer, not yet committed
         # Set when a whole batch failed: nothing handed over after it may land, or a
@@ -158,7 +217,7 @@ class SQLiteStore:
             self._open_lock = anyio.Lock()
         async with self._open_lock:
             if not self._users:
-                await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
+                await self._connect()
                 self._batch = _Batch()
                 self._wakeup = anyio.Event()
                 self._failed = None
@@ -166,7 +225,8 @@ class SQLiteStore:
         try:
             with unwrap_single():
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._flush_loop)
+                    if not self.read_only:
+                        tg.start_soon(self._flush_loop)
                     try:
                         yield
                     finally:
@@ -175,56 +235,78 @@ class SQLiteStore:
             with anyio.CancelScope(shield=True):
                 # What was handed over is written even when the run was cancelled
                 # (Ctrl-C): only a kill loses appends nobody was told had landed.
-                for batch in list(self._inflight):
-                    await batch.done.wait()
-                if self._batch.requests and self._writer is not None and not self._failed:
-                    await self._write_next()
-                async with self._open_lock:
-                    self._users -= 1
-                    if not self._users:
-                        await anyio.to_thread.run_sync(
-                            self._disconnect, limiter=self._write_limiter
-                        )
+                try:
+                    for batch in list(self._inflight):
+                        await batch.done.wait()
+                    if self._batch.requests and self._writer is not None and not self._failed:
+                        await self._write_next()
+                finally:  # even when that last batch failed: the last user out closes
+                    async with self._open_lock:
+                        self._users -= 1
+                        if not self._users:
+                            await self._disconnect()
 
-    def _connect(self) -> None:
-        if self.path.is_dir():
-            raise ConfigError(f"store path {str(self.path)!r} is a directory, not a file")
+    async def _connect(self) -> None:
+        made: list[sqlite3.Connection] = []  # filled on the thread, kept if we are cancelled
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            writer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            await in_thread(lambda: self._open_connections(made))
+        except BaseException:  # failed, or cancelled: close what was opened
+            with anyio.CancelScope(shield=True):
+                for conn in made:
+                    await Owned(conn).close()
+            raise
+        self._reader = Owned(made[0])
+        self._writer = None if self.read_only else Owned(made[1])
+
+    def _open_connections(self, made: list[sqlite3.Connection]) -> None:
+        """Open the reader (then the writer) into ``made``; check before changing anything."""
+        is_store = check_file(self.path, read_only=self.read_only)
+        if not self.read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                made.append(connect(self.path, read_only=False))
+            except (OSError, sqlite3.Error) as exc:
+                raise ConfigError(
+                    f"store path {str(self.path)!r} cannot be created: {exc}"
+                ) from exc
+        try:
+            if not self.read_only:
+                self._prepare(made[0], new=not is_store)
+            reader = connect(self.path, read_only=self.read_only)
         except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"store path {str(self.path)!r} cannot be created: {exc}") from exc
-        try:
-            writer.execute("PRAGMA busy_timeout = 10000")
-            mode = writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"{self.path}: could not switch to WAL (got {mode})")
-            writer.execute(f"PRAGMA synchronous = {self.synchronous}")
-            writer.executescript(_SCHEMA)
-            writer.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            version = writer.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'"
-            ).fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            writer.close()
-            raise ConfigError(
-                f"store path {str(self.path)!r} is not a Corral SQLite store: {exc}"
-            ) from exc
-        if int(version) != SCHEMA_VERSION:
-            writer.close()
-            raise StoreError(f"{self.path}: schema version {version}, expected {SCHEMA_VERSION}")
-        reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        reader.execute("PRAGMA busy_timeout = 10000")
-        self._writer, self._reader = writer, reader
+            raise open_error(self.path, exc) from exc
+        if self.read_only:
+            reader.execute("PRAGMA query_only = ON")
+        made.insert(0, reader)
+        self._identity = identity(self.path)
 
-    def _disconnect(self) -> None:
+    def _prepare(self, writer: sqlite3.Connection, *, new: bool) -> None:
+        mode = writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"store {str(self.path)!r} could not switch to WAL (got {mode})")
+        writer.execute(f"PRAGMA synchronous = {self.synchronous}")
+        if new:  # one transaction: a crash never leaves half a schema behind
+            with _transaction(writer):
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        writer.execute(statement)
+                writer.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+        self._configure_writer(writer)
+
+    def _configure_writer(self, writer: sqlite3.Connection) -> None:
+        """A hook for tests (a small ``max_page_count`` plays a full disk)."""
+
+    async def _disconnect(self) -> None:
         for conn in (self._reader, self._writer):
             if conn is not None:
-                conn.close()
+                await conn.close()
         self._writer = self._reader = None
+
+    def _refuse_write(self, what: str) -> StoreError:
+        return StoreError(f"store {str(self.path)!r} was opened read-only: cannot {what}")
 
     # -- writing -----------------------------------------------------------
 
@@ -241,70 +323,83 @@ class SQLiteStore:
         batch, self._batch = self._batch, _Batch()
         self._inflight.add(batch)
         self._wakeup = anyio.Event()
+        writer = self._writer
         try:
             if self._failed is not None:  # appends land in order: none after a lost one
                 raise StoreError(f"{self!r}: an earlier batch failed: {self._failed}")
+            assert writer is not None
             # Shielded: a batch taken off the queue is written, even when the run is
             # cancelled before its thread starts (a cancel never drops an append).
+            # The outcome is recorded on the thread, so a Task.cancel() that returns
+            # here early still leaves it true for every appender.
             with anyio.CancelScope(shield=True):
-                batch.errors = await anyio.to_thread.run_sync(
-                    self._write_batch, batch.requests, limiter=self._write_limiter
+                await writer.call(lambda conn: self._record(batch, conn))
+            if batch.failure is not None:
+                raise batch.failure
+        except BaseException as exc:
+            if not batch.errors:  # it never reached SQLite: nobody may think it landed
+                batch.fail(
+                    exc
+                    if isinstance(exc, StoreError)
+                    else StoreError(f"{self!r}: append abandoned: {exc!r}")
                 )
-        except BaseException as exc:  # the whole batch failed: every appender hears it
-            batch.errors = [exc] * len(batch.requests)
-            if self._failed is None:
-                self._failed = exc
+            if batch.failure is not None and self._failed is None:
+                self._failed = batch.failure
             raise
         finally:
             self._inflight.discard(batch)
             batch.done.set()
 
+    def _record(self, batch: _Batch, conn: sqlite3.Connection) -> None:
+        """Write the batch and record its outcome (on the writer's thread)."""
+        self._conn = conn  # for _write_batch, which runs on this thread alone
+        try:
+            batch.errors = self._write_batch(batch.requests)
+        except StoreError as exc:
+            batch.fail(exc)
+        except Exception as exc:
+            batch.fail(store_error(self.path, exc))
+
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Slot:
+        if self.read_only:
+            raise self._refuse_write("append commits")
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         batch = self._batch
         batch.requests.append((key, [_row(key, c) for c in commits]))
         self._wakeup.set()
-        return _Slot(self, batch, len(batch.requests) - 1)
+        return _Slot(batch, len(batch.requests) - 1)
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         await self.enqueue(key, commits).wait()
 
     def _write_batch(self, requests: list[_Request]) -> list[BaseException | None]:
-        conn = self._writer
-        assert conn is not None
+        conn, self._conn = self._conn, None
+        assert conn is not None and self._identity is not None
+        check_still_there(self.path, self._identity)
         if self._poisoned and any(key in self._poisoned for key, _ in requests):
-            return self._write_one_by_one(requests)
+            return self._write_one_by_one(conn, requests)
         rows = [row for _, rows in requests for row in rows]
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(conn):
                 conn.executemany(_INSERT, rows)
-            except sqlite3.IntegrityError:
-                conn.execute("ROLLBACK")
-                return self._write_one_by_one(requests)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self!r}: {exc}") from exc
+        except sqlite3.IntegrityError:
+            return self._write_one_by_one(conn, requests)
         return [None] * len(requests)
 
-    def _write_one_by_one(self, requests: list[_Request]) -> list[BaseException | None]:
+    def _write_one_by_one(
+        self, conn: sqlite3.Connection, requests: list[_Request]
+    ) -> list[BaseException | None]:
         # Slow path after a conflict: only the request that raced fails.
-        conn = self._writer
-        assert conn is not None
         errors: list[BaseException | None] = []
         for key, rows in requests:
             if key in self._poisoned:
                 errors.append(CommitConflictError(f"{key}: an earlier append of this trial failed"))
                 continue
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(_INSERT, rows)
+                with _transaction(conn):
+                    conn.executemany(_INSERT, rows)
             except sqlite3.IntegrityError as exc:
-                conn.execute("ROLLBACK")
                 self._poisoned.add(key)
                 errors.append(
                     CommitConflictError(
@@ -312,22 +407,31 @@ class SQLiteStore:
                     )
                 )
                 continue
-            conn.execute("COMMIT")
             errors.append(None)
         return errors
 
     @asynccontextmanager
     async def claim(self, benchmark_id: str) -> AsyncIterator[None]:
-        """An exclusive ``flock`` on a lock file beside the store, one per benchmark.
+        """An exclusive ``flock`` on a lock file per benchmark and store file.
 
-        The kernel drops it when the holder exits, however it exits, so a kill -9
-        leaves no stale claim; another open file description (another runner in
-        this process, or another process) is refused at once.
+        The lock file is named by the store file's device and inode, in a folder
+        beside its real (symlink-free) path, so a symlink, ``dir/../store.db`` or a
+        hard link in the same folder reaches the same lock. The kernel drops it
+        when the holder exits, however it exits, so a kill -9 leaves no stale
+        claim; another open file description (another runner in this process,
+        or another process) is refused at once.
         """
+        if self.read_only:
+            raise self._refuse_write(f"run benchmark {benchmark_id!r}")
+        found = identity(self.path)
         digest = hashlib.sha256(benchmark_id.encode()).hexdigest()[:24]
-        path = self.path.with_name(self.path.name + ".locks") / f"{digest}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        folder = found.directory / ".corral-claims"
+        path = folder / f"{found.device}-{found.inode}-{digest}.lock"
+        try:
+            folder.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise store_error(path, exc) from exc
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -337,21 +441,26 @@ class SQLiteStore:
                     f"benchmark {benchmark_id!r} is being run by another live runner "
                     f"({holder or 'unknown holder'}); wait for it to finish or stop it"
                 ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            except OSError as exc:
+                raise store_error(path, exc) from exc
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
     async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
-        return await anyio.to_thread.run_sync(
-            self._register, benchmark_id, dict(config), limiter=self._write_limiter
+        if self.read_only:
+            raise self._refuse_write(f"register benchmark {benchmark_id!r}")
+        config = dict(config)
+        return await self._use(
+            self._writer, lambda conn: self._register(conn, benchmark_id, config)
         )
 
-    def _register(self, benchmark_id: str, config: dict[str, Any]) -> bool:
-        conn = self._writer
-        if conn is None:
-            raise StoreError(f"{self!r} is not open")
+    def _register(
+        self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any]
+    ) -> bool:
         row = conn.execute(
             "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
         ).fetchone()
@@ -366,16 +475,21 @@ class SQLiteStore:
 
     # -- reading -----------------------------------------------------------
 
-    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        def run() -> list[tuple[Any, ...]]:
-            if self._reader is None:
-                raise StoreError(f"{self!r} is not open")
-            try:
-                return self._reader.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self!r}: {exc}") from exc
+    async def _use(self, owned: Owned | None, func: Callable[[sqlite3.Connection], T]) -> T:
+        """``func(connection)`` on a worker thread, its SQLite errors as one `StoreError`."""
+        if owned is None:
+            raise StoreError(f"{self!r} is not open")
 
-        return await anyio.to_thread.run_sync(run, limiter=self._read_limiter)
+        def run(conn: sqlite3.Connection) -> T:
+            try:
+                return func(conn)
+            except sqlite3.Error as exc:
+                raise store_error(self.path, exc) from exc
+
+        return await owned.call(run)
+
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return await self._use(self._reader, lambda conn: conn.execute(sql, params).fetchall())
 
     async def _settle(self) -> None:
         """Wait until every append handed to the store so far has landed or failed.
@@ -404,34 +518,36 @@ class SQLiteStore:
         """One pass in key order over the benchmark's commits, a chunk of rows at a time.
 
         Only terminal and evaluation payloads are read; the rest count toward
-        usage and the commit count.
+        usage and the commit count. Each chunk is read afresh after the last key
+        of the one before, so commits appended meanwhile may be seen (a trial's
+        history only grows), and nothing stays open between chunks.
         """
         await self._settle()
-        reader = self._reader
-        if reader is None:
-            raise StoreError(f"{self!r} is not open")
-        cursor = await anyio.to_thread.run_sync(
-            reader.execute, _SCAN, (benchmark_id,), limiter=self._read_limiter
-        )
-        try:
-            builder: SummaryBuilder | None = None
-            while rows := await anyio.to_thread.run_sync(
-                cursor.fetchmany, chunk, limiter=self._read_limiter
-            ):
-                out = []
-                for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
-                    if builder is None or builder.trial != trial or builder.task_id != task_id:
-                        if builder is not None:
-                            out.append(builder.build())
-                        builder = SummaryBuilder(task_id, trial)
-                    usage = Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
-                    body = loads(payload) if payload is not None else None
-                    builder.add(Commit(seq, kind, body, created, usage))
+        builder: SummaryBuilder | None = None
+        after: tuple[Any, ...] | None = None
+        while True:
+            if after is None:
+                rows = await self._read(_SCAN_FIRST, (benchmark_id, chunk))
+            else:
+                rows = await self._read(_SCAN_NEXT, (benchmark_id, *after, chunk))
+            if not rows:
+                break
+            after = rows[-1][:3]
+            out = []
+            for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
+                if builder is None or builder.trial != trial or builder.task_id != task_id:
+                    if builder is not None:
+                        out.append(builder.build())
+                    builder = SummaryBuilder(task_id, trial)
+                usage = Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
+                body = loads(payload) if payload is not None else None
+                builder.add(Commit(seq, kind, body, created, usage))
+            if out:
                 yield out
-            if builder is not None:
-                yield [builder.build()]
-        finally:
-            cursor.close()
+            if len(rows) < chunk:
+                break
+        if builder is not None:
+            yield [builder.build()]
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
@@ -440,16 +556,11 @@ class SQLiteStore:
         return loads(rows[0][0]) if rows else None
 
     async def benchmarks(self) -> list[BenchmarkInfo]:
-        rows = await self._read(
-            "SELECT b.benchmark_id, b.created_at, b.config, "
-            "(SELECT COUNT(*) FROM commits c WHERE c.benchmark_id = b.benchmark_id "
-            "AND c.kind = 'terminal') FROM benchmarks b ORDER BY b.created_at",
-            (),
-        )
-        out = []
-        for benchmark_id, created, config_text, finished in rows:
-            out.append(BenchmarkInfo.of(benchmark_id, created, loads(config_text), finished))
-        return out
+        rows = await self._read(_BENCHMARKS, ())
+        return [
+            BenchmarkInfo.of(benchmark_id, created, loads(config_text), finished)
+            for benchmark_id, created, config_text, finished in rows
+        ]
 
 
 def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:

@@ -1,0 +1,139 @@
+"""The store's file: what is at a path before we touch it, its identity, and its errors.
+
+A file is only ever changed once a read-only look has found it empty or a
+Corral store: a foreign SQLite database (another program's) is never given
+our tables or switched to WAL.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import NamedTuple
+
+from .._errors import ConfigError, CorralError, StoreError
+
+SCHEMA_VERSION = 1
+TABLES = frozenset({"meta", "benchmarks", "commits"})
+
+
+def uri(path: Path, *, read_only: bool) -> str:
+    """A ``file:`` URI for ``path`` (percent-encoded, so '?' or '#' in a name is safe)."""
+    return path.absolute().as_uri() + ("?mode=ro" if read_only else "")
+
+
+def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        uri(path, read_only=read_only), uri=True, isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA busy_timeout = 10000")
+    return conn
+
+
+def check_file(path: Path, *, read_only: bool) -> bool:
+    """Look at ``path`` without changing it; True if it holds a Corral store, False if it
+    is absent or empty (a new store may be made there). Anything else is a `ConfigError`.
+    """
+    where = repr(str(path))
+    if path.is_dir():
+        raise ConfigError(f"store path {where} is a directory, not a file")
+    if not path.exists():
+        if read_only:
+            raise ConfigError(f"no store at {where} (the path does not exist)")
+        return False
+    try:
+        with closing(connect(path, read_only=True)) as conn:
+            tables = {
+                name
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%'"
+                )
+            }
+            if not tables:
+                if read_only:
+                    raise ConfigError(f"store path {where} is empty, not a Corral store")
+                return False
+            if tables != TABLES:
+                listed = ", ".join(sorted(tables))
+                raise ConfigError(
+                    f"store path {where} is an SQLite database but not a Corral store "
+                    f"(its tables: {listed}); it was left unchanged"
+                )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"store path {where} {problem(exc)}; it was left unchanged") from exc
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        found = "no schema version" if row is None else f"schema version {row[0]}"
+        raise ConfigError(
+            f"store path {where} has {found}; this Corral reads version {SCHEMA_VERSION}"
+        )
+    return True
+
+
+def disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(exc)
+
+
+def problem(exc: BaseException) -> str:
+    """What an error from SQLite or the OS says about the store, as a phrase."""
+    name = getattr(exc, "sqlite_errorname", "")
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if disk_full(exc):
+        return f"cannot be written: disk full ({text})"
+    if name.startswith("SQLITE_READONLY") or (
+        isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    ):
+        return f"is read-only ({text}); it can still be read (read_only=True)"
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in text:
+        return f"is corrupt or not an SQLite database ({text})"
+    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_IOERR")):
+        return f"cannot be opened or read ({text})"
+    return f"failed: {text}"
+
+
+def store_error(path: Path, exc: BaseException) -> StoreError:
+    """``exc`` (from sqlite3 or the OS) as one line naming the store and what is wrong."""
+    return StoreError(f"store {str(path)!r} {problem(exc)}")
+
+
+def open_error(path: Path, exc: BaseException) -> CorralError:
+    """An error while opening: the path is bad input (`ConfigError`), unless the disk is full."""
+    if disk_full(exc):
+        return store_error(path, exc)
+    return ConfigError(f"store path {str(path)!r} {problem(exc)}")
+
+
+class Identity(NamedTuple):
+    """What names one file, whichever path reaches it."""
+
+    directory: Path  # the real (symlink-free) directory that holds it
+    device: int
+    inode: int
+
+
+def identity(path: Path) -> Identity:
+    real = Path(os.path.realpath(path))
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        raise StoreError(f"store {str(path)!r} is gone ({exc.strerror})") from exc
+    return Identity(real.parent, st.st_dev, st.st_ino)
+
+
+def check_still_there(path: Path, expected: Identity) -> None:
+    """Raise if the file at ``path`` was deleted or replaced since it was opened:
+    SQLite would go on writing to the unlinked file, and every commit would be lost."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is None or (st.st_dev, st.st_ino) != (expected.device, expected.inode):
+        raise StoreError(
+            f"store {str(path)!r} was deleted or replaced while open; nothing more is written to it"
+        )
