@@ -16,11 +16,11 @@ from rich.table import Table
 from .._errors import ConfigError
 from .._runner import report_path
 from ..report import BenchmarkReport, build_report, is_finished
-from ..store import BenchmarkInfo, CommitStore, Copied, PostgresStore, SQLiteStore, copy_benchmarks
+from ..store import BenchmarkInfo, CommitStore, Copied, PostgresStore, copy_benchmarks
 from ..store.postgres import is_postgres_dsn
 from ._execute import make_console, print_report
 from ._history import load_history, render_history
-from ._options import k_option, open_store, store_option
+from ._options import k_option, open_store, read_store, store_option
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ def reading_store(where: str) -> CommitStore:
         return PostgresStore(where)
     if not Path(where).is_file():
         raise ConfigError(f"no store at {where!r} (run a benchmark first, or pass --store)")
-    return SQLiteStore(where)
+    return read_store(where)  # read-only: reading never changes a store
 
 
 def default_ks(trials: int) -> tuple[int, ...]:
