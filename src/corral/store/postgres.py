@@ -250,7 +250,7 @@ class PostgresStore:
         finally:
             self._epochs.pop(benchmark_id, None)
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(conn.close)  # ends the session: lock released
+                await anyio.to_thread.run_sync(_release, conn, lock)
 
     def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
         import psycopg
@@ -360,6 +360,18 @@ class PostgresStore:
             BenchmarkInfo.of(benchmark_id, created, loads(config), finished)
             for benchmark_id, created, config, finished in rows
         ]
+
+
+def _release(conn: psycopg.Connection[Any], lock: int) -> None:
+    """Unlock before closing: the server ends a closed session only some time after
+    the socket closes, and a claim right after this one must not find it held."""
+    try:
+        conn.rollback()
+        conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+    except Exception:  # noqa: S110 - a dead session has released its lock already
+        pass
+    finally:
+        conn.close()
 
 
 def _usage(tin: int, tout: int, cost: float) -> Usage:
