@@ -1,0 +1,107 @@
+"""``corral view``: serve the results viewer, or export one benchmark as a single file."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from pathlib import Path
+
+import click
+
+from .._errors import ConfigError
+from ..store import CommitStore
+from ..view import export_html
+from ._inspect import reading_store, with_store
+from ._options import store_option
+
+
+@click.command("view")
+@store_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Anything but loopback lets whoever reaches it read "
+    "every benchmark in the store.",
+)
+@click.option("--port", default=8765, show_default=True, type=int, help="0: any free port.")
+@click.option("--export", "export_id", metavar="ID", help="Write benchmark ID as one HTML file.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file --export writes.",
+)
+def view_command(
+    store: str, host: str, port: int, export_id: str | None, output: Path | None
+) -> None:
+    """Browse the store's results in a web browser (read-only, loopback by default).
+
+    With --export ID -o FILE.html, write that benchmark as one self-contained page
+    (data inline, no server, no network) to share; comparing needs the server.
+    """
+    if export_id is not None:
+        if output is None:
+            raise ConfigError("--export needs -o FILE.html: where to write the page")
+        page = with_store(store, lambda s: export_html(s, export_id))
+        output.write_text(page, encoding="utf-8")
+        click.echo(f"wrote {output} ({len(page.encode()):,} bytes): open it in a browser")
+        return
+    if output is not None:
+        raise ConfigError("-o is for --export; the viewer is served, not written")
+    serve(reading_store(store), host, port)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on (host, port); a `ConfigError` naming what cannot be used."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port} is outside 0..65535")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host!r} is not an address this machine knows: {exc}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def is_loopback(sock: socket.socket) -> bool:
+    return ipaddress.ip_address(sock.getsockname()[0]).is_loopback
+
+
+def serve(store: CommitStore, host: str, port: int) -> None:
+    """Serve the viewer over ``store`` until interrupted."""
+    try:
+        import uvicorn
+
+        from ..view import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"corral view needs the viewer's extra ({exc.name} is missing): "
+            "pip install 'corral[view]'"
+        ) from None
+    sock = listening_socket(host, port)
+    name, bound = sock.getsockname()[:2]
+    shown = f"[{name}]" if ":" in name else name
+    if not is_loopback(sock):
+        click.echo(
+            f"warning: listening on {name}, not loopback: anyone who can reach it can read "
+            "every benchmark in the store",
+            err=True,
+        )
+    config = uvicorn.Config(create_app(store), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    click.echo(f"serving http://{shown}:{bound}/ (read-only; Ctrl-C stops)")
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        sock.close()

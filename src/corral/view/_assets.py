@@ -1,0 +1,98 @@
+"""The viewer's page, script and style (package data), for the server and for the export."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+_MEDIA = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+{head}
+<title>Corral viewer</title>
+</head>
+<body>
+<header><a href="#/" id="home">Corral</a> <span id="where"></span> <span id="status"></span>
+<span class="keys">j/k: next/previous trial · Enter: open · u: up</span></header>
+<main id="main"></main>
+{body}
+</body>
+</html>
+"""
+
+
+@cache
+def asset(name: str) -> tuple[bytes, str]:
+    """A static file's bytes and media type (only the viewer's own two names exist)."""
+    return (files(__package__) / "static" / name).read_bytes(), _MEDIA[name]
+
+
+def shell() -> str:
+    """The page every served URL starts from: the script renders the route in its hash."""
+    return _PAGE.format(
+        head='<link rel="stylesheet" href="/static/app.css">',
+        body='<script src="/static/app.js"></script>',
+    )
+
+
+def standalone(data: Any) -> str:
+    """One self-contained page: style, script and ``data`` inline, opened from disk.
+
+    Its policy allows exactly the inline script and style it carries (by hash);
+    the data is JSON in a non-executed script element, with ``<`` escaped so no
+    value can close that element.
+    """
+    script = asset("app.js")[0].decode()
+    style = asset("app.css")[0].decode()
+    policy = (
+        f"default-src 'none'; script-src '{_sha256(script)}'; style-src '{_sha256(style)}'; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+    head = (
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n<style>{style}</style>'
+    )
+    body = (
+        f'<script type="application/json" id="corral-data">{inline_json(data)}</script>\n'
+        f"<script>{script}</script>"
+    )
+    return _PAGE.format(head=head, body=body)
+
+
+def _sha256(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
+def to_json(value: Any) -> bytes:
+    """JSON a browser parses: NaN and infinities (which ``JSON.parse`` refuses) as strings."""
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"), default=str)
+    except ValueError:
+        text = json.dumps(_finite(value), separators=(",", ":"), default=str)
+    return text.encode()
+
+
+def inline_json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element: no ``<`` (so no ``</script>`` nor
+    ``<!--``), and no line or paragraph separators."""
+    text = to_json(value).decode()
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,47 @@
+"""``corral view --export``: one benchmark as a single self-contained HTML file."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .._errors import ConfigError
+from ..store import CommitStore
+from . import _pages
+from ._assets import standalone
+from ._cache import Loaded
+
+
+async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
+    """Everything the viewer's pages show of one benchmark: its summary, every trial's
+    row, and every task's and trial's page (comparing needs the server)."""
+    config = await store.benchmark_config(benchmark_id)
+    if config is None:
+        raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
+    loaded = Loaded(benchmark_id, config, time.monotonic())
+    await loaded.fill(store)
+    await loaded.ready()
+    info = next(b for b in await store.benchmarks() if b.benchmark_id == benchmark_id)
+    entry = _pages.benchmark_entry(info, info.finished, loaded)
+    tasks = {t: await _pages.task_page(store, loaded, t) for t in config["tasks"]}
+    trials = {
+        f"{r.task_id}\u0000{r.trial}": await _pages.trial_page(
+            store, loaded, r.task_id, r.trial, None
+        )
+        for r in loaded.rows
+    }
+    return {
+        "benchmarks": [entry],
+        "summary": _pages.summary(loaded),
+        "rows": [r.to_dict() for r in loaded.rows],
+        "tasks": tasks,
+        "trials": trials,
+    }
+
+
+async def export_html(store: CommitStore, benchmark_id: str) -> str:
+    """The benchmark's viewer as one HTML file: no server, no network, opens from disk.
+
+    ``store`` must be open (``async with store.opened()``).
+    """
+    return standalone(await export_data(store, benchmark_id))

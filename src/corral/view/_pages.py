@@ -1,0 +1,233 @@
+"""The JSON behind each page of the viewer: the server answers with it, the export inlines it.
+
+Every value here may hold what an agent, tool or environment produced: it is
+data for the page's script to put in text nodes, never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import ConfigError
+from ..cli._history import load_history
+from ..report import BenchmarkReport
+from ..store import BenchmarkInfo, CommitStore, TrialKey
+from ._cache import Loaded
+from ._index import Row, TrialQuery, facets, page_of, select
+from ._timeline import timeline
+
+#: Tasks listed with their pass@k on a benchmark's page (the trial list reaches the rest).
+TASKS_SHOWN = 200
+#: Trials of one task whose setup is read to show the reflective chain.
+CHAIN_TRIALS = 100
+#: The statistics that land with issue 14's report changes (pass^k, intervals, paired
+#: comparisons); until then the pages show pass@k and say these are pending.
+PENDING = "pass^k and confidence intervals: pending (corral report statistics, issue 14)"
+
+
+def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
+    tasks = config.get("tasks", {})
+    return {
+        "tasks": len(tasks),
+        "trials_per_task": int(config.get("trials_per_task", 0)),
+        "models": sorted({str(m.get("model")) for m in tasks.values() if m.get("model")}),
+        "environments": sorted({str(m.get("environment_id", "")) for m in tasks.values()}),
+        "agents": sorted({str(m.get("agent_id", "")) for m in tasks.values()}),
+    }
+
+
+def _ks(values: Mapping[int, float]) -> dict[str, float]:
+    return {str(k): v for k, v in values.items()}
+
+
+def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -> dict[str, Any]:
+    """One line of the benchmarks page; pass@k and errors once the benchmark has loaded."""
+    out: dict[str, Any] = {
+        "benchmark_id": info.benchmark_id,
+        "created_at": info.created_at,
+        "config": config_summary(info.config),
+        "finished": finished,
+        "total": info.trials,
+        "pass_at_k": None,
+        "errors": None,
+    }
+    report = None if loaded is None else loaded.report
+    if report is not None:
+        out["pass_at_k"] = _ks(report.pass_at_k)
+        out["errors"] = report.counts.get("error", 0)
+    return out
+
+
+def summary(loaded: Loaded) -> dict[str, Any]:
+    """A benchmark's page above the trial list (``ready`` False while it loads)."""
+    out: dict[str, Any] = {
+        "benchmark_id": loaded.benchmark_id,
+        "config": config_summary(loaded.config),
+        "expected": loaded.expected,
+        "loaded": len(loaded.rows),
+        "ready": loaded.report is not None,
+        "live": loaded.live,
+        "pending": PENDING,
+    }
+    report = loaded.report
+    if report is None:
+        return out
+    out.update(
+        k_values=list(report.k_values),
+        pass_at_k=_ks(report.pass_at_k),
+        by_model={m: _ks(v) for m, v in report.by_model.items()},
+        counts=report.counts,
+        usage=report.usage.to_dict(),
+        started_at=report.started_at,
+        finished_at=report.finished_at,
+        errors=[g.to_dict() for g in report.errors],
+        evaluation_errors=[g.to_dict() for g in report.evaluation_errors],
+        tasks=_task_stats(report),
+        tasks_total=len(report.tasks),
+        facets=facets(loaded.rows),
+    )
+    return out
+
+
+def _task_stats(report: BenchmarkReport) -> list[dict[str, Any]]:
+    out = []
+    for task in list(report.tasks.values())[:TASKS_SHOWN]:
+        out.append(
+            {
+                "task_id": task.task_id,
+                "model": task.model,
+                "environment": task.environment_id,
+                "passed": task.passed,
+                "trials": len(task.trials),
+                "pass_at_k": _ks(task.pass_at_k),
+            }
+        )
+    return out
+
+
+def trials(loaded: Loaded, query: TrialQuery) -> dict[str, Any]:
+    """One page of the trial list. From a partial load only in the store's order, unfiltered."""
+    selected = select(loaded.rows, query)
+    return {
+        "benchmark_id": loaded.benchmark_id,
+        "total": len(selected),
+        "expected": loaded.expected,
+        "partial": loaded.report is None,
+        "page": query.page,
+        "size": query.size,
+        "rows": [r.to_dict() for r in page_of(selected, query)],
+    }
+
+
+async def task_page(store: CommitStore, loaded: Loaded, task_id: str) -> dict[str, Any]:
+    """A task: metadata, parents and children, and its trials by round with whose
+    evaluation each was shown (the reflective chain)."""
+    tasks = loaded.config["tasks"]
+    if task_id not in tasks:
+        raise ConfigError(f"benchmark {loaded.benchmark_id!r} has no task {task_id!r}")
+    meta = tasks[task_id]
+    rows = {r.trial: r for r in loaded.rows if r.task_id == task_id}
+    out_trials = []
+    for trial in range(min(loaded.trials_per_task, CHAIN_TRIALS)):
+        history = await store.history(TrialKey(loaded.benchmark_id, task_id, trial))
+        setup = next((c for c in history if c.kind == "setup"), None)
+        previous = setup.payload.get("previous_trial") if setup is not None else None
+        row = rows.get(trial)
+        out_trials.append(
+            {"trial": trial, "row": None if row is None else row.to_dict(), "previous": previous}
+        )
+    report = loaded.report
+    task_report = None if report is None else report.tasks.get(task_id)
+    return {
+        "benchmark_id": loaded.benchmark_id,
+        "task_id": task_id,
+        "metadata": meta,
+        "parents": list(meta.get("dependencies", [])),
+        "children": [t for t, m in tasks.items() if task_id in m.get("dependencies", [])],
+        "trials": out_trials,
+        "more_trials": max(0, loaded.trials_per_task - CHAIN_TRIALS),
+        "pass_at_k": None if task_report is None else _ks(task_report.pass_at_k),
+    }
+
+
+async def trial_page(
+    store: CommitStore, loaded: Loaded, task_id: str, trial: int, query: TrialQuery | None
+) -> dict[str, Any]:
+    """A trial's timeline and, given the list ``query`` describes, its neighbours there
+    (for j/k)."""
+    history = await load_history(store, loaded.benchmark_id, task_id, trial)
+    data = history.to_dict()
+    del data["commits"]  # the timeline holds each commit whole
+    data["timeline"] = timeline(history.commits)
+    if query is not None:
+        selected = select(loaded.rows, query)
+        position = next(
+            (i for i, r in enumerate(selected) if r.task_id == task_id and r.trial == trial), None
+        )
+        data.update(
+            previous=_neighbour(selected, position, -1),
+            next=_neighbour(selected, position, 1),
+            position=position,
+            listed=len(selected),
+        )
+    return data
+
+
+def _neighbour(rows: list[Row], position: int | None, step: int) -> dict[str, Any] | None:
+    if position is None or not 0 <= position + step < len(rows):
+        return None
+    r = rows[position + step]
+    return {"task_id": r.task_id, "trial": r.trial}
+
+
+def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
+    """Two benchmarks side by side on the tasks they share (both must have loaded)."""
+    ra, rb = a.report, b.report
+    assert ra is not None and rb is not None
+    shared = [t for t in ra.tasks if t in rb.tasks]
+    ks = [k for k in ra.k_values if k in rb.k_values]
+    won = lost = tied = 0
+    rows = []
+    for task_id in shared:
+        ta, tb = ra.tasks[task_id], rb.tasks[task_id]
+        first = ks[0] if ks else None
+        va = ta.pass_at_k.get(first) if first is not None else None
+        vb = tb.pass_at_k.get(first) if first is not None else None
+        outcome = "tied"
+        if va is not None and vb is not None and va != vb:
+            outcome = "won" if va > vb else "lost"
+        won += outcome == "won"
+        lost += outcome == "lost"
+        tied += outcome == "tied"
+        rows.append(
+            {
+                "task_id": task_id,
+                "a": {"passed": ta.passed, "trials": len(ta.trials), "pass_at_k": _ks(ta.pass_at_k)},
+                "b": {"passed": tb.passed, "trials": len(tb.trials), "pass_at_k": _ks(tb.pass_at_k)},
+                "outcome": outcome,
+            }
+        )
+    difference = {}
+    for k in ks:
+        pairs = [
+            (ra.tasks[t].pass_at_k[k], rb.tasks[t].pass_at_k[k])
+            for t in shared
+            if k in ra.tasks[t].pass_at_k and k in rb.tasks[t].pass_at_k
+        ]
+        if pairs:
+            difference[str(k)] = sum(x - y for x, y in pairs) / len(pairs)
+    return {
+        "a": a.benchmark_id,
+        "b": b.benchmark_id,
+        "shared": len(shared),
+        "only_a": len(ra.tasks) - len(shared),
+        "only_b": len(rb.tasks) - len(shared),
+        "k_values": ks,
+        "difference": difference,
+        "won": won,
+        "lost": lost,
+        "tied": tied,
+        "tasks": rows,
+        "pending": PENDING,
+    }

@@ -1,0 +1,156 @@
+"""The viewer's web app (Starlette): a page shell, two static files, and a read-only JSON API.
+
+Only the routes below exist: every other path is a 404, every method but GET and
+HEAD a 405, and no URL ever names a file (the static files are looked up by
+exact name), so no path can reach outside them. The store is opened read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .._errors import ConfigError
+from ..store import CommitStore
+from . import _pages
+from ._assets import asset, shell, to_json
+from ._cache import LoadFailed, Loaded, ViewCache
+from ._index import TrialQuery
+
+#: Served pages run only the viewer's own script and style, talk only to this server,
+#: and cannot be framed; data is never markup, so nothing inline is ever needed.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+Handler = Callable[[Request, ViewCache], Awaitable[Any]]
+
+
+def create_app(store: CommitStore, *, refresh: float = 2.0) -> Starlette:
+    """The viewer over ``store`` (open it read-only: the viewer never writes).
+
+    The store is held open, and benchmarks load in the background, for the app's lifespan.
+    """
+    holder: dict[str, ViewCache] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with store.opened(), anyio.create_task_group() as tg:
+            holder["cache"] = ViewCache(store, tg, refresh=refresh)
+            yield
+            tg.cancel_scope.cancel()
+
+    def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                body = await handler(request, holder["cache"])
+            except ConfigError as exc:
+                return _json({"error": str(exc)}, 400)
+            except LoadFailed as exc:
+                return _json({"error": str(exc)}, 500)
+            return _json(body)
+
+        return endpoint
+
+    async def page(request: Request) -> Response:
+        return Response(shell(), media_type="text/html; charset=utf-8", headers=HEADERS)
+
+    def static(name: str) -> Callable[[Request], Awaitable[Response]]:
+        body, media_type = asset(name)
+
+        async def endpoint(request: Request) -> Response:
+            return Response(body, media_type=media_type, headers=HEADERS)
+
+        return endpoint
+
+    routes = [
+        Route("/", page),
+        Route("/static/app.js", static("app.js")),
+        Route("/static/app.css", static("app.css")),
+        Route("/api/benchmarks", api(_benchmarks)),
+        Route("/api/benchmark", api(_summary)),
+        Route("/api/trials", api(_trials)),
+        Route("/api/task", api(_task)),
+        Route("/api/trial", api(_trial)),
+        Route("/api/compare", api(_compare)),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(to_json(body), status, headers=HEADERS, media_type="application/json")
+
+
+def _param(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise ConfigError(f"missing parameter {name!r}")
+    return value
+
+
+async def _ready(cache: ViewCache, benchmark_id: str) -> Loaded:
+    loaded = await cache.get(benchmark_id)
+    await loaded.ready()
+    return loaded
+
+
+async def _benchmarks(request: Request, cache: ViewCache) -> Any:
+    infos = await cache.store.benchmarks()
+    counts = await cache.finished_counts()
+    out = []
+    for info in infos:
+        loaded = await cache.get(info.benchmark_id)  # starts loading the ones not loaded yet
+        out.append(_pages.benchmark_entry(info, counts.get(info.benchmark_id, 0), loaded))
+    return {"benchmarks": out}
+
+
+async def _summary(request: Request, cache: ViewCache) -> Any:
+    loaded = await cache.get(_param(request, "id"))
+    if request.query_params.get("wait") == "1":
+        await loaded.ready()
+    return _pages.summary(loaded)
+
+
+async def _trials(request: Request, cache: ViewCache) -> Any:
+    query = TrialQuery.from_params(request.query_params)
+    loaded = await cache.get(_param(request, "id"))
+    needed = (query.page + 1) * query.size
+    if not (query.plain and len(loaded.rows) >= min(needed, loaded.expected)):
+        await loaded.ready()
+    return _pages.trials(loaded, query)
+
+
+async def _task(request: Request, cache: ViewCache) -> Any:
+    loaded = await _ready(cache, _param(request, "id"))
+    return await _pages.task_page(cache.store, loaded, _param(request, "task"))
+
+
+async def _trial(request: Request, cache: ViewCache) -> Any:
+    loaded = await _ready(cache, _param(request, "id"))
+    text = _param(request, "trial")
+    try:
+        trial = int(text)
+    except ValueError:
+        raise ConfigError(f"trial: {text!r} is not an integer") from None
+    query = TrialQuery.from_params(request.query_params)
+    return await _pages.trial_page(cache.store, loaded, _param(request, "task"), trial, query)
+
+
+async def _compare(request: Request, cache: ViewCache) -> Any:
+    a = await _ready(cache, _param(request, "a"))
+    b = await _ready(cache, _param(request, "b"))
+    return _pages.compare(a, b)

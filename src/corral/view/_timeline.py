@@ -1,0 +1,75 @@
+"""A trial's commits as the trial page shows them: attempts, gaps, and state diffs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._types import Commit
+
+#: Changes of one state diff listed before the rest is summed up as a count.
+MAX_CHANGES = 200
+
+
+def timeline(commits: Sequence[Commit]) -> list[dict[str, Any]]:
+    """One entry per commit: its payload, the attempt it belongs to, the seconds since the
+    trial's first commit and since the commit before, and how it changed the state."""
+    out: list[dict[str, Any]] = []
+    start = commits[0].created_at if commits else 0.0
+    previous_at = start
+    attempt = 1
+    state: Any = None
+    for c in commits:
+        if c.kind == "reopen":
+            attempt += 1
+        entry: dict[str, Any] = {
+            "seq": c.seq,
+            "kind": c.kind,
+            "created_at": c.created_at,
+            "since_start": c.created_at - start,
+            "gap": c.created_at - previous_at,
+            "attempt": attempt,
+            "usage": c.usage.to_dict() if c.usage else None,
+            "payload": c.payload,
+        }
+        previous_at = c.created_at
+        payload = c.payload if isinstance(c.payload, dict) else {}
+        if c.kind in ("setup", "tool_effect") and "state" in payload:
+            if c.kind == "tool_effect":
+                changes = diff(state, payload["state"])
+                entry["diff"] = changes[:MAX_CHANGES]
+                entry["diff_more"] = max(0, len(changes) - MAX_CHANGES)
+            state = payload["state"]
+        out.append(entry)
+    return out
+
+
+def diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
+    """The changes from ``before`` to ``after`` (JSON values), by path (``a.b[2]``)."""
+    if before == after and type(before) is type(after):
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in before:
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in after:
+                out.append({"path": sub, "op": "removed", "before": before[key]})
+            else:
+                out += diff(before[key], after[key], sub)
+        for key in after:
+            if key not in before:
+                sub = f"{path}.{key}" if path else str(key)
+                out.append({"path": sub, "op": "added", "after": after[key]})
+        return out
+    if isinstance(before, list) and isinstance(after, list):
+        out = []
+        for i in range(max(len(before), len(after))):
+            sub = f"{path}[{i}]"
+            if i >= len(after):
+                out.append({"path": sub, "op": "removed", "before": before[i]})
+            elif i >= len(before):
+                out.append({"path": sub, "op": "added", "after": after[i]})
+            else:
+                out += diff(before[i], after[i], sub)
+        return out
+    return [{"path": path or "(state)", "op": "changed", "before": before, "after": after}]

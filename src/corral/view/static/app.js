@@ -1,0 +1,464 @@
+// The Corral viewer: renders the route in the URL's hash from the server's JSON API,
+// or, in an exported file, from the JSON inlined in the page.
+// Everything shown comes from agents, tools and environments and is untrusted: it only
+// ever reaches the page as text nodes (el() below); no HTML string is ever parsed.
+"use strict";
+(function () {
+  const dataNode = document.getElementById("corral-data");
+  const EXPORT = dataNode ? JSON.parse(dataNode.textContent) : null;
+  const main = document.getElementById("main");
+  const statusLine = document.getElementById("status");
+  const FOLD = 400; // characters shown before a value is folded
+  let timer = null; // a pending refresh of a live page
+  let keys = null; // the current page's keyboard handler
+  let generation = 0; // renders started; a stale one draws nothing
+
+  // -- building the page from data, as text ----------------------------------------
+  function el(tag, attrs, ...kids) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name === "href") node.setAttribute("href", hashHref(value));
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const kid of kids.flat()) {
+      if (kid === null || kid === undefined) continue;
+      node.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    }
+    return node;
+  }
+
+  // Links only ever go to routes of this page: a value is never a URL.
+  function hashHref(href) {
+    return href.startsWith("#/") ? href : "#/";
+  }
+
+  function link(path, params) {
+    const clean = {};
+    for (const [k, v] of Object.entries(params || {})) {
+      if (v !== "" && v !== null && v !== undefined) clean[k] = String(v);
+    }
+    const query = new URLSearchParams(clean).toString();
+    return "#" + path + (query ? "?" + query : "");
+  }
+
+  function text(value) {
+    return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+  }
+
+  // A value in full, folded when long: the rest is rendered when it is opened.
+  function fold(value) {
+    const full = text(value === undefined ? null : value);
+    if (full.length <= FOLD && full.split("\n").length <= 12) return el("pre", {}, full);
+    const pre = el("pre", {});
+    const box = el(
+      "details",
+      { class: "fold" },
+      el("summary", {}, full.slice(0, 160).replace(/\s+/g, " "), " … (" + full.length + " characters)"),
+      pre,
+    );
+    box.addEventListener("toggle", () => {
+      if (box.open && !pre.firstChild) pre.textContent = full;
+    });
+    return box;
+  }
+
+  function num(value, digits) {
+    if (value === null || value === undefined) return "–";
+    if (typeof value !== "number") return String(value);
+    return digits === undefined ? value.toLocaleString("en") : value.toFixed(digits);
+  }
+
+  function when(seconds) {
+    return seconds ? new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) : "–";
+  }
+
+  function table(headers, rows, attrs) {
+    return el(
+      "table",
+      attrs || {},
+      el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows),
+    );
+  }
+
+  function passAtK(values) {
+    if (!values) return "–";
+    return Object.entries(values)
+      .map(([k, v]) => "pass@" + k + " " + num(v, 3))
+      .join(" · ");
+  }
+
+  function trialLink(id, taskId, trial, params) {
+    return link("/trial", Object.assign({}, params || {}, { id: id, task: taskId, trial: trial }));
+  }
+
+  // -- data: the server's API, or the export's inline copy ---------------------------
+  async function get(name, params) {
+    if (EXPORT) return local(name, params);
+    const response = await fetch("/api/" + name + "?" + new URLSearchParams(params));
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+    return body;
+  }
+
+  const SORTS = {
+    task: "task_id", model: "model", environment: "environment", status: "status",
+    error: "error", duration: "duration", tokens: "tokens", cost: "cost", score: "score",
+  };
+
+  // The export's trial list: the server's filters and order (corral/view/_index.py), in JS.
+  function selectRows(rows, p) {
+    const kept = rows.filter((r) =>
+      (!p.task || r.task_id.includes(p.task)) &&
+      (!p.error || (r.error !== null && r.error.includes(p.error))) &&
+      (!p.model || r.model === p.model) &&
+      (!p.environment || r.environment === p.environment) &&
+      (!p.status || r.status === p.status) &&
+      (!p.passed || r.passed === (p.passed === "yes")));
+    const sort = p.sort || "";
+    const field = SORTS[sort.replace(/^-/, "")];
+    if (!field) return kept;
+    const sign = sort.startsWith("-") ? -1 : 1;
+    const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+    const present = kept.filter((r) => r[field] !== null);
+    present.sort((a, b) => sign * (cmp(a[field], b[field]) || cmp(a.task_id, b.task_id) || a.trial - b.trial));
+    return present.concat(kept.filter((r) => r[field] === null));
+  }
+
+  function local(name, p) {
+    const size = Number(p.size || 50);
+    const page = Number(p.page || 0);
+    if (name === "benchmarks") return { benchmarks: EXPORT.benchmarks };
+    if (name === "benchmark") return EXPORT.summary;
+    const rows = selectRows(EXPORT.rows, p);
+    if (name === "trials") {
+      return { benchmark_id: EXPORT.summary.benchmark_id, total: rows.length, partial: false,
+        page: page, size: size, rows: rows.slice(page * size, page * size + size) };
+    }
+    if (name === "task") {
+      if (!Object.hasOwn(EXPORT.tasks, p.task)) throw new Error("no task " + p.task);
+      return EXPORT.tasks[p.task];
+    }
+    if (name === "trial") {
+      const key = p.task + "\u0000" + p.trial;
+      if (!Object.hasOwn(EXPORT.trials, key)) throw new Error("no trial " + p.task + " #" + p.trial);
+      const at = rows.findIndex((r) => r.task_id === p.task && String(r.trial) === String(p.trial));
+      const near = (i) => (at < 0 || i < 0 || i >= rows.length ? null : { task_id: rows[i].task_id, trial: rows[i].trial });
+      return Object.assign({}, EXPORT.trials[key], { previous: near(at - 1), next: near(at + 1), position: at < 0 ? null : at, listed: rows.length });
+    }
+    throw new Error("comparing needs the server: run corral view");
+  }
+
+  // -- routing ----------------------------------------------------------------------
+  function current() {
+    const hash = location.hash.slice(1) || "/";
+    const at = hash.indexOf("?");
+    const path = at < 0 ? hash : hash.slice(0, at);
+    const params = Object.fromEntries(new URLSearchParams(at < 0 ? "" : hash.slice(at + 1)));
+    return { path: path, params: params };
+  }
+
+  const PAGES = { "/": benchmarksPage, "/benchmark": benchmarkPage, "/task": taskPage,
+    "/trial": trialPage, "/compare": comparePage };
+
+  async function render() {
+    clearTimeout(timer);
+    keys = null;
+    const mine = ++generation;
+    const { path, params } = current();
+    const page = PAGES[path] || benchmarksPage;
+    statusLine.textContent = "loading…";
+    try {
+      const nodes = await page(params, () => mine === generation);
+      if (mine !== generation) return;
+      main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
+      statusLine.textContent = "";
+    } catch (error) {
+      if (mine !== generation) return;
+      main.replaceChildren(el("p", { class: "error" }, String(error.message || error)));
+      statusLine.textContent = "";
+    }
+  }
+
+  function later(seconds) {
+    if (EXPORT) return;
+    const mine = generation;
+    timer = setTimeout(() => {
+      if (mine !== generation) return;
+      const focus = document.activeElement;
+      // Never redraw under someone typing a filter: try again a little later.
+      if (focus && ["INPUT", "SELECT"].includes(focus.tagName)) later(seconds || 1);
+      else render();
+    }, seconds * 1000);
+  }
+
+  // -- pages ------------------------------------------------------------------------
+  async function benchmarksPage() {
+    document.getElementById("where").textContent = "";
+    const data = await get("benchmarks", {});
+    const rows = data.benchmarks.map((b) =>
+      el("tr", {},
+        el("td", {}, el("a", { href: link("/benchmark", { id: b.benchmark_id }) }, b.benchmark_id)),
+        el("td", {}, when(b.created_at)),
+        el("td", {}, b.config.tasks + " tasks × " + b.config.trials_per_task + " · models " +
+          (b.config.models.join(", ") || "–") + " · environments " + b.config.environments.join(", ")),
+        el("td", { class: "n" }, num(b.finished) + " / " + num(b.total)),
+        el("td", {}, b.pass_at_k ? passAtK(b.pass_at_k) : "loading…"),
+        el("td", { class: "n" }, num(b.errors))));
+    if (data.benchmarks.some((b) => b.finished < b.total || b.pass_at_k === null)) later(2);
+    const ids = data.benchmarks.map((b) => b.benchmark_id);
+    const pick = (name, chosen) => el("select", { name: name, "aria-label": name },
+      ids.map((id) => el("option", { value: id, selected: id === chosen }, id)));
+    const a = pick("a", ids[0]);
+    const b = pick("b", ids[1] || ids[0]);
+    const go = el("button", { type: "button", id: "compare",
+      onclick: () => { location.hash = link("/compare", { a: a.value, b: b.value }); } }, "compare");
+    return [
+      el("h1", {}, "Benchmarks"),
+      table(["benchmark", "created (UTC)", "configuration", "done / total", "pass@k", "errors"], rows, { id: "benchmarks" }),
+      EXPORT ? null : el("p", { class: "compare" }, "Compare ", a, " with ", b, " ", go),
+    ];
+  }
+
+  async function benchmarkPage(p, fresh) {
+    const id = p.id;
+    document.getElementById("where").textContent = id;
+    const listParams = Object.assign({ id: id }, p);
+    const [summary, list] = await Promise.all([get("benchmark", { id: id }), get("trials", listParams)]);
+    if (!summary.ready || summary.live || list.partial) later(summary.ready ? 2 : 0.5);
+    const nodes = [el("h1", {}, id), overview(summary)];
+    nodes.push(filters(p, summary), trialList(id, p, list));
+    if (summary.ready) nodes.push(details(id, summary));
+    return nodes;
+  }
+
+  function overview(s) {
+    const c = s.config;
+    const lines = [el("p", {}, c.tasks + " tasks × " + c.trials_per_task + " trials · agents " +
+      c.agents.join(", ") + " · models " + (c.models.join(", ") || "–") + " · environments " + c.environments.join(", "))];
+    if (!s.ready) {
+      lines.push(el("p", { class: "note", id: "loading" }, "loading: " + num(s.loaded) + " of " + num(s.expected) + " trials read"));
+      return el("section", { id: "overview" }, lines);
+    }
+    const counts = Object.entries(s.counts).filter(([, n]) => n).map(([k, n]) => k + " " + num(n)).join(" · ");
+    lines.push(
+      el("p", { class: "big", id: "passk" }, passAtK(s.pass_at_k)),
+      el("p", { class: "note" }, s.pending),
+      el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
+      el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
+        " output tokens · cost " + num(s.usage.cost, 4) + " · " + when(s.started_at) + " → " + when(s.finished_at)));
+    const models = Object.entries(s.by_model);
+    if (models.length) {
+      lines.push(table(["model", "pass@k"], models.map(([m, v]) => el("tr", {}, el("td", {}, m), el("td", {}, passAtK(v))))));
+    }
+    return el("section", { id: "overview" }, lines);
+  }
+
+  function filters(p, s) {
+    const f = (s.facets || {});
+    const choice = (name, values) => el("label", {}, name + " ",
+      el("select", { name: name, "data-filter": name },
+        el("option", { value: "" }, "any"),
+        Object.keys(values || {}).sort().map((v) => el("option", { value: v, selected: p[name] === v }, v + " (" + values[v] + ")"))));
+    const field = (name) => el("label", {}, name + " ", el("input", { name: name, "data-filter": name, value: p[name] || "", size: 14 }));
+    const sortBy = el("select", { name: "sort", "data-filter": "sort" },
+      el("option", { value: "" }, "task, trial (store order)"),
+      Object.keys(SORTS).flatMap((k) => [
+        el("option", { value: k, selected: p.sort === k }, k + " ↑"),
+        el("option", { value: "-" + k, selected: p.sort === "-" + k }, k + " ↓")]));
+    const passed = el("select", { name: "passed", "data-filter": "passed" },
+      ["", "yes", "no"].map((v) => el("option", { value: v, selected: (p.passed || "") === v }, v || "any")));
+    const form = el("form", { id: "filters", class: "filters" },
+      field("task"), field("error"), choice("model", f.model), choice("environment", f.environment),
+      choice("status", f.status), el("label", {}, "passed ", passed), el("label", {}, "sort ", sortBy),
+      el("button", { type: "submit" }, "apply"));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const next = { id: p.id };
+      for (const input of form.querySelectorAll("[data-filter]")) next[input.name] = input.value;
+      location.hash = link("/benchmark", next);
+    });
+    for (const select of form.querySelectorAll("select")) select.addEventListener("change", () => form.requestSubmit());
+    return form;
+  }
+
+  function listState(p) {
+    const out = {};
+    for (const k of ["task", "error", "model", "environment", "status", "passed", "sort"]) if (p[k]) out[k] = p[k];
+    return out;
+  }
+
+  function trialList(id, p, list) {
+    const keep = listState(p);
+    const rows = list.rows.map((r) =>
+      el("tr", { "data-href": trialLink(id, r.task_id, r.trial, keep) },
+        el("td", {}, el("a", { href: link("/task", { id: id, task: r.task_id }) }, r.task_id)),
+        el("td", { class: "n" }, el("a", { href: trialLink(id, r.task_id, r.trial, keep) }, "#" + r.trial)),
+        el("td", {}, r.model || "–"), el("td", {}, r.environment),
+        el("td", { class: "status-" + r.status }, r.status),
+        el("td", { class: "err" }, r.error === null ? "" : r.error.slice(0, 160)),
+        el("td", { class: "n" }, r.duration === null ? "–" : num(r.duration, 2) + " s"),
+        el("td", { class: "n" }, num(r.tokens)),
+        el("td", { class: "n" }, r.score === null ? "–" : num(r.score, 3) + (r.passed ? " ✓" : " ✗"))));
+    const page = Number(p.page || 0);
+    const pages = Math.max(1, Math.ceil(list.total / list.size));
+    const at = (n) => link("/benchmark", Object.assign({}, p, { page: n || "" }));
+    const pager = el("p", { class: "pager" },
+      page > 0 ? el("a", { href: at(page - 1), id: "prev-page" }, "← previous") : null, " ",
+      "page " + (page + 1) + " of " + (list.partial ? "…" : num(pages)) + " · " +
+        num(list.total) + (list.partial ? " trials loaded so far of " + num(list.expected) : " trials"), " ",
+      page + 1 < pages || list.partial ? el("a", { href: at(page + 1), id: "next-page" }, "next →") : null);
+    const body = table(["task", "trial", "model", "environment", "status", "error", "duration", "tokens", "score"], rows, { id: "trials" });
+    let selected = -1;
+    const trs = Array.from(body.querySelectorAll("tbody tr"));
+    keys = (event) => {
+      if (event.key === "j" || event.key === "ArrowDown") selected = Math.min(trs.length - 1, selected + 1);
+      else if (event.key === "k" || event.key === "ArrowUp") selected = Math.max(0, selected - 1);
+      else if (event.key === "Enter" && selected >= 0) { location.hash = trs[selected].dataset.href; return true; }
+      else return false;
+      trs.forEach((tr, i) => tr.classList.toggle("selected", i === selected));
+      if (trs[selected]) trs[selected].scrollIntoView({ block: "nearest" });
+      return true;
+    };
+    return el("section", { id: "list" }, el("h2", {}, "Trials"), pager, body);
+  }
+
+  function details(id, s) {
+    const example = (e) => {
+      const at = e.lastIndexOf("#");
+      return el("a", { href: trialLink(id, e.slice(0, at), e.slice(at + 1)) }, e);
+    };
+    const groups = (title, list) => list.length ? [el("h2", {}, title), table(["count", "message", "examples"],
+      list.map((g) => el("tr", {}, el("td", { class: "n" }, num(g.count)), el("td", { class: "err" }, fold(g.message)),
+        el("td", {}, g.examples.map((e) => [example(e), " "])))), { class: "errors" })] : [];
+    const tasks = s.tasks.map((t) => el("tr", {},
+      el("td", {}, el("a", { href: link("/task", { id: id, task: t.task_id }) }, t.task_id)),
+      el("td", {}, t.model || "–"), el("td", {}, t.environment),
+      el("td", { class: "n" }, t.passed + " / " + t.trials), el("td", {}, passAtK(t.pass_at_k))));
+    return el("section", { id: "details" },
+      groups("Errors", s.errors), groups("Failed evaluations", s.evaluation_errors),
+      el("h2", {}, "Tasks" + (s.tasks_total > s.tasks.length ? " (first " + s.tasks.length + " of " + num(s.tasks_total) + ")" : "")),
+      table(["task", "model", "environment", "passed", "pass@k"], tasks, { id: "tasks" }));
+  }
+
+  async function taskPage(p) {
+    const t = await get("task", { id: p.id, task: p.task });
+    document.getElementById("where").textContent = p.id;
+    const m = t.metadata;
+    const taskLinks = (ids) => ids.length ? ids.map((x) => [el("a", { href: link("/task", { id: p.id, task: x }) }, x), " "]) : "none";
+    const rows = t.trials.map((x) => el("tr", {},
+      el("td", {}, el("a", { href: trialLink(p.id, t.task_id, x.trial) }, "#" + x.trial)),
+      el("td", {}, x.row ? x.row.status : "not started"),
+      el("td", { class: "n" }, x.row && x.row.score !== null ? num(x.row.score, 3) + (x.row.passed ? " ✓" : " ✗") : "–"),
+      el("td", { class: "err" }, x.row && x.row.error ? x.row.error.slice(0, 160) : ""),
+      el("td", {}, x.previous === null || x.previous === undefined ? "–"
+        : el("a", { href: trialLink(p.id, t.task_id, x.previous) }, "saw trial #" + x.previous))));
+    return [
+      el("p", {}, el("a", { href: link("/benchmark", { id: p.id }) }, "← " + p.id)),
+      el("h1", {}, t.task_id),
+      el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") +
+        " · max_iterations " + m.max_iterations),
+      el("p", {}, "parents: ", taskLinks(t.parents)), el("p", {}, "children: ", taskLinks(t.children)),
+      el("p", { class: "big" }, passAtK(t.pass_at_k)),
+      el("h2", {}, "Inputs"), fold(m.inputs),
+      el("h2", {}, "Trials by round (the reflective chain: whose evaluation each trial saw)"),
+      table(["trial", "status", "score", "error", "previous"], rows, { id: "rounds" }),
+      t.more_trials ? el("p", { class: "note" }, t.more_trials + " more trials: see the trial list") : null,
+    ];
+  }
+
+  function step(c) {
+    const body = [];
+    const pl = c.payload || {};
+    if (c.kind === "setup") body.push(el("div", {}, "initial state"), fold(pl.state),
+      pl.previous_trial === null || pl.previous_trial === undefined ? null : el("div", {}, "saw trial #" + pl.previous_trial));
+    else if (c.kind === "action") body.push(el("div", { class: "tool" }, "tool " + pl.tool + (pl.index ? " (parallel #" + pl.index + ")" : "")), fold(pl.arguments));
+    else if (c.kind === "tool_effect") {
+      body.push(el("div", {}, "observation"), fold(pl.observation));
+      if (c.diff && c.diff.length) {
+        body.push(el("div", {}, "state changes"), table(["path", "change", "before", "after"],
+          c.diff.map((d) => el("tr", {}, el("td", {}, d.path), el("td", {}, d.op),
+            el("td", {}, "before" in d ? fold(d.before) : ""), el("td", {}, "after" in d ? fold(d.after) : "")))),
+          c.diff_more ? el("div", { class: "note" }, c.diff_more + " more changes") : null);
+      }
+    } else if (c.kind === "terminal") {
+      body.push(el("div", { class: "status-" + pl.status }, "status " + pl.status + " · attempts " + pl.attempts));
+      if (pl.error) body.push(el("div", { class: "err" }, "error"), fold(pl.error));
+      if (pl.traceback) body.push(el("div", {}, "traceback"), fold(pl.traceback));
+      body.push(el("div", {}, "output"), fold(pl.output));
+    } else if (c.kind === "evaluation") {
+      if ("passed" in pl) body.push(el("div", {}, "score " + pl.score + " · " + (pl.passed ? "passed" : "failed")), fold(pl.details || {}));
+      else body.push(el("div", { class: "err" }, "evaluation failed"), fold(pl.error));
+    } else body.push(fold(pl));
+    const usage = c.usage ? " · " + num(c.usage.input_tokens) + " in / " + num(c.usage.output_tokens) + " out tokens, cost " + num(c.usage.cost, 4) : "";
+    return el("li", { class: "commit kind-" + c.kind },
+      el("div", { class: "head" }, "#" + c.seq + " " + c.kind + " · +" + num(c.since_start, 3) + " s (gap " + num(c.gap, 3) + " s)" + usage),
+      body);
+  }
+
+  async function trialPage(p) {
+    const t = await get("trial", p);
+    document.getElementById("where").textContent = p.id;
+    const keep = listState(p);
+    const nav = (x, label, idName) => x ? el("a", { href: trialLink(p.id, x.task_id, x.trial, keep), id: idName }, label) : null;
+    keys = (event) => {
+      const to = event.key === "j" || event.key === "ArrowRight" ? t.next
+        : event.key === "k" || event.key === "ArrowLeft" ? t.previous : undefined;
+      if (to) { location.hash = trialLink(p.id, to.task_id, to.trial, keep); return true; }
+      if (event.key === "u" || event.key === "Escape") { location.hash = link("/benchmark", Object.assign({ id: p.id }, keep)); return true; }
+      return false;
+    };
+    const items = [];
+    let attempt = 1;
+    for (const c of t.timeline) {
+      if (c.attempt !== attempt || (c.seq === t.timeline[0].seq && t.timeline.some((x) => x.attempt > 1))) {
+        attempt = c.attempt;
+        items.push(el("li", { class: "attempt" }, "attempt " + attempt));
+      }
+      items.push(step(c));
+    }
+    const parents = Object.entries(t.parents).map(([id, r]) => el("li", {},
+      el("a", { href: link("/task", { id: p.id, task: id }) }, id), ": " + (r.status || "not finished") + " → ", fold(r.output)));
+    return [
+      el("p", {}, el("a", { href: link("/benchmark", Object.assign({ id: p.id }, keep)) }, "← trial list"), " ",
+        nav(t.previous, "← previous (k)", "previous-trial"), " ", nav(t.next, "next (j) →", "next-trial"),
+        t.position === null ? "" : " · " + (t.position + 1) + " of " + num(t.listed)),
+      el("h1", {}, el("a", { href: link("/task", { id: p.id, task: t.task_id }) }, t.task_id), " #" + t.trial),
+      el("p", {}, "agent " + t.metadata.agent_id + " · environment " + t.metadata.environment_id + " · model " + (t.metadata.model || "–")),
+      parents.length ? el("ul", {}, parents) : null,
+      el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items),
+      el("details", { id: "raw" }, el("summary", {}, "raw JSON"),
+        fold(t.timeline.map((c) => ({ seq: c.seq, kind: c.kind, created_at: c.created_at, usage: c.usage, payload: c.payload })))),
+    ];
+  }
+
+  async function comparePage(p) {
+    const c = await get("compare", { a: p.a, b: p.b });
+    document.getElementById("where").textContent = p.a + " vs " + p.b;
+    const side = (id, taskId, x) => el("td", {}, el("a", { href: link("/task", { id: id, task: taskId }) }, x.passed + " / " + x.trials), " ", passAtK(x.pass_at_k));
+    const rows = c.tasks.map((t) => el("tr", { class: "outcome-" + t.outcome },
+      el("td", {}, t.task_id), side(c.a, t.task_id, t.a), side(c.b, t.task_id, t.b), el("td", {}, t.outcome)));
+    const diff = Object.entries(c.difference).map(([k, v]) => "pass@" + k + " " + (v >= 0 ? "+" : "") + num(v, 3)).join(" · ");
+    return [
+      el("h1", {}, "Compare"),
+      el("p", {}, "A: ", el("a", { href: link("/benchmark", { id: c.a }) }, c.a), " · B: ", el("a", { href: link("/benchmark", { id: c.b }) }, c.b)),
+      el("p", {}, c.shared + " shared tasks (" + c.only_a + " only in A, " + c.only_b + " only in B)"),
+      el("p", { class: "big", id: "difference" }, "A − B: " + (diff || "–")),
+      el("p", {}, "tasks won " + c.won + " · lost " + c.lost + " · tied " + c.tied + " (by pass@" + (c.k_values[0] || "–") + ")"),
+      el("p", { class: "note" }, c.pending),
+      table(["task", "A passed · pass@k", "B passed · pass@k", "A vs B"], rows, { id: "compared" }),
+    ];
+  }
+
+  document.addEventListener("keydown", (event) => {
+    const target = event.target;
+    if (!keys || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (target && ["INPUT", "SELECT", "TEXTAREA"].includes(target.tagName)) return;
+    if (keys(event)) event.preventDefault();
+  });
+  window.addEventListener("hashchange", render);
+  render();
+})();
