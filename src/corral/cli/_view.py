@@ -58,9 +58,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port {port} is outside 0..65535")
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM
-        )[0]
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
         raise ConfigError(f"--host {host!r} is not an address this machine knows: {exc}") from None
     sock = socket.socket(family, kind, proto)

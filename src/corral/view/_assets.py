@@ -18,6 +18,7 @@ _PAGE = """<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 {head}
 <title>Corral viewer</title>
 </head>
@@ -58,9 +59,7 @@ def standalone(data: Any) -> str:
         f"default-src 'none'; script-src '{_sha256(script)}'; style-src '{_sha256(style)}'; "
         "img-src data:; base-uri 'none'; form-action 'none'"
     )
-    head = (
-        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n<style>{style}</style>'
-    )
+    head = f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n<style>{style}</style>'
     body = (
         f'<script type="application/json" id="corral-data">{inline_json(data)}</script>\n'
         f"<script>{script}</script>"

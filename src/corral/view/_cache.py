@@ -35,6 +35,7 @@ class Loaded:
         self.rows: list[Row] = []
         self.started = now
         self.done = anyio.Event()
+        self._progress = anyio.Event()  # set (and replaced) each time rows arrive
         self.report: BenchmarkReport | None = None
         self.failure: str | None = None
 
@@ -50,6 +51,7 @@ class Loaded:
             self.failure = f"{type(exc).__name__}: {exc}"
         finally:
             self.done.set()
+            self._progress.set()
 
     async def _fill(self, store: CommitStore) -> None:
         tasks = self.config["tasks"]
@@ -64,12 +66,19 @@ class Loaded:
                 if record is not None:
                     table.add(record)
                 self.rows.append(row_of(s, record, *task))
+            self._progress.set()
+            self._progress = anyio.Event()
         self.report = build_report(
             self.benchmark_id,
             self.config,
             records=table,
             k_values=default_ks(self.trials_per_task),
         )
+
+    async def at_least(self, rows: int) -> None:
+        """Wait until ``rows`` rows are loaded, or the load is over."""
+        while len(self.rows) < rows and not self.done.is_set():
+            await self._progress.wait()
 
     async def ready(self) -> None:
         """Wait for the load to finish; a `LoadFailed` if it failed."""

@@ -52,8 +52,6 @@ SORTS = {
     "cost": "cost",
     "score": "score",
 }
-#: Filters matched exactly; ``task`` and ``error`` match a substring.
-EXACT_FILTERS = ("model", "environment", "status")
 
 
 def row_of(
@@ -104,7 +102,12 @@ def row_of(
 
 @dataclass(frozen=True, slots=True)
 class TrialQuery:
-    """Which trials the list shows, in which order, and which page."""
+    """Which trials the list shows, in which order, and which page.
+
+    In a URL: ``task_has`` and ``error_has`` (substrings), ``model``, ``environment``,
+    ``status`` and ``passed`` (yes/no) exactly, ``sort`` (a key of `SORTS`, ``-`` first
+    for descending), ``page`` and ``size``.
+    """
 
     task: str = ""
     error: str = ""
@@ -129,8 +132,8 @@ class TrialQuery:
         if passed_text not in ("", "yes", "no"):
             raise ConfigError(f"passed: {passed_text!r} is not yes or no")
         return cls(
-            task=params.get("task", ""),
-            error=params.get("error", ""),
+            task=params.get("task_has", ""),
+            error=params.get("error_has", ""),
             model=params.get("model", ""),
             environment=params.get("environment", ""),
             status=params.get("status", ""),
@@ -199,7 +202,11 @@ def facets(rows: Iterable[Row]) -> dict[str, dict[str, int]]:
     """How many trials have each model, environment and status (for the filter menus)."""
     out: dict[str, dict[str, int]] = {"model": {}, "environment": {}, "status": {}}
     for r in rows:
-        for name, value in (("model", r.model), ("environment", r.environment), ("status", r.status)):
+        for name, value in (
+            ("model", r.model),
+            ("environment", r.environment),
+            ("status", r.status),
+        ):
             key = "" if value is None else value
             out[name][key] = out[name].get(key, 0) + 1
     return out

@@ -203,8 +203,16 @@ def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
         rows.append(
             {
                 "task_id": task_id,
-                "a": {"passed": ta.passed, "trials": len(ta.trials), "pass_at_k": _ks(ta.pass_at_k)},
-                "b": {"passed": tb.passed, "trials": len(tb.trials), "pass_at_k": _ks(tb.pass_at_k)},
+                "a": {
+                    "passed": ta.passed,
+                    "trials": len(ta.trials),
+                    "pass_at_k": _ks(ta.pass_at_k),
+                },
+                "b": {
+                    "passed": tb.passed,
+                    "trials": len(tb.trials),
+                    "pass_at_k": _ks(tb.pass_at_k),
+                },
                 "outcome": outcome,
             }
         )

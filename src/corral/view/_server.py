@@ -21,7 +21,7 @@ from .._errors import ConfigError
 from ..store import CommitStore
 from . import _pages
 from ._assets import asset, shell, to_json
-from ._cache import LoadFailed, Loaded, ViewCache
+from ._cache import Loaded, LoadFailed, ViewCache
 from ._index import TrialQuery
 
 #: Served pages run only the viewer's own script and style, talk only to this server,
@@ -128,8 +128,11 @@ async def _summary(request: Request, cache: ViewCache) -> Any:
 async def _trials(request: Request, cache: ViewCache) -> Any:
     query = TrialQuery.from_params(request.query_params)
     loaded = await cache.get(_param(request, "id"))
-    needed = (query.page + 1) * query.size
-    if not (query.plain and len(loaded.rows) >= min(needed, loaded.expected)):
+    if query.plain:  # the store's order: the page is there once enough rows are
+        await loaded.at_least((query.page + 1) * query.size)
+        if loaded.failure is not None:
+            await loaded.ready()
+    else:
         await loaded.ready()
     return _pages.trials(loaded, query)
 

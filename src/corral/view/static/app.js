@@ -112,8 +112,8 @@
   // The export's trial list: the server's filters and order (corral/view/_index.py), in JS.
   function selectRows(rows, p) {
     const kept = rows.filter((r) =>
-      (!p.task || r.task_id.includes(p.task)) &&
-      (!p.error || (r.error !== null && r.error.includes(p.error))) &&
+      (!p.task_has || r.task_id.includes(p.task_has)) &&
+      (!p.error_has || (r.error !== null && r.error.includes(p.error_has))) &&
       (!p.model || r.model === p.model) &&
       (!p.environment || r.environment === p.environment) &&
       (!p.status || r.status === p.status) &&
@@ -263,7 +263,7 @@
       el("select", { name: name, "data-filter": name },
         el("option", { value: "" }, "any"),
         Object.keys(values || {}).sort().map((v) => el("option", { value: v, selected: p[name] === v }, v + " (" + values[v] + ")"))));
-    const field = (name) => el("label", {}, name + " ", el("input", { name: name, "data-filter": name, value: p[name] || "", size: 14 }));
+    const field = (label, name) => el("label", {}, label + " ", el("input", { name: name, "data-filter": name, value: p[name] || "", size: 14 }));
     const sortBy = el("select", { name: "sort", "data-filter": "sort" },
       el("option", { value: "" }, "task, trial (store order)"),
       Object.keys(SORTS).flatMap((k) => [
@@ -272,7 +272,7 @@
     const passed = el("select", { name: "passed", "data-filter": "passed" },
       ["", "yes", "no"].map((v) => el("option", { value: v, selected: (p.passed || "") === v }, v || "any")));
     const form = el("form", { id: "filters", class: "filters" },
-      field("task"), field("error"), choice("model", f.model), choice("environment", f.environment),
+      field("task", "task_has"), field("error", "error_has"), choice("model", f.model), choice("environment", f.environment),
       choice("status", f.status), el("label", {}, "passed ", passed), el("label", {}, "sort ", sortBy),
       el("button", { type: "submit" }, "apply"));
     form.addEventListener("submit", (event) => {
@@ -287,7 +287,7 @@
 
   function listState(p) {
     const out = {};
-    for (const k of ["task", "error", "model", "environment", "status", "passed", "sort"]) if (p[k]) out[k] = p[k];
+    for (const k of ["task_has", "error_has", "model", "environment", "status", "passed", "sort"]) if (p[k]) out[k] = p[k];
     return out;
   }
 
