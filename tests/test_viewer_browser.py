@@ -105,6 +105,8 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     page.locator("#benchmarks a", has_text="base").click()
     page.locator("#passk").wait_for()
     assert "pass@1 0.429" in page.locator("#passk").inner_text()
+    examples = page.locator("#details .errors a")
+    assert examples.all_inner_texts() == ["task-5#0", "task-5#1", "task-5#2"]
     watched.shot("1-benchmark")
 
     # Filter: only the failed trials; the filter lands in the URL.

@@ -11,7 +11,6 @@ import click
 
 from .._errors import ConfigError
 from ..store import CommitStore
-from ..view import export_html
 from ._inspect import reading_store, with_store
 from ._options import store_option
 
@@ -41,6 +40,9 @@ def view_command(
     With --export ID -o FILE.html, write that benchmark as one self-contained page
     (data inline, no server, no network) to share; comparing needs the server.
     """
+    # The viewer builds on the CLI's readers (history, k values): imported when used.
+    from ..view import export_html
+
     if export_id is not None:
         if output is None:
             raise ConfigError("--export needs -o FILE.html: where to write the page")

@@ -3,7 +3,9 @@
 A load reads the store's ``scan`` in the background; the list in scan order is
 served from the rows loaded so far, everything else once the load is done. While
 a benchmark is live (some trial unfinished) its data is reloaded when older than
-``refresh`` seconds; a finished one when its count of finished trials changes.
+``refresh`` seconds (or three times as long as a load takes); a finished one when
+its count of finished trials changes (a rescore of a finished benchmark, which
+changes no count, shows once the viewer restarts).
 Until a reload is done, the previous load keeps being served.
 """
 
@@ -38,6 +40,7 @@ class Loaded:
         self._progress = anyio.Event()  # set (and replaced) each time rows arrive
         self.report: BenchmarkReport | None = None
         self.failure: str | None = None
+        self.took = 0.0  # seconds the load took, once done
 
     @property
     def live(self) -> bool:
@@ -45,11 +48,13 @@ class Loaded:
         return self.report is None or self.report.finished < self.expected
 
     async def fill(self, store: CommitStore) -> None:
+        start = time.perf_counter()
         try:
             await self._fill(store)
         except Exception as exc:  # shown to whoever asks, and retried by the next load
             self.failure = f"{type(exc).__name__}: {exc}"
         finally:
+            self.took = time.perf_counter() - start
             self.done.set()
             self._progress.set()
 
@@ -137,9 +142,10 @@ class ViewCache:
         return current if current is not None else pending  # type: ignore[return-value]
 
     async def _stale(self, loaded: Loaded) -> bool:
-        if loaded.failure is not None or (
-            loaded.live and self._clock() - loaded.started >= self.refresh
-        ):
+        # A live benchmark reloads every refresh seconds, but spends at most a third
+        # of the time loading (a 100,000-trial load takes seconds).
+        every = max(self.refresh, 3 * loaded.took)
+        if loaded.failure is not None or (loaded.live and self._clock() - loaded.started >= every):
             return True
         counted = (await self.finished_counts()).get(loaded.benchmark_id)
         return loaded.report is not None and counted != loaded.report.finished

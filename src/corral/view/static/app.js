@@ -23,7 +23,7 @@
       else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
       else node.setAttribute(name, value === true ? "" : String(value));
     }
-    for (const kid of kids.flat()) {
+    for (const kid of kids.flat(Infinity)) {
       if (kid === null || kid === undefined) continue;
       node.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     }
@@ -228,7 +228,11 @@
     document.getElementById("where").textContent = id;
     const listParams = Object.assign({ id: id }, p);
     const [summary, list] = await Promise.all([get("benchmark", { id: id }), get("trials", listParams)]);
-    if (!summary.ready || summary.live || list.partial) later(summary.ready ? 2 : 0.5);
+    if (!summary.ready) {
+      // Draw again once the whole benchmark is read (the server answers then).
+      const mine = generation;
+      get("benchmark", { id: id, wait: "1" }).then(() => { if (mine === generation) render(); }, () => later(2));
+    } else if (summary.live) later(2);
     const nodes = [el("h1", {}, id), overview(summary)];
     nodes.push(filters(p, summary), trialList(id, p, list));
     if (summary.ready) nodes.push(details(id, summary));
