@@ -141,6 +141,13 @@ class ViewCache:
             self._tg.start_soon(pending.fill, self.store)
         return current if current is not None else pending  # type: ignore[return-value]
 
+    async def newest(self, benchmark_id: str) -> Loaded:
+        """The benchmark once a load started by now is done (a reload included)."""
+        loaded = await self.get(benchmark_id)
+        loaded = self._pending.get(benchmark_id, loaded)
+        await loaded.ready()
+        return loaded
+
     async def _stale(self, loaded: Loaded) -> bool:
         # A live benchmark reloads every refresh seconds, but spends at most a third
         # of the time loading (a 100,000-trial load takes seconds).

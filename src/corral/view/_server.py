@@ -119,10 +119,10 @@ async def _benchmarks(request: Request, cache: ViewCache) -> Any:
 
 
 async def _summary(request: Request, cache: ViewCache) -> Any:
-    loaded = await cache.get(_param(request, "id"))
-    if request.query_params.get("wait") == "1":
-        await loaded.ready()
-    return _pages.summary(loaded)
+    benchmark_id = _param(request, "id")
+    if request.query_params.get("wait") == "1":  # a long poll: answer once read in full
+        return _pages.summary(await cache.newest(benchmark_id))
+    return _pages.summary(await cache.get(benchmark_id))
 
 
 async def _trials(request: Request, cache: ViewCache) -> Any:

@@ -1,0 +1,136 @@
+"""The viewer's data: the trial list's query, state diffs, and reloading a live benchmark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from corral import Commit, ConfigError, MemoryStore, TrialKey
+from corral.view._cache import ViewCache
+from corral.view._index import Row, TrialQuery, select
+from corral.view._timeline import diff, timeline
+
+pytestmark = pytest.mark.anyio
+
+
+def row(task: str, trial: int, duration: float | None, status: str = "completed") -> Row:
+    return Row(task, trial, None, "env", status, None, duration, 0, 0.0, None, False, 1, 3)
+
+
+def test_query_from_a_url_and_its_refusals() -> None:
+    q = TrialQuery.from_params({"sort": "-duration", "status": "error", "page": "2", "size": "10"})
+    assert (q.sort, q.descending, q.status, q.page, q.size) == ("duration", True, "error", 2, 10)
+    assert not q.plain and TrialQuery.from_params({}).plain
+    for params, named in [
+        ({"sort": "colour"}, "'colour'"),
+        ({"page": "two"}, "'two'"),
+        ({"size": "0"}, "size: 0"),
+        ({"size": "501"}, "size: 501"),
+        ({"passed": "maybe"}, "'maybe'"),
+    ]:
+        with pytest.raises(ConfigError, match=named):
+            TrialQuery.from_params(params)
+
+
+def test_sorting_keeps_missing_values_last_either_way() -> None:
+    rows = [row("b", 0, 2.0), row("a", 1, None), row("a", 0, 1.0), row("c", 0, 2.0)]
+    up = select(rows, TrialQuery(sort="duration"))
+    assert [(r.task_id, r.trial) for r in up] == [("a", 0), ("b", 0), ("c", 0), ("a", 1)]
+    down = select(rows, TrialQuery(sort="duration", descending=True))
+    assert [(r.task_id, r.trial) for r in down] == [("c", 0), ("b", 0), ("a", 0), ("a", 1)]
+    assert select(rows, TrialQuery()) is rows  # the store's order, nothing copied
+    assert [r.task_id for r in select(rows, TrialQuery(task="a"))] == ["a", "a"]
+
+
+def test_state_diff_by_path() -> None:
+    before: Any = {"files": ["a.py"], "n": 1, "gone": True, "deep": {"x": [1, 2]}}
+    after: Any = {"files": ["a.py", "b.py"], "n": 1.0, "deep": {"x": [1, 3]}, "new": None}
+    assert diff(before, after) == [
+        {"path": "files[1]", "op": "added", "after": "b.py"},
+        {"path": "n", "op": "changed", "before": 1, "after": 1.0},
+        {"path": "gone", "op": "removed", "before": True},
+        {"path": "deep.x[1]", "op": "changed", "before": 2, "after": 3},
+        {"path": "new", "op": "added", "after": None},
+    ]
+    assert diff("a", "b") == [{"path": "(state)", "op": "changed", "before": "a", "after": "b"}]
+    assert diff([1], [1]) == []
+
+
+def test_timeline_marks_attempts_gaps_and_diffs() -> None:
+    commits = [
+        Commit(0, "setup", {"state": {"n": 0}}, 10.0),
+        Commit(1, "action", {"tool": "inc", "arguments": {}}, 10.5),
+        Commit(2, "tool_effect", {"observation": 1, "state": {"n": 1}}, 11.0),
+        Commit(3, "terminal", {"status": "error", "error": "E"}, 11.0),
+        Commit(4, "reopen", {}, 20.0),
+        Commit(5, "setup", {"state": {"n": 0}}, 20.0),
+        Commit(6, "tool_effect", {"observation": 1}, 21.0),  # state unchanged: no diff
+    ]
+    entries = timeline(commits)
+    assert [e["attempt"] for e in entries] == [1, 1, 1, 1, 2, 2, 2]
+    assert [e["gap"] for e in entries] == [0.0, 0.5, 0.5, 0.0, 9.0, 0.0, 1.0]
+    assert entries[2]["diff"] == [{"path": "n", "op": "changed", "before": 0, "after": 1}]
+    assert "diff" not in entries[6]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CONFIG = {
+    "trials_per_task": 2,
+    "tasks": {"t": {"agent_id": "a", "environment_id": "e", "model": None}},
+}
+
+
+def ended(status: str, passed: bool, at: float) -> list[Commit]:
+    return [
+        Commit(0, "setup", {"state": None}, at),
+        Commit(1, "terminal", {"status": status, "output": 1, "attempts": 1}, at + 1),
+        Commit(2, "evaluation", {"score": float(passed), "passed": passed}, at + 2),
+    ]
+
+
+async def test_a_live_benchmark_reloads_and_serves_the_last_load_meanwhile() -> None:
+    store = MemoryStore()
+    await store.register_benchmark("b", CONFIG)
+    await store.append(TrialKey("b", "t", 0), ended("completed", True, 0.0))
+    await store.append(TrialKey("b", "t", 1), [Commit(0, "setup", {"state": None}, 0.0)])
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, refresh=2.0, clock=clock)
+        first = await cache.newest("b")
+        assert [r.status for r in first.rows] == ["completed", "running"]
+        assert first.live
+        await store.append(TrialKey("b", "t", 1), ended("completed", False, 5.0)[1:])
+        assert await cache.get("b") is first  # fresh enough: no reload yet
+        clock.now = 2.0
+        assert await cache.get("b") is first  # a reload starts; the last load is served
+        second = await cache.newest("b")
+        assert second is not first and await cache.get("b") is second
+        assert [r.status for r in second.rows] == ["completed", "completed"]
+        assert not second.live and second.report is not None
+        assert second.report.pass_at_k[1] == 0.5
+        # Finished: no reload while nothing changes, however long.
+        clock.now = 100.0
+        assert await cache.get("b") is second
+        # A rerun reopens a trial: the finished count changes and the benchmark reloads.
+        await store.append(TrialKey("b", "t", 1), [Commit(3, "reopen", {}, 9.0)])
+        clock.now = 103.0
+        await cache.get("b")
+        third = await cache.newest("b")
+        assert [r.status for r in third.rows] == ["completed", "running"]
+        tg.cancel_scope.cancel()
+
+
+async def test_an_unknown_benchmark_is_refused() -> None:
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(MemoryStore(), tg)
+        with pytest.raises(ConfigError, match="'nope'"):
+            await cache.get("nope")
