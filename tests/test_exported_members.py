@@ -8,6 +8,7 @@ import pytest
 
 import corral
 import corral.testing
+import corral.view
 
 
 def isort_key(name: str) -> tuple[int, str]:
@@ -17,12 +18,14 @@ def isort_key(name: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(
     ("module", "private_members"),
-    [(corral, {"__version__"}), (corral.testing, set())],
-    ids=["corral", "corral.testing"],
+    [(corral, {"__version__"}), (corral.testing, set()), (corral.view, set())],
+    ids=["corral", "corral.testing", "corral.view"],
 )
 def test_all_is_the_sorted_public_surface(
     module: types.ModuleType, private_members: set[str]
 ) -> None:
+    for name in module.__all__:  # a lazily imported name (corral.view.create_app) too
+        getattr(module, name)
     exported = [
         name
         for name, value in vars(module).items()
@@ -38,3 +41,5 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(corral, name) is not None, name
     for name in corral.testing.__all__:
         assert getattr(corral.testing, name) is not None, name
+    for name in corral.view.__all__:
+        assert getattr(corral.view, name) is not None, name
