@@ -98,7 +98,10 @@ def serve(store: CommitStore, host: str, port: int) -> None:
             "every benchmark in the store",
             err=True,
         )
-    config = uvicorn.Config(create_app(store), log_level="warning", lifespan="on")
+    # Ctrl-C does not wait for a long poll on a benchmark still being read.
+    config = uvicorn.Config(
+        create_app(store), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
     server = uvicorn.Server(config)
     click.echo(f"serving http://{shown}:{bound}/ (read-only; Ctrl-C stops)")
     try:
