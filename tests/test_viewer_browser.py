@@ -27,7 +27,7 @@ ARTIFACTS = Path(__file__).parent / "artifacts" / "viewer"
 if not CHROMIUM.exists() and os.environ.get("CI") != "true":
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 
 def off_loop(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -112,8 +112,7 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     # Filter: only the failed trials; the filter lands in the URL.
     page.select_option("select[name=status]", "error")
     page.wait_for_function("location.hash.includes('status=error')")
-    page.locator("#trials tbody tr:nth-child(4)").wait_for()
-    assert page.locator("#trials tbody tr").count() == 4
+    expect(page.locator("#trials tbody tr")).to_have_count(4)
     watched.shot("2-filtered")
     filtered = page.url
 
@@ -140,19 +139,18 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     # Deep links: the filtered list opens as it was, in a fresh page.
     page.goto("about:blank")
     page.goto(filtered)
-    page.locator("#trials tbody tr:nth-child(4)").wait_for()
-    assert page.locator("#trials tbody tr").count() == 4
+    expect(page.locator("#trials tbody tr")).to_have_count(4)
 
     # Compare, from the benchmarks page.
     page.goto(url)
     page.locator("#benchmarks").wait_for()
     watched.shot("0-benchmarks")
-    page.select_option("select[name=a]", "better")
-    page.select_option("select[name=b]", "base")
+    page.select_option("select[name=a]", "base")
+    page.select_option("select[name=b]", "better")
     page.click("#compare")
     page.locator("#difference").wait_for()
     assert "pass@1 +0.214" in page.locator("#difference").inner_text()
-    assert page.locator("#compared tr.outcome-won").count() == 6
+    assert page.locator("#compared tr.outcome-improved").count() == 6
     watched.shot("5-compare")
     watched.assert_clean()
 
@@ -222,9 +220,8 @@ def test_a_100000_trial_benchmark_opens_at_once(
         assert first_screen < 10, first_screen
         # Once loaded, any filter and order is served a page at a time.
         page.goto(served + "#/benchmark?id=large&status=error&sort=-duration&page=3")
-        page.locator("#passk").wait_for(timeout=60_000)
-        page.locator("#trials tbody tr:nth-child(50)").wait_for()
-        assert page.locator("#trials tbody tr").count() == 50
-        pager = page.locator(".pager").inner_text()
-        assert "page 4 of" in pager
+        expect(page.locator(".pager")).to_contain_text("page 4 of", timeout=60_000)
+        expect(page.locator("#trials tbody tr")).to_have_count(50)
+        statuses = page.locator("#trials tbody tr td:nth-child(5)").all_inner_texts()
+        assert set(statuses) == {"error"}
     watched.assert_clean()

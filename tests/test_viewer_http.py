@@ -114,11 +114,14 @@ def test_trial_page_has_the_timeline_with_state_diffs_and_list_neighbours(
 
 
 def test_compare_pairs_the_shared_tasks(client: httpx.Client) -> None:
-    c = api(client, "compare", a="better", b="base")
+    c = api(client, "compare", a="base", b="better")
     assert c["shared"] == 7 and c["only_a"] == c["only_b"] == 0
     # better passes trials 0-2 of each task, base 0-1: pass@1 up by 1/4 on 6 of 7 tasks.
     assert c["difference"]["1"] == pytest.approx(6 / 7 * 0.25)
-    assert (c["won"], c["lost"], c["tied"]) == (6, 0, 1)
+    assert (c["improved"], c["regressed"], c["tied"]) == (6, 0, 1)
+    back = api(client, "compare", a="better", b="base")
+    assert back["difference"]["1"] == pytest.approx(-6 / 7 * 0.25)
+    assert (back["improved"], back["regressed"]) == (0, 6)
 
 
 def test_every_response_carries_a_strict_policy(client: httpx.Client) -> None:

@@ -24,6 +24,10 @@ CHAIN_TRIALS = 100
 #: The statistics that land with issue 14's report changes (pass^k, intervals, paired
 #: comparisons); until then the pages show pass@k and say these are pending.
 PENDING = "pass^k and confidence intervals: pending (corral report statistics, issue 14)"
+# STATS (issue 14, branch h-stats): once merged, fill the slots marked STATS below:
+# summary "scores" = report.scores.to_dict(), "scores_by_model" = {m: s.to_dict()};
+# compare "paired" = corral.compare(report_a, report_b, k=k).to_dict(). app.js
+# already draws them (intervals, pass^k, the paired difference) when they are not None.
 
 
 def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,6 +73,8 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         "ready": loaded.report is not None,
         "live": loaded.live,
         "pending": PENDING,
+        "scores": None,  # STATS
+        "scores_by_model": None,  # STATS
     }
     report = loaded.report
     if report is None:
@@ -182,24 +188,23 @@ def _neighbour(rows: list[Row], position: int | None, step: int) -> dict[str, An
 
 
 def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
-    """Two benchmarks side by side on the tasks they share (both must have loaded)."""
+    """Two benchmarks side by side on the tasks they share (both must have loaded): a is
+    the baseline, b the candidate; a task is improved when b's pass@k (smallest k) on
+    it is higher, regressed when lower."""
     ra, rb = a.report, b.report
     assert ra is not None and rb is not None
     shared = [t for t in ra.tasks if t in rb.tasks]
     ks = [k for k in ra.k_values if k in rb.k_values]
-    won = lost = tied = 0
+    outcomes = {"improved": 0, "regressed": 0, "tied": 0}
     rows = []
     for task_id in shared:
         ta, tb = ra.tasks[task_id], rb.tasks[task_id]
-        first = ks[0] if ks else None
-        va = ta.pass_at_k.get(first) if first is not None else None
-        vb = tb.pass_at_k.get(first) if first is not None else None
+        va = ta.pass_at_k.get(ks[0]) if ks else None
+        vb = tb.pass_at_k.get(ks[0]) if ks else None
         outcome = "tied"
         if va is not None and vb is not None and va != vb:
-            outcome = "won" if va > vb else "lost"
-        won += outcome == "won"
-        lost += outcome == "lost"
-        tied += outcome == "tied"
+            outcome = "improved" if vb > va else "regressed"
+        outcomes[outcome] += 1
         rows.append(
             {
                 "task_id": task_id,
@@ -224,7 +229,7 @@ def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
             if k in ra.tasks[t].pass_at_k and k in rb.tasks[t].pass_at_k
         ]
         if pairs:
-            difference[str(k)] = sum(x - y for x, y in pairs) / len(pairs)
+            difference[str(k)] = sum(vb - va for va, vb in pairs) / len(pairs)
     return {
         "a": a.benchmark_id,
         "b": b.benchmark_id,
@@ -233,9 +238,8 @@ def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
         "only_b": len(rb.tasks) - len(shared),
         "k_values": ks,
         "difference": difference,
-        "won": won,
-        "lost": lost,
-        "tied": tied,
+        **outcomes,
         "tasks": rows,
         "pending": PENDING,
+        "paired": None,  # STATS
     }

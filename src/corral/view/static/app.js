@@ -219,7 +219,7 @@
     return [
       el("h1", {}, "Benchmarks"),
       table(["benchmark", "created (UTC)", "configuration", "done / total", "pass@k", "errors"], rows, { id: "benchmarks" }),
-      EXPORT ? null : el("p", { class: "compare" }, "Compare ", a, " with ", b, " ", go),
+      EXPORT ? null : el("p", { class: "compare" }, "Compare A ", a, " (baseline) with B ", b, " ", go),
     ];
   }
 
@@ -250,7 +250,7 @@
     const counts = Object.entries(s.counts).filter(([, n]) => n).map(([k, n]) => k + " " + num(n)).join(" · ");
     lines.push(
       el("p", { class: "big", id: "passk" }, passAtK(s.pass_at_k)),
-      el("p", { class: "note" }, s.pending),
+      s.scores ? scoresTable(s.scores, s.scores_by_model || {}) : el("p", { class: "note" }, s.pending),
       el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
       el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
         " output tokens · cost " + num(s.usage.cost, 4) + " · " + when(s.started_at) + " → " + when(s.finished_at)));
@@ -259,6 +259,19 @@
       lines.push(table(["model", "pass@k"], models.map(([m, v]) => el("tr", {}, el("td", {}, m), el("td", {}, passAtK(v))))));
     }
     return el("section", { id: "overview" }, lines);
+  }
+
+  // pass@k and pass^k with their 95% intervals, overall and per model (report statistics).
+  function scoresTable(scores, byModel) {
+    const est = (e) => e ? num(e.value, 3) + " [" + num(e.low, 3) + ", " + num(e.high, 3) + "]" : "–";
+    const rows = [];
+    for (const [who, sc] of [["all tasks", scores]].concat(Object.entries(byModel))) {
+      for (const k of Object.keys(sc.pass_at_k)) {
+        rows.push(el("tr", {}, el("td", {}, who), el("td", { class: "n" }, k),
+          el("td", {}, est(sc.pass_at_k[k])), el("td", {}, est((sc.pass_hat_k || {})[k]))));
+      }
+    }
+    return table(["tasks", "k", "pass@k [95% interval]", "pass^k [95% interval]"], rows, { id: "scores" });
   }
 
   function filters(p, s) {
@@ -447,14 +460,22 @@
       el("td", {}, t.task_id), side(c.a, t.task_id, t.a), side(c.b, t.task_id, t.b), el("td", {}, t.outcome)));
     const diff = Object.entries(c.difference).map(([k, v]) => "pass@" + k + " " + (v >= 0 ? "+" : "") + num(v, 3)).join(" · ");
     return [
-      el("h1", {}, "Compare"),
+      el("h1", {}, "Compare: B against A"),
       el("p", {}, "A: ", el("a", { href: link("/benchmark", { id: c.a }) }, c.a), " · B: ", el("a", { href: link("/benchmark", { id: c.b }) }, c.b)),
       el("p", {}, c.shared + " shared tasks (" + c.only_a + " only in A, " + c.only_b + " only in B)"),
-      el("p", { class: "big", id: "difference" }, "A − B: " + (diff || "–")),
-      el("p", {}, "tasks won " + c.won + " · lost " + c.lost + " · tied " + c.tied + " (by pass@" + (c.k_values[0] || "–") + ")"),
-      el("p", { class: "note" }, c.pending),
-      table(["task", "A passed · pass@k", "B passed · pass@k", "A vs B"], rows, { id: "compared" }),
+      el("p", { class: "big", id: "difference" }, "B − A: " + (diff || "–")),
+      el("p", {}, "tasks improved " + c.improved + " · regressed " + c.regressed + " · tied " + c.tied + " (B against A, by pass@" + (c.k_values[0] || "–") + ")"),
+      c.paired ? paired(c.paired) : el("p", { class: "note" }, c.pending),
+      table(["task", "A passed · pass@k", "B passed · pass@k", "B against A"], rows, { id: "compared" }),
     ];
+  }
+
+  // The paired comparison (report statistics): B − A on the shared tasks, with its interval.
+  function paired(x) {
+    const d = x.difference;
+    return el("p", { class: "big", id: "paired" }, "B − A on " + x.metric + ": " + num(d.value, 3) +
+      " [" + num(d.low, 3) + ", " + num(d.high, 3) + "]" + (x.significant ? " (significant)" : " (not significant)") +
+      " · improved " + x.improved.length + " · regressed " + x.regressed.length + " · tied " + x.tied.length);
   }
 
   document.addEventListener("keydown", (event) => {
