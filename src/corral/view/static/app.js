@@ -233,6 +233,7 @@
       const mine = generation;
       get("benchmark", { id: id, wait: "1" }).then(() => { if (mine === generation) render(); }, () => later(2));
     } else if (summary.live) later(2);
+    if (list.partial) summary.loaded = Math.max(summary.loaded, list.total); // read meanwhile
     const nodes = [el("h1", {}, id), overview(summary)];
     nodes.push(filters(p, summary), trialList(id, p, list));
     if (summary.ready) nodes.push(details(id, summary));
