@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from corral import ConfigError
 from corral.cli import main
 from corral.cli._view import listening_socket
 
@@ -216,5 +217,5 @@ def test_cli_refusals(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_taken_port_is_refused_naming_it() -> None:
     with listening_socket("127.0.0.1", 0) as taken:
         port = taken.getsockname()[1]
-        with pytest.raises(Exception, match=str(port)):
+        with pytest.raises(ConfigError, match=str(port)):
             listening_socket("127.0.0.1", port).close()

@@ -115,7 +115,7 @@ def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
     anyio.run(run_benchmark, path, benchmark_id, tasks, outputs, 0.5, " ".join(HOSTILE))
 
 
-async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int) -> None:
+async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int, steps: bool) -> None:
     store = SQLiteStore(path, synchronous="OFF")
     config = {
         "trials_per_task": trials,
@@ -139,18 +139,16 @@ async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int) -> 
             for r in range(trials):
                 at = 1.8e9 + t * trials + r
                 error = rng.random() < 0.05
-                commits = [
-                    Commit(0, "setup", {"state": {"x": 0}, "previous_trial": None}, at),
+                commits = [Commit(0, "setup", {"state": {"x": 0}, "previous_trial": None}, at)]
+                if steps:
+                    action = {"tool": "calc", "arguments": {"e": "1+1"}, "turn": 0, "index": 0}
+                    commits += [
+                        Commit(1, "action", action, at + 0.1, Usage(100 + r, 20, 0.001)),
+                        Commit(2, "tool_effect", {"action_seq": 1, "observation": "2"}, at + 0.2),
+                    ]
+                commits.append(
                     Commit(
-                        1,
-                        "action",
-                        {"tool": "calc", "arguments": {"e": "1+1"}, "turn": 0, "index": 0},
-                        at + 0.1,
-                        Usage(100 + r, 20, 0.001),
-                    ),
-                    Commit(2, "tool_effect", {"action_seq": 1, "observation": "2"}, at + 0.2),
-                    Commit(
-                        3,
+                        len(commits),
                         "terminal",
                         {
                             "status": "error" if error else "completed",
@@ -160,12 +158,12 @@ async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int) -> 
                             "state": {"x": 2},
                         },
                         at + 0.3 + rng.random(),
-                    ),
-                ]
+                    )
+                )
                 if not error:
                     passed = rng.random() < 0.6
                     payload = {"score": float(passed), "passed": passed, "details": {}}
-                    commits.append(Commit(4, "evaluation", payload, at + 1.5))
+                    commits.append(Commit(len(commits), "evaluation", payload, at + 1.5))
                 pending.append(store.enqueue(TrialKey(benchmark_id, f"task-{t:06d}", r), commits))
             if len(pending) >= 5000:
                 for p in pending:
@@ -175,9 +173,12 @@ async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int) -> 
             await p.wait()
 
 
-def big_store(path: Path, benchmark_id: str, tasks: int, trials: int) -> None:
-    """``tasks * trials`` finished trials, written straight through the store API."""
-    anyio.run(_write_big, path, benchmark_id, tasks, trials)
+def big_store(
+    path: Path, benchmark_id: str, tasks: int, trials: int, *, steps: bool = True
+) -> None:
+    """``tasks * trials`` finished trials, written straight through the store API in
+    batches: setup, (with ``steps``) an action and its effect, terminal, evaluation."""
+    anyio.run(_write_big, path, benchmark_id, tasks, trials, steps)
 
 
 @contextmanager
