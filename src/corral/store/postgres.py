@@ -189,8 +189,19 @@ class PostgresStore:
         writer = PgWriter(
             self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
         )
+
+        def first(after_failure: bool) -> psycopg.Connection[Any]:
+            try:
+                return writer._connection(after_failure)
+            except psycopg.OperationalError as exc:
+                # A host name that does not resolve at the start is a typo far more
+                # often than a blip: say so now, not after retry_for seconds.
+                if str(exc).startswith("failed to resolve host"):
+                    raise StoreError(f"{self._where}: {exc}") from exc
+                raise
+
         try:
-            conn = retrying(self._where, self.retry_for, writer._connection)
+            conn = retrying(self._where, self.retry_for, first)
             ensure_schema(conn, self._where)
         except psycopg.Error as exc:
             writer.close()
