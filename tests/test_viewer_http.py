@@ -17,7 +17,10 @@ from corral import ConfigError
 from corral.cli import main
 from corral.cli._view import listening_socket
 
+from . import pg
 from .viewer_stores import HOSTILE, hostile_run, real_runs, serving
+
+pg_dsn = pg.pg_dsn  # a database of each test's own
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +222,11 @@ def test_a_taken_port_is_refused_naming_it() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=str(port)):
             listening_socket("127.0.0.1", port).close()
+
+
+def test_a_postgresql_store_is_viewed_the_same(store: Path, pg_dsn: str) -> None:
+    assert main(["copy", str(store), pg_dsn, "--benchmark", "base"], standalone_mode=False) == 0
+    with serving(pg_dsn) as url, httpx.Client(base_url=url, timeout=30) as http:
+        summary = api(http, "benchmark", id="base", wait="1")
+        assert summary["pass_at_k"]["1"] == pytest.approx(12 / 28)
+        assert api(http, "trials", id="base", status="error")["total"] == 4

@@ -182,7 +182,7 @@ def big_store(
 
 
 @contextmanager
-def serving(store: Path, *args: str) -> Iterator[str]:
+def serving(store: Path | str, *args: str) -> Iterator[str]:
     """``corral view`` on ``store`` at a free loopback port; yields its URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "corral", "view", "--store", str(store), "--port", "0", *args],
