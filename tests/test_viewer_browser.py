@@ -122,6 +122,7 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     page.locator("#timeline").wait_for()
     assert "task-5" in page.locator("h1").inner_text()
     assert "the tool broke on row 7" in page.locator("#timeline").inner_text()
+    assert page.locator("#outcome").inner_text().startswith("error")
     watched.shot("3-trial")
     page.keyboard.press("j")
     page.locator("h1", has_text="#1").wait_for()

@@ -115,6 +115,7 @@ def test_trial_page_has_the_timeline_with_state_diffs_and_list_neighbours(
     assert t["previous"] == {"task_id": "task-1", "trial": 1}
     assert t["next"] == {"task_id": "task-1", "trial": 3}
     assert t["listed"] == 24  # the completed trials the list shows
+    assert (t["row"]["status"], t["row"]["score"], t["row"]["passed"]) == ("completed", 0.0, False)
 
 
 def test_compare_pairs_the_shared_tasks(client: httpx.Client) -> None:

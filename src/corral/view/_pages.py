@@ -166,6 +166,8 @@ async def trial_page(
     data = history.to_dict()
     del data["commits"]  # the timeline holds each commit whole
     data["timeline"] = timeline(history.commits)
+    row = next((r for r in loaded.rows if r.task_id == task_id and r.trial == trial), None)
+    data["row"] = None if row is None else row.to_dict()
     if query is not None:
         selected = select(loaded.rows, query)
         position = next(

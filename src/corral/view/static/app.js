@@ -446,6 +446,11 @@
         t.position === null ? "" : " · " + (t.position + 1) + " of " + num(t.listed)),
       el("h1", {}, el("a", { href: link("/task", { id: p.id, task: t.task_id }) }, t.task_id), " #" + t.trial),
       el("p", {}, "agent " + t.metadata.agent_id + " · environment " + t.metadata.environment_id + " · model " + (t.metadata.model || "–")),
+      t.row ? el("p", { id: "outcome", class: "big" }, el("span", { class: "status-" + t.row.status }, t.row.status),
+        t.row.score === null ? "" : " · score " + num(t.row.score, 3) + (t.row.passed ? " (passed)" : " (failed)"),
+        t.row.duration === null ? "" : " · " + num(t.row.duration, 2) + " s",
+        " · " + num(t.row.tokens) + " tokens · cost " + num(t.row.cost, 4) + " · " + num(t.row.commits) + " commits" +
+        (t.row.attempts > 1 ? " · " + t.row.attempts + " attempts" : "")) : el("p", { id: "outcome" }, "not started"),
       parents.length ? el("ul", {}, parents) : null,
       el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items),
       el("details", { id: "raw" }, el("summary", {}, "raw JSON"),
