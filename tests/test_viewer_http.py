@@ -200,6 +200,8 @@ def test_export_is_one_self_contained_file(store: Path, tmp_path: Path) -> None:
     exported = json.loads(data.group(1))
     assert {r["task_id"] for r in exported["rows"]} == set(HOSTILE)
     assert len(exported["trials"]) == 4 * len(HOSTILE)
+    chain = [x["previous"] for x in exported["tasks"][HOSTILE[0]]["trials"]]
+    assert chain == [None, 0, 1, 2]  # the reflective chain, from each trial's setup
     # Exactly two scripts: the data and the app, the app allowed by its hash alone.
     assert page.count("<script") == 2
     policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)

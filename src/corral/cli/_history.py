@@ -60,10 +60,18 @@ class TrialHistory:
 
 
 async def load_history(
-    store: CommitStore, benchmark_id: str, task_id: str, trial: int
+    store: CommitStore,
+    benchmark_id: str,
+    task_id: str,
+    trial: int,
+    config: Mapping[str, Any] | None = None,
 ) -> TrialHistory:
-    """The trial's commits and its parents' results; a `ConfigError` for unknown ids."""
-    config = await store.benchmark_config(benchmark_id)
+    """The trial's commits and its parents' results; a `ConfigError` for unknown ids.
+
+    ``config``: the benchmark's stored configuration, if the caller has read it already.
+    """
+    if config is None:
+        config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
     tasks = config["tasks"]

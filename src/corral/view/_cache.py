@@ -41,6 +41,15 @@ class Loaded:
         self.report: BenchmarkReport | None = None
         self.failure: str | None = None
         self.took = 0.0  # seconds the load took, once done
+        self._by_key: dict[tuple[str, int], Row] | None = None
+
+    def find(self, task_id: str, trial: int) -> Row | None:
+        """A trial's row (by a dict built once the load is done; until then by search)."""
+        if not self.done.is_set():
+            return next((r for r in self.rows if r.task_id == task_id and r.trial == trial), None)
+        if self._by_key is None:
+            self._by_key = {(r.task_id, r.trial): r for r in self.rows}
+        return self._by_key.get((task_id, trial))
 
     @property
     def live(self) -> bool:

@@ -6,10 +6,11 @@ data for the page's script to put in text nodes, never markup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigError
+from .._types import Commit
 from ..cli._history import load_history
 from ..report import BenchmarkReport
 from ..store import BenchmarkInfo, CommitStore, TrialKey
@@ -126,22 +127,28 @@ def trials(loaded: Loaded, query: TrialQuery) -> dict[str, Any]:
     }
 
 
-async def task_page(store: CommitStore, loaded: Loaded, task_id: str) -> dict[str, Any]:
+async def task_page(
+    store: CommitStore,
+    loaded: Loaded,
+    task_id: str,
+    previous: Mapping[int, int | None] | None = None,
+) -> dict[str, Any]:
     """A task: metadata, parents and children, and its trials by round with whose
-    evaluation each was shown (the reflective chain)."""
+    evaluation each was shown (the reflective chain: read from each trial's setup
+    unless ``previous`` gives it by trial)."""
     tasks = loaded.config["tasks"]
     if task_id not in tasks:
         raise ConfigError(f"benchmark {loaded.benchmark_id!r} has no task {task_id!r}")
     meta = tasks[task_id]
-    rows = {r.trial: r for r in loaded.rows if r.task_id == task_id}
     out_trials = []
     for trial in range(min(loaded.trials_per_task, CHAIN_TRIALS)):
-        history = await store.history(TrialKey(loaded.benchmark_id, task_id, trial))
-        setup = next((c for c in history if c.kind == "setup"), None)
-        previous = setup.payload.get("previous_trial") if setup is not None else None
-        row = rows.get(trial)
+        if previous is None:
+            saw = previous_trial(await store.history(TrialKey(loaded.benchmark_id, task_id, trial)))
+        else:
+            saw = previous.get(trial)
+        row = loaded.find(task_id, trial)
         out_trials.append(
-            {"trial": trial, "row": None if row is None else row.to_dict(), "previous": previous}
+            {"trial": trial, "row": None if row is None else row.to_dict(), "previous": saw}
         )
     report = loaded.report
     task_report = None if report is None else report.tasks.get(task_id)
@@ -157,16 +164,26 @@ async def task_page(store: CommitStore, loaded: Loaded, task_id: str) -> dict[st
     }
 
 
+def previous_trial(commits: Sequence[Commit]) -> int | None:
+    """The earlier trial whose evaluation this one was shown (recorded with its setup)."""
+    setup = next((c for c in commits if c.kind == "setup"), None)
+    if setup is None or not isinstance(setup.payload, dict):
+        return None
+    saw = setup.payload.get("previous_trial")
+    return saw if isinstance(saw, int) else None
+
+
 async def trial_page(
     store: CommitStore, loaded: Loaded, task_id: str, trial: int, query: TrialQuery | None
 ) -> dict[str, Any]:
     """A trial's timeline and, given the list ``query`` describes, its neighbours there
     (for j/k)."""
-    history = await load_history(store, loaded.benchmark_id, task_id, trial)
+    history = await load_history(store, loaded.benchmark_id, task_id, trial, loaded.config)
     data = history.to_dict()
     del data["commits"]  # the timeline holds each commit whole
     data["timeline"] = timeline(history.commits)
-    row = next((r for r in loaded.rows if r.task_id == task_id and r.trial == trial), None)
+    data["previous_trial"] = previous_trial(history.commits)
+    row = loaded.find(task_id, trial)
     data["row"] = None if row is None else row.to_dict()
     if query is not None:
         selected = select(loaded.rows, query)
