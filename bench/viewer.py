@@ -6,8 +6,8 @@ For each size: a store of that many finished trials (5 commits each, written
 straight through the store API), ``corral view`` started cold, then Chromium
 (/usr/bin/chromium, headless) opens the benchmark's page. "first screen" is from
 navigation to the trial list's first page drawn; "summary" to pass@k drawn (the
-whole benchmark read); "warm" a second visit once loaded; "filtered" a filtered,
-sorted page 3 once loaded. Then the export of ``--export-trials`` trials: its size.
+whole benchmark read); "warm" a second visit once loaded; "filtered" a deep link
+to a filtered, sorted page 2 once loaded. Then the export of ``--export-trials`` trials: its size.
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def measure(page: Page, path: Path, trials: int) -> None:
         summary = first + time.perf_counter() - start
         page.goto("about:blank")
         warm = timed(page, url + "#/benchmark?id=bench", first_row)
+        page.goto("about:blank")  # a fresh page: nothing of the last one to mistake for it
         filtered = timed(
             page,
-            url + "#/benchmark?id=bench&status=completed&sort=-duration&page=2",
+            url + "#/benchmark?id=bench&status=completed&sort=-duration&page=1",
             "#trials tbody tr:nth-child(10)",
         )
     print(

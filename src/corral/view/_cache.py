@@ -23,7 +23,7 @@ from .._records import TrialTable
 from ..cli._inspect import default_ks
 from ..report import BenchmarkReport, build_report, is_finished
 from ..store import CommitStore
-from ._index import Row, row_of
+from ._index import Row, facets, row_of
 
 
 class Loaded:
@@ -42,6 +42,8 @@ class Loaded:
         self.failure: str | None = None
         self.took = 0.0  # seconds the load took, once done
         self._by_key: dict[tuple[str, int], Row] | None = None
+        #: Trials per model, environment and status, once loaded.
+        self.facets: dict[str, dict[str, int]] = {}
 
     def find(self, task_id: str, trial: int) -> Row | None:
         """A trial's row (by a dict built once the load is done; until then by search)."""
@@ -82,6 +84,7 @@ class Loaded:
                 self.rows.append(row_of(s, record, *task))
             self._progress.set()
             self._progress = anyio.Event()
+        self.facets = facets(self.rows)
         self.report = build_report(
             self.benchmark_id,
             self.config,

@@ -15,7 +15,7 @@ from ..cli._history import load_history
 from ..report import BenchmarkReport
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._cache import Loaded
-from ._index import Row, TrialQuery, facets, page_of, select
+from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
 
 #: Tasks listed with their pass@k on a benchmark's page (the trial list reaches the rest).
@@ -92,7 +92,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         evaluation_errors=[g.to_dict() for g in report.evaluation_errors],
         tasks=_task_stats(report),
         tasks_total=len(report.tasks),
-        facets=facets(loaded.rows),
+        facets=loaded.facets,
     )
     return out
 
