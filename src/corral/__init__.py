@@ -32,7 +32,16 @@ from ._types import (
     TrialStatus,
     Usage,
 )
-from .report import BenchmarkReport, TaskReport, pass_at_k
+from .report import (
+    BenchmarkReport,
+    Comparison,
+    Estimate,
+    Scores,
+    TaskReport,
+    compare,
+    pass_at_k,
+    pass_hat_k,
+)
 from .runtime import AgentSession, RetryPolicy
 from .scheduler import Limits, Statistics
 from .store import (
@@ -58,11 +67,13 @@ __all__ = [
     "Commit",
     "CommitConflictError",
     "CommitStore",
+    "Comparison",
     "ConcurrencyScopes",
     "ConfigError",
     "CorralError",
     "CorralRunner",
     "Environment",
+    "Estimate",
     "Evaluation",
     "Final",
     "Limits",
@@ -75,6 +86,7 @@ __all__ = [
     "RunInfo",
     "SQLiteStore",
     "ScopeStatistics",
+    "Scores",
     "Statistics",
     "Step",
     "StoreError",
@@ -87,8 +99,10 @@ __all__ = [
     "TrialStatus",
     "Usage",
     "__version__",
+    "compare",
     "concurrency",
     "copy_benchmarks",
     "pass_at_k",
+    "pass_hat_k",
     "subprocess",
 ]

@@ -10,7 +10,8 @@ from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, Tri
 from ..store._protocol import TrialSummary
 from ._errors import ErrorGroups
 from ._model import BenchmarkReport, TaskReport
-from ._passk import pass_at_k
+from ._passk import pass_at_k, pass_hat_k
+from ._scores import Estimate, Scores, task_scores
 
 
 def is_finished(summary: TrialSummary) -> bool:
@@ -65,8 +66,8 @@ def build_report(
     tasks: dict[str, TaskReport] = {}
     counts = {str(status): 0 for status in TrialStatus}
     usage = Usage()
-    # One float per distinct (n, passed, k), not one per task.
-    estimates: dict[tuple[int, int, int], float] = {}
+    # One pair of floats per distinct (n, passed, k), not one per task.
+    estimates: dict[tuple[int, int, int], tuple[float, float]] = {}
     errors, evaluation_errors = ErrorGroups(), ErrorGroups()
     first, last = float("inf"), float("-inf")
     for task_id, model, environment_id in _task_meta(config, metadata):
@@ -85,26 +86,28 @@ def build_report(
             if t.finished_at is not None and t.finished_at > last:
                 last = t.finished_at
         n = len(trials)
-        scores = {}
+        at, hat = {}, {}
         for k in k_values:
             if k <= n:
                 key = (n, passed, k)
                 value = estimates.get(key)
                 if value is None:
-                    value = estimates[key] = pass_at_k(n, passed, k)
-                scores[k] = value
+                    value = estimates[key] = (pass_at_k(n, passed, k), pass_hat_k(n, passed, k))
+                at[k], hat[k] = value
         tasks[task_id] = TaskReport(
             task_id=task_id,
             trials=trials,
-            pass_at_k=scores,
+            pass_at_k=at,
+            pass_hat_k=hat,
             added_by_dependencies=task_id in added,
             model=model,
             environment_id=environment_id,
         )
-    mean = _mean(list(tasks.values()), k_values)
+    scores = _scores(tasks.values(), k_values)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
-    by_model = {
-        model: _mean([t for t in tasks.values() if t.model == model], k_values) for model in models
+    scores_by_model = {
+        model: _scores([t for t in tasks.values() if t.model == model], k_values)
+        for model in models
     }
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
     if unfinished:
@@ -116,7 +119,9 @@ def build_report(
     return BenchmarkReport(
         benchmark_id=benchmark_id,
         tasks=tasks,
-        pass_at_k=mean,
+        pass_at_k=_values(scores.pass_at_k),
+        pass_hat_k=_values(scores.pass_hat_k),
+        scores=scores,
         counts=counts,
         usage=usage,
         trials_per_task=trials_per_task,
@@ -125,7 +130,8 @@ def build_report(
         finished_at=finished_at,
         resumed=resumed,
         timings=dict(timings or {}),
-        by_model=by_model,
+        by_model={model: _values(s.pass_at_k) for model, s in scores_by_model.items()},
+        scores_by_model=scores_by_model,
         stopped=stopped,
         errors=errors.groups(),
         evaluation_errors=evaluation_errors.groups(),
@@ -152,15 +158,14 @@ def _trials(
     return [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
 
 
-def _mean(tasks: Sequence[TaskReport], k_values: Sequence[int]) -> dict[int, float]:
-    """pass@k averaged over the tasks that have at least k finished trials.
+def _scores(tasks: Iterable[TaskReport], k_values: Sequence[int]) -> Scores:
+    """Means over the tasks that have at least k finished trials, with their intervals.
 
     In a finished run that is every task; in an interrupted one, a task with
     fewer than k trials has no pass@k yet and is left out rather than counted 0.
     """
-    out = {}
-    for k in k_values:
-        values = [t.pass_at_k[k] for t in tasks if k in t.pass_at_k]
-        if values:
-            out[k] = sum(values) / len(values)
-    return out
+    return task_scores(((len(t.trials), t.passed) for t in tasks), k_values)
+
+
+def _values(estimates: Mapping[int, Estimate]) -> dict[int, float]:
+    return {k: e.value for k, e in estimates.items()}
