@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from math import floor, lgamma, log, sqrt
+from math import floor, lgamma, log, pi, sqrt, tan
+from statistics import NormalDist
 
 #: Coverage of every interval Corral reports.
 CONFIDENCE = 0.95
@@ -113,15 +114,40 @@ def bootstrap_means(
 
 
 def percentile_interval(
-    dist: Sequence[float], value: float, confidence: float = CONFIDENCE
+    dist: Sequence[float], value: float, members: int, confidence: float = CONFIDENCE
 ) -> tuple[float, float]:
-    """The central ``confidence`` interval of a sorted bootstrap distribution, widened
-    if need be to hold the point estimate ``value`` (rounding, or extreme skew)."""
-    tail = (1.0 - confidence) / 2.0
+    """The ``confidence`` interval from a sorted bootstrap distribution of a mean over
+    ``members`` resampled members, widened if need be to hold the point estimate ``value``.
+
+    The plain percentile interval is too narrow for few members (it covers 84-92% for
+    10 tasks instead of 95%); this is Hesterberg's expanded percentile interval, whose
+    tails are taken at Phi(-sqrt(n/(n-1)) t[n-1]) instead of (1 - confidence)/2, which
+    corrects that and tends to the plain one as n grows.
+    """
+    if members < 2:  # nothing to resample: every resample is the one member
+        return value, value
+    quantile = t_quantile(0.5 + confidence / 2.0, members - 1)
+    tail = NormalDist().cdf(-sqrt(members / (members - 1)) * quantile)
     last = len(dist) - 1
     low = dist[round(last * tail)]
     high = dist[round(last * (1.0 - tail))]
     return min(low, value), max(high, value)
+
+
+def t_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom: exact for df 1
+    and 2, else the Cornish-Fisher expansion around the normal (Abramowitz & Stegun
+    26.7.5), within 0.15% at df = 3 and closer as df grows."""
+    if df == 1:
+        return tan(pi * (q - 0.5))
+    if df == 2:
+        return (2.0 * q - 1.0) / sqrt(2.0 * q * (1.0 - q))
+    z = NormalDist().inv_cdf(q)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
 def grouped(values: Mapping[tuple[float, ...], int]) -> tuple[list[int], list[list[float]]]:

@@ -141,7 +141,7 @@ def compare(
     estimates = []
     for column, dist in zip(columns, dists, strict=True):
         mean = fsum(c * v for c, v in zip(counts, column, strict=True)) / total
-        estimates.append(Estimate(mean, *percentile_interval(dist, mean)))
+        estimates.append(Estimate(mean, *percentile_interval(dist, mean, total)))
     return Comparison(
         benchmark_a=report_a.benchmark_id,
         benchmark_b=report_b.benchmark_id,

@@ -9,9 +9,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """1 - C(n - c, k) / C(n, k): the chance that k of n trials, c of them passing, hold a pass
     (Chen et al., 2021)."""
     _check(n, c, k)
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
+    total = comb(n, k)
+    # One division of exact integers: correctly rounded, so pass@1 == pass^1 == c/n exactly.
+    return (total - comb(n - c, k)) / total
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:

@@ -19,7 +19,7 @@ from ._bootstrap import (
 from ._passk import pass_at_k, pass_hat_k
 
 #: How every interval is made, as the JSON report states it.
-INTERVAL_METHOD = "percentile bootstrap over tasks"
+INTERVAL_METHOD = "expanded percentile bootstrap over tasks"
 
 
 def interval_info(resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def task_scores(
             tasks[k] = total
             for q, out in ((2 * i, at), (2 * i + 1, hat)):
                 mean = fsum(w * v for w, v in zip(weights, columns[q], strict=True)) / total
-                out[k] = Estimate(mean, *percentile_interval(dists[q], mean))
+                out[k] = Estimate(mean, *percentile_interval(dists[q], mean, total))
     order = [k for k in k_values if k in tasks]
     return Scores(
         tasks={k: tasks[k] for k in order},
