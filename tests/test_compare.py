@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import textwrap
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 import corral
 from corral import Comparison, ConfigError, compare
+from corral.cli import main
 
 from .reports import hand_made_report, outcomes
 
@@ -154,3 +158,102 @@ def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> N
 def test_reports_that_share_no_task_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"'a' and 'b' share no task"):
         compare(hand_made_report("a", {"x": [True]}), hand_made_report("b", {"y": [True]}))
+
+
+BENCH = textwrap.dedent(
+    """
+    import corral
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    def evaluate(trial):
+        # Task tN passes its first N + OFFSET trials; on model "big", one more.
+        task, _, model = trial.task_id.rpartition("@")
+        bar = int(task[1:]) + OFFSET + (model == "big")
+        return corral.Evaluation(1.0, trial.trial < bar)
+
+    benchmark = corral.Benchmark(
+        {f"t{i}": corral.BenchmarkTaskMetadata("a", "e") for i in range(6)},
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment(evaluate=evaluate)},
+        run_defaults={"trials_per_task": 4},
+    )
+    """
+)
+
+
+def _cli(*args: object, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """Benchmarks "base" and "better" (each task one pass more), on models small and big."""
+    path = tmp_path / "s.db"
+    for name, offset in (("base", 0), ("better", 1)):
+        bench = tmp_path / f"{name}.py"
+        bench.write_text(BENCH.replace("OFFSET", str(offset)))
+        _cli("run", bench, "--store", path, "--model", "small,big", "--no-progress")
+    return path
+
+
+def test_cli_compares_two_models_of_one_run(store: Path) -> None:
+    out = _cli("compare", "base", "--models", "small", "big", "--store", store).output
+    flat = " ".join(out.split())
+    # small passes 0,1,2,3,4,4 of 4 trials on t0..t5; big one more (at most 4).
+    assert "pass@1: B against A on 6 shared tasks" in flat
+    assert "A: base [small]" in flat and "B: base [big]" in flat
+    assert "0.58 [" in flat and "0.75 [" in flat and "+0.167 [" in flat
+    assert "improved 4: t0, t1, t2, t3" in flat
+    assert "regressed 0" in flat and "tied 2: t4, t5" in flat
+    data = json.loads(
+        _cli("compare", "base", "--models", "small", "big", "--store", store, "--json").output
+    )
+    assert data["difference"]["value"] == pytest.approx(1 / 6)
+    assert data["a"]["value"] == pytest.approx(3.5 / 6)
+    assert data["improved"] == ["t0", "t1", "t2", "t3"] and data["tied"] == ["t4", "t5"]
+    assert data["significant"] is True  # every task gains or ties: the interval is above 0
+
+
+def test_cli_compares_two_benchmarks_whole_or_one_model(store: Path) -> None:
+    data = json.loads(_cli("compare", "base", "better", "--store", store, "--json").output)
+    assert data["shared"] == 12 and data["benchmark_b"] == "better"
+    assert data["improved"][:2] == ["t0@small", "t0@big"]
+    one = json.loads(
+        _cli(
+            "compare", "base", "better", "--model", "small", "-k", "2", "--store", store, "--json"
+        ).output
+    )
+    assert one["metric"] == "pass@2" and one["model_a"] == one["model_b"] == "small"
+    # pass@2 of 4 trials with c passing is 1 - C(4-c, 2)/6: small c = 0,1,2,3,4,4 -> 1,2,3,4,4,4.
+    at2 = {0: 0.0, 1: 0.5, 2: 5 / 6, 3: 1.0, 4: 1.0}
+    a = [at2[c] for c in (0, 1, 2, 3, 4, 4)]
+    b = [at2[c] for c in (1, 2, 3, 4, 4, 4)]
+    assert one["difference"]["value"] == pytest.approx((sum(b) - sum(a)) / 6)
+
+
+def test_cli_report_shows_pass_hat_k_and_the_intervals(store: Path) -> None:
+    out = _cli("report", "better", "--store", store, "-k", "1,4").output
+    flat = " ".join(out.split())
+    assert "pass^4" in flat and "means over tasks with 95% intervals" in flat
+    assert "small (6 tasks)" in flat and "big (6 tasks)" in flat and "all (12 tasks)" in flat
+    data = json.loads(_cli("report", "better", "--store", store, "-k", "1,4", "--json").output)
+    # pass^4: every trial of the task passes; better-small passes 1,2,3,4,4,4 of 4.
+    assert data["scores_by_model"]["small"]["pass_hat_k"]["4"]["value"] == pytest.approx(3 / 6)
+    assert data["pass_hat_k"]["4"] == pytest.approx((3 + 4) / 12)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["base"], "give a second benchmark id, or --models MODEL_A MODEL_B"),
+        (["base", "better", "--model", "huge"], "has no task on model 'huge'"),
+        (["base", "better", "-k", "5"], "k = 5 is outside 1..4"),
+        (["base", "nope"], "no benchmark 'nope'"),
+        (["base", "--model", "small", "--models", "small", "big"], "not both"),
+    ],
+)
+def test_cli_refuses_bad_comparisons(store: Path, args: list[str], message: str) -> None:
+    result = _cli("compare", *args, "--store", store, code=2)
+    assert message in " ".join(result.stderr.split())
