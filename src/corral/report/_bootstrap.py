@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from math import floor, lgamma, log, pi, sqrt, tan
+from operator import mul
 from statistics import NormalDist
 
 #: Coverage of every interval Corral reports.
@@ -107,7 +108,7 @@ def bootstrap_means(
     for _ in range(resamples):
         drawn = multinomial(rng, total, counts)
         for q, values in enumerate(columns):
-            out[q].append(sum(x * v for x, v in zip(drawn, values, strict=True) if x) / total)
+            out[q].append(sum(map(mul, drawn, values)) / total)
     for dist in out:
         dist.sort()
     return out
@@ -151,9 +152,10 @@ def t_quantile(q: float, df: int) -> float:
 
 
 def grouped(values: Mapping[tuple[float, ...], int]) -> tuple[list[int], list[list[float]]]:
-    """``{(q0, q1, ...): count}`` as (counts, columns) for `bootstrap_means`, in sorted
-    order so that the result does not depend on the order tasks came in."""
-    kinds = sorted(values)
+    """``{(q0, q1, ...): count}`` as (counts, columns) for `bootstrap_means`: most
+    frequent first (the draws for rare kinds then start from few members left, which is
+    quicker), ties by value, so that the result does not depend on the tasks' order."""
+    kinds = sorted(values, key=lambda kind: (-values[kind], kind))
     counts = [values[kind] for kind in kinds]
     width = len(kinds[0]) if kinds else 0
     columns = [[kind[q] for kind in kinds] for q in range(width)]

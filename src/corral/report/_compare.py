@@ -111,7 +111,9 @@ def compare(
             )
     tasks_a = _keyed(report_a, model_a)
     tasks_b = _keyed(report_b, model_b)
-    pairs: Counter[tuple[float, ...]] = Counter()
+    # Each estimate bootstraps over its own distinct values: fewer kinds than the
+    # (a, b) pairs, and the same distribution (a mean's resamples need nothing else).
+    values: tuple[Counter[tuple[float, ...]], ...] = (Counter(), Counter(), Counter())
     shared: list[str] = []
     improved: list[str] = []
     regressed: list[str] = []
@@ -126,7 +128,8 @@ def compare(
             continue
         va = pass_at_k(len(task_a.trials), task_a.passed, k)
         vb = pass_at_k(len(task_b.trials), task_b.passed, k)
-        pairs[(va, vb, vb - va)] += 1
+        for counter, value in zip(values, (va, vb, vb - va), strict=True):
+            counter[(value,)] += 1
         shared.append(key)
         (improved if vb > va else regressed if vb < va else tied).append(key)
     if not shared:
@@ -135,12 +138,12 @@ def compare(
             f"with at least {k} finished trials"
             + (f" ({len(incomplete)} shared tasks have fewer)" if incomplete else "")
         )
-    counts, columns = grouped(pairs)
-    dists = bootstrap_means(counts, columns, resamples=resamples, seed=seed)
     total = len(shared)
     estimates = []
-    for column, dist in zip(columns, dists, strict=True):
-        mean = fsum(c * v for c, v in zip(counts, column, strict=True)) / total
+    for counter in values:
+        counts, columns = grouped(counter)
+        dist = bootstrap_means(counts, columns, resamples=resamples, seed=seed)[0]
+        mean = fsum(c * v for c, v in zip(counts, columns[0], strict=True)) / total
         estimates.append(Estimate(mean, *percentile_interval(dist, mean, total)))
     return Comparison(
         benchmark_a=report_a.benchmark_id,
