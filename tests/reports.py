@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from corral import BenchmarkReport, Evaluation, TrialRecord, TrialStatus
+from corral import BenchmarkReport, Evaluation, TaskReport, TrialRecord, TrialStatus, Usage
 from corral.report import build_report
 
 
@@ -44,3 +44,30 @@ def hand_made_report(
 def outcomes(n: int, c: int) -> list[bool]:
     """n trials, the first c passing."""
     return [r < c for r in range(n)]
+
+
+def bare_report(benchmark_id: str, counts: Mapping[str, tuple[int, int]]) -> BenchmarkReport:
+    """A report of tasks given as (trials, passed), with no means and no intervals:
+    what `corral.compare` reads, made in microseconds for simulations."""
+    tasks = {
+        t: TaskReport(
+            t,
+            [
+                TrialRecord(t, r, TrialStatus.COMPLETED, evaluation=Evaluation(1.0, r < c))
+                for r in range(n)
+            ],
+            {},
+        )
+        for t, (n, c) in counts.items()
+    }
+    return BenchmarkReport(
+        benchmark_id=benchmark_id,
+        tasks=tasks,
+        pass_at_k={},
+        counts={},
+        usage=Usage(),
+        trials_per_task=max(n for n, _ in counts.values()),
+        k_values=(1,),
+        started_at=0.0,
+        finished_at=0.0,
+    )

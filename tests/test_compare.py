@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import textwrap
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import corral
 from corral import Comparison, ConfigError, compare
 from corral.cli import main
 
-from .reports import hand_made_report, outcomes
+from .reports import bare_report, hand_made_report, outcomes
 
 A = {
     "t1": outcomes(4, 2),
@@ -257,3 +258,20 @@ def test_cli_report_shows_pass_hat_k_and_the_intervals(store: Path) -> None:
 def test_cli_refuses_bad_comparisons(store: Path, args: list[str], message: str) -> None:
     result = _cli("compare", *args, "--store", store, code=2)
     assert message in " ".join(result.stderr.split())
+
+
+def test_the_paired_interval_covers_the_true_difference_about_95_percent_of_the_time() -> None:
+    # 200 simulated pairs of benchmarks of 40 tasks x 5 trials: a task's pass rate p is
+    # uniform on [0, 1] in a and min(1, p + 0.1) in b, so the true difference of mean
+    # pass@1 is E[min(1, p + 0.1)] - E[p] = 0.595 - 0.5.
+    rng = random.Random(21)
+    hits = 0
+    for sim in range(200):
+        a, b = {}, {}
+        for i in range(40):
+            p = rng.random()
+            a[f"t{i}"] = (5, sum(rng.random() < p for _ in range(5)))
+            b[f"t{i}"] = (5, sum(rng.random() < min(1.0, p + 0.1) for _ in range(5)))
+        result = compare(bare_report("a", a), bare_report("b", b), resamples=400, seed=sim)
+        hits += result.difference.low <= 0.095 <= result.difference.high
+    assert 0.90 <= hits / 200 <= 0.99, hits

@@ -2,9 +2,9 @@
 
 Resampling N tasks with replacement is a multinomial draw over the distinct task
 outcomes (a task's pass@k and pass^k depend only on its trial count and passes),
-so each resample costs one binomial per distinct outcome, not one draw per task:
-10,000 tasks cost what 10 do. Everything is stdlib; a `random.Random(seed)` made
-per call keeps the result a function of the inputs alone.
+so with many tasks a resample costs one binomial per distinct outcome, not one
+draw per task: 10,000 tasks cost what 200 do. Everything is stdlib; a
+`random.Random(seed)` made per call keeps the result a function of the inputs alone.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
 
 def multinomial(rng: random.Random, n: int, weights: Sequence[int]) -> list[int]:
     """How many of ``n`` draws with replacement land on each of the ``weights``' items
-    (item i drawn with probability weights[i] / sum(weights)): conditional binomials."""
+    (item i drawn with probability weights[i] / sum(weights)): a conditional binomial
+    per item, whose cost does not grow with ``n``."""
     out = [0] * len(weights)
     left_n, left_w = n, sum(weights)
     for i, w in enumerate(weights):
@@ -85,6 +86,11 @@ def multinomial(rng: random.Random, n: int, weights: Sequence[int]) -> list[int]
         left_n -= x
         left_w -= w
     return out
+
+
+#: Up to this many members per kind, `bootstrap_means` draws members one by one (a
+#: binomial costs about as much as twenty single draws).
+DIRECT_PER_KIND = 20
 
 
 def bootstrap_means(
@@ -105,8 +111,15 @@ def bootstrap_means(
         raise ValueError("a bootstrap needs at least one member")
     rng = random.Random(seed)
     out: list[list[float]] = [[] for _ in columns]
+    direct = total <= DIRECT_PER_KIND * len(counts)
+    members = [j for j, count in enumerate(counts) for _ in range(count)] if direct else []
     for _ in range(resamples):
-        drawn = multinomial(rng, total, counts)
+        if direct:
+            drawn = [0] * len(counts)
+            for j in rng.choices(members, k=total):
+                drawn[j] += 1
+        else:
+            drawn = multinomial(rng, total, counts)
         for q, values in enumerate(columns):
             out[q].append(sum(map(mul, drawn, values)) / total)
     for dist in out:
