@@ -122,6 +122,24 @@ def test_an_interrupted_run_counts_per_k_the_tasks_with_k_trials() -> None:
     assert report.pass_hat_k[2] == pytest.approx((1 / 6 + 1.0 + 1.0) / 3)
 
 
+@given(st.lists(counts(), min_size=1, max_size=40))
+def test_an_interval_holds_its_mean_and_stays_within_the_tasks_values(
+    tasks: list[tuple[int, int, int]],
+) -> None:
+    outcomes = [(n, c) for n, c, _ in tasks]
+    scores = task_scores(outcomes, [1, 2], resamples=100)
+    e = scores.pass_at_k[1]
+    values = [c / n for n, c in outcomes]
+    assert min(values) <= e.low <= e.value <= e.high <= max(values)
+    assert e.value == pytest.approx(sum(values) / len(values))
+    assert scores.tasks[1] == len(tasks)
+    if 2 in scores.tasks:
+        hat = [pass_hat_k(n, c, 2) for n, c in outcomes if n >= 2]
+        assert scores.tasks[2] == len(hat)
+        assert scores.pass_hat_k[2].value == pytest.approx(sum(hat) / len(hat))
+    assert task_scores(list(reversed(outcomes)), [1, 2], resamples=100) == scores
+
+
 def test_an_interval_is_a_point_when_every_task_scores_the_same() -> None:
     scores = task_scores([(3, 3)] * 50, [1, 3])
     assert scores.pass_at_k[3] == Estimate(1.0, 1.0, 1.0)
@@ -173,6 +191,24 @@ def test_the_grouped_bootstrap_matches_resampling_task_by_task() -> None:
     s = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
     assert low == pytest.approx(mean - 2.001 * s / len(values) ** 0.5, abs=0.015)
     assert high == pytest.approx(mean + 2.001 * s / len(values) ** 0.5, abs=0.015)
+
+
+@pytest.mark.parametrize("members", [60, 6_000, 600_000])
+def test_the_bootstrap_spread_is_the_standard_error_at_any_size(members: int) -> None:
+    # Few members are drawn one by one, many through binomials: both must give the
+    # bootstrap distribution of the mean, centred on it with spread sd / sqrt(n).
+    counts = [members // 2, members // 5, members * 3 // 10]
+    column = [0.0, 0.5, 1.0]
+    mean = sum(c * v for c, v in zip(counts, column, strict=True)) / members
+    sd = (sum(c * (v - mean) ** 2 for c, v in zip(counts, column, strict=True)) / members) ** 0.5
+    se = sd / members**0.5
+    dist = bootstrap_means(counts, [column], resamples=4000, seed=members)[0]
+    centre = sum(dist) / len(dist)
+    spread = (sum((x - centre) ** 2 for x in dist) / (len(dist) - 1)) ** 0.5
+    assert centre == pytest.approx(mean, abs=0.1 * se)
+    assert spread == pytest.approx(se, rel=0.05)
+    assert dist[round(0.025 * 3999)] == pytest.approx(mean - 1.96 * se, abs=0.15 * se)
+    assert dist[round(0.975 * 3999)] == pytest.approx(mean + 1.96 * se, abs=0.15 * se)
 
 
 @pytest.mark.parametrize(

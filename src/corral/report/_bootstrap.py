@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from math import floor, lgamma, log, pi, sqrt, tan
+from math import floor, fsum, lgamma, log, pi, sqrt, tan
 from operator import mul
 from statistics import NormalDist
 
@@ -122,9 +122,20 @@ def bootstrap_means(
             drawn = multinomial(rng, total, counts)
         for q, values in enumerate(columns):
             out[q].append(sum(map(mul, drawn, values)) / total)
-    for dist in out:
-        dist.sort()
+    for dist, values in zip(out, columns, strict=True):
+        # A mean of equal values can round past them (3 x 0.2 / 3 > 0.2): keep every
+        # resampled mean within the values, so an interval never shows 1.0000000000000002.
+        present = [v for v, count in zip(values, counts, strict=True) if count]
+        low, high = min(present), max(present)
+        dist[:] = sorted(low if x < low else high if x > high else x for x in dist)
     return out
+
+
+def weighted_mean(counts: Sequence[int], values: Sequence[float]) -> float:
+    """The mean of ``counts[j]`` copies of each ``values[j]``, within the values present."""
+    present = [v for v, count in zip(values, counts, strict=True) if count]
+    mean = fsum(c * v for c, v in zip(counts, values, strict=True)) / sum(counts)
+    return min(max(mean, min(present)), max(present))
 
 
 def percentile_interval(

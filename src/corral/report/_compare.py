@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from math import fsum
 from typing import Any
 
 from .._errors import ConfigError
-from ._bootstrap import RESAMPLES, SEED, bootstrap_means, grouped, percentile_interval
+from ._bootstrap import (
+    RESAMPLES,
+    SEED,
+    bootstrap_means,
+    grouped,
+    percentile_interval,
+    weighted_mean,
+)
 from ._model import BenchmarkReport, TaskReport
 from ._passk import pass_at_k
 from ._scores import Estimate, interval_info
@@ -143,7 +149,7 @@ def compare(
     for counter in values:
         counts, columns = grouped(counter)
         dist = bootstrap_means(counts, columns, resamples=resamples, seed=seed)[0]
-        mean = fsum(c * v for c, v in zip(counts, columns[0], strict=True)) / total
+        mean = weighted_mean(counts, columns[0])
         estimates.append(Estimate(mean, *percentile_interval(dist, mean, total)))
     return Comparison(
         benchmark_a=report_a.benchmark_id,

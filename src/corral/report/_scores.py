@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from math import fsum
 from typing import Any
 
 from ._bootstrap import (
@@ -15,6 +14,7 @@ from ._bootstrap import (
     bootstrap_means,
     grouped,
     percentile_interval,
+    weighted_mean,
 )
 from ._passk import pass_at_k, pass_hat_k
 
@@ -98,7 +98,7 @@ def task_scores(
         for i, k in enumerate(ks):
             tasks[k] = total
             for q, out in ((2 * i, at), (2 * i + 1, hat)):
-                mean = fsum(w * v for w, v in zip(weights, columns[q], strict=True)) / total
+                mean = weighted_mean(weights, columns[q])
                 out[k] = Estimate(mean, *percentile_interval(dists[q], mean, total))
     order = [k for k in k_values if k in tasks]
     return Scores(
