@@ -14,13 +14,21 @@ from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
 
+#: Titles say what pass^k is; pass^1 is pass@1, so tables show pass^k from k = 2.
+PASS_HAT = "pass^k: all k pass"
+
+
+def hat_ks(report: BenchmarkReport) -> list[int]:
+    """The k of the pass^k columns: the report's, but 1 (pass^1 is pass@1)."""
+    return [k for k in report.k_values if k > 1]
+
 
 def report_table(report: BenchmarkReport) -> Table:
     """One row per task (task, model, env, passed/n, pass@k..., pass^k...), then the mean."""
-    ks = report.k_values
+    ks, hats = report.k_values, hat_ks(report)
     table = Table(
-        title=f"{report.benchmark_id}: pass@k over {report.trials_per_task} trials per task "
-        "(pass^k: all k pass)",
+        title=f"{report.benchmark_id}: pass@k over {report.trials_per_task} trials per task"
+        + (f" ({PASS_HAT})" if hats else ""),
         title_justify="left",
         caption="* added by dependency closure" if report.added_by_dependencies else None,
         caption_justify="left",
@@ -31,7 +39,7 @@ def report_table(report: BenchmarkReport) -> Table:
     table.add_column("passed", justify="right")
     for k in ks:
         table.add_column(f"pass@{k}", justify="right")
-    for k in ks:
+    for k in hats:
         table.add_column(f"pass^{k}", justify="right")
     passed = trials = 0
     for task_id, task in report.tasks.items():
@@ -44,7 +52,7 @@ def report_table(report: BenchmarkReport) -> Table:
             task.environment_id,
             f"{task.passed}/{n}",
             *(_score(task.pass_at_k.get(k)) for k in ks),
-            *(_score(task.pass_hat_k.get(k)) for k in ks),
+            *(_score(task.pass_hat_k.get(k)) for k in hats),
         )
     table.add_section()
     table.add_row(
@@ -53,7 +61,7 @@ def report_table(report: BenchmarkReport) -> Table:
         "",
         f"{passed}/{trials}",
         *(Text(_score(report.pass_at_k.get(k)), style="bold") for k in ks),
-        *(Text(_score(report.pass_hat_k.get(k)), style="bold") for k in ks),
+        *(Text(_score(report.pass_hat_k.get(k)), style="bold") for k in hats),
     )
     return table
 
@@ -73,9 +81,9 @@ def scores_table(report: BenchmarkReport) -> Table | None:
     table.add_column("")
     for name, scores in columns:
         counted = max(scores.tasks.values(), default=0)
-        table.add_column(f"{name} ({counted:,} tasks)", justify="right", no_wrap=True)
-    for metric in ("pass@", "pass^"):
-        for k in report.k_values:
+        table.add_column(Text(f"{name} ({counted:,} tasks)"), justify="right", no_wrap=True)
+    for metric, ks in (("pass@", report.k_values), ("pass^", hat_ks(report))):
+        for k in ks:
             table.add_row(
                 f"{metric}{k}",
                 *(
@@ -129,15 +137,16 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
 
 def models_table(report: BenchmarkReport) -> Table | None:
     """For a several-models run: one row per task, each model's passed/n, pass@k and
-    pass^k side by side; tasks the dependency closure added are marked ``*``, as in
+    pass^k at the largest k side by side (every pass^k of each model is in `scores_table`
+    and the JSON); tasks the dependency closure added are marked ``*``, as in
     `report_table`."""
     models = list(report.by_model)
     suffixes = tuple(f"@{m}" for m in models)
     if len(models) < 2 or not all(t.endswith(suffixes) for t in report.tasks):
         return None
-    ks = report.k_values
+    ks, hats = report.k_values, hat_ks(report)[-1:]
     table = Table(
-        title="pass@k by model (pass^k: all k pass)",
+        title="pass@k by model" + (f" ({PASS_HAT})" if hats else ""),
         title_justify="left",
         caption="* added by dependency closure" if report.added_by_dependencies else None,
         caption_justify="left",
@@ -147,7 +156,7 @@ def models_table(report: BenchmarkReport) -> Table | None:
         table.add_column(f"{model}\npassed", justify="right")
         for k in ks:
             table.add_column(f"{model}\npass@{k}", justify="right")
-        for k in ks:
+        for k in hats:
             table.add_column(f"{model}\npass^{k}", justify="right")
     rows: dict[str, dict[str, TaskReport]] = {}
     for task_id, task in report.tasks.items():
@@ -159,13 +168,13 @@ def models_table(report: BenchmarkReport) -> Table | None:
         for m in models:
             one = by.get(m)
             if one is None:
-                cells += ["-"] * (1 + 2 * len(ks))
+                cells += ["-"] * (1 + len(ks) + len(hats))
                 continue
             totals[m][0] += one.passed
             totals[m][1] += len(one.trials)
             cells.append(f"{one.passed}/{len(one.trials)}")
             cells += [_score(one.pass_at_k.get(k)) for k in ks]
-            cells += [_score(one.pass_hat_k.get(k)) for k in ks]
+            cells += [_score(one.pass_hat_k.get(k)) for k in hats]
         added = any(t.added_by_dependencies for t in by.values())
         table.add_row(base + (" *" if added else ""), *cells)
     table.add_section()
@@ -174,7 +183,7 @@ def models_table(report: BenchmarkReport) -> Table | None:
         means.append(f"{totals[m][0]}/{totals[m][1]}")
         means += [Text(_score(report.by_model[m].get(k)), style="bold") for k in ks]
         hat = report.scores_by_model[m].pass_hat_k
-        means += [Text(_score(hat[k].value if k in hat else None), style="bold") for k in ks]
+        means += [Text(_score(hat[k].value if k in hat else None), style="bold") for k in hats]
     table.add_row(Text(f"mean of {len(rows)} tasks", style="bold"), *means)
     return table
 
