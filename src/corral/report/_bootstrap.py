@@ -51,10 +51,7 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
     a = -0.0873 + 0.0248 * b + 0.01 * p
     c = n * p + 0.5
     vr = 0.92 - 4.2 / b
-    alpha = (2.83 + 5.1 / b) * spq
-    lpq = log(p / (1.0 - p))
-    m = floor((n + 1) * p)  # the mode
-    h = lgamma(m + 1) + lgamma(n - m + 1)
+    setup = False
     while True:
         u = rng.random() - 0.5
         us = 0.5 - abs(u)
@@ -64,6 +61,12 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
         v = rng.random()
         if us >= 0.07 and v <= vr:  # the squeeze: most draws end here
             return k
+        if not setup:  # the exact test's constants, needed for few draws
+            alpha = (2.83 + 5.1 / b) * spq
+            lpq = log(p / (1.0 - p))
+            m = floor((n + 1) * p)  # the mode
+            h = lgamma(m + 1) + lgamma(n - m + 1)
+            setup = True
         v *= alpha / (a / (us * us) + b)
         if v > 0.0 and log(v) <= h - lgamma(k + 1) - lgamma(n - k + 1) + (k - m) * lpq:
             return k

@@ -11,7 +11,7 @@ from ..store._protocol import TrialSummary
 from ._errors import ErrorGroups
 from ._model import BenchmarkReport, TaskReport
 from ._passk import pass_at_k, pass_hat_k
-from ._scores import Estimate, Scores, task_scores
+from ._scores import task_means
 
 
 def is_finished(summary: TrialSummary) -> bool:
@@ -64,6 +64,7 @@ def build_report(
         records = records_from(summaries)
     added = set(added)
     tasks: dict[str, TaskReport] = {}
+    outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
     counts = {str(status): 0 for status in TrialStatus}
     usage = Usage()
     # One pair of floats per distinct (n, passed, k), not one per task.
@@ -86,6 +87,7 @@ def build_report(
             if t.finished_at is not None and t.finished_at > last:
                 last = t.finished_at
         n = len(trials)
+        outcomes[task_id] = (n, passed)
         at, hat = {}, {}
         for k in k_values:
             if k <= n:
@@ -103,10 +105,15 @@ def build_report(
             model=model,
             environment_id=environment_id,
         )
-    scores = _scores(tasks.values(), k_values)
+    # Means over the tasks with at least k finished trials: every task of a finished
+    # run; in an interrupted one, a task with fewer has no pass@k yet and is left out
+    # rather than counted 0.
+    mean_at, mean_hat = task_means(outcomes.values(), k_values)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
-    scores_by_model = {
-        model: _scores([t for t in tasks.values() if t.model == model], k_values)
+    by_model = {
+        model: task_means(
+            [outcomes[t.task_id] for t in tasks.values() if t.model == model], k_values
+        )
         for model in models
     }
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
@@ -119,9 +126,8 @@ def build_report(
     return BenchmarkReport(
         benchmark_id=benchmark_id,
         tasks=tasks,
-        pass_at_k=_values(scores.pass_at_k),
-        pass_hat_k=_values(scores.pass_hat_k),
-        scores=scores,
+        pass_at_k=mean_at,
+        pass_hat_k=mean_hat,
         counts=counts,
         usage=usage,
         trials_per_task=trials_per_task,
@@ -130,8 +136,8 @@ def build_report(
         finished_at=finished_at,
         resumed=resumed,
         timings=dict(timings or {}),
-        by_model={model: _values(s.pass_at_k) for model, s in scores_by_model.items()},
-        scores_by_model=scores_by_model,
+        by_model={model: at for model, (at, _) in by_model.items()},
+        by_model_pass_hat_k={model: hat for model, (_, hat) in by_model.items()},
         stopped=stopped,
         errors=errors.groups(),
         evaluation_errors=evaluation_errors.groups(),
@@ -156,16 +162,3 @@ def _trials(
     if isinstance(records, TrialTable):
         return records.trials(task_id)
     return [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
-
-
-def _scores(tasks: Iterable[TaskReport], k_values: Sequence[int]) -> Scores:
-    """Means over the tasks that have at least k finished trials, with their intervals.
-
-    In a finished run that is every task; in an interrupted one, a task with
-    fewer than k trials has no pass@k yet and is left out rather than counted 0.
-    """
-    return task_scores(((len(t.trials), t.passed) for t in tasks), k_values)
-
-
-def _values(estimates: Mapping[int, Estimate]) -> dict[int, float]:
-    return {k: e.value for k, e in estimates.items()}

@@ -8,7 +8,7 @@ from typing import IO, Any
 
 from .._types import TrialRecord, Usage
 from ._errors import ErrorGroup
-from ._scores import Scores, interval_info
+from ._scores import Scores, interval_info, task_scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,8 @@ class TaskReport:
 class BenchmarkReport:
     """What a run produced. ``pass_at_k`` and ``pass_hat_k`` are means over every task
     in the run; ``scores`` gives them again with their 95% confidence intervals, and
-    ``scores_by_model`` per model.
+    ``scores_by_model`` per model (both computed on first use: a bootstrap, about
+    0.04 s each whatever the number of tasks).
 
     ``started_at`` and ``finished_at`` span the recorded work: the first commit of a
     finished trial and the last terminal or evaluation commit, over every run of this
@@ -83,10 +84,34 @@ class BenchmarkReport:
     evaluation_errors: tuple[ErrorGroup, ...] = ()
     #: pass^k (all k trials pass), mean over tasks, beside ``pass_at_k``.
     pass_hat_k: dict[int, float] = field(default_factory=dict)
-    #: pass@k and pass^k over every task, each with its 95% interval.
-    scores: Scores = field(default_factory=lambda: Scores({}, {}, {}))
-    #: The same per model (tasks whose ``model`` is that model), for every model in the run.
-    scores_by_model: dict[str, Scores] = field(default_factory=dict)
+    #: pass^k per model, beside ``by_model``.
+    by_model_pass_hat_k: dict[str, dict[int, float]] = field(default_factory=dict)
+    # What `scores` and `scores_by_model` computed, so each bootstrap runs once.
+    _intervals: dict[str | None, Scores] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    @property
+    def scores(self) -> Scores:
+        """pass@k and pass^k over every task, each with its 95% interval."""
+        return self._scores_of(None)
+
+    @property
+    def scores_by_model(self) -> dict[str, Scores]:
+        """The same per model (tasks whose ``model`` is that model), for every model in
+        the run, in ``by_model``'s order."""
+        return {model: self._scores_of(model) for model in self.by_model}
+
+    def _scores_of(self, model: str | None) -> Scores:
+        scores = self._intervals.get(model)
+        if scores is None:
+            outcomes = [
+                (len(t.trials), t.passed)
+                for t in self.tasks.values()
+                if model is None or t.model == model
+            ]
+            scores = self._intervals[model] = task_scores(outcomes, self.k_values)
+        return scores
 
     @property
     def wall_seconds(self) -> float:
@@ -129,6 +154,10 @@ class BenchmarkReport:
             "pass_hat_k": {str(k): v for k, v in self.pass_hat_k.items()},
             "scores": self.scores.to_dict(),
             "scores_by_model": {m: s.to_dict() for m, s in self.scores_by_model.items()},
+            "by_model_pass_hat_k": {
+                model: {str(k): v for k, v in ks.items()}
+                for model, ks in self.by_model_pass_hat_k.items()
+            },
             "interval": interval_info(),
             "counts": dict(self.counts),
             "usage": self.usage.to_dict(),

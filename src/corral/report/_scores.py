@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,26 +75,14 @@ def task_scores(
     """`Scores` of tasks given as (finished trials, passed trials), one pair per task.
 
     A k no task has k trials for is left out. Cost: one bootstrap per distinct set of
-    counted tasks (one in a finished run), each independent of the number of tasks.
+    counted tasks (one in a finished run), each about 0.04 s whatever the number of tasks.
     """
-    counts = Counter(outcomes)
     tasks: dict[int, int] = {}
     at: dict[int, Estimate] = {}
     hat: dict[int, Estimate] = {}
-    # ks counting the same tasks share one bootstrap: one draw serves every quantity.
-    by_population: dict[tuple[tuple[int, int], ...], list[int]] = {}
-    for k in k_values:
-        population = tuple(sorted(o for o in counts if o[0] >= k))
-        if population:
-            by_population.setdefault(population, []).append(k)
-    for population, ks in by_population.items():
-        values = {
-            tuple(f(n, c, k) for k in ks for f in (pass_at_k, pass_hat_k)) + (n, c): counts[(n, c)]
-            for n, c in population
-        }
-        weights, columns = grouped(values)
+    for ks, weights, columns in _groups(outcomes, k_values):
         total = sum(weights)
-        dists = bootstrap_means(weights, columns[: 2 * len(ks)], resamples=resamples, seed=seed)
+        dists = bootstrap_means(weights, columns, resamples=resamples, seed=seed)
         for i, k in enumerate(ks):
             tasks[k] = total
             for q, out in ((2 * i, at), (2 * i + 1, hat)):
@@ -106,3 +94,40 @@ def task_scores(
         pass_at_k={k: at[k] for k in order},
         pass_hat_k={k: hat[k] for k in order},
     )
+
+
+def task_means(
+    outcomes: Iterable[tuple[int, int]], k_values: Sequence[int]
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Mean pass@k and mean pass^k of tasks given as in `task_scores`, without
+    intervals: the ``value`` of each of its estimates, at no bootstrap's cost."""
+    at: dict[int, float] = {}
+    hat: dict[int, float] = {}
+    for ks, weights, columns in _groups(outcomes, k_values):
+        for i, k in enumerate(ks):
+            at[k] = weighted_mean(weights, columns[2 * i])
+            hat[k] = weighted_mean(weights, columns[2 * i + 1])
+    order = [k for k in k_values if k in at]
+    return {k: at[k] for k in order}, {k: hat[k] for k in order}
+
+
+def _groups(
+    outcomes: Iterable[tuple[int, int]], k_values: Sequence[int]
+) -> Iterator[tuple[list[int], list[int], list[list[float]]]]:
+    """(ks, weights, columns) for each set of counted tasks: the ks that count the same
+    tasks share one bootstrap (one draw serves every quantity). Columns 2i and 2i + 1
+    are pass@k and pass^k of ks[i] for each kind of task, weights how many of each."""
+    counts = Counter(outcomes)
+    by_population: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    for k in k_values:
+        population = tuple(sorted(o for o in counts if o[0] >= k))
+        if population:
+            by_population.setdefault(population, []).append(k)
+    for population, ks in by_population.items():
+        # (n, c) ends each key so that kinds with equal values stay apart.
+        values = {
+            tuple(f(n, c, k) for k in ks for f in (pass_at_k, pass_hat_k)) + (n, c): counts[(n, c)]
+            for n, c in population
+        }
+        weights, columns = grouped(values)
+        yield ks, weights, columns[: 2 * len(ks)]
