@@ -100,6 +100,8 @@ def test_every_mean_has_an_interval_around_it_per_model_too() -> None:
                 assert e.high > e.low or e.value in (0.0, 1.0)
     small, large = report.scores_by_model["small"], report.scores_by_model["large"]
     assert report.by_model["small"][1] == small.pass_at_k[1].value
+    assert report.by_model_pass_hat_k["large"][5] == large.pass_hat_k[5].value
+    assert report.scores is report.scores  # one bootstrap, on first use
     assert small.tasks[1] == large.tasks[1] == 30 and report.scores.tasks[1] == 60
     # The models are far apart: their pass@1 intervals do not overlap.
     assert small.pass_at_k[1].high < large.pass_at_k[1].low
