@@ -37,6 +37,10 @@ class Projection:
     evaluation: Commit | None = None
     #: Usage of the attempts before the latest ``reopen`` (their commits are not kept).
     earlier_usage: Usage = NO_USAGE
+    #: Usage since the latest ``reopen`` (what budgets count).
+    usage: Usage = NO_USAGE
+    #: Seconds of work the latest commit recorded (its ``worked``), since the latest reopen.
+    worked: float = 0.0
 
     @property
     def next_seq(self) -> int:
@@ -53,6 +57,10 @@ class Projection:
         self.commits.append(commit)
         payload = commit.payload
         kind = commit.kind
+        if commit.usage:
+            self.usage = self.usage + commit.usage
+        if kind != "reopen" and kind != "evaluation":
+            self.worked = payload.get("worked", self.worked)
         if kind == "setup":
             self.has_setup = True
             self.state = payload["state"]
@@ -84,9 +92,10 @@ class Projection:
             # A fresh attempt of a finished trial: it starts over from setup. The
             # history before the marker stays in the store, not in the session;
             # what it spent still counts.
-            for earlier in self.commits:
-                if earlier.usage:
-                    self.earlier_usage = self.earlier_usage + earlier.usage
+            if self.usage:
+                self.earlier_usage = self.earlier_usage + self.usage
+            self.usage = NO_USAGE
+            self.worked = 0.0
             self.commits = [commit]
             self.has_setup = False
             self.state = self.previous_trial = self.turn = None
