@@ -390,3 +390,23 @@ def test_cli_flags_set_budgets_and_show_prints_the_budget(tmp_path: Path) -> Non
     assert "token_limit 100: spent 126 tokens" in flat
     assert "cost_limit 3: spent cost 0" in flat
     assert "ended by token_limit" in flat
+
+
+async def test_the_live_display_shows_spend_against_budgets() -> None:
+    import io
+
+    from rich.console import Console
+
+    from corral.progress import ProgressDisplay
+
+    display = ProgressDisplay(Console(file=io.StringIO(), force_terminal=True, width=160))
+    tasks = {"t0": Meta("a", "e"), "t1": Meta("a", "e", cost_limit=0.3)}
+    run = runner(Spender(tokens=40, cost=0.25, turns=3), tasks=tasks)
+    await run.run("b", token_limit=100, run_cost_limit=50, observers=[display])
+    console = Console(file=io.StringIO(), width=160)
+    console.print(display.renderable())
+    frame = " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
+    assert "limit 2" in frame and "pass@1 so far 0.00 (0/2)" in frame
+    assert "run cost 1.25 of 50" in frame  # 0.75 (t0, 3 turns) + 0.5 (t1, 2 turns)
+    assert "token_limit 100 tokens per trial (ended 1)" in frame
+    assert "cost_limit ended 1" in frame  # t1's own budget

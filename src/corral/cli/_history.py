@@ -155,7 +155,13 @@ def _outcome(commits: list[Commit]) -> str:
         parts = [describe(terminal)]
         evaluation = _last(latest, "evaluation")
         if evaluation is not None:
-            parts.append(describe(evaluation))
+            verdict = describe(evaluation)
+            limited = (
+                isinstance(terminal.payload, dict) and terminal.payload.get("status") == "limit"
+            )
+            if limited and verdict.startswith("passed"):
+                verdict += " (over budget: never counts as passed)"
+            parts.append(verdict)
     reopened = sum(1 for c in commits if c.kind == "reopen")
     if reopened:
         parts.append(f"latest of {reopened + 1} attempts")
