@@ -7,7 +7,11 @@ Virtual time (trio's MockClock) makes working time exact: an agent that sleeps
 from __future__ import annotations
 
 import math
+import os
 import random
+import signal
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,7 @@ from corral.testing import FakeEnvironment, ScriptedAgent
 pytestmark = pytest.mark.anyio
 
 NO_BACKOFF = RetryPolicy(max_retries=0)
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 @pytest.fixture
@@ -410,3 +415,66 @@ async def test_the_live_display_shows_spend_against_budgets() -> None:
     assert "run cost 1.25 of 50" in frame  # 0.75 (t0, 3 turns) + 0.5 (t1, 2 turns)
     assert "token_limit 100 tokens per trial (ended 1)" in frame
     assert "cost_limit ended 1" in frame  # t1's own budget
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import anyio, corral
+
+    class Agent:
+        async def act(self, session):
+            if session.iteration == 2:
+                print("stalled", flush=True)
+                await anyio.sleep_forever()  # killed here
+            time.sleep(0.1)  # work the clock sees
+            session.record_usage(input_tokens=30)
+            return corral.Action("step", {})
+
+    class Env:
+        async def setup(self, session):
+            return None
+        async def execute(self, action, session):
+            return corral.ToolEffect("ok")
+        async def evaluate(self, trial):
+            return corral.Evaluation(1.0, True)
+
+    runner = corral.CorralRunner(
+        {"t": corral.BenchmarkTaskMetadata("a", "e")}, {"a": Agent()}, {"e": Env()},
+        store=sys.argv[1],
+    )
+    anyio.run(runner.run, "b")
+    """
+)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_spend_survives_kill_9(tmp_path: Path) -> None:
+    script, store = tmp_path / "child.py", tmp_path / "s.db"
+    script.write_text(CHILD)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+
+    def run_child_until_it_stalls() -> None:
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(store)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert child.stdout is not None
+        try:
+            assert child.stdout.readline().strip() == "stalled"
+            child.send_signal(signal.SIGKILL)
+        finally:
+            child.kill()
+            child.wait()
+
+    await anyio.to_thread.run_sync(run_child_until_it_stalls)
+    # Two turns (60 tokens, 0.2 s of work) were acknowledged before the kill: one more
+    # turn of 30 overruns 80, however much of the killed process's last step landed.
+    agent = Spender(tokens=30, turns=9)
+    report = await runner(agent, store=corral.SQLiteStore(store)).run("b", token_limit=80)
+    [trial] = report.tasks["t"].trials
+    assert (trial.status, trial.limit, trial.usage.input_tokens) == ("limit", "token_limit", 90)
+    assert agent.calls == 1
+    assert trial.working_time is not None and trial.working_time >= 0.2

@@ -197,11 +197,8 @@ class TrialRecord:
     def passed(self) -> bool:
         """Whether the trial counts as passed: its evaluation passed and it did not end
         ``limit`` (an over-budget trial is scored, but never counts as passed)."""
-        return (
-            self.evaluation is not None
-            and bool(self.evaluation.passed)
-            and self.status != TrialStatus.LIMIT
-        )
+        evaluation = self.evaluation
+        return evaluation is not None and bool(evaluation.passed) and self.status != "limit"
 
     def to_dict(self) -> dict[str, Any]:
         ev = self.evaluation

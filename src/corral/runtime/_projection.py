@@ -39,8 +39,6 @@ class Projection:
     earlier_usage: Usage = NO_USAGE
     #: Usage since the latest ``reopen`` (what budgets count).
     usage: Usage = NO_USAGE
-    #: Seconds of work the latest commit recorded (its ``worked``), since the latest reopen.
-    worked: float = 0.0
 
     @property
     def next_seq(self) -> int:
@@ -57,10 +55,9 @@ class Projection:
         self.commits.append(commit)
         payload = commit.payload
         kind = commit.kind
-        if commit.usage:
-            self.usage = self.usage + commit.usage
-        if kind != "reopen" and kind != "evaluation":
-            self.worked = payload.get("worked", self.worked)
+        usage = commit.usage
+        if usage is not NO_USAGE and usage:
+            self.usage = self.usage + usage
         if kind == "setup":
             self.has_setup = True
             self.state = payload["state"]
@@ -95,13 +92,21 @@ class Projection:
             if self.usage:
                 self.earlier_usage = self.earlier_usage + self.usage
             self.usage = NO_USAGE
-            self.worked = 0.0
             self.commits = [commit]
             self.has_setup = False
             self.state = self.previous_trial = self.turn = None
             self.steps = []
             self.iteration = 0
             self.terminal = self.evaluation = None
+
+    @property
+    def worked(self) -> float:
+        """Seconds of work the latest commit since the latest ``reopen`` recorded."""
+        for commit in reversed(self.commits):
+            payload = commit.payload
+            if isinstance(payload, dict) and "worked" in payload and commit.kind != "evaluation":
+                return float(payload["worked"])
+        return 0.0
 
     def _close_turn(self) -> None:
         """Apply a complete turn's effects: steps and states in declared order."""

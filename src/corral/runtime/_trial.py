@@ -111,6 +111,8 @@ class _Writer:
         self.projection = projection
         self.session = session
         self.clock = clock
+        #: The trial's budget, or None when it has none (checked once, not per step).
+        self.budget = plan.budget if plan.budget else None
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
@@ -132,11 +134,11 @@ class _Writer:
     def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
         worked = round(self.clock.spent, 6)
-        budget = self.plan.budget
+        budget = self.budget
         commits = []
         for kind, payload, usage in items:
             payload["worked"] = worked  # working time survives a crash with the commit
-            if budget and (kind == "setup" or kind == "terminal"):
+            if budget is not None and (kind == "setup" or kind == "terminal"):
                 payload["budget"] = budget.to_dict()  # what applied (`corral show`)
             commits.append(Commit(self.next_seq, kind, payload, now, usage))
             self.next_seq += 1
@@ -189,8 +191,8 @@ class _Writer:
     def over_budget(self, pending: Usage = NO_USAGE) -> bool:
         """If the trial's committed usage (plus ``pending``, not yet committed) or its
         working time overran its budget, stage its ``limit`` terminal and say so."""
-        budget = self.plan.budget
-        if not budget:
+        budget = self.budget
+        if budget is None:
             return False
         projection = self.projection
         exceeded = budget.exceeded(projection.usage + pending, self.clock.spent)
