@@ -185,8 +185,8 @@ async def test_working_time_excludes_retry_backoff_and_rate_limit_deferral() -> 
     start = trio.current_time()
     report = await run.run("b", working_time_limit=65)
     [trial] = report.tasks["t"].trials
-    # Six turns of 10 s were worked (two of them cut short by the failures), plus the
-    # backoff and the 1000 s deferral, which are not work.
+    # Six calls of 10 s were worked (two of them raised, and their turns were asked
+    # again), besides the backoff and the 1000 s deferral, which are not work.
     assert trio.current_time() - start == pytest.approx(60 + backoff + 1000)
     assert backoff > 5  # the backoff alone would otherwise have overrun the budget
     assert (trial.status, trial.attempts) == (TrialStatus.COMPLETED, 2)
@@ -218,8 +218,8 @@ async def test_resume_keeps_the_spend_recorded_before_a_cancelled_run() -> None:
     assert trio.current_time() - start == pytest.approx(5)  # 20 s were worked before
     assert trial.working_time == pytest.approx(25)
 
-    # A fresh benchmark id on the same store, token-limited: the resumed trial goes on
-    # from the 60 tokens its history holds, so one more turn overruns 80.
+    # Tokens alone, on a second store: the resumed trial goes on from the 60 tokens its
+    # history holds, so one more turn of 30 overruns 80.
     store2 = MemoryStore()
     with anyio.move_on_after(100):
         await runner(Stalls(tokens=30, turns=9), store=store2).run("b")
