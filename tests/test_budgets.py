@@ -153,6 +153,36 @@ async def test_working_time_limit_cuts_a_running_agent_at_its_deadline() -> None
     assert payload["spent"] == pytest.approx(25) and payload["limit_value"] == 25
 
 
+@pytest.mark.parametrize(
+    ("trial_timeout", "working_time_limit", "ended"),
+    [(15, 100, ("timeout", None)), (100, 15, ("limit", "working_time_limit"))],
+)
+async def test_whichever_of_trial_timeout_and_working_time_comes_first_ends_the_trial(
+    trial_timeout: float, working_time_limit: float, ended: tuple[str, str | None]
+) -> None:
+    run = corral.CorralRunner(
+        {"t": Meta("a", "e")},
+        {"a": Spender(seconds=10, turns=9)},
+        {"e": FakeEnvironment()},
+        store=MemoryStore(),
+        retry_policy=NO_BACKOFF,
+        trial_timeout=trial_timeout,
+    )
+    start = trio.current_time()
+    report = await run.run("b", working_time_limit=working_time_limit)
+    [trial] = report.tasks["t"].trials
+    assert (trial.status, trial.limit) == ended
+    assert trio.current_time() - start == pytest.approx(15)
+
+
+async def test_a_parent_that_ended_limit_leaves_its_child_unreachable() -> None:
+    tasks = {"parent": Meta("a", "e"), "child": Meta("a", "e", dependencies=("parent",))}
+    run = runner(Spender(tokens=40), tasks=tasks)
+    report = await run.run("b", token_limit=100)
+    assert report.tasks["parent"].trials[0].status == "limit"
+    assert report.tasks["child"].trials[0].status == "unreachable"
+
+
 async def test_working_time_excludes_waiting_for_a_slot() -> None:
     tasks = {"t0": Meta("a", "e"), "t1": Meta("a", "e")}
     run = runner(Spender(seconds=10, turns=2), tasks=tasks)
