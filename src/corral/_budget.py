@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConfigError
-from ._types import Usage
+from ._types import BenchmarkTaskMetadata, Usage
 
 #: The budgets a task's metadata or a run may set, in the order they are checked.
 BUDGET_NAMES = ("token_limit", "cost_limit", "working_time_limit")
@@ -53,18 +53,23 @@ class Budget:
         for name in BUDGET_NAMES:
             check_budget(name, getattr(self, name))
 
-    def __bool__(self) -> bool:
-        return any(getattr(self, name) is not None for name in BUDGET_NAMES)
+    def __bool__(self) -> bool:  # read once per trial: no loop
+        return (
+            self.token_limit is not None
+            or self.cost_limit is not None
+            or self.working_time_limit is not None
+        )
 
-    def under(self, overrides: object) -> Budget:
-        """This (run-wide) budget with each limit ``overrides`` (a task's metadata) sets."""
-        if all(getattr(overrides, name, None) is None for name in BUDGET_NAMES):
+    def under(self, task: BenchmarkTaskMetadata) -> Budget:
+        """This (run-wide) budget with each limit ``task`` (a task's metadata) sets."""
+        tokens, cost, seconds = task.token_limit, task.cost_limit, task.working_time_limit
+        if tokens is None and cost is None and seconds is None:
             return self  # the common case: no object per trial
-        fields = {}
-        for name in BUDGET_NAMES:
-            own = getattr(overrides, name, None)
-            fields[name] = getattr(self, name) if own is None else own
-        return Budget(**fields)
+        return Budget(
+            self.token_limit if tokens is None else tokens,
+            self.cost_limit if cost is None else cost,
+            self.working_time_limit if seconds is None else seconds,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The limits that are set, by name."""
