@@ -10,7 +10,6 @@ deferral) goes on from what it had already spent.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,13 +94,6 @@ class Budget:
 NO_BUDGET = Budget()
 
 
-def budget_of(mapping: Mapping[str, Any] | None) -> Budget:
-    """The budget a terminal or setup payload recorded (``{}``/None: none)."""
-    if not mapping:
-        return NO_BUDGET
-    return Budget(**{n: mapping.get(n) for n in BUDGET_NAMES})
-
-
 @dataclass(frozen=True, slots=True)
 class Exceeded:
     """Which budget a trial overran, what it spent and what it was allowed."""
@@ -113,9 +105,15 @@ class Exceeded:
     def fields(self) -> dict[str, Any]:
         """What the terminal commit records besides its status."""
         unit = {"token_limit": " tokens", "working_time_limit": " s"}.get(self.name, "")
+        spent, limit = _shown(self.spent), _shown(self.limit)
         return {
             "limit": self.name,
             "spent": self.spent,
             "limit_value": self.limit,
-            "error": f"{self.name} exceeded: spent {self.spent}{unit} of {self.limit}{unit}",
+            "error": f"{self.name} exceeded: spent {spent}{unit} of {limit}{unit}",
         }
+
+
+def _shown(value: float) -> str:
+    """A figure for a message: integers whole, other numbers to 6 significant digits."""
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
