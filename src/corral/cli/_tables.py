@@ -125,6 +125,9 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
             + (f" · ${usage.cost:.4f}" if usage.cost else ""),
         )
+    budgets = budget_line(report)
+    if budgets:
+        grid.add_row("budgets", budgets)
     # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
     time = f"{report.wall_seconds:.1f} s wall, first to last commit"
     if report.resumed:
@@ -133,6 +136,22 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid
+
+
+def budget_line(report: BenchmarkReport) -> str:
+    """Spend against budgets: each run-wide budget with the trials it ended, budgets of
+    tasks' own that ended trials, and the working time of the finished trials."""
+    budgets, limited = report.budgets, report.limited
+    parts = []
+    for name, limit in budgets.items():
+        if name == "run_cost_limit":
+            parts.append(f"run_cost_limit {limit:g} (these trials cost {report.usage.cost:.4g})")
+        else:
+            parts.append(f"{name} {limit:g} per trial: ended {limited.get(name, 0)}")
+    parts += [f"{name}: ended {n}" for name, n in sorted(limited.items()) if name not in budgets]
+    if parts and report.working_seconds:
+        parts.append(f"{report.working_seconds:.1f} s worked")
+    return " · ".join(parts)
 
 
 def models_table(report: BenchmarkReport) -> Table | None:

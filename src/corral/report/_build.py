@@ -49,6 +49,7 @@ def build_report(
     resumed: int = 0,
     timings: Mapping[str, float] | None = None,
     stopped: str | None = None,
+    budgets: Mapping[str, float] | None = None,
 ) -> BenchmarkReport:
     """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it.
 
@@ -71,6 +72,8 @@ def build_report(
     estimates: dict[tuple[int, int, int], tuple[float, float]] = {}
     errors, evaluation_errors = ErrorGroups(), ErrorGroups()
     first, last = float("inf"), float("-inf")
+    limited: dict[str, int] = {}
+    working = 0.0
     for task_id, model, environment_id in _task_meta(config, metadata):
         trials = _trials(records, task_id, trials_per_task)
         passed = sum(1 for t in trials if t.passed)
@@ -78,10 +81,14 @@ def build_report(
             counts[str(t.status)] += 1
             if t.usage:
                 usage = usage + t.usage
+            if t.working_time:
+                working += t.working_time
             if t.status == TrialStatus.ERROR:
                 errors.add(task_id, t.trial, str(t.error))
             elif t.evaluation_error is not None:
                 evaluation_errors.add(task_id, t.trial, t.evaluation_error)
+            if t.limit is not None:
+                limited[t.limit] = limited.get(t.limit, 0) + 1
             if t.started_at is not None and t.started_at < first:
                 first = t.started_at
             if t.finished_at is not None and t.finished_at > last:
@@ -141,6 +148,9 @@ def build_report(
         stopped=stopped,
         errors=errors.groups(),
         evaluation_errors=evaluation_errors.groups(),
+        budgets=dict(budgets or {}),
+        limited=limited,
+        working_seconds=working,
     )
 
 

@@ -82,6 +82,13 @@ class BenchmarkReport:
     errors: tuple[ErrorGroup, ...] = ()
     #: Trials whose scorer failed (``TrialRecord.evaluation_error``), grouped the same way.
     evaluation_errors: tuple[ErrorGroup, ...] = ()
+    #: The run-wide budgets of the run that made this report (``token_limit``,
+    #: ``cost_limit``, ``working_time_limit``, ``run_cost_limit``), by name.
+    budgets: dict[str, float] = field(default_factory=dict)
+    #: Trials that ended ``limit``, by the budget that ended them.
+    limited: dict[str, int] = field(default_factory=dict)
+    #: Seconds the finished trials spent working (as their terminal commits recorded).
+    working_seconds: float = 0.0
     #: pass^k (all k trials pass), mean over tasks, beside ``pass_at_k``.
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     #: pass^k per model, beside ``by_model``.
@@ -176,6 +183,9 @@ class BenchmarkReport:
             "stopped": self.stopped,
             "errors": [g.to_dict() for g in self.errors],
             "evaluation_errors": [g.to_dict() for g in self.evaluation_errors],
+            "budgets": dict(self.budgets),
+            "limited": dict(self.limited),
+            "working_seconds": self.working_seconds,
         }
         if tasks:
             out["tasks"] = {task_id: task.to_dict() for task_id, task in self.tasks.items()}
