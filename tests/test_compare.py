@@ -69,6 +69,18 @@ def test_k_is_any_k_up_to_the_trials_whatever_the_reports_were_built_with() -> N
     assert data["interval"]["confidence"] == 0.95
 
 
+def test_pass_hat_k_compares_how_reliably_each_side_passes() -> None:
+    result = compare(hand_made_report("a", A), hand_made_report("b", B), k=2, metric="pass^k")
+    # pass^2 of 4 trials with c passing is C(c, 2)/6.
+    a = [1 / 6, 1.0, 0.0, 0.0]
+    b = [0.5, 1 / 6, 0.0, 1.0]
+    assert result.metric == "pass^2" and result.to_dict()["metric"] == "pass^2"
+    assert result.a.value == pytest.approx(sum(a) / 4)
+    assert result.difference.value == pytest.approx((sum(b) - sum(a)) / 4)
+    assert result.improved == ("t1", "t4") and result.regressed == ("t2",)
+    assert result.tied == ("t3",)
+
+
 def test_a_report_against_itself_differs_by_exactly_nothing() -> None:
     report = hand_made_report("a", A)
     result = compare(report, report)
@@ -149,6 +161,7 @@ def test_tasks_with_fewer_than_k_trials_on_a_side_are_left_out_and_named() -> No
         ({"model": "nope"}, r"has no task on model 'nope' \(its models: none\)"),
         ({"model": "x", "models": ("x", "y")}, r"model or models, not both"),
         ({"models": ("x",)}, r"two model names"),
+        ({"metric": "pass@all"}, r"metric must be one of pass@k, pass\^k, not 'pass@all'"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> None:
@@ -232,6 +245,11 @@ def test_cli_compares_two_benchmarks_whole_or_one_model(store: Path) -> None:
     a = [at2[c] for c in (0, 1, 2, 3, 4, 4)]
     b = [at2[c] for c in (1, 2, 3, 4, 4, 4)]
     assert one["difference"]["value"] == pytest.approx((sum(b) - sum(a)) / 6)
+    args = ("compare", "base", "better", "--model", "small", "-k", "4", "--metric", "pass^k")
+    out = " ".join(_cli(*args, "--store", store).output.split())
+    # pass^4: all four pass, on t4 and t5 in base (t3 too in better).
+    assert "pass^4: B against A on 6 shared tasks" in out
+    assert "0.33 [" in out and "0.50 [" in out and "improved 1: t3" in out
 
 
 def test_cli_report_shows_pass_hat_k_and_the_intervals(store: Path) -> None:

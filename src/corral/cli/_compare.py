@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .._errors import ConfigError
 from ..report import BenchmarkReport, Comparison, compare
+from ..report._compare import METRICS
 from ..store import CommitStore
 from ._execute import make_console
 from ._inspect import rebuild_report, with_store
@@ -34,7 +35,14 @@ LISTED = 10
     help="MODEL_A's tasks in BENCHMARK_A against MODEL_B's in BENCHMARK_B (or in "
     "BENCHMARK_A again when BENCHMARK_B is left out).",
 )
-@click.option("-k", "--k", "k", type=int, default=1, show_default=True, help="k of pass@k.")
+@click.option("-k", "--k", "k", type=int, default=1, show_default=True, help="The k of the metric.")
+@click.option(
+    "--metric",
+    type=click.Choice(METRICS),
+    default="pass@k",
+    show_default=True,
+    help="pass@k (at least one of k trials passes) or pass^k (all k pass).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_command(
     benchmark_a: str,
@@ -43,9 +51,10 @@ def compare_command(
     model: str | None,
     models: tuple[str, str] | None,
     k: int,
+    metric: str,
     as_json: bool,
 ) -> None:
-    """Compare pass@k of BENCHMARK_B against BENCHMARK_A on the tasks both ran.
+    """Compare pass@k (or pass^k) of BENCHMARK_B against BENCHMARK_A on the tasks both ran.
 
     Prints each side's mean over the shared tasks, the difference B - A with its
     95% paired-bootstrap interval, and the tasks B improved, regressed or tied
@@ -66,7 +75,7 @@ def compare_command(
     async def job(opened: CommitStore) -> Comparison:
         report_a = await _report(opened, benchmark_a)
         report_b = report_a if other == benchmark_a else await _report(opened, other)
-        return compare(report_a, report_b, k=k, model=model, models=models)
+        return compare(report_a, report_b, k=k, metric=metric, model=model, models=models)
 
     result = with_store(store, job)
     if as_json:
@@ -87,7 +96,7 @@ def _name(benchmark_id: str, model: str | None) -> str:
 
 def render_comparison(c: Comparison) -> RenderableType:
     a, b = _name(c.benchmark_a, c.model_a), _name(c.benchmark_b, c.model_b)
-    metric = f"pass@{c.k}"
+    metric = c.metric
     table = Table(
         title=f"{metric}: B against A on {len(c.shared):,} shared tasks",
         title_justify="left",

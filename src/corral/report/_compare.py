@@ -16,20 +16,24 @@ from ._bootstrap import (
     weighted_mean,
 )
 from ._model import BenchmarkReport, TaskReport
-from ._passk import pass_at_k
+from ._passk import pass_at_k, pass_hat_k
 from ._scores import Estimate, interval_info
+
+#: What `compare` can compare.
+METRICS = ("pass@k", "pass^k")
 
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Side b against side a on the tasks both ran: a is the baseline, b the candidate.
 
-    ``difference`` is b's mean pass@k minus a's over the ``shared`` tasks (positive:
-    b does better), with a 95% paired-bootstrap interval (tasks resampled together
-    on both sides, so differences between tasks cancel out). ``a`` and ``b`` are
-    each side's mean over those same tasks. A task is ``improved`` when b's
-    pass@k on it is higher than a's, ``regressed`` when lower, else ``tied``.
-    Tasks are named as in a (without the ``@model`` suffix when a model is chosen).
+    ``difference`` is b's mean pass@k (or pass^k when ``hat``) minus a's over the
+    ``shared`` tasks (positive: b does better), with a 95% paired-bootstrap interval
+    (tasks resampled together on both sides, so differences between tasks cancel
+    out). ``a`` and ``b`` are each side's mean over those same tasks. A task is
+    ``improved`` when b's value on it is higher than a's, ``regressed`` when lower,
+    else ``tied``. Tasks are named as in a (without the ``@model`` suffix when a
+    model is chosen).
     """
 
     benchmark_a: str
@@ -51,6 +55,13 @@ class Comparison:
     only_b: tuple[str, ...] = ()
     #: Tasks both have but left out: fewer than k finished trials on a side.
     incomplete: tuple[str, ...] = ()
+    #: True when the compared metric is pass^k (all k trials pass), not pass@k.
+    hat: bool = False
+
+    @property
+    def metric(self) -> str:
+        """``"pass@1"``, ``"pass^4"``...: what is compared."""
+        return f"pass{'^' if self.hat else '@'}{self.k}"
 
     @property
     def significant(self) -> bool:
@@ -64,7 +75,7 @@ class Comparison:
             "model_a": self.model_a,
             "model_b": self.model_b,
             "k": self.k,
-            "metric": f"pass@{self.k}",
+            "metric": self.metric,
             "shared": len(self.shared),
             "a": self.a.to_dict(),
             "b": self.b.to_dict(),
@@ -85,19 +96,21 @@ def compare(
     report_b: BenchmarkReport,
     *,
     k: int = 1,
+    metric: str = "pass@k",
     model: str | None = None,
     models: tuple[str, str] | None = None,
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> Comparison:
-    """Compare pass@k of ``report_b`` against ``report_a`` on the tasks they share.
+    """Compare pass@k (``metric="pass^k"``: pass^k) of ``report_b`` against
+    ``report_a`` on the tasks they share.
 
     ``model`` restricts both sides to that model's tasks; ``models=(m_a, m_b)``
     compares model m_a's tasks in a with model m_b's in b, so
     ``compare(report, report, models=("small", "large"))`` compares two models of
     one several-models run task by task. pass@k is computed from each task's
-    trials, for any k up to both reports' trials per task. A `ConfigError` names
-    a bad k, an unknown model, or reports that share no task.
+    trials, for any k up to both reports' trials per task (pass^k likewise). A `ConfigError` names
+    a bad k or metric, an unknown model, or reports that share no task.
     """
     if model is not None and models is not None:
         raise ConfigError("give model or models, not both")
@@ -115,6 +128,10 @@ def compare(
                 f"k = {k!r} is outside 1..{report.trials_per_task} "
                 f"(trials_per_task of {report.benchmark_id!r})"
             )
+    if metric not in METRICS:
+        raise ConfigError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+    hat = metric == "pass^k"
+    estimator = pass_hat_k if hat else pass_at_k
     tasks_a = _keyed(report_a, model_a)
     tasks_b = _keyed(report_b, model_b)
     # Each estimate bootstraps over its own distinct values: fewer kinds than the
@@ -132,8 +149,8 @@ def compare(
         if len(task_a.trials) < k or len(task_b.trials) < k:
             incomplete.append(key)
             continue
-        va = pass_at_k(len(task_a.trials), task_a.passed, k)
-        vb = pass_at_k(len(task_b.trials), task_b.passed, k)
+        va = estimator(len(task_a.trials), task_a.passed, k)
+        vb = estimator(len(task_b.trials), task_b.passed, k)
         for counter, value in zip(values, (va, vb, vb - va), strict=True):
             counter[(value,)] += 1
         shared.append(key)
@@ -167,6 +184,7 @@ def compare(
         only_a=tuple(key for key in tasks_a if key not in tasks_b),
         only_b=tuple(key for key in tasks_b if key not in tasks_a),
         incomplete=tuple(incomplete),
+        hat=hat,
     )
 
 
