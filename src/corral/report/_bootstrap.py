@@ -1,4 +1,4 @@
-"""Percentile bootstrap of means over tasks, deterministic and independent of the task count.
+"""Bootstrap intervals of means over tasks: deterministic, fast whatever the task count.
 
 Resampling N tasks with replacement is a multinomial draw over the distinct task
 outcomes (a task's pass@k and pass^k depend only on its trial count and passes),
@@ -68,7 +68,8 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
             h = lgamma(m + 1) + lgamma(n - m + 1)
             setup = True
         v *= alpha / (a / (us * us) + b)
-        if v > 0.0 and log(v) <= h - lgamma(k + 1) - lgamma(n - k + 1) + (k - m) * lpq:
+        # log(0) would be -inf: below any bound, so accepted.
+        if v <= 0.0 or log(v) <= h - lgamma(k + 1) - lgamma(n - k + 1) + (k - m) * lpq:
             return k
 
 
@@ -126,19 +127,24 @@ def bootstrap_means(
         for q, values in enumerate(columns):
             out[q].append(sum(map(mul, drawn, values)) / total)
     for dist, values in zip(out, columns, strict=True):
-        # A mean of equal values can round past them (3 x 0.2 / 3 > 0.2): keep every
-        # resampled mean within the values, so an interval never shows 1.0000000000000002.
-        present = [v for v, count in zip(values, counts, strict=True) if count]
-        low, high = min(present), max(present)
+        low, high = _span(counts, values)
         dist[:] = sorted(low if x < low else high if x > high else x for x in dist)
     return out
 
 
 def weighted_mean(counts: Sequence[int], values: Sequence[float]) -> float:
     """The mean of ``counts[j]`` copies of each ``values[j]``, within the values present."""
-    present = [v for v, count in zip(values, counts, strict=True) if count]
     mean = fsum(c * v for c, v in zip(counts, values, strict=True)) / sum(counts)
-    return min(max(mean, min(present)), max(present))
+    low, high = _span(counts, values)
+    return min(max(mean, low), high)
+
+
+def _span(counts: Sequence[int], values: Sequence[float]) -> tuple[float, float]:
+    """The smallest and largest value present. A mean of equal values can round past
+    them (3 x 0.2 / 3 > 0.2); means are kept within, so that an interval never shows
+    1.0000000000000002."""
+    present = [v for v, count in zip(values, counts, strict=True) if count]
+    return min(present), max(present)
 
 
 def percentile_interval(

@@ -108,9 +108,9 @@ def compare(
     ``model`` restricts both sides to that model's tasks; ``models=(m_a, m_b)``
     compares model m_a's tasks in a with model m_b's in b, so
     ``compare(report, report, models=("small", "large"))`` compares two models of
-    one several-models run task by task. pass@k is computed from each task's
-    trials, for any k up to both reports' trials per task (pass^k likewise). A `ConfigError` names
-    a bad k or metric, an unknown model, or reports that share no task.
+    one several-models run task by task. The metric is computed from each task's
+    trials, for any k up to both reports' trials per task. A `ConfigError` names a
+    bad k or metric, an unknown model, or reports that share no task.
     """
     if model is not None and models is not None:
         raise ConfigError("give model or models, not both")
