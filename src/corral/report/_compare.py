@@ -57,6 +57,9 @@ class Comparison:
     incomplete: tuple[str, ...] = ()
     #: True when the compared metric is pass^k (all k trials pass), not pass@k.
     hat: bool = False
+    #: The bootstrap behind the intervals.
+    resamples: int = RESAMPLES
+    seed: int = SEED
 
     @property
     def metric(self) -> str:
@@ -87,7 +90,7 @@ class Comparison:
             "only_a": list(self.only_a),
             "only_b": list(self.only_b),
             "incomplete": list(self.incomplete),
-            "interval": interval_info(),
+            "interval": interval_info(self.resamples, self.seed),
         }
 
 
@@ -185,6 +188,8 @@ def compare(
         only_b=tuple(key for key in tasks_b if key not in tasks_a),
         incomplete=tuple(incomplete),
         hat=hat,
+        resamples=resamples,
+        seed=seed,
     )
 
 

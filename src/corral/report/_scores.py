@@ -48,9 +48,10 @@ class Scores:
     """pass@k and pass^k averaged over a set of tasks, each with its 95% interval.
 
     For each k, the mean is over the tasks with at least k finished trials (every task
-    of a finished run); ``tasks`` counts them per k. The interval is a percentile
-    bootstrap over those tasks (`RESAMPLES` resamples, seed `SEED`): it measures how
-    much the mean would move on another draw of tasks, trial noise included.
+    of a finished run); ``tasks`` counts them per k. The interval is an expanded
+    percentile bootstrap over those tasks (`RESAMPLES` resamples, seed `SEED`): it
+    measures how much the mean would move on another draw of tasks, trial noise
+    included.
     """
 
     tasks: dict[int, int]
