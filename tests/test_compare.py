@@ -252,6 +252,17 @@ def test_cli_compares_two_benchmarks_whole_or_one_model(store: Path) -> None:
     assert "0.33 [" in out and "0.50 [" in out and "improved 1: t3" in out
 
 
+def test_cli_compares_benchmarks_in_two_stores(store: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    _cli("copy", store, other, "--benchmark", "better")
+    args = ("compare", "base", "better", "--json")
+    both = json.loads(_cli(*args, "--store", store).output)
+    apart = json.loads(_cli(*args, "--store", store, "--store-b", other).output)
+    assert apart == both and apart["shared"] == 12
+    result = _cli(*args, "--store", store, "--store-b", tmp_path / "nope.db", code=2)
+    assert "no store at" in result.stderr
+
+
 def test_cli_report_shows_pass_hat_k_and_the_intervals(store: Path) -> None:
     out = _cli("report", "better", "--store", store, "-k", "1,4").output
     flat = " ".join(out.split())

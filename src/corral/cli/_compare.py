@@ -14,7 +14,7 @@ from ..report import BenchmarkReport, Comparison, compare
 from ..report._compare import METRICS
 from ..store import CommitStore
 from ._execute import make_console
-from ._inspect import rebuild_report, with_store
+from ._inspect import reading_store, rebuild_report, with_store
 from ._options import store_option
 from ._tables import estimate
 
@@ -26,6 +26,12 @@ LISTED = 10
 @click.argument("benchmark_a")
 @click.argument("benchmark_b", required=False)
 @store_option
+@click.option(
+    "--store-b",
+    default=None,
+    metavar="PATH|URI",
+    help="Where BENCHMARK_B is, if not in --store (a local run against a shared store).",
+)
 @click.option("--model", default=None, metavar="MODEL", help="Only this model's tasks, both sides.")
 @click.option(
     "--models",
@@ -48,6 +54,7 @@ def compare_command(
     benchmark_a: str,
     benchmark_b: str | None,
     store: str,
+    store_b: str | None,
     model: str | None,
     models: tuple[str, str] | None,
     k: int,
@@ -72,9 +79,17 @@ def compare_command(
         raise ConfigError("give --model or --models, not both")
     other = benchmark_b
 
+    second = None if store_b is None or store_b == store else reading_store(store_b)
+
     async def job(opened: CommitStore) -> Comparison:
         report_a = await _report(opened, benchmark_a)
-        report_b = report_a if other == benchmark_a else await _report(opened, other)
+        if second is not None:
+            async with second.opened():
+                report_b = await _report(second, other)
+        elif other == benchmark_a:
+            report_b = report_a
+        else:
+            report_b = await _report(opened, other)
         return compare(report_a, report_b, k=k, metric=metric, model=model, models=models)
 
     result = with_store(store, job)
