@@ -48,17 +48,24 @@ class Tool:
                 f"tool {self.name!r}: parameters must be a JSON Schema mapping, "
                 f"not {self.parameters!r}"
             )
-        try:
-            json.dumps(self.parameters)
+        try:  # a plain JSON copy: what is sent is what was checked
+            plain = json.loads(json.dumps(self.parameters, default=_plain))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"tool {self.name!r}: parameters are not JSON: {exc}") from None
+        object.__setattr__(self, "parameters", plain)
 
     def to_openai(self) -> dict[str, Any]:
         """The tool as OpenAI-compatible chat APIs take it."""
-        function: dict[str, Any] = {"name": self.name, "parameters": dict(self.parameters)}
+        function: dict[str, Any] = {"name": self.name, "parameters": self.parameters}
         if self.description:
             function["description"] = self.description
         return {"type": "function", "function": function}
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{value!r} is not JSON")
 
 
 def tools_of(environment: object, session: object) -> tuple[Tool, ...] | None:

@@ -216,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.delay > 0:
             fake._closed.wait(reply.delay)  # a slow model, that a closing server cuts short
-        if reply.status >= 300:
+        if reply.status >= 300 or reply.error:  # an error body, whatever the status
             self._send(reply.status, _error_body(reply.error, reply.error_code), reply.headers)
             return
         data = _completion(body, reply, fake.calls)
