@@ -193,6 +193,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes: with Nagle's algorithm the body
+    # would wait for the client's delayed ACK (40 ms a reply).
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
