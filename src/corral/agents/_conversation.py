@@ -15,6 +15,9 @@ from typing import Any
 from .._tools import INVALID_JSON
 from ..runtime import AgentSession
 
+#: How the user turn begins its note on the previous trial (``reflect=True``).
+REFLECTION = "Your previous attempt at this task"
+
 
 def call_id(step_key: str) -> str:
     """The id of a recorded tool call: from its step key, so the same in every process
@@ -37,7 +40,7 @@ def user_message(session: AgentSession, reflect: bool = False) -> str:
     previous = session.previous_evaluation
     if reflect and previous is not None:
         verdict = "passed" if previous.passed else "did not pass"
-        parts.append(f"Your previous attempt at this task scored {previous.score:g} and {verdict}.")
+        parts.append(f"{REFLECTION} scored {previous.score:g} and {verdict}.")
     return "\n\n".join(parts) or "(no inputs)"
 
 

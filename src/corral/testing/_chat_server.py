@@ -133,13 +133,14 @@ class FakeChatServer:
         self.headers: list[dict[str, str]] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._url: str | None = None
 
     @property
     def url(self) -> str:
-        if self._server is None:
+        """The base URL (``http://127.0.0.1:PORT/v1``), once started."""
+        if self._url is None:
             raise RuntimeError("the FakeChatServer is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return self._url
 
     def enqueue(self, *replies: ChatReply) -> None:
         """Answer the next requests with these replies, in order."""
@@ -150,6 +151,8 @@ class FakeChatServer:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.fake = self
         self._server = server
+        host, port = server.server_address[:2]
+        self._url = f"http://{host!s}:{port}/v1"
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -267,7 +270,11 @@ def _completion(request: Mapping[str, Any], reply: ChatReply, number: int) -> by
         prompt, completion = reply.usage
     else:
         prompt = len(json.dumps(request.get("messages", ""))) // 4 + 1
-        completion = len(json.dumps(message)) // 4 + 1
+        written = len(reply.content or "") + sum(
+            len(name) + len(a if isinstance(a, str) else json.dumps(a))
+            for name, a in reply.tool_calls
+        )
+        completion = written // 4 + 1
     body = {
         "id": f"chatcmpl-fake{number}",
         "object": "chat.completion",
