@@ -4,8 +4,9 @@ rebuilt from the durable history, parallel turns, mistakes as observations,
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -18,7 +19,7 @@ from corral.agents import ToolAgent, call_id
 from corral.models import OpenAICompatible
 from corral.testing import ChatReply, FakeChatServer
 
-from .tool_bench import LOOKUP, Ledger, agent, balance_of, ledger_model, tasks
+from .tool_bench import BALANCE, LOOKUP, Ledger, agent, balance_of, ledger_model, tasks
 
 pytestmark = pytest.mark.anyio
 
@@ -250,3 +251,87 @@ def test_bad_tools_are_refused_before_anything_runs() -> None:
         corral.CorralRunner(
             tasks(1), {"teller": agent("http://127.0.0.1:9/v1")}, {"ledger": Twice()}
         )
+
+
+class PerTask(Ledger):
+    """Declares its tools per trial: only ``lookup`` for odd accounts."""
+
+    def tools(self, session: corral.AgentSession) -> tuple[corral.Tool, ...]:  # type: ignore[override]
+        return (LOOKUP,) if session.inputs["account"] % 2 else (LOOKUP, BALANCE)
+
+
+async def test_tools_declared_per_trial(server: FakeChatServer) -> None:
+    runner = corral.CorralRunner(
+        tasks(2), {"teller": agent(server.url)}, {"ledger": PerTask()}, store=corral.MemoryStore()
+    )
+    report = await runner.run("per-task")
+    odd, even = report.tasks["acct-1"].trials[0], report.tasks["acct-2"].trials[0]
+    assert even.output == balance_of(2) and even.passed
+    # Account 1 has no balance tool: the call comes back as an error, and the model
+    # (which does not read errors) answers with it, failing the task.
+    assert str(odd.status) == "error" or not odd.passed
+    offered = {len(r["tools"]) for r in server.requests}
+    assert offered == {1, 2}
+
+
+class Resource:
+    """Records when the runner enters and leaves its run context."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def _context(self, info: corral.RunInfo) -> AsyncIterator[None]:
+        self.events.append(f"enter {info.benchmark_id}")
+        try:
+            yield
+        finally:
+            self.events.append("exit")
+
+    def run_context(self, info: corral.RunInfo) -> Any:
+        return self._context(info)
+
+
+class ResourcefulLedger(Ledger, Resource):
+    def __init__(self) -> None:
+        Ledger.__init__(self)
+        Resource.__init__(self)
+
+
+class Signalling:
+    """A model that tells when it is first asked."""
+
+    def __init__(self, inner: OpenAICompatible) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.asked = anyio.Event()
+
+    def run_context(self, info: corral.RunInfo) -> Any:
+        return self.inner.run_context(info)
+
+    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked.set()
+        return await self.inner.complete(*args, **kwargs)
+
+
+async def test_run_context_wraps_the_run_even_when_cancelled(server: FakeChatServer) -> None:
+    env = ResourcefulLedger()
+    model = OpenAICompatible("m", base_url=server.url)
+    teller = ToolAgent(model)
+    runner = corral.CorralRunner(
+        tasks(2), {"teller": teller, "spare": teller}, {"ledger": env}, store=corral.MemoryStore()
+    )
+    await runner.run("ctx")
+    assert env.events == ["enter ctx", "exit"]
+    assert model._client is None and model._users == 0
+
+    server._script = lambda body: ChatReply.hang()
+    signalling = Signalling(model)
+    runner.agents = {"teller": ToolAgent(signalling)}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, "ctx-cancelled")
+        await signalling.asked.wait()
+        assert model._client is not None and model._users == 1  # one pool, entered once
+        tg.cancel_scope.cancel()
+    assert env.events[-2:] == ["enter ctx-cancelled", "exit"]
+    assert model._client is None and model._users == 0
