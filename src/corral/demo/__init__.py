@@ -25,7 +25,7 @@ from ._script import DemoModel, parse_answer
 from ._search import SearchEnvironment
 from ._tasks import demo_tasks
 
-__all__ = ["SYSTEM_PROMPT", "build_demo", "demo_retry_policy", "demo_server"]
+__all__ = ["SYSTEM_PROMPT", "DemoModel", "build_demo", "demo_retry_policy", "demo_server"]
 
 SYSTEM_PROMPT = (
     "You solve tasks with the tools you are given. Call tools as needed (several at "
@@ -39,7 +39,7 @@ def demo_server(latency: float = 1.0) -> Iterator[str]:
     """Serve the demo's scripted models on 127.0.0.1; yields the base URL."""
     from ..testing import FakeChatServer
 
-    with FakeChatServer(DemoModel(Pace(latency))) as server:
+    with FakeChatServer(DemoModel(latency)) as server:
         yield server.url
 
 
@@ -70,7 +70,7 @@ def build_demo(
         agents[name] = ToolAgent(
             client, SYSTEM_PROMPT, parse_final=parse_answer, seed=2026, reflect=True
         )
-    limits = {"sim-large": 3, "sim-small": 5}
+    limits = {"sim-large": 4, "sim-small": 5}
     return Benchmark(
         tasks=tasks,
         agents=agents,

@@ -27,15 +27,16 @@ from ._models import MODELS, Pace, careful
 from ._search import bisect
 
 #: The chances that a request seen for the first time is rate limited or fails.
-RATE_LIMITED = 0.04
+RATE_LIMITED = 0.02
 SERVER_ERROR = 0.02
 
 
 class DemoModel:
-    """The script of the demo's chat server (one per server: it remembers requests)."""
+    """The script of the demo's chat server (one per server: it remembers requests).
+    ``latency`` scales the models' simulated latency (0: answer at once)."""
 
-    def __init__(self, pace: Pace) -> None:
-        self.pace = pace
+    def __init__(self, latency: float = 1.0) -> None:
+        self.pace = Pace(latency)
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
@@ -50,7 +51,7 @@ class DemoModel:
             return ChatReply.failure(404, f"The model {body.get('model')!r} does not exist")
         roll = rng.random()
         if first and roll < RATE_LIMITED:
-            return ChatReply.rate_limited(retry_after_ms=round(400 * self.pace.scale))
+            return ChatReply.rate_limited(retry_after_ms=round(150 * self.pace.scale))
         if first and roll < RATE_LIMITED + SERVER_ERROR:
             return ChatReply.failure(500, "The server had an error processing your request")
         if roll > 1 - model.refusals:
