@@ -5,7 +5,10 @@ a dropped connection, a server that never answers, and bad input."""
 from __future__ import annotations
 
 import email.utils
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -209,7 +212,7 @@ async def test_a_run_opens_one_pool_sized_to_its_limits_and_closes_it(
     seen: list[Any] = []
 
     def decide(body: dict[str, Any]) -> ChatReply:
-        seen.append(model._client)
+        seen.append((model._client, model.connections))
         return ChatReply.text("done")
 
     server._script = decide
@@ -220,10 +223,10 @@ async def test_a_run_opens_one_pool_sized_to_its_limits_and_closes_it(
     )
     report = await runner.run("pool", max_parallel=4, max_parallel_by_model={"x": 3})
     assert report.counts["completed"] == 5
-    assert len({id(c) for c in seen}) == 1 and seen[0] is not None  # one pool for the run
-    pool = seen[0]._transport._pool
-    assert pool._max_connections == 3 + 4  # the model's limit plus the evaluations
-    assert model._client is None and seen[0].is_closed
+    clients = {id(c) for c, _ in seen}
+    assert len(clients) == 1 and seen[0][0] is not None  # one pool for the run
+    assert {n for _, n in seen} == {3 + 4}  # the model's limit plus the evaluations
+    assert model._client is None and model.connections is None and seen[0][0].is_closed
 
 
 async def test_refusal_ends_the_trial_transient_failure_retries_it(
@@ -259,3 +262,23 @@ async def test_refusal_ends_the_trial_transient_failure_retries_it(
     flaky = report.tasks["flaky"].trials[0]
     assert str(flaky.status) == "completed" and flaky.attempts == 2 and flaky.output == "fine"
     assert server.calls == 1 + 2
+
+
+def test_fake_server_serves_plain_sync_code() -> None:
+    with FakeChatServer([ChatReply.text("sync hello")]) as server:
+        request = urllib.request.Request(
+            server.url + "/chat/completions",
+            data=json.dumps({"model": "m", "messages": HELLO}).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            body = json.loads(answer.read())
+        assert body["choices"][0]["message"]["content"] == "sync hello"
+        assert server.calls == 1 and server.requests[0]["messages"] == HELLO
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(server.url + "/models", data=b"{}", timeout=5)
+        assert caught.value.code == 404
+        # Nothing left to answer: a 500 that says so.
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=5)
+        assert caught.value.code == 500 and b"no reply scripted" in caught.value.read()

@@ -80,6 +80,8 @@ class OpenAICompatible:
         self._headers = headers
         self._client: httpx.AsyncClient | None = None
         self._users = 0
+        #: The size of the pool open now (None: none is open).
+        self.connections: int | None = None
 
     def __repr__(self) -> str:
         return f"OpenAICompatible({self.model!r}, base_url={self.base_url!r})"
@@ -111,12 +113,14 @@ class OpenAICompatible:
     async def _open(self, connections: int) -> None:
         if self._client is None:
             self._client = self._new_client(connections)
+            self.connections = connections
         self._users += 1
 
     async def _close(self) -> None:
         self._users -= 1
         if self._users == 0 and self._client is not None:
             client, self._client = self._client, None
+            self.connections = None
             with anyio.CancelScope(shield=True):  # a cancelled run still closes its sockets
                 await client.aclose()
 

@@ -148,6 +148,7 @@ class FakeChatServer:
             self._queue.extend(replies)
 
     def start(self) -> FakeChatServer:
+        self._closed.clear()
         server = _Server(("127.0.0.1", 0), _Handler)
         server.fake = self
         self._server = server
