@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 STORM_CALLS = 30
 LIMIT = 8
-TASKS = 50
+TASKS = 60
 
 
 class Storm:
