@@ -267,11 +267,11 @@ async def test_tools_declared_per_trial(server: FakeChatServer) -> None:
     report = await runner.run("per-task")
     odd, even = report.tasks["acct-1"].trials[0], report.tasks["acct-2"].trials[0]
     assert even.output == balance_of(2) and even.passed
-    # Account 1 has no balance tool: the call comes back as an error, and the model
-    # (which does not read errors) answers with it, failing the task.
-    assert str(odd.status) == "error" or not odd.passed
-    offered = {len(r["tools"]) for r in server.requests}
-    assert offered == {1, 2}
+    # Account 1 has no balance tool: the call comes back as an error; the model gives up.
+    assert str(odd.status) == "completed" and odd.output == 0 and not odd.passed
+    last = next(r["messages"] for r in reversed(server.requests) if len(r["tools"]) == 1)
+    assert last[-1]["content"] == "error: unknown tool 'balance'; the tools are: lookup"
+    assert {len(r["tools"]) for r in server.requests} == {1, 2}
 
 
 class Resource:

@@ -59,8 +59,8 @@ class Ledger:
         return ToolEffect(balance_of(int(action.arguments["ledger"][1:])), state)
 
     async def evaluate(self, trial: TrialRecord) -> Evaluation:
-        account = int(trial.task_id.split("-")[1])
-        passed = trial.output == balance_of(account)
+        name, _, number = trial.task_id.partition("-")
+        passed = name == "acct" and trial.output == balance_of(int(number))
         return Evaluation(float(passed), passed)
 
 
@@ -75,6 +75,8 @@ def ledger_model(body: dict[str, Any]) -> ChatReply:
     last = messages[-1]
     if last["role"] == "user":
         return ChatReply.tools(("lookup", {"account": _account_of(messages)}), usage=(50, 10))
+    if last["content"].startswith("error:"):
+        return ChatReply.text("0", usage=(90, 1))  # gives up
     result = json.loads(last["content"])
     if isinstance(result, dict):
         return ChatReply.tools(("balance", {"ledger": result["ledger"]}), usage=(80, 12))

@@ -154,7 +154,8 @@ class FakeChatServer:
         self._server = server
         host, port = server.server_address[:2]
         self._url = f"http://{host!s}:{port}/v1"
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # A short poll: `close` waits for the serving loop to notice, up to one poll.
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
 
