@@ -63,7 +63,11 @@ class DemoModel:
         chat = read_chat(body)
         skill = careful(model.skill, chat.previous_failed)
         reply = bisect(chat, skill) if "high" in chat.inputs else work_out(chat, skill)
-        return dataclasses.replace(reply, delay=self.pace.seconds(model.latency, rng))
+        # Tokens as a real model would count them: the whole request read, a few
+        # dozen written (its reasoning too, which the reply does not show).
+        read = len(json.dumps(body["messages"])) // 4 + len(json.dumps(body.get("tools"))) // 4
+        usage = (read, rng.randint(18, 90))
+        return dataclasses.replace(reply, usage=usage, delay=self.pace.seconds(model.latency, rng))
 
 
 def _digest(body: dict[str, Any]) -> str:

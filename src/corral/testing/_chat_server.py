@@ -116,7 +116,9 @@ class FakeChatServer:
     ``script`` list), else by calling ``script`` with the request's JSON body.
     ``calls`` counts the requests and ``requests`` keeps their bodies (and
     ``headers`` their headers). Use it as a context manager, or `start` and
-    `close` it; ``url`` is the base URL to give a client.
+    `close` it; ``url`` is the base URL to give a client. It does real network
+    I/O: a test driving it must not use an autojumping clock (trio's
+    ``MockClock(autojump_threshold=0)`` would expire the client's timeouts).
     """
 
     def __init__(self, script: Script | Iterable[ChatReply] | None = None) -> None:
