@@ -196,6 +196,8 @@ def test_retry_after_forms() -> None:
     }
     assert retry_after(headers, now) == 360  # only the exhausted one counts
     assert retry_after({"retry-after": "soon"}, now) is None
+    unknown_zone = email.utils.formatdate(now + 5).replace("+0000", "-0000")
+    assert retry_after({"retry-after": unknown_zone}, now) == pytest.approx(5, abs=1)
     assert [duration(t) for t in ("20ms", "1h2m3s", "1.5", "3x", "")] == [
         0.02,
         3723,

@@ -7,6 +7,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 from .._errors import ModelError, ModelUnavailable, RateLimited
@@ -104,9 +105,12 @@ def _number(text: str | None) -> float | None:
 
 def _http_date(text: str) -> float | None:
     try:
-        return parsedate_to_datetime(text).timestamp()
+        when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    if when.tzinfo is None:  # "-0000": HTTP dates are in UTC
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
