@@ -11,6 +11,8 @@ from ._errors import (
     CommitConflictError,
     ConfigError,
     CorralError,
+    ModelError,
+    ModelUnavailable,
     NotSerializableError,
     RateLimited,
     StoreError,
@@ -19,6 +21,7 @@ from ._protocols import Agent, Environment, Observer
 from ._runner import CorralRunner, RunInfo
 from ._sources import TaskSource
 from ._subprocess import SubprocessResult, subprocess
+from ._tools import Tool
 from ._types import (
     UNCHANGED,
     Action,
@@ -78,6 +81,8 @@ __all__ = [
     "Final",
     "Limits",
     "MemoryStore",
+    "ModelError",
+    "ModelUnavailable",
     "NotSerializableError",
     "Observer",
     "PostgresStore",
@@ -93,6 +98,7 @@ __all__ = [
     "SubprocessResult",
     "TaskReport",
     "TaskSource",
+    "Tool",
     "ToolEffect",
     "TrialKey",
     "TrialRecord",

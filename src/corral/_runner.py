@@ -19,7 +19,9 @@ from ._ids import check_id
 from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
+from ._resources import run_contexts
 from ._sources import TaskSource
+from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
@@ -101,6 +103,9 @@ class CorralRunner:
             for method in ("setup", "execute", "evaluate"):
                 if not callable(getattr(env, method, None)):
                     raise ConfigError(f"environment {env_id!r} has no {method}() method")
+            declared = getattr(env, "tools", None)
+            if declared is not None and not callable(declared):
+                check_tools(declared, env_id)
         if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 0:
             raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
         #: Appends handed to the store and not yet durable before trials wait (0: no bound).
@@ -403,11 +408,13 @@ class CorralRunner:
                     _budgets(budget, run_cost_limit),
                     loop.recorded_cost,
                 )
-                _call(watchers, "on_run_start", info)
-                try:
-                    await loop.run()
-                finally:
-                    _call(watchers, "on_run_end", info)
+                used = _used(self.agents, self.environments, plan)
+                async with run_contexts(used, info):  # a model client's pool, say
+                    _call(watchers, "on_run_start", info)
+                    try:
+                        await loop.run()
+                    finally:
+                        _call(watchers, "on_run_end", info)
                 ran = time.time()
                 # Every finished trial's record: read from the store by an earlier run, or
                 # built from the commits this run made durable. No second read is needed,
@@ -437,6 +444,22 @@ def _budgets(budget: Budget, run_cost_limit: float | None) -> dict[str, float]:
     if run_cost_limit is not None:
         out["run_cost_limit"] = run_cost_limit
     return out
+
+
+def _used(
+    agents: Mapping[str, Agent], environments: Mapping[str, Environment], plan: RunPlan
+) -> list[object]:
+    """The agents and environments the plan's tasks name, in task order."""
+    agent_ids: dict[str, None] = {}
+    env_ids: dict[str, None] = {}
+    for t in range(len(plan.task_ids)):
+        meta = plan.light(t)
+        agent_ids[meta.agent_id] = None
+        env_ids[meta.environment_id] = None
+    return [
+        *(agents[a] for a in agent_ids if a in agents),
+        *(environments[e] for e in env_ids if e in environments),
+    ]
 
 
 def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:

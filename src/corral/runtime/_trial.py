@@ -20,6 +20,7 @@ from .._errors import unwrap_single
 from .._json import check_json
 from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
+from .._tools import call_error, tools_of
 from .._types import (
     NO_USAGE,
     UNCHANGED,
@@ -349,6 +350,7 @@ async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) ->
 
 async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> None:
     projection = writer.projection
+    session.tools = tools_of(plan.environment, session)  # inside the attempt: may raise
     if not projection.has_setup:
         state = await plan.environment.setup(session)
         payload = {
@@ -444,8 +446,15 @@ async def _execute(
 
     async def one(seq: int, action: Action, key: str, view: AgentSession) -> None:
         view.step_key = key
+        tools = session.tools
+        # A call the environment's declared tools refuse never reaches it: its error
+        # is the observation, so a model sees its mistake.
+        refused = None if tools is None else call_error(tools, action.tool, action.arguments)
         try:
-            effect = await environment.execute(action, view)
+            if refused is None:
+                effect = await environment.execute(action, view)
+            else:
+                effect = ToolEffect(refused)
         except BaseException:
             if view is not session:  # what a failed call used is carried, as on the session
                 session._usage = session._usage + view.take_usage()
