@@ -75,6 +75,7 @@ async def test_demo_is_deterministic_across_benchmark_ids() -> None:
     # A small but real benchmark: some trials pass, some fail, some error.
     assert 0 < first.pass_at_k[1] < 1
     assert first.counts["error"] > 0 and first.counts["max_iterations"] > 0
+    assert first.limited.get("token_limit", 0) > 0  # the widest search has a token budget
     errors = [t.error or "" for task in first.tasks.values() for t in task.trials]
     assert any(e.startswith("ModelError: HTTP 400") and "content filter" in e for e in errors)
     # Transient 500s were retried as attempts; 429s were waited out, not counted.

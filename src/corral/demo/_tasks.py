@@ -11,6 +11,7 @@ from ._calculator import expected_answer, line_pairs
 
 SEARCH_RANGES = (50, 100, 200, 500, 1000)
 ARITHMETIC_PROBLEMS = 4
+DEMO_TOKEN_LIMIT = 6_000
 BID_ITEMS = (
     {"name": "standing desk", "qty": 3, "price": 419},
     {"name": "monitor arm", "qty": 6, "price": 89},
@@ -57,6 +58,9 @@ def demo_tasks(models: tuple[str, ...]) -> tuple[dict[str, BenchmarkTaskMetadata
                 environment_id="search",
                 model=model,
                 max_iterations=high.bit_length() + 1,
+                # The widest search runs long: a token budget ends its longest trials
+                # with status `limit` (shown in the table), as a real budget would.
+                token_limit=DEMO_TOKEN_LIMIT if high == max(SEARCH_RANGES) else None,
                 inputs={
                     "high": high,
                     "prompt": f"Find the hidden number between 1 and {high} with the guess "
