@@ -1,9 +1,16 @@
 """The built-in demo as a benchmark file: `corral run examples/demo.py` (or `corral demo`).
 
-`build_demo` is a function of no arguments returning a `corral.Benchmark`,
-which `corral run` accepts as well as a Benchmark itself.
+`benchmark` is a function of no arguments returning a `corral.Benchmark`,
+which `corral run` accepts as well as a Benchmark itself. It starts the
+demo's scripted models on 127.0.0.1 (a daemon thread that ends with the
+process) and points the demo's ToolAgents at them.
 """
 
-from corral.demo import build_demo
+from corral import Benchmark
+from corral.demo import DemoModel, build_demo
+from corral.testing import FakeChatServer
 
-benchmark = build_demo
+
+def benchmark() -> Benchmark:
+    server = FakeChatServer(DemoModel(latency=1.0)).start()
+    return build_demo(server.url, latency=1.0, api_key="")

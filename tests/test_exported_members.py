@@ -7,6 +7,8 @@ import types
 import pytest
 
 import corral
+import corral.agents
+import corral.models
 import corral.testing
 import corral.view
 
@@ -18,8 +20,14 @@ def isort_key(name: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(
     ("module", "private_members"),
-    [(corral, {"__version__"}), (corral.testing, set()), (corral.view, set())],
-    ids=["corral", "corral.testing", "corral.view"],
+    [
+        (corral, {"__version__"}),
+        (corral.testing, set()),
+        (corral.models, set()),
+        (corral.agents, set()),
+        (corral.view, set()),
+    ],
+    ids=["corral", "corral.testing", "corral.models", "corral.agents", "corral.view"],
 )
 def test_all_is_the_sorted_public_surface(
     module: types.ModuleType, private_members: set[str]

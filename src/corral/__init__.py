@@ -11,6 +11,8 @@ from ._errors import (
     CommitConflictError,
     ConfigError,
     CorralError,
+    ModelError,
+    ModelUnavailable,
     NotSerializableError,
     RateLimited,
     StoreError,
@@ -19,6 +21,7 @@ from ._protocols import Agent, Environment, Observer
 from ._runner import CorralRunner, RunInfo
 from ._sources import TaskSource
 from ._subprocess import SubprocessResult, subprocess
+from ._tools import Tool
 from ._types import (
     UNCHANGED,
     Action,
@@ -32,7 +35,16 @@ from ._types import (
     TrialStatus,
     Usage,
 )
-from .report import BenchmarkReport, TaskReport, pass_at_k
+from .report import (
+    BenchmarkReport,
+    Comparison,
+    Estimate,
+    Scores,
+    TaskReport,
+    compare,
+    pass_at_k,
+    pass_hat_k,
+)
 from .runtime import AgentSession, RetryPolicy
 from .scheduler import Limits, Statistics
 from .store import (
@@ -58,15 +70,19 @@ __all__ = [
     "Commit",
     "CommitConflictError",
     "CommitStore",
+    "Comparison",
     "ConcurrencyScopes",
     "ConfigError",
     "CorralError",
     "CorralRunner",
     "Environment",
+    "Estimate",
     "Evaluation",
     "Final",
     "Limits",
     "MemoryStore",
+    "ModelError",
+    "ModelUnavailable",
     "NotSerializableError",
     "Observer",
     "PostgresStore",
@@ -75,20 +91,24 @@ __all__ = [
     "RunInfo",
     "SQLiteStore",
     "ScopeStatistics",
+    "Scores",
     "Statistics",
     "Step",
     "StoreError",
     "SubprocessResult",
     "TaskReport",
     "TaskSource",
+    "Tool",
     "ToolEffect",
     "TrialKey",
     "TrialRecord",
     "TrialStatus",
     "Usage",
     "__version__",
+    "compare",
     "concurrency",
     "copy_benchmarks",
     "pass_at_k",
+    "pass_hat_k",
     "subprocess",
 ]

@@ -49,6 +49,27 @@ class RateLimited(CorralError):
         self.retry_after = retry_after
 
 
+class ModelError(CorralError):
+    """A model endpoint refused a request in a way no retry fixes (400, 401, 403,
+    404, ...): the trial ends at once, its error holding the server's message."""
+
+    def __init__(self, message: str, *, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ModelUnavailable(CorralError):
+    """A model endpoint failed transiently (a 5xx, a timeout, a dropped connection).
+
+    Unlike Corral's other errors it is retried, as a failed attempt: the retry
+    rebuilds the same conversation from the trial's history.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
 class BenchmarkBusyError(CorralError):
     """Another live runner holds this benchmark id."""
 

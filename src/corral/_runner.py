@@ -9,16 +9,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError
 from ._ids import check_id
 from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
+from ._resources import run_contexts
 from ._sources import TaskSource
+from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
@@ -46,6 +49,11 @@ class RunInfo:
     #: The records of the trials an earlier run finished (read it in ``on_run_start``:
     #: later it includes this run's trials too).
     resumed_records: Iterable[TrialRecord] = ()
+    #: The run-wide budgets, by name (``token_limit``, ..., ``run_cost_limit``).
+    budgets: Mapping[str, float] = field(default_factory=dict)
+    #: With a ``run_cost_limit``: the cost recorded by every run of the benchmark so far
+    #: (what the limit is compared with).
+    spent: Callable[[], float] = float
 
 
 class CorralRunner:
@@ -95,6 +103,9 @@ class CorralRunner:
             for method in ("setup", "execute", "evaluate"):
                 if not callable(getattr(env, method, None)):
                     raise ConfigError(f"environment {env_id!r} has no {method}() method")
+            declared = getattr(env, "tools", None)
+            if declared is not None and not callable(declared):
+                check_tools(declared, env_id)
         if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 0:
             raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
         #: Appends handed to the store and not yet durable before trials wait (0: no bound).
@@ -198,13 +209,17 @@ class CorralRunner:
         scopes: ConcurrencyScopes | None = None,
         rerun: Sequence[str] = (),
         fail_on_error: float | None = None,
+        token_limit: int | None = None,
+        cost_limit: float | None = None,
+        working_time_limit: float | None = None,
+        run_cost_limit: float | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
         A later run of the same id may select a subset of its tasks (the report
         covers those), and ``rerun`` gives the trials that ended with these
         statuses (``"error"``, ``"timeout"``, ``"max_iterations"``,
-        ``"unreachable"``) a fresh attempt: a ``reopen`` commit marks it, the
+        ``"unreachable"``, ``"limit"``) a fresh attempt: a ``reopen`` commit marks it, the
         earlier attempt stays in the history, the report uses the latest, and
         unreachable descendants of reopened trials run again.
         ``fail_on_error`` (a count, or a fraction of the run's trials below 1)
@@ -224,6 +239,15 @@ class CorralRunner:
         named `concurrency` scopes and its `subprocess` bound, ``max_subprocesses``
         (default: the CPUs this process may use); pass one registry to several
         runs to share them.
+
+        ``token_limit`` (input + output tokens), ``cost_limit`` (cost as recorded
+        with ``record_usage``) and ``working_time_limit`` (seconds spent working:
+        not queued, deferred by a rate limit or in a retry's backoff) are every
+        trial's budgets; a task's metadata may set its own, which win. A trial
+        that overruns one ends ``limit``: it is scored but never counts as passed.
+        ``run_cost_limit`` stops admitting trials once the cost recorded by every
+        run of ``benchmark_id`` reaches it (``report.stopped`` says so); a later
+        run with a higher limit continues. Budgets may change between runs.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -253,10 +277,24 @@ class CorralRunner:
                 f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
                 f"{scopes.max_subprocesses}"
             )
-        budget = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
+        errors = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
+        budget = Budget(
+            token_limit=token_limit, cost_limit=cost_limit, working_time_limit=working_time_limit
+        )
+        spend = check_budget("run_cost_limit", run_cost_limit)
         resume = Resume(plan, rerun=reruns)
         return await self._run(
-            benchmark_id, plan, limits, ks, order, scopes, observers, resume, budget
+            benchmark_id,
+            plan,
+            limits,
+            ks,
+            order,
+            scopes,
+            observers,
+            resume,
+            errors,
+            budget=budget,
+            run_cost_limit=spend,
         )
 
     async def rescore(
@@ -317,6 +355,9 @@ class CorralRunner:
         observers: Sequence[Observer],
         resume: Resume,
         error_budget: int | None = None,
+        *,
+        budget: Budget = NO_BUDGET,
+        run_cost_limit: float | None = None,
     ) -> BenchmarkReport:
         with scopes.active():  # the run's named scopes, for its agents and tools
             watchers = [*self.observers, *observers]
@@ -351,6 +392,8 @@ class CorralRunner:
                     critical_path=order == "critical_path",
                     error_budget=error_budget,
                     max_backlog=self.max_backlog,
+                    budget=budget,
+                    run_cost_limit=run_cost_limit,
                 )
                 del resume
                 info = RunInfo(
@@ -362,12 +405,16 @@ class CorralRunner:
                     loop.resumed,
                     scopes.statistics,
                     loop.records.values(),
+                    _budgets(budget, run_cost_limit),
+                    loop.recorded_cost,
                 )
-                _call(watchers, "on_run_start", info)
-                try:
-                    await loop.run()
-                finally:
-                    _call(watchers, "on_run_end", info)
+                used = _used(self.agents, self.environments, plan)
+                async with run_contexts(used, info):  # a model client's pool, say
+                    _call(watchers, "on_run_start", info)
+                    try:
+                        await loop.run()
+                    finally:
+                        _call(watchers, "on_run_end", info)
                 ran = time.time()
                 # Every finished trial's record: read from the store by an earlier run, or
                 # built from the commits this run made durable. No second read is needed,
@@ -385,9 +432,34 @@ class CorralRunner:
                     resumed=resumed,
                     timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
                     stopped=stopped,
+                    budgets=_budgets(budget, run_cost_limit),
                 )
             _write_report(self.store, report)
             return report
+
+
+def _budgets(budget: Budget, run_cost_limit: float | None) -> dict[str, float]:
+    """The run-wide budgets a report shows (a task's own are in its trials' records)."""
+    out: dict[str, float] = budget.to_dict()
+    if run_cost_limit is not None:
+        out["run_cost_limit"] = run_cost_limit
+    return out
+
+
+def _used(
+    agents: Mapping[str, Agent], environments: Mapping[str, Environment], plan: RunPlan
+) -> list[object]:
+    """The agents and environments the plan's tasks name, in task order."""
+    agent_ids: dict[str, None] = {}
+    env_ids: dict[str, None] = {}
+    for t in range(len(plan.task_ids)):
+        meta = plan.light(t)
+        agent_ids[meta.agent_id] = None
+        env_ids[meta.environment_id] = None
+    return [
+        *(agents[a] for a in agent_ids if a in agents),
+        *(environments[e] for e in env_ids if e in environments),
+    ]
 
 
 def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
@@ -413,6 +485,7 @@ RERUNNABLE = (
     TrialStatus.TIMEOUT,
     TrialStatus.MAX_ITERATIONS,
     TrialStatus.UNREACHABLE,
+    TrialStatus.LIMIT,  # with a higher budget: the fresh attempt gets a fresh budget
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import inspect
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -10,9 +12,10 @@ from typing import Any
 import click
 
 from .._benchmark import Benchmark
-from .._errors import ConfigError
+from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
-from ..demo import build_demo, demo_retry_policy
+from ..demo import build_demo, demo_retry_policy, demo_server
+from ..runtime import RetryPolicy
 from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import load_benchmark
@@ -112,7 +115,7 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     "--rerun",
     "rerun",
     multiple=True,
-    type=click.Choice(["error", "timeout", "max_iterations", "unreachable"]),
+    type=click.Choice(["error", "timeout", "max_iterations", "unreachable", "limit"]),
     help="Give trials that ended with this status a fresh attempt (repeatable).",
 )
 @click.option(
@@ -121,6 +124,21 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     metavar="N",
     help="Stop starting trials once more than N (a count, or a fraction below 1 of the "
     "trials) errored or failed scoring; the benchmark stays resumable.",
+)
+@click.option(
+    "--token-limit", type=int, help="Input + output tokens one trial may use (a task's own wins)."
+)
+@click.option("--cost-limit", type=float, help="Cost one trial may spend (a task's own wins).")
+@click.option(
+    "--working-time-limit",
+    type=float,
+    help="Seconds one trial may spend working, not queued or backing off (a task's own wins).",
+)
+@click.option(
+    "--run-cost-limit",
+    type=float,
+    help="Stop starting trials once the benchmark's recorded cost reaches this; run "
+    "again with a higher one to continue.",
 )
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
 @click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
@@ -161,6 +179,10 @@ def run_command(
     retry_errors: bool,
     rerun: tuple[str, ...],
     fail_on_error: float | None,
+    token_limit: int | None,
+    cost_limit: float | None,
+    working_time_limit: float | None,
+    run_cost_limit: float | None,
     no_progress: bool,
     as_json: bool,
 ) -> int:
@@ -193,6 +215,10 @@ def run_command(
         "evaluation_timeout": evaluation_timeout,
         "rerun": _reruns(retry_errors, rerun),
         "fail_on_error": _count_or_fraction(fail_on_error),
+        "token_limit": token_limit,
+        "cost_limit": cost_limit,
+        "working_time_limit": working_time_limit,
+        "run_cost_limit": run_cost_limit,
     }
     benchmark, path = load_benchmark(target)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
@@ -296,18 +322,57 @@ def rescore_command(
 @click.option("--benchmark-id", help="Default: demo-<UTC timestamp>, a fresh run each time.")
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
+@click.option(
+    "--base-url",
+    help="Run the same tasks on a real OpenAI-compatible endpoint (with --model); "
+    "OPENAI_API_KEY is its key. Default: a local scripted server.",
+)
+@click.option("--model", "model_names", multiple=True, help="A model at --base-url (repeatable).")
 def demo_command(
-    store: str, durability: str, benchmark_id: str | None, no_progress: bool, fast: bool
+    store: str,
+    durability: str,
+    benchmark_id: str | None,
+    no_progress: bool,
+    fast: bool,
+    base_url: str | None,
+    model_names: tuple[str, ...],
 ) -> int:
-    """Run the built-in demo: simulated agents, no network, no keys.
+    """Run the built-in demo: tool-calling agents, no network, no keys.
 
-    Two models, two environments (a number search; a calculator with
-    parallel, flaky tool calls), a plan -> build -> verify chain, 4 trials
-    per task and pass@1, 2, 4. A few trials end in error on purpose, to show
-    how errors look: the demo still exits 0 once it has run.
+    Two models on a local scripted OpenAI-compatible server, two environments
+    (a number search; a calculator with parallel, flaky tool calls), a plan ->
+    build -> verify chain, 4 trials per task and pass@1, 2, 4. A few trials end
+    in error on purpose, to show how errors look: the demo still exits 0 once
+    it has run. With --base-url and --model, the same tasks run on a real model.
     """
+    if importlib.util.find_spec("httpx") is None:
+        raise CorralError(
+            "corral demo needs httpx: install the models extra, "
+            "pip install 'corral[models]' (in a checkout: pip install -e '.[models]')"
+        )
+    if (base_url is None) != (not model_names):
+        raise ConfigError("give --base-url and --model together (or neither, for the local demo)")
     latency = 0.0 if fast else 1.0
-    benchmark = build_demo(latency)
+    with contextlib.ExitStack() as stack:
+        if base_url is None:
+            url = stack.enter_context(demo_server(latency))
+            benchmark = build_demo(url, latency, api_key="")  # never send a real key to it
+            policy = demo_retry_policy(latency)
+        else:
+            benchmark = build_demo(base_url, latency, models=model_names)
+            policy = RetryPolicy(max_retries=2, backoff_base=2.0)
+        return _demo(benchmark, policy, store, durability, benchmark_id, no_progress, base_url)
+
+
+def _demo(
+    benchmark: Benchmark,
+    policy: RetryPolicy,
+    store: str,
+    durability: str,
+    benchmark_id: str | None,
+    no_progress: bool,
+    base_url: str | None,
+) -> int:
     if benchmark_id is None:
         benchmark_id = f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     runner = CorralRunner(
@@ -315,7 +380,7 @@ def demo_command(
         benchmark.agents,
         benchmark.environments,
         store=open_store(store, durability),
-        retry_policy=demo_retry_policy(latency),
+        retry_policy=policy,
     )
     defaults = benchmark.run_defaults
     models = sorted({m.model for m in benchmark.tasks.values() if m.model})
@@ -326,6 +391,10 @@ def demo_command(
         f"{', '.join(benchmark.environments)}; benchmark id [bold]{benchmark_id}[/]",
         highlight=False,
     )
+    where = f"the models at {base_url}"
+    if base_url is None:
+        where = "scripted models on 127.0.0.1 (--base-url URL --model NAME for a real one)"
+    console.print(f"ToolAgent with {where}", style="dim", highlight=False)
     code = run_benchmark(console, runner, benchmark_id, defaults, progress=not no_progress)
     store_flag = "" if store == DEFAULT_STORE else f" --store {store}"
     console.print(

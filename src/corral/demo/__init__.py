@@ -1,35 +1,79 @@
 """The built-in demo: a small agent benchmark with no network and no keys.
 
-Two simulated models work two environments: a number search (sequential
-tool calls, sloppy guesses, reflective retries after a failed trial) and a
-calculator service (parallel tool calls, flaky calls that are retried, a
-grader with an answer key), plus a ``bid-plan -> bid-build -> bid-verify``
-chain whose children read their parent's output from ``session.inputs``.
-Every choice is seeded per (task, trial, turn), so results are deterministic;
-``latency`` scales the simulated waits (0 for tests).
+Two models work two environments through `corral.agents.ToolAgent`: a number
+search (sequential tool calls, sloppy guesses, reflective retries after a
+failed trial) and a calculator service (parallel tool calls, flaky calls that
+are retried, a grader with an answer key), plus a ``bid-plan -> bid-build ->
+bid-verify`` chain whose children read their parent's output. The models are
+a scripted OpenAI-compatible server on 127.0.0.1 (`demo_server`), or any real
+endpoint. Every choice is seeded per (task, trial, turn), so results are
+deterministic; ``latency`` scales the simulated waits (0 for tests).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from .._benchmark import Benchmark
+from .._errors import CorralError
 from ..runtime import RetryPolicy
-from ._calculator import CalculatorAgent, CalculatorEnvironment
+from ._calculator import CalculatorEnvironment
 from ._models import MODELS, Pace
-from ._search import BisectAgent, SearchEnvironment
+from ._script import DemoModel, parse_answer
+from ._search import SearchEnvironment
 from ._tasks import demo_tasks
 
-__all__ = ["build_demo", "demo_retry_policy"]
+__all__ = ["SYSTEM_PROMPT", "DemoModel", "build_demo", "demo_retry_policy", "demo_server"]
+
+SYSTEM_PROMPT = (
+    "You solve tasks with the tools you are given. Call tools as needed (several at "
+    "once when they do not depend on each other). When you are done, reply with only "
+    "the final answer as JSON, in the shape the task asks for, and no tool call."
+)
 
 
-def build_demo(latency: float = 1.0) -> Benchmark:
-    """The demo benchmark, with its run settings (4 trials, k = 1, 2, 4, limits)."""
+@contextmanager
+def demo_server(latency: float = 1.0) -> Iterator[str]:
+    """Serve the demo's scripted models on 127.0.0.1; yields the base URL."""
+    from ..testing import FakeChatServer
+
+    with FakeChatServer(DemoModel(latency)) as server:
+        yield server.url
+
+
+def build_demo(
+    base_url: str,
+    latency: float = 1.0,
+    models: Sequence[str] = tuple(MODELS),
+    api_key: str | None = None,
+) -> Benchmark:
+    """The demo benchmark on the models at ``base_url``, with its run settings
+    (4 trials, k = 1, 2, 4, limits). One agent per model (each with its prices)."""
+    try:
+        from ..agents import ToolAgent
+        from ..models import OpenAICompatible
+    except ImportError as exc:
+        raise CorralError(
+            "the demo needs httpx: pip install 'corral[models]' (or -e '.[models]')"
+        ) from exc
     pace = Pace(latency)
-    tasks, answers = demo_tasks(tuple(MODELS))
+    tasks, answers = demo_tasks(tuple(models))
+    agents = {}
+    for name in models:
+        simulated = MODELS.get(name)
+        prices = None
+        if simulated is not None:
+            prices = {"input": simulated.input_price, "output": simulated.output_price}
+        client = OpenAICompatible(name, base_url=base_url, api_key=api_key or "", prices=prices)
+        agents[name] = ToolAgent(
+            client, SYSTEM_PROMPT, parse_final=parse_answer, seed=2026, reflect=True
+        )
+    limits = {"sim-large": 4, "sim-small": 5}
     return Benchmark(
         tasks=tasks,
-        agents={"bisect": BisectAgent(pace), "calculator": CalculatorAgent(pace)},
+        agents=agents,
         environments={
             "search": SearchEnvironment(pace),
             "calculator": CalculatorEnvironment(pace, answers),
@@ -40,7 +84,7 @@ def build_demo(latency: float = 1.0) -> Benchmark:
             "max_parallel": 8,
             "max_parallel_per_task": 1,
             "max_parallel_evaluations": 3,
-            "max_parallel_by_model": {"sim-large": 3, "sim-small": 5},
+            "max_parallel_by_model": {m: limits.get(m, 4) for m in models},
             "max_parallel_by_environment": {"calculator": 4},
             "max_parallel_evaluations_by_environment": {"search": 1},
         },

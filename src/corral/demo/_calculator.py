@@ -1,6 +1,6 @@
 """Arithmetic with a calculator service: parallel tool calls, flaky calls, a grader.
 
-A job is a few phases over a list of numbers: multiply pairs (one turn of
+The scripted model works a job in a few phases over a list of numbers: multiply pairs (one turn of
 parallel ``mul`` calls), add them up pairwise (parallel ``add`` calls, turn
 after turn, until one number is left), optionally subtract. The three bid
 tasks chain through dependencies: plan -> build -> verify.
@@ -8,15 +8,19 @@ tasks chain through dependencies: plan -> build -> verify.
 
 from __future__ import annotations
 
+import json
 import operator
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._types import Action, Evaluation, Final, ToolEffect, TrialRecord
+from .._tools import Tool
+from .._types import Action, Evaluation, ToolEffect, TrialRecord
 from ..runtime import AgentSession
-from ._models import Pace, decision_rng, think
+from ..testing import ChatReply
+from ._chat import Chat
+from ._models import Pace
 
 TOOL_LATENCY = 0.035
 GRADE_LATENCY = 0.07
@@ -57,71 +61,70 @@ class Job:
         return [], values, phase
 
 
-def job_of(session: AgentSession) -> tuple[Job, str]:
-    """The job and the kind of answer a task wants, from its inputs and its parents'."""
-    inputs = session.inputs
+def job_of(inputs: Mapping[str, Any]) -> tuple[Job, str]:
+    """The job and the kind of answer a task wants, from its inputs and its parent's."""
     kind = str(inputs.get("kind", "arithmetic"))
     if kind == "build":
-        return Job(values=tuple(parent_output(session)["lines"])), kind
+        return Job(values=tuple(parent_output(inputs)["lines"])), kind
     pairs = tuple((int(a), int(b)) for a, b in inputs["pairs"])
     return Job(pairs=pairs, add_up=kind != "plan", minus=inputs.get("minus")), kind
 
 
-def parent_output(session: AgentSession) -> Any:
+def parent_output(inputs: Mapping[str, Any]) -> Any:
     """The output of the task's (one) parent, which Corral put in its inputs."""
-    return session.inputs[session.metadata.dependencies[0]]
+    return next(value for value in inputs.values() if isinstance(value, Mapping))
 
 
-def answer(kind: str, values: list[int], session: AgentSession) -> Any:
+def answer(kind: str, values: list[int], inputs: Mapping[str, Any]) -> Any:
     if kind == "plan":
         return {"lines": values}
     if kind == "build":
         return {"subtotal": values[0]}
     if kind == "verify":
-        reported = parent_output(session)["subtotal"]
+        reported = parent_output(inputs)["subtotal"]
         return {"subtotal": values[0], "reported": reported, "approved": values[0] == reported}
     return values[0]
 
 
-class CalculatorAgent:
-    """Works a job out with the calculator, many calls per turn.
+def work_out(chat: Chat, skill: float) -> ChatReply:
+    """The scripted model's turn: work the job out with the calculator, many calls per
+    turn, replaying its progress from the conversation.
 
-    Its progress is replayed from ``session.steps`` each turn; a sloppy model
-    sometimes copies a result down wrong, and now and then calls a tool that
-    does not exist (which fails the same way on every retry).
+    A sloppy model sometimes copies a result down wrong, now and then calls a
+    tool the calculator lacks or writes broken JSON (both come back as errors,
+    and it tries again, a turn lost).
     """
+    rng = chat.rng("act")
+    job, kind = job_of(chat.inputs)
+    observations = [o for turn in chat.turns if turn.ok for o in turn.observations]
+    phase, values = 0, list(job.values)
+    done = 0  # results replayed so far
+    while True:
+        calls, carried, after = job.turn(phase, values)
+        if not calls:
+            return ChatReply.text(json.dumps(answer(kind, values, chat.inputs)))
+        if done + len(calls) > len(observations):
+            break  # this turn has not been made yet: make it now
+        values = [
+            _read(chat, done + i, observations[done + i], skill) for i in range(len(calls))
+        ] + carried
+        done += len(calls)
+        phase = after
+    roll = rng.random()
+    if roll < (1.0 - skill) * 0.2:
+        return ChatReply.tools(("pow", {"a": calls[0][1], "b": 2}))  # a tool it lacks
+    if roll < (1.0 - skill) * 0.3:
+        tool, a, _ = calls[0]
+        return ChatReply.tools((tool, f'{{"a": {a}, "b": '))  # cut-off JSON
+    return ChatReply.tools(*((tool, {"a": a, "b": b}) for tool, a, b in calls))
 
-    def __init__(self, pace: Pace) -> None:
-        self.pace = pace
 
-    async def act(self, session: AgentSession) -> Action | list[Action] | Final:
-        rng = decision_rng(session)
-        skill = await think(session, rng, self.pace)
-        job, kind = job_of(session)
-        phase, values = 0, list(job.values)
-        done = 0  # steps replayed so far
-        while True:
-            calls, carried, after = job.turn(phase, values)
-            if not calls:
-                return Final(answer(kind, values, session))
-            if done + len(calls) > len(session.steps):
-                break  # this turn has not been made yet: make it now
-            values = [
-                self._read(session, done + i, session.steps[done + i].effect.observation, skill)
-                for i in range(len(calls))
-            ] + carried
-            done += len(calls)
-            phase = after
-        if rng.random() < (1.0 - skill) * 0.2:
-            return Action("pow", {"a": calls[0][1], "b": 2})  # a tool the service lacks
-        return [Action(tool, {"a": a, "b": b}) for tool, a, b in calls]
-
-    @staticmethod
-    def _read(session: AgentSession, index: int, observation: int, skill: float) -> int:
-        rng = random.Random(f"{session.task_id}/{session.trial}/read/{index}")
-        if rng.random() > skill + (1.0 - skill) * 0.5:
-            return observation + rng.choice((-10, -1, 1, 10))  # copied down wrong
-        return observation
+def _read(chat: Chat, index: int, observation: Any, skill: float) -> int:
+    value = int(observation)
+    if chat.reading(index) > skill + (1.0 - skill) * 0.5:
+        rng = random.Random(f"{chat.seed}/typo/{index}")
+        return value + rng.choice((-10, -1, 1, 10))  # copied down wrong
+    return value
 
 
 class CalculatorEnvironment:
@@ -129,6 +132,19 @@ class CalculatorEnvironment:
     holds the answer key (so no agent can read the answers from its state)."""
 
     name = "calculator"
+    tools = tuple(
+        Tool(
+            name,
+            f"{verb} two integers.",
+            {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+                "additionalProperties": False,
+            },
+        )
+        for name, verb in (("add", "Add"), ("sub", "Subtract b from a:"), ("mul", "Multiply"))
+    )
 
     def __init__(self, pace: Pace, answers: Mapping[str, Any]) -> None:
         self.pace = pace
@@ -148,9 +164,7 @@ class CalculatorEnvironment:
         await self.pace.wait(TOOL_LATENCY, rng)
         if rng.random() < FLAKINESS:
             raise ConnectionError("calculator service timed out (simulated)")
-        operation = OPERATIONS.get(action.tool)
-        if operation is None:
-            raise ValueError(f"unknown tool {action.tool!r}: the calculator has add, sub, mul")
+        operation = OPERATIONS[action.tool]  # its declared tools: Corral refuses any other
         return ToolEffect(operation(int(action.arguments["a"]), int(action.arguments["b"])))
 
     async def evaluate(self, trial: TrialRecord) -> Evaluation:

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
-from .._types import Action, Evaluation, Final, ToolEffect, TrialRecord
+from .._tools import Tool
+from .._types import Action, Evaluation, ToolEffect, TrialRecord
 from ..runtime import AgentSession
-from ._models import Pace, decision_rng, think
+from ..testing import ChatReply
+from ._chat import Chat
+from ._models import Pace
 
 TOOL_LATENCY = 0.02
 GRADE_LATENCY = 0.06
+
+GUESS = Tool(
+    "guess",
+    "Guess the hidden number: answers 'higher', 'lower' or 'correct'.",
+    {
+        "type": "object",
+        "properties": {"number": {"type": "integer", "minimum": 1}},
+        "required": ["number"],
+        "additionalProperties": False,
+    },
+)
 
 
 def secret_of(task_id: str, high: int) -> int:
@@ -26,6 +41,7 @@ class SearchEnvironment:
     """
 
     name = "search"
+    tools = (GUESS,)
 
     def __init__(self, pace: Pace) -> None:
         self.pace = pace
@@ -35,8 +51,6 @@ class SearchEnvironment:
 
     async def execute(self, action: Action, session: AgentSession) -> ToolEffect:
         await self.pace.wait(TOOL_LATENCY, random.Random(session.step_key))
-        if action.tool != "guess":
-            raise ValueError(f"unknown tool {action.tool!r}: the search environment has 'guess'")
         number = action.arguments["number"]
         secret = secret_of(session.task_id, session.state["high"])
         observation = "correct" if number == secret else "higher" if secret > number else "lower"
@@ -48,7 +62,7 @@ class SearchEnvironment:
         high = trial.state["high"]
         secret = secret_of(trial.task_id, high)
         answer = trial.output
-        if not isinstance(answer, int):
+        if not isinstance(answer, int) or isinstance(answer, bool):
             return Evaluation(0.0, False, {"secret": secret, "answer": answer})
         return Evaluation(
             score=round(1.0 - abs(answer - secret) / high, 3),
@@ -57,42 +71,38 @@ class SearchEnvironment:
         )
 
 
-class BisectAgent:
-    """Bisects the range, as a model that is sometimes sloppy would.
+def bisect(chat: Chat, skill: float) -> ChatReply:
+    """The scripted model's turn: bisect the range, as a sometimes sloppy model would.
 
-    It rebuilds its bounds from ``session.steps`` on every turn (nothing is
-    kept on ``self``), misreads an answer now and then, sometimes guesses at
-    random or repeats itself, and now and then answers before it has checked.
+    It rereads the conversation every turn, misreads an answer now and then,
+    sometimes guesses at random or repeats itself, and now and then answers
+    before it has checked.
     """
-
-    def __init__(self, pace: Pace) -> None:
-        self.pace = pace
-
-    async def act(self, session: AgentSession) -> Action | Final:
-        rng = decision_rng(session)
-        skill = await think(session, rng, self.pace)
-        low, high = 1, int(session.inputs["high"])
-        for i, step in enumerate(session.steps):
-            number = step.action.arguments["number"]
-            answer = step.effect.observation
-            if answer == "correct":
-                return Final(number)
-            # Each reading has its own seed, so replaying the steps reads them alike.
-            misread = random.Random(f"{session.task_id}/{session.trial}/read/{i}").random()
-            if misread > skill + (1.0 - skill) * 0.6:
-                answer = "lower" if answer == "higher" else "higher"
-            if answer == "higher":
-                low = max(low, number + 1)
-            else:
-                high = min(high, number - 1)
-        if low >= high:
-            # One candidate left, or notes that contradict each other: answer now.
-            return Final(low)
-        middle = (low + high) // 2
-        roll = rng.random()
-        if roll < (1.0 - skill) * 0.2:
-            return Final(middle)  # overconfident: answers without checking
-        if roll < (1.0 - skill) * 0.6 and session.steps:
-            return Action("guess", session.steps[-1].action.arguments)  # forgot: a wasted turn
-        guess = middle if rng.random() < skill else rng.randint(low, high)
-        return Action("guess", {"number": guess})
+    rng = chat.rng("act")
+    low, high = 1, int(chat.inputs["high"])
+    steps = [
+        (args["number"], observation)
+        for turn in chat.turns
+        for (name, args), observation in zip(turn.calls, turn.observations, strict=True)
+        if name == "guess" and args and observation in ("higher", "lower", "correct")
+    ]
+    for i, (number, answer) in enumerate(steps):
+        if answer == "correct":
+            return ChatReply.text(json.dumps(number))
+        if chat.reading(i) > skill + (1.0 - skill) * 0.6:
+            answer = "lower" if answer == "higher" else "higher"  # misread
+        if answer == "higher":
+            low = max(low, number + 1)
+        else:
+            high = min(high, number - 1)
+    if low >= high:
+        # One candidate left, or notes that contradict each other: answer now.
+        return ChatReply.text(json.dumps(low))
+    middle = (low + high) // 2
+    roll = rng.random()
+    if roll < (1.0 - skill) * 0.2:
+        return ChatReply.text(f"It must be {middle}.")  # overconfident: answers unchecked
+    if roll < (1.0 - skill) * 0.6 and steps:
+        return ChatReply.tools(("guess", {"number": steps[-1][0]}))  # forgot: a wasted turn
+    guess = middle if rng.random() < skill else rng.randint(low, high)
+    return ChatReply.tools(("guess", {"number": guess}))

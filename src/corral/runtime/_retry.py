@@ -7,7 +7,7 @@ import random
 import traceback
 from dataclasses import dataclass, field
 
-from .._errors import ConfigError, CorralError
+from .._errors import ConfigError, CorralError, ModelUnavailable
 from .._json import recordable_text
 
 
@@ -17,7 +17,8 @@ class RetryPolicy:
 
     ``no_retry`` names exception types that end a trial at once, besides those
     no retry can fix, which never retry: Corral's own errors (bad configuration,
-    store failures, values that cannot be recorded) and ``TypeError`` (a wrong
+    store failures, values that cannot be recorded; but `ModelUnavailable`, a
+    transient failure of a model endpoint, is retried) and ``TypeError`` (a wrong
     call or return type in user code fails the same way every time).
     """
 
@@ -44,7 +45,7 @@ class RetryPolicy:
         """Whether attempt ``attempt`` (0-based), which raised ``exc``, gets another try."""
         if attempt >= self.max_retries or not isinstance(exc, Exception):
             return False
-        if isinstance(exc, _NEVER_RETRIED):
+        if isinstance(exc, _NEVER_RETRIED) and not isinstance(exc, ModelUnavailable):
             return False
         return not isinstance(exc, self.no_retry)
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import ConfigError
+from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
 
 
@@ -17,7 +18,8 @@ class AgentSession:
     every durable commit. ``scratch`` is the agent's own per-trial dict (it is
     not recorded). Inside ``Environment.execute``, ``step_key`` is the
     idempotency key of the action being executed: the same on every
-    re-execution, in any process.
+    re-execution, in any process. ``tools`` are the `Tool` objects the
+    environment declares (None when it declares none).
     """
 
     __slots__ = (
@@ -37,6 +39,7 @@ class AgentSession:
         "previous_trial",
         "scratch",
         "step_key",
+        "tools",
         "_usage",
     )
 
@@ -69,6 +72,8 @@ class AgentSession:
         self.previous_trial = previous_trial
         self.scratch: dict[str, Any] = {}
         self.step_key: str | None = None
+        #: The tools the environment declares for this trial (None: it declares none).
+        self.tools: tuple[Tool, ...] | None = None
         self._usage: Usage = NO_USAGE
 
     def __repr__(self) -> str:

@@ -15,10 +15,12 @@ from typing import Any
 
 import anyio
 
+from .._budget import NO_BUDGET, Budget, Exceeded
 from .._errors import unwrap_single
 from .._json import check_json
 from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
+from .._tools import call_error, tools_of
 from .._types import (
     NO_USAGE,
     UNCHANGED,
@@ -38,6 +40,7 @@ from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
 from ._session import AgentSession
+from ._workclock import WorkClock
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,10 @@ class TrialPlan:
     scratch: dict[str, Any] | None = None
     #: Usage recorded before a rate limit that no commit has carried yet.
     carried_usage: Usage = NO_USAGE
+    #: What the trial may spend (the task's budgets over the run's).
+    budget: Budget = NO_BUDGET
+    #: Seconds worked before a rate limit deferred this trial (its commits may hold less).
+    worked: float = 0.0
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -98,10 +105,15 @@ class _Writer:
     if the crash had come earlier.
     """
 
-    def __init__(self, plan: TrialPlan, projection: Projection, session: AgentSession):
+    def __init__(
+        self, plan: TrialPlan, projection: Projection, session: AgentSession, clock: WorkClock
+    ):
         self.plan = plan
         self.projection = projection
         self.session = session
+        self.clock = clock
+        #: The trial's budget, or None when it has none (checked once, not per step).
+        self.budget = plan.budget if plan.budget else None
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
@@ -122,8 +134,13 @@ class _Writer:
 
     def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
+        worked = round(self.clock.spent, 6)
+        budget = self.budget
         commits = []
         for kind, payload, usage in items:
+            payload["worked"] = worked  # working time survives a crash with the commit
+            if budget is not None and (kind == "setup" or kind == "terminal"):
+                payload["budget"] = budget.to_dict()  # what applied (`corral show`)
             commits.append(Commit(self.next_seq, kind, payload, now, usage))
             self.next_seq += 1
         self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
@@ -172,6 +189,21 @@ class _Writer:
         await self.flush()
         return commits
 
+    def over_budget(self, pending: Usage = NO_USAGE) -> bool:
+        """If the trial's committed usage (plus ``pending``, not yet committed) or its
+        working time overran its budget, stage its ``limit`` terminal and say so."""
+        budget = self.budget
+        if budget is None:
+            return False
+        projection = self.projection
+        exceeded = budget.exceeded(projection.usage + pending, self.clock.spent)
+        if exceeded is None:
+            return False
+        session = self.session
+        payload = _terminal(TrialStatus.LIMIT, session.attempt, session.state, failure=exceeded)
+        self.stage([("terminal", payload, session.take_usage())])
+        return True
+
 
 def _sync(session: AgentSession, projection: Projection) -> None:
     session.state = projection.state
@@ -199,7 +231,11 @@ class Deferred:
 
 
 async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
-    """Run (or continue) one trial until it has a terminal commit, or a rate limit."""
+    """Run (or continue) one trial until it has a terminal commit, or a rate limit.
+
+    Its working time runs from here until it returns, except while it waits out a
+    retry's backoff; a ``working_time_limit`` cuts an attempt at its deadline.
+    """
     attempt = plan.first_attempt
     # Usage recorded in an attempt that ended before a commit could carry it rides
     # on the next commit, so the report counts every token spent.
@@ -208,24 +244,31 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     projection = Projection()
     if plan.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
+    clock = WorkClock(max(plan.worked, projection.worked))
+    clock.start()
+    working_limit = plan.budget.working_time_limit
     while projection.terminal is None:
         session = await _session(plan, projection, attempt, scratch)
         session._usage, carried = carried, NO_USAGE
-        writer = _Writer(plan, projection, session)
+        writer = _Writer(plan, projection, session, clock)
         error: BaseException | None = None
-        timed_out = False
+        # Why the attempt was cut short: "timeout" or "working_time_limit".
+        cut: str | None = None
         try:
-            if plan.trial_timeout is None:  # no cancel scope to pay for
+            timeout = _deadline(plan.trial_timeout)
+            budget = clock.deadline(working_limit)
+            if timeout == budget == float("inf"):  # no cancel scope to pay for
                 await _attempt(plan, writer, session)
             else:
-                with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
+                with anyio.CancelScope(deadline=min(timeout, budget)) as scope:
                     await _attempt(plan, writer, session)
-                timed_out = scope.cancelled_caught
-            if not timed_out:
+                if scope.cancelled_caught:
+                    cut = "working_time_limit" if budget <= timeout else "timeout"
+            if cut is None:
                 writer.hand_over()
         except Exception as exc:
             error = exc
-        if error is None and not timed_out:
+        if error is None and cut is None:
             break
         await writer.drain()  # what the store took, observers hear of, even now
         carried = session.take_usage()
@@ -233,6 +276,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         if limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
             plan.scratch, plan.carried_usage = session.scratch, carried
+            clock.stop()
+            plan.worked = clock.spent  # waiting out the rate limit is not work
             delay = limited.retry_after
             if delay is None:
                 delay = plan.policy.delay(plan.deferrals)
@@ -244,18 +289,26 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         projection = Projection.of(history)
         if projection.terminal is not None:
             break
-        if timed_out:
+        if cut == "timeout":
             text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
-            failure = {"error": text, "error_type": "TimeoutError"}
-            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, failure, carried)
+            failure: Mapping[str, Any] = {"error": text, "error_type": "TimeoutError"}
+            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, failure, carried, clock)
+        elif cut is not None:
+            clock.stop()
+            assert working_limit is not None
+            # The deadline is where the clock reaches the limit (up to rounding).
+            exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
+            await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif error is not None and plan.policy.retryable(error, attempt):
+            clock.stop()  # a backoff is not work
             await anyio.sleep(plan.policy.delay(attempt))
+            clock.start()
             attempt += 1
             scratch = None  # a retry starts from the store, not from memory
         else:
             assert error is not None
             failure = error_fields(error)
-            await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried)
+            await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried, clock)
     return _outcome(plan, projection)
 
 
@@ -297,6 +350,7 @@ async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) ->
 
 async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> None:
     projection = writer.projection
+    session.tools = tools_of(plan.environment, session)  # inside the attempt: may raise
     if not projection.has_setup:
         state = await plan.environment.setup(session)
         payload = {
@@ -304,6 +358,10 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             "previous_trial": session.previous_trial,
         }
         writer.stage([("setup", payload, session.take_usage())])
+    # Budgets are checked after every commit that may carry usage, and before a
+    # resumed trial does anything (its budget may have been lowered since).
+    if writer.over_budget():
+        return
     turn = projection.open_turn
     if turn is not None:
         # The head is an action (or part of a parallel turn) without its effect:
@@ -312,8 +370,13 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         await _execute(writer, session, missing, turn.state_before)
     max_iterations = plan.metadata.max_iterations
     while projection.iteration < max_iterations:
+        if writer.over_budget():
+            return
         decision = await plan.agent.act(session)
         if isinstance(decision, Final):
+            # An answer bought over budget is not a completed trial.
+            if writer.over_budget(session._usage):
+                return
             output = check_json(decision.output, "the Final output")
             writer.stage(
                 [
@@ -343,7 +406,11 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             items.append(("action", payload, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
         await writer.commit(items)
+        if writer.over_budget():  # the turn's model call overran: its tools never run
+            return
         await _execute(writer, session, keyed, session.state)
+    if writer.over_budget():
+        return
     writer.stage(
         [
             (
@@ -379,8 +446,15 @@ async def _execute(
 
     async def one(seq: int, action: Action, key: str, view: AgentSession) -> None:
         view.step_key = key
+        tools = session.tools
+        # A call the environment's declared tools refuse never reaches it: its error
+        # is the observation, so a model sees its mistake.
+        refused = None if tools is None else call_error(tools, action.tool, action.arguments)
         try:
-            effect = await environment.execute(action, view)
+            if refused is None:
+                effect = await environment.execute(action, view)
+            else:
+                effect = ToolEffect(refused)
         except BaseException:
             if view is not session:  # what a failed call used is carried, as on the session
                 session._usage = session._usage + view.take_usage()
@@ -417,16 +491,18 @@ def _terminal(
     attempt: int,
     state: Any,
     output: Any = None,
-    failure: Mapping[str, str] | None = None,
+    failure: Mapping[str, Any] | Exceeded | None = None,
 ) -> dict[str, Any]:
-    payload = {
+    payload: dict[str, Any] = {
         "status": str(status),
         "output": output,
         "error": None,
         "attempts": attempt + 1,
         "state": state,
     }
-    if failure:
+    if isinstance(failure, Exceeded):
+        payload.update(failure.fields())
+    elif failure:
         payload.update(failure)
     return payload
 
@@ -436,18 +512,17 @@ async def _end(
     projection: Projection,
     attempt: int,
     status: TrialStatus,
-    failure: Mapping[str, str],
+    failure: Mapping[str, Any] | Exceeded,
     usage: Usage,
+    clock: WorkClock,
 ) -> None:
-    """Commit the terminal of a trial whose attempt failed or timed out."""
+    """Commit the terminal of a trial whose attempt failed, timed out or overran."""
     now = time.time()
-    commit = Commit(
-        projection.next_seq,
-        "terminal",
-        _terminal(status, attempt, projection.state, failure=failure),
-        now,
-        usage,
-    )
+    payload = _terminal(status, attempt, projection.state, failure=failure)
+    payload["worked"] = round(clock.spent, 6)
+    if plan.budget:
+        payload["budget"] = plan.budget.to_dict()
+    commit = Commit(projection.next_seq, "terminal", payload, now, usage)
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)
     plan.acks.durable(plan.key, [commit])
@@ -456,10 +531,12 @@ async def _end(
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     terminal = projection.terminal
     assert terminal is not None
-    usage = projection.earlier_usage  # shared while nothing was used: no object per trial
-    for commit in projection.commits:
-        if commit.usage:
-            usage = usage + commit.usage
+    # Shared while nothing was used: no object per trial.
+    usage = (
+        projection.usage + projection.earlier_usage
+        if projection.earlier_usage
+        else projection.usage
+    )
     record = record_of(
         plan.key.task_id,
         plan.key.trial,

@@ -16,6 +16,7 @@ gauges, and wait until every task is blocked before asserting::
 """
 
 from ._blocked import wait_all_tasks_blocked
+from ._chat_server import ChatReply, FakeChatServer
 from ._fakes import (
     Execution,
     FakeEnvironment,
@@ -28,8 +29,10 @@ from ._gate import Gate
 from ._gauge import ConcurrencyGauge
 
 __all__ = [
+    "ChatReply",
     "ConcurrencyGauge",
     "Execution",
+    "FakeChatServer",
     "FakeEnvironment",
     "Gate",
     "ScriptedAgent",

@@ -1,0 +1,101 @@
+"""What a chat model returns, and what Corral's agents ask of one (no HTTP here)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._types import NO_USAGE, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call of a reply; ``arguments`` is the JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """A chat completion: the text, the tool calls, and the usage (with its cost)."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = NO_USAGE
+    finish_reason: str | None = None
+    #: The assistant message as the server sent it.
+    message: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+class ChatModel(Protocol):
+    """An OpenAI-style chat model (`corral.models.OpenAICompatible`, or a user's own).
+
+    ``model`` names the model asked when a call names none.
+    """
+
+    model: str
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> ChatResponse: ...
+
+
+def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResponse:
+    """A chat completion body as a `ChatResponse`; ValueError if it is not one."""
+    if not isinstance(body, Mapping):
+        raise ValueError("the body is not a JSON object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ValueError("the body has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, Mapping):
+        raise ValueError("the first choice has no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        content = str(content)
+    calls = []
+    for raw in message.get("tool_calls") or ():
+        function = raw.get("function") if isinstance(raw, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise ValueError(f"a tool call without a function name: {raw!r}")
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):  # some servers send an object, not its text
+            arguments = "{}" if arguments is None else _dumps(arguments)
+        calls.append(ToolCall(str(raw.get("id") or ""), function["name"], arguments))
+    usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
+    assert isinstance(usage, Mapping)
+    input_tokens = _count(usage.get("prompt_tokens"))
+    output_tokens = _count(usage.get("completion_tokens"))
+    cost = 0.0
+    if prices:
+        cost = input_tokens * prices.get("input", 0.0) + output_tokens * prices.get("output", 0.0)
+        cost /= 1e6
+    finish = choice.get("finish_reason")
+    return ChatResponse(
+        content=content,
+        tool_calls=tuple(calls),
+        usage=Usage(input_tokens, output_tokens, cost),
+        finish_reason=finish if isinstance(finish, str) else None,
+        message=message,
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _dumps(value: object) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,113 @@
+"""A small JSON Schema check for tool arguments (no dependency).
+
+It covers what tool schemas use: ``type``, ``enum``, ``const``,
+``properties``, ``required``, ``additionalProperties``, ``items``,
+``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``
+and ``anyOf``/``oneOf``. Other keywords are accepted and not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict, Mapping),
+    "array": (list, tuple),
+    "string": (str,),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "number": (int, float),
+    "integer": (int,),
+}
+
+
+def _is(value: object, name: str) -> bool:
+    if name in ("number", "integer") and isinstance(value, bool):
+        return False
+    if name == "integer" and isinstance(value, float):
+        return value.is_integer()
+    kinds = _TYPES.get(name)
+    return kinds is None or isinstance(value, kinds)
+
+
+def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> list[str]:
+    """What is wrong with ``value`` under ``schema`` (empty when it is valid)."""
+    where = path or "arguments"
+    kind = schema.get("type")
+    if kind is not None:
+        names = [kind] if isinstance(kind, str) else list(kind)
+        if not any(_is(value, name) for name in names):
+            return [f"{where} must be of type {' or '.join(names)}, not {_type_name(value)}"]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{where} must be one of {schema['enum']!r}, not {value!r}"]
+    if "const" in schema and value != schema["const"]:
+        return [f"{where} must be {schema['const']!r}, not {value!r}"]
+    for key in ("anyOf", "oneOf"):
+        if key in schema and not any(not schema_errors(s, value, path) for s in schema[key]):
+            return [f"{where} matches none of the allowed schemas"]
+    errors: list[str] = []
+    if isinstance(value, Mapping):
+        errors += _object_errors(schema, value, path)
+    elif isinstance(value, list | tuple):
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for i, item in enumerate(value):
+                errors += schema_errors(items, item, f"{path}[{i}]" if path else f"[{i}]")
+        errors += _bounds(schema, len(value), where, "minItems", "maxItems", "items")
+    elif isinstance(value, str):
+        errors += _bounds(schema, len(value), where, "minLength", "maxLength", "characters")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(f"{where} must be >= {schema['minimum']}, not {value!r}")
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append(f"{where} must be <= {schema['maximum']}, not {value!r}")
+    return errors
+
+
+def _object_errors(schema: Mapping[str, Any], value: Mapping[Any, Any], path: str) -> list[str]:
+    errors = []
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or ():
+        if name not in value:
+            errors.append(f"missing required {_join(path, name)!r}")
+    extra = schema.get("additionalProperties", True)
+    for name, item in value.items():
+        sub = properties.get(name)
+        if isinstance(sub, Mapping):
+            errors += schema_errors(sub, item, _join(path, name))
+        elif extra is False:
+            errors.append(f"unexpected property {_join(path, name)!r}")
+        elif isinstance(extra, Mapping):
+            errors += schema_errors(extra, item, _join(path, name))
+    return errors
+
+
+def _bounds(
+    schema: Mapping[str, Any], size: int, where: str, low: str, high: str, unit: str
+) -> list[str]:
+    if low in schema and size < schema[low]:
+        return [f"{where} must have at least {schema[low]} {unit}"]
+    if high in schema and size > schema[high]:
+        return [f"{where} must have at most {schema[high]} {unit}"]
+    return []
+
+
+def _join(path: str, name: object) -> str:
+    return f"{path}.{name}" if path else str(name)
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__

@@ -1,0 +1,117 @@
+"""A trial's conversation with a chat model, rebuilt from its durable history only.
+
+The inputs are the user turn, each recorded turn of actions is one assistant
+message with its tool calls, and each recorded effect is the tool message
+answering its call. Nothing held in memory enters it, so a retried or resumed
+attempt sends exactly the conversation an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .._tools import INVALID_JSON
+from ..runtime import AgentSession
+
+#: How the user turn begins its note on the previous trial (``reflect=True``).
+REFLECTION = "Your previous attempt at this task"
+
+
+def call_id(step_key: str) -> str:
+    """The id of a recorded tool call: from its step key, so the same in every process
+    (and shaped like OpenAI's own, ``call_`` and 24 characters)."""
+    return "call_" + step_key.removeprefix("step-")[:24]
+
+
+def user_message(session: AgentSession, reflect: bool = False) -> str:
+    """The task as the user turn: ``inputs["prompt"]``, then the other inputs as JSON
+    (a dependency's output among them); with ``reflect``, how the previous trial did."""
+    inputs = dict(session.inputs)
+    prompt = inputs.pop("prompt", None)
+    parts = []
+    if isinstance(prompt, str):
+        parts.append(prompt)
+    elif prompt is not None:
+        inputs["prompt"] = prompt
+    if inputs:
+        parts.append("Inputs:\n" + json.dumps(inputs, indent=1, sort_keys=True, default=str))
+    previous = session.previous_evaluation
+    if reflect and previous is not None:
+        verdict = "passed" if previous.passed else "did not pass"
+        parts.append(f"{REFLECTION} scored {previous.score:g} and {verdict}.")
+    return "\n\n".join(parts) or "(no inputs)"
+
+
+def conversation(
+    session: AgentSession, system_prompt: str | None, user: str
+) -> list[dict[str, Any]]:
+    """The messages to send for the session's next turn."""
+    messages: list[dict[str, Any]] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": user})
+    turns: list[list[Any]] = []
+    effects: dict[int, Any] = {}
+    turn_no = None
+    for commit in session.history:
+        payload = commit.payload
+        if commit.kind == "action":
+            if payload["turn"] != turn_no:
+                turn_no = payload["turn"]
+                turns.append([])
+            turns[-1].append(commit)
+        elif commit.kind == "tool_effect":
+            effects[payload["action_seq"]] = payload["observation"]
+    for actions in turns:
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_tool_call(a.payload) for a in actions],
+            }
+        )
+        for action in actions:
+            if action.seq in effects:  # every one, when the agent is asked
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id(action.payload["step_key"]),
+                        "content": _text(effects[action.seq]),
+                    }
+                )
+    return messages
+
+
+def _tool_call(payload: Mapping[str, Any]) -> dict[str, Any]:
+    arguments = payload["arguments"]
+    if isinstance(arguments, Mapping) and INVALID_JSON in arguments:
+        text = str(arguments[INVALID_JSON])  # what the model wrote, as it wrote it
+    else:
+        text = json.dumps(arguments, ensure_ascii=False)
+    return {
+        "id": call_id(payload["step_key"]),
+        "type": "function",
+        "function": {"name": payload["tool"], "arguments": text},
+    }
+
+
+def _text(observation: Any) -> str:
+    if isinstance(observation, str):
+        return observation
+    return json.dumps(observation, ensure_ascii=False)
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """A tool call's arguments as the action records them: the JSON object, or its raw
+    text under a marker that the run answers with an error observation."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    return {INVALID_JSON: text}

@@ -1,0 +1,117 @@
+"""`ToolAgent`: a chat model that calls the environment's tools until it answers."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .._chat import ChatModel
+from .._errors import ConfigError
+from .._types import Action, Final
+from ..runtime import AgentSession
+from ._conversation import conversation, parse_arguments, user_message
+
+
+class ToolAgent:
+    """Asks ``model`` for each turn, offering the environment's `corral.Tool` list.
+
+    The conversation is rebuilt from the trial's durable history on every turn
+    (the inputs as the user turn, each recorded action as a tool call, each
+    effect as its tool message), so a resumed or retried trial sends the same
+    conversation and a recorded turn is never asked again. Several tool calls
+    in one reply are one parallel turn; a reply without any is `Final` (its
+    text, or ``parse_final(text)``). A call of an unknown tool, or with
+    arguments that are not a JSON object its schema accepts, goes back to the
+    model as an error observation; ``max_iterations`` bounds the turns. Usage
+    and cost are recorded per turn.
+
+    The task's ``model`` (when set) is the model asked, else the client's own.
+    ``seed`` (an int) sends a seed derived from it and the (task, trial): trials
+    sample apart, and a retry of one trial asks alike. ``reflect`` tells a
+    trial how the previous trial of its task scored (see reflective trials);
+    ``prompt(session)`` replaces the default user turn.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        system_prompt: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        parse_final: Callable[[str], Any] | None = None,
+        *,
+        seed: int | None = None,
+        reflect: bool = False,
+        prompt: Callable[[AgentSession], str] | None = None,
+    ) -> None:
+        if not callable(getattr(model, "complete", None)):
+            raise ConfigError(f"model must have an async complete() method, not {model!r}")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise ConfigError(f"system_prompt must be a string, not {system_prompt!r}")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+        if temperature is not None and (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not math.isfinite(temperature)
+            or temperature < 0
+        ):
+            raise ConfigError(f"temperature must be a number >= 0, not {temperature!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ConfigError(f"seed must be an integer, not {seed!r}")
+        for name, value in (("parse_final", parse_final), ("prompt", prompt)):
+            if value is not None and not callable(value):
+                raise ConfigError(f"{name} must be callable, not {value!r}")
+        self.model = model
+        self.system_prompt = system_prompt
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.parse_final = parse_final
+        self.seed = seed
+        self.reflect = reflect
+        self.prompt = prompt
+
+    def __repr__(self) -> str:
+        return f"ToolAgent({self.model!r})"
+
+    def run_context(self, info: Any) -> Any:
+        """The model's run-scoped resources (its connection pool), if it has any."""
+        hook = getattr(self.model, "run_context", None)
+        return hook(info) if callable(hook) else contextlib.nullcontext()
+
+    def messages(self, session: AgentSession) -> list[dict[str, Any]]:
+        """The conversation this session's next turn sends."""
+        user = self.prompt(session) if self.prompt else user_message(session, self.reflect)
+        return conversation(session, self.system_prompt, user)
+
+    def trial_seed(self, session: AgentSession) -> int | None:
+        if self.seed is None:
+            return None
+        raw = f"{self.seed}|{len(session.task_id)}:{session.task_id}|{session.trial}"
+        return int(hashlib.sha256(raw.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+    async def act(self, session: AgentSession) -> list[Action] | Final:
+        tools = session.tools or ()
+        response = await self.model.complete(
+            self.messages(session),
+            tools=[tool.to_openai() for tool in tools] or None,
+            model=session.model,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            seed=self.trial_seed(session),
+        )
+        usage = response.usage
+        session.record_usage(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
+        )
+        if response.tool_calls:
+            return [
+                Action(call.name, parse_arguments(call.arguments)) for call in response.tool_calls
+            ]
+        text = response.content or ""
+        return Final(text if self.parse_final is None else self.parse_final(text))

@@ -1,0 +1,300 @@
+"""`FakeChatServer`: a scriptable OpenAI-compatible chat endpoint on 127.0.0.1.
+
+It runs the standard library's threading HTTP server in a daemon thread, so
+it needs no dependency and serves sync and async tests (either backend) alike.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import MappingProxyType
+from typing import Any
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """What `FakeChatServer` answers to one request. Build one with the class methods."""
+
+    content: str | None = None
+    #: (name, arguments): a mapping is sent as its JSON text, a string as it is
+    #: (so a test can send malformed JSON).
+    tool_calls: tuple[tuple[str, Any], ...] = ()
+    #: (prompt tokens, completion tokens); None: about four characters a token.
+    usage: tuple[int, int] | None = None
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
+    #: The message of an error body (``{"error": {"message": ...}}``).
+    error: str = ""
+    error_code: str | None = None
+    #: Seconds before answering (a slow model).
+    delay: float = 0.0
+    #: ``"drop"``: close the connection half-way through the body; ``"hang"``: never answer.
+    fault: str | None = None
+
+    @classmethod
+    def text(
+        cls, content: str, *, usage: tuple[int, int] | None = None, delay: float = 0.0
+    ) -> ChatReply:
+        """A reply without tool calls."""
+        return cls(content=content, usage=usage, delay=delay)
+
+    @classmethod
+    def tools(
+        cls,
+        *calls: tuple[str, Any],
+        content: str | None = None,
+        usage: tuple[int, int] | None = None,
+        delay: float = 0.0,
+    ) -> ChatReply:
+        """A reply with one tool call per ``(name, arguments)``; several are parallel."""
+        return cls(content=content, tool_calls=tuple(calls), usage=usage, delay=delay)
+
+    @classmethod
+    def failure(
+        cls,
+        status: int,
+        message: str = "",
+        *,
+        headers: Mapping[str, str] | None = None,
+        code: str | None = None,
+    ) -> ChatReply:
+        """An error status with an OpenAI-style error body."""
+        return cls(
+            status=status,
+            error=message or f"simulated HTTP {status}",
+            error_code=code,
+            headers=dict(headers or {}),
+        )
+
+    @classmethod
+    def rate_limited(
+        cls,
+        retry_after: float | str | None = None,
+        *,
+        retry_after_ms: float | None = None,
+        reset: str | None = None,
+        status: int = 429,
+    ) -> ChatReply:
+        """A 429 saying when to come back: ``retry-after`` (seconds, or an HTTP date as
+        a string), ``retry-after-ms``, or ``x-ratelimit-reset-requests`` (``"1.5s"``)."""
+        headers = {}
+        if retry_after is not None:
+            headers["retry-after"] = str(retry_after)
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = str(retry_after_ms)
+        if reset is not None:
+            headers["x-ratelimit-reset-requests"] = reset
+            headers["x-ratelimit-remaining-requests"] = "0"
+        return cls.failure(status, "Rate limit reached (simulated)", headers=headers)
+
+    @classmethod
+    def drop(cls) -> ChatReply:
+        """Send the headers and half the body, then close the connection."""
+        return cls(content="this reply is cut short", fault="drop")
+
+    @classmethod
+    def hang(cls) -> ChatReply:
+        """Never answer (until the server closes)."""
+        return cls(fault="hang")
+
+
+Script = Callable[[dict[str, Any]], ChatReply]
+
+
+class FakeChatServer:
+    """An OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1.
+
+    Each request is answered by the next reply given to `enqueue` (or the
+    ``script`` list), else by calling ``script`` with the request's JSON body.
+    ``calls`` counts the requests and ``requests`` keeps their bodies (and
+    ``headers`` their headers). Use it as a context manager, or `start` and
+    `close` it; ``url`` is the base URL to give a client. It does real network
+    I/O: a test driving it must not use an autojumping clock (trio's
+    ``MockClock(autojump_threshold=0)`` would expire the client's timeouts).
+    """
+
+    def __init__(self, script: Script | Iterable[ChatReply] | None = None) -> None:
+        self._queue: deque[ChatReply] = deque()
+        self._script: Script | None = None
+        if callable(script):
+            self._script = script
+        elif script is not None:
+            self._queue.extend(script)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.calls = 0
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL (``http://127.0.0.1:PORT/v1``), once started."""
+        if self._url is None:
+            raise RuntimeError("the FakeChatServer is not started")
+        return self._url
+
+    def enqueue(self, *replies: ChatReply) -> None:
+        """Answer the next requests with these replies, in order."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def start(self) -> FakeChatServer:
+        self._closed.clear()
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.fake = self
+        self._server = server
+        host, port = server.server_address[:2]
+        self._url = f"http://{host!s}:{port}/v1"
+        # A short poll: `close` waits for the serving loop to notice, up to one poll.
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; a hanging request is let go (its connection closes)."""
+        self._closed.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeChatServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _reply_to(self, body: dict[str, Any], headers: dict[str, str]) -> ChatReply:
+        with self._lock:
+            self.calls += 1
+            self.requests.append(body)
+            self.headers.append(headers)
+            if self._queue:
+                return self._queue.popleft()
+            script = self._script
+        if script is None:
+            return ChatReply.failure(500, "FakeChatServer: no reply scripted for this request")
+        try:
+            return script(body)
+        except Exception as exc:  # the script's bug, shown to the client
+            return ChatReply.failure(500, f"FakeChatServer script failed: {exc!r}")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256
+    fake: FakeChatServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes: with Nagle's algorithm the body
+    # would wait for the client's delayed ACK (40 ms a reply).
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, _error_body(f"no route {self.path}", None), {})
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send(400, _error_body("the request body is not JSON", None), {})
+            return
+        reply = fake._reply_to(body, {k.lower(): v for k, v in self.headers.items()})
+        if reply.fault == "hang":
+            fake._closed.wait()
+            self.close_connection = True
+            return
+        if reply.delay > 0:
+            fake._closed.wait(reply.delay)  # a slow model, that a closing server cuts short
+        if reply.status >= 300 or reply.error:  # an error body, whatever the status
+            self._send(reply.status, _error_body(reply.error, reply.error_code), reply.headers)
+            return
+        data = _completion(body, reply, fake.calls)
+        if reply.fault == "drop":
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self._send(200, data, {})
+
+    def _send(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _error_body(message: str, code: str | None) -> bytes:
+    error = {"message": message, "type": "fake_error", "code": code}
+    return json.dumps({"error": error}).encode()
+
+
+def _completion(request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_fake{number}_{i}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+            for i, (name, arguments) in enumerate(reply.tool_calls)
+        ]
+    if reply.usage is not None:
+        prompt, completion = reply.usage
+    else:
+        prompt = len(json.dumps(request.get("messages", ""))) // 4 + 1
+        written = len(reply.content or "") + sum(
+            len(name) + len(a if isinstance(a, str) else json.dumps(a))
+            for name, a in reply.tool_calls
+        )
+        completion = written // 4 + 1
+    body = {
+        "id": f"chatcmpl-fake{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+    return json.dumps(body).encode()

@@ -1,0 +1,286 @@
+"""`OpenAICompatible` over real HTTP on 127.0.0.1 against `FakeChatServer`: replies,
+tool calls, usage and cost, every error class, Retry-After in its three forms,
+a dropped connection, a server that never answers, and bad input."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import corral
+from corral import BenchmarkTaskMetadata as Meta
+from corral.agents import ToolAgent
+from corral.models import OpenAICompatible
+from corral.models._status import duration, retry_after
+from corral.runtime import RetryPolicy
+from corral.testing import ChatReply, FakeChatServer, FakeEnvironment
+
+pytestmark = pytest.mark.anyio
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeChatServer]:
+    with FakeChatServer() as fake:
+        yield fake
+
+
+def client(server: FakeChatServer, **kwargs: Any) -> OpenAICompatible:
+    return OpenAICompatible("test-model", base_url=server.url, **kwargs)
+
+
+async def test_text_reply_usage_and_cost(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.text("hi there", usage=(1200, 300)))
+    model = client(server, prices={"input": 2.5, "output": 10}, extra_body={"top_p": 0.5})
+    response = await model.complete(HELLO, max_tokens=64, temperature=0.0, seed=7)
+    assert response.content == "hi there" and response.tool_calls == ()
+    assert response.finish_reason == "stop"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (1200, 300)
+    assert response.usage.cost == pytest.approx((1200 * 2.5 + 300 * 10) / 1e6)
+    assert server.requests == [
+        {
+            "model": "test-model",
+            "messages": HELLO,
+            "max_tokens": 64,
+            "temperature": 0.0,
+            "seed": 7,
+            "top_p": 0.5,
+        }
+    ]
+
+
+async def test_tool_calls_parallel_and_malformed(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.tools(("add", {"a": 1, "b": 2}), ("mul", '{"a": 3,')))
+    tools = [corral.Tool("add").to_openai(), corral.Tool("mul").to_openai()]
+    response = await client(server).complete(HELLO, tools=tools, model="other")
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [
+        ("add", '{"a": 1, "b": 2}'),
+        ("mul", '{"a": 3,'),  # kept as written: the agent decides what to do with it
+    ]
+    assert response.finish_reason == "tool_calls"
+    assert server.requests[0]["tools"] == tools and server.requests[0]["model"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (ChatReply.rate_limited(7), 7.0),
+        (ChatReply.rate_limited(retry_after_ms=250), 0.25),
+        (ChatReply.rate_limited(reset="1m30.5s"), 90.5),
+        (ChatReply.rate_limited(), None),
+        (ChatReply.rate_limited(3, status=503), 3.0),
+    ],
+    ids=["seconds", "ms", "reset", "no-header", "503"],
+)
+async def test_rate_limits_carry_the_servers_wait(
+    server: FakeChatServer, reply: ChatReply, expected: float | None
+) -> None:
+    server.enqueue(reply)
+    with pytest.raises(corral.RateLimited) as caught:
+        await client(server).complete(HELLO)
+    assert caught.value.retry_after == expected
+    assert "Rate limit reached" in str(caught.value)
+    assert server.calls == 1  # no hidden retry
+
+
+async def test_retry_after_as_an_http_date(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.rate_limited(email.utils.formatdate(time.time() + 30, usegmt=True)))
+    with pytest.raises(corral.RateLimited) as caught:
+        await client(server).complete(HELLO)
+    assert caught.value.retry_after is not None and 27 <= caught.value.retry_after <= 31
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408])
+async def test_server_errors_are_transient(server: FakeChatServer, status: int) -> None:
+    server.enqueue(ChatReply.failure(status, "upstream overloaded"))
+    with pytest.raises(corral.ModelUnavailable, match="upstream overloaded") as caught:
+        await client(server).complete(HELLO)
+    assert caught.value.status_code == status
+    assert RetryPolicy(max_retries=1).retryable(caught.value, 0)
+    assert server.calls == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_refusals_are_not_retried_and_carry_the_message(
+    server: FakeChatServer, status: int
+) -> None:
+    server.enqueue(ChatReply.failure(status, f"refused with {status}: check your request"))
+    with pytest.raises(corral.ModelError) as caught:
+        await client(server).complete(HELLO)
+    assert f"HTTP {status}" in str(caught.value)
+    assert f"refused with {status}: check your request" in str(caught.value)
+    assert not RetryPolicy(max_retries=5).retryable(caught.value, 0)
+    assert server.calls == 1
+
+
+async def test_quota_exhausted_is_not_a_rate_limit(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.failure(429, "You exceeded your quota", code="insufficient_quota"))
+    with pytest.raises(corral.ModelError, match="exceeded your quota"):
+        await client(server).complete(HELLO)
+
+
+async def test_dropped_connection_mid_response(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.drop(), ChatReply.text("after the drop"))
+    model = client(server)
+    async with model:  # the pool survives a broken connection
+        with pytest.raises(corral.ModelUnavailable, match="RemoteProtocolError"):
+            await model.complete(HELLO)
+        assert (await model.complete(HELLO)).content == "after the drop"
+
+
+async def test_a_server_that_never_answers_times_out(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.hang())
+    with pytest.raises(corral.ModelUnavailable, match="within the timeout of 0.2 s"):
+        await client(server, timeout=0.2).complete(HELLO)
+    assert server.calls == 1
+
+
+async def test_a_body_that_is_not_a_completion_is_transient(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply(content="x", usage=(1, 1)), ChatReply.failure(200, "odd"))
+    model = client(server)
+    assert (await model.complete(HELLO)).content == "x"
+    with pytest.raises(corral.ModelUnavailable, match="not a chat completion"):
+        await model.complete(HELLO)
+
+
+async def test_environment_supplies_key_and_base_url(
+    server: FakeChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/")
+    server.enqueue(ChatReply.text("a"), ChatReply.text("b"))
+    assert (await OpenAICompatible("m").complete(HELLO)).content == "a"
+    assert server.headers[0]["authorization"] == "Bearer sk-test-123"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert (await OpenAICompatible("m").complete(HELLO)).content == "b"
+    assert "authorization" not in server.headers[1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"base_url": "ftp://example.com/v1"}, "ftp://example.com/v1"),
+        ({"base_url": "localhost:8000/v1"}, "localhost:8000/v1"),
+        ({"prices": {"input": 1, "cached": 0.5}}, "'cached'"),
+        ({"prices": {"input": -1}}, "-1"),
+        ({"timeout": 0}, "0"),
+        ({"extra_body": {"messages": []}}, "'messages'"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_runs(kwargs: dict[str, Any], named: str) -> None:
+    kwargs = {"base_url": "http://127.0.0.1:9/v1", **kwargs}
+    with pytest.raises(corral.ConfigError, match=named.replace("(", r"\(")):
+        OpenAICompatible("m", **kwargs)
+
+
+def test_retry_after_forms() -> None:
+    now = 1_000_000.0
+    assert retry_after({"Retry-After": "2.5"}, now) == 2.5
+    assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}, now) == 1.5
+    date = email.utils.formatdate(now + 12, usegmt=True)
+    assert retry_after({"retry-after": date}, now) == pytest.approx(12, abs=1)
+    assert retry_after({"retry-after": email.utils.formatdate(now - 60, usegmt=True)}, now) == 0
+    headers = {
+        "x-ratelimit-reset-requests": "2s",
+        "x-ratelimit-remaining-requests": "10",
+        "x-ratelimit-reset-tokens": "6m0s",
+        "x-ratelimit-remaining-tokens": "0",
+    }
+    assert retry_after(headers, now) == 360  # only the exhausted one counts
+    assert retry_after({"retry-after": "soon"}, now) is None
+    unknown_zone = email.utils.formatdate(now + 5).replace("+0000", "-0000")
+    assert retry_after({"retry-after": unknown_zone}, now) == pytest.approx(5, abs=1)
+    assert [duration(t) for t in ("20ms", "1h2m3s", "1.5", "3x", "")] == [
+        0.02,
+        3723,
+        1.5,
+        None,
+        None,
+    ]
+
+
+async def test_a_run_opens_one_pool_sized_to_its_limits_and_closes_it(
+    server: FakeChatServer,
+) -> None:
+    model = client(server)
+    seen: list[Any] = []
+
+    def decide(body: dict[str, Any]) -> ChatReply:
+        seen.append((model._client, model.connections))
+        return ChatReply.text("done")
+
+    server._script = decide
+    agent = ToolAgent(model)
+    tasks = {f"t{i}": Meta("a", "e", model="x") for i in range(5)}
+    runner = corral.CorralRunner(
+        tasks, {"a": agent}, {"e": FakeEnvironment()}, store=corral.MemoryStore()
+    )
+    report = await runner.run("pool", max_parallel=4, max_parallel_by_model={"x": 3})
+    assert report.counts["completed"] == 5
+    clients = {id(c) for c, _ in seen}
+    assert len(clients) == 1 and seen[0][0] is not None  # one pool for the run
+    assert {n for _, n in seen} == {3 + 4}  # the model's limit plus the evaluations
+    assert model._client is None and model.connections is None and seen[0][0].is_closed
+
+
+async def test_refusal_ends_the_trial_transient_failure_retries_it(
+    server: FakeChatServer,
+) -> None:
+    def decide(body: dict[str, Any]) -> ChatReply:
+        task = body["messages"][-1]["content"]
+        if task == "refused":
+            return ChatReply.failure(401, "Incorrect API key provided: sk-...")
+        if sum(1 for r in server.requests if r["messages"][-1]["content"] == task) == 1:
+            return ChatReply.failure(502, "bad gateway")
+        return ChatReply.text("fine")
+
+    server._script = decide
+    tasks = {
+        "refused": Meta("a", "e", inputs={"prompt": "refused"}),
+        "flaky": Meta("a", "e", inputs={"prompt": "flaky"}),
+    }
+    runner = corral.CorralRunner(
+        tasks,
+        {"a": ToolAgent(client(server))},
+        {"e": FakeEnvironment()},
+        store=corral.MemoryStore(),
+        max_retries=3,
+        backoff_base=0.0,
+    )
+    report = await runner.run("errors")
+    refused = report.tasks["refused"].trials[0]
+    assert str(refused.status) == "error" and refused.attempts == 1
+    assert refused.error is not None
+    assert refused.error.startswith("ModelError: HTTP 401")
+    assert "Incorrect API key provided" in refused.error
+    flaky = report.tasks["flaky"].trials[0]
+    assert str(flaky.status) == "completed" and flaky.attempts == 2 and flaky.output == "fine"
+    assert server.calls == 1 + 2
+
+
+def test_fake_server_serves_plain_sync_code() -> None:
+    with FakeChatServer([ChatReply.text("sync hello")]) as server:
+        request = urllib.request.Request(
+            server.url + "/chat/completions",
+            data=json.dumps({"model": "m", "messages": HELLO}).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            body = json.loads(answer.read())
+        assert body["choices"][0]["message"]["content"] == "sync hello"
+        assert server.calls == 1 and server.requests[0]["messages"] == HELLO
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(server.url + "/models", data=b"{}", timeout=5)
+        assert caught.value.code == 404
+        # Nothing left to answer: a 500 that says so.
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=5)
+        assert caught.value.code == 500 and b"no reply scripted" in caught.value.read()
