@@ -105,6 +105,7 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     page.locator("#benchmarks a", has_text="base").click()
     page.locator("#passk").wait_for()
     assert "pass@1 0.429" in page.locator("#passk").inner_text()
+    assert page.locator("#scores tbody tr").count() == 9  # k = 1, 2, 4: overall and 2 models
     examples = page.locator("#details .errors a")
     assert examples.all_inner_texts() == ["task-5#0", "task-5#1", "task-5#2"]
     watched.shot("1-benchmark")
@@ -149,8 +150,8 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     page.select_option("select[name=a]", "base")
     page.select_option("select[name=b]", "better")
     page.click("#compare")
-    page.locator("#difference").wait_for()
-    assert "pass@1 +0.214" in page.locator("#difference").inner_text()
+    page.locator("#paired-1").wait_for()
+    assert "B − A on pass@1: 0.214 [" in page.locator("#paired-1").inner_text()
     assert page.locator("#compared tr.outcome-improved").count() == 6
     watched.shot("5-compare")
     watched.assert_clean()

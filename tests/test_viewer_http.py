@@ -68,6 +68,15 @@ def test_benchmark_summary_matches_the_report(client: httpx.Client) -> None:
     assert s["facets"]["status"] == {"completed": 24, "error": 4}
     assert set(s["by_model"]) == {"model-0", "model-1"}
     assert s["usage"]["input_tokens"] == 0
+    # pass^k beside pass@k, each mean with its 95% interval (overall and per model).
+    assert s["pass_hat_k"]["4"] == 0  # no task passed all 4 trials
+    assert s["pass_hat_k"]["1"] == s["pass_at_k"]["1"]
+    at1 = s["scores"]["pass_at_k"]["1"]
+    assert at1["value"] == pytest.approx(12 / 28)
+    assert at1["low"] < at1["value"] < at1["high"]
+    assert set(s["scores_by_model"]) == {"model-0", "model-1"}
+    assert s["interval"]["method"]
+    assert s["tasks"][0]["pass_hat_k"] == {"1": 0.5, "2": pytest.approx(1 / 6), "4": 0.0}
 
 
 def test_trial_list_filters_sorts_and_pages_on_the_server(client: httpx.Client) -> None:
@@ -122,11 +131,18 @@ def test_compare_pairs_the_shared_tasks(client: httpx.Client) -> None:
     c = api(client, "compare", a="base", b="better")
     assert c["shared"] == 7 and c["only_a"] == c["only_b"] == 0
     # better passes trials 0-2 of each task, base 0-1: pass@1 up by 1/4 on 6 of 7 tasks.
-    assert c["difference"]["1"] == pytest.approx(6 / 7 * 0.25)
-    assert (c["improved"], c["regressed"], c["tied"]) == (6, 0, 1)
+    first = c["paired"][0]
+    assert (first["k"], first["metric"]) == (1, "pass@1")
+    d = first["difference"]
+    assert d["value"] == pytest.approx(6 / 7 * 0.25) and d["low"] <= d["value"] <= d["high"]
+    assert sorted(first["improved"]) == ["child", "task-0", "task-1", "task-2", "task-3", "task-4"]
+    assert first["tied"] == ["task-5"]
+    assert [c_["k"] for c_ in c["paired"]] == [1, 2, 4]
+    outcomes = {t["task_id"]: t["outcome"] for t in c["tasks"]}
+    assert outcomes["task-5"] == "tied" and outcomes["task-0"] == "improved"
     back = api(client, "compare", a="better", b="base")
-    assert back["difference"]["1"] == pytest.approx(-6 / 7 * 0.25)
-    assert (back["improved"], back["regressed"]) == (0, 6)
+    assert back["paired"][0]["difference"]["value"] == pytest.approx(-6 / 7 * 0.25)
+    assert len(back["paired"][0]["regressed"]) == 6
 
 
 def test_every_response_carries_a_strict_policy(client: httpx.Client) -> None:

@@ -13,6 +13,8 @@ from .._errors import ConfigError
 from .._types import Commit
 from ..cli._history import load_history
 from ..report import BenchmarkReport
+from ..report import compare as compare_reports
+from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._cache import Loaded
 from ._index import Row, TrialQuery, page_of, select
@@ -22,13 +24,8 @@ from ._timeline import timeline
 TASKS_SHOWN = 200
 #: Trials of one task whose setup is read to show the reflective chain.
 CHAIN_TRIALS = 100
-#: The statistics that land with issue 14's report changes (pass^k, intervals, paired
-#: comparisons); until then the pages show pass@k and say these are pending.
-PENDING = "pass^k and confidence intervals: pending (corral report statistics, issue 14)"
-# STATS (issue 14, branch h-stats): once merged, fill the slots marked STATS below:
-# summary "scores" = report.scores.to_dict(), "scores_by_model" = {m: s.to_dict()};
-# compare "paired" = corral.compare(report_a, report_b, k=k).to_dict(). app.js
-# already draws them (intervals, pass^k, the paired difference) when they are not None.
+#: How every interval shown is made (the report's own description).
+INTERVALS = interval_info()
 
 
 def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,9 +70,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         "loaded": len(loaded.rows),
         "ready": loaded.report is not None,
         "live": loaded.live,
-        "pending": PENDING,
-        "scores": None,  # STATS
-        "scores_by_model": None,  # STATS
+        "interval": INTERVALS,
     }
     report = loaded.report
     if report is None:
@@ -83,6 +78,10 @@ def summary(loaded: Loaded) -> dict[str, Any]:
     out.update(
         k_values=list(report.k_values),
         pass_at_k=_ks(report.pass_at_k),
+        pass_hat_k=_ks(report.pass_hat_k),
+        # Bootstraps: once per load (the report keeps what it computed).
+        scores=report.scores.to_dict(),
+        scores_by_model={m: sc.to_dict() for m, sc in report.scores_by_model.items()},
         by_model={m: _ks(v) for m, v in report.by_model.items()},
         counts=report.counts,
         usage=report.usage.to_dict(),
@@ -108,6 +107,7 @@ def _task_stats(report: BenchmarkReport) -> list[dict[str, Any]]:
                 "passed": task.passed,
                 "trials": len(task.trials),
                 "pass_at_k": _ks(task.pass_at_k),
+                "pass_hat_k": _ks(task.pass_hat_k),
             }
         )
     return out
@@ -161,6 +161,7 @@ async def task_page(
         "trials": out_trials,
         "more_trials": max(0, loaded.trials_per_task - CHAIN_TRIALS),
         "pass_at_k": None if task_report is None else _ks(task_report.pass_at_k),
+        "pass_hat_k": None if task_report is None else _ks(task_report.pass_hat_k),
     }
 
 
@@ -208,22 +209,21 @@ def _neighbour(rows: list[Row], position: int | None, step: int) -> dict[str, An
 
 def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
     """Two benchmarks side by side on the tasks they share (both must have loaded): a is
-    the baseline, b the candidate; a task is improved when b's pass@k (smallest k) on
-    it is higher, regressed when lower."""
+    the baseline, b the candidate. ``paired`` is `corral.compare` for each k both have;
+    each task's outcome (improved, regressed, tied) is by the smallest."""
     ra, rb = a.report, b.report
     assert ra is not None and rb is not None
     shared = [t for t in ra.tasks if t in rb.tasks]
     ks = [k for k in ra.k_values if k in rb.k_values]
-    outcomes = {"improved": 0, "regressed": 0, "tied": 0}
+    paired = _paired(ra, rb, ks)
+    outcomes = {}
+    if paired:
+        outcomes = {t: "improved" for t in paired[0]["improved"]}
+        outcomes.update({t: "regressed" for t in paired[0]["regressed"]})
+        outcomes.update({t: "tied" for t in paired[0]["tied"]})
     rows = []
     for task_id in shared:
         ta, tb = ra.tasks[task_id], rb.tasks[task_id]
-        va = ta.pass_at_k.get(ks[0]) if ks else None
-        vb = tb.pass_at_k.get(ks[0]) if ks else None
-        outcome = "tied"
-        if va is not None and vb is not None and va != vb:
-            outcome = "improved" if vb > va else "regressed"
-        outcomes[outcome] += 1
         rows.append(
             {
                 "task_id": task_id,
@@ -237,18 +237,9 @@ def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
                     "trials": len(tb.trials),
                     "pass_at_k": _ks(tb.pass_at_k),
                 },
-                "outcome": outcome,
+                "outcome": outcomes.get(task_id, "incomplete"),
             }
         )
-    difference = {}
-    for k in ks:
-        pairs = [
-            (ra.tasks[t].pass_at_k[k], rb.tasks[t].pass_at_k[k])
-            for t in shared
-            if k in ra.tasks[t].pass_at_k and k in rb.tasks[t].pass_at_k
-        ]
-        if pairs:
-            difference[str(k)] = sum(vb - va for va, vb in pairs) / len(pairs)
     return {
         "a": a.benchmark_id,
         "b": b.benchmark_id,
@@ -256,9 +247,17 @@ def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
         "only_a": len(ra.tasks) - len(shared),
         "only_b": len(rb.tasks) - len(shared),
         "k_values": ks,
-        "difference": difference,
-        **outcomes,
         "tasks": rows,
-        "pending": PENDING,
-        "paired": None,  # STATS
+        "paired": paired,
     }
+
+
+def _paired(ra: BenchmarkReport, rb: BenchmarkReport, ks: list[int]) -> list[dict[str, Any]]:
+    """`corral.compare` for each k both have: the difference with its paired interval."""
+    out = []
+    for k in ks:
+        try:
+            out.append(compare_reports(ra, rb, k=k).to_dict())
+        except ConfigError:  # no shared task with k finished trials on both sides
+            continue
+    return out

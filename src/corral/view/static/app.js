@@ -91,6 +91,11 @@
       .join(" · ");
   }
 
+  function passHatK(values) {
+    if (!values) return "–";
+    return Object.entries(values).map(([k, v]) => "pass^" + k + " " + num(v, 3)).join(" · ");
+  }
+
   function trialLink(id, taskId, trial, params) {
     return link("/trial", Object.assign({}, params || {}, { id: id, task: taskId, trial: trial }));
   }
@@ -174,7 +179,7 @@
     try {
       const nodes = await page(params, () => mine === generation);
       if (mine !== generation) return;
-      main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
+      main.replaceChildren(...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined));
       statusLine.textContent = "";
     } catch (error) {
       if (mine !== generation) return;
@@ -251,18 +256,15 @@
     const counts = Object.entries(s.counts).filter(([, n]) => n).map(([k, n]) => k + " " + num(n)).join(" · ");
     lines.push(
       el("p", { class: "big", id: "passk" }, passAtK(s.pass_at_k)),
-      s.scores ? scoresTable(s.scores, s.scores_by_model || {}) : el("p", { class: "note" }, s.pending),
+      scoresTable(s.scores, s.scores_by_model),
+      el("p", { class: "note" }, "95% intervals: " + s.interval.method + " (" + num(s.interval.resamples) + " resamples, seed " + s.interval.seed + ")"),
       el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
       el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
         " output tokens · cost " + num(s.usage.cost, 4) + " · " + when(s.started_at) + " → " + when(s.finished_at)));
-    const models = Object.entries(s.by_model);
-    if (models.length) {
-      lines.push(table(["model", "pass@k"], models.map(([m, v]) => el("tr", {}, el("td", {}, m), el("td", {}, passAtK(v))))));
-    }
     return el("section", { id: "overview" }, lines);
   }
 
-  // pass@k and pass^k with their 95% intervals, overall and per model (report statistics).
+  // pass@k and pass^k with their 95% intervals, overall and per model.
   function scoresTable(scores, byModel) {
     const est = (e) => e ? num(e.value, 3) + " [" + num(e.low, 3) + ", " + num(e.high, 3) + "]" : "–";
     const rows = [];
@@ -355,11 +357,12 @@
     const tasks = s.tasks.map((t) => el("tr", {},
       el("td", {}, el("a", { href: link("/task", { id: id, task: t.task_id }) }, t.task_id)),
       el("td", {}, t.model || "–"), el("td", {}, t.environment),
-      el("td", { class: "n" }, t.passed + " / " + t.trials), el("td", {}, passAtK(t.pass_at_k))));
+      el("td", { class: "n" }, t.passed + " / " + t.trials), el("td", {}, passAtK(t.pass_at_k)),
+      el("td", {}, passHatK(t.pass_hat_k))));
     return el("section", { id: "details" },
       groups("Errors", s.errors), groups("Failed evaluations", s.evaluation_errors),
       el("h2", {}, "Tasks" + (s.tasks_total > s.tasks.length ? " (first " + s.tasks.length + " of " + num(s.tasks_total) + ")" : "")),
-      table(["task", "model", "environment", "passed", "pass@k"], tasks, { id: "tasks" }));
+      table(["task", "model", "environment", "passed", "pass@k", "pass^k"], tasks, { id: "tasks" }));
   }
 
   async function taskPage(p) {
@@ -380,7 +383,7 @@
       el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") +
         " · max_iterations " + m.max_iterations),
       el("p", {}, "parents: ", taskLinks(t.parents)), el("p", {}, "children: ", taskLinks(t.children)),
-      el("p", { class: "big" }, passAtK(t.pass_at_k)),
+      el("p", { class: "big" }, passAtK(t.pass_at_k)), el("p", {}, passHatK(t.pass_hat_k)),
       el("h2", {}, "Inputs"), fold(m.inputs),
       el("h2", {}, "Trials by round (the reflective chain: whose evaluation each trial saw)"),
       table(["trial", "status", "score", "error", "previous"], rows, { id: "rounds" }),
@@ -464,22 +467,19 @@
     const side = (id, taskId, x) => el("td", {}, el("a", { href: link("/task", { id: id, task: taskId }) }, x.passed + " / " + x.trials), " ", passAtK(x.pass_at_k));
     const rows = c.tasks.map((t) => el("tr", { class: "outcome-" + t.outcome },
       el("td", {}, t.task_id), side(c.a, t.task_id, t.a), side(c.b, t.task_id, t.b), el("td", {}, t.outcome)));
-    const diff = Object.entries(c.difference).map(([k, v]) => "pass@" + k + " " + (v >= 0 ? "+" : "") + num(v, 3)).join(" · ");
     return [
       el("h1", {}, "Compare: B against A"),
       el("p", {}, "A: ", el("a", { href: link("/benchmark", { id: c.a }) }, c.a), " · B: ", el("a", { href: link("/benchmark", { id: c.b }) }, c.b)),
-      el("p", {}, c.shared + " shared tasks (" + c.only_a + " only in A, " + c.only_b + " only in B)"),
-      el("p", { class: "big", id: "difference" }, "B − A: " + (diff || "–")),
-      el("p", {}, "tasks improved " + c.improved + " · regressed " + c.regressed + " · tied " + c.tied + " (B against A, by pass@" + (c.k_values[0] || "–") + ")"),
-      c.paired ? paired(c.paired) : el("p", { class: "note" }, c.pending),
+      el("p", {}, c.shared + " shared tasks (" + c.only_a + " only in A, " + c.only_b + " only in B); each task's outcome by pass@" + (c.k_values[0] || "–")),
+      c.paired.length ? c.paired.map(paired) : el("p", { class: "note" }, "no shared task has enough finished trials to compare"),
       table(["task", "A passed · pass@k", "B passed · pass@k", "B against A"], rows, { id: "compared" }),
     ];
   }
 
-  // The paired comparison (report statistics): B − A on the shared tasks, with its interval.
+  // The paired comparison (corral.compare): B − A on the shared tasks, with its interval.
   function paired(x) {
     const d = x.difference;
-    return el("p", { class: "big", id: "paired" }, "B − A on " + x.metric + ": " + num(d.value, 3) +
+    return el("p", { class: "big paired", id: "paired-" + x.k }, "B − A on " + x.metric + ": " + num(d.value, 3) +
       " [" + num(d.low, 3) + ", " + num(d.high, 3) + "]" + (x.significant ? " (significant)" : " (not significant)") +
       " · improved " + x.improved.length + " · regressed " + x.regressed.length + " · tied " + x.tied.length);
   }
