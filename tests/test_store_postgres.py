@@ -177,12 +177,14 @@ async def test_a_claim_held_by_a_killed_process_does_not_block(pg_dsn: str) -> N
     try:
         assert child.stdout is not None
         assert await anyio.to_thread.run_sync(child.stdout.readline) == "claimed\n"
+        # The child's session, read before our own refused claim adds a session that
+        # may linger a moment after it closed.
+        [pid] = backend_pids(pg_dsn, "corral claim")
         store = PostgresStore(pg_dsn)
         async with store.opened():
             with pytest.raises(BenchmarkBusyError):
                 async with store.claim("bench"):
                     pass
-            [pid] = backend_pids(pg_dsn, "corral claim")
             child.send_signal(signal.SIGKILL)
             await anyio.to_thread.run_sync(child.wait)
             # The server ends the session once it reads the closed socket.
