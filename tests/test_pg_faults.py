@@ -69,7 +69,13 @@ async def test_the_writer_terminated_during_a_batch(pg_dsn: str) -> None:
             await p.wait()  # ridden through: reconnected, checked, written once
         for t in range(4):
             assert await store.history(K._replace(trial=t)) == trial()
-    assert backend_pids(pg_dsn, "corral writer") == []
+    # Closed on the way out: the server ends the session once it reads the closed socket.
+    wait_for_server(
+        pg_dsn,
+        "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+        "AND datname = current_database())",
+        ("corral writer",),
+    )
 
 
 async def test_a_lasting_outage_is_a_store_error_and_keeps_what_was_acknowledged(
