@@ -32,6 +32,7 @@ from ._types import (
     TrialStatus,
     Usage,
 )
+from .executor import RayExecutor
 from .report import BenchmarkReport, TaskReport, pass_at_k
 from .runtime import AgentSession, RetryPolicy
 from .scheduler import Limits, Statistics
@@ -71,6 +72,7 @@ __all__ = [
     "Observer",
     "PostgresStore",
     "RateLimited",
+    "RayExecutor",
     "RetryPolicy",
     "RunInfo",
     "SQLiteStore",

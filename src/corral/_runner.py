@@ -20,6 +20,7 @@ from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._sources import TaskSource
 from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
+from .executor import RayExecutor, check_executor, remote_for
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
@@ -79,6 +80,7 @@ class CorralRunner:
         models: Sequence[str] | None = None,
         evaluation_timeout: float | None = None,
         max_backlog: int = 1024,
+        executor: RayExecutor | None = None,
     ) -> None:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
@@ -124,6 +126,10 @@ class CorralRunner:
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
         self._models_of_tasks: frozenset[str] | None = None
+        if executor is not None and not isinstance(executor, RayExecutor):
+            raise ConfigError(f"executor must be a RayExecutor or None, not {executor!r}")
+        #: Where trials run: None in this process, a `RayExecutor` on Ray hosts.
+        self.executor = executor
 
     @property
     def max_retries(self) -> int:
@@ -198,6 +204,7 @@ class CorralRunner:
         scopes: ConcurrencyScopes | None = None,
         rerun: Sequence[str] = (),
         fail_on_error: float | None = None,
+        executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -223,7 +230,8 @@ class CorralRunner:
         ``scopes`` (default: a fresh `ConcurrencyScopes` per run) holds the run's
         named `concurrency` scopes and its `subprocess` bound, ``max_subprocesses``
         (default: the CPUs this process may use); pass one registry to several
-        runs to share them.
+        runs to share them. ``executor`` (default: the runner's) runs the trials
+        elsewhere: a `RayExecutor` on Ray hosts, admission staying here.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -254,9 +262,14 @@ class CorralRunner:
                 f"{scopes.max_subprocesses}"
             )
         budget = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
+        executor = self.executor if executor is None else executor
+        if executor is not None:
+            limits = await check_executor(
+                executor, self.store, self.agents, self.environments, limits
+            )
         resume = Resume(plan, rerun=reruns)
         return await self._run(
-            benchmark_id, plan, limits, ks, order, scopes, observers, resume, budget
+            benchmark_id, plan, limits, ks, order, scopes, observers, resume, budget, executor
         )
 
     async def rescore(
@@ -317,6 +330,7 @@ class CorralRunner:
         observers: Sequence[Observer],
         resume: Resume,
         error_budget: int | None = None,
+        executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
         with scopes.active():  # the run's named scopes, for its agents and tools
             watchers = [*self.observers, *observers]
@@ -335,6 +349,20 @@ class CorralRunner:
                         resume.absorb(chunk)
                 resume.settle()
                 await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
+                remote = None
+                if executor is not None:
+                    remote = remote_for(
+                        executor,
+                        benchmark_id,
+                        store=self.store,
+                        agents=self.agents,
+                        environments=self.environments,
+                        policy=self.retry_policy,
+                        trial_timeout=self.trial_timeout,
+                        evaluation_timeout=self.evaluation_timeout,
+                        max_backlog=self.max_backlog,
+                        notify=bool(watchers),
+                    )
                 loop = RunLoop(
                     benchmark_id=benchmark_id,
                     plan=plan,
@@ -351,6 +379,7 @@ class CorralRunner:
                     critical_path=order == "critical_path",
                     error_budget=error_budget,
                     max_backlog=self.max_backlog,
+                    remote=remote,
                 )
                 del resume
                 info = RunInfo(
