@@ -67,6 +67,7 @@ class Host:
         self._store: CommitStore | None = None
         self._acks: Acks | None = None
         self._running = 0
+        self._scopes: SharedScopes | None = None
 
     def _event(self, name: str) -> anyio.Event:
         # Made on the actor's loop (anyio needs one running), on first use.
@@ -82,12 +83,11 @@ class Host:
         """Run until `close` or `cancel`: the store open, jobs run as they come."""
         spec = self.spec
         store = spec.store.open()
-        scopes = SharedScopes(spec.scope_hub, self.index)
+        scopes = self._scopes = SharedScopes(spec.scope_hub, self.index)
         try:
             async with store.opened():
                 async with _joined(store, spec):
-                    with scopes.active():
-                        await self._serve(store)
+                    await self._serve(store)
         except BaseException as exc:
             self._failure = exc
             raise
@@ -148,17 +148,20 @@ class Host:
         self._event("wake").set()
 
     async def _run(self, job: Job) -> None:
-        spec, store, acks = self.spec, self._store, self._acks
-        assert store is not None and acks is not None
+        spec, store, acks, scopes = self.spec, self._store, self._acks, self._scopes
+        assert store is not None and acks is not None and scopes is not None
         result: Result
         self._running += 1
+        # The run's scopes, for this job's agents and tools: a task started from
+        # `submit` has that call's context, not `serve`'s.
         try:
-            if isinstance(job, ExecJob):
-                key = TrialKey(spec.benchmark_id, job.task_id, job.r)
-                result = await self._execute(job, key, store, acks)
-            else:
-                key = TrialKey(spec.benchmark_id, job.record.task_id, job.r)
-                result = ("e", job.t, job.r, await self._evaluate(job, key, store, acks))
+            with scopes.active():
+                if isinstance(job, ExecJob):
+                    key = TrialKey(spec.benchmark_id, job.task_id, job.r)
+                    result = await self._execute(job, key, store, acks)
+                else:
+                    key = TrialKey(spec.benchmark_id, job.record.task_id, job.r)
+                    result = ("e", job.t, job.r, await self._evaluate(job, key, store, acks))
         except Exception as exc:
             result = ("!", job.t, job.r, _portable(exc))
         finally:

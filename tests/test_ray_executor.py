@@ -1,0 +1,160 @@
+"""The Ray executor end to end on a local Ray (2 CPUs, 2 hosts): every limit holds across
+hosts, the report equals the in-process one, on PostgreSQL and on SQLite."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import corral
+
+from . import pg
+from .ray_support import Board, BoardAgent, BoardEnvironment, call, comparable, tasks
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
+
+ASYNCIO = pytest.mark.parametrize("anyio_backend", ["asyncio"])
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "store.db")
+    else:
+        yield from pg.fresh_database()
+
+
+def board(limits: dict[Any, int] | None = None, gate_open: bool = True) -> Any:
+    import ray
+
+    return ray.remote(Board).options(num_cpus=0, max_concurrency=1000).remote(limits, gate_open)
+
+
+def runner(b: Any, store: Any, n: int, **kw: Any) -> corral.CorralRunner:
+    env = BoardEnvironment(b)
+    return corral.CorralRunner(
+        tasks(n),
+        {"agent": BoardAgent(b, **kw)},
+        {"env0": env, "env1": env},
+        store=store,
+    )
+
+
+def limits_of(rng: random.Random) -> dict[str, Any]:
+    return {
+        "max_parallel": rng.randint(2, 6),
+        "max_parallel_per_task": rng.randint(1, 2),
+        "max_parallel_evaluations": rng.randint(1, 3),
+        "max_parallel_by_model": {"m0": rng.randint(1, 3)},
+        "max_parallel_by_environment": {"env1": rng.randint(1, 2)},
+    }
+
+
+def gauge_limits(limits: dict[str, Any]) -> dict[Any, int]:
+    out: dict[Any, int] = {
+        "exec": limits["max_parallel"],
+        "eval": limits["max_parallel_evaluations"],
+        "total": limits["max_parallel"] + limits["max_parallel_evaluations"],
+        ("model", "m0"): limits["max_parallel_by_model"]["m0"],
+        ("env", "env1"): limits["max_parallel_by_environment"]["env1"],
+    }
+    for i in range(12):
+        out[("task", f"t{i}")] = limits["max_parallel_per_task"]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("anyio_backend", "seed"), [("asyncio", 1), ("trio", 2)], ids=["asyncio", "trio"]
+)
+async def test_limits_hold_across_hosts_and_the_report_is_the_in_process_one(
+    store: str, seed: int, tmp_path: Path
+) -> None:
+    """Property style: limits drawn from a seed; a gauge every host enters says none was
+    ever exceeded, and the global one was reached (work conservation)."""
+    import ray
+
+    limits = limits_of(random.Random(seed))
+    remote_board = board(gauge_limits(limits))
+    report = await runner(remote_board, store, 12).run(
+        "limits",
+        trials_per_task=3,
+        k_values=(1, 3),
+        executor=corral.RayExecutor(hosts=2),
+        **limits,
+    )
+    seen = await call(remote_board.report.remote())
+    assert seen["violations"] == []
+    # Work-conserving across hosts: the global limit was reached.
+    assert seen["peaks"]["exec"] == limits["max_parallel"]
+    reference_board = board()
+    reference = await runner(reference_board, tmp_path / "reference.db", 12).run(
+        "limits", trials_per_task=3, k_values=(1, 3), **limits
+    )
+    assert comparable(report) == comparable(reference)
+    assert report.counts["completed"] == 36
+    ray.kill(remote_board)
+    ray.kill(reference_board)
+
+
+@ASYNCIO
+async def test_rate_limits_and_named_scopes_hold_across_two_hosts(store: str) -> None:
+    remote_board = board({("scope", "api"): 2})
+    report = await runner(remote_board, store, 8, rate_limited=True, scope=2).run(
+        "limited",
+        trials_per_task=2,
+        max_parallel=6,
+        max_parallel_per_task=2,
+        executor=corral.RayExecutor(hosts=2),
+    )
+    seen = await call(remote_board.report.remote())
+    assert seen["violations"] == []
+    assert report.counts["completed"] == 16
+    # Every trial was rate limited once and then went on (on whichever host).
+    assert sorted(seen["seen"].values()) == [2] * 16
+    assert seen["peaks"][("scope", "api")] <= 2
+
+
+class Lock:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    async def act(self, session: corral.AgentSession) -> corral.Final:
+        return corral.Final(None)
+
+
+@ASYNCIO
+async def test_an_unpicklable_agent_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    env = BoardEnvironment(None, gauged=False)
+    path = tmp_path / "store.db"
+    r = corral.CorralRunner(
+        tasks(2), {"agent": Lock()}, {"env0": env, "env1": env}, store=path
+    )
+    with pytest.raises(corral.ConfigError, match="agent 'agent'.*cannot be pickled"):
+        await r.run("refused", executor=corral.RayExecutor(hosts=2))
+    assert not path.exists()
+
+
+@ASYNCIO
+async def test_a_memory_store_is_refused(tmp_path: Path) -> None:
+    r = runner(None, corral.MemoryStore(), 2)
+    with pytest.raises(corral.ConfigError, match="MemoryStore"):
+        await r.run("refused", executor=corral.RayExecutor(hosts=1))
+
+
+def test_bad_executor_options_are_refused() -> None:
+    for bad in (
+        {"hosts": 0},
+        {"trials_per_host": -1},
+        {"address": ""},
+        {"host_options": {"max_restarts": 3}},
+        {"host_options": {"num_cpus": "one"}},
+    ):
+        with pytest.raises(corral.ConfigError):
+            corral.RayExecutor(**bad)
+    with pytest.raises(corral.ConfigError, match="executor must be a RayExecutor"):
+        corral.CorralRunner({}, {}, {}, store=":memory:", executor="ray")  # type: ignore[arg-type]
