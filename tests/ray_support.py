@@ -24,7 +24,11 @@ from corral.testing import ConcurrencyGauge
 class Board:
     """One gauge, ledger and gate for a whole run (made a Ray actor by the tests)."""
 
-    def __init__(self, limits: dict[Hashable, int] | None = None, gate_open: bool = True) -> None:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self, limits: dict[Hashable, int] | None = None, gate_open: bool = True) -> None:
+        """Start afresh (one board serves a module's tests: an actor takes a process)."""
         self.gauge = ConcurrencyGauge(limits)
         self.steps: Counter[str] = Counter()
         self.where: dict[str, tuple[int, Any]] = {}  # step key -> (pid, actor) of its host
@@ -92,6 +96,30 @@ async def call(ref: Any) -> Any:
     import ray
 
     return await anyio.to_thread.run_sync(ray.get, ref)
+
+
+class Boards:
+    """A module's boards: two actors, each made afresh by `get` (reset, not restarted)."""
+
+    def __init__(self) -> None:
+        import ray
+
+        self.actors = [
+            ray.remote(Board).options(num_cpus=0, max_concurrency=1000).remote() for _ in range(2)
+        ]
+
+    def get(self, n: int = 0, limits: dict[Any, int] | None = None, gate_open: bool = True) -> Any:
+        import ray
+
+        actor = self.actors[n]
+        ray.get(actor.reset.remote(limits, gate_open))
+        return actor
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
 
 
 def _here() -> tuple[int, Any]:

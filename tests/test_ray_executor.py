@@ -14,14 +14,14 @@ import pytest
 import corral
 
 from . import pg
-from .ray_support import Board, BoardAgent, BoardEnvironment, call, comparable, tasks
+from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, tasks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
 
 ASYNCIO = pytest.mark.parametrize("anyio_backend", ["asyncio"])
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield str(tmp_path / "store.db")
@@ -29,10 +29,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield from pg.fresh_database()
 
 
-def board(limits: dict[Any, int] | None = None, gate_open: bool = True) -> Any:
-    import ray
-
-    return ray.remote(Board).options(num_cpus=0, max_concurrency=1000).remote(limits, gate_open)
+@pytest.fixture(scope="module")
+def boards(ray_cluster: None) -> Iterator[Boards]:
+    made = Boards()
+    yield made
+    made.close()
 
 
 def runner(b: Any, store: Any, n: int, **kw: Any) -> corral.CorralRunner:
@@ -69,17 +70,18 @@ def gauge_limits(limits: dict[str, Any]) -> dict[Any, int]:
 
 
 @pytest.mark.parametrize(
-    ("anyio_backend", "seed"), [("asyncio", 1), ("trio", 2)], ids=["asyncio", "trio"]
+    ("anyio_backend", "store", "seed"),
+    [("asyncio", "postgres", 1), ("trio", "sqlite", 2)],
+    ids=["postgres-asyncio", "sqlite-trio"],
+    indirect=["store"],
 )
 async def test_limits_hold_across_hosts_and_the_report_is_the_in_process_one(
-    store: str, seed: int, tmp_path: Path
+    store: str, seed: int, tmp_path: Path, boards: Boards
 ) -> None:
     """Property style: limits drawn from a seed; a gauge every host enters says none was
     ever exceeded, and the global one was reached (work conservation)."""
-    import ray
-
     limits = limits_of(random.Random(seed))
-    remote_board = board(gauge_limits(limits))
+    remote_board = boards.get(0, gauge_limits(limits))
     report = await runner(remote_board, store, 12).run(
         "limits",
         trials_per_task=3,
@@ -91,19 +93,20 @@ async def test_limits_hold_across_hosts_and_the_report_is_the_in_process_one(
     assert seen["violations"] == []
     # Work-conserving across hosts: the global limit was reached.
     assert seen["peaks"]["exec"] == limits["max_parallel"]
-    reference_board = board()
+    reference_board = boards.get(1)
     reference = await runner(reference_board, tmp_path / "reference.db", 12).run(
         "limits", trials_per_task=3, k_values=(1, 3), **limits
     )
     assert comparable(report) == comparable(reference)
     assert report.counts["completed"] == 36
-    ray.kill(remote_board)
-    ray.kill(reference_board)
 
 
 @ASYNCIO
-async def test_rate_limits_and_named_scopes_hold_across_two_hosts(store: str) -> None:
-    remote_board = board({("scope", "api"): 2})
+async def test_rate_limits_and_named_scopes_hold_across_two_hosts(
+    tmp_path: Path, boards: Boards
+) -> None:
+    remote_board = boards.get(0, {("scope", "api"): 2})
+    store = str(tmp_path / "store.db")
     report = await runner(remote_board, store, 8, rate_limited=True, scope=2).run(
         "limited",
         trials_per_task=2,
@@ -131,9 +134,7 @@ class Lock:
 async def test_an_unpicklable_agent_is_refused_before_anything_runs(tmp_path: Path) -> None:
     env = BoardEnvironment(None, gauged=False)
     path = tmp_path / "store.db"
-    r = corral.CorralRunner(
-        tasks(2), {"agent": Lock()}, {"env0": env, "env1": env}, store=path
-    )
+    r = corral.CorralRunner(tasks(2), {"agent": Lock()}, {"env0": env, "env1": env}, store=path)
     with pytest.raises(corral.ConfigError, match="agent 'agent'.*cannot be pickled"):
         await r.run("refused", executor=corral.RayExecutor(hosts=2))
     assert not path.exists()

@@ -17,7 +17,7 @@ import corral
 from corral import BenchmarkTaskMetadata, Commit, TrialKey
 
 from . import pg
-from .ray_support import Board, BoardAgent, BoardEnvironment, call, comparable, tasks
+from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, tasks
 
 pytestmark = [
     pytest.mark.anyio,
@@ -36,10 +36,11 @@ def postgres() -> Iterator[str]:
     yield from pg.fresh_database()
 
 
-def board(gate_open: bool = True) -> Any:
-    import ray
-
-    return ray.remote(Board).options(num_cpus=0, max_concurrency=1000).remote(None, gate_open)
+@pytest.fixture(scope="module")
+def boards(ray_cluster: None) -> Iterator[Boards]:
+    made = Boards()
+    yield made
+    made.close()
 
 
 def runner(b: Any, store: Any, task_set: dict[str, BenchmarkTaskMetadata]) -> corral.CorralRunner:
@@ -52,18 +53,20 @@ def runner(b: Any, store: Any, task_set: dict[str, BenchmarkTaskMetadata]) -> co
 RUN = {"trials_per_task": 2, "max_parallel": 4, "max_parallel_per_task": 1}
 
 
-async def reference(tmp_path: Path, task_set: dict[str, BenchmarkTaskMetadata]) -> Any:
-    return await runner(board(), tmp_path / "reference.db", task_set).run("bench", **RUN)
+async def reference(
+    boards: Boards, tmp_path: Path, task_set: dict[str, BenchmarkTaskMetadata]
+) -> Any:
+    return await runner(boards.get(1), tmp_path / "reference.db", task_set).run("bench", **RUN)
 
 
 @pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
 async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
-    how: str, sqlite: str, postgres: str, tmp_path: Path
+    how: str, sqlite: str, postgres: str, tmp_path: Path, boards: Boards
 ) -> None:
     import ray
 
     store = postgres if how == "ray.kill" else sqlite
-    gated = board(gate_open=False)
+    gated = boards.get(gate_open=False)
     report: corral.BenchmarkReport | None = None
 
     async def run() -> None:
@@ -83,7 +86,7 @@ async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
             os.kill(pid, signal.SIGKILL)
         await call(gated.open.remote())
     assert report is not None
-    assert comparable(report) == comparable(await reference(tmp_path, tasks(6)))
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
     steps = (await call(gated.report.remote()))["steps"]
     assert len(steps) == 12
     # The dead host's steps ran again on another host (same keys), none more than that.
@@ -91,13 +94,15 @@ async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
 
 
 async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
-    sqlite: str, tmp_path: Path
+    sqlite: str, tmp_path: Path, boards: Boards
 ) -> None:
-    gated = board(gate_open=False)
+    gated = boards.get(gate_open=False)
     executor = corral.RayExecutor(hosts=2)
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor))
+            tg.start_soon(
+                lambda: runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
+            )
             await call(gated.wait_steps.remote(4))
             scope.cancel()
     seen = await call(gated.report.remote())
@@ -105,7 +110,7 @@ async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
     assert len(seen["steps"]) == 4
     await call(gated.open.remote())
     report = await runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
-    assert comparable(report) == comparable(await reference(tmp_path, tasks(6)))
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
     steps = (await call(gated.report.remote()))["steps"]
     assert len(steps) == 12 and max(steps.values()) <= 2
 
@@ -122,9 +127,9 @@ def family() -> dict[str, BenchmarkTaskMetadata]:
 
 
 async def test_dependencies_and_reflective_trials_across_hosts(
-    postgres: str, tmp_path: Path
+    postgres: str, tmp_path: Path, boards: Boards
 ) -> None:
-    b = board()
+    b = boards.get()
     limits = {"trials_per_task": 3, "max_parallel": 4, "max_parallel_per_task": 1}
     report = await runner(b, postgres, family()).run(
         "family", **limits, executor=corral.RayExecutor(hosts=2)

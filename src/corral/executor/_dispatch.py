@@ -8,6 +8,7 @@ go to a new host and continue from their heads (``may_have_history``).
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -19,7 +20,7 @@ from ..store._protocol import TrialKey
 from ._host import Host, HostSpec
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
 from ._ray import RayExecutor, import_ray
-from ._scopes import ScopeHub
+from ._scopes import hub
 
 if TYPE_CHECKING:
     from ..scheduler._run import RunLoop
@@ -48,8 +49,8 @@ class RayRemote:
     def __init__(self, executor: RayExecutor, spec: HostSpec) -> None:
         self.ray = import_ray()
         self.executor = executor
-        self.hub = self.ray.remote(ScopeHub).options(num_cpus=0, max_concurrency=1000).remote()
-        self._spec = self.ray.cloudpickle.dumps(dataclasses.replace(spec, scope_hub=self.hub))
+        self._hub_name = f"corral-scopes-{uuid.uuid4().hex}"
+        self._spec = self.ray.cloudpickle.dumps(dataclasses.replace(spec, scope_hub=self._hub_name))
         self._actor_class = self.ray.remote(Host).options(
             max_restarts=0,
             max_task_retries=0,
@@ -212,7 +213,9 @@ class RayRemote:
                 f"max_host_restarts={self.executor.max_host_restarts}); the last: {error}"
             ) from error
         self.hosts.remove(dead)
-        self.hub.forget.remote(dead.index)
+        scopes = hub(self._hub_name, create=False)
+        if scopes is not None:
+            scopes.forget.remote(dead.index)
         self.ray.kill(dead.actor)
         self._new_host()
         for job in dead.jobs.values():
@@ -234,7 +237,9 @@ class RayRemote:
                 pass
         for host in self.hosts:
             ray.kill(host.actor)
-        ray.kill(self.hub)
+        scopes = hub(self._hub_name, create=False)
+        if scopes is not None:
+            ray.kill(scopes)
 
 
 def _load(host: _Host) -> int:

@@ -47,7 +47,8 @@ class HostSpec:
     max_backlog: int
     #: Whether the coordinator has observers to tell of durable commits.
     notify: bool
-    scope_hub: Any
+    #: The name of the run's `ScopeHub` actor (made on first use).
+    scope_hub: str
 
 
 class Host:
@@ -83,7 +84,7 @@ class Host:
         """Run until `close` or `cancel`: the store open, jobs run as they come."""
         spec = self.spec
         store = spec.store.open()
-        scopes = self._scopes = SharedScopes(spec.scope_hub, self.index)
+        self._scopes = SharedScopes(spec.scope_hub, self.index)
         try:
             async with store.opened():
                 async with _joined(store, spec):

@@ -5,6 +5,9 @@ hub for a slot and whose ``release`` gives it back, so a scope bounds its
 resource across all hosts of the run, not per host. The subprocess bound stays
 per host: it is about that machine's CPUs.
 
+The hub is made by the first host that uses a named scope (a named actor, one
+per run), so a run without scopes starts no process for it.
+
 A slot is named by a token (host, number): a waiter cancelled on its host
 abandons its token, and the hub gives back a slot it granted meanwhile; when a
 host dies, the coordinator tells the hub to forget every token of that host.
@@ -73,12 +76,26 @@ class ScopeHub:
         return {name: s.peak for name, s in self._scopes.statistics().items()}
 
 
+def hub(name: str, *, create: bool) -> Any:
+    """The run's hub (made if ``create``), or None if no host has made it."""
+    import ray
+
+    if not create:
+        try:
+            return ray.get_actor(name)
+        except ValueError:
+            return None
+    options = {"name": name, "get_if_exists": True, "num_cpus": 0, "max_concurrency": 1000}
+    return ray.remote(ScopeHub).options(**options).remote()
+
+
 class SharedScopes(ConcurrencyScopes):
     """A host's registry: named scopes live in the hub, the subprocess bound here."""
 
-    def __init__(self, hub: Any, host: int) -> None:
+    def __init__(self, hub_name: str, host: int) -> None:
         super().__init__()
-        self._hub = hub
+        self._hub_name = hub_name
+        self._hub_handle: Any = None
         self._host = host
         self._tokens = itertools.count()
         self._remote: dict[str, _RemoteScope] = {}
@@ -91,6 +108,12 @@ class SharedScopes(ConcurrencyScopes):
             # The hub checks the limit against every host's use of the name.
             found = self._remote[name] = _RemoteScope(self, name, limit)
         return found
+
+    @property
+    def _hub(self) -> Any:
+        if self._hub_handle is None:
+            self._hub_handle = hub(self._hub_name, create=True)
+        return self._hub_handle
 
     def token(self) -> Token:
         return (self._host, next(self._tokens))

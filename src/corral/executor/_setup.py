@@ -63,6 +63,6 @@ def remote_for(
         evaluation_timeout=evaluation_timeout,
         max_backlog=max_backlog,
         notify=notify,
-        scope_hub=None,
+        scope_hub="",
     )
     return RayRemote(executor, spec)
