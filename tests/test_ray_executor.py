@@ -3,6 +3,7 @@ hosts, the report equals the in-process one, on PostgreSQL and on SQLite."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Iterator
@@ -159,3 +160,16 @@ def test_bad_executor_options_are_refused() -> None:
             corral.RayExecutor(**bad)
     with pytest.raises(corral.ConfigError, match="executor must be a RayExecutor"):
         corral.CorralRunner({}, {}, {}, store=":memory:", executor="ray")  # type: ignore[arg-type]
+
+
+def test_the_cli_runs_on_ray_hosts_with_the_same_report(tmp_path: Path, ray_cluster: None) -> None:
+    from .test_cli import _bench, _invoke, _refused
+
+    bench = _bench(tmp_path)
+    local = _invoke("run", bench, "--store", tmp_path / "local.db", "--json")
+    on_ray = _invoke(
+        "run", bench, "--store", tmp_path / "ray.db", "--executor", "ray", "--hosts", "2", "--json"
+    )
+    assert local.exit_code == on_ray.exit_code == 0, on_ray.output
+    assert json.loads(on_ray.stdout)["pass_at_k"] == json.loads(local.stdout)["pass_at_k"]
+    assert "--executor ray" in _refused("run", bench, "--store", tmp_path / "x.db", "--hosts", "2")

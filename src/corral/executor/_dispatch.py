@@ -206,6 +206,8 @@ class RayRemote:
 
     def _replace(self, dead: _Host, error: BaseException) -> None:
         """``dead``'s actor is gone (Ray says so): its work continues on a new host."""
+        if getattr(error, "actor_init_failed", False):  # a new host would fail the same way
+            raise CorralError(f"a Ray host could not start: {error}") from error
         self._restarts += 1
         if self._restarts > self.executor.max_host_restarts:
             raise CorralError(

@@ -92,6 +92,11 @@ class RayExecutor:
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
 
+    def pickle_by_value(self, module: types.ModuleType) -> None:
+        """Send ``module``'s code to the hosts with the objects that use it (for a module
+        they cannot import, such as a file loaded by path); see also ``runtime_env``."""
+        import_ray().cloudpickle.register_pickle_by_value(module)
+
     def connect(self) -> bool:
         """Start or join Ray (blocking); return whether every node is this machine."""
         ray = import_ray()
