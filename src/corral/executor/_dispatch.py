@@ -21,11 +21,12 @@ from ._host import Host, HostSpec
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
 from ._ray import RayExecutor, import_ray
 from ._scopes import hub
+from ._wire import dumps, loads
 
 if TYPE_CHECKING:
     from ..scheduler._run import RunLoop
 
-#: Concurrent calls a host serves: serve, submit, next_completions, close/cancel, pid.
+#: Concurrent calls a host serves: serve, submit, exchange, close or cancel, pid.
 _HOST_CALLS = 16
 
 
@@ -40,7 +41,8 @@ class _Host:
         self.jobs: dict[tuple[int, int], Job] = {}
         self.outbox: list[Job] = []
         self.serving = actor.serve.remote()
-        self.poll = actor.next_completions.remote()
+        #: The outstanding `Host.exchange` (None: to be sent with the next batch).
+        self.poll: Any = None
 
 
 class RayRemote:
@@ -116,8 +118,11 @@ class RayRemote:
 
     def flush(self) -> None:
         for host in self.hosts:
-            if host.outbox:
-                host.actor.submit.remote(host.outbox)
+            if host.poll is None:  # it answered: its next jobs go with the next long poll
+                host.poll = host.actor.exchange.remote(dumps(host.outbox))
+                host.outbox = []
+            elif host.outbox:
+                host.actor.submit.remote(dumps(host.outbox))
                 host.outbox = []
         self._wakeup.set()
 
@@ -155,13 +160,13 @@ class RayRemote:
     def _wait(self) -> list[tuple[_Host, Any]]:
         """Block until a host answers; every answer ready by then (a thread's work)."""
         ray = self.ray
-        polls = {host.poll: host for host in self.hosts}
+        polls = {host.poll: host for host in self.hosts if host.poll is not None}
         ray.wait(list(polls), num_returns=1)
         ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0)
         out: list[tuple[_Host, Any]] = []
         for ref in ready:
             try:
-                out.append((polls[ref], ray.get(ref)))
+                out.append((polls[ref], loads(ray.get(ref))))
             except Exception as exc:
                 out.append((polls[ref], exc))
         return out
@@ -173,7 +178,7 @@ class RayRemote:
                 return
             raise answer
         results, notices = answer
-        host.poll = host.actor.next_completions.remote()
+        host.poll = None
         if notices:
             self._tell(notices)
         loop = self._loop

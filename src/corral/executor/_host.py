@@ -2,7 +2,8 @@
 
 It opens its own connections to the run's store and writes every commit there
 itself, under the coordinator's claim. Jobs arrive in batches (`Host.submit`);
-results go back in batches (`Host.next_completions`, a long poll), each only
+results go back in batches (`Host.exchange`, a long poll that also brings the
+next jobs), each only
 once every commit of its trial is durable, so whatever the coordinator starts
 on the strength of a result (an evaluation, a child trial) is recorded after it,
 even on another host.
@@ -31,6 +32,7 @@ from ..store._protocol import CommitStore, TrialKey
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
 from ._scopes import SharedScopes
 from ._stores import StoreSpec
+from ._wire import dumps, loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +112,17 @@ class Host:
                     tg.cancel_scope.cancel()
             acks.close()  # returns once everything handed to the store is acknowledged
 
-    async def submit(self, jobs: list[Job]) -> None:
+    async def submit(self, batch: bytes) -> None:
+        """Start a batch of jobs (`_wire` bytes of a list)."""
         await self._event("ready").wait()
         assert self._tg is not None
-        for job in jobs:
+        for job in loads(batch):
             self._tg.start_soon(self._run, job)
 
-    async def next_completions(self) -> tuple[list[Result], list[Notice]]:
-        """Wait for at least one result; return every result and notice gathered so far."""
+    async def exchange(self, batch: bytes) -> bytes:
+        """`submit` a batch, then wait for at least one result: every result and notice
+        gathered so far, as `_wire` bytes. One call a round: the coordinator's long poll."""
+        await self.submit(batch)
         while not self._done and self._failure is None and not self._event("stopped").is_set():
             await self._event("wake").wait()
             self._events["wake"] = anyio.Event()
@@ -125,7 +130,7 @@ class Host:
             raise self._failure
         done, notices = self._done, self._notices
         self._done, self._notices = [], []
-        return done, notices
+        return dumps((done, notices))
 
     async def close(self) -> None:
         """Stop once idle (the run is over) and the store has everything."""
