@@ -133,19 +133,14 @@ def _here() -> tuple[int, Any]:
 
 
 class BoardAgent:
-    """One tool step, then ``Final``. With ``rate_limited``, the first call of each trial
-    raises `RateLimited`; with ``scope``, it holds that `concurrency` scope while it acts."""
+    """One tool step, then ``Final``. With ``scope``, it holds that `concurrency` scope
+    while it acts."""
 
-    def __init__(self, board: Any, rate_limited: bool = False, scope: int | None = None):
+    def __init__(self, board: Any, scope: int | None = None):
         self.board = board
-        self.rate_limited = rate_limited
         self.scope = scope
 
     async def act(self, session: corral.AgentSession) -> Action | Final:
-        name = f"{session.task_id}/{session.trial}"
-        if self.rate_limited and session.iteration == 0:
-            if await call(self.board.count.remote(f"limited {name}")) == 0:
-                raise corral.RateLimited("slow down", retry_after=0.001)
         if self.scope is not None:
             async with corral.concurrency("api", self.scope):
                 await call(self.board.enter.remote([("scope", "api")]))
@@ -167,13 +162,19 @@ class BoardAgent:
 
 class BoardEnvironment:
     """Enters the gauge at setup (left when the agent answers), steps through the board's
-    gate, and scores with the evaluation keys held."""
+    gate, and scores with the evaluation keys held. With ``rate_limited``, the first
+    setup of each trial raises `RateLimited` (before it enters the gauge)."""
 
-    def __init__(self, board: Any, gauged: bool = True) -> None:
+    def __init__(self, board: Any, gauged: bool = True, rate_limited: bool = False) -> None:
         self.board = board
         self.gauged = gauged
+        self.rate_limited = rate_limited
 
     async def setup(self, session: corral.AgentSession) -> int:
+        if self.rate_limited:
+            name = f"limited {session.task_id}/{session.trial}"
+            if await call(self.board.count.remote(name)) == 0:
+                raise corral.RateLimited("slow down", retry_after=0.001)
         if self.gauged:
             meta = session.metadata
             keys = [

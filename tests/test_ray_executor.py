@@ -37,14 +37,26 @@ def boards(ray_cluster: None) -> Iterator[Boards]:
     made.close()
 
 
-def runner(b: Any, store: Any, n: int, **kw: Any) -> corral.CorralRunner:
-    env = BoardEnvironment(b)
+def runner(
+    b: Any, store: Any, n: int, *, rate_limited: bool = False, scope: int | None = None
+) -> corral.CorralRunner:
+    env = BoardEnvironment(b, rate_limited=rate_limited)
     return corral.CorralRunner(
         tasks(n),
-        {"agent": BoardAgent(b, **kw)},
+        {"agent": BoardAgent(b, scope=scope)},
         {"env0": env, "env1": env},
         store=store,
     )
+
+
+class Seen:
+    """An observer: every commit it was told of, once each."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, int, int, str]] = []
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        self.commits.append((key.task_id, key.trial, commit.seq, commit.kind))
 
 
 def limits_of(rng: random.Random) -> dict[str, Any]:
@@ -83,11 +95,13 @@ async def test_limits_hold_across_hosts_and_the_report_is_the_in_process_one(
     ever exceeded, and the global one was reached (work conservation)."""
     limits = limits_of(random.Random(seed))
     remote_board = boards.get(0, gauge_limits(limits))
+    heard, heard_in_process = Seen(), Seen()
     report = await runner(remote_board, store, 12).run(
         "limits",
         trials_per_task=3,
         k_values=(1, 3),
         executor=corral.RayExecutor(hosts=2),
+        observers=[heard],
         **limits,
     )
     seen = await call(remote_board.report.remote())
@@ -96,27 +110,32 @@ async def test_limits_hold_across_hosts_and_the_report_is_the_in_process_one(
     assert seen["peaks"]["exec"] == limits["max_parallel"]
     reference_board = boards.get(1)
     reference = await runner(reference_board, tmp_path / "reference.db", 12).run(
-        "limits", trials_per_task=3, k_values=(1, 3), **limits
+        "limits", trials_per_task=3, k_values=(1, 3), observers=[heard_in_process], **limits
     )
     assert comparable(report) == comparable(reference)
+    # Observers heard of every commit once, from whichever host made it.
+    assert len(set(heard.commits)) == len(heard.commits)
+    assert sorted(heard.commits) == sorted(heard_in_process.commits)
     assert report.counts["completed"] == 36
 
 
 @ASYNCIO
-async def test_rate_limits_and_named_scopes_hold_across_two_hosts(
+async def test_rate_limits_scopes_and_host_capacity_hold_across_two_hosts(
     tmp_path: Path, boards: Boards
 ) -> None:
-    remote_board = boards.get(0, {("scope", "api"): 2})
+    # trials_per_host=2: the hosts run 4 trials and evaluations at most, whatever the limits.
+    remote_board = boards.get(0, {("scope", "api"): 2, "total": 4})
     store = str(tmp_path / "store.db")
     report = await runner(remote_board, store, 8, rate_limited=True, scope=2).run(
         "limited",
         trials_per_task=2,
         max_parallel=6,
         max_parallel_per_task=2,
-        executor=corral.RayExecutor(hosts=2),
+        executor=corral.RayExecutor(hosts=2, trials_per_host=2),
     )
     seen = await call(remote_board.report.remote())
     assert seen["violations"] == []
+    assert seen["peaks"]["total"] <= 4
     assert report.counts["completed"] == 16
     # Every trial was rate limited once and then went on (on whichever host).
     assert sorted(seen["seen"].values()) == [2] * 16
