@@ -95,7 +95,7 @@ async def call(ref: Any) -> Any:
         return await ref
     import ray
 
-    return await anyio.to_thread.run_sync(ray.get, ref)
+    return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
 
 
 class Boards:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
@@ -94,20 +95,37 @@ async def test_limits_hold_across_hosts_and_the_report_is_the_in_process_one(
     """Property style: limits drawn from a seed; a gauge every host enters says none was
     ever exceeded, and the global one was reached (work conservation)."""
     limits = limits_of(random.Random(seed))
-    remote_board = boards.get(0, gauge_limits(limits))
-    heard, heard_in_process = Seen(), Seen()
-    report = await runner(remote_board, store, 12).run(
-        "limits",
-        trials_per_task=3,
-        k_values=(1, 3),
-        executor=corral.RayExecutor(hosts=2),
-        observers=[heard],
-        **limits,
+    # Tasks on m0 are the env0 tasks, the others run in env1: at most this many can run.
+    most = min(
+        limits["max_parallel"],
+        limits["max_parallel_by_model"]["m0"] + limits["max_parallel_by_environment"]["env1"],
     )
+    remote_board = boards.get(0, gauge_limits(limits), gate_open=False)
+    heard, heard_in_process = Seen(), Seen()
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await runner(remote_board, store, 12).run(
+            "limits",
+            trials_per_task=3,
+            k_values=(1, 3),
+            executor=corral.RayExecutor(hosts=2),
+            observers=[heard],
+            **limits,
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        # Work-conserving across hosts: as many trials as the limits allow reach their
+        # tool step together (held at the gate until they have).
+        with anyio.fail_after(60):
+            await call(remote_board.wait_steps.remote(most))
+        await call(remote_board.open.remote())
+    assert report is not None
     seen = await call(remote_board.report.remote())
     assert seen["violations"] == []
-    # Work-conserving across hosts: the global limit was reached.
-    assert seen["peaks"]["exec"] == limits["max_parallel"]
+    assert seen["peaks"]["exec"] == most
     reference_board = boards.get(1)
     reference = await runner(reference_board, tmp_path / "reference.db", 12).run(
         "limits", trials_per_task=3, k_values=(1, 3), observers=[heard_in_process], **limits
