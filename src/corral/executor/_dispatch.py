@@ -111,7 +111,8 @@ class RayRemote:
         self._place(job)
 
     def _place(self, job: Job) -> None:
-        host = min(self.hosts, key=_load)
+        hosts = self.hosts
+        host = hosts[0] if len(hosts) == 1 else min(hosts, key=_load)
         host.jobs[(job.t, job.r)] = job
         host.outbox.append(job)
         self._busy += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copyreg
 import dataclasses
 import io
+import operator
 import pickle
 from collections.abc import Callable
 from types import MappingProxyType
@@ -20,10 +21,10 @@ from ._jobs import EvalJob, ExecJob
 
 
 def _flat(cls: type) -> Callable[[Any], tuple[Any, ...]]:
-    names = tuple(f.name for f in dataclasses.fields(cls))
+    values = operator.attrgetter(*(f.name for f in dataclasses.fields(cls)))
 
     def reduce(obj: Any) -> tuple[Any, ...]:
-        return cls, tuple([getattr(obj, name) for name in names])
+        return cls, values(obj)
 
     return reduce
 
