@@ -228,3 +228,28 @@ def comparable(report: corral.BenchmarkReport) -> dict[str, Any]:
             for t in task.trials
         },
     }
+
+
+class OnlyHere:
+    """An environment that pickles, but cannot be loaded in any other process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _only_here, (self.pid,)
+
+    async def setup(self, session: corral.AgentSession) -> None:
+        return None
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        return ToolEffect(None)
+
+    async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+        return Evaluation(0.0, False)
+
+
+def _only_here(pid: int) -> OnlyHere:
+    if os.getpid() != pid:
+        raise RuntimeError("this environment cannot be loaded on a host")
+    return OnlyHere()

@@ -16,7 +16,7 @@ import pytest
 import corral
 
 from . import pg
-from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, tasks
+from .ray_support import BoardAgent, BoardEnvironment, Boards, OnlyHere, call, comparable, tasks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
 
@@ -210,3 +210,15 @@ def test_the_cli_runs_on_ray_hosts_with_the_same_report(tmp_path: Path, ray_clus
     assert local.exit_code == on_ray.exit_code == 0, on_ray.output
     assert json.loads(on_ray.stdout)["pass_at_k"] == json.loads(local.stdout)["pass_at_k"]
     assert "--executor ray" in _refused("run", bench, "--store", tmp_path / "x.db", "--hosts", "2")
+
+
+@ASYNCIO
+async def test_a_host_that_cannot_start_fails_the_run(tmp_path: Path) -> None:
+    r = corral.CorralRunner(
+        tasks(2, environments=1),
+        {"agent": BoardAgent(None)},
+        {"env0": OnlyHere()},
+        store=tmp_path / "store.db",
+    )
+    with pytest.raises(corral.CorralError, match="(?s)could not start.*cannot be loaded on a host"):
+        await r.run("unloadable", executor=corral.RayExecutor(hosts=1))

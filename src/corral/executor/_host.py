@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._errors import CorralError
 from .._protocols import Agent, Environment
 from .._records import with_evaluation
 from .._types import Commit
@@ -96,6 +97,7 @@ class Host:
             raise
         finally:
             self._event("stopped").set()
+            self._event("ready").set()  # a submit waiting for a host that never came up
             self._event("wake").set()
 
     async def _serve(self, store: CommitStore) -> None:
@@ -115,7 +117,8 @@ class Host:
     async def submit(self, batch: bytes) -> None:
         """Start a batch of jobs (`_wire` bytes of a list)."""
         await self._event("ready").wait()
-        assert self._tg is not None
+        if self._event("stopped").is_set() or self._tg is None:
+            raise self._failure or CorralError(f"Ray host {self.index} has stopped")
         for job in loads(batch):
             self._tg.start_soon(self._run, job)
 
@@ -235,8 +238,6 @@ def _joined(store: CommitStore, spec: HostSpec) -> AbstractAsyncContextManager[A
 def _portable(exc: Exception) -> Exception:
     """``exc`` if it pickles (to be raised by the coordinator), else a `CorralError` naming it."""
     from ray import cloudpickle
-
-    from .._errors import CorralError
 
     try:
         cloudpickle.dumps(exc)  # type: ignore[no-untyped-call]
