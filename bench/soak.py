@@ -1,13 +1,16 @@
 """Soak: a 2,000-trial run killed with SIGKILL at random points, then checked.
 
     python bench/soak.py [--tasks 1000 --trials 2 --kills 20 --seed 7]
+    python bench/soak.py --store postgresql://postgres@127.0.0.1/DB   # on PostgreSQL
 
-A child process runs the benchmark on a SQLite store; an observer appends every
-acknowledged commit to a file (flushed per line, so the kernel has it before
-any kill). The parent kills the child at random moments, and after each kill
-checks that every acknowledged commit is in the store and that
-``PRAGMA integrity_check`` is ok. A last run finishes the benchmark; its report
-must equal that of an uninterrupted reference run.
+A child process runs the benchmark on a SQLite store (or on the PostgreSQL
+database given, which must be empty of this benchmark: a fresh database is
+best); an observer appends every acknowledged commit to a file (flushed per
+line, so the kernel has it before any kill). The parent kills the child at
+random moments, and after each kill checks that every acknowledged commit is in
+the store (and, on SQLite, that ``PRAGMA integrity_check`` is ok). A last run
+finishes the benchmark; its report must equal that of an uninterrupted
+reference run.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 import anyio
 
 import corral
+from corral.store.postgres import is_postgres_dsn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,7 +49,7 @@ class AckFile:
         self.file.write(f"{key.task_id}\t{key.trial}\t{commit.seq}\t{commit.kind}\n")
 
 
-async def child(store: Path, log: Path, acks: Path, tasks: int, trials: int, parallel: int) -> None:
+async def child(store: str, log: Path, acks: Path, tasks: int, trials: int, parallel: int) -> None:
     await runner(store, Log(log), tasks).run(
         BENCHMARK,
         trials_per_task=trials,
@@ -55,7 +59,16 @@ async def child(store: Path, log: Path, acks: Path, tasks: int, trials: int, par
     )
 
 
-def stored_commits(db: Path) -> set[tuple[str, int, int, str]]:
+def stored_commits(db: str) -> set[tuple[str, int, int, str]]:
+    if is_postgres_dsn(db):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            rows = pg.execute(
+                "SELECT task_id, trial, seq, kind FROM corral.commits WHERE benchmark_id = %s",
+                (BENCHMARK,),
+            )
+            return set(rows)
     conn = sqlite3.connect(db)
     try:
         ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -84,16 +97,25 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--parallel", type=int, default=16)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--store", help="a PostgreSQL DSN (default: a new SQLite file)")
     parser.add_argument("--child", nargs=3, metavar=("STORE", "LOG", "ACKS"))
     args = parser.parse_args()
     if args.child:
-        store, log, acks = map(Path, args.child)
-        anyio.run(child, store, log, acks, args.tasks, args.trials, args.parallel)
+        anyio.run(
+            child,
+            args.child[0],
+            Path(args.child[1]),
+            Path(args.child[2]),
+            args.tasks,
+            args.trials,
+            args.parallel,
+        )
         return
 
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="corral-soak-"))
-    store, log, acks = tmp / "store.db", tmp / "log.jsonl", tmp / "acks.tsv"
+    store = args.store or str(tmp / "store.db")
+    log, acks = tmp / "log.jsonl", tmp / "acks.tsv"
     command = [
         sys.executable,
         __file__,
@@ -104,7 +126,7 @@ def main() -> None:
         "--parallel",
         str(args.parallel),
         "--child",
-        str(store),
+        store,
         str(log),
         str(acks),
     ]
@@ -112,6 +134,7 @@ def main() -> None:
     recovery_wall = 0.0
     checked = 0
     started = time.perf_counter()
+    checks = "" if is_postgres_dsn(store) else ", integrity ok"
     while kills < args.kills:
         t0 = time.perf_counter()
         proc = subprocess.Popen(command, cwd=ROOT)
@@ -142,7 +165,7 @@ def main() -> None:
         kills += 1
         print(
             f"kill {kills:2d} after {delay:.2f}s: {len(acked):6d} acknowledged, "
-            f"{len(stored):6d} stored, 0 lost, integrity ok",
+            f"{len(stored):6d} stored, 0 lost{checks}",
             flush=True,
         )
 
@@ -167,6 +190,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "store": "postgresql" if is_postgres_dsn(store) else "sqlite",
                 "trials": args.tasks * args.trials,
                 "kills_survived": kills,
                 "acknowledged_commits_checked": len(acked),

@@ -253,3 +253,22 @@ def _only_here(pid: int) -> OnlyHere:
     if os.getpid() != pid:
         raise RuntimeError("this environment cannot be loaded on a host")
     return OnlyHere()
+
+
+class CostlyAgent:
+    """Spends 1.0 of cost and answers at once."""
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        session.record_usage(cost=1.0)
+        return Final(1)
+
+
+class PlainEnvironment:
+    async def setup(self, session: corral.AgentSession) -> int:
+        return 0
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        return ToolEffect(None)
+
+    async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+        return Evaluation(1.0, True)

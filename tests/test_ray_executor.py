@@ -16,7 +16,17 @@ import pytest
 import corral
 
 from . import pg
-from .ray_support import BoardAgent, BoardEnvironment, Boards, OnlyHere, call, comparable, tasks
+from .ray_support import (
+    BoardAgent,
+    BoardEnvironment,
+    Boards,
+    CostlyAgent,
+    OnlyHere,
+    PlainEnvironment,
+    call,
+    comparable,
+    tasks,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ray_cluster")]
 
@@ -222,3 +232,23 @@ async def test_a_host_that_cannot_start_fails_the_run(tmp_path: Path) -> None:
     )
     with pytest.raises(corral.CorralError, match="(?s)could not start.*cannot be loaded on a host"):
         await r.run("unloadable", executor=corral.RayExecutor(hosts=1))
+
+
+@ASYNCIO
+async def test_a_run_cost_limit_counts_what_hosts_spend(tmp_path: Path) -> None:
+    """The run's spend is counted from the commits hosts send back (no observer asked)."""
+
+    async def run(store: Path, executor: corral.RayExecutor) -> corral.BenchmarkReport:
+        r = corral.CorralRunner(
+            tasks(6, environments=1),
+            {"agent": CostlyAgent()},
+            {"env0": PlainEnvironment()},
+            store=store,
+        )
+        return await r.run("spend", max_parallel=1, run_cost_limit=3.0, executor=executor)
+
+    report = await run(tmp_path / "ray.db", corral.RayExecutor(hosts=2))
+    assert report.stopped is not None and "run_cost_limit" in report.stopped
+    # One trial at a time, and a host's commits reach the coordinator before the end of
+    # the trial that made them: admission stopped right when the third one was recorded.
+    assert report.counts["completed"] == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from corral import (
     TrialKey,
 )
 from corral._runner import _store
+from corral.store import _pg_writer
 
 from . import pg
 from .durable_bench import Log, comparable, runner
@@ -59,20 +61,39 @@ async def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
             pass
 
 
-@pytest.mark.parametrize("bad", ["mysql://x/y", "postgresql://h/db?sslmode=nonsense-x"])
-def test_a_bad_uri_is_a_config_error(bad: str) -> None:
-    with pytest.raises(ConfigError, match="mysql|nonsense|sslmode"):
-        store = PostgresStore(bad)
-        # libpq checks some options only when connecting: that is a StoreError then.
-        anyio.run(_open, store)
+def test_a_uri_of_another_database_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="mysql://x/y"):
+        PostgresStore("mysql://x/y")
+
+
+@pytest.fixture
+def no_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    def retried(seconds: float) -> None:
+        raise AssertionError(f"retried (backoff {seconds} s) an error no retry can fix")
+
+    monkeypatch.setattr(_pg_writer.time, "sleep", retried)
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [("sslmode=nonsense-x", 'sslmode value: "nonsense-x"'), ("port=99999", "port number")],
+)
+def test_a_bad_connection_option_is_a_config_error_at_once(
+    pg_dsn: str, option: str, named: str, no_retries: None
+) -> None:
+    # libpq checks these values only when connecting: refused there, never retried.
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        anyio.run(_open, PostgresStore(f"{pg_dsn}?{option}"))
+
+
+def test_a_host_that_does_not_resolve_fails_at_once(no_retries: None) -> None:
+    with pytest.raises(StoreError, match="resolve host 'no-such-host.invalid'"):
+        anyio.run(_open, PostgresStore("postgresql://no-such-host.invalid/db"))
 
 
 async def _open(store: PostgresStore) -> None:
-    try:
-        async with store.opened():
-            pass
-    except StoreError as exc:
-        raise ConfigError(str(exc)) from exc
+    async with store.opened():
+        pass
 
 
 def test_a_password_never_reaches_a_message() -> None:

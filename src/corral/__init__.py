@@ -33,7 +33,16 @@ from ._types import (
     Usage,
 )
 from .executor import RayExecutor
-from .report import BenchmarkReport, TaskReport, pass_at_k
+from .report import (
+    BenchmarkReport,
+    Comparison,
+    Estimate,
+    Scores,
+    TaskReport,
+    compare,
+    pass_at_k,
+    pass_hat_k,
+)
 from .runtime import AgentSession, RetryPolicy
 from .scheduler import Limits, Statistics
 from .store import (
@@ -59,11 +68,13 @@ __all__ = [
     "Commit",
     "CommitConflictError",
     "CommitStore",
+    "Comparison",
     "ConcurrencyScopes",
     "ConfigError",
     "CorralError",
     "CorralRunner",
     "Environment",
+    "Estimate",
     "Evaluation",
     "Final",
     "Limits",
@@ -77,6 +88,7 @@ __all__ = [
     "RunInfo",
     "SQLiteStore",
     "ScopeStatistics",
+    "Scores",
     "Statistics",
     "Step",
     "StoreError",
@@ -89,8 +101,10 @@ __all__ = [
     "TrialStatus",
     "Usage",
     "__version__",
+    "compare",
     "concurrency",
     "copy_benchmarks",
     "pass_at_k",
+    "pass_hat_k",
     "subprocess",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ._budget import BUDGET_NAMES, check_budget
 from ._errors import ConfigError, NotSerializableError
 from ._ids import check_id
 from ._json import check_json
@@ -34,6 +35,8 @@ def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
         )
     for parent in meta.dependencies:
         check_id(f"dependency of task {task_id!r}", parent)
+    for name in BUDGET_NAMES:
+        check_budget(name, getattr(meta, name), f"task {task_id!r}")
     if not isinstance(meta.inputs, Mapping):
         raise ConfigError(f"task {task_id!r} inputs must be a mapping, not {meta.inputs!r}")
     try:

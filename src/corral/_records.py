@@ -46,6 +46,8 @@ def record_of(
         usage=usage,
         state=payload.get("state") if keep_state else None,
         traceback=payload.get("traceback"),
+        limit=payload.get("limit"),
+        working_time=payload.get("worked"),
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
@@ -73,6 +75,8 @@ def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
         state=record.state,
         traceback=trace,
         evaluation_error=evaluation_error,
+        limit=record.limit,
+        working_time=record.working_time,
     )
 
 
@@ -95,6 +99,8 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
         usage=record.usage,
         traceback=record.traceback,
         evaluation_error=record.evaluation_error,
+        limit=record.limit,
+        working_time=record.working_time,
     )
 
 

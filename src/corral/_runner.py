@@ -9,9 +9,10 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError
 from ._ids import check_id
@@ -47,6 +48,11 @@ class RunInfo:
     #: The records of the trials an earlier run finished (read it in ``on_run_start``:
     #: later it includes this run's trials too).
     resumed_records: Iterable[TrialRecord] = ()
+    #: The run-wide budgets, by name (``token_limit``, ..., ``run_cost_limit``).
+    budgets: Mapping[str, float] = field(default_factory=dict)
+    #: With a ``run_cost_limit``: the cost recorded by every run of the benchmark so far
+    #: (what the limit is compared with).
+    spent: Callable[[], float] = float
 
 
 class CorralRunner:
@@ -204,6 +210,10 @@ class CorralRunner:
         scopes: ConcurrencyScopes | None = None,
         rerun: Sequence[str] = (),
         fail_on_error: float | None = None,
+        token_limit: int | None = None,
+        cost_limit: float | None = None,
+        working_time_limit: float | None = None,
+        run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
@@ -211,7 +221,7 @@ class CorralRunner:
         A later run of the same id may select a subset of its tasks (the report
         covers those), and ``rerun`` gives the trials that ended with these
         statuses (``"error"``, ``"timeout"``, ``"max_iterations"``,
-        ``"unreachable"``) a fresh attempt: a ``reopen`` commit marks it, the
+        ``"unreachable"``, ``"limit"``) a fresh attempt: a ``reopen`` commit marks it, the
         earlier attempt stays in the history, the report uses the latest, and
         unreachable descendants of reopened trials run again.
         ``fail_on_error`` (a count, or a fraction of the run's trials below 1)
@@ -230,8 +240,18 @@ class CorralRunner:
         ``scopes`` (default: a fresh `ConcurrencyScopes` per run) holds the run's
         named `concurrency` scopes and its `subprocess` bound, ``max_subprocesses``
         (default: the CPUs this process may use); pass one registry to several
-        runs to share them. ``executor`` (default: the runner's) runs the trials
-        elsewhere: a `RayExecutor` on Ray hosts, admission staying here.
+        runs to share them.
+
+        ``token_limit`` (input + output tokens), ``cost_limit`` (cost as recorded
+        with ``record_usage``) and ``working_time_limit`` (seconds spent working:
+        not queued, deferred by a rate limit or in a retry's backoff) are every
+        trial's budgets; a task's metadata may set its own, which win. A trial
+        that overruns one ends ``limit``: it is scored but never counts as passed.
+        ``run_cost_limit`` stops admitting trials once the cost recorded by every
+        run of ``benchmark_id`` reaches it (``report.stopped`` says so); a later
+        run with a higher limit continues. Budgets may change between runs.
+        ``executor`` (default: the runner's) runs the trials elsewhere: a
+        `RayExecutor` on Ray hosts, admission staying here.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -261,7 +281,11 @@ class CorralRunner:
                 f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
                 f"{scopes.max_subprocesses}"
             )
-        budget = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
+        errors = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
+        budget = Budget(
+            token_limit=token_limit, cost_limit=cost_limit, working_time_limit=working_time_limit
+        )
+        spend = check_budget("run_cost_limit", run_cost_limit)
         executor = self.executor if executor is None else executor
         if executor is not None:
             limits = await check_executor(
@@ -269,7 +293,18 @@ class CorralRunner:
             )
         resume = Resume(plan, rerun=reruns)
         return await self._run(
-            benchmark_id, plan, limits, ks, order, scopes, observers, resume, budget, executor
+            benchmark_id,
+            plan,
+            limits,
+            ks,
+            order,
+            scopes,
+            observers,
+            resume,
+            errors,
+            budget=budget,
+            run_cost_limit=spend,
+            executor=executor,
         )
 
     async def rescore(
@@ -330,6 +365,9 @@ class CorralRunner:
         observers: Sequence[Observer],
         resume: Resume,
         error_budget: int | None = None,
+        *,
+        budget: Budget = NO_BUDGET,
+        run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
         with scopes.active():  # the run's named scopes, for its agents and tools
@@ -361,7 +399,9 @@ class CorralRunner:
                         trial_timeout=self.trial_timeout,
                         evaluation_timeout=self.evaluation_timeout,
                         max_backlog=self.max_backlog,
-                        notify=bool(watchers),
+                        # Hosts send durable commits back for the observers, and for
+                        # the run's spend when a run_cost_limit counts it.
+                        notify=bool(watchers) or run_cost_limit is not None,
                     )
                 loop = RunLoop(
                     benchmark_id=benchmark_id,
@@ -379,6 +419,8 @@ class CorralRunner:
                     critical_path=order == "critical_path",
                     error_budget=error_budget,
                     max_backlog=self.max_backlog,
+                    budget=budget,
+                    run_cost_limit=run_cost_limit,
                     remote=remote,
                 )
                 del resume
@@ -391,6 +433,8 @@ class CorralRunner:
                     loop.resumed,
                     scopes.statistics,
                     loop.records.values(),
+                    _budgets(budget, run_cost_limit),
+                    loop.recorded_cost,
                 )
                 _call(watchers, "on_run_start", info)
                 try:
@@ -414,9 +458,18 @@ class CorralRunner:
                     resumed=resumed,
                     timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
                     stopped=stopped,
+                    budgets=_budgets(budget, run_cost_limit),
                 )
             _write_report(self.store, report)
             return report
+
+
+def _budgets(budget: Budget, run_cost_limit: float | None) -> dict[str, float]:
+    """The run-wide budgets a report shows (a task's own are in its trials' records)."""
+    out: dict[str, float] = budget.to_dict()
+    if run_cost_limit is not None:
+        out["run_cost_limit"] = run_cost_limit
+    return out
 
 
 def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
@@ -442,6 +495,7 @@ RERUNNABLE = (
     TrialStatus.TIMEOUT,
     TrialStatus.MAX_ITERATIONS,
     TrialStatus.UNREACHABLE,
+    TrialStatus.LIMIT,  # with a higher budget: the fresh attempt gets a fresh budget
 )
 
 

@@ -18,12 +18,21 @@ from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from ._budget import BUDGET_NAMES
 from ._errors import ConfigError, NotSerializableError
 from ._json import check_json, dumps, loads, short_repr
 from ._metadata import check_metadata
 from ._types import BenchmarkTaskMetadata
 
-_FIELDS = ("agent_id", "environment_id", "model", "max_iterations", "dependencies", "inputs")
+_FIELDS = (
+    "agent_id",
+    "environment_id",
+    "model",
+    "max_iterations",
+    "dependencies",
+    "inputs",
+    *BUDGET_NAMES,
+)
 _CACHE = 1024
 
 
@@ -32,7 +41,8 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
 
     Each line is one task: ``{"id": "t1", "agent_id": "...", "environment_id":
     "...", "model": "...", "max_iterations": 10, "dependencies": [...],
-    "inputs": {...}}`` (``id``, ``agent_id`` and ``environment_id`` required).
+    "inputs": {...}}`` (``id``, ``agent_id`` and ``environment_id`` required;
+    ``token_limit``, ``cost_limit`` and ``working_time_limit`` optional).
     Every line is validated when the source is built; a malformed one is a
     `ConfigError` naming the file and line number. Reading a task later checks
     that its line is still the one indexed: a file changed under a running
@@ -318,6 +328,7 @@ def _as_row(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
         "max_iterations": meta.max_iterations,
         "dependencies": list(meta.dependencies),
         "inputs": dict(meta.inputs),
+        **{n: getattr(meta, n) for n in BUDGET_NAMES if getattr(meta, n) is not None},
     }
 
 

@@ -49,6 +49,10 @@ class BenchmarkTaskMetadata:
     max_iterations: int = 10
     dependencies: tuple[str, ...] = ()
     inputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: This task's per-trial budgets (None: the run's, if any); see README "Budgets per trial".
+    token_limit: int | None = None
+    cost_limit: float | None = None
+    working_time_limit: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.dependencies, str):
@@ -151,11 +155,13 @@ class TrialStatus(StrEnum):
     TIMEOUT = "timeout"
     ERROR = "error"
     UNREACHABLE = "unreachable"
+    #: A per-trial budget was exceeded (`TrialRecord.limit` names it); scored, never passed.
+    LIMIT = "limit"
 
 
 #: Statuses whose trials are scored.
 EVALUATED_STATUSES: _Final = frozenset(
-    {TrialStatus.COMPLETED, TrialStatus.MAX_ITERATIONS, TrialStatus.TIMEOUT}
+    {TrialStatus.COMPLETED, TrialStatus.MAX_ITERATIONS, TrialStatus.TIMEOUT, TrialStatus.LIMIT}
 )
 
 
@@ -181,10 +187,18 @@ class TrialRecord:
     #: Why scoring failed (``evaluate`` raised until its retries ran out), else None.
     #: Counted apart from trial errors: a crashed scorer is not a failed trial.
     evaluation_error: str | None = None
+    #: The budget that ended a ``limit`` trial (``"token_limit"``, ``"cost_limit"`` or
+    #: ``"working_time_limit"``), else None.
+    limit: str | None = None
+    #: Seconds the trial spent working (not queued, deferred or in backoff), as recorded.
+    working_time: float | None = None
 
     @property
     def passed(self) -> bool:
-        return self.evaluation is not None and bool(self.evaluation.passed)
+        """Whether the trial counts as passed: its evaluation passed and it did not end
+        ``limit`` (an over-budget trial is scored, but never counts as passed)."""
+        evaluation = self.evaluation
+        return evaluation is not None and bool(evaluation.passed) and self.status != "limit"
 
     def to_dict(self) -> dict[str, Any]:
         ev = self.evaluation
@@ -204,4 +218,6 @@ class TrialRecord:
             "usage": self.usage.to_dict(),
             "evaluation_error": self.evaluation_error,
             "traceback": self.traceback,
+            "limit": self.limit,
+            "working_time": self.working_time,
         }

@@ -129,6 +129,7 @@ def _header(history: TrialHistory) -> Table:
         f"model {meta.get('model') or '-'} · max_iterations {meta.get('max_iterations')}",
     )
     grid.add_row("outcome", _outcome(history.commits))
+    grid.add_row("budget", budget_text(latest_attempt(history.commits)))
     if history.commits:
         grid.add_row("started", _timestamp(history.commits[0].created_at))
     grid.add_row("inputs", compact(meta.get("inputs", {})))
@@ -154,13 +155,45 @@ def _outcome(commits: list[Commit]) -> str:
         parts = [describe(terminal)]
         evaluation = _last(latest, "evaluation")
         if evaluation is not None:
-            parts.append(describe(evaluation))
+            verdict = describe(evaluation)
+            limited = (
+                isinstance(terminal.payload, dict) and terminal.payload.get("status") == "limit"
+            )
+            if limited and verdict.startswith("passed"):
+                verdict += " (over budget: never counts as passed)"
+            parts.append(verdict)
     reopened = sum(1 for c in commits if c.kind == "reopen")
     if reopened:
         parts.append(f"latest of {reopened + 1} attempts")
     usage = sum((c.usage for c in commits), Usage())
     if usage:
         parts.append(_usage(usage))
+    return " · ".join(parts)
+
+
+def budget_text(commits: list[Commit]) -> str:
+    """The budget the latest attempt ran under (as its setup or terminal recorded it),
+    each limit with what the attempt spent; which one ended it, if one did."""
+    budget: dict[str, Any] = {}
+    worked = 0.0
+    ended = None
+    for c in commits:
+        p = c.payload
+        if isinstance(p, dict) and c.kind in ("setup", "action", "tool_effect", "terminal"):
+            budget = p.get("budget", budget)
+            worked = p.get("worked", worked)
+            ended = p.get("limit", ended)
+    usage = sum((c.usage for c in commits), Usage())
+    spent = {
+        "token_limit": f"{usage.input_tokens + usage.output_tokens:,} tokens",
+        "cost_limit": f"cost {usage.cost:.5g}",
+        "working_time_limit": f"{worked:.3f} s working",
+    }
+    if not budget:
+        return "none (spent " + ", ".join(spent.values()) + ")"
+    parts = [f"{name} {limit:g}: spent {spent[name]}" for name, limit in budget.items()]
+    if ended is not None:
+        parts.append(f"ended by {ended}")
     return " · ".join(parts)
 
 

@@ -93,7 +93,12 @@ async def rebuild_report(
         added=saved.get("added_by_dependencies", ()),
     )
     if _describes(saved, report):
-        report = replace(report, resumed=int(saved.get("resumed", 0)))
+        budgets = saved.get("budgets")
+        report = replace(
+            report,
+            resumed=int(saved.get("resumed", 0)),
+            budgets=dict(budgets) if isinstance(budgets, dict) else {},
+        )
     return report
 
 

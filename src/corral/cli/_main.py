@@ -11,6 +11,7 @@ import click
 
 from .. import __version__
 from .._errors import ConfigError, CorralError
+from ._compare import compare_command
 from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from ._inspect import copy_command, list_command, report_command, show_command
 from ._run import demo_command, rescore_command, run_command
@@ -157,3 +158,4 @@ main.add_command(report_command)
 main.add_command(show_command)
 main.add_command(list_command)
 main.add_command(copy_command)
+main.add_command(compare_command)

@@ -114,7 +114,7 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     "--rerun",
     "rerun",
     multiple=True,
-    type=click.Choice(["error", "timeout", "max_iterations", "unreachable"]),
+    type=click.Choice(["error", "timeout", "max_iterations", "unreachable", "limit"]),
     help="Give trials that ended with this status a fresh attempt (repeatable).",
 )
 @click.option(
@@ -123,6 +123,21 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     metavar="N",
     help="Stop starting trials once more than N (a count, or a fraction below 1 of the "
     "trials) errored or failed scoring; the benchmark stays resumable.",
+)
+@click.option(
+    "--token-limit", type=int, help="Input + output tokens one trial may use (a task's own wins)."
+)
+@click.option("--cost-limit", type=float, help="Cost one trial may spend (a task's own wins).")
+@click.option(
+    "--working-time-limit",
+    type=float,
+    help="Seconds one trial may spend working, not queued or backing off (a task's own wins).",
+)
+@click.option(
+    "--run-cost-limit",
+    type=float,
+    help="Stop starting trials once the benchmark's recorded cost reaches this; run "
+    "again with a higher one to continue.",
 )
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
 @click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
@@ -172,6 +187,10 @@ def run_command(
     retry_errors: bool,
     rerun: tuple[str, ...],
     fail_on_error: float | None,
+    token_limit: int | None,
+    cost_limit: float | None,
+    working_time_limit: float | None,
+    run_cost_limit: float | None,
     no_progress: bool,
     as_json: bool,
     executor: str,
@@ -207,6 +226,10 @@ def run_command(
         "evaluation_timeout": evaluation_timeout,
         "rerun": _reruns(retry_errors, rerun),
         "fail_on_error": _count_or_fraction(fail_on_error),
+        "token_limit": token_limit,
+        "cost_limit": cost_limit,
+        "working_time_limit": working_time_limit,
+        "run_cost_limit": run_cost_limit,
     }
     ray = _executor(executor, ray_address, hosts)
     benchmark, path = load_benchmark(target)

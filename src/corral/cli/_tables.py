@@ -1,4 +1,4 @@
-"""The pass@k table and the lines under it, as rich renderables."""
+"""The pass@k and pass^k tables and the lines under them, as rich renderables."""
 
 from __future__ import annotations
 
@@ -9,17 +9,26 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..report import BenchmarkReport, ErrorGroup, TaskReport
+from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
 
+#: Titles say what pass^k is; pass^1 is pass@1, so tables show pass^k from k = 2.
+PASS_HAT = "pass^k: all k pass"
+
+
+def hat_ks(report: BenchmarkReport) -> list[int]:
+    """The k of the pass^k columns: the report's, but 1 (pass^1 is pass@1)."""
+    return [k for k in report.k_values if k > 1]
+
 
 def report_table(report: BenchmarkReport) -> Table:
-    """One row per task (task, model, env, passed/n, pass@k...), then the mean."""
-    ks = report.k_values
+    """One row per task (task, model, env, passed/n, pass@k..., pass^k...), then the mean."""
+    ks, hats = report.k_values, hat_ks(report)
     table = Table(
-        title=f"{report.benchmark_id}: pass@k over {report.trials_per_task} trials per task",
+        title=f"{report.benchmark_id}: pass@k over {report.trials_per_task} trials per task"
+        + (f" ({PASS_HAT})" if hats else ""),
         title_justify="left",
         caption="* added by dependency closure" if report.added_by_dependencies else None,
         caption_justify="left",
@@ -30,6 +39,8 @@ def report_table(report: BenchmarkReport) -> Table:
     table.add_column("passed", justify="right")
     for k in ks:
         table.add_column(f"pass@{k}", justify="right")
+    for k in hats:
+        table.add_column(f"pass^{k}", justify="right")
     passed = trials = 0
     for task_id, task in report.tasks.items():
         n = len(task.trials)
@@ -41,6 +52,7 @@ def report_table(report: BenchmarkReport) -> Table:
             task.environment_id,
             f"{task.passed}/{n}",
             *(_score(task.pass_at_k.get(k)) for k in ks),
+            *(_score(task.pass_hat_k.get(k)) for k in hats),
         )
     table.add_section()
     table.add_row(
@@ -49,8 +61,44 @@ def report_table(report: BenchmarkReport) -> Table:
         "",
         f"{passed}/{trials}",
         *(Text(_score(report.pass_at_k.get(k)), style="bold") for k in ks),
+        *(Text(_score(report.pass_hat_k.get(k)), style="bold") for k in hats),
     )
     return table
+
+
+def scores_table(report: BenchmarkReport) -> Table | None:
+    """Each mean over tasks with its 95% interval, one row per metric: over every task,
+    then each model of a run over several models (None if no trial finished)."""
+    if not report.scores.tasks:
+        return None
+    columns: list[tuple[str, Scores]] = [("all", report.scores)]
+    if len(report.scores_by_model) > 1:
+        columns += list(report.scores_by_model.items())
+    table = Table(
+        title="means over tasks with 95% intervals (bootstrap over tasks)",
+        title_justify="left",
+    )
+    table.add_column("")
+    for name, scores in columns:
+        counted = max(scores.tasks.values(), default=0)
+        table.add_column(Text(f"{name} ({counted:,} tasks)"), justify="right", no_wrap=True)
+    for metric, ks in (("pass@", report.k_values), ("pass^", hat_ks(report))):
+        for k in ks:
+            table.add_row(
+                f"{metric}{k}",
+                *(
+                    estimate((s.pass_at_k if metric == "pass@" else s.pass_hat_k).get(k))
+                    for _, s in columns
+                ),
+            )
+    return table
+
+
+def estimate(value: Estimate | None) -> str:
+    """``0.52 [0.45, 0.60]``; ``-`` for none."""
+    if value is None:
+        return "-"
+    return f"{value.value:.2f} [{value.low:.2f}, {value.high:.2f}]"
 
 
 def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
@@ -77,6 +125,9 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
             + (f" · ${usage.cost:.4f}" if usage.cost else ""),
         )
+    budgets = budget_line(report)
+    if budgets:
+        grid.add_row("budgets", budgets)
     # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
     time = f"{report.wall_seconds:.1f} s wall, first to last commit"
     if report.resumed:
@@ -87,16 +138,34 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     return grid
 
 
+def budget_line(report: BenchmarkReport) -> str:
+    """Spend against budgets: each run-wide budget with the trials it ended, budgets of
+    tasks' own that ended trials, and the working time of the finished trials."""
+    budgets, limited = report.budgets, report.limited
+    parts = []
+    for name, limit in budgets.items():
+        if name == "run_cost_limit":
+            parts.append(f"run_cost_limit {limit:g} (these trials cost {report.usage.cost:.4g})")
+        else:
+            parts.append(f"{name} {limit:g} per trial: ended {limited.get(name, 0)}")
+    parts += [f"{name}: ended {n}" for name, n in sorted(limited.items()) if name not in budgets]
+    if parts and report.working_seconds:
+        parts.append(f"{report.working_seconds:.1f} s worked")
+    return " · ".join(parts)
+
+
 def models_table(report: BenchmarkReport) -> Table | None:
-    """For a several-models run: one row per task, each model's passed/n and pass@k side
-    by side; tasks the dependency closure added are marked ``*``, as in `report_table`."""
+    """For a several-models run: one row per task, each model's passed/n, pass@k and
+    pass^k at the largest k side by side (every pass^k of each model is in `scores_table`
+    and the JSON); tasks the dependency closure added are marked ``*``, as in
+    `report_table`."""
     models = list(report.by_model)
     suffixes = tuple(f"@{m}" for m in models)
     if len(models) < 2 or not all(t.endswith(suffixes) for t in report.tasks):
         return None
-    ks = report.k_values
+    ks, hats = report.k_values, hat_ks(report)[-1:]
     table = Table(
-        title="pass@k by model",
+        title="pass@k by model" + (f" ({PASS_HAT})" if hats else ""),
         title_justify="left",
         caption="* added by dependency closure" if report.added_by_dependencies else None,
         caption_justify="left",
@@ -106,6 +175,8 @@ def models_table(report: BenchmarkReport) -> Table | None:
         table.add_column(f"{model}\npassed", justify="right")
         for k in ks:
             table.add_column(f"{model}\npass@{k}", justify="right")
+        for k in hats:
+            table.add_column(f"{model}\npass^{k}", justify="right")
     rows: dict[str, dict[str, TaskReport]] = {}
     for task_id, task in report.tasks.items():
         base, _, model = task_id.rpartition("@")
@@ -116,12 +187,13 @@ def models_table(report: BenchmarkReport) -> Table | None:
         for m in models:
             one = by.get(m)
             if one is None:
-                cells += ["-"] * (1 + len(ks))
+                cells += ["-"] * (1 + len(ks) + len(hats))
                 continue
             totals[m][0] += one.passed
             totals[m][1] += len(one.trials)
             cells.append(f"{one.passed}/{len(one.trials)}")
             cells += [_score(one.pass_at_k.get(k)) for k in ks]
+            cells += [_score(one.pass_hat_k.get(k)) for k in hats]
         added = any(t.added_by_dependencies for t in by.values())
         table.add_row(base + (" *" if added else ""), *cells)
     table.add_section()
@@ -129,6 +201,8 @@ def models_table(report: BenchmarkReport) -> Table | None:
     for m in models:
         means.append(f"{totals[m][0]}/{totals[m][1]}")
         means += [Text(_score(report.by_model[m].get(k)), style="bold") for k in ks]
+        hat = report.scores_by_model[m].pass_hat_k
+        means += [Text(_score(hat[k].value if k in hat else None), style="bold") for k in hats]
     table.add_row(Text(f"mean of {len(rows)} tasks", style="bold"), *means)
     return table
 
@@ -175,6 +249,9 @@ def _message(group: ErrorGroup) -> str:
 def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[RenderableType]:
     table = models_table(report)
     out: list[RenderableType] = [table if table is not None else report_table(report)]
+    scores = scores_table(report)
+    if scores is not None:
+        out.append(scores)
     errors = errors_table(report)
     if errors is not None:
         out.append(errors)

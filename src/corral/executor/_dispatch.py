@@ -103,6 +103,7 @@ class RayRemote:
                     previous,
                     reload,
                     loop.may_have_history(t, r),
+                    budget=loop.budget.under(meta),
                 )
             job = found
         else:
@@ -197,7 +198,7 @@ class RayRemote:
             loop.evaluated(t, r, result[3])
         elif kind == "d":
             assert isinstance(job, ExecJob)
-            job.scratch, job.carried_usage = result[4], result[5]
+            job.scratch, job.carried_usage, job.worked = result[4], result[5], result[6]
             loop.executed(t, r, job, result[3])
         else:
             raise result[3]

@@ -197,12 +197,14 @@ class Host:
             deferrals=job.deferrals,
             scratch=job.scratch,
             carried_usage=job.carried_usage,
+            budget=job.budget,
+            worked=job.worked,
         )
         if job.reload is not None:
             plan.previous = await load_previous(store, key, job.reload)
         outcome = await run_trial(plan)
         if isinstance(outcome, Deferred):
-            return ("d", job.t, job.r, outcome, plan.scratch, plan.carried_usage)
+            return ("d", job.t, job.r, outcome, plan.scratch, plan.carried_usage, plan.worked)
         return ("x", job.t, job.r, outcome)
 
     async def _evaluate(self, job: EvalJob, key: TrialKey, store: CommitStore, acks: Acks) -> Any:

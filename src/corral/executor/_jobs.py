@@ -4,7 +4,7 @@ A job is one admitted execution or evaluation. A result is a plain tuple,
 cheap to pickle in batches: ``(kind, t, r, ...)`` with kind
 
 - ``"x"``: an execution ended: ``(.., TrialOutcome)``;
-- ``"d"``: a rate limit deferred it: ``(.., Deferred, scratch, carried usage)``;
+- ``"d"``: a rate limit deferred it: ``(.., Deferred, scratch, carried usage, worked)``;
 - ``"e"``: an evaluation ended: ``(.., TrialRecord)``;
 - ``"!"``: the runtime raised (a store failure): ``(.., exception)``; the run fails.
 """
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._budget import NO_BUDGET, Budget
 from .._types import NO_USAGE, BenchmarkTaskMetadata, TrialRecord, Usage
 from ..runtime._trial import Previous
 
@@ -37,6 +38,9 @@ class ExecJob:
     deferrals: int = 0
     scratch: dict[str, Any] | None = None
     carried_usage: Usage = NO_USAGE
+    budget: Budget = NO_BUDGET
+    #: Seconds worked before a rate limit deferred it.
+    worked: float = 0.0
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
+from .._budget import Budget
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, TrialRecord, Usage
 from ..runtime._trial import Deferred, Previous, TrialOutcome
 from ._jobs import EvalJob, ExecJob
@@ -48,6 +49,7 @@ _TABLE: dict[type, Callable[[Any], Any]] = {
     **{
         cls: _flat(cls)
         for cls in (
+            Budget,
             BenchmarkTaskMetadata,
             Commit,
             Evaluation,

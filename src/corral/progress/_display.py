@@ -174,6 +174,8 @@ class ProgressDisplay:
                 scopes=info.scopes(),
                 binding=binding,
                 stopping=self._stopping,
+                budgets=info.budgets,
+                spent=info.spent(),
             )
         )
 

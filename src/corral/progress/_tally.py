@@ -54,6 +54,7 @@ class Tally:
         "cost",
         "resumed",
         "resumed_passed",
+        "limits",
         "models",
         "environments",
         "overall",
@@ -79,6 +80,8 @@ class Tally:
         #: Trials an earlier run finished (and how many of them passed, when known).
         self.resumed = 0
         self.resumed_passed = 0
+        #: Trials this run ended ``limit``, by the budget that ended them.
+        self.limits: dict[str, int] = {}
         self.models: dict[str, LaneTally] = {}
         self.environments: dict[str, LaneTally] = {}
         self.overall = LaneTally()
@@ -142,9 +145,17 @@ class Tally:
                     lane.finished += 1
             if payload.get("attempts", 1) > 1:
                 self.retried += 1
+            limit = payload.get("limit")
+            if limit is not None:
+                self.limits[limit] = self.limits.get(limit, 0) + 1
         elif kind == "evaluation":
             evaluation = evaluation_of(commit.payload)
-            passed = evaluation is not None and bool(evaluation.passed)
+            passed = (
+                evaluation is not None
+                and bool(evaluation.passed)
+                # A trial that overran its budget is scored but never passes.
+                and commit.payload.get("trial_status") != "limit"
+            )
             if evaluation is None:
                 self.evaluation_failures += 1
             else:

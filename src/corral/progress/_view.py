@@ -33,6 +33,9 @@ class Snapshot:
     binding: str | None = None
     #: A Ctrl-C asked the run to stop.
     stopping: bool = False
+    #: The run-wide budgets, and (with a ``run_cost_limit``) the benchmark's cost so far.
+    budgets: Mapping[str, float] = field(default_factory=dict)
+    spent: float = 0.0
 
 
 def queue_reasons(statistics: Statistics, limits: Limits) -> list[str]:
@@ -146,6 +149,8 @@ def render(snapshot: Snapshot) -> RenderableType:
             )
         )
     lines += [bar, counts, _outcomes(tally)]
+    if snapshot.budgets or tally.limits:
+        lines.append(_budgets(snapshot))
     if len(tally.models) > 1:
         lines.append(_by_model(tally))
     lines.append(_limits(s, snapshot.limits, snapshot.scopes))
@@ -166,7 +171,7 @@ def _outcomes(tally: Tally) -> Text:
     passed, finished = tally.pass_counts
     so_far = "-" if rate is None else f"{rate:.2f} ({passed}/{finished})"
     parts = ["pass@1 so far " + so_far, f"errors {tally.errors}"]
-    for status in ("max_iterations", "timeout", "unreachable"):
+    for status in ("max_iterations", "timeout", "unreachable", "limit"):
         if tally.statuses.get(status):
             parts.append(f"{status} {tally.statuses[status]}")
     if tally.retried:
@@ -176,6 +181,28 @@ def _outcomes(tally: Tally) -> Text:
     if tally.cost:
         parts.append(f"${tally.cost:.4f}")
     return Text(" · ".join(parts), style="green" if not tally.errors else "yellow")
+
+
+def _budgets(snapshot: Snapshot) -> Text:
+    """Spend against budgets: the run's cost against ``run_cost_limit``, the per-trial
+    budgets, and how many trials each one ended."""
+    budgets, tally = snapshot.budgets, snapshot.tally
+    parts = []
+    if "run_cost_limit" in budgets:
+        parts.append(f"run cost {snapshot.spent:.4g} of {budgets['run_cost_limit']:g}")
+    for name, unit in (
+        ("token_limit", " tokens"),
+        ("cost_limit", ""),
+        ("working_time_limit", " s"),
+    ):
+        if name in budgets:
+            ended = tally.limits.get(name, 0)
+            parts.append(f"{name} {budgets[name]:g}{unit} per trial (ended {ended})")
+    for name, ended in sorted(tally.limits.items()):
+        if name not in budgets:  # a task's own budget
+            parts.append(f"{name} ended {ended}")
+    full = "run_cost_limit" in budgets and snapshot.spent >= budgets["run_cost_limit"]
+    return Text("budgets: " + " · ".join(parts), style="bold yellow" if full else "")
 
 
 def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeStatistics]) -> Table:

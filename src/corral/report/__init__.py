@@ -1,16 +1,24 @@
-"""Reports: pass@k, per-task summaries, JSON."""
+"""Reports: pass@k and pass^k with confidence intervals, per-task summaries, comparisons, JSON."""
 
 from ._build import build_report, is_finished, records_from
+from ._compare import Comparison, compare
 from ._errors import ErrorGroup
 from ._model import BenchmarkReport, TaskReport
-from ._passk import pass_at_k
+from ._passk import pass_at_k, pass_hat_k
+from ._scores import Estimate, Scores, task_scores
 
 __all__ = [
     "BenchmarkReport",
+    "Comparison",
     "ErrorGroup",
+    "Estimate",
+    "Scores",
     "TaskReport",
     "build_report",
+    "compare",
     "is_finished",
     "pass_at_k",
+    "pass_hat_k",
     "records_from",
+    "task_scores",
 ]

@@ -10,7 +10,8 @@ from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, Tri
 from ..store._protocol import TrialSummary
 from ._errors import ErrorGroups
 from ._model import BenchmarkReport, TaskReport
-from ._passk import pass_at_k
+from ._passk import pass_at_k, pass_hat_k
+from ._scores import task_means
 
 
 def is_finished(summary: TrialSummary) -> bool:
@@ -48,6 +49,7 @@ def build_report(
     resumed: int = 0,
     timings: Mapping[str, float] | None = None,
     stopped: str | None = None,
+    budgets: Mapping[str, float] | None = None,
 ) -> BenchmarkReport:
     """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it.
 
@@ -63,12 +65,15 @@ def build_report(
         records = records_from(summaries)
     added = set(added)
     tasks: dict[str, TaskReport] = {}
+    outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
     counts = {str(status): 0 for status in TrialStatus}
     usage = Usage()
-    # One float per distinct (n, passed, k), not one per task.
-    estimates: dict[tuple[int, int, int], float] = {}
+    # One pair of floats per distinct (n, passed, k), not one per task.
+    estimates: dict[tuple[int, int, int], tuple[float, float]] = {}
     errors, evaluation_errors = ErrorGroups(), ErrorGroups()
     first, last = float("inf"), float("-inf")
+    limited: dict[str, int] = {}
+    working = 0.0
     for task_id, model, environment_id in _task_meta(config, metadata):
         trials = _trials(records, task_id, trials_per_task)
         passed = sum(1 for t in trials if t.passed)
@@ -76,35 +81,47 @@ def build_report(
             counts[str(t.status)] += 1
             if t.usage:
                 usage = usage + t.usage
+            if t.working_time:
+                working += t.working_time
             if t.status == TrialStatus.ERROR:
                 errors.add(task_id, t.trial, str(t.error))
             elif t.evaluation_error is not None:
                 evaluation_errors.add(task_id, t.trial, t.evaluation_error)
+            if t.limit is not None:
+                limited[t.limit] = limited.get(t.limit, 0) + 1
             if t.started_at is not None and t.started_at < first:
                 first = t.started_at
             if t.finished_at is not None and t.finished_at > last:
                 last = t.finished_at
         n = len(trials)
-        scores = {}
+        outcomes[task_id] = (n, passed)
+        at, hat = {}, {}
         for k in k_values:
             if k <= n:
                 key = (n, passed, k)
                 value = estimates.get(key)
                 if value is None:
-                    value = estimates[key] = pass_at_k(n, passed, k)
-                scores[k] = value
+                    value = estimates[key] = (pass_at_k(n, passed, k), pass_hat_k(n, passed, k))
+                at[k], hat[k] = value
         tasks[task_id] = TaskReport(
             task_id=task_id,
             trials=trials,
-            pass_at_k=scores,
+            pass_at_k=at,
+            pass_hat_k=hat,
             added_by_dependencies=task_id in added,
             model=model,
             environment_id=environment_id,
         )
-    mean = _mean(list(tasks.values()), k_values)
+    # Means over the tasks with at least k finished trials: every task of a finished
+    # run; in an interrupted one, a task with fewer has no pass@k yet and is left out
+    # rather than counted 0.
+    mean_at, mean_hat = task_means(outcomes.values(), k_values)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
     by_model = {
-        model: _mean([t for t in tasks.values() if t.model == model], k_values) for model in models
+        model: task_means(
+            [outcomes[t.task_id] for t in tasks.values() if t.model == model], k_values
+        )
+        for model in models
     }
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
     if unfinished:
@@ -116,7 +133,8 @@ def build_report(
     return BenchmarkReport(
         benchmark_id=benchmark_id,
         tasks=tasks,
-        pass_at_k=mean,
+        pass_at_k=mean_at,
+        pass_hat_k=mean_hat,
         counts=counts,
         usage=usage,
         trials_per_task=trials_per_task,
@@ -125,10 +143,14 @@ def build_report(
         finished_at=finished_at,
         resumed=resumed,
         timings=dict(timings or {}),
-        by_model=by_model,
+        by_model={model: at for model, (at, _) in by_model.items()},
+        by_model_pass_hat_k={model: hat for model, (_, hat) in by_model.items()},
         stopped=stopped,
         errors=errors.groups(),
         evaluation_errors=evaluation_errors.groups(),
+        budgets=dict(budgets or {}),
+        limited=limited,
+        working_seconds=working,
     )
 
 
@@ -150,17 +172,3 @@ def _trials(
     if isinstance(records, TrialTable):
         return records.trials(task_id)
     return [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
-
-
-def _mean(tasks: Sequence[TaskReport], k_values: Sequence[int]) -> dict[int, float]:
-    """pass@k averaged over the tasks that have at least k finished trials.
-
-    In a finished run that is every task; in an interrupted one, a task with
-    fewer than k trials has no pass@k yet and is left out rather than counted 0.
-    """
-    out = {}
-    for k in k_values:
-        values = [t.pass_at_k[k] for t in tasks if k in t.pass_at_k]
-        if values:
-            out[k] = sum(values) / len(values)
-    return out

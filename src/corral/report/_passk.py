@@ -1,4 +1,4 @@
-"""The unbiased pass@k estimator (Chen et al., 2021)."""
+"""The unbiased pass@k and pass^k estimators."""
 
 from __future__ import annotations
 
@@ -6,11 +6,26 @@ from math import comb
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """1 - C(n - c, k) / C(n, k): the chance that k of n trials, c of them passing, hold a pass."""
+    """1 - C(n - c, k) / C(n, k): the chance that k of n trials, c of them passing, hold a pass
+    (Chen et al., 2021)."""
+    _check(n, c, k)
+    total = comb(n, k)
+    # One division of exact integers: correctly rounded, so pass@1 == pass^1 == c/n exactly.
+    return (total - comb(n - c, k)) / total
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """C(c, k) / C(n, k): the chance that k of n trials, c of them passing, all pass
+    (pass^k, as in tau-bench): how reliably the agent succeeds, where pass@k is how
+    often it succeeds at least once."""
+    _check(n, c, k)
+    if c < k:
+        return 0.0
+    return comb(c, k) / comb(n, k)
+
+
+def _check(n: int, c: int, k: int) -> None:
     if not 0 <= c <= n:
         raise ValueError(f"passed count {c} is outside 0..{n}")
     if not 1 <= k <= n:
         raise ValueError(f"k = {k} is outside 1..{n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)

@@ -10,7 +10,7 @@ import anyio
 from .._json import check_json
 from .._protocols import Environment
 from .._records import with_evaluation
-from .._types import Commit, Evaluation, TrialRecord
+from .._types import Commit, Evaluation, TrialRecord, TrialStatus
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
@@ -66,6 +66,9 @@ async def evaluate_trial(
                 continue
             payload = {**error_fields(exc), "attempts": attempt + 1}
             break
+    if record.status == TrialStatus.LIMIT:
+        # Scored, but never a pass: said here too, for observers that see only this commit.
+        payload["trial_status"] = str(TrialStatus.LIMIT)
     commit = Commit(seq, "evaluation", payload, time.time())
     while True:
         try:

@@ -37,6 +37,8 @@ class Projection:
     evaluation: Commit | None = None
     #: Usage of the attempts before the latest ``reopen`` (their commits are not kept).
     earlier_usage: Usage = NO_USAGE
+    #: Usage since the latest ``reopen`` (what budgets count).
+    usage: Usage = NO_USAGE
 
     @property
     def next_seq(self) -> int:
@@ -53,6 +55,9 @@ class Projection:
         self.commits.append(commit)
         payload = commit.payload
         kind = commit.kind
+        usage = commit.usage
+        if usage is not NO_USAGE and usage:
+            self.usage = self.usage + usage
         if kind == "setup":
             self.has_setup = True
             self.state = payload["state"]
@@ -84,15 +89,24 @@ class Projection:
             # A fresh attempt of a finished trial: it starts over from setup. The
             # history before the marker stays in the store, not in the session;
             # what it spent still counts.
-            for earlier in self.commits:
-                if earlier.usage:
-                    self.earlier_usage = self.earlier_usage + earlier.usage
+            if self.usage:
+                self.earlier_usage = self.earlier_usage + self.usage
+            self.usage = NO_USAGE
             self.commits = [commit]
             self.has_setup = False
             self.state = self.previous_trial = self.turn = None
             self.steps = []
             self.iteration = 0
             self.terminal = self.evaluation = None
+
+    @property
+    def worked(self) -> float:
+        """Seconds of work the latest commit since the latest ``reopen`` recorded."""
+        for commit in reversed(self.commits):
+            payload = commit.payload
+            if isinstance(payload, dict) and "worked" in payload and commit.kind != "evaluation":
+                return float(payload["worked"])
+        return 0.0
 
     def _close_turn(self) -> None:
         """Apply a complete turn's effects: steps and states in declared order."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from .._budget import NO_BUDGET, Budget, Exceeded
 from .._errors import unwrap_single
 from .._json import check_json
 from .._protocols import Agent, Environment
@@ -38,6 +39,7 @@ from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
 from ._session import AgentSession
+from ._workclock import WorkClock
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,10 @@ class TrialPlan:
     scratch: dict[str, Any] | None = None
     #: Usage recorded before a rate limit that no commit has carried yet.
     carried_usage: Usage = NO_USAGE
+    #: What the trial may spend (the task's budgets over the run's).
+    budget: Budget = NO_BUDGET
+    #: Seconds worked before a rate limit deferred this trial (its commits may hold less).
+    worked: float = 0.0
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -98,10 +104,15 @@ class _Writer:
     if the crash had come earlier.
     """
 
-    def __init__(self, plan: TrialPlan, projection: Projection, session: AgentSession):
+    def __init__(
+        self, plan: TrialPlan, projection: Projection, session: AgentSession, clock: WorkClock
+    ):
         self.plan = plan
         self.projection = projection
         self.session = session
+        self.clock = clock
+        #: The trial's budget, or None when it has none (checked once, not per step).
+        self.budget = plan.budget if plan.budget else None
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
@@ -122,8 +133,13 @@ class _Writer:
 
     def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
+        worked = round(self.clock.spent, 6)
+        budget = self.budget
         commits = []
         for kind, payload, usage in items:
+            payload["worked"] = worked  # working time survives a crash with the commit
+            if budget is not None and (kind == "setup" or kind == "terminal"):
+                payload["budget"] = budget.to_dict()  # what applied (`corral show`)
             commits.append(Commit(self.next_seq, kind, payload, now, usage))
             self.next_seq += 1
         self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
@@ -172,6 +188,21 @@ class _Writer:
         await self.flush()
         return commits
 
+    def over_budget(self, pending: Usage = NO_USAGE) -> bool:
+        """If the trial's committed usage (plus ``pending``, not yet committed) or its
+        working time overran its budget, stage its ``limit`` terminal and say so."""
+        budget = self.budget
+        if budget is None:
+            return False
+        projection = self.projection
+        exceeded = budget.exceeded(projection.usage + pending, self.clock.spent)
+        if exceeded is None:
+            return False
+        session = self.session
+        payload = _terminal(TrialStatus.LIMIT, session.attempt, session.state, failure=exceeded)
+        self.stage([("terminal", payload, session.take_usage())])
+        return True
+
 
 def _sync(session: AgentSession, projection: Projection) -> None:
     session.state = projection.state
@@ -199,7 +230,11 @@ class Deferred:
 
 
 async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
-    """Run (or continue) one trial until it has a terminal commit, or a rate limit."""
+    """Run (or continue) one trial until it has a terminal commit, or a rate limit.
+
+    Its working time runs from here until it returns, except while it waits out a
+    retry's backoff; a ``working_time_limit`` cuts an attempt at its deadline.
+    """
     attempt = plan.first_attempt
     # Usage recorded in an attempt that ended before a commit could carry it rides
     # on the next commit, so the report counts every token spent.
@@ -208,24 +243,31 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     projection = Projection()
     if plan.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
+    clock = WorkClock(max(plan.worked, projection.worked))
+    clock.start()
+    working_limit = plan.budget.working_time_limit
     while projection.terminal is None:
         session = await _session(plan, projection, attempt, scratch)
         session._usage, carried = carried, NO_USAGE
-        writer = _Writer(plan, projection, session)
+        writer = _Writer(plan, projection, session, clock)
         error: BaseException | None = None
-        timed_out = False
+        # Why the attempt was cut short: "timeout" or "working_time_limit".
+        cut: str | None = None
         try:
-            if plan.trial_timeout is None:  # no cancel scope to pay for
+            timeout = _deadline(plan.trial_timeout)
+            budget = clock.deadline(working_limit)
+            if timeout == budget == float("inf"):  # no cancel scope to pay for
                 await _attempt(plan, writer, session)
             else:
-                with anyio.CancelScope(deadline=_deadline(plan.trial_timeout)) as scope:
+                with anyio.CancelScope(deadline=min(timeout, budget)) as scope:
                     await _attempt(plan, writer, session)
-                timed_out = scope.cancelled_caught
-            if not timed_out:
+                if scope.cancelled_caught:
+                    cut = "working_time_limit" if budget <= timeout else "timeout"
+            if cut is None:
                 writer.hand_over()
         except Exception as exc:
             error = exc
-        if error is None and not timed_out:
+        if error is None and cut is None:
             break
         await writer.drain()  # what the store took, observers hear of, even now
         carried = session.take_usage()
@@ -233,6 +275,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         if limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
             plan.scratch, plan.carried_usage = session.scratch, carried
+            clock.stop()
+            plan.worked = clock.spent  # waiting out the rate limit is not work
             delay = limited.retry_after
             if delay is None:
                 delay = plan.policy.delay(plan.deferrals)
@@ -244,18 +288,26 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         projection = Projection.of(history)
         if projection.terminal is not None:
             break
-        if timed_out:
+        if cut == "timeout":
             text = f"TimeoutError: attempt exceeded trial_timeout of {plan.trial_timeout} s"
-            failure = {"error": text, "error_type": "TimeoutError"}
-            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, failure, carried)
+            failure: Mapping[str, Any] = {"error": text, "error_type": "TimeoutError"}
+            await _end(plan, projection, attempt, TrialStatus.TIMEOUT, failure, carried, clock)
+        elif cut is not None:
+            clock.stop()
+            assert working_limit is not None
+            # The deadline is where the clock reaches the limit (up to rounding).
+            exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
+            await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif error is not None and plan.policy.retryable(error, attempt):
+            clock.stop()  # a backoff is not work
             await anyio.sleep(plan.policy.delay(attempt))
+            clock.start()
             attempt += 1
             scratch = None  # a retry starts from the store, not from memory
         else:
             assert error is not None
             failure = error_fields(error)
-            await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried)
+            await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried, clock)
     return _outcome(plan, projection)
 
 
@@ -304,6 +356,10 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             "previous_trial": session.previous_trial,
         }
         writer.stage([("setup", payload, session.take_usage())])
+    # Budgets are checked after every commit that may carry usage, and before a
+    # resumed trial does anything (its budget may have been lowered since).
+    if writer.over_budget():
+        return
     turn = projection.open_turn
     if turn is not None:
         # The head is an action (or part of a parallel turn) without its effect:
@@ -312,8 +368,13 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         await _execute(writer, session, missing, turn.state_before)
     max_iterations = plan.metadata.max_iterations
     while projection.iteration < max_iterations:
+        if writer.over_budget():
+            return
         decision = await plan.agent.act(session)
         if isinstance(decision, Final):
+            # An answer bought over budget is not a completed trial.
+            if writer.over_budget(session._usage):
+                return
             output = check_json(decision.output, "the Final output")
             writer.stage(
                 [
@@ -343,7 +404,11 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             items.append(("action", payload, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
         await writer.commit(items)
+        if writer.over_budget():  # the turn's model call overran: its tools never run
+            return
         await _execute(writer, session, keyed, session.state)
+    if writer.over_budget():
+        return
     writer.stage(
         [
             (
@@ -417,16 +482,18 @@ def _terminal(
     attempt: int,
     state: Any,
     output: Any = None,
-    failure: Mapping[str, str] | None = None,
+    failure: Mapping[str, Any] | Exceeded | None = None,
 ) -> dict[str, Any]:
-    payload = {
+    payload: dict[str, Any] = {
         "status": str(status),
         "output": output,
         "error": None,
         "attempts": attempt + 1,
         "state": state,
     }
-    if failure:
+    if isinstance(failure, Exceeded):
+        payload.update(failure.fields())
+    elif failure:
         payload.update(failure)
     return payload
 
@@ -436,18 +503,17 @@ async def _end(
     projection: Projection,
     attempt: int,
     status: TrialStatus,
-    failure: Mapping[str, str],
+    failure: Mapping[str, Any] | Exceeded,
     usage: Usage,
+    clock: WorkClock,
 ) -> None:
-    """Commit the terminal of a trial whose attempt failed or timed out."""
+    """Commit the terminal of a trial whose attempt failed, timed out or overran."""
     now = time.time()
-    commit = Commit(
-        projection.next_seq,
-        "terminal",
-        _terminal(status, attempt, projection.state, failure=failure),
-        now,
-        usage,
-    )
+    payload = _terminal(status, attempt, projection.state, failure=failure)
+    payload["worked"] = round(clock.spent, 6)
+    if plan.budget:
+        payload["budget"] = plan.budget.to_dict()
+    commit = Commit(projection.next_seq, "terminal", payload, now, usage)
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)
     plan.acks.durable(plan.key, [commit])
@@ -456,10 +522,12 @@ async def _end(
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     terminal = projection.terminal
     assert terminal is not None
-    usage = projection.earlier_usage  # shared while nothing was used: no object per trial
-    for commit in projection.commits:
-        if commit.usage:
-            usage = usage + commit.usage
+    # Shared while nothing was used: no object per trial.
+    usage = (
+        projection.usage + projection.earlier_usage
+        if projection.earlier_usage
+        else projection.usage
+    )
     record = record_of(
         plan.key.task_id,
         plan.key.trial,

@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from .._budget import NO_BUDGET, Budget
 from .._errors import CorralError, unwrap_single
 from .._protocols import Agent, Environment
 from .._records import TrialTable, record_of
@@ -77,6 +78,8 @@ class Resume:
         self.partial: set[tuple[int, int]] = set()
         self.pending_evals: dict[tuple[int, int], tuple[TrialRecord, int]] = {}
         self.finished = 0
+        #: The cost every run of the benchmark recorded so far (for ``run_cost_limit``).
+        self.cost = 0.0
         #: Records (without states) of the trials an earlier run finished, for the report.
         self.records = TrialTable(plan.trials_per_task)
         #: Trials to reopen: (t, r) -> (the sequence number of its marker, its last status).
@@ -90,6 +93,7 @@ class Resume:
             if t is None or not 0 <= s.trial < n:
                 continue
             r = s.trial
+            self.cost += s.usage.cost
             if s.terminal is None:
                 self.partial.add((t, r))
                 continue
@@ -169,6 +173,8 @@ class RunLoop:
         critical_path: bool = True,
         error_budget: int | None = None,
         max_backlog: int = 0,
+        budget: Budget = NO_BUDGET,
+        run_cost_limit: float | None = None,
         remote: Remote | None = None,
     ) -> None:
         self.benchmark_id = benchmark_id
@@ -185,8 +191,15 @@ class RunLoop:
         self.errors = 0
         #: Why the run stopped before every trial finished, if it did.
         self.stopped: str | None = None
-        self.acks = Acks(notify, max_backlog)
+        #: The run-wide per-trial budget (a task's own limits override it).
+        self.budget = budget
         resumed = resume if resume is not None else Resume(plan)
+        #: Cost recorded by every run of this benchmark; at ``run_cost_limit``, admission stops.
+        self.spent = resumed.cost
+        self.run_cost_limit = run_cost_limit
+        if run_cost_limit is not None:
+            notify = self._counting_cost(notify)
+        self.acks = Acks(notify, max_backlog)
         self.resumed = resumed.finished
         #: Every finished trial's record (without its state): the report's rows.
         self.records = resumed.records
@@ -208,6 +221,7 @@ class RunLoop:
             statuses=resumed.statuses,
             critical_path=critical_path,
         )
+        self._check_cost()
         self._unreachable: deque[Start] = deque()
         self._recording = False
         self._tg: anyio.abc.TaskGroup | None = None
@@ -223,6 +237,10 @@ class RunLoop:
 
     def statistics(self) -> Statistics:
         return self.admission.statistics()
+
+    def recorded_cost(self) -> float:
+        """The cost every run of the benchmark recorded so far (durable commits)."""
+        return self.spent
 
     async def run(self) -> None:
         with unwrap_single():
@@ -411,6 +429,7 @@ class RunLoop:
                 acks=self.acks,
                 previous=previous,
                 may_have_history=(t, r) in self._partial,
+                budget=self.budget.under(meta),
             )
         self.executed(t, r, trial, await run_trial(trial))
 
@@ -501,11 +520,36 @@ class RunLoop:
     def _count_error(self) -> None:
         self.errors += 1
         budget = self.error_budget
-        if budget is not None and self.errors > budget and self.stopped is None:
-            self.stopped = (
+        if budget is not None and self.errors > budget:
+            self._stop(
                 f"fail_on_error: {self.errors} errors exceeded the limit of {budget}; "
                 "no new trial was started after that"
             )
+
+    def _counting_cost(self, notify: Notify) -> Notify:
+        """``notify``, after adding each durable commit's cost to the run's spend."""
+
+        def counted(key: TrialKey, commit: Commit) -> None:
+            cost = commit.usage.cost
+            if cost:
+                self.spent += cost
+                self._check_cost()
+            notify(key, commit)
+
+        return counted
+
+    def _check_cost(self) -> None:
+        limit = self.run_cost_limit
+        if limit is not None and self.spent >= limit:
+            self._stop(
+                f"run_cost_limit: {self.spent:g} spent of {limit:g}; no new trial was started "
+                "after that (run again with a higher run_cost_limit to continue)"
+            )
+
+    def _stop(self, reason: str) -> None:
+        """Admit no new trial (what runs finishes); the first reason is the one reported."""
+        if self.stopped is None:
+            self.stopped = reason
             self.admission.stop()
 
     def _remember(self, t: int, record: TrialRecord) -> None:

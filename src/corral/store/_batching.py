@@ -8,11 +8,10 @@ its batch's write returned.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from .._errors import StoreError
 
@@ -23,21 +22,37 @@ WriteBatch = Callable[[list[R]], list[BaseException | None]]
 
 
 class Batch(Generic[R]):
-    __slots__ = ("requests", "done", "errors")
+    __slots__ = ("requests", "done", "errors", "failure")
 
     def __init__(self) -> None:
         self.requests: list[R] = []
         self.done = anyio.Event()
-        self.errors: list[BaseException | None] = []
+        self.errors: list[BaseException | None] = []  # one per request, once written
+        self.failure: BaseException | None = None  # set when the batch failed as a whole
+
+    def fail(self, error: BaseException) -> None:
+        self.failure = error
+        self.errors = [error] * len(self.requests)
+
+    def record(self, write: WriteBatch[R], translate: Callable[[Exception], StoreError]) -> None:
+        """Write the batch and record its outcome, on the thread that writes it: a
+        caller cancelled with ``Task.cancel()`` that returns early still leaves the
+        outcome true for every appender."""
+        try:
+            self.errors = write(self.requests)
+        except StoreError as exc:
+            self.fail(exc)
+        except Exception as exc:
+            self.fail(translate(exc))
 
 
 class Slot(Generic[R]):
     """One append's place in a batch: durable when the batch has been written."""
 
-    __slots__ = ("owner", "batch", "index")
+    __slots__ = ("batch", "index")
 
-    def __init__(self, owner: str, batch: Batch[R], index: int) -> None:
-        self.owner, self.batch, self.index = owner, batch, index
+    def __init__(self, batch: Batch[R], index: int) -> None:
+        self.batch, self.index = batch, index
 
     def done(self) -> bool:
         return self.batch.done.is_set()
@@ -50,9 +65,12 @@ class Slot(Generic[R]):
     def check(self) -> None:
         error = self.batch.errors[self.index]
         if error is not None:
-            if isinstance(error, Exception) and not isinstance(error, StoreError):
-                raise StoreError(f"{self.owner}: append failed: {error}") from error
             raise error
+
+
+#: Writes a batch (on a thread of the backend's choosing) and records its outcome
+#: on it with `Batch.record`.
+RunBatch = Callable[[Batch[R]], Awaitable[None]]
 
 
 class BatchQueue(Generic[R]):
@@ -62,23 +80,24 @@ class BatchQueue(Generic[R]):
     share the queue, so whichever is awake writes the next batch.
     """
 
-    def __init__(self, owner: str, write: WriteBatch[R], limiter: anyio.CapacityLimiter):
+    def __init__(self, owner: str, run: RunBatch[R]):
         self.owner = owner
-        self._write = write
-        self._limiter = limiter
+        self._run = run
         self.reset()
 
     def reset(self) -> None:
         self._batch: Batch[R] = Batch()
         self._inflight: set[Batch[R]] = set()
         self._wakeup = anyio.Event()
+        # Set when a whole batch failed: nothing handed over after it may land, or a
+        # history could have a gap (a trial's evaluation without its lost terminal).
         self.failed: BaseException | None = None
 
     def put(self, request: R) -> Slot[R]:
         batch = self._batch
         batch.requests.append(request)
         self._wakeup.set()
-        return Slot(self.owner, batch, len(batch.requests) - 1)
+        return Slot(batch, len(batch.requests) - 1)
 
     async def flush_loop(self) -> None:
         while True:
@@ -114,13 +133,18 @@ class BatchQueue(Generic[R]):
             # Shielded: a batch taken off the queue is written, even when the run is
             # cancelled before its thread starts (a cancel never drops an append).
             with anyio.CancelScope(shield=True):
-                batch.errors = await anyio.to_thread.run_sync(
-                    self._write, batch.requests, limiter=self._limiter
+                await self._run(batch)
+            if batch.failure is not None:
+                raise batch.failure
+        except BaseException as exc:
+            if not batch.errors:  # it never reached the database: nobody may think it landed
+                batch.fail(
+                    exc
+                    if isinstance(exc, StoreError)
+                    else StoreError(f"{self.owner}: append abandoned: {exc!r}")
                 )
-        except BaseException as exc:  # the whole batch failed: every appender hears it
-            batch.errors = [exc] * len(batch.requests)
-            if self.failed is None:
-                self.failed = exc
+            if batch.failure is not None and self.failed is None:
+                self.failed = batch.failure
             raise
         finally:
             self._inflight.discard(batch)

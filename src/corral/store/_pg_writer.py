@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from .._errors import CommitConflictError, StoreError
+from .._errors import CommitConflictError, ConfigError, StoreError
 from .._json import dumps
 from .._types import Commit
 from ._protocol import TrialKey
@@ -45,6 +45,13 @@ _LANDED = (
 # Worth another try: the connection or the server went away, or the server asked
 # for a retry. Anything else (a constraint, a bad value) would fail again.
 TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def bad_option(exc: Exception) -> str | None:
+    """libpq's complaint about a connection option's value (``invalid sslmode value:
+    "x"``, ``invalid port number``), which no retry can fix; None for anything else."""
+    text = str(exc).removeprefix("connection is bad: ")
+    return text if text.startswith("invalid ") else None
 
 
 class FencedError(StoreError):
@@ -82,6 +89,8 @@ def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
         except StoreError:
             raise
         except TRANSIENT as exc:
+            if (option := bad_option(exc)) is not None:
+                raise ConfigError(f"{where}: {option}") from exc
             now = time.monotonic()
             deadline = now + retry_for if deadline is None else deadline
             if now >= deadline:

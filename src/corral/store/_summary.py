@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .._json import loads
 from .._types import NO_USAGE, Commit, Usage
 from ._protocol import TrialSummary
 
@@ -58,3 +62,37 @@ class SummaryBuilder:
             evaluation=self.evaluation,
             next_seq=self.last_seq + 1,
         )
+
+
+def usage_of(input_tokens: int, output_tokens: int, cost: float) -> Usage:
+    """A stored row's usage columns as a `Usage` (the shared empty one when all are zero)."""
+    if input_tokens or output_tokens or cost:
+        return Usage(input_tokens, output_tokens, cost)
+    return NO_USAGE
+
+
+class RowFolder:
+    """Folds scan rows ``(task_id, trial, seq, kind, payload, created_at, input_tokens,
+    output_tokens, cost)``, in key order and in chunks, into trial summaries."""
+
+    __slots__ = ("_builder",)
+
+    def __init__(self) -> None:
+        self._builder: SummaryBuilder | None = None
+
+    def fold(self, rows: Iterable[Sequence[Any]]) -> list[TrialSummary]:
+        """The summaries of the trials these rows complete (the last one stays open)."""
+        out = []
+        builder = self._builder
+        for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
+            if builder is None or builder.trial != trial or builder.task_id != task_id:
+                if builder is not None:
+                    out.append(builder.build())
+                builder = self._builder = SummaryBuilder(task_id, trial)
+            body = loads(payload) if payload is not None else None
+            builder.add(Commit(seq, kind, body, created, usage_of(tin, tout, cost)))
+        return out
+
+    def rest(self) -> list[TrialSummary]:
+        """The last trial's summary, once every row has been folded."""
+        return [] if self._builder is None else [self._builder.build()]

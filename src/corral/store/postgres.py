@@ -24,11 +24,11 @@ import anyio.to_thread
 
 from .._errors import BenchmarkBusyError, ConfigError, StoreError, unwrap_single
 from .._json import dumps, loads
-from .._types import NO_USAGE, Commit, Usage
-from ._batching import BatchQueue, Slot
+from .._types import Commit
+from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
-from ._summary import SummaryBuilder
+from ._summary import RowFolder, usage_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -121,7 +121,7 @@ class PostgresStore:
         self._epochs: dict[str, int] = {}  # claims held by this store, read by the writer
         self._writer: PgWriter | None = None
         self._pool: ConnectionPool[Any] | None = None
-        self._queue: BatchQueue[Request] = BatchQueue(self._where, self._write, self._write_limiter)
+        self._queue: BatchQueue[Request] = BatchQueue(self._where, self._run_batch)
         self._users = 0
         self._open_lock: anyio.Lock | None = None
 
@@ -189,8 +189,19 @@ class PostgresStore:
         writer = PgWriter(
             self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
         )
+
+        def first(after_failure: bool) -> psycopg.Connection[Any]:
+            try:
+                return writer._connection(after_failure)
+            except psycopg.OperationalError as exc:
+                # A host name that does not resolve at the start is a typo far more
+                # often than a blip: say so now, not after retry_for seconds.
+                if str(exc).startswith("failed to resolve host"):
+                    raise StoreError(f"{self._where}: {exc}") from exc
+                raise
+
         try:
-            conn = retrying(self._where, self.retry_for, writer._connection)
+            conn = retrying(self._where, self.retry_for, first)
             ensure_schema(conn, self._where)
         except psycopg.Error as exc:
             writer.close()
@@ -221,9 +232,17 @@ class PostgresStore:
 
     # -- writing -----------------------------------------------------------
 
-    def _write(self, requests: list[Request]) -> list[BaseException | None]:
-        assert self._writer is not None
-        return self._writer.write(requests)
+    async def _run_batch(self, batch: Batch[Request]) -> None:
+        writer = self._writer
+        assert writer is not None
+        await anyio.to_thread.run_sync(
+            batch.record, writer.write, self._append_failed, limiter=self._write_limiter
+        )
+
+    def _append_failed(self, exc: Exception) -> StoreError:
+        error = StoreError(f"{self._where}: append failed: {exc}")
+        error.__cause__ = exc
+        return error
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Slot[Request]:
         from ._pg_writer import encode
@@ -344,7 +363,7 @@ class PostgresStore:
             tuple(key),
         )
         return [
-            Commit(seq, kind, loads(payload), created, _usage(tin, tout, cost))
+            Commit(seq, kind, loads(payload), created, usage_of(tin, tout, cost))
             for seq, kind, payload, created, tin, tout, cost in rows
         ]
 
@@ -355,21 +374,14 @@ class PostgresStore:
         """One pass in key order over the benchmark's commits, a chunk of rows at a time;
         only terminal and evaluation payloads are read."""
         await self._queue.settle()
-        builder: SummaryBuilder | None = None
+        folder = RowFolder()
         after: tuple[Any, ...] = ("", -1, -1)
         while rows := await self._read(_SCAN, (benchmark_id, *after, chunk)):
-            out = []
-            for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
-                if builder is None or builder.trial != trial or builder.task_id != task_id:
-                    if builder is not None:
-                        out.append(builder.build())
-                    builder = SummaryBuilder(task_id, trial)
-                body = loads(payload) if payload is not None else None
-                builder.add(Commit(seq, kind, body, created, _usage(tin, tout, cost)))
             after = rows[-1][:3]
-            yield out
-        if builder is not None:
-            yield [builder.build()]
+            if out := folder.fold(rows):
+                yield out
+        if rest := folder.rest():
+            yield rest
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
@@ -395,10 +407,6 @@ def _release(conn: psycopg.Connection[Any], lock: int) -> None:
         pass
     finally:
         conn.close()
-
-
-def _usage(tin: int, tout: int, cost: float) -> Usage:
-    return Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
 
 
 def _masked(dsn: str) -> str:

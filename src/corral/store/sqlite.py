@@ -31,7 +31,8 @@ from .._errors import (
     unwrap_single,
 )
 from .._json import dumps, loads
-from .._types import NO_USAGE, Commit, Usage
+from .._types import Commit
+from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
 from ._sqlite_file import (
@@ -45,7 +46,7 @@ from ._sqlite_file import (
     store_error,
 )
 from ._sqlite_thread import Owned, in_thread
-from ._summary import SummaryBuilder
+from ._summary import RowFolder, usage_of
 
 T = TypeVar("T")
 
@@ -111,42 +112,6 @@ FROM benchmarks b ORDER BY b.created_at
 _Request = tuple[TrialKey, list[tuple[Any, ...]]]
 
 
-class _Batch:
-    __slots__ = ("requests", "done", "errors", "failure")
-
-    def __init__(self) -> None:
-        self.requests: list[_Request] = []
-        self.done = anyio.Event()
-        self.errors: list[BaseException | None] = []  # one per request, once written
-        self.failure: BaseException | None = None  # set when the batch failed as a whole
-
-    def fail(self, error: BaseException) -> None:
-        self.failure = error
-        self.errors = [error] * len(self.requests)
-
-
-class _Slot:
-    """One append's place in a batch: durable when the batch has committed."""
-
-    __slots__ = ("batch", "index")
-
-    def __init__(self, batch: _Batch, index: int) -> None:
-        self.batch, self.index = batch, index
-
-    def done(self) -> bool:
-        return self.batch.done.is_set()
-
-    async def wait(self) -> None:
-        if not self.batch.done.is_set():
-            await self.batch.done.wait()
-        self.check()
-
-    def check(self) -> None:
-        error = self.batch.errors[self.index]
-        if error is not None:
-            raise error
-
-
 @contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
@@ -187,15 +152,9 @@ class SQLiteStore:
         self._writer: Owned | None = None
         self._reader: Owned | None = None
         self._identity: Identity | None = None
-        self._conn: sqlite3.Connection | None = None  # the writer's, while a batch is written
-        self._batch = _Batch()
-        self._inflight: set[_Batch] = set()  # handed to a writer, not yet committed
-        # Set when a whole batch failed: nothing handed over after it may land, or a
-        # history could have a gap (a trial's evaluation without its lost terminal).
-        self._failed: BaseException | None = None
+        self._queue: BatchQueue[_Request] = BatchQueue(repr(self), self._run_batch)
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
-        self._wakeup = anyio.Event()
         self._users = 0  # runs (or commands) holding the store open
         self._open_lock: anyio.Lock | None = None
 
@@ -218,15 +177,13 @@ class SQLiteStore:
         async with self._open_lock:
             if not self._users:
                 await self._connect()
-                self._batch = _Batch()
-                self._wakeup = anyio.Event()
-                self._failed = None
+                self._queue.reset()
             self._users += 1
         try:
             with unwrap_single():
                 async with anyio.create_task_group() as tg:
                     if not self.read_only:
-                        tg.start_soon(self._flush_loop)
+                        tg.start_soon(self._queue.flush_loop)
                     try:
                         yield
                     finally:
@@ -236,10 +193,8 @@ class SQLiteStore:
                 # What was handed over is written even when the run was cancelled
                 # (Ctrl-C): only a kill loses appends nobody was told had landed.
                 try:
-                    for batch in list(self._inflight):
-                        await batch.done.wait()
-                    if self._batch.requests and self._writer is not None and not self._failed:
-                        await self._write_next()
+                    if self._writer is not None:
+                        await self._queue.drain()
                 finally:  # even when that last batch failed: the last user out closes
                     async with self._open_lock:
                         self._users -= 1
@@ -310,72 +265,32 @@ class SQLiteStore:
 
     # -- writing -----------------------------------------------------------
 
-    async def _flush_loop(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            if not self._batch.requests:  # another user's loop took it
-                if self._wakeup.is_set():
-                    self._wakeup = anyio.Event()
-                continue
-            await self._write_next()
-
-    async def _write_next(self) -> None:
-        batch, self._batch = self._batch, _Batch()
-        self._inflight.add(batch)
-        self._wakeup = anyio.Event()
+    async def _run_batch(self, batch: Batch[_Request]) -> None:
         writer = self._writer
-        try:
-            if self._failed is not None:  # appends land in order: none after a lost one
-                raise StoreError(f"{self!r}: an earlier batch failed: {self._failed}")
-            assert writer is not None
-            # Shielded: a batch taken off the queue is written, even when the run is
-            # cancelled before its thread starts (a cancel never drops an append).
-            # The outcome is recorded on the thread, so a Task.cancel() that returns
-            # here early still leaves it true for every appender.
-            with anyio.CancelScope(shield=True):
-                await writer.call(lambda conn: self._record(batch, conn))
-            if batch.failure is not None:
-                raise batch.failure
-        except BaseException as exc:
-            if not batch.errors:  # it never reached SQLite: nobody may think it landed
-                batch.fail(
-                    exc
-                    if isinstance(exc, StoreError)
-                    else StoreError(f"{self!r}: append abandoned: {exc!r}")
-                )
-            if batch.failure is not None and self._failed is None:
-                self._failed = batch.failure
-            raise
-        finally:
-            self._inflight.discard(batch)
-            batch.done.set()
+        if writer is None:
+            raise StoreError(f"{self!r} is not open")
+        await writer.call(lambda conn: batch.record(self._writer_of(conn), self._translate))
 
-    def _record(self, batch: _Batch, conn: sqlite3.Connection) -> None:
-        """Write the batch and record its outcome (on the writer's thread)."""
-        self._conn = conn  # for _write_batch, which runs on this thread alone
-        try:
-            batch.errors = self._write_batch(batch.requests)
-        except StoreError as exc:
-            batch.fail(exc)
-        except Exception as exc:
-            batch.fail(store_error(self.path, exc))
+    def _writer_of(self, conn: sqlite3.Connection) -> WriteBatch[_Request]:
+        return lambda requests: self._write_batch(conn, requests)
 
-    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Slot:
+    def _translate(self, exc: Exception) -> StoreError:
+        return store_error(self.path, exc)
+
+    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Slot[_Request]:
         if self.read_only:
             raise self._refuse_write("append commits")
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
-        batch = self._batch
-        batch.requests.append((key, [_row(key, c) for c in commits]))
-        self._wakeup.set()
-        return _Slot(batch, len(batch.requests) - 1)
+        return self._queue.put((key, [_row(key, c) for c in commits]))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         await self.enqueue(key, commits).wait()
 
-    def _write_batch(self, requests: list[_Request]) -> list[BaseException | None]:
-        conn, self._conn = self._conn, None
-        assert conn is not None and self._identity is not None
+    def _write_batch(
+        self, conn: sqlite3.Connection, requests: list[_Request]
+    ) -> list[BaseException | None]:
+        assert self._identity is not None
         check_still_there(self.path, self._identity)
         if self._poisoned and any(key in self._poisoned for key, _ in requests):
             return self._write_one_by_one(conn, requests)
@@ -491,18 +406,8 @@ class SQLiteStore:
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         return await self._use(self._reader, lambda conn: conn.execute(sql, params).fetchall())
 
-    async def _settle(self) -> None:
-        """Wait until every append handed to the store so far has landed or failed.
-
-        A reader then sees its own writes, including those of an append whose
-        caller was cancelled while it waited for the acknowledgement.
-        """
-        for batch in [*self._inflight, self._batch]:
-            if batch.requests:
-                await batch.done.wait()
-
     async def history(self, key: TrialKey) -> list[Commit]:
-        await self._settle()
+        await self._queue.settle()
         self._poisoned.discard(key)
         rows = await self._read(
             "SELECT seq, kind, payload, created_at, input_tokens, output_tokens, cost "
@@ -522,8 +427,8 @@ class SQLiteStore:
         of the one before, so commits appended meanwhile may be seen (a trial's
         history only grows), and nothing stays open between chunks.
         """
-        await self._settle()
-        builder: SummaryBuilder | None = None
+        await self._queue.settle()
+        folder = RowFolder()
         after: tuple[Any, ...] | None = None
         while True:
             if after is None:
@@ -533,21 +438,12 @@ class SQLiteStore:
             if not rows:
                 break
             after = rows[-1][:3]
-            out = []
-            for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
-                if builder is None or builder.trial != trial or builder.task_id != task_id:
-                    if builder is not None:
-                        out.append(builder.build())
-                    builder = SummaryBuilder(task_id, trial)
-                usage = Usage(tin, tout, cost) if (tin or tout or cost) else NO_USAGE
-                body = loads(payload) if payload is not None else None
-                builder.add(Commit(seq, kind, body, created, usage))
-            if out:
+            if out := folder.fold(rows):
                 yield out
             if len(rows) < chunk:
                 break
-        if builder is not None:
-            yield [builder.build()]
+        if rest := folder.rest():
+            yield rest
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
@@ -579,5 +475,5 @@ def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
 
 def _commit(row: tuple[Any, ...]) -> Commit:
     seq, kind, payload, created, tin, tout, cost = row
-    usage = Usage(tin, tout, cost) if (tin or tout or cost) else Usage()
+    usage = usage_of(tin, tout, cost)
     return Commit(seq=seq, kind=kind, payload=loads(payload), created_at=created, usage=usage)

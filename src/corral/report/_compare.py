@@ -1,0 +1,217 @@
+"""Paired comparison of two reports (or two models of one) on the tasks they share."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import ConfigError
+from ._bootstrap import (
+    RESAMPLES,
+    SEED,
+    bootstrap_means,
+    grouped,
+    percentile_interval,
+    weighted_mean,
+)
+from ._model import BenchmarkReport, TaskReport
+from ._passk import pass_at_k, pass_hat_k
+from ._scores import Estimate, interval_info
+
+#: What `compare` can compare.
+METRICS = ("pass@k", "pass^k")
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Side b against side a on the tasks both ran: a is the baseline, b the candidate.
+
+    ``difference`` is b's mean pass@k (or pass^k when ``hat``) minus a's over the
+    ``shared`` tasks (positive: b does better), with a 95% paired-bootstrap interval
+    (tasks resampled together on both sides, so differences between tasks cancel
+    out). ``a`` and ``b`` are each side's mean over those same tasks. A task is
+    ``improved`` when b's value on it is higher than a's, ``regressed`` when lower,
+    else ``tied``. Tasks are named as in a (without the ``@model`` suffix when a
+    model is chosen).
+    """
+
+    benchmark_a: str
+    benchmark_b: str
+    #: The model each side is restricted to, or None for every task.
+    model_a: str | None
+    model_b: str | None
+    k: int
+    #: Tasks both sides have, each with at least k finished trials on both, in a's order.
+    shared: tuple[str, ...]
+    a: Estimate
+    b: Estimate
+    difference: Estimate
+    improved: tuple[str, ...]
+    regressed: tuple[str, ...]
+    tied: tuple[str, ...]
+    #: Tasks only one side has.
+    only_a: tuple[str, ...] = ()
+    only_b: tuple[str, ...] = ()
+    #: Tasks both have but left out: fewer than k finished trials on a side.
+    incomplete: tuple[str, ...] = ()
+    #: True when the compared metric is pass^k (all k trials pass), not pass@k.
+    hat: bool = False
+    #: The bootstrap behind the intervals.
+    resamples: int = RESAMPLES
+    seed: int = SEED
+
+    @property
+    def metric(self) -> str:
+        """``"pass@1"``, ``"pass^4"``...: what is compared."""
+        return f"pass{'^' if self.hat else '@'}{self.k}"
+
+    @property
+    def significant(self) -> bool:
+        """True when the difference's interval excludes 0."""
+        return self.difference.low > 0.0 or self.difference.high < 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark_a": self.benchmark_a,
+            "benchmark_b": self.benchmark_b,
+            "model_a": self.model_a,
+            "model_b": self.model_b,
+            "k": self.k,
+            "metric": self.metric,
+            "shared": len(self.shared),
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "difference": self.difference.to_dict(),
+            "significant": self.significant,
+            "improved": list(self.improved),
+            "regressed": list(self.regressed),
+            "tied": list(self.tied),
+            "only_a": list(self.only_a),
+            "only_b": list(self.only_b),
+            "incomplete": list(self.incomplete),
+            "interval": interval_info(self.resamples, self.seed),
+        }
+
+
+def compare(
+    report_a: BenchmarkReport,
+    report_b: BenchmarkReport,
+    *,
+    k: int = 1,
+    metric: str = "pass@k",
+    model: str | None = None,
+    models: tuple[str, str] | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Comparison:
+    """Compare pass@k (``metric="pass^k"``: pass^k) of ``report_b`` against
+    ``report_a`` on the tasks they share.
+
+    ``model`` restricts both sides to that model's tasks; ``models=(m_a, m_b)``
+    compares model m_a's tasks in a with model m_b's in b, so
+    ``compare(report, report, models=("small", "large"))`` compares two models of
+    one several-models run task by task. The metric is computed from each task's
+    trials, for any k up to both reports' trials per task. A `ConfigError` names a
+    bad k or metric, an unknown model, or reports that share no task.
+    """
+    if model is not None and models is not None:
+        raise ConfigError("give model or models, not both")
+    model_a: str | None
+    model_b: str | None
+    if models is not None:
+        if len(models) != 2:
+            raise ConfigError(f"models must be two model names (a's, b's), not {models!r}")
+        model_a, model_b = models
+    else:
+        model_a = model_b = model
+    for report in (report_a, report_b):
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= report.trials_per_task:
+            raise ConfigError(
+                f"k = {k!r} is outside 1..{report.trials_per_task} "
+                f"(trials_per_task of {report.benchmark_id!r})"
+            )
+    if metric not in METRICS:
+        raise ConfigError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+    hat = metric == "pass^k"
+    estimator = pass_hat_k if hat else pass_at_k
+    tasks_a = _keyed(report_a, model_a)
+    tasks_b = _keyed(report_b, model_b)
+    # Each estimate bootstraps over its own distinct values: fewer kinds than the
+    # (a, b) pairs, and the same distribution (a mean's resamples need nothing else).
+    values: tuple[Counter[tuple[float, ...]], ...] = (Counter(), Counter(), Counter())
+    shared: list[str] = []
+    improved: list[str] = []
+    regressed: list[str] = []
+    tied: list[str] = []
+    incomplete: list[str] = []
+    for key, task_a in tasks_a.items():
+        task_b = tasks_b.get(key)
+        if task_b is None:
+            continue
+        if len(task_a.trials) < k or len(task_b.trials) < k:
+            incomplete.append(key)
+            continue
+        va = estimator(len(task_a.trials), task_a.passed, k)
+        vb = estimator(len(task_b.trials), task_b.passed, k)
+        for counter, value in zip(values, (va, vb, vb - va), strict=True):
+            counter[(value,)] += 1
+        shared.append(key)
+        (improved if vb > va else regressed if vb < va else tied).append(key)
+    if not shared:
+        raise ConfigError(
+            f"{_side(report_a, model_a)} and {_side(report_b, model_b)} share no task "
+            f"with at least {k} finished trials"
+            + (f" ({len(incomplete)} shared tasks have fewer)" if incomplete else "")
+        )
+    total = len(shared)
+    estimates = []
+    for counter in values:
+        counts, columns = grouped(counter)
+        dist = bootstrap_means(counts, columns, resamples=resamples, seed=seed)[0]
+        mean = weighted_mean(counts, columns[0])
+        estimates.append(Estimate(mean, *percentile_interval(dist, mean, total)))
+    return Comparison(
+        benchmark_a=report_a.benchmark_id,
+        benchmark_b=report_b.benchmark_id,
+        model_a=model_a,
+        model_b=model_b,
+        k=k,
+        shared=tuple(shared),
+        a=estimates[0],
+        b=estimates[1],
+        difference=estimates[2],
+        improved=tuple(improved),
+        regressed=tuple(regressed),
+        tied=tuple(tied),
+        only_a=tuple(key for key in tasks_a if key not in tasks_b),
+        only_b=tuple(key for key in tasks_b if key not in tasks_a),
+        incomplete=tuple(incomplete),
+        hat=hat,
+        resamples=resamples,
+        seed=seed,
+    )
+
+
+def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
+    """The report's tasks by comparison key: the task id, or with a model, that model's
+    tasks by their id without its ``@model`` suffix (as a several-models run names them)."""
+    if model is None:
+        return dict(report.tasks)
+    suffix = f"@{model}"
+    out = {
+        (task_id.removesuffix(suffix)): task
+        for task_id, task in report.tasks.items()
+        if task.model == model
+    }
+    if not out:
+        known = sorted({t.model for t in report.tasks.values() if t.model is not None})
+        raise ConfigError(
+            f"benchmark {report.benchmark_id!r} has no task on model {model!r} "
+            f"(its models: {', '.join(map(repr, known)) or 'none'})"
+        )
+    return out
+
+
+def _side(report: BenchmarkReport, model: str | None) -> str:
+    return f"{report.benchmark_id!r}" + (f" (model {model!r})" if model is not None else "")
