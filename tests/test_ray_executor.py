@@ -189,10 +189,15 @@ async def test_an_unpicklable_agent_is_refused_before_anything_runs(tmp_path: Pa
 
 
 @ASYNCIO
-async def test_a_memory_store_is_refused(tmp_path: Path) -> None:
+async def test_a_memory_store_and_hosts_that_cannot_fit_are_refused(tmp_path: Path) -> None:
     r = runner(None, corral.MemoryStore(), 2)
     with pytest.raises(corral.ConfigError, match="MemoryStore"):
         await r.run("refused", executor=corral.RayExecutor(hosts=1))
+    path = tmp_path / "store.db"
+    r = runner(None, path, 2)
+    with pytest.raises(corral.ConfigError, match="3 hosts of num_cpus=1 need 3 CPUs"):
+        await r.run("refused", executor=corral.RayExecutor(hosts=3))
+    assert not path.exists()
 
 
 def test_bad_executor_options_are_refused() -> None:

@@ -98,11 +98,20 @@ class RayExecutor:
         import_ray().cloudpickle.register_pickle_by_value(module)
 
     def connect(self) -> bool:
-        """Start or join Ray (blocking); return whether every node is this machine."""
+        """Start or join Ray (blocking); return whether every node is this machine.
+        `ConfigError` if the cluster has too few CPUs for the hosts."""
         ray = import_ray()
         if not ray.is_initialized():
             options = {"include_dashboard": False, **self.init_options}
             ray.init(address=self.address, **options)
+        need = self.hosts * float(self.host_options["num_cpus"])
+        have = float(ray.cluster_resources().get("CPU", 0))
+        if need > have:  # the hosts that do not fit would never start, nor their trials
+            raise ConfigError(
+                f"{self.hosts} hosts of num_cpus={self.host_options['num_cpus']} need {need:g} "
+                f"CPUs; the Ray cluster has {have:g} (fewer hosts, or a smaller "
+                "host_options['num_cpus'])"
+            )
         here = ray.util.get_node_ip_address()
         return all(n["NodeManagerAddress"] == here for n in ray.nodes() if n.get("Alive"))
 
