@@ -1,6 +1,11 @@
-"""Every async test (``pytest.mark.anyio``) runs once on asyncio and once on trio."""
+"""Every async test (``pytest.mark.anyio``) runs once on asyncio and once on trio; the Ray
+tests share one local Ray (`ray_cluster`)."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -9,3 +14,27 @@ import pytest
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     # Module scope, as in anyio's own plugin, so hypothesis tests may use it.
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """One local Ray for every Ray test (starting one takes seconds): 2 CPUs, no dashboard.
+
+    Its workers import the code under test (and these tests' helpers) by path.
+    """
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("ray")
+    import ray
+
+    root = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join([str(root / "src"), str(root)])
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()

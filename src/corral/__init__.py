@@ -35,6 +35,7 @@ from ._types import (
     TrialStatus,
     Usage,
 )
+from .executor import RayExecutor
 from .report import (
     BenchmarkReport,
     Comparison,
@@ -87,6 +88,7 @@ __all__ = [
     "Observer",
     "PostgresStore",
     "RateLimited",
+    "RayExecutor",
     "RetryPolicy",
     "RunInfo",
     "SQLiteStore",

@@ -23,6 +23,7 @@ from ._resources import run_contexts
 from ._sources import TaskSource
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
+from .executor import RayExecutor, check_executor, remote_for
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
@@ -87,6 +88,7 @@ class CorralRunner:
         models: Sequence[str] | None = None,
         evaluation_timeout: float | None = None,
         max_backlog: int = 1024,
+        executor: RayExecutor | None = None,
     ) -> None:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
@@ -135,6 +137,10 @@ class CorralRunner:
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
         self._models_of_tasks: frozenset[str] | None = None
+        if executor is not None and not isinstance(executor, RayExecutor):
+            raise ConfigError(f"executor must be a RayExecutor or None, not {executor!r}")
+        #: Where trials run: None in this process, a `RayExecutor` on Ray hosts.
+        self.executor = executor
 
     @property
     def max_retries(self) -> int:
@@ -213,6 +219,7 @@ class CorralRunner:
         cost_limit: float | None = None,
         working_time_limit: float | None = None,
         run_cost_limit: float | None = None,
+        executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -248,6 +255,8 @@ class CorralRunner:
         ``run_cost_limit`` stops admitting trials once the cost recorded by every
         run of ``benchmark_id`` reaches it (``report.stopped`` says so); a later
         run with a higher limit continues. Budgets may change between runs.
+        ``executor`` (default: the runner's) runs the trials elsewhere: a
+        `RayExecutor` on Ray hosts, admission staying here.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -282,6 +291,11 @@ class CorralRunner:
             token_limit=token_limit, cost_limit=cost_limit, working_time_limit=working_time_limit
         )
         spend = check_budget("run_cost_limit", run_cost_limit)
+        executor = self.executor if executor is None else executor
+        if executor is not None:
+            limits = await check_executor(
+                executor, self.store, self.agents, self.environments, limits
+            )
         resume = Resume(plan, rerun=reruns)
         return await self._run(
             benchmark_id,
@@ -295,6 +309,7 @@ class CorralRunner:
             errors,
             budget=budget,
             run_cost_limit=spend,
+            executor=executor,
         )
 
     async def rescore(
@@ -358,6 +373,7 @@ class CorralRunner:
         *,
         budget: Budget = NO_BUDGET,
         run_cost_limit: float | None = None,
+        executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
         with scopes.active():  # the run's named scopes, for its agents and tools
             watchers = [*self.observers, *observers]
@@ -376,6 +392,22 @@ class CorralRunner:
                         resume.absorb(chunk)
                 resume.settle()
                 await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
+                remote = None
+                if executor is not None:
+                    remote = remote_for(
+                        executor,
+                        benchmark_id,
+                        store=self.store,
+                        agents=self.agents,
+                        environments=self.environments,
+                        policy=self.retry_policy,
+                        trial_timeout=self.trial_timeout,
+                        evaluation_timeout=self.evaluation_timeout,
+                        max_backlog=self.max_backlog,
+                        # Hosts send durable commits back for the observers, and for
+                        # the run's spend when a run_cost_limit counts it.
+                        notify=bool(watchers) or run_cost_limit is not None,
+                    )
                 loop = RunLoop(
                     benchmark_id=benchmark_id,
                     plan=plan,
@@ -394,6 +426,7 @@ class CorralRunner:
                     max_backlog=self.max_backlog,
                     budget=budget,
                     run_cost_limit=run_cost_limit,
+                    remote=remote,
                 )
                 del resume
                 info = RunInfo(

@@ -54,7 +54,7 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
     path, name = split_target(target)
     if not path.is_file():
         raise ConfigError(f"no such benchmark file: {str(path)!r}")
-    module_name = f"corral_benchmark_{path.stem}"
+    module_name = benchmark_module(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ConfigError(f"{str(path)!r} cannot be imported as a Python file")
@@ -123,3 +123,8 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     for this, after in zip(kept, [*kept[1:], None], strict=True):
         this.tb_next = after
     return kept[0]
+
+
+def benchmark_module(path: Path) -> str:
+    """The name a benchmark file is imported under."""
+    return f"corral_benchmark_{path.stem}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -15,10 +16,11 @@ from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, demo_retry_policy, demo_server
+from ..executor import RayExecutor
 from ..runtime import RetryPolicy
 from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
-from ._load import load_benchmark
+from ._load import benchmark_module, load_benchmark
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
 
 #: Keyword arguments of `CorralRunner.run` that flags and ``run_defaults`` may set.
@@ -152,6 +154,15 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 )
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where trials run: in this process, or on Ray hosts (admission stays here).",
+)
+@click.option("--ray-address", help="Ray cluster to join ('auto', ray://...; default: start one).")
+@click.option("--hosts", type=int, help="Ray hosts (actors) that run trials (default 1).")
 def run_command(
     target: str,
     benchmark_id: str | None,
@@ -185,6 +196,9 @@ def run_command(
     run_cost_limit: float | None,
     no_progress: bool,
     as_json: bool,
+    executor: str,
+    ray_address: str | None,
+    hosts: int | None,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
@@ -220,9 +234,12 @@ def run_command(
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
     }
+    ray = _executor(executor, ray_address, hosts)
     benchmark, path = load_benchmark(target)
+    if ray is not None:  # hosts cannot import the file by its name: its code travels along
+        ray.pickle_by_value(sys.modules[benchmark_module(path)])
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
-    runner = _runner(benchmark, open_store(store, durability), **runner_kwargs)
+    runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
     return run_benchmark(
         make_console(),
         runner,
@@ -231,6 +248,15 @@ def run_command(
         progress=not no_progress,
         as_json=as_json,
     )
+
+
+def _executor(kind: str, address: str | None, hosts: int | None) -> RayExecutor | None:
+    if kind == "ray":
+        return RayExecutor(address, 1 if hosts is None else hosts)
+    for flag, value in (("--ray-address", address), ("--hosts", hosts)):
+        if value is not None:
+            raise ConfigError(f"{flag} {value} needs --executor ray")
+    return None
 
 
 def _reruns(retry_errors: bool, statuses: tuple[str, ...]) -> tuple[str, ...] | None:

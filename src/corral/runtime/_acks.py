@@ -20,6 +20,24 @@ from .._types import Commit
 from ..store._protocol import Pending, TrialKey
 
 Notify = Callable[[TrialKey, Commit], None]
+# An append awaiting acknowledgement, or (a key that is a callable) `Acks.then`'s marker.
+_Item = tuple[Pending, TrialKey | Callable[[], None], list[Commit]]
+
+
+class _Done:
+    """The handle of `Acks.then`'s marker: nothing to wait for."""
+
+    def done(self) -> bool:
+        return True
+
+    def check(self) -> None:
+        return None
+
+    async def wait(self) -> None:
+        return None
+
+
+_DONE = _Done()
 
 
 class Acks:
@@ -33,7 +51,7 @@ class Acks:
 
     def __init__(self, notify: Notify, max_backlog: int = 0) -> None:
         self._notify = notify
-        self._queue: deque[tuple[Pending, TrialKey, list[Commit]]] = deque()
+        self._queue: deque[_Item] = deque()
         self._wakeup = anyio.Event()
         self._closed = False
         self.max_backlog = max_backlog
@@ -64,6 +82,20 @@ class Acks:
             self.durable(key, commits)
             return
         queue.append((handle, key, commits))
+        self._woken(queue)
+
+    def then(self, action: Callable[[], None]) -> None:
+        """Call ``action`` once every append handed over before it is durable (and its
+        observers were told): a runtime on another host reports a trial's end only then,
+        so nothing recorded elsewhere on the strength of that report can land before it."""
+        queue = self._queue
+        if not queue:
+            action()
+            return
+        queue.append((_DONE, action, []))
+        self._woken(queue)
+
+    def _woken(self, queue: deque[_Item]) -> None:
         if len(queue) == 1:
             self._wakeup.set()
         elif len(queue) > self.peak_backlog:
@@ -83,7 +115,10 @@ class Acks:
                 handle, key, commits = queue[0]
                 await handle.wait()
                 queue.popleft()
-                self.durable(key, commits)
+                if isinstance(key, TrialKey):
+                    self.durable(key, commits)
+                else:
+                    key()
                 if self._drained is not None and len(queue) <= self.max_backlog // 2:
                     self._drained.set()
                     self._drained = None

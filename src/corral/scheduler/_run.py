@@ -24,15 +24,30 @@ from .._budget import NO_BUDGET, Budget
 from .._errors import CorralError, unwrap_single
 from .._protocols import Agent, Environment
 from .._records import TrialTable, record_of
-from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialRecord, TrialStatus
+from .._types import (
+    EVALUATED_STATUSES,
+    NO_USAGE,
+    BenchmarkTaskMetadata,
+    Commit,
+    TrialRecord,
+    TrialStatus,
+)
 from ..runtime._acks import Acks, Notify
 from ..runtime._evaluate import evaluate_trial
 from ..runtime._retry import RetryPolicy, error_fields
-from ..runtime._trial import Deferred, Previous, TrialPlan, load_previous, run_trial
+from ..runtime._trial import (
+    Deferred,
+    Previous,
+    TrialOutcome,
+    TrialPlan,
+    load_previous,
+    run_trial,
+)
 from ..store._protocol import CommitStore, TrialKey, TrialSummary
 from ._admission import STATUS_CODES, Admission, Phase, Start, StartKind, Statistics
 from ._limits import Limits
 from ._plan import RunPlan
+from ._remote import Remote
 
 
 class Resume:
@@ -160,6 +175,7 @@ class RunLoop:
         max_backlog: int = 0,
         budget: Budget = NO_BUDGET,
         run_cost_limit: float | None = None,
+        remote: Remote | None = None,
     ) -> None:
         self.benchmark_id = benchmark_id
         self.plan = plan
@@ -216,6 +232,8 @@ class RunLoop:
         self._timing = False
         self._idle: list[_Idle] = []  # workers waiting for a start
         self._workers = 0  # worker tasks started (they end only when the run is complete)
+        #: Runs the admitted work elsewhere (on Ray hosts) instead of in worker tasks.
+        self.remote = remote
 
     def statistics(self) -> Statistics:
         return self.admission.statistics()
@@ -231,7 +249,10 @@ class RunLoop:
                 with unwrap_single():
                     async with anyio.create_task_group() as tg:
                         self._tg = tg
-                        self._dispatch(self._pump())
+                        if self.remote is not None:
+                            tg.start_soon(self.remote.run, self)
+                        else:
+                            self._dispatch(self._pump())
                 self.acks.close()  # the run returns once everything is acknowledged
         if (stalled := self._stalled(busy=0)) is not None:  # pragma: no cover
             raise stalled
@@ -240,6 +261,8 @@ class RunLoop:
         """Trials remain, yet nothing runs (but ``busy`` callers), waits out a rate limit
         or records: a scheduler bug, never input. Raised rather than waited on forever."""
         if self.admission.complete or self._timing or self._recording:
+            return None
+        if self.remote is not None and self.remote.busy:
             return None
         if len(self._idle) + busy < self._workers:
             return None
@@ -254,9 +277,12 @@ class RunLoop:
         other starts go to idle workers, and only when none is idle to a new one.
         """
         keep: Start | None = None
+        remote = self.remote
         for start in self.admission.next_starts():
             if start.kind == StartKind.UNREACHABLE:
                 self._unreachable.append(start)
+            elif remote is not None:
+                remote.start(start)
             elif keep is None:
                 keep = start
             else:
@@ -267,7 +293,13 @@ class RunLoop:
         if self.admission.complete:
             while self._idle:  # nothing more will come: let every idle worker end
                 self._idle.pop().hand(None)
+        if remote is not None:
+            remote.flush()
         return keep
+
+    def admit(self) -> None:
+        """Start whatever admission allows now."""
+        self._dispatch(self._pump())
 
     def _dispatch(self, start: Start | None) -> None:
         if start is None:
@@ -350,23 +382,41 @@ class RunLoop:
             del self._outputs[(p, r)]
         return entry[0]
 
+    def trial_inputs(self, t: int, r: int) -> tuple[BenchmarkTaskMetadata, Mapping[str, Any]]:
+        """Trial (t, r)'s metadata and inputs (its parents' outputs taken); raises
+        `CorralError` when a streamed task's line cannot be read (see `unreadable`)."""
+        return self.plan.metadata[t], self._inputs(t, r)
+
+    def previous_of(self, t: int, r: int) -> tuple[Previous | None, int | None]:
+        """The earlier trial (t, r)'s reflective session sees, or (None, q) when it is
+        trial q, which must be read from the store."""
+        previous = self._previous[t]
+        if previous is not None and previous.trial >= r:
+            # Rounds finished out of order (a resumed run, or a later round's
+            # parents ended first): this trial sees the latest *earlier* one.
+            earlier = [q for q in range(r) if self.admission.phase[t][q] == Phase.DONE]
+            return None, earlier[-1] if earlier else None
+        return previous, None
+
+    def deferred(self, t: int, r: int) -> Any:
+        """The plan (or remote job) of a trial a rate limit deferred, or None."""
+        return self._deferred_plans.pop((t, r), None)
+
+    def may_have_history(self, t: int, r: int) -> bool:
+        return (t, r) in self._partial
+
     async def _execute(self, t: int, r: int) -> None:
         trial = self._deferred_plans.pop((t, r), None)
         if trial is None:
             try:
                 # A streamed task's line is read (and checked) here.
-                meta = self.plan.metadata[t]
-                inputs = self._inputs(t, r)
+                meta, inputs = self.trial_inputs(t, r)
             except CorralError as exc:
-                await self._unreadable(t, r, exc)
+                await self.unreadable(t, r, exc)
                 return
-            previous = self._previous[t]
-            if previous is not None and previous.trial >= r:
-                # Rounds finished out of order (a resumed run, or a later round's
-                # parents ended first): this trial sees the latest *earlier* one.
-                earlier = [q for q in range(r) if self.admission.phase[t][q] == Phase.DONE]
-                key = self._key(t, r)
-                previous = await load_previous(self.store, key, earlier[-1] if earlier else None)
+            previous, reload = self.previous_of(t, r)
+            if reload is not None:
+                previous = await load_previous(self.store, self._key(t, r), reload)
             trial = TrialPlan(
                 key=self._key(t, r),
                 metadata=meta,
@@ -381,7 +431,10 @@ class RunLoop:
                 may_have_history=(t, r) in self._partial,
                 budget=self.budget.under(meta),
             )
-        outcome = await run_trial(trial)
+        self.executed(t, r, trial, await run_trial(trial))
+
+    def executed(self, t: int, r: int, trial: Any, outcome: TrialOutcome | Deferred) -> None:
+        """Trial (t, r) ended (or was deferred); ``trial`` is its plan or remote job."""
         self._partial.discard((t, r))
         if isinstance(outcome, Deferred):
             # Continue later from the store's head, with the inputs it already had.
@@ -404,7 +457,7 @@ class RunLoop:
         if record.status == TrialStatus.ERROR:
             self._count_error()
 
-    async def _unreadable(self, t: int, r: int, exc: CorralError) -> None:
+    async def unreadable(self, t: int, r: int, exc: CorralError) -> None:
         """Trial (t, r) cannot start: its task's inputs could not be read (a task file
         changed during the run). It ends ``error`` at once; no retry would help."""
         for p in self.plan.parents[t]:
@@ -439,8 +492,12 @@ class RunLoop:
         self.admission.execution_ended(t, r, TrialStatus.ERROR)
         self._count_error()
 
+    def to_evaluate(self, t: int, r: int) -> tuple[TrialRecord, int]:
+        """The record to score and the sequence number of its evaluation commit."""
+        return self._pending_evals.pop((t, r))
+
     async def _evaluate(self, t: int, r: int) -> None:
-        record, seq = self._pending_evals.pop((t, r))
+        record, seq = self.to_evaluate(t, r)
         meta = self.plan.light(t)
         record = await evaluate_trial(
             self.environments[meta.environment_id],
@@ -452,6 +509,9 @@ class RunLoop:
             acks=self.acks,
             time_limit=self.evaluation_timeout,
         )
+        self.evaluated(t, r, record)
+
+    def evaluated(self, t: int, r: int, record: TrialRecord) -> None:
         self._remember(t, record)
         self.admission.evaluation_ended(t, r)
         if record.evaluation_error is not None:

@@ -271,6 +271,29 @@ class PostgresStore:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_release, conn, lock)
 
+    def claim_epoch(self, benchmark_id: str) -> int | None:
+        """The fencing epoch of this store's claim on ``benchmark_id`` (None: not held)."""
+        return self._epochs.get(benchmark_id)
+
+    @asynccontextmanager
+    async def joined(self, benchmark_id: str, epoch: int) -> AsyncIterator[None]:
+        """Write ``benchmark_id`` under a claim another process holds (its ``epoch``),
+        without taking it: the Ray hosts of a run write under their coordinator's claim.
+
+        Every write checks the epoch as the holder's own do, so once the claim is
+        taken over (the coordinator died and a new run claimed the benchmark), a host
+        that is still alive can never write again.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+            raise ConfigError(f"a claim's epoch is a positive integer, not {epoch!r}")
+        if benchmark_id in self._epochs:
+            raise BenchmarkBusyError(f"{self._where} already holds a claim on {benchmark_id!r}")
+        self._epochs[benchmark_id] = epoch
+        try:
+            yield
+        finally:
+            self._epochs.pop(benchmark_id, None)
+
     def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
         import psycopg
 

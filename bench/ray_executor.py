@@ -1,0 +1,153 @@
+"""The Ray executor against the in-process one on the throughput workload, in one run.
+
+    PYTHONPATH=src python bench/ray_executor.py [--trials 40000] [--store sqlite|postgres]
+
+Cells: L = 10 ms, P = 64 and L = 100 ms, P = 512 (N tasks x 4 trials of an agent
+that awaits sleep(L) and takes one tool step, as bench/run.py), each in process
+and on 1 and 2 Ray hosts. Per cell: the coordinator's CPU per trial
+(time.process_time of this process, Ray's driver threads included), trials/s and
+wall / ideal (ideal = trials * L / P). Also Ray's start-up time and the memory
+it adds (this process, and Ray's own processes: GCS, raylet, workers, hosts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import workloads
+
+import corral
+
+HERE = Path(__file__).resolve().parent
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (Ray's GCS, raylet and workers when Ray was started here)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def store_for(kind: str, tmp: Path, n: int) -> tuple[Any, Any]:
+    if kind == "sqlite":
+        return corral.SQLiteStore(tmp / f"store{n}.db"), None
+    import sys
+
+    sys.path.insert(0, str(HERE.parent))
+    from tests import pg
+
+    databases = pg.fresh_database()
+    return corral.PostgresStore(next(databases)), databases
+
+
+async def cell(
+    executor: corral.RayExecutor | None, trials: int, latency: float, parallel: int, store: Any
+) -> dict[str, Any]:
+    tasks = workloads.throughput_tasks(trials // workloads.TRIALS_PER_TASK)
+    runner = corral.CorralRunner(
+        tasks,
+        {"agent": workloads.SleepThenStepAgent(latency)},
+        {"env": workloads.CountingEnvironment()},
+        store=store,
+    )
+    wall, cpu = time.perf_counter(), time.process_time()
+    report = await runner.run(
+        "bench",
+        trials_per_task=workloads.TRIALS_PER_TASK,
+        max_parallel=parallel,
+        max_parallel_per_task=workloads.TRIALS_PER_TASK,
+        executor=executor,
+    )
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    done = sum(report.counts.values())
+    assert done == trials and report.pass_at_k[1] == 1.0, report.counts
+    ideal = trials * latency / parallel
+    return {
+        "cpu_us_per_trial": cpu / trials * 1e6,
+        "trials_per_s": trials / wall,
+        "wall_s": wall,
+        "wall_over_ideal": wall / ideal,
+    }
+
+
+def main(args: argparse.Namespace) -> None:
+    import ray
+
+    before = rss_mb(os.getpid())
+    start = time.perf_counter()
+    path = os.pathsep.join([str(HERE.parent / "src"), str(HERE)])
+    ray.init(
+        num_cpus=os.cpu_count(),
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+    started = time.perf_counter() - start
+    ray_rss = sum(rss_mb(pid) for pid in descendants(os.getpid()))
+    print(
+        f"ray start-up {started:.2f} s; RSS added: this process "
+        f"{rss_mb(os.getpid()) - before:.0f} MB, Ray's processes {ray_rss:.0f} MB"
+    )
+    grid = [(0.010, 64), (0.100, 512)]
+    runners: list[tuple[str, corral.RayExecutor | None]] = [
+        ("in-process", None),
+        ("ray 1 host", corral.RayExecutor(hosts=1, host_options={"num_cpus": 0})),
+        ("ray 2 hosts", corral.RayExecutor(hosts=2, host_options={"num_cpus": 0})),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        n = 0
+        for latency, parallel in grid:
+            for name, executor in runners:
+                if args.only and args.only not in name:
+                    continue
+                n += 1
+                store, cleanup = store_for(args.store, Path(tmp), n)
+                try:
+                    row = anyio.run(cell, executor, args.trials, latency, parallel, store)
+                finally:
+                    if cleanup is not None:
+                        cleanup.close()
+                print(
+                    f"L={latency * 1e3:g}ms P={parallel} {name:12} store={args.store} "
+                    f"trials={args.trials} cpu_us/trial={row['cpu_us_per_trial']:.0f} "
+                    f"trials/s={row['trials_per_s']:,.0f} wall={row['wall_s']:.2f}s "
+                    f"wall/ideal={row['wall_over_ideal']:.2f}",
+                    flush=True,
+                )
+    with_hosts = sum(rss_mb(pid) for pid in descendants(os.getpid()))
+    print(f"Ray's processes at the end (idle workers kept): {with_hosts:.0f} MB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trials", type=int, default=40_000)
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--only", help="Run only the runners whose name contains this.")
+    main(parser.parse_args())

@@ -1,0 +1,6 @@
+"""Running trials off the invoking process: `RayExecutor` (admission stays here)."""
+
+from ._ray import RayExecutor
+from ._setup import check_executor, remote_for
+
+__all__ = ["RayExecutor", "check_executor", "remote_for"]

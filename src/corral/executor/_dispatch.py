@@ -1,0 +1,255 @@
+"""The coordinator's side of the Ray executor: admitted starts out in batches, results in.
+
+A slot is freed only when the coordinator knows the work ended: its result
+arrived, or its host is confirmed dead (Ray says so); then its running trials
+go to a new host and continue from their heads (``may_have_history``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from .._errors import CorralError
+from ..scheduler._admission import Start, StartKind
+from ..store._protocol import TrialKey
+from ._host import Host, HostSpec
+from ._jobs import EvalJob, ExecJob, Job, Notice, Result
+from ._ray import RayExecutor, import_ray
+from ._scopes import hub
+from ._wire import dumps, loads
+
+if TYPE_CHECKING:
+    from ..scheduler._run import RunLoop
+
+#: Concurrent calls a host serves: serve, submit, exchange, close or cancel, pid.
+_HOST_CALLS = 16
+
+
+class _Host:
+    """The coordinator's view of one host: its actor, its poll, the jobs it runs."""
+
+    __slots__ = ("actor", "index", "jobs", "outbox", "poll", "serving")
+
+    def __init__(self, actor: Any, index: int) -> None:
+        self.actor = actor
+        self.index = index
+        self.jobs: dict[tuple[int, int], Job] = {}
+        self.outbox: list[Job] = []
+        self.serving = actor.serve.remote()
+        #: The outstanding `Host.exchange` (None: to be sent with the next batch).
+        self.poll: Any = None
+
+
+class RayRemote:
+    """`scheduler.Remote` on Ray hosts (see `RunLoop`)."""
+
+    def __init__(self, executor: RayExecutor, spec: HostSpec) -> None:
+        self.ray = import_ray()
+        self.executor = executor
+        self._hub_name = f"corral-scopes-{uuid.uuid4().hex}"
+        self._spec = self.ray.cloudpickle.dumps(dataclasses.replace(spec, scope_hub=self._hub_name))
+        self._actor_class = self.ray.remote(Host).options(
+            max_restarts=0,
+            max_task_retries=0,
+            max_concurrency=_HOST_CALLS,
+            **executor.host_options,
+        )
+        self.hosts: list[_Host] = []
+        self._made = 0
+        self._restarts = 0
+        self._busy = 0
+        self._loop: RunLoop | None = None
+        self._wakeup = anyio.Event()
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def _new_host(self) -> _Host:
+        actor = self._actor_class.remote(self._spec, self._made)
+        self._made += 1
+        host = _Host(actor, self._made - 1)
+        self.hosts.append(host)
+        return host
+
+    # -- out ---------------------------------------------------------------
+
+    def start(self, start: Start) -> None:
+        loop = self._loop
+        assert loop is not None
+        t, r = start.task, start.round
+        job: Job
+        if start.kind == StartKind.EXECUTE:
+            found = loop.deferred(t, r)
+            if found is None:
+                try:
+                    meta, inputs = loop.trial_inputs(t, r)
+                except CorralError as exc:
+                    self._busy += 1
+                    loop._spawn(self._unreadable, t, r, exc)
+                    return
+                previous, reload = loop.previous_of(t, r)
+                found = ExecJob(
+                    t,
+                    r,
+                    loop.plan.task_ids[t],
+                    meta,
+                    inputs,
+                    previous,
+                    reload,
+                    loop.may_have_history(t, r),
+                    budget=loop.budget.under(meta),
+                )
+            job = found
+        else:
+            record, seq = loop.to_evaluate(t, r)
+            job = EvalJob(t, r, loop.plan.light(t).environment_id, record, seq)
+        self._place(job)
+
+    def _place(self, job: Job) -> None:
+        hosts = self.hosts
+        host = hosts[0] if len(hosts) == 1 else min(hosts, key=_load)
+        host.jobs[(job.t, job.r)] = job
+        host.outbox.append(job)
+        self._busy += 1
+
+    def flush(self) -> None:
+        for host in self.hosts:
+            if host.poll is None:  # it answered: its next jobs go with the next long poll
+                host.poll = host.actor.exchange.remote(dumps(host.outbox))
+                host.outbox = []
+            elif host.outbox:
+                host.actor.submit.remote(dumps(host.outbox))
+                host.outbox = []
+        self._wakeup.set()
+
+    async def _unreadable(self, t: int, r: int, exc: CorralError) -> None:
+        assert self._loop is not None
+        try:
+            await self._loop.unreadable(t, r, exc)
+        finally:
+            self._busy -= 1
+        self._loop.admit()
+
+    # -- in ----------------------------------------------------------------
+
+    async def run(self, loop: RunLoop) -> None:
+        self._loop = loop
+        cancelled = True
+        try:
+            for _ in range(self.executor.hosts):
+                self._new_host()
+            loop.admit()
+            while not (loop.admission.complete and not self._busy):
+                if not self._busy:  # everything waits out a rate limit, or is recorded here
+                    await self._wakeup.wait()
+                    self._wakeup = anyio.Event()
+                    continue
+                ready = await anyio.to_thread.run_sync(self._wait, abandon_on_cancel=True)
+                for host, answer in ready:
+                    self._answer(host, answer)
+                loop.admit()
+            cancelled = False
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._stop, cancelled)
+
+    def _wait(self) -> list[tuple[_Host, Any]]:
+        """Block until a host answers; every answer ready by then (a thread's work)."""
+        ray = self.ray
+        polls = {host.poll: host for host in self.hosts if host.poll is not None}
+        ray.wait(list(polls), num_returns=1)
+        ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0)
+        out: list[tuple[_Host, Any]] = []
+        for ref in ready:
+            try:
+                out.append((polls[ref], loads(ray.get(ref))))
+            except Exception as exc:
+                out.append((polls[ref], exc))
+        return out
+
+    def _answer(self, host: _Host, answer: Any) -> None:
+        if isinstance(answer, BaseException):
+            if isinstance(answer, self.ray.exceptions.RayActorError):
+                self._replace(host, answer)
+                return
+            raise answer
+        results, notices = answer
+        host.poll = None
+        if notices:
+            self._tell(notices)
+        loop = self._loop
+        assert loop is not None
+        for result in results:
+            self._finish(loop, host, result)
+
+    def _finish(self, loop: RunLoop, host: _Host, result: Result) -> None:
+        kind, t, r = result[0], result[1], result[2]
+        job = host.jobs.pop((t, r))
+        self._busy -= 1
+        if kind == "x":
+            loop.executed(t, r, job, result[3])
+        elif kind == "e":
+            loop.evaluated(t, r, result[3])
+        elif kind == "d":
+            assert isinstance(job, ExecJob)
+            job.scratch, job.carried_usage, job.worked = result[4], result[5], result[6]
+            loop.executed(t, r, job, result[3])
+        else:
+            raise result[3]
+
+    def _tell(self, notices: list[Notice]) -> None:
+        loop = self._loop
+        assert loop is not None
+        benchmark_id = loop.benchmark_id
+        durable = loop.acks.durable
+        for task_id, trial, commit in notices:
+            durable(TrialKey(benchmark_id, task_id, trial), [commit])
+
+    def _replace(self, dead: _Host, error: BaseException) -> None:
+        """``dead``'s actor is gone (Ray says so): its work continues on a new host."""
+        if getattr(error, "actor_init_failed", False):  # a new host would fail the same way
+            raise CorralError(f"a Ray host could not start: {error}") from error
+        self._restarts += 1
+        if self._restarts > self.executor.max_host_restarts:
+            raise CorralError(
+                f"Ray hosts died {self._restarts} times in this run (more than "
+                f"max_host_restarts={self.executor.max_host_restarts}); the last: {error}"
+            ) from error
+        self.hosts.remove(dead)
+        scopes = hub(self._hub_name, create=False)
+        if scopes is not None:
+            scopes.forget.remote(dead.index)
+        self.ray.kill(dead.actor)
+        self._new_host()
+        for job in dead.jobs.values():
+            # It may have recorded steps (or ended) before it died: go on from its head.
+            job.may_have_history = True
+            self._busy -= 1
+            self._place(job)
+        dead.jobs.clear()
+        self.flush()
+
+    def _stop(self, cancelled: bool) -> None:
+        """End every host (cancelling what runs) and wait until each confirms."""
+        ray = self.ray
+        calls = [(h.actor.cancel if cancelled else h.actor.close).remote() for h in self.hosts]
+        for call in calls:
+            try:
+                ray.get(call, timeout=60)
+            except Exception:  # noqa: S110 - a dead host runs nothing
+                pass
+        for host in self.hosts:
+            ray.kill(host.actor)
+        scopes = hub(self._hub_name, create=False)
+        if scopes is not None:
+            ray.kill(scopes)
+
+
+def _load(host: _Host) -> int:
+    return len(host.jobs)

@@ -1,0 +1,62 @@
+"""What travels between the coordinator and its hosts: jobs out, results back.
+
+A job is one admitted execution or evaluation. A result is a plain tuple,
+cheap to pickle in batches: ``(kind, t, r, ...)`` with kind
+
+- ``"x"``: an execution ended: ``(.., TrialOutcome)``;
+- ``"d"``: a rate limit deferred it: ``(.., Deferred, scratch, carried usage, worked)``;
+- ``"e"``: an evaluation ended: ``(.., TrialRecord)``;
+- ``"!"``: the runtime raised (a store failure): ``(.., exception)``; the run fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._budget import NO_BUDGET, Budget
+from .._types import NO_USAGE, BenchmarkTaskMetadata, TrialRecord, Usage
+from ..runtime._trial import Previous
+
+
+@dataclass(slots=True)
+class ExecJob:
+    """One trial execution, as a host's `run_trial` needs it (`TrialPlan` less the
+    host's own objects: agent, environment, store, acknowledgements)."""
+
+    t: int
+    r: int
+    task_id: str
+    metadata: BenchmarkTaskMetadata
+    inputs: Mapping[str, Any]
+    previous: Previous | None
+    #: The earlier trial the host reads from the store for the reflective session.
+    reload: int | None
+    may_have_history: bool
+    first_attempt: int = 0
+    deferrals: int = 0
+    scratch: dict[str, Any] | None = None
+    carried_usage: Usage = NO_USAGE
+    budget: Budget = NO_BUDGET
+    #: Seconds worked before a rate limit deferred it.
+    worked: float = 0.0
+
+
+@dataclass(slots=True)
+class EvalJob:
+    """One evaluation: score ``record`` and commit it at ``seq``."""
+
+    t: int
+    r: int
+    environment_id: str
+    record: TrialRecord
+    seq: int
+    #: Sent again after its host died: the evaluation may have landed already.
+    may_have_history: bool = False
+
+
+Job = ExecJob | EvalJob
+Result = tuple[Any, ...]
+#: A durable commit a host tells the coordinator's observers of: (task id, trial, commit).
+Notice = tuple[str, int, Any]

@@ -1,0 +1,124 @@
+"""`RayExecutor`: run a benchmark's trials on Ray hosts while admission stays here."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import ConfigError
+from ..scheduler._limits import positive_int
+
+#: Actor options Corral sets itself: Corral's retries stay the only retries.
+_OWN_OPTIONS = ("max_restarts", "max_task_retries", "max_concurrency")
+
+
+def import_ray() -> types.ModuleType:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError("the Ray executor needs Ray: pip install 'corral[ray]'") from exc
+    return ray
+
+
+class RayExecutor:
+    """Runs trials on ``hosts`` long-lived Ray actors; admission stays in this process.
+
+    ``address=None`` starts a local Ray (or uses the one this process already
+    started); ``"auto"`` or ``"ray://..."`` joins a cluster. Each host runs up to
+    ``trials_per_host`` trials and evaluations at once (None: as many as the run's
+    limits admit). ``host_options`` go to each host actor (``num_cpus``, default 1;
+    ``runtime_env``, ``resources``, ``scheduling_strategy``, ...); ``init_options``
+    to ``ray.init`` when this executor starts or joins Ray. Agents and environments
+    are pickled (cloudpickle) once per host. ``max_host_restarts`` bounds how often
+    a dead host is replaced in one run (default: ``2 * hosts``).
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        hosts: int = 1,
+        trials_per_host: int | None = None,
+        host_options: Mapping[str, Any] | None = None,
+        *,
+        init_options: Mapping[str, Any] | None = None,
+        max_host_restarts: int | None = None,
+    ) -> None:
+        if address is not None and (not isinstance(address, str) or not address):
+            raise ConfigError(f"address must be None, 'auto' or a Ray address, not {address!r}")
+        self.address = address
+        self.hosts = positive_int("hosts", hosts)
+        self.trials_per_host = (
+            None if trials_per_host is None else positive_int("trials_per_host", trials_per_host)
+        )
+        self.host_options = dict(_mapping("host_options", host_options))
+        for name in _OWN_OPTIONS:
+            if name in self.host_options:
+                raise ConfigError(
+                    f"host_options may not set {name!r}: Corral sets it (its retries are the "
+                    "only retries)"
+                )
+        num_cpus = self.host_options.setdefault("num_cpus", 1)
+        if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or num_cpus < 0:
+            raise ConfigError(f"host_options['num_cpus'] must be a number >= 0, not {num_cpus!r}")
+        self.init_options = dict(_mapping("init_options", init_options))
+        if max_host_restarts is None:
+            max_host_restarts = 2 * self.hosts
+        elif isinstance(max_host_restarts, bool) or not isinstance(max_host_restarts, int):
+            raise ConfigError(f"max_host_restarts must be an integer, not {max_host_restarts!r}")
+        self.max_host_restarts = max_host_restarts
+
+    def __repr__(self) -> str:
+        return (
+            f"RayExecutor(address={self.address!r}, hosts={self.hosts}, "
+            f"trials_per_host={self.trials_per_host})"
+        )
+
+    @property
+    def capacity(self) -> int | None:
+        """Trials and evaluations the hosts run at once (None: no bound of their own)."""
+        return None if self.trials_per_host is None else self.hosts * self.trials_per_host
+
+    def check_picklable(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
+        """`ConfigError` naming the first object that cannot be sent to a host."""
+        ray = import_ray()
+        for kind, named in objects.items():
+            for name, obj in named.items():
+                try:
+                    ray.cloudpickle.dumps(obj)
+                except Exception as exc:
+                    raise ConfigError(
+                        f"{kind} {name!r} ({obj!r}) cannot be pickled to run on Ray hosts: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+
+    def pickle_by_value(self, module: types.ModuleType) -> None:
+        """Send ``module``'s code to the hosts with the objects that use it (for a module
+        they cannot import, such as a file loaded by path); see also ``runtime_env``."""
+        import_ray().cloudpickle.register_pickle_by_value(module)
+
+    def connect(self) -> bool:
+        """Start or join Ray (blocking); return whether every node is this machine.
+        `ConfigError` if the cluster has too few CPUs for the hosts."""
+        ray = import_ray()
+        if not ray.is_initialized():
+            options = {"include_dashboard": False, **self.init_options}
+            ray.init(address=self.address, **options)
+        need = self.hosts * float(self.host_options["num_cpus"])
+        have = float(ray.cluster_resources().get("CPU", 0))
+        if need > have:  # the hosts that do not fit would never start, nor their trials
+            raise ConfigError(
+                f"{self.hosts} hosts of num_cpus={self.host_options['num_cpus']} need {need:g} "
+                f"CPUs; the Ray cluster has {have:g} (fewer hosts, or a smaller "
+                "host_options['num_cpus'])"
+            )
+        here = ray.util.get_node_ip_address()
+        return all(n["NodeManagerAddress"] == here for n in ray.nodes() if n.get("Alive"))
+
+
+def _mapping(name: str, value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"{name} must be a mapping of option name to value, not {value!r}")
+    return value

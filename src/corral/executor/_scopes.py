@@ -1,0 +1,146 @@
+"""`corral.concurrency` scopes across hosts: one small Ray actor holds every scope.
+
+A host's registry (`SharedScopes`) hands out proxies whose ``acquire`` asks the
+hub for a slot and whose ``release`` gives it back, so a scope bounds its
+resource across all hosts of the run, not per host. The subprocess bound stays
+per host: it is about that machine's CPUs.
+
+The hub is made by the first host that uses a named scope (a named actor, one
+per run), so a run without scopes starts no process for it.
+
+A slot is named by a token (host, number): a waiter cancelled on its host
+abandons its token, and the hub gives back a slot it granted meanwhile; when a
+host dies, the coordinator tells the hub to forget every token of that host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes
+
+Token = tuple[int, int]
+
+
+class ScopeHub:
+    """The scopes of one run, served to every host (a Ray async actor)."""
+
+    def __init__(self) -> None:
+        self._scopes = ConcurrencyScopes(max_subprocesses=1)
+        self._held: dict[Token, ConcurrencyScope] = {}
+        self._waiting: dict[Token, asyncio.Task[Any]] = {}
+        self._abandoned: set[Token] = set()
+        self._dead: set[int] = set()
+
+    async def acquire(self, name: str, limit: int, token: Token) -> None:
+        scope = self._scopes.scope(name, limit)  # ConfigError reaches the caller
+        if token in self._abandoned or token[0] in self._dead:
+            self._abandoned.discard(token)
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._waiting[token] = task
+        try:
+            await scope.acquire()
+        finally:
+            del self._waiting[token]
+        self._held[token] = scope
+
+    def release(self, token: Token) -> None:
+        scope = self._held.pop(token, None)
+        if scope is not None:
+            scope.release()
+
+    def abandon(self, token: Token) -> None:
+        """The caller of ``acquire(token)`` was cancelled: give back what it got."""
+        if token in self._held:
+            self.release(token)
+        elif token in self._waiting:
+            self._waiting[token].cancel()
+        else:  # its acquire has not started yet
+            self._abandoned.add(token)
+
+    def forget(self, host: int) -> None:
+        """``host`` is dead: its slots come back and its waiters stop waiting."""
+        self._dead.add(host)
+        for token in [t for t in self._held if t[0] == host]:
+            self.release(token)
+        for token, task in list(self._waiting.items()):
+            if token[0] == host:
+                task.cancel()
+
+    def peaks(self) -> dict[str, int]:
+        """The most holders each scope ever had at once (for tests and benchmarks)."""
+        return {name: s.peak for name, s in self._scopes.statistics().items()}
+
+
+def hub(name: str, *, create: bool) -> Any:
+    """The run's hub (made if ``create``), or None if no host has made it."""
+    import ray
+
+    if not create:
+        try:
+            return ray.get_actor(name)
+        except ValueError:
+            return None
+    options = {"name": name, "get_if_exists": True, "num_cpus": 0, "max_concurrency": 1000}
+    return ray.remote(ScopeHub).options(**options).remote()
+
+
+class SharedScopes(ConcurrencyScopes):
+    """A host's registry: named scopes live in the hub, the subprocess bound here."""
+
+    def __init__(self, hub_name: str, host: int) -> None:
+        super().__init__()
+        self._hub_name = hub_name
+        self._hub_handle: Any = None
+        self._host = host
+        self._tokens = itertools.count()
+        self._remote: dict[str, _RemoteScope] = {}
+
+    def _get(self, name: str, limit: int) -> ConcurrencyScope:
+        if name == SUBPROCESSES:
+            return super()._get(name, limit)
+        found = self._remote.get(name)
+        if found is None or found.limit != limit:
+            # The hub checks the limit against every host's use of the name.
+            found = self._remote[name] = _RemoteScope(self, name, limit)
+        return found
+
+    @property
+    def _hub(self) -> Any:
+        if self._hub_handle is None:
+            self._hub_handle = hub(self._hub_name, create=True)
+        return self._hub_handle
+
+    def token(self) -> Token:
+        return (self._host, next(self._tokens))
+
+
+class _RemoteScope(ConcurrencyScope):
+    """A scope whose slots the hub grants."""
+
+    __slots__ = ("_registry", "_tokens")
+
+    def __init__(self, registry: SharedScopes, name: str, limit: int) -> None:
+        super().__init__(name, limit)
+        self._registry = registry
+        self._tokens: list[Token] = []
+
+    async def acquire(self) -> None:
+        hub, token = self._registry._hub, self._registry.token()
+        try:
+            await hub.acquire.remote(self.name, self.limit, token)
+        except BaseException:
+            hub.abandon.remote(token)
+            raise
+        self._tokens.append(token)
+        self._in_use += 1
+
+    def release(self) -> None:
+        if not self._tokens:
+            raise RuntimeError(f"concurrency scope {self.name!r} released more often than acquired")
+        self._in_use -= 1
+        self._registry._hub.release.remote(self._tokens.pop())

@@ -1,0 +1,83 @@
+"""Batches of jobs and results as bytes: plain pickle with flat reductions of Corral's
+value types (a frozen dataclass is rebuilt from its fields in order, not through
+``__getstate__``), so a batch costs the coordinator a few microseconds per trial.
+Anything plain pickle cannot take (a closure in an agent's scratch) goes through
+cloudpickle instead."""
+
+from __future__ import annotations
+
+import copyreg
+import dataclasses
+import io
+import operator
+import pickle
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any
+
+from .._budget import Budget
+from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, TrialRecord, Usage
+from ..runtime._trial import Deferred, Previous, TrialOutcome
+from ._jobs import EvalJob, ExecJob
+
+
+def _flat(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    values = operator.attrgetter(*(f.name for f in dataclasses.fields(cls)))
+
+    def reduce(obj: Any) -> tuple[Any, ...]:
+        return cls, values(obj)
+
+    return reduce
+
+
+def _usage(obj: Usage) -> Any:
+    if obj is NO_USAGE:  # shared, and kept shared
+        return "NO_USAGE"
+    return Usage, (obj.input_tokens, obj.output_tokens, obj.cost)
+
+
+def _mapping(obj: MappingProxyType[Any, Any]) -> tuple[Any, ...]:
+    return proxy, (dict(obj),)
+
+
+def proxy(items: dict[Any, Any]) -> MappingProxyType[Any, Any]:
+    return MappingProxyType(items)
+
+
+_TABLE: dict[type, Callable[[Any], Any]] = {
+    **copyreg.dispatch_table,
+    **{
+        cls: _flat(cls)
+        for cls in (
+            Budget,
+            BenchmarkTaskMetadata,
+            Commit,
+            Evaluation,
+            TrialRecord,
+            TrialOutcome,
+            Deferred,
+            Previous,
+            ExecJob,
+            EvalJob,
+        )
+    },
+    Usage: _usage,
+    MappingProxyType: _mapping,
+}
+
+
+def dumps(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=5)
+    pickler.dispatch_table = _TABLE
+    try:
+        pickler.dump(obj)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        from ray import cloudpickle
+
+        return bytes(cloudpickle.dumps(obj))  # type: ignore[no-untyped-call]
+    return buffer.getvalue()
+
+
+def loads(data: bytes) -> Any:
+    return pickle.loads(data)

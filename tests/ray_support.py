@@ -1,0 +1,274 @@
+"""Helpers for the Ray executor's tests: a board actor every host reports to, and a
+benchmark whose agents and tools tell it what they do.
+
+The board is a Ray actor, so trials on any host (and the coordinator) see one
+`ConcurrencyGauge`, one ledger of tool step keys and one gate. Code in these
+agents waits on the board, never on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Hashable
+from typing import Any
+
+import anyio
+
+import corral
+from corral import Action, BenchmarkTaskMetadata, Evaluation, Final, ToolEffect
+from corral.testing import ConcurrencyGauge
+
+
+class Board:
+    """One gauge, ledger and gate for a whole run (made a Ray actor by the tests)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self, limits: dict[Hashable, int] | None = None, gate_open: bool = True) -> None:
+        """Start afresh (one board serves a module's tests: an actor takes a process)."""
+        self.gauge = ConcurrencyGauge(limits)
+        self.steps: Counter[str] = Counter()
+        self.where: dict[str, tuple[int, Any]] = {}  # step key -> (pid, actor) of its host
+        self.active = 0  # tool calls entered and not yet left
+        self.seen: Counter[str] = Counter()  # any named event, counted
+        self._gate = anyio.Event()
+        self._gate_open = gate_open
+        self._changed = anyio.Event()
+
+    def _touch(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def enter(self, keys: list[Hashable]) -> None:
+        self.gauge.enter(*keys)
+
+    def exit(self, keys: list[Hashable]) -> None:
+        self.gauge.exit(*keys)
+
+    def count(self, name: str) -> int:
+        """Count an event; return how many times it happened before."""
+        self.seen[name] += 1
+        return self.seen[name] - 1
+
+    async def step(self, key: str, pid: int, actor: Any) -> None:
+        self.steps[key] += 1
+        self.where[key] = (pid, actor)
+        self.active += 1
+        self._touch()
+        if not self._gate_open:
+            await self._gate.wait()
+
+    def left(self) -> None:
+        self.active -= 1
+        self._touch()
+
+    def open(self) -> None:
+        self._gate_open = True
+        self._gate.set()
+
+    async def wait_steps(self, n: int) -> dict[str, tuple[int, Any]]:
+        """Once ``n`` tool calls are running: where each runs."""
+        while self.active < n:
+            await self._changed.wait()
+        return dict(self.where)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "violations": list(self.gauge.violations),
+            "peaks": self.gauge.peaks,
+            "steps": dict(self.steps),
+            "active": self.active,
+            "seen": dict(self.seen),
+        }
+
+
+async def call(ref: Any) -> Any:
+    """Await a Ray call from any event loop (trio has no awaitable ObjectRef)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: trio
+        pass
+    else:
+        return await ref
+    import ray
+
+    return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
+
+
+class Boards:
+    """A module's boards: two actors, each made afresh by `get` (reset, not restarted)."""
+
+    def __init__(self) -> None:
+        import ray
+
+        self.actors = [
+            ray.remote(Board).options(num_cpus=0, max_concurrency=1000).remote() for _ in range(2)
+        ]
+
+    def get(self, n: int = 0, limits: dict[Any, int] | None = None, gate_open: bool = True) -> Any:
+        import ray
+
+        actor = self.actors[n]
+        ray.get(actor.reset.remote(limits, gate_open))
+        return actor
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
+
+
+def _here() -> tuple[int, Any]:
+    import ray
+
+    try:
+        actor = ray.get_runtime_context().current_actor
+    except Exception:  # in the coordinator (the in-process reference run)
+        actor = None
+    return os.getpid(), actor
+
+
+class BoardAgent:
+    """One tool step, then ``Final``. With ``scope``, it holds that `concurrency` scope
+    while it acts."""
+
+    def __init__(self, board: Any, scope: int | None = None):
+        self.board = board
+        self.scope = scope
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        if self.scope is not None:
+            async with corral.concurrency("api", self.scope):
+                await call(self.board.enter.remote([("scope", "api")]))
+                await call(self.board.exit.remote([("scope", "api")]))
+        if session.iteration:
+            keys = session.scratch.get("keys")
+            if keys is not None:
+                await call(self.board.exit.remote(keys))
+            previous = session.previous_evaluation
+            return Final(
+                {
+                    "state": session.state,
+                    "inputs": dict(session.inputs),
+                    "previous": None if previous is None else previous.score,
+                }
+            )
+        return Action("step", {"n": session.trial + 1})
+
+
+class BoardEnvironment:
+    """Enters the gauge at setup (left when the agent answers), steps through the board's
+    gate, and scores with the evaluation keys held. With ``rate_limited``, the first
+    setup of each trial raises `RateLimited` (before it enters the gauge)."""
+
+    def __init__(self, board: Any, gauged: bool = True, rate_limited: bool = False) -> None:
+        self.board = board
+        self.gauged = gauged
+        self.rate_limited = rate_limited
+
+    async def setup(self, session: corral.AgentSession) -> int:
+        if self.rate_limited:
+            name = f"limited {session.task_id}/{session.trial}"
+            if await call(self.board.count.remote(name)) == 0:
+                raise corral.RateLimited("slow down", retry_after=0.001)
+        if self.gauged:
+            meta = session.metadata
+            keys = [
+                "exec",
+                "total",
+                ("task", session.task_id),
+                ("model", meta.model),
+                ("env", meta.environment_id),
+            ]
+            await call(self.board.enter.remote(keys))
+            session.scratch["keys"] = keys
+        return 0
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        assert session.step_key is not None
+        pid, actor = _here()
+        try:
+            await call(self.board.step.remote(session.step_key, pid, actor))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await call(self.board.left.remote())
+        return ToolEffect("ok", session.state + action.arguments["n"])
+
+    async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+        keys = ["eval", "total"]
+        if self.gauged:
+            await call(self.board.enter.remote(keys))
+            await call(self.board.exit.remote(keys))
+        output = trial.output or {}
+        score = float(output.get("state", 0)) if isinstance(output, dict) else 0.0
+        return Evaluation(score, score % 2 == 1)
+
+
+def tasks(n: int, *, models: int = 2, environments: int = 2) -> dict[str, BenchmarkTaskMetadata]:
+    return {
+        f"t{i}": BenchmarkTaskMetadata(
+            "agent", f"env{i % environments}", model=f"m{i % models}", max_iterations=3
+        )
+        for i in range(n)
+    }
+
+
+def comparable(report: corral.BenchmarkReport) -> dict[str, Any]:
+    """What must be equal between two runs of one benchmark, wherever they ran."""
+    return {
+        "pass_at_k": report.pass_at_k,
+        "counts": report.counts,
+        "trials": {
+            (task_id, t.trial): (str(t.status), t.output, t.evaluation, t.commits, t.error)
+            for task_id, task in report.tasks.items()
+            for t in task.trials
+        },
+    }
+
+
+class OnlyHere:
+    """An environment that pickles, but cannot be loaded in any other process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _only_here, (self.pid,)
+
+    async def setup(self, session: corral.AgentSession) -> None:
+        return None
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        return ToolEffect(None)
+
+    async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+        return Evaluation(0.0, False)
+
+
+def _only_here(pid: int) -> OnlyHere:
+    if os.getpid() != pid:
+        raise RuntimeError("this environment cannot be loaded on a host")
+    return OnlyHere()
+
+
+class CostlyAgent:
+    """Spends 1.0 of cost and answers at once."""
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        session.record_usage(cost=1.0)
+        return Final(1)
+
+
+class PlainEnvironment:
+    async def setup(self, session: corral.AgentSession) -> int:
+        return 0
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        return ToolEffect(None)
+
+    async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+        return Evaluation(1.0, True)

@@ -1,0 +1,162 @@
+"""The Ray executor under failure: a host killed mid-run, a run cancelled mid-run, a
+zombie host fenced off; and dependencies with reflective trials across hosts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import corral
+from corral import BenchmarkTaskMetadata, Commit, TrialKey
+
+from . import pg
+from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, tasks
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.usefixtures("ray_cluster"),
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+]
+
+
+@pytest.fixture
+def sqlite(tmp_path: Path) -> str:
+    return str(tmp_path / "store.db")
+
+
+@pytest.fixture
+def postgres() -> Iterator[str]:
+    yield from pg.fresh_database()
+
+
+@pytest.fixture(scope="module")
+def boards(ray_cluster: None) -> Iterator[Boards]:
+    made = Boards()
+    yield made
+    made.close()
+
+
+def runner(b: Any, store: Any, task_set: dict[str, BenchmarkTaskMetadata]) -> corral.CorralRunner:
+    env = BoardEnvironment(b, gauged=False)
+    return corral.CorralRunner(
+        task_set, {"agent": BoardAgent(b)}, {"env0": env, "env1": env}, store=store
+    )
+
+
+RUN = {"trials_per_task": 2, "max_parallel": 4, "max_parallel_per_task": 1}
+
+
+async def reference(
+    boards: Boards, tmp_path: Path, task_set: dict[str, BenchmarkTaskMetadata]
+) -> Any:
+    return await runner(boards.get(1), tmp_path / "reference.db", task_set).run("bench", **RUN)
+
+
+@pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
+async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
+    how: str, sqlite: str, postgres: str, tmp_path: Path, boards: Boards
+) -> None:
+    import ray
+
+    store = postgres if how == "ray.kill" else sqlite
+    gated = boards.get(gate_open=False)
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await runner(gated, store, tasks(6)).run(
+            "bench", **RUN, executor=corral.RayExecutor(hosts=2)
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        # Four tool calls wait at the gate, two on each host: kill the host of one.
+        where = await call(gated.wait_steps.remote(4))
+        pid, actor = next(iter(where.values()))
+        if how == "ray.kill":
+            ray.kill(actor)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+    steps = (await call(gated.report.remote()))["steps"]
+    assert len(steps) == 12
+    # The dead host's steps ran again on another host (same keys), none more than that.
+    assert max(steps.values()) == 2
+
+
+async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    gated = boards.get(gate_open=False)
+    executor = corral.RayExecutor(hosts=2)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
+            )
+            await call(gated.wait_steps.remote(4))
+            scope.cancel()
+    seen = await call(gated.report.remote())
+    assert seen["active"] == 0  # every tool call had ended when run() returned
+    assert len(seen["steps"]) == 4
+    await call(gated.open.remote())
+    report = await runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+    steps = (await call(gated.report.remote()))["steps"]
+    assert len(steps) == 12 and max(steps.values()) <= 2
+
+
+def family() -> dict[str, BenchmarkTaskMetadata]:
+    meta = BenchmarkTaskMetadata("agent", "env0", model="m0", max_iterations=3)
+    return {
+        "a": meta,
+        "b": BenchmarkTaskMetadata("agent", "env1", dependencies=("a",)),
+        "c": BenchmarkTaskMetadata("agent", "env0", dependencies=("a",)),
+        "d": BenchmarkTaskMetadata("agent", "env1", max_iterations=1),  # never answers
+        "e": BenchmarkTaskMetadata("agent", "env0", dependencies=("d",)),
+    }
+
+
+async def test_dependencies_and_reflective_trials_across_hosts(
+    postgres: str, tmp_path: Path, boards: Boards
+) -> None:
+    b = boards.get()
+    limits = {"trials_per_task": 3, "max_parallel": 4, "max_parallel_per_task": 1}
+    report = await runner(b, postgres, family()).run(
+        "family", **limits, executor=corral.RayExecutor(hosts=2)
+    )
+    expected = await runner(b, tmp_path / "reference.db", family()).run("family", **limits)
+    assert comparable(report) == comparable(expected)
+    assert report.counts["unreachable"] == 3
+    # Each trial of b saw a's output, and (reflective) its own previous trial's score.
+    outputs = [t.output for t in report.tasks["b"].trials]
+    assert [o["previous"] for o in outputs] == [None, 1.0, 2.0]
+    assert all("a" in o["inputs"] for o in outputs)
+
+
+async def test_a_zombie_host_cannot_write_once_the_claim_moved(postgres: str) -> None:
+    """A host writes under its coordinator's epoch; a new claim (the coordinator died, the
+    benchmark was run again) fences it off."""
+    coordinator, host, successor = (corral.PostgresStore(postgres) for _ in range(3))
+    key = TrialKey("z", "t", 0)
+    async with coordinator.opened(), host.opened(), coordinator.claim("z"):
+        epoch = coordinator.claim_epoch("z")
+        assert epoch is not None
+        async with host.joined("z", epoch):
+            await host.append(key, [Commit(0, "setup", {}, time.time())])
+    # The coordinator is gone; the benchmark is run again, and its old host lives on.
+    async with successor.opened(), successor.claim("z"):
+        with pytest.raises(BaseException) as caught:  # its append fails, and its store with it
+            async with host.opened(), host.joined("z", epoch):
+                await host.append(key, [Commit(1, "terminal", {}, time.time())])
+        assert all("claimed by another runner" in str(e) for e in pg.leaves(caught.value))
+        assert [c.seq for c in await successor.history(key)] == [0]
