@@ -160,3 +160,42 @@ async def test_a_zombie_host_cannot_write_once_the_claim_moved(postgres: str) ->
                 await host.append(key, [Commit(1, "terminal", {}, time.time())])
         assert all("claimed by another runner" in str(e) for e in pg.leaves(caught.value))
         assert [c.seq for c in await successor.history(key)] == [0]
+
+
+class StallingAgent:
+    """Task ``stall`` never decides (it honours cancellation); the others answer at once."""
+
+    async def act(self, session: corral.AgentSession) -> Any:
+        if session.task_id == "stall":
+            await anyio.sleep_forever()
+        return corral.Final(session.task_id)
+
+
+class ScoringEnvironment:
+    async def setup(self, session: corral.AgentSession) -> None:
+        return None
+
+    async def execute(self, action: corral.Action, session: corral.AgentSession) -> Any:
+        raise AssertionError("no tool is called")
+
+    async def evaluate(self, trial: corral.TrialRecord) -> corral.Evaluation:
+        return corral.Evaluation(score=1.0, passed=trial.output is not None)
+
+
+async def test_trial_timeout_holds_on_hosts(sqlite: str) -> None:
+    task_set = {
+        name: BenchmarkTaskMetadata(agent_id="a", environment_id="e") for name in ("stall", "ok")
+    }
+    runner = corral.CorralRunner(
+        task_set,
+        {"a": StallingAgent()},
+        {"e": ScoringEnvironment()},
+        store=sqlite,
+        trial_timeout=1.0,
+    )
+    report = await runner.run(
+        "timeouts", trials_per_task=2, max_parallel=4, executor=corral.RayExecutor(hosts=2)
+    )
+    assert [str(t.status) for t in report.tasks["stall"].trials] == ["timeout", "timeout"]
+    assert [str(t.status) for t in report.tasks["ok"].trials] == ["completed", "completed"]
+    assert all(t.evaluation is not None for t in report.tasks["stall"].trials)  # evaluated
