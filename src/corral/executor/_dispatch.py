@@ -163,10 +163,8 @@ class RayRemote:
         """Block until a host answers; every answer ready by then (a thread's work)."""
         ray = self.ray
         polls = {host.poll: host for host in self.hosts if host.poll is not None}
-        ready = list(polls)
-        if len(ready) > 1:  # one host: its answer is all there is to wait for
-            ray.wait(ready, num_returns=1)
-            ready, _ = ray.wait(ready, num_returns=len(ready), timeout=0)
+        ray.wait(list(polls), num_returns=1)
+        ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0)
         out: list[tuple[_Host, Any]] = []
         for ref in ready:
             try:
