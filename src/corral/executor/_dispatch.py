@@ -113,7 +113,7 @@ class RayRemote:
 
     def _place(self, job: Job) -> None:
         hosts = self.hosts
-        host = hosts[0] if len(hosts) == 1 else min(hosts, key=_load)
+        host = hosts[0] if len(hosts) == 1 else choose(hosts, self.executor.trials_per_host)
         host.jobs[(job.t, job.r)] = job
         host.outbox.append(job)
         self._busy += 1
@@ -249,6 +249,22 @@ class RayRemote:
         scopes = hub(self._hub_name, create=False)
         if scopes is not None:
             ray.kill(scopes)
+
+
+def choose(hosts: list[_Host], cap: int | None) -> _Host:
+    """The host for the next job: the least loaded of those that answered (their next
+    jobs go with the long poll `RayRemote.flush` sends them anyway; a separate `submit`
+    costs a Ray call), unless another is lighter by more than a quarter of its load, or
+    it holds ``cap`` jobs (``trials_per_host``) already."""
+    lightest = min(hosts, key=_load)
+    answered = [host for host in hosts if host.poll is None]
+    if not answered:
+        return lightest
+    host = min(answered, key=_load)
+    load, least = len(host.jobs), len(lightest.jobs)
+    if (cap is None or load < cap) and load <= least + max(1, least // 4):
+        return host
+    return lightest
 
 
 def _load(host: _Host) -> int:

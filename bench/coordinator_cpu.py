@@ -1,0 +1,86 @@
+"""Where the coordinator's CPU goes with the Ray executor: one cell, per thread.
+
+    PYTHONPATH=src python bench/coordinator_cpu.py [--trials 8000] [--latency 0.01]
+        [--parallel 64] [--hosts 1] [--repeat 2]
+
+Runs the cell of bench/ray_executor.py ``--repeat`` times on one local Ray and
+prints, per run, the coordinator's CPU per trial (time.process_time, as
+ray_executor.py) and its split by thread (/proc/self/task): the run loop's
+thread, Ray's driver threads (worker.io: gRPC; the others) and "ended" for
+threads gone by the end (anyio's worker that waits on the hosts' answers).
+The first run includes warm-up (actor class export, imports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from ray_executor import HERE, cell, store_for
+
+import corral
+
+
+def thread_cpu() -> dict[tuple[str, str], int]:
+    """Clock ticks of CPU (user + system) by (thread id, thread name)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[(tid, name)] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def main(args: argparse.Namespace) -> None:
+    import ray
+
+    path = os.pathsep.join([str(HERE.parent / "src"), str(HERE)])
+    ray.init(
+        num_cpus=os.cpu_count(),
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+    tick = os.sysconf("SC_CLK_TCK")
+    main_thread = str(os.getpid())
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in range(args.repeat):
+            executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
+            store, _ = store_for("sqlite", Path(tmp), n)
+            before, cpu = thread_cpu(), time.process_time()
+            row = anyio.run(cell, executor, args.trials, args.latency, args.parallel, store)
+            cpu, after = time.process_time() - cpu, thread_cpu()
+            split: dict[str, float] = {}
+            for (tid, name), ticks in after.items():
+                label = "run loop" if tid == main_thread else name
+                split[label] = split.get(label, 0) + (ticks - before.get((tid, name), 0))
+            split["ended"] = cpu * tick - sum(split.values())
+            shares = ", ".join(
+                f"{label} {ticks / tick / args.trials * 1e6:.0f}"
+                for label, ticks in sorted(split.items(), key=lambda kv: -kv[1])
+                if ticks > 0
+            )
+            print(
+                f"L={args.latency * 1e3:g}ms P={args.parallel} hosts={args.hosts} "
+                f"cpu_us/trial={cpu / args.trials * 1e6:.0f} ({shares}) "
+                f"trials/s={row['trials_per_s']:,.0f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trials", type=int, default=8_000)
+    parser.add_argument("--latency", type=float, default=0.010)
+    parser.add_argument("--parallel", type=int, default=64)
+    parser.add_argument("--hosts", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=2)
+    main(parser.parse_args())
