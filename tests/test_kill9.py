@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,8 +15,8 @@ import corral
 
 from . import pg
 from .durable_bench import Log, comparable, runner
+from .stepped_child import run_child_until
 
-ROOT = Path(__file__).resolve().parents[1]
 TASKS, TRIALS = 8, 2
 KILL_AFTER = (4, 13, 29, 23, 17)  # acknowledged commits seen by each child before its kill
 
@@ -29,30 +25,11 @@ def run_child_until_killed(
     store: Path | str, log: Path, kill_after: int
 ) -> list[dict[str, object]]:
     """Start a child, let it acknowledge ``kill_after`` commits, then SIGKILL it."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.crash_child", str(store), str(log), str(TASKS), str(TRIALS)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    return run_child_until(
+        "tests.crash_child",
+        [str(store), str(log), str(TASKS), str(TRIALS)],
+        lambda acked: len(acked) == kill_after,
     )
-    assert child.stdin is not None and child.stdout is not None
-    acked: list[dict[str, object]] = []
-    try:
-        for line in child.stdout:
-            if line.strip() == "done":
-                break
-            acked.append(json.loads(line))
-            if len(acked) == kill_after:
-                child.send_signal(signal.SIGKILL)
-                break
-            child.stdin.write("\n")
-            child.stdin.flush()
-    finally:
-        child.kill()
-        child.wait()
-    return acked
 
 
 def sqlite_rows(store: Path) -> list[tuple[str, int, int, str, str]]:

@@ -4,10 +4,6 @@ asked again for the recorded turn (the server counts its calls)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -15,44 +11,22 @@ import anyio
 import corral
 from corral.testing import FakeChatServer
 
+from .stepped_child import run_child_until
 from .tool_agent_child import runner
 from .tool_bench import balance_of, ledger_model
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def run_child_until(store: Path, url: str, kind: str) -> list[dict[str, object]]:
+def run_child_until_first(store: Path, url: str, kind: str) -> list[dict[str, object]]:
     """Start a child; SIGKILL it as soon as it acknowledges its first ``kind`` commit."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.tool_agent_child", str(store), url],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'src'}"},
+    return run_child_until(
+        "tests.tool_agent_child", [str(store), url], lambda acked: acked[-1]["kind"] == kind
     )
-    assert child.stdin is not None and child.stdout is not None
-    acked: list[dict[str, object]] = []
-    try:
-        for line in child.stdout:
-            if line.strip() == "done":
-                break
-            acked.append(json.loads(line))
-            if acked[-1]["kind"] == kind:
-                child.send_signal(signal.SIGKILL)
-                break
-            child.stdin.write("\n")
-            child.stdin.flush()
-    finally:
-        child.kill()
-        child.wait()
-    return acked
 
 
 def test_kill9_between_action_and_effect_does_not_ask_the_model_again(tmp_path: Path) -> None:
     store = tmp_path / "store.db"
     with FakeChatServer(ledger_model) as server:
-        acked = run_child_until(store, server.url, "action")
+        acked = run_child_until_first(store, server.url, "action")
         assert [a["kind"] for a in acked] == ["setup", "action"]
         assert server.calls == 1  # the first turn was asked, recorded, not executed
 
