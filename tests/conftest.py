@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from .ray_support import Boards
 
 
 @pytest.fixture(scope="module", params=["asyncio", "trio"])
@@ -38,3 +42,13 @@ def ray_cluster() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def boards(ray_cluster: None) -> Iterator[Boards]:
+    """The Ray tests' board actors (`tests.ray_support`), shared within a module."""
+    from .ray_support import Boards
+
+    made = Boards()
+    yield made
+    made.close()

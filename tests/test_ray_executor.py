@@ -41,13 +41,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield from pg.fresh_database()
 
 
-@pytest.fixture(scope="module")
-def boards(ray_cluster: None) -> Iterator[Boards]:
-    made = Boards()
-    yield made
-    made.close()
-
-
 def runner(
     b: Any, store: Any, n: int, *, rate_limited: bool = False, scope: int | None = None
 ) -> corral.CorralRunner:

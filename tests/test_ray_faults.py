@@ -36,13 +36,6 @@ def postgres() -> Iterator[str]:
     yield from pg.fresh_database()
 
 
-@pytest.fixture(scope="module")
-def boards(ray_cluster: None) -> Iterator[Boards]:
-    made = Boards()
-    yield made
-    made.close()
-
-
 def runner(b: Any, store: Any, task_set: dict[str, BenchmarkTaskMetadata]) -> corral.CorralRunner:
     env = BoardEnvironment(b, gauged=False)
     return corral.CorralRunner(
