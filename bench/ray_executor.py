@@ -1,11 +1,14 @@
 """The Ray executor against the in-process one on the throughput workload, in one run.
 
     PYTHONPATH=src python bench/ray_executor.py [--trials 40000] [--store sqlite|postgres]
+        [--only NAME] [--marginal]
 
 Cells: L = 10 ms, P = 64 and L = 100 ms, P = 512 (N tasks x 4 trials of an agent
 that awaits sleep(L) and takes one tool step, as bench/run.py), each in process
 and on 1 and 2 Ray hosts. Per cell: the coordinator's CPU per trial
-(time.process_time of this process, Ray's driver threads included), trials/s and
+(time.process_time of this process, Ray's driver threads included; with
+``--marginal`` also the CPU of the extra 3/4 of the trials over a run of a quarter
+of them, in which set-up, the hosts' start and Ray's warm-up cancel), trials/s and
 wall / ideal (ideal = trials * L / P). Also Ray's start-up time and the memory
 it adds (this process, and Ray's own processes: GCS, raylet, workers, hosts).
 """
@@ -91,6 +94,7 @@ async def cell(
     ideal = trials * latency / parallel
     return {
         "cpu_us_per_trial": cpu / trials * 1e6,
+        "cpu_s": cpu,
         "trials_per_s": trials / wall,
         "wall_s": wall,
         "wall_over_ideal": wall / ideal,
@@ -127,16 +131,23 @@ def main(args: argparse.Namespace) -> None:
             for name, executor in runners:
                 if args.only and args.only not in name:
                     continue
-                n += 1
-                store, cleanup = store_for(args.store, Path(tmp), n)
-                try:
-                    row = anyio.run(cell, executor, args.trials, latency, parallel, store)
-                finally:
-                    if cleanup is not None:
-                        cleanup.close()
+                rows = []
+                for trials in (args.trials // 4, args.trials) if args.marginal else (args.trials,):
+                    n += 1
+                    store, cleanup = store_for(args.store, Path(tmp), n)
+                    try:
+                        rows.append(anyio.run(cell, executor, trials, latency, parallel, store))
+                    finally:
+                        if cleanup is not None:
+                            cleanup.close()
+                row = rows[-1]
+                marginal = ""
+                if args.marginal:  # the fixed costs (set-up, start of the hosts) cancel out
+                    extra = (row["cpu_s"] - rows[0]["cpu_s"]) / (0.75 * args.trials)
+                    marginal = f" marginal_cpu_us/trial={extra * 1e6:.0f}"
                 print(
                     f"L={latency * 1e3:g}ms P={parallel} {name:12} store={args.store} "
-                    f"trials={args.trials} cpu_us/trial={row['cpu_us_per_trial']:.0f} "
+                    f"trials={args.trials} cpu_us/trial={row['cpu_us_per_trial']:.0f}{marginal} "
                     f"trials/s={row['trials_per_s']:,.0f} wall={row['wall_s']:.2f}s "
                     f"wall/ideal={row['wall_over_ideal']:.2f}",
                     flush=True,
@@ -150,4 +161,10 @@ if __name__ == "__main__":
     parser.add_argument("--trials", type=int, default=40_000)
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--only", help="Run only the runners whose name contains this.")
+    parser.add_argument(
+        "--marginal",
+        action="store_true",
+        help="Also run each cell with a quarter of the trials and print the marginal CPU "
+        "per trial (the difference over the extra trials: set-up and start-up cancel out).",
+    )
     main(parser.parse_args())

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from .._errors import CorralError
@@ -39,7 +42,8 @@ class _Host:
         self.actor = actor
         self.index = index
         self.jobs: dict[tuple[int, int], Job] = {}
-        self.outbox: list[Job] = []
+        #: Jobs to send, and (t, r) pairs of records it may drop (see `_jobs`).
+        self.outbox: list[Job | tuple[int, int]] = []
         self.serving = actor.serve.remote()
         #: The outstanding `Host.exchange` (None: to be sent with the next batch).
         self.poll: Any = None
@@ -63,8 +67,13 @@ class RayRemote:
         self._made = 0
         self._restarts = 0
         self._busy = 0
+        #: The host each trial to be evaluated ran on (it kept the trial's record).
+        self._ran_on: dict[tuple[int, int], _Host] = {}
         self._loop: RunLoop | None = None
         self._wakeup = anyio.Event()
+        #: Hosts' answers as they arrive (appended by Ray's thread): (host, answer).
+        self._answers: deque[tuple[_Host, Any]] = deque()
+        self._call_soon: Callable[[Callable[[], None]], object] = _unset
 
     @property
     def busy(self) -> int:
@@ -108,12 +117,22 @@ class RayRemote:
             job = found
         else:
             record, seq = loop.to_evaluate(t, r)
-            job = EvalJob(t, r, loop.plan.light(t).environment_id, record, seq)
+            light = loop.plan.light(t)
+            job = EvalJob(t, r, loop.plan.task_ids[t], light.environment_id, record, seq)
+            ran_on = self._ran_on.pop((t, r), None)
+            if ran_on is not None:
+                cap = self.executor.trials_per_host
+                if ran_on in self.hosts and (cap is None or len(ran_on.jobs) < cap):
+                    self._place(job, ran_on)  # it kept the record
+                    return
+                if ran_on in self.hosts:  # the host that kept the record drops it
+                    ran_on.outbox.append((t, r))
         self._place(job)
 
-    def _place(self, job: Job) -> None:
-        hosts = self.hosts
-        host = hosts[0] if len(hosts) == 1 else choose(hosts, self.executor.trials_per_host)
+    def _place(self, job: Job, host: _Host | None = None) -> None:
+        if host is None:
+            hosts = self.hosts
+            host = hosts[0] if len(hosts) == 1 else choose(hosts, self.executor.trials_per_host)
         host.jobs[(job.t, job.r)] = job
         host.outbox.append(job)
         self._busy += 1
@@ -121,7 +140,7 @@ class RayRemote:
     def flush(self) -> None:
         for host in self.hosts:
             if host.poll is None:  # it answered: its next jobs go with the next long poll
-                host.poll = host.actor.exchange.remote(dumps(host.outbox))
+                self._poll(host, dumps(host.outbox))
                 host.outbox = []
             elif host.outbox:
                 host.actor.submit.remote(dumps(host.outbox))
@@ -140,38 +159,48 @@ class RayRemote:
 
     async def run(self, loop: RunLoop) -> None:
         self._loop = loop
+        self._call_soon = thread_caller()
         cancelled = True
         try:
             for _ in range(self.executor.hosts):
                 self._new_host()
             loop.admit()
+            answers = self._answers
             while not (loop.admission.complete and not self._busy):
-                if not self._busy:  # everything waits out a rate limit, or is recorded here
+                if not answers:  # a host answers, or everything waits out a rate limit
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
                     continue
-                ready = await anyio.to_thread.run_sync(self._wait, abandon_on_cancel=True)
-                for host, answer in ready:
-                    self._answer(host, answer)
+                while answers:
+                    host, answer = answers.popleft()
+                    if host in self.hosts:  # not one replaced meanwhile
+                        self._answer(host, answer)
                 loop.admit()
             cancelled = False
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._stop, cancelled)
 
-    def _wait(self) -> list[tuple[_Host, Any]]:
-        """Block until a host answers; every answer ready by then (a thread's work)."""
-        ray = self.ray
-        polls = {host.poll: host for host in self.hosts if host.poll is not None}
-        ray.wait(list(polls), num_returns=1)
-        ready, _ = ray.wait(list(polls), num_returns=len(polls), timeout=0)
-        out: list[tuple[_Host, Any]] = []
-        for ref in ready:
+    def _poll(self, host: _Host, jobs: bytes) -> None:
+        """Send ``host`` its long poll; its answer wakes the run loop (from Ray's thread,
+        which also unpickles it, so the loop has no thread to hop to and back)."""
+        host.poll = host.actor.exchange.remote(jobs)
+
+        def arrived(future: Any) -> None:
             try:
-                out.append((polls[ref], loads(ray.get(ref))))
+                answer = loads(future.result())
             except Exception as exc:
-                out.append((polls[ref], exc))
-        return out
+                answer = exc
+            self._answers.append((host, answer))
+            try:
+                self._call_soon(self._wake)
+            except RuntimeError:  # the run is over (its loop closed): nobody waits
+                pass
+
+        host.poll.future().add_done_callback(arrived)
+
+    def _wake(self) -> None:
+        self._wakeup.set()
 
     def _answer(self, host: _Host, answer: Any) -> None:
         if isinstance(answer, BaseException):
@@ -192,7 +221,10 @@ class RayRemote:
         kind, t, r = result[0], result[1], result[2]
         job = host.jobs.pop((t, r))
         self._busy -= 1
-        if kind == "x":
+        if kind == "v":
+            self._ran_on[(t, r)] = host
+            loop.ended(t, r, result[3], result[4], result[5], None)
+        elif kind == "x":
             loop.executed(t, r, job, result[3])
         elif kind == "e":
             loop.evaluated(t, r, result[3])
@@ -269,3 +301,15 @@ def choose(hosts: list[_Host], cap: int | None) -> _Host:
 
 def _load(host: _Host) -> int:
     return len(host.jobs)
+
+
+def thread_caller() -> Callable[[Callable[[], None]], object]:
+    """Schedules a callable on the running event loop from any thread, without waiting
+    (asyncio's ``call_soon_threadsafe``, trio's ``run_sync_soon``)."""
+    native: Any = anyio.lowlevel.current_token().native_token
+    call = getattr(native, "call_soon_threadsafe", None)
+    return call if call is not None else native.run_sync_soon  # type: ignore[no-any-return]
+
+
+def _unset(fn: Callable[[], None]) -> object:
+    raise AssertionError("RayRemote.run has not started")

@@ -23,13 +23,15 @@ import anyio.abc
 from .._errors import CorralError
 from .._protocols import Agent, Environment
 from .._records import with_evaluation
-from .._types import Commit
+from .._types import EVALUATED_STATUSES, Commit, TrialRecord
 from ..runtime._acks import Acks
 from ..runtime._evaluate import evaluate_trial
+from ..runtime._handoff import Handoff
 from ..runtime._retry import RetryPolicy
 from ..runtime._trial import Deferred, TrialPlan, load_previous, run_trial
 from ..store import PostgresStore
 from ..store._protocol import CommitStore, TrialKey
+from ..store._summary import SummaryBuilder
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
 from ._scopes import SharedScopes
 from ._stores import StoreSpec
@@ -72,6 +74,10 @@ class Host:
         self._acks: Acks | None = None
         self._running = 0
         self._scopes: SharedScopes | None = None
+        #: Worker tasks waiting for their next job (a task per job would cost more).
+        self._idle: list[Handoff[Job]] = []
+        #: Records of trials this host ran, until their evaluation comes, by (t, r).
+        self._ended: dict[tuple[int, int], TrialRecord] = {}
 
     def _event(self, name: str) -> anyio.Event:
         # Made on the actor's loop (anyio needs one running), on first use.
@@ -112,6 +118,8 @@ class Host:
                 await self._event("closing").wait()
                 if self._cancel:
                     tg.cancel_scope.cancel()
+                while self._idle:  # the run is over: waiting workers end
+                    self._idle.pop().hand(None)
             acks.close()  # returns once everything handed to the store is acknowledged
 
     async def submit(self, batch: bytes) -> None:
@@ -119,8 +127,14 @@ class Host:
         await self._event("ready").wait()
         if self._event("stopped").is_set() or self._tg is None:
             raise self._failure or CorralError(f"Ray host {self.index} has stopped")
+        idle = self._idle
         for job in loads(batch):
-            self._tg.start_soon(self._run, job)
+            if type(job) is tuple:  # its evaluation went to another host: drop its record
+                self._ended.pop(job, None)
+            elif idle:
+                idle.pop().hand(job)
+            else:
+                self._tg.start_soon(self._work, job)
 
     async def exchange(self, batch: bytes) -> bytes:
         """`submit` a batch, then wait for at least one result: every result and notice
@@ -156,6 +170,16 @@ class Host:
         self._done.append(result)
         self._event("wake").set()
 
+    async def _work(self, first: Job) -> None:
+        job: Job | None = first
+        while job is not None:
+            await self._run(job)
+            if self._event("closing").is_set():
+                return
+            idle: Handoff[Job] = Handoff()
+            self._idle.append(idle)
+            job = await idle.wait()
+
     async def _run(self, job: Job) -> None:
         spec, store, acks, scopes = self.spec, self._store, self._acks, self._scopes
         assert store is not None and acks is not None and scopes is not None
@@ -169,7 +193,7 @@ class Host:
                     key = TrialKey(spec.benchmark_id, job.task_id, job.r)
                     result = await self._execute(job, key, store, acks)
                 else:
-                    key = TrialKey(spec.benchmark_id, job.record.task_id, job.r)
+                    key = TrialKey(spec.benchmark_id, job.task_id, job.r)
                     result = ("e", job.t, job.r, await self._evaluate(job, key, store, acks))
         except Exception as exc:
             result = ("!", job.t, job.r, _portable(exc))
@@ -205,17 +229,26 @@ class Host:
         outcome = await run_trial(plan)
         if isinstance(outcome, Deferred):
             return ("d", job.t, job.r, outcome, plan.scratch, plan.carried_usage, plan.worked)
+        record = outcome.record
+        if record.status in EVALUATED_STATUSES:
+            # Kept here for its evaluation, which the coordinator sends to this host.
+            self._ended[(job.t, job.r)] = record
+            return ("v", job.t, job.r, record.status, record.output, outcome.next_seq)
         return ("x", job.t, job.r, outcome)
 
     async def _evaluate(self, job: EvalJob, key: TrialKey, store: CommitStore, acks: Acks) -> Any:
-        if job.may_have_history:  # sent again after a host died: it may have landed
+        record = job.record or self._ended.pop((job.t, job.r), None)
+        if record is None or job.may_have_history:
+            # Its execution ran on another host (or on one that died), or it was sent
+            # again after its host died and may have landed: the store tells.
             history = await store.history(key)
+            if record is None:
+                record = _unscored(key, history[: job.seq])
             if len(history) > job.seq and history[job.seq].kind == "evaluation":
-                return with_evaluation(job.record, history[job.seq])
-        meta = job.environment_id
+                return with_evaluation(record, history[job.seq])
         return await evaluate_trial(
-            self.spec.environments[meta],
-            job.record,
+            self.spec.environments[job.environment_id],
+            record,
             key=key,
             seq=job.seq,
             store=store,
@@ -223,6 +256,14 @@ class Host:
             acks=acks,
             time_limit=self.spec.evaluation_timeout,
         )
+
+
+def _unscored(key: TrialKey, history: list[Commit]) -> TrialRecord:
+    """The record a scorer is given, from the trial's commits before its evaluation."""
+    builder = SummaryBuilder(key.task_id, key.trial)
+    for commit in history:
+        builder.add(commit)
+    return builder.build().record()
 
 
 def _ignore(key: TrialKey, commit: Commit) -> None:

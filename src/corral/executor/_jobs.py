@@ -3,10 +3,15 @@
 A job is one admitted execution or evaluation. A result is a plain tuple,
 cheap to pickle in batches: ``(kind, t, r, ...)`` with kind
 
-- ``"x"``: an execution ended: ``(.., TrialOutcome)``;
+- ``"x"``: an execution ended, not to be evaluated: ``(.., TrialOutcome)``;
+- ``"v"``: an execution ended, to be evaluated: ``(.., status, output, next seq)``; the
+  host keeps its record for the evaluation (sent to it: ``EvalJob.record`` None);
 - ``"d"``: a rate limit deferred it: ``(.., Deferred, scratch, carried usage, worked)``;
 - ``"e"``: an evaluation ended: ``(.., TrialRecord)``;
 - ``"!"``: the runtime raised (a store failure): ``(.., exception)``; the run fails.
+
+Beside jobs, a batch may hold a ``(t, r)`` pair: that trial's evaluation went to
+another host, so the host that ran it drops the record it kept.
 """
 
 from __future__ import annotations
@@ -45,12 +50,14 @@ class ExecJob:
 
 @dataclass(slots=True)
 class EvalJob:
-    """One evaluation: score ``record`` and commit it at ``seq``."""
+    """One evaluation: score the trial and commit it at ``seq``. ``record`` None: the
+    host that ran the trial kept its record, or (on another host) the store has it."""
 
     t: int
     r: int
+    task_id: str
     environment_id: str
-    record: TrialRecord
+    record: TrialRecord | None
     seq: int
     #: Sent again after its host died: the evaluation may have landed already.
     may_have_history: bool = False

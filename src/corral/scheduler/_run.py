@@ -34,6 +34,7 @@ from .._types import (
 )
 from ..runtime._acks import Acks, Notify
 from ..runtime._evaluate import evaluate_trial
+from ..runtime._handoff import Handoff
 from ..runtime._retry import RetryPolicy, error_fields
 from ..runtime._trial import (
     Deferred,
@@ -76,7 +77,7 @@ class Resume:
         self.previous: list[Previous | None] = [None] * len(plan.task_ids)
         self.outputs: dict[tuple[int, int], Any] = {}
         self.partial: set[tuple[int, int]] = set()
-        self.pending_evals: dict[tuple[int, int], tuple[TrialRecord, int]] = {}
+        self.pending_evals: dict[tuple[int, int], tuple[TrialRecord | None, int]] = {}
         self.finished = 0
         #: The cost every run of the benchmark recorded so far (for ``run_cost_limit``).
         self.cost = 0.0
@@ -230,7 +231,7 @@ class RunLoop:
         self._timers: list[tuple[float, int, int]] = []
         self._timer_changed = anyio.Event()
         self._timing = False
-        self._idle: list[_Idle] = []  # workers waiting for a start
+        self._idle: list[Handoff[Start]] = []  # workers waiting for a start
         self._workers = 0  # worker tasks started (they end only when the run is complete)
         #: Runs the admitted work elsewhere (on Ray hosts) instead of in worker tasks.
         self.remote = remote
@@ -334,7 +335,7 @@ class RunLoop:
             if start is None and not self.admission.complete:
                 if (stalled := self._stalled(busy=1)) is not None:  # pragma: no cover
                     raise stalled
-                idle = _Idle()
+                idle: Handoff[Start] = Handoff()
                 self._idle.append(idle)
                 start = await idle.wait()
 
@@ -447,14 +448,29 @@ class RunLoop:
             self._wake_at(anyio.current_time() + outcome.delay, t, r)
             return
         record = outcome.record
-        if record.status == TrialStatus.COMPLETED and self.plan.children[t]:
-            self._outputs[(t, r)] = [record.output, len(self.plan.children[t])]
-        if record.status in EVALUATED_STATUSES:
-            self._pending_evals[(t, r)] = (record, outcome.next_seq)
+        self.ended(t, r, record.status, record.output, outcome.next_seq, record)
+
+    def ended(
+        self,
+        t: int,
+        r: int,
+        status: TrialStatus,
+        output: Any,
+        next_seq: int,
+        record: TrialRecord | None,
+    ) -> None:
+        """Trial (t, r)'s execution ended with ``status``; ``record`` may be None only for
+        a status that is evaluated (a Ray host keeps the record for the evaluation)."""
+        children = self.plan.children[t]
+        if status == TrialStatus.COMPLETED and children:
+            self._outputs[(t, r)] = [output, len(children)]
+        if status in EVALUATED_STATUSES:
+            self._pending_evals[(t, r)] = (record, next_seq)
         else:
+            assert record is not None
             self._remember(t, record)
-        self.admission.execution_ended(t, r, record.status)
-        if record.status == TrialStatus.ERROR:
+        self.admission.execution_ended(t, r, status)
+        if status == TrialStatus.ERROR:
             self._count_error()
 
     async def unreadable(self, t: int, r: int, exc: CorralError) -> None:
@@ -492,12 +508,14 @@ class RunLoop:
         self.admission.execution_ended(t, r, TrialStatus.ERROR)
         self._count_error()
 
-    def to_evaluate(self, t: int, r: int) -> tuple[TrialRecord, int]:
-        """The record to score and the sequence number of its evaluation commit."""
+    def to_evaluate(self, t: int, r: int) -> tuple[TrialRecord | None, int]:
+        """The record to score (None: a Ray host keeps it) and the sequence number of
+        its evaluation commit."""
         return self._pending_evals.pop((t, r))
 
     async def _evaluate(self, t: int, r: int) -> None:
         record, seq = self.to_evaluate(t, r)
+        assert record is not None  # only a Ray host's trials leave it there
         meta = self.plan.light(t)
         record = await evaluate_trial(
             self.environments[meta.environment_id],
@@ -607,21 +625,3 @@ class RunLoop:
 
 
 _YIELD_EVERY = 16
-
-
-class _Idle:
-    """A worker waiting for its next start (``None``: the run is over)."""
-
-    __slots__ = ("_event", "_start")
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-        self._start: Start | None = None
-
-    def hand(self, start: Start | None) -> None:
-        self._start = start
-        self._event.set()
-
-    async def wait(self) -> Start | None:
-        await self._event.wait()
-        return self._start

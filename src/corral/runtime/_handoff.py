@@ -1,0 +1,30 @@
+"""A worker task waiting to be handed its next piece of work (reused, not respawned).
+
+Starting a task per trial costs more than the trial's own bookkeeping (anyio's
+task spawning), so both the run loop and a Ray host keep the tasks that ran out
+of work waiting here for the next one; ``None`` tells a waiting task to end.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import anyio
+
+T = TypeVar("T")
+
+
+class Handoff(Generic[T]):
+    __slots__ = ("_event", "_item")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._item: T | None = None
+
+    def hand(self, item: T | None) -> None:
+        self._item = item
+        self._event.set()
+
+    async def wait(self) -> T | None:
+        await self._event.wait()
+        return self._item
