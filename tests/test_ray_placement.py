@@ -1,13 +1,31 @@
 """Where the Ray executor puts a job: on a host whose long poll goes out anyway, when
-that keeps the hosts near balance, and never past ``trials_per_host``."""
+that keeps the hosts near balance, and never past ``trials_per_host``; an evaluation
+on the host that kept its trial's record, else on one that rebuilds it from the store."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from corral.executor._dispatch import _Host, choose
+from corral import (
+    Action,
+    BenchmarkTaskMetadata,
+    CorralRunner,
+    Evaluation,
+    Final,
+    SQLiteStore,
+    ToolEffect,
+    TrialKey,
+    TrialRecord,
+)
+from corral.executor._dispatch import RayRemote, _Host, choose
+from corral.executor._host import _unscored
+from corral.executor._jobs import EvalJob
+from corral.scheduler._admission import Start, StartKind
 
 
 def host(index: int, load: int, *, answered: bool) -> _Host:
@@ -60,3 +78,84 @@ def test_no_host_ever_holds_more_than_trials_per_host(seed: int) -> None:
             flipped.poll = object() if flipped.poll is None else None
         assert all(len(h.jobs) <= cap for h in hosts), [len(h.jobs) for h in hosts]
     assert job > 1000
+
+
+def remote_with(hosts: list[_Host], *, cap: int | None) -> RayRemote:
+    remote = RayRemote.__new__(RayRemote)  # no Ray: `start` places jobs on these hosts
+    remote.executor = SimpleNamespace(trials_per_host=cap)  # type: ignore[assignment]
+    remote.hosts = hosts
+    remote._busy = 0
+    remote._ran_on = {}
+    plan = SimpleNamespace(task_ids=["t0"], light=lambda t: BenchmarkTaskMetadata("agent", "env"))
+    remote._loop = SimpleNamespace(  # type: ignore[assignment]
+        plan=plan, to_evaluate=lambda t, r: (None, 3)
+    )
+    return remote
+
+
+def test_an_evaluation_goes_to_the_host_that_kept_its_record() -> None:
+    ran, other = host(0, 0, answered=True), host(1, 0, answered=True)
+    remote = remote_with([ran, other], cap=2)
+    remote._ran_on[(0, 1)] = ran
+    remote.start(Start(StartKind.EVALUATE, 0, 1))
+    (job,) = ran.outbox
+    assert isinstance(job, EvalJob) and job.record is None and job.seq == 3
+    assert not other.outbox and remote.busy == 1
+
+
+@pytest.mark.parametrize("why", ["full", "gone"])
+def test_an_evaluation_elsewhere_reads_the_store_and_the_keeper_drops_its_record(
+    why: str,
+) -> None:
+    ran, other = host(0, 2 if why == "full" else 0, answered=True), host(1, 0, answered=True)
+    remote = remote_with([ran, other] if why == "full" else [other], cap=2)
+    remote._ran_on[(0, 1)] = ran
+    remote.start(Start(StartKind.EVALUATE, 0, 1))
+    (job,) = other.outbox
+    assert isinstance(job, EvalJob) and job.record is None  # the host reads the store
+    assert ran.outbox == ([(0, 1)] if why == "full" else [])
+
+
+class Keeping:
+    """Two tool steps that change the state; remembers the record each evaluation was
+    given (what a host keeps for it)."""
+
+    def __init__(self) -> None:
+        self.given: dict[tuple[str, int], TrialRecord] = {}
+
+    async def setup(self, session: Any) -> int:
+        return 0
+
+    async def execute(self, action: Action, session: Any) -> ToolEffect:
+        return ToolEffect(observation=action.arguments["n"], state=session.state + 1)
+
+    async def evaluate(self, trial: TrialRecord) -> Evaluation:
+        self.given[(trial.task_id, trial.trial)] = trial
+        return Evaluation(1.0, True)
+
+
+class Stepping:
+    async def act(self, session: Any) -> Action | Final:
+        if session.iteration < 2:
+            return Action("step", {"n": session.iteration})
+        return Final({"done": session.iteration, "inputs": dict(session.inputs)})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_record_rebuilt_from_the_store_is_the_one_the_trial_ended_with(
+    tmp_path: Path,
+) -> None:
+    env = Keeping()
+    store = SQLiteStore(tmp_path / "store.db")
+    tasks = {f"t{i}": BenchmarkTaskMetadata("agent", "env", inputs={"i": i}) for i in range(3)}
+    runner = CorralRunner(tasks, {"agent": Stepping()}, {"env": env}, store=store)
+    await runner.run("bench", trials_per_task=2, max_parallel=4, max_parallel_per_task=2)
+    assert len(env.given) == 6
+    async with store.opened():
+        for (task_id, trial), given in env.given.items():
+            key = TrialKey("bench", task_id, trial)
+            history = await store.history(key)
+            seq = next(c.seq for c in history if c.kind == "evaluation")
+            rebuilt = _unscored(key, history[:seq])
+            assert rebuilt == given and rebuilt.state == given.state == 2  # state: no __eq__
