@@ -147,13 +147,18 @@ async def test_rate_limits_scopes_and_host_capacity_hold_across_two_hosts(
     # trials_per_host=2: the hosts run 4 trials and evaluations at most, whatever the limits.
     remote_board = boards.get(0, {("scope", "api"): 2, "total": 4})
     store = str(tmp_path / "store.db")
+    watcher = ScopeWatcher()
     report = await runner(remote_board, store, 8, rate_limited=True, scope=2).run(
         "limited",
         trials_per_task=2,
         max_parallel=6,
         max_parallel_per_task=2,
         executor=corral.RayExecutor(hosts=2, trials_per_host=2),
+        observers=[watcher],
     )
+    # The observers (the live display) see the scope the hosts share, as the hub has it.
+    api = watcher.at_end["api"]
+    assert (api.limit, api.in_use, api.waiting) == (2, 0, 0) and 1 <= api.peak <= 2
     seen = await call(remote_board.report.remote())
     assert seen["violations"] == []
     assert seen["peaks"]["total"] <= 4
@@ -161,6 +166,14 @@ async def test_rate_limits_scopes_and_host_capacity_hold_across_two_hosts(
     # Every trial was rate limited once and then went on (on whichever host).
     assert sorted(seen["seen"].values()) == [2] * 16
     assert seen["peaks"][("scope", "api")] <= 2
+
+
+class ScopeWatcher:
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        pass
+
+    def on_run_end(self, info: corral.RunInfo) -> None:
+        self.at_end = dict(info.scopes())
 
 
 class Lock:

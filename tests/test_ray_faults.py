@@ -86,6 +86,35 @@ async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
     assert max(steps.values()) == 2
 
 
+async def test_the_scopes_outlive_the_host_that_made_them(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    import ray
+
+    gated = boards.get(limits={("scope", "api"): 1}, gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    scoped = corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
+    )
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await call(gated.wait_steps.remote(4))  # every agent has used the scope by now
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+        os.kill(await call(ray.get_actor(name).maker.remote()), signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+    seen = await call(gated.report.remote())
+    assert seen["violations"] == [] and seen["peaks"][("scope", "api")] == 1
+    assert not [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+
+
 async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
     sqlite: str, tmp_path: Path, boards: Boards
 ) -> None:

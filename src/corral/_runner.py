@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
@@ -31,6 +32,9 @@ from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
 from .store.postgres import is_postgres_dsn
+
+if TYPE_CHECKING:
+    from .executor._dispatch import RayRemote
 
 DEFAULT_STORE = ".corral/store.db"
 
@@ -436,7 +440,7 @@ class CorralRunner:
                     eval_keys,
                     loop.statistics,
                     loop.resumed,
-                    scopes.statistics,
+                    scopes.statistics if remote is None else _with_hosts(scopes, remote),
                     loop.records.values(),
                     _budgets(budget, run_cost_limit),
                     loop.recorded_cost,
@@ -469,6 +473,17 @@ class CorralRunner:
                 )
             _write_report(self.store, report)
             return report
+
+
+def _with_hosts(
+    scopes: ConcurrencyScopes, remote: RayRemote
+) -> Callable[[], Mapping[str, ScopeStatistics]]:
+    """The run's scopes: this process's, and the named scopes its Ray hosts share."""
+
+    def statistics() -> Mapping[str, ScopeStatistics]:
+        return {**scopes.statistics(), **remote.scope_statistics}
+
+    return statistics
 
 
 def _budgets(budget: Budget, run_cost_limit: float | None) -> dict[str, float]:

@@ -17,6 +17,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._concurrency import ScopeStatistics
 from .._errors import CorralError
 from ..scheduler._admission import Start, StartKind
 from ..store._protocol import TrialKey
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 #: Concurrent calls a host serves: serve, submit, exchange, close or cancel, pid.
 _HOST_CALLS = 16
+#: Seconds between two readings of the hub's scopes for the observers.
+_SCOPES_EVERY = 0.5
 
 
 class _Host:
@@ -74,6 +77,11 @@ class RayRemote:
         #: Hosts' answers as they arrive (appended by Ray's thread): (host, answer).
         self._answers: deque[tuple[_Host, Any]] = deque()
         self._call_soon: Callable[[Callable[[], None]], object] = _unset
+        #: The named scopes as the run's hub last reported them (for observers such as
+        #: the live display; final once the run is over).
+        self.scope_statistics: dict[str, ScopeStatistics] = {}
+        self._scopes_final = False
+        self._observed = spec.notify
 
     @property
     def busy(self) -> int:
@@ -162,24 +170,48 @@ class RayRemote:
         self._call_soon = thread_caller()
         cancelled = True
         try:
-            for _ in range(self.executor.hosts):
-                self._new_host()
-            loop.admit()
-            answers = self._answers
-            while not (loop.admission.complete and not self._busy):
-                if not answers:  # a host answers, or everything waits out a rate limit
-                    await self._wakeup.wait()
-                    self._wakeup = anyio.Event()
-                    continue
-                while answers:
-                    host, answer = answers.popleft()
-                    if host in self.hosts:  # not one replaced meanwhile
-                        self._answer(host, answer)
-                loop.admit()
+            async with anyio.create_task_group() as tg:
+                if self._observed:
+                    tg.start_soon(self._watch_scopes)
+                await self._serve(loop)
+                tg.cancel_scope.cancel()
             cancelled = False
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._stop, cancelled)
+
+    async def _serve(self, loop: RunLoop) -> None:
+        for _ in range(self.executor.hosts):
+            self._new_host()
+        loop.admit()
+        answers = self._answers
+        while not (loop.admission.complete and not self._busy):
+            if not answers:  # a host answers, or everything waits out a rate limit
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
+                continue
+            while answers:
+                host, answer = answers.popleft()
+                if host in self.hosts:  # not one replaced meanwhile
+                    self._answer(host, answer)
+            loop.admit()
+
+    async def _watch_scopes(self) -> None:
+        """Keep `scope_statistics` fresh for the observers: ask the hub twice a second
+        (without waiting for its answer; none until a host has made it)."""
+        hub_handle = None
+        while True:
+            await anyio.sleep(_SCOPES_EVERY)
+            if hub_handle is None:
+                hub_handle = hub(self._hub_name, create=False)
+                if hub_handle is None:
+                    continue
+            hub_handle.statistics.remote().future().add_done_callback(self._got_scopes)
+
+    def _got_scopes(self, future: Any) -> None:
+        # An answer that arrives after the final reading (`_stop`) is older than it.
+        if future.exception() is None and not self._scopes_final:
+            self.scope_statistics = future.result()
 
     def _poll(self, host: _Host, jobs: bytes) -> None:
         """Send ``host`` its long poll; its answer wakes the run loop (from Ray's thread,
@@ -280,6 +312,12 @@ class RayRemote:
             ray.kill(host.actor)
         scopes = hub(self._hub_name, create=False)
         if scopes is not None:
+            try:  # as the run ends, for `on_run_end`
+                final = ray.get(scopes.statistics.remote(), timeout=60)
+                self._scopes_final = True
+                self.scope_statistics = final
+            except Exception:  # noqa: S110 - a dead hub has nothing more to say
+                pass
             ray.kill(scopes)
 
 

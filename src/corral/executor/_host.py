@@ -120,6 +120,9 @@ class Host:
                     tg.cancel_scope.cancel()
                 while self._idle:  # the run is over: waiting workers end
                     self._idle.pop().hand(None)
+            assert self._scopes is not None
+            with anyio.CancelScope(shield=True):
+                await self._scopes.settle()
             acks.close()  # returns once everything handed to the store is acknowledged
 
     async def submit(self, batch: bytes) -> None:

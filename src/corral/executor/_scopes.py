@@ -6,7 +6,10 @@ resource across all hosts of the run, not per host. The subprocess bound stays
 per host: it is about that machine's CPUs.
 
 The hub is made by the first host that uses a named scope (a named actor, one
-per run), so a run without scopes starts no process for it.
+per run), so a run without scopes starts no process for it. It is detached, so
+it outlives that host if the host dies; the coordinator kills it as the run ends
+(a coordinator killed with -9 on a long-lived cluster leaves it behind: it holds
+no resources, ``ray list actors`` shows it as ``corral-scopes-...``).
 
 A slot is named by a token (host, number): a waiter cancelled on its host
 abandons its token, and the hub gives back a slot it granted meanwhile; when a
@@ -17,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from typing import Any
 
-from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes
+from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes, ScopeStatistics
 
 Token = tuple[int, int]
 
@@ -27,7 +31,9 @@ Token = tuple[int, int]
 class ScopeHub:
     """The scopes of one run, served to every host (a Ray async actor)."""
 
-    def __init__(self) -> None:
+    def __init__(self, maker: int) -> None:
+        #: The process id of the host that made it (it outlives that host).
+        self.maker_pid = maker
         self._scopes = ConcurrencyScopes(max_subprocesses=1)
         self._held: dict[Token, ConcurrencyScope] = {}
         self._waiting: dict[Token, asyncio.Task[Any]] = {}
@@ -71,6 +77,13 @@ class ScopeHub:
             if token[0] == host:
                 task.cancel()
 
+    def statistics(self) -> dict[str, ScopeStatistics]:
+        """Every scope's limit, holders, waiters and peak across the hosts, by name."""
+        return self._scopes.statistics()
+
+    def maker(self) -> int:
+        return self.maker_pid
+
     def peaks(self) -> dict[str, int]:
         """The most holders each scope ever had at once (for tests and benchmarks)."""
         return {name: s.peak for name, s in self._scopes.statistics().items()}
@@ -85,8 +98,16 @@ def hub(name: str, *, create: bool) -> Any:
             return ray.get_actor(name)
         except ValueError:
             return None
-    options = {"name": name, "get_if_exists": True, "num_cpus": 0, "max_concurrency": 1000}
-    return ray.remote(ScopeHub).options(**options).remote()
+    # Detached: it would otherwise die with the host that made it (its owner), and every
+    # scope's holders with it; the coordinator kills it when the run ends.
+    options = {
+        "name": name,
+        "get_if_exists": True,
+        "lifetime": "detached",
+        "num_cpus": 0,
+        "max_concurrency": 1000,
+    }
+    return ray.remote(ScopeHub).options(**options).remote(os.getpid())
 
 
 class SharedScopes(ConcurrencyScopes):
@@ -99,6 +120,8 @@ class SharedScopes(ConcurrencyScopes):
         self._host = host
         self._tokens = itertools.count()
         self._remote: dict[str, _RemoteScope] = {}
+        #: Releases and abandons sent to the hub and not yet done there.
+        self._sent: set[Any] = set()
 
     def _get(self, name: str, limit: int) -> ConcurrencyScope:
         if name == SUBPROCESSES:
@@ -118,6 +141,21 @@ class SharedScopes(ConcurrencyScopes):
     def token(self) -> Token:
         return (self._host, next(self._tokens))
 
+    def send(self, ref: Any) -> None:
+        """Keep track of a call to the hub that nobody awaits, until it is done."""
+        sent = self._sent
+        sent.add(ref)
+        ref.future().add_done_callback(lambda _: sent.discard(ref))
+
+    async def settle(self) -> None:
+        """Return once the hub has done every release and abandon sent so far (so
+        what it reports after this host stopped is what the run left)."""
+        for ref in list(self._sent):
+            try:
+                await ref
+            except Exception:  # noqa: S110 - a hub that failed holds nothing to report
+                pass
+
 
 class _RemoteScope(ConcurrencyScope):
     """A scope whose slots the hub grants."""
@@ -134,7 +172,7 @@ class _RemoteScope(ConcurrencyScope):
         try:
             await hub.acquire.remote(self.name, self.limit, token)
         except BaseException:
-            hub.abandon.remote(token)
+            self._registry.send(hub.abandon.remote(token))
             raise
         self._tokens.append(token)
         self._in_use += 1
@@ -143,4 +181,4 @@ class _RemoteScope(ConcurrencyScope):
         if not self._tokens:
             raise RuntimeError(f"concurrency scope {self.name!r} released more often than acquired")
         self._in_use -= 1
-        self._registry._hub.release.remote(self._tokens.pop())
+        self._registry.send(self._registry._hub.release.remote(self._tokens.pop()))
