@@ -272,8 +272,8 @@ class RayRemote:
         assert loop is not None
         benchmark_id = loop.benchmark_id
         durable = loop.acks.durable
-        for task_id, trial, commit in notices:
-            durable(TrialKey(benchmark_id, task_id, trial), [commit])
+        for task_id, trial, commits in notices:
+            durable(TrialKey(benchmark_id, task_id, trial), commits)
 
     def _replace(self, dead: _Host, error: BaseException) -> None:
         """``dead``'s actor is gone (Ray says so): its work continues on a new host."""

@@ -167,7 +167,11 @@ class Host:
         return running
 
     def _notice(self, key: TrialKey, commit: Commit) -> None:
-        self._notices.append((key.task_id, key.trial, commit))
+        notices = self._notices
+        if notices and notices[-1][1] == key.trial and notices[-1][0] == key.task_id:
+            notices[-1][2].append(commit)  # a trial's commits come in runs: one entry each
+        else:
+            notices.append((key.task_id, key.trial, [commit]))
 
     def _complete(self, result: Result) -> None:
         self._done.append(result)

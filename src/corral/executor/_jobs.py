@@ -65,5 +65,6 @@ class EvalJob:
 
 Job = ExecJob | EvalJob
 Result = tuple[Any, ...]
-#: A durable commit a host tells the coordinator's observers of: (task id, trial, commit).
-Notice = tuple[str, int, Any]
+#: Durable commits a host tells the coordinator's observers of: (task id, trial, commits),
+#: one entry for consecutive commits of one trial.
+Notice = tuple[str, int, list[Any]]
