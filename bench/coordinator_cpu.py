@@ -1,13 +1,13 @@
 """Where the coordinator's CPU goes with the Ray executor: one cell, per thread.
 
     PYTHONPATH=src python bench/coordinator_cpu.py [--trials 8000] [--latency 0.01]
-        [--parallel 64] [--hosts 1] [--repeat 2]
+        [--parallel 64] [--hosts 1] [--repeat 2] [--observer]
 
 Runs the cell of bench/ray_executor.py ``--repeat`` times on one local Ray and
 prints, per run, the coordinator's CPU per trial (time.process_time, as
 ray_executor.py) and its split by thread (/proc/self/task): the run loop's
 thread, Ray's driver threads (worker.io: gRPC; the others) and "ended" for
-threads gone by the end (anyio's worker that waits on the hosts' answers).
+threads gone by the end (anyio's worker threads).
 The first run includes warm-up (actor class export, imports).
 """
 
@@ -56,7 +56,9 @@ def main(args: argparse.Namespace) -> None:
             executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
             store, _ = store_for("sqlite", Path(tmp), n)
             before, cpu = thread_cpu(), time.process_time()
-            row = anyio.run(cell, executor, args.trials, args.latency, args.parallel, store)
+            row = anyio.run(
+                cell, executor, args.trials, args.latency, args.parallel, store, args.observer
+            )
             cpu, after = time.process_time() - cpu, thread_cpu()
             split: dict[str, float] = {}
             for (tid, name), ticks in after.items():
@@ -83,4 +85,9 @@ if __name__ == "__main__":
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--hosts", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--observer",
+        action="store_true",
+        help="Run with an observer (as the CLI's live display): hosts send every commit back.",
+    )
     main(parser.parse_args())

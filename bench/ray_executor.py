@@ -70,8 +70,23 @@ def store_for(kind: str, tmp: Path, n: int) -> tuple[Any, Any]:
     return corral.PostgresStore(next(databases)), databases
 
 
+class CommitCounter:
+    """An observer that counts commits (the cheapest one: what observers cost a run)."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        self.commits += 1
+
+
 async def cell(
-    executor: corral.RayExecutor | None, trials: int, latency: float, parallel: int, store: Any
+    executor: corral.RayExecutor | None,
+    trials: int,
+    latency: float,
+    parallel: int,
+    store: Any,
+    observe: bool = False,
 ) -> dict[str, Any]:
     tasks = workloads.throughput_tasks(trials // workloads.TRIALS_PER_TASK)
     runner = corral.CorralRunner(
@@ -87,6 +102,7 @@ async def cell(
         max_parallel=parallel,
         max_parallel_per_task=workloads.TRIALS_PER_TASK,
         executor=executor,
+        observers=[CommitCounter()] if observe else (),
     )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     done = sum(report.counts.values())
