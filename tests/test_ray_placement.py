@@ -11,17 +11,8 @@ from typing import Any
 
 import pytest
 
-from corral import (
-    Action,
-    BenchmarkTaskMetadata,
-    CorralRunner,
-    Evaluation,
-    Final,
-    SQLiteStore,
-    ToolEffect,
-    TrialKey,
-    TrialRecord,
-)
+import corral
+from corral import BenchmarkTaskMetadata, TrialRecord
 from corral.executor._dispatch import RayRemote, _Host, choose
 from corral.executor._host import _unscored
 from corral.executor._jobs import EvalJob
@@ -126,19 +117,19 @@ class Keeping:
     async def setup(self, session: Any) -> int:
         return 0
 
-    async def execute(self, action: Action, session: Any) -> ToolEffect:
-        return ToolEffect(observation=action.arguments["n"], state=session.state + 1)
+    async def execute(self, action: corral.Action, session: Any) -> corral.ToolEffect:
+        return corral.ToolEffect(observation=action.arguments["n"], state=session.state + 1)
 
-    async def evaluate(self, trial: TrialRecord) -> Evaluation:
+    async def evaluate(self, trial: TrialRecord) -> corral.Evaluation:
         self.given[(trial.task_id, trial.trial)] = trial
-        return Evaluation(1.0, True)
+        return corral.Evaluation(1.0, True)
 
 
 class Stepping:
-    async def act(self, session: Any) -> Action | Final:
+    async def act(self, session: Any) -> corral.Action | corral.Final:
         if session.iteration < 2:
-            return Action("step", {"n": session.iteration})
-        return Final({"done": session.iteration, "inputs": dict(session.inputs)})
+            return corral.Action("step", {"n": session.iteration})
+        return corral.Final({"done": session.iteration, "inputs": dict(session.inputs)})
 
 
 @pytest.mark.anyio
@@ -147,14 +138,14 @@ async def test_a_record_rebuilt_from_the_store_is_the_one_the_trial_ended_with(
     tmp_path: Path,
 ) -> None:
     env = Keeping()
-    store = SQLiteStore(tmp_path / "store.db")
+    store = corral.SQLiteStore(tmp_path / "store.db")
     tasks = {f"t{i}": BenchmarkTaskMetadata("agent", "env", inputs={"i": i}) for i in range(3)}
-    runner = CorralRunner(tasks, {"agent": Stepping()}, {"env": env}, store=store)
+    runner = corral.CorralRunner(tasks, {"agent": Stepping()}, {"env": env}, store=store)
     await runner.run("bench", trials_per_task=2, max_parallel=4, max_parallel_per_task=2)
     assert len(env.given) == 6
     async with store.opened():
         for (task_id, trial), given in env.given.items():
-            key = TrialKey("bench", task_id, trial)
+            key = corral.TrialKey("bench", task_id, trial)
             history = await store.history(key)
             seq = next(c.seq for c in history if c.kind == "evaluation")
             rebuilt = _unscored(key, history[:seq])
