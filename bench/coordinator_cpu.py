@@ -5,7 +5,9 @@
 
 Runs the cell of bench/ray_executor.py ``--repeat`` times on one local Ray and
 prints, per run, the coordinator's CPU per trial (time.process_time, as
-ray_executor.py) and its split by thread (/proc/self/task): the run loop's
+ray_executor.py), the part of it spent while trials are dispatched (without
+set-up and report: what bounds one coordinator's trials/s) and its split by
+thread (/proc/self/task): the run loop's
 thread, Ray's driver threads (worker.io: gRPC; the others) and "ended" for
 threads gone by the end (anyio's worker threads).
 The first run includes warm-up (actor class export, imports).
@@ -18,11 +20,13 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from ray_executor import HERE, cell, store_for
 
 import corral
+from corral.executor._dispatch import RayRemote
 
 
 def thread_cpu() -> dict[tuple[str, str], int]:
@@ -39,6 +43,25 @@ def thread_cpu() -> dict[tuple[str, str], int]:
     return out
 
 
+class DispatchClock:
+    """The process's CPU while the Ray executor dispatches (from the hosts' creation to
+    the last result: `RayRemote.run`, wrapped), i.e. without the run's set-up and its
+    report: the part that bounds how many trials/s one coordinator can drive."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        inner = RayRemote.run
+
+        async def run(remote: RayRemote, loop: Any) -> None:
+            started = time.process_time()
+            try:
+                await inner(remote, loop)
+            finally:
+                self.cpu += time.process_time() - started
+
+        RayRemote.run = run  # type: ignore[method-assign]
+
+
 def main(args: argparse.Namespace) -> None:
     import ray
 
@@ -50,11 +73,13 @@ def main(args: argparse.Namespace) -> None:
         runtime_env={"env_vars": {"PYTHONPATH": path}},
     )
     tick = os.sysconf("SC_CLK_TCK")
+    dispatch = DispatchClock()
     main_thread = str(os.getpid())
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.repeat):
             executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
             store, _ = store_for("sqlite", Path(tmp), n)
+            dispatch.cpu = 0.0
             before, cpu = thread_cpu(), time.process_time()
             row = anyio.run(
                 cell, executor, args.trials, args.latency, args.parallel, store, args.observer
@@ -72,7 +97,8 @@ def main(args: argparse.Namespace) -> None:
             )
             print(
                 f"L={args.latency * 1e3:g}ms P={args.parallel} hosts={args.hosts} "
-                f"cpu_us/trial={cpu / args.trials * 1e6:.0f} ({shares}) "
+                f"cpu_us/trial={cpu / args.trials * 1e6:.0f} "
+                f"dispatch_us/trial={dispatch.cpu / args.trials * 1e6:.0f} ({shares}) "
                 f"trials/s={row['trials_per_s']:,.0f}",
                 flush=True,
             )

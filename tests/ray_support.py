@@ -155,6 +155,7 @@ class BoardAgent:
                     "state": session.state,
                     "inputs": dict(session.inputs),
                     "previous": None if previous is None else previous.score,
+                    "previous_state": session.previous_state,
                 }
             )
         return Action("step", {"n": session.trial + 1})

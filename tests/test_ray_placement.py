@@ -4,6 +4,7 @@ on the host that kept its trial's record, else on one that rebuilds it from the 
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,9 +14,11 @@ import pytest
 
 import corral
 from corral import BenchmarkTaskMetadata, TrialRecord
+from corral._records import TrialTable
 from corral.executor._dispatch import RayRemote, _Host, choose
 from corral.executor._host import _unscored
 from corral.executor._jobs import EvalJob
+from corral.executor._wire import dumps, loads
 from corral.scheduler._admission import Start, StartKind
 
 
@@ -150,3 +153,20 @@ async def test_a_record_rebuilt_from_the_store_is_the_one_the_trial_ended_with(
             seq = next(c.seq for c in history if c.kind == "evaluation")
             rebuilt = _unscored(key, history[:seq])
             assert rebuilt == given and rebuilt.state == given.state == 2  # state: no __eq__
+
+
+def test_results_share_the_evaluations_the_report_keeps() -> None:
+    table = TrialTable(1)
+    kept = corral.Evaluation(1.0, True)
+    table.add(TrialRecord("t0", 0, corral.TrialStatus.COMPLETED, evaluation=kept))
+    sent = [
+        corral.Evaluation(1.0, True),
+        corral.Evaluation(1, True),  # 1 and 1.0 are different JSON
+        corral.Evaluation(-0.0, False),
+        corral.Evaluation(1.0, True, {"why": "x"}),
+    ]
+    same, integer, negative, detailed = loads(dumps(sent), table.evaluation)
+    assert same is kept
+    assert integer == corral.Evaluation(1, True) and type(integer.score) is int
+    assert math.copysign(1.0, negative.score) < 0 and negative.passed is False
+    assert dict(detailed.details) == {"why": "x"} and detailed is not kept

@@ -107,6 +107,16 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
 _SHARED_EVALUATIONS = 256
 
 
+def _sharing_key(
+    score: Any, passed: bool, details: Mapping[str, Any]
+) -> tuple[type, float, bool] | None:
+    """What equal evaluations without details share (None: this one is kept apart)."""
+    # 1 and 1.0, or 0.0 and -0.0, are different JSON: the type and sign are kept.
+    if details or type(score) not in (int, float) or (score == 0 and math.copysign(1.0, score) < 0):
+        return None
+    return (type(score), score, passed)
+
+
 class TrialTable(Mapping[tuple[str, int], TrialRecord]):
     """Finished trials' records by (task id, trial): one list per task, no key per trial."""
 
@@ -131,17 +141,23 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
 
     def _shared(self, evaluation: Evaluation | None) -> Evaluation | None:
         """An equal evaluation kept earlier, or None to keep this one."""
-        if evaluation is None or evaluation.details:
+        if evaluation is None:
             return None
-        score = evaluation.score
-        # 1 and 1.0, or 0.0 and -0.0, are different JSON: the type and sign are kept.
-        if type(score) not in (int, float) or (score == 0 and math.copysign(1.0, score) < 0):
+        key = _sharing_key(evaluation.score, evaluation.passed, evaluation.details)
+        if key is None:
             return None
-        key = (type(score), score, evaluation.passed)
         kept = self._evaluations.get(key)
         if kept is None and len(self._evaluations) < _SHARED_EVALUATIONS:
             self._evaluations[key] = evaluation
         return None if kept is evaluation else kept
+
+    def evaluation(self, score: float, passed: bool, details: Mapping[str, Any]) -> Evaluation:
+        """An `Evaluation` of these values: one kept already if there is one (so `add`
+        keeps a record that has it as it is). Safe from another thread: at worst, equal
+        evaluations end up kept twice."""
+        key = _sharing_key(score, passed, details)
+        kept = None if key is None else self._evaluations.get(key)
+        return Evaluation(score, passed, details) if kept is None else kept
 
     def remove(self, task_id: str, trial: int) -> None:
         """Forget a trial's record (it was reopened for a fresh attempt)."""

@@ -217,10 +217,12 @@ class RayRemote:
         """Send ``host`` its long poll; its answer wakes the run loop (from Ray's thread,
         which also unpickles it, so the loop has no thread to hop to and back)."""
         host.poll = host.actor.exchange.remote(jobs)
+        assert self._loop is not None
+        evaluation = self._loop.records.evaluation
 
         def arrived(future: Any) -> None:
             try:
-                answer = loads(future.result())
+                answer = loads(future.result(), evaluation)
             except Exception as exc:
                 answer = exc
             self._answers.append((host, answer))
@@ -259,7 +261,7 @@ class RayRemote:
         elif kind == "x":
             loop.executed(t, r, job, result[3])
         elif kind == "e":
-            loop.evaluated(t, r, result[3])
+            loop.evaluated(t, r, result[3], result[4])
         elif kind == "d":
             assert isinstance(job, ExecJob)
             job.scratch, job.carried_usage, job.worked = result[4], result[5], result[6]

@@ -22,7 +22,7 @@ import anyio.abc
 
 from .._errors import CorralError
 from .._protocols import Agent, Environment
-from .._records import with_evaluation
+from .._records import with_evaluation, without_state
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord
 from ..runtime._acks import Acks
 from ..runtime._evaluate import evaluate_trial
@@ -201,7 +201,9 @@ class Host:
                     result = await self._execute(job, key, store, acks)
                 else:
                     key = TrialKey(spec.benchmark_id, job.task_id, job.r)
-                    result = ("e", job.t, job.r, await self._evaluate(job, key, store, acks))
+                    record = await self._evaluate(job, key, store, acks)
+                    # The state apart: the coordinator's report keeps records without one.
+                    result = ("e", job.t, job.r, without_state(record), record.state)
         except Exception as exc:
             result = ("!", job.t, job.r, _portable(exc))
         finally:

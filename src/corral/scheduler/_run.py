@@ -527,10 +527,12 @@ class RunLoop:
             acks=self.acks,
             time_limit=self.evaluation_timeout,
         )
-        self.evaluated(t, r, record)
+        self.evaluated(t, r, record, record.state)
 
-    def evaluated(self, t: int, r: int, record: TrialRecord) -> None:
-        self._remember(t, record)
+    def evaluated(self, t: int, r: int, record: TrialRecord, state: Any) -> None:
+        """Trial (t, r)'s evaluation ended: ``record`` is its final record, ``state`` its
+        final state (a Ray host sends the record without it)."""
+        self._remember(t, record, state)
         self.admission.evaluation_ended(t, r)
         if record.evaluation_error is not None:
             self._count_error()
@@ -570,13 +572,14 @@ class RunLoop:
             self.stopped = reason
             self.admission.stop()
 
-    def _remember(self, t: int, record: TrialRecord) -> None:
+    def _remember(self, t: int, record: TrialRecord, state: Any = None) -> None:
         """Keep the trial's record for the report, and the highest finished trial of each
-        task for reflective sessions."""
+        task (with its final state: ``state``, else the record's) for reflective sessions."""
         self.records.add(record)
         best = self._previous[t]
         if best is None or best.trial < record.trial:
-            self._previous[t] = Previous(record.trial, record.evaluation, record.state)
+            final = record.state if state is None else state
+            self._previous[t] = Previous(record.trial, record.evaluation, final)
 
     async def _record_unreachable(self) -> None:
         try:
