@@ -1,7 +1,7 @@
 """Where the coordinator's CPU goes with the Ray executor: one cell, per thread.
 
     PYTHONPATH=src python bench/coordinator_cpu.py [--trials 8000] [--latency 0.01]
-        [--parallel 64] [--hosts 1] [--repeat 2] [--observer]
+        [--parallel 64] [--hosts 1] [--store sqlite|postgres] [--repeat 2] [--observer]
 
 Runs the cell of bench/ray_executor.py ``--repeat`` times on one local Ray and
 prints, per run, the coordinator's CPU per trial (time.process_time, as
@@ -78,13 +78,15 @@ def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.repeat):
             executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
-            store, _ = store_for("sqlite", Path(tmp), n)
+            store, databases = store_for(args.store, Path(tmp), n)
             dispatch.cpu = 0.0
             before, cpu = thread_cpu(), time.process_time()
             row = anyio.run(
                 cell, executor, args.trials, args.latency, args.parallel, store, args.observer
             )
             cpu, after = time.process_time() - cpu, thread_cpu()
+            if databases is not None:
+                databases.close()
             split: dict[str, float] = {}
             for (tid, name), ticks in after.items():
                 label = "run loop" if tid == main_thread else name
@@ -110,6 +112,7 @@ if __name__ == "__main__":
     parser.add_argument("--latency", type=float, default=0.010)
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--hosts", type=int, default=1)
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument(
         "--observer",
