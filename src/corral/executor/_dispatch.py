@@ -202,11 +202,14 @@ class RayRemote:
         hub_handle = None
         while True:
             await anyio.sleep(_SCOPES_EVERY)
-            if hub_handle is None:
-                hub_handle = hub(self._hub_name, create=False)
+            if hub_handle is None:  # a lookup in Ray's GCS: not on the run loop's thread
+                hub_handle = await anyio.to_thread.run_sync(self._find_hub)
                 if hub_handle is None:
                     continue
             hub_handle.statistics.remote().future().add_done_callback(self._got_scopes)
+
+    def _find_hub(self) -> Any:
+        return hub(self._hub_name, create=False)
 
     def _got_scopes(self, future: Any) -> None:
         # An answer that arrives after the final reading (`_stop`) is older than it.
