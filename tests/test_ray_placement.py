@@ -170,3 +170,9 @@ def test_results_share_the_evaluations_the_report_keeps() -> None:
     assert integer == corral.Evaluation(1, True) and type(integer.score) is int
     assert math.copysign(1.0, negative.score) < 0 and negative.passed is False
     assert dict(detailed.details) == {"why": "x"} and detailed is not kept
+
+
+def test_a_cloudpickled_batch_with_an_evaluation_is_read() -> None:
+    sent = [corral.Evaluation(1.0, True), lambda: 1]  # the lambda forces cloudpickle
+    got = loads(dumps(sent), TrialTable(1).evaluation)
+    assert got[0] == corral.Evaluation(1.0, True) and got[1]() == 1
