@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from ray_executor import HERE, cell, store_for
+from ray_executor import cell, init_ray, store_for
 
 import corral
 from corral.executor._dispatch import RayRemote
@@ -63,15 +63,7 @@ class DispatchClock:
 
 
 def main(args: argparse.Namespace) -> None:
-    import ray
-
-    path = os.pathsep.join([str(HERE.parent / "src"), str(HERE)])
-    ray.init(
-        num_cpus=os.cpu_count(),
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
-    )
+    init_ray()
     tick = os.sysconf("SC_CLK_TCK")
     dispatch = DispatchClock()
     main_thread = str(os.getpid())

@@ -117,11 +117,10 @@ async def cell(
     }
 
 
-def main(args: argparse.Namespace) -> None:
+def init_ray() -> None:
+    """A local Ray on every core, no dashboard, whose workers import corral and bench/."""
     import ray
 
-    before = rss_mb(os.getpid())
-    start = time.perf_counter()
     path = os.pathsep.join([str(HERE.parent / "src"), str(HERE)])
     ray.init(
         num_cpus=os.cpu_count(),
@@ -129,6 +128,13 @@ def main(args: argparse.Namespace) -> None:
         log_to_driver=False,
         runtime_env={"env_vars": {"PYTHONPATH": path}},
     )
+
+
+def main(args: argparse.Namespace) -> None:
+
+    before = rss_mb(os.getpid())
+    start = time.perf_counter()
+    init_ray()
     started = time.perf_counter() - start
     ray_rss = sum(rss_mb(pid) for pid in descendants(os.getpid()))
     print(
