@@ -43,6 +43,25 @@ def thread_cpu() -> dict[tuple[str, str], int]:
     return out
 
 
+def by_thread(
+    before: dict[tuple[str, str], int], after: dict[tuple[str, str], int], cpu: float, trials: int
+) -> str:
+    """Microseconds of CPU per trial by thread between two `thread_cpu` readings (the
+    run loop's thread by that name; "ended": threads gone by ``after``, out of ``cpu``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main_thread = str(os.getpid())
+    split: dict[str, float] = {}
+    for (tid, name), ticks in after.items():
+        label = "run loop" if tid == main_thread else name
+        split[label] = split.get(label, 0) + (ticks - before.get((tid, name), 0))
+    split["ended"] = cpu * tick - sum(split.values())
+    return ", ".join(
+        f"{label} {ticks / tick / trials * 1e6:.0f}"
+        for label, ticks in sorted(split.items(), key=lambda kv: -kv[1])
+        if ticks > 0
+    )
+
+
 class DispatchClock:
     """The process's CPU while the Ray executor dispatches (from the hosts' creation to
     the last result: `RayRemote.run`, wrapped), i.e. without the run's set-up and its
@@ -50,23 +69,23 @@ class DispatchClock:
 
     def __init__(self) -> None:
         self.cpu = 0.0
+        self.wall = 0.0
         inner = RayRemote.run
 
         async def run(remote: RayRemote, loop: Any) -> None:
-            started = time.process_time()
+            started, wall = time.process_time(), time.perf_counter()
             try:
                 await inner(remote, loop)
             finally:
                 self.cpu += time.process_time() - started
+                self.wall += time.perf_counter() - wall
 
         RayRemote.run = run  # type: ignore[method-assign]
 
 
 def main(args: argparse.Namespace) -> None:
     init_ray()
-    tick = os.sysconf("SC_CLK_TCK")
     dispatch = DispatchClock()
-    main_thread = str(os.getpid())
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.repeat):
             executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
@@ -79,16 +98,7 @@ def main(args: argparse.Namespace) -> None:
             cpu, after = time.process_time() - cpu, thread_cpu()
             if databases is not None:
                 databases.close()
-            split: dict[str, float] = {}
-            for (tid, name), ticks in after.items():
-                label = "run loop" if tid == main_thread else name
-                split[label] = split.get(label, 0) + (ticks - before.get((tid, name), 0))
-            split["ended"] = cpu * tick - sum(split.values())
-            shares = ", ".join(
-                f"{label} {ticks / tick / args.trials * 1e6:.0f}"
-                for label, ticks in sorted(split.items(), key=lambda kv: -kv[1])
-                if ticks > 0
-            )
+            shares = by_thread(before, after, cpu, args.trials)
             print(
                 f"L={args.latency * 1e3:g}ms P={args.parallel} hosts={args.hosts} "
                 f"cpu_us/trial={cpu / args.trials * 1e6:.0f} "
@@ -98,14 +108,20 @@ def main(args: argparse.Namespace) -> None:
             )
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--trials", type=int, default=8_000)
-    parser.add_argument("--latency", type=float, default=0.010)
-    parser.add_argument("--parallel", type=int, default=64)
+def cell_arguments(doc: str | None, trials: int, latency: float, parallel: int) -> Any:
+    """The command line of a one-cell benchmark, with these defaults."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--trials", type=int, default=trials)
+    parser.add_argument("--latency", type=float, default=latency, help="Seconds a trial takes.")
+    parser.add_argument("--parallel", type=int, default=parallel)
     parser.add_argument("--hosts", type=int, default=1)
-    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--repeat", type=int, default=2)
+    return parser
+
+
+if __name__ == "__main__":
+    parser = cell_arguments(__doc__, 8_000, 0.010, 64)
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument(
         "--observer",
         action="store_true",

@@ -8,6 +8,7 @@ go to a new host and continue from their heads (``may_have_history``).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -81,6 +82,8 @@ class RayRemote:
         #: the live display; final once the run is over).
         self.scope_statistics: dict[str, ScopeStatistics] = {}
         self._scopes_final = False
+        #: Ray's thread (periodic readings) and `_stop`'s (the final one) both write them.
+        self._scopes_lock = threading.Lock()
         self._observed = spec.notify
 
     @property
@@ -213,8 +216,14 @@ class RayRemote:
 
     def _got_scopes(self, future: Any) -> None:
         # An answer that arrives after the final reading (`_stop`) is older than it.
-        if future.exception() is None and not self._scopes_final:
-            self.scope_statistics = future.result()
+        if future.exception() is None:
+            self._read_scopes(future.result(), final=False)
+
+    def _read_scopes(self, statistics: dict[str, ScopeStatistics], *, final: bool) -> None:
+        with self._scopes_lock:
+            if not self._scopes_final:
+                self.scope_statistics = statistics
+                self._scopes_final = final
 
     def _poll(self, host: _Host, jobs: bytes) -> None:
         """Send ``host`` its long poll; its answer wakes the run loop (from Ray's thread,
@@ -318,9 +327,7 @@ class RayRemote:
         scopes = hub(self._hub_name, create=False)
         if scopes is not None:
             try:  # as the run ends, for `on_run_end`
-                final = ray.get(scopes.statistics.remote(), timeout=60)
-                self._scopes_final = True
-                self.scope_statistics = final
+                self._read_scopes(ray.get(scopes.statistics.remote(), timeout=60), final=True)
             except Exception:  # noqa: S110 - a dead hub has nothing more to say
                 pass
             ray.kill(scopes)

@@ -196,7 +196,10 @@ class Admission:
         # the task again, so the ready queue holds an entry per task, not per trial.
         room = min(per_task - self.task_running[t], 1) - self.task_queued[t]
         phase = self.phase[t]
+        orphan = not self.plan.parents[t]
         for r in range(self.next_round[t], self.rounds):
+            if room <= 0 and orphan:
+                break  # no round can be queued, and without parents none is unreachable
             # Rounds past the task's room are still looked at: an unreachable one
             # is recorded at once, since it needs no slot.
             if phase[r] == Phase.PENDING and self._try_round(t, r, queue=room > 0):
@@ -300,17 +303,26 @@ class Admission:
         first, and its work may be what the run waits for), then lower rounds."""
         best: tuple[int, int] | None = None
         best_key: tuple[int, int, tuple[int, int, int, int]] | None = None
-        for bucket, heap in self._ready.items():
+        ready = self._ready
+        if len(ready) == 1:  # the common case: one model and environment, or one left
+            for bucket in ready:
+                return None if self._full(bucket) else bucket
+        for bucket, heap in ready.items():
+            if self._full(bucket):
+                continue
             m, e = bucket
-            if m >= 0 and self.model_used[m] >= self.model_effective[m]:
-                continue
-            if e >= 0 and self.env_used[e] >= self.env_limit[e]:
-                continue
             head = heap[0]
             key = (head[0], self._scarcity(m, e), head)
             if best_key is None or key < best_key:
                 best, best_key = bucket, key
         return best
+
+    def _full(self, bucket: tuple[int, int]) -> bool:
+        """Whether a bucket's model or environment has no room (its trials must wait)."""
+        m, e = bucket
+        return (m >= 0 and self.model_used[m] >= self.model_effective[m]) or (
+            e >= 0 and self.env_used[e] >= self.env_limit[e]
+        )
 
     def _scarcity(self, m: int, e: int) -> int:
         """The smallest configured limit a bucket's trials need (0 for every bucket in
@@ -327,8 +339,12 @@ class Admission:
     def _best_eval_key(self) -> int | None:
         best = None
         best_head = None
-        for key, queue in self._evals.items():
-            if key >= 0 and self.evalkey_used[key] >= self.evalkey_limit[key]:
+        evals = self._evals
+        if len(evals) == 1:  # the common case: no per-environment evaluation limit
+            for key in evals:
+                return None if self._eval_full(key) else key
+        for key, queue in evals.items():
+            if self._eval_full(key):
                 continue
             head = queue[0]
             if (
@@ -338,6 +354,9 @@ class Admission:
             ):
                 best, best_head = key, head
         return best
+
+    def _eval_full(self, key: int) -> bool:
+        return key >= 0 and self.evalkey_used[key] >= self.evalkey_limit[key]
 
     def _take_execution(self, t: int, r: int, *, fresh: bool) -> None:
         self.executing += 1

@@ -54,9 +54,11 @@ class RunPlan:
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
         view = self.metadata
-        if isinstance(view, SourceView):
-            return view.source.skeleton(self.task_ids[t])
-        return view[t]
+        if type(view) is tuple:  # not isinstance(view, SourceView): an ABC's check is slow
+            meta: BenchmarkTaskMetadata = view[t]
+            return meta
+        assert isinstance(view, SourceView)
+        return view.source.skeleton(self.task_ids[t])
 
 
 class SourceView(Sequence[BenchmarkTaskMetadata]):
