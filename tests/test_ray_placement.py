@@ -172,7 +172,10 @@ def test_results_share_the_evaluations_the_report_keeps() -> None:
     assert dict(detailed.details) == {"why": "x"} and detailed is not kept
 
 
-def test_a_cloudpickled_batch_with_an_evaluation_is_read() -> None:
+def test_a_cloudpickled_batch_shares_the_evaluations_the_report_keeps() -> None:
+    table = TrialTable(1)
+    kept = corral.Evaluation(1.0, True)
+    table.add(TrialRecord("t0", 0, corral.TrialStatus.COMPLETED, evaluation=kept))
     sent = [corral.Evaluation(1.0, True), lambda: 1]  # the lambda forces cloudpickle
-    got = loads(dumps(sent), TrialTable(1).evaluation)
-    assert got[0] == corral.Evaluation(1.0, True) and got[1]() == 1
+    got = loads(dumps(sent), table.evaluation)
+    assert got[0] is kept and got[1]() == 1

@@ -2,15 +2,17 @@
 value types (a frozen dataclass is rebuilt from its fields in order, not through
 ``__getstate__``), so a batch costs the coordinator a few microseconds per trial.
 Anything plain pickle cannot take (a closure in an agent's scratch) goes through
-cloudpickle instead."""
+cloudpickle instead, with the same flat reductions."""
 
 from __future__ import annotations
 
 import copyreg
 import dataclasses
+import functools
 import io
 import operator
 import pickle
+from collections import ChainMap
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
@@ -73,10 +75,27 @@ def dumps(obj: Any) -> bytes:
     try:
         pickler.dump(obj)
     except (pickle.PicklingError, TypeError, AttributeError):
-        from ray import cloudpickle
-
-        return bytes(cloudpickle.dumps(obj))  # type: ignore[no-untyped-call]
+        return _cloudpickled(obj)
     return buffer.getvalue()
+
+
+def _cloudpickled(obj: Any) -> bytes:
+    """``obj`` through cloudpickle, Corral's types as flat as with plain pickle (so
+    `loads` shares evaluations the same way)."""
+    buffer = io.BytesIO()
+    _cloud_pickler()(buffer, protocol=5).dump(obj)
+    return buffer.getvalue()
+
+
+@functools.cache
+def _cloud_pickler() -> type:
+    from ray import cloudpickle
+
+    class Pickler(cloudpickle.CloudPickler):
+        # Read by the C pickler when it is made: a class attribute, not an instance's.
+        dispatch_table = ChainMap(_TABLE, cloudpickle.CloudPickler.dispatch_table)
+
+    return Pickler
 
 
 def loads(data: bytes, evaluation: Callable[..., Evaluation] | None = None) -> Any:
@@ -84,10 +103,7 @@ def loads(data: bytes, evaluation: Callable[..., Evaluation] | None = None) -> A
     (the coordinator's report table hands out the equal one it keeps)."""
     if evaluation is None:
         return pickle.loads(data)
-    try:
-        return _Loader(data, evaluation).load()
-    except pickle.UnpicklingError:  # a cloudpickled batch: its evaluations are not flat
-        return pickle.loads(data)
+    return _Loader(data, evaluation).load()
 
 
 class _Loader(pickle.Unpickler):
