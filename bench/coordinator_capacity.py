@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from coordinator_cpu import DispatchClock, by_thread, cell_arguments, thread_cpu
+from coordinator_cpu import DispatchClock, busy_ticks, by_thread, cell_arguments, thread_cpu
 from ray_executor import cell, init_ray
 
 import corral
@@ -144,13 +144,6 @@ def calibration_ms() -> float:
     spent = time.process_time() - started
     gc.enable()
     return spent * 1e3
-
-
-def busy_ticks() -> tuple[int, int]:
-    """(busy, all) clock ticks of the whole machine so far (/proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
 
 
 def main(args: argparse.Namespace) -> None:

@@ -9,7 +9,10 @@ ray_executor.py), the part of it spent while trials are dispatched (without
 set-up and report: what bounds one coordinator's trials/s) and its split by
 thread (/proc/self/task): the run loop's
 thread, Ray's driver threads (worker.io: gRPC; the others) and "ended" for
-threads gone by the end (anyio's worker threads).
+threads gone by the end (anyio's worker threads); and the CPU the rest of the
+machine spent meanwhile (/proc/stat less this process: the hosts, Ray's GCS and
+raylet, the PostgreSQL server if used, anything else running): with SQLite on a
+quiet machine, what the hosts cost per trial, Ray's daemons included.
 The first run includes warm-up (actor class export, imports).
 """
 
@@ -41,6 +44,13 @@ def thread_cpu() -> dict[tuple[str, str], int]:
         fields = stat[stat.rindex(")") + 2 :].split()
         out[(tid, name)] = int(fields[11]) + int(fields[12])
     return out
+
+
+def busy_ticks() -> tuple[int, int]:
+    """(busy, all) clock ticks of the whole machine so far (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
 
 
 def by_thread(
@@ -84,6 +94,7 @@ class DispatchClock:
 
 
 def main(args: argparse.Namespace) -> None:
+    tick = os.sysconf("SC_CLK_TCK")
     init_ray()
     dispatch = DispatchClock()
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,11 +102,12 @@ def main(args: argparse.Namespace) -> None:
             executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
             store, databases = store_for(args.store, Path(tmp), n)
             dispatch.cpu = 0.0
-            before, cpu = thread_cpu(), time.process_time()
+            before, cpu, machine = thread_cpu(), time.process_time(), busy_ticks()
             row = anyio.run(
                 cell, executor, args.trials, args.latency, args.parallel, store, args.observer
             )
             cpu, after = time.process_time() - cpu, thread_cpu()
+            busy = busy_ticks()[0] - machine[0]
             if databases is not None:
                 databases.close()
             shares = by_thread(before, after, cpu, args.trials)
@@ -103,7 +115,8 @@ def main(args: argparse.Namespace) -> None:
                 f"L={args.latency * 1e3:g}ms P={args.parallel} hosts={args.hosts} "
                 f"cpu_us/trial={cpu / args.trials * 1e6:.0f} "
                 f"dispatch_us/trial={dispatch.cpu / args.trials * 1e6:.0f} ({shares}) "
-                f"trials/s={row['trials_per_s']:,.0f}",
+                f"trials/s={row['trials_per_s']:,.0f} "
+                f"rest_of_machine_us/trial={(busy / tick - cpu) / args.trials * 1e6:.0f}",
                 flush=True,
             )
 
