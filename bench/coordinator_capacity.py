@@ -5,7 +5,7 @@
 
 On this 2-core VM the coordinator shares its cores with the hosts, Ray and the
 store, so the real cells (bench/ray_executor.py) measure the machine as much as
-the coordinator. Here the hosts are load generators instead of `Host`: each job
+the coordinator. Here the hosts are load generators instead of `HostActor`: each job
 is answered after ``--latency`` seconds on average (uniform in [L/2, 3L/2];
 0: at once) with the result a real host
 sends for the throughput workload's trial (completed, output 1, then evaluation
@@ -50,7 +50,7 @@ _COMMITS = 4
 
 
 class LoadHost:
-    """`Host`'s calls, answering each job after ``latency`` with a real host's result for
+    """`HostActor`'s calls, answering each job after ``latency`` with a real host's result for
     the throughput workload, writing nothing (the hosts of a cluster, at no cost here)."""
 
     latency = 0.0
@@ -149,7 +149,7 @@ def calibration_ms() -> float:
 def main(args: argparse.Namespace) -> None:
     init_ray()
     LoadHost.latency = args.latency
-    _dispatch.Host = LoadHost  # type: ignore[misc,assignment]
+    _dispatch.HostActor = LoadHost  # type: ignore[misc,assignment]
     dispatch, rounds = DispatchClock(), RoundCounter()
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.repeat):

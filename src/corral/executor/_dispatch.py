@@ -22,7 +22,7 @@ from .._concurrency import ScopeStatistics
 from .._errors import CorralError
 from ..scheduler._admission import Start, StartKind
 from ..store._protocol import TrialKey
-from ._host import Host, HostSpec
+from ._host import HostActor, HostSpec
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
 from ._ray import RayExecutor, import_ray
 from ._scopes import hub
@@ -49,7 +49,7 @@ class _Host:
         #: Jobs to send, and (t, r) pairs of records it may drop (see `_jobs`).
         self.outbox: list[Job | tuple[int, int]] = []
         self.serving = actor.serve.remote()
-        #: The outstanding `Host.exchange` (None: to be sent with the next batch).
+        #: The outstanding `HostActor.exchange` (None: to be sent with the next batch).
         self.poll: Any = None
 
 
@@ -61,7 +61,7 @@ class RayRemote:
         self.executor = executor
         self._hub_name = f"corral-scopes-{uuid.uuid4().hex}"
         self._spec = self.ray.cloudpickle.dumps(dataclasses.replace(spec, scope_hub=self._hub_name))
-        self._actor_class = self.ray.remote(Host).options(
+        self._actor_class = self.ray.remote(HostActor).options(
             max_restarts=0,
             max_task_retries=0,
             max_concurrency=_HOST_CALLS,

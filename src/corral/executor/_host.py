@@ -56,8 +56,36 @@ class HostSpec:
     scope_hub: str
 
 
+class HostActor:
+    """The Ray actor (``ray.remote(HostActor)``): the calls the coordinator makes, each on
+    the actor's event loop. Ray wraps every method of an actor class (for tracing), so the
+    host's own methods live apart, in `Host`, and its per-job calls stay plain."""
+
+    def __init__(self, spec: bytes, index: int) -> None:
+        self._host = Host(spec, index)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    async def serve(self) -> None:
+        await self._host.serve()
+
+    async def submit(self, batch: bytes) -> None:
+        await self._host.submit(batch)
+
+    async def exchange(self, batch: bytes) -> bytes:
+        return await self._host.exchange(batch)
+
+    async def close(self) -> None:
+        await self._host.close()
+
+    async def cancel(self) -> int:
+        return await self._host.cancel()
+
+
 class Host:
-    """Made remote with ``ray.remote(Host)``; every method runs on the actor's event loop."""
+    """One host's work: jobs run on the actor's event loop, results gathered for the
+    coordinator's long poll."""
 
     def __init__(self, spec: bytes, index: int) -> None:
         from ray import cloudpickle
@@ -85,9 +113,6 @@ class Host:
         if event is None:
             event = self._events[name] = anyio.Event()
         return event
-
-    def pid(self) -> int:
-        return os.getpid()
 
     async def serve(self) -> None:
         """Run until `close` or `cancel`: the store open, jobs run as they come."""
