@@ -78,8 +78,7 @@ class DispatchClock:
     report: the part that bounds how many trials/s one coordinator can drive."""
 
     def __init__(self) -> None:
-        self.cpu = 0.0
-        self.wall = 0.0
+        self.reset()
         inner = RayRemote.run
 
         async def run(remote: RayRemote, loop: Any) -> None:
@@ -92,6 +91,11 @@ class DispatchClock:
 
         RayRemote.run = run  # type: ignore[method-assign]
 
+    def reset(self) -> None:
+        """Start counting again (for the next run)."""
+        self.cpu = 0.0
+        self.wall = 0.0
+
 
 def main(args: argparse.Namespace) -> None:
     tick = os.sysconf("SC_CLK_TCK")
@@ -101,7 +105,7 @@ def main(args: argparse.Namespace) -> None:
         for n in range(args.repeat):
             executor = corral.RayExecutor(hosts=args.hosts, host_options={"num_cpus": 0})
             store, databases = store_for(args.store, Path(tmp), n)
-            dispatch.cpu = 0.0
+            dispatch.reset()
             before, cpu, machine = thread_cpu(), time.process_time(), busy_ticks()
             row = anyio.run(
                 cell, executor, args.trials, args.latency, args.parallel, store, args.observer

@@ -131,7 +131,6 @@ def init_ray() -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-
     before = rss_mb(os.getpid())
     start = time.perf_counter()
     init_ray()
