@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from rich.table import Table
+from rich.text import Text
 
 from corral._terminal import SafeConsole, clean
 from corral.cli import main
@@ -128,3 +130,19 @@ def test_an_error_line_escapes_control_characters(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     _assert_escaped(result.stderr)
     assert "\\x1b[2J\\x1b]0;TITLE\\x07" in result.stderr.splitlines()[-1]
+
+
+def test_escaped_text_is_laid_out_whole_not_cropped() -> None:
+    """Text with control characters is escaped before it is wrapped: the escapes are
+    wider than the characters, and a line measured without them would be cropped."""
+    message = "E" + CLEAR * 6 + "END"
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    grid.add_row("error", Text.assemble((message, "bold red"), "  (seq 3)"))
+    console = SafeConsole(width=30, force_terminal=False)
+    with console.capture() as captured:
+        console.print(grid)
+    lines = captured.get().splitlines()
+    assert all(len(line) <= 30 for line in lines), lines
+    assert "".join(line[6:].strip() for line in lines) == clean(message) + "(seq 3)"

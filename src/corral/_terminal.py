@@ -57,9 +57,24 @@ class SafeConsole(Console):
     def render(
         self, renderable: RenderableType, options: ConsoleOptions | None = None
     ) -> Iterable[Segment]:
-        # A last line of defence for text that did not pass through `render_str`.
+        if isinstance(renderable, Text) and _CONTROL.search(renderable.plain):
+            renderable = self._clean_text(renderable)  # before it is wrapped to its width
+        # A last line of defence for text of other renderables.
         for segment in super().render(renderable, options):
             if segment.control is None and _CONTROL.search(segment.text):
                 yield Segment(clean(segment.text), segment.style)
             else:
                 yield segment
+
+    def _clean_text(self, text: Text) -> Text:
+        """``text`` with its control characters escaped, each escape in the character's style."""
+        out = text.blank_copy()
+        end = 0
+        for match in _CONTROL.finditer(text.plain):
+            out.append_text(text[end : match.start()])
+            out.append(
+                _escape(match), self.get_style(text.get_style_at_offset(self, match.start()))
+            )
+            end = match.end()
+        out.append_text(text[end:])
+        return out
