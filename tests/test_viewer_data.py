@@ -7,10 +7,23 @@ from typing import Any
 import anyio
 import pytest
 
-from corral import Commit, ConfigError, MemoryStore, TrialKey
+from corral import (
+    Action,
+    BenchmarkTaskMetadata,
+    Commit,
+    ConfigError,
+    CorralRunner,
+    Final,
+    MemoryStore,
+    ToolEffect,
+    TrialKey,
+)
+from corral._turns import declared_order
+from corral.runtime import AgentSession
+from corral.testing import FakeEnvironment, Gate, ScriptedAgent
 from corral.view._cache import ViewCache
 from corral.view._index import Row, TrialQuery, select
-from corral.view._timeline import diff, timeline
+from corral.view._timeline import diff, state_changes, timeline
 
 pytestmark = pytest.mark.anyio
 
@@ -134,3 +147,55 @@ async def test_an_unknown_benchmark_is_refused() -> None:
         cache = ViewCache(MemoryStore(), tg)
         with pytest.raises(ConfigError, match="'nope'"):
             await cache.get("nope")
+
+
+async def test_a_parallel_turn_s_state_changes_follow_the_declared_order() -> None:
+    """Two actions of one turn set n from 5 to 4 and then to 10 (declared order, as the
+    session applies them); the second finishes first, so its effect is committed first.
+    The diffs are 5 -> 4 and 4 -> 10, not the order they landed in (5 -> 10 -> 4)."""
+    second_done = Gate()
+
+    def decide(session: AgentSession) -> Action | list[Action] | Final:
+        if session.iteration == 0:
+            return [Action("set", {"to": 4}), Action("set", {"to": 10})]
+        return Final(session.state["n"])
+
+    async def effect(action: Action, session: AgentSession) -> ToolEffect:
+        if action.arguments["to"] == 4:
+            await second_done.wait()
+        else:
+            second_done.open()  # this effect is staged before the first one resumes
+        return ToolEffect("ok", {"n": action.arguments["to"]})
+
+    store = MemoryStore()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment(state={"n": 5}, effect=effect)},
+        store=store,
+    )
+    report = await runner.run("b")
+    assert report.tasks["t"].trials[0].output == 10  # the declared order's final state
+    commits = await store.history(TrialKey("b", "t", 0))
+    effects = [c for c in commits if c.kind == "tool_effect"]
+    assert [e.payload["state"]["n"] for e in effects] == [10, 4]  # landed out of order
+    by_seq = {e["seq"]: e for e in timeline(commits)}
+    assert [by_seq[e.seq]["diff"] for e in effects] == [
+        [{"path": "n", "op": "changed", "before": 4, "after": 10}],
+        [{"path": "n", "op": "changed", "before": 5, "after": 4}],
+    ]
+
+
+def test_declared_order_sorts_each_run_of_effects_and_survives_bad_payloads() -> None:
+    commits = [
+        Commit(0, "setup", {"state": 0}, 0.0),
+        Commit(1, "action", {"turn": 0, "index": 0}, 0.0),
+        Commit(2, "action", {"turn": 0, "index": 1}, 0.0),
+        Commit(3, "tool_effect", {"action_seq": 2, "state": 2}, 0.0),
+        Commit(4, "tool_effect", {"action_seq": 1, "state": 1}, 0.0),
+        Commit(5, "action", {"turn": 1, "index": 0}, 0.0),
+        Commit(6, "tool_effect", "not a mapping", 0.0),
+        Commit(7, "tool_effect", {"action_seq": "x"}, 0.0),
+    ]
+    assert [c.seq for c in declared_order(commits)] == [0, 1, 2, 4, 3, 5, 6, 7]
+    assert state_changes(commits) == {4: (0, 1), 3: (1, 2)}

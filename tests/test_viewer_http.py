@@ -167,7 +167,9 @@ def test_only_its_routes_and_only_reading(client: httpx.Client, store: Path) -> 
     assert port is not None
     for path in ("/static/../../etc/passwd", "/static/..%2f..%2fetc%2fpasswd", "/../store.db"):
         with socket.create_connection((host, port)) as sock:
-            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            )
             answer = b""
             while chunk := sock.recv(65536):
                 answer += chunk

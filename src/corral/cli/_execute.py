@@ -19,6 +19,7 @@ from rich.console import Console
 
 from .._protocols import Observer
 from .._runner import CorralRunner, RunInfo, report_path
+from .._terminal import SafeConsole
 from .._types import EVALUATED_STATUSES, Commit, TrialStatus
 from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
@@ -37,8 +38,9 @@ PIPE_WIDTH = 120
 
 
 def make_console() -> Console:
-    """A console on the current stdout (created per command, so tests can capture it)."""
-    console = Console()
+    """A console on the current stdout (created per command, so tests can capture it);
+    it escapes control characters and parses no markup (`SafeConsole`)."""
+    console = SafeConsole()
     if not console.is_terminal:
         console.width = max(console.width, PIPE_WIDTH)
     return console

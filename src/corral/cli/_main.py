@@ -11,6 +11,7 @@ import click
 
 from .. import __version__
 from .._errors import ConfigError, CorralError
+from .._terminal import clean
 from ._compare import compare_command
 from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from ._inspect import copy_command, list_command, report_command, show_command
@@ -54,7 +55,7 @@ class CorralGroup(click.Group):
             message, code = named
             details = getattr(_leaf(exc), "user_traceback", None)
             if details:  # the user's own frames, when their benchmark file failed
-                click.echo(str(details).rstrip("\n"), err=True)
+                click.echo(clean(str(details).rstrip("\n")), err=True)
             code = _error(message, code)
         if standalone_mode:
             raise SystemExit(code)
@@ -130,7 +131,7 @@ def _check_utf8(argv: Sequence[str]) -> None:
 
 
 def _error(message: str, code: int) -> int:
-    click.echo(f"error: {' '.join(message.split())}", err=True)
+    click.echo(f"error: {clean(' '.join(message.split()))}", err=True)
     return code
 
 

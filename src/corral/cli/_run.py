@@ -416,6 +416,7 @@ def _demo(
         f"{defaults['trials_per_task']} trials on {', '.join(models)} in "
         f"{', '.join(benchmark.environments)}; benchmark id [bold]{benchmark_id}[/]",
         highlight=False,
+        markup=True,
     )
     where = f"the models at {base_url}"
     if base_url is None:

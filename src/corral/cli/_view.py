@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -25,6 +26,14 @@ from ._options import store_option
     "every benchmark in the store.",
 )
 @click.option("--port", default=8765, show_default=True, type=int, help="0: any free port.")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Answer requests for this host name too (repeatable); by default only "
+    "localhost, 127.0.0.1, [::1] and --host are (a guard against DNS rebinding).",
+)
 @click.option("--export", "export_id", metavar="ID", help="Write benchmark ID as one HTML file.")
 @click.option(
     "-o",
@@ -33,7 +42,12 @@ from ._options import store_option
     help="The file --export writes.",
 )
 def view_command(
-    store: str, host: str, port: int, export_id: str | None, output: Path | None
+    store: str,
+    host: str,
+    port: int,
+    allow_hosts: tuple[str, ...],
+    export_id: str | None,
+    output: Path | None,
 ) -> None:
     """Browse the store's results in a web browser (read-only, loopback by default).
 
@@ -42,6 +56,7 @@ def view_command(
     """
     # The viewer builds on the CLI's readers (history, k values): imported when used.
     from ..view import export_html
+    from ..view._hosts import allowed_hosts
 
     if export_id is not None:
         if output is None:
@@ -52,7 +67,8 @@ def view_command(
         return
     if output is not None:
         raise ConfigError("-o is for --export; the viewer is served, not written")
-    serve(reading_store(store), host, port)
+    hosts = allowed_hosts(host, allow_hosts)
+    serve(reading_store(store), host, port, hosts)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -78,8 +94,8 @@ def is_loopback(sock: socket.socket) -> bool:
     return ipaddress.ip_address(sock.getsockname()[0]).is_loopback
 
 
-def serve(store: CommitStore, host: str, port: int) -> None:
-    """Serve the viewer over ``store`` until interrupted."""
+def serve(store: CommitStore, host: str, port: int, hosts: Sequence[str]) -> None:
+    """Serve the viewer over ``store`` until interrupted, to requests naming ``hosts``."""
     try:
         import uvicorn
 
@@ -95,12 +111,16 @@ def serve(store: CommitStore, host: str, port: int) -> None:
     if not is_loopback(sock):
         click.echo(
             f"warning: listening on {name}, not loopback: anyone who can reach it can read "
-            "every benchmark in the store",
+            f"every benchmark in the store (requests must name {', '.join(hosts)}; "
+            "--allow-host NAME adds one)",
             err=True,
         )
     # Ctrl-C does not wait for a long poll on a benchmark still being read.
     config = uvicorn.Config(
-        create_app(store), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        create_app(store, allowed_hosts=hosts),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     click.echo(f"serving http://{shown}:{bound}/ (read-only; Ctrl-C stops)")

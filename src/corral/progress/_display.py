@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.text import Text
 
 from .._runner import RunInfo
+from .._terminal import SafeConsole
 from .._types import Commit
 from ..store._protocol import TrialKey
 from ._eta import Lane, estimate_eta
@@ -43,7 +44,7 @@ class ProgressDisplay:
         transient: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.console = console if console is not None else Console()
+        self.console = console if console is not None else SafeConsole()
         self.tally = Tally()
         #: The exception that turned the display off, if one did.
         self.error: Exception | None = None

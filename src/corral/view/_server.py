@@ -7,12 +7,14 @@ exact name), so no path can reach outside them. The store is opened read-only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,6 +24,7 @@ from ..store import CommitStore
 from . import _pages
 from ._assets import asset, shell, to_json
 from ._cache import Loaded, LoadFailed, ViewCache
+from ._hosts import LOOPBACK_HOSTS
 from ._index import TrialQuery
 
 #: Served pages run only the viewer's own script and style, talk only to this server,
@@ -40,10 +43,15 @@ HEADERS = {
 Handler = Callable[[Request, ViewCache], Awaitable[Any]]
 
 
-def create_app(store: CommitStore, *, refresh: float = 2.0) -> Starlette:
+def create_app(
+    store: CommitStore, *, refresh: float = 2.0, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS
+) -> Starlette:
     """The viewer over ``store`` (open it read-only: the viewer never writes).
 
     The store is held open, and benchmarks load in the background, for the app's lifespan.
+    Only requests whose ``Host`` is one of ``allowed_hosts`` (lower case, IPv6 in brackets) are
+    answered, the rest with 400: a rebound DNS name reads nothing, and a redirect (of
+    a trailing slash) goes only to a host the viewer was started for.
     """
     holder: dict[str, ViewCache] = {}
 
@@ -88,7 +96,8 @@ def create_app(store: CommitStore, *, refresh: float = 2.0) -> Starlette:
         Route("/api/trial", api(_trial)),
         Route("/api/compare", api(_compare)),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    hosts = Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts, www_redirect=False)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[hosts])
 
 
 def _json(body: Any, status: int = 200) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._turns import declared_order
 from .._types import Commit
 
 #: Changes of one state diff listed before the rest is summed up as a count.
@@ -12,13 +13,14 @@ MAX_CHANGES = 200
 
 
 def timeline(commits: Sequence[Commit]) -> list[dict[str, Any]]:
-    """One entry per commit: its payload, the attempt it belongs to, the seconds since the
-    trial's first commit and since the commit before, and how it changed the state."""
+    """One entry per commit, in commit order: its payload, the attempt it belongs to, the
+    seconds since the trial's first commit and since the commit before, and how it
+    changed the state (`state_changes`)."""
     out: list[dict[str, Any]] = []
     start = commits[0].created_at if commits else 0.0
     previous_at = start
     attempt = 1
-    state: Any = None
+    changes = state_changes(commits)
     for c in commits:
         if c.kind == "reopen":
             attempt += 1
@@ -33,14 +35,26 @@ def timeline(commits: Sequence[Commit]) -> list[dict[str, Any]]:
             "payload": c.payload,
         }
         previous_at = c.created_at
+        if c.seq in changes:
+            found = diff(*changes[c.seq])
+            entry["diff"] = found[:MAX_CHANGES]
+            entry["diff_more"] = max(0, len(found) - MAX_CHANGES)
+        out.append(entry)
+    return out
+
+
+def state_changes(commits: Sequence[Commit]) -> dict[int, tuple[Any, Any]]:
+    """The state before and after each tool effect that set one, by the effect's seq;
+    a turn's effects apply in the order its actions were declared, not the order they
+    landed in (`declared_order`)."""
+    out: dict[int, tuple[Any, Any]] = {}
+    state: Any = None
+    for c in declared_order(commits):
         payload = c.payload if isinstance(c.payload, dict) else {}
         if c.kind in ("setup", "tool_effect") and "state" in payload:
             if c.kind == "tool_effect":
-                changes = diff(state, payload["state"])
-                entry["diff"] = changes[:MAX_CHANGES]
-                entry["diff_more"] = max(0, len(changes) - MAX_CHANGES)
+                out[c.seq] = (state, payload["state"])
             state = payload["state"]
-        out.append(entry)
     return out
 
 

@@ -1,0 +1,36 @@
+"""A trial's commits in the order their states apply: each turn's effects as declared.
+
+A turn's actions may execute concurrently, so their ``tool_effect`` commits land in
+the order the calls finished; their states apply in the order the agent declared
+the actions (SPEC section 1), which is the order of the actions' own commits. Whatever
+replays a trial's states from its commits (the viewer's diffs) reads them through
+`declared_order`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._types import Commit
+
+
+def declared_order(commits: Sequence[Commit]) -> list[Commit]:
+    """``commits`` with each run of consecutive tool effects (one turn's, a retry's
+    included) sorted by the seq of the action each answers; the rest keep their place."""
+    out: list[Commit] = []
+    effects: list[Commit] = []
+    for commit in commits:
+        if commit.kind == "tool_effect":
+            effects.append(commit)
+            continue
+        out += sorted(effects, key=_action_seq)
+        effects = []
+        out.append(commit)
+    return out + sorted(effects, key=_action_seq)
+
+
+def _action_seq(effect: Commit) -> int:
+    payload = effect.payload
+    seq = payload.get("action_seq") if isinstance(payload, dict) else None
+    # An effect's action comes before it: an unreadable one sorts as its own seq.
+    return seq if isinstance(seq, int) else effect.seq
