@@ -1,0 +1,57 @@
+"""A hostile endpoint never hangs a run or blows its memory: `OpenAICompatible` and
+`ToolAgent` against `HostileChatServer` over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+import corral
+from corral import BenchmarkTaskMetadata as Meta
+from corral.agents import ToolAgent
+from corral.models import OpenAICompatible
+from corral.runtime._ratelimit import as_rate_limit
+from corral.testing import ChatReply, FakeEnvironment, HostileChatServer
+
+pytestmark = pytest.mark.anyio
+
+HELLO = [{"role": "user", "content": "hello"}]
+#: Longer than any of these tests needs when fixed; before, some looped forever.
+NO_HANG = 10.0
+
+
+def client(server: HostileChatServer, **kwargs: Any) -> OpenAICompatible:
+    return OpenAICompatible("m", base_url=server.url, api_key="", **kwargs)
+
+
+async def run_one(model: OpenAICompatible, **runner: Any) -> corral.TrialRecord:
+    """One trial of a ToolAgent on ``model``; its record."""
+    tasks = {"t": Meta("a", "e", model="m")}
+    run = corral.CorralRunner(
+        tasks,
+        {"a": ToolAgent(model)},
+        {"e": FakeEnvironment()},
+        store=corral.MemoryStore(),
+        **{"backoff_base": 0.0, **runner},
+    )
+    with anyio.fail_after(NO_HANG):
+        report = await run.run("hostile")
+    return report.tasks["t"].trials[0]
+
+
+async def test_an_exhausted_quota_ends_the_trial_after_one_request() -> None:
+    quota = ChatReply.failure(429, "You exceeded your current quota", code="insufficient_quota")
+    with HostileChatServer(quota) as server:
+        record = await run_one(client(server))
+    assert str(record.status) == "error" and record.attempts == 1
+    assert record.error is not None and record.error.startswith("ModelError: HTTP 429")
+    assert "exceeded your current quota" in record.error
+    assert server.calls == 1
+
+
+def test_a_refusal_with_status_429_is_not_a_rate_limit() -> None:
+    refused = corral.ModelError("HTTP 429: quota", status_code=429)
+    assert as_rate_limit(refused) is None
+    assert as_rate_limit(corral.RateLimited("slow down", retry_after=1)) is not None
