@@ -55,3 +55,31 @@ def test_a_refusal_with_status_429_is_not_a_rate_limit() -> None:
     refused = corral.ModelError("HTTP 429: quota", status_code=429)
     assert as_rate_limit(refused) is None
     assert as_rate_limit(corral.RateLimited("slow down", retry_after=1)) is not None
+
+
+async def test_retry_after_zero_forever_ends_the_trial() -> None:
+    with HostileChatServer(ChatReply.rate_limited(0)) as server:
+        record = await run_one(client(server))  # the default caps
+    assert str(record.status) == "error" and record.error is not None
+    assert record.error.startswith("RateLimited: HTTP 429")
+    assert "still rate limited after 100 waits (max_deferrals=100)" in record.error
+    assert server.calls == 101
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ChatReply.rate_limited(1e9),
+        ChatReply.rate_limited(1e300),
+        ChatReply.rate_limited(retry_after_ms=1e15),
+        ChatReply.rate_limited(reset="99999h"),
+        ChatReply.rate_limited("Fri, 31 Dec 9999 23:59:59 GMT"),
+    ],
+    ids=["1e9", "1e300", "ms-1e15", "99999h", "year-9999"],
+)
+async def test_absurd_waits_are_capped(reply: ChatReply) -> None:
+    with HostileChatServer(reply) as server:
+        record = await run_one(client(server), max_rate_limit_wait=0.01, max_deferrals=2)
+    assert str(record.status) == "error" and record.error is not None
+    assert "waited 0.01 s (max_rate_limit_wait)" in record.error
+    assert server.calls == 3

@@ -36,6 +36,8 @@ RUNNER_ARGUMENTS = (
     "evaluation_timeout",
     "backoff_base",
     "backoff_cap",
+    "max_rate_limit_wait",
+    "max_deferrals",
 )
 KEYED_LIMITS = (
     "max_parallel_by_model",
@@ -145,6 +147,12 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
 @click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
 @click.option("--backoff-cap", type=float, help="Longest backoff before a retry, in seconds.")
+@click.option(
+    "--max-rate-limit-wait", type=float, help="Longest wait for one rate limit, in s (600)."
+)
+@click.option(
+    "--max-deferrals", type=int, help="Rate-limit waits of one trial before it ends error (100)."
+)
 @durability_option
 @click.option("--trial-timeout", type=float, help="Seconds for one attempt's execution.")
 @click.option(
@@ -184,6 +192,8 @@ def run_command(
     max_retries: int | None,
     backoff_base: float | None,
     backoff_cap: float | None,
+    max_rate_limit_wait: float | None,
+    max_deferrals: int | None,
     durability: str,
     trial_timeout: float | None,
     evaluation_timeout: float | None,
@@ -225,6 +235,8 @@ def run_command(
         "max_retries": max_retries,
         "backoff_base": backoff_base,
         "backoff_cap": backoff_cap,
+        "max_rate_limit_wait": max_rate_limit_wait,
+        "max_deferrals": max_deferrals,
         "trial_timeout": trial_timeout,
         "evaluation_timeout": evaluation_timeout,
         "rerun": _reruns(retry_errors, rerun),
