@@ -13,13 +13,14 @@ from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
 from corral.models import OpenAICompatible
 from corral.runtime._ratelimit import as_rate_limit
-from corral.testing import ChatReply, FakeEnvironment, HostileChatServer
+from corral.testing import ChatReply, FakeEnvironment, HostileChatServer, HostileReply
 
 pytestmark = pytest.mark.anyio
 
 HELLO = [{"role": "user", "content": "hello"}]
 #: Longer than any of these tests needs when fixed; before, some looped forever.
 NO_HANG = 10.0
+MB = 1024 * 1024
 
 
 def client(server: HostileChatServer, **kwargs: Any) -> OpenAICompatible:
@@ -83,3 +84,25 @@ async def test_absurd_waits_are_capped(reply: ChatReply) -> None:
     assert str(record.status) == "error" and record.error is not None
     assert "waited 0.01 s (max_rate_limit_wait)" in record.error
     assert server.calls == 3
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [HostileReply.slow_headers(20), HostileReply.slow_body(20), HostileReply.endless(0.05)],
+    ids=["slow-headers", "slow-body", "endless"],
+)
+async def test_one_deadline_bounds_the_whole_request(reply: HostileReply) -> None:
+    with HostileChatServer(reply) as server:
+        start = anyio.current_time()
+        with anyio.fail_after(NO_HANG), pytest.raises(corral.ModelUnavailable) as caught:
+            await client(server, timeout=0.5).complete(HELLO)
+        took = anyio.current_time() - start
+    assert f"{server.url}/chat/completions" in str(caught.value)
+    assert "within the timeout of 0.5 s" in str(caught.value)
+    assert 0.5 <= took < 1.5
+
+
+async def test_a_slow_reply_in_time_is_read() -> None:
+    with HostileChatServer(HostileReply.slow_body(5000)) as server:
+        response = await client(server, timeout=5).complete(HELLO)
+    assert response.content == "slow but sure"

@@ -29,9 +29,10 @@ class OpenAICompatible:
 
     ``api_key=None`` reads ``OPENAI_API_KEY`` (none: no ``Authorization``
     header, as local servers want); ``base_url=None`` reads ``OPENAI_BASE_URL``,
-    else OpenAI's. ``timeout`` bounds connecting and each read or write, in
-    seconds. ``prices={"input": ..., "output": ...}`` in dollars per million
-    tokens turn usage into cost. ``extra_body`` is merged into every request.
+    else OpenAI's. ``timeout`` bounds connecting, and then the whole request from
+    its first byte sent to its reply's last byte read, in seconds.
+    ``prices={"input": ..., "output": ...}`` in dollars per million tokens turn
+    usage into cost. ``extra_body`` is merged into every request.
 
     Errors follow Corral's rules and nothing is retried inside: a 429 (or a 503
     with a Retry-After) raises `corral.RateLimited` with the server's wait, so
@@ -183,17 +184,29 @@ class OpenAICompatible:
 
     async def _send(self, client: httpx.AsyncClient, content: bytes) -> ChatResponse:
         url = self.url
-        try:
-            response = await client.post(url, content=content)
-        except httpx.TimeoutException as exc:
-            raise ModelUnavailable(
-                f"no answer from {url} within the timeout of {self.timeout:g} s "
-                f"({type(exc).__name__})"
-            ) from exc
-        except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
-            raise ModelUnavailable(
-                f"connection to {url} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+        # httpx bounds each read only: a reply trickling in a byte at a time, or one
+        # that never ends, would never time out. So one deadline covers the whole
+        # exchange, from the first byte sent (waiting for a pooled connection before
+        # that is queueing, not a slow endpoint).
+        with anyio.CancelScope() as deadline:
+
+            async def trace(event: str, info: Mapping[str, Any]) -> None:
+                if event.endswith("send_request_headers.started") and deadline.deadline == math.inf:
+                    deadline.deadline = anyio.current_time() + self.timeout
+
+            try:
+                async with client.stream(
+                    "POST", url, content=content, extensions={"trace": trace}
+                ) as response:
+                    await response.aread()
+            except httpx.TimeoutException as exc:
+                raise self._timed_out(exc) from exc
+            except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
+                raise ModelUnavailable(
+                    f"connection to {url} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        if deadline.cancelled_caught:
+            raise self._timed_out(None)
         if response.status_code >= 300:
             raise status_error(response.status_code, response.headers, response.content, url)
         try:
@@ -203,6 +216,12 @@ class OpenAICompatible:
                 f"HTTP {response.status_code} from {url} is not a chat completion: {exc}",
                 status_code=response.status_code,
             ) from exc
+
+    def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
+        why = "" if exc is None else f" ({type(exc).__name__})"
+        return ModelUnavailable(
+            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}"
+        )
 
 
 def pool_size(info: Any) -> int:
