@@ -136,3 +136,21 @@ def test_demo_flags_and_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         "error: corral demo needs httpx: install the models extra, pip install "
         "'corral[models]' (in a checkout: pip install -e '.[models]')"
     ]
+
+
+def _demo_on(url: str, tmp_path: Path) -> Any:
+    args = ["demo", "--fast", "--no-progress", "--store", str(tmp_path / "s.db")]
+    return CliRunner().invoke(main, [*args, "--base-url", url, "--model", "m"])
+
+
+def test_demo_sends_the_key_to_a_real_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-demo-123")
+    with FakeChatServer(lambda body: ChatReply.text("The answer is 42.")) as server:
+        result = _demo_on(server.url, tmp_path)
+        assert result.exit_code == 0, result.output
+    assert server.calls > 12
+    assert {h.get("authorization") for h in server.headers} == {"Bearer sk-demo-123"}
+    local = build_demo("http://127.0.0.1:9/v1", 0.0, api_key="")  # as the local demo's
+    assert all(not agent.model.api_key for agent in local.agents.values())

@@ -50,7 +50,8 @@ def build_demo(
     api_key: str | None = None,
 ) -> Benchmark:
     """The demo benchmark on the models at ``base_url``, with its run settings
-    (4 trials, k = 1, 2, 4, limits). One agent per model (each with its prices)."""
+    (4 trials, k = 1, 2, 4, limits). One agent per model (each with its prices).
+    ``api_key=None`` reads ``OPENAI_API_KEY``; ``""`` sends no key."""
     try:
         from ..agents import ToolAgent
         from ..models import OpenAICompatible
@@ -66,7 +67,7 @@ def build_demo(
         prices = None
         if simulated is not None:
             prices = {"input": simulated.input_price, "output": simulated.output_price}
-        client = OpenAICompatible(name, base_url=base_url, api_key=api_key or "", prices=prices)
+        client = OpenAICompatible(name, base_url=base_url, api_key=api_key, prices=prices)
         agents[name] = ToolAgent(
             client, SYSTEM_PROMPT, parse_final=parse_answer, seed=2026, reflect=True
         )
