@@ -114,8 +114,10 @@ def test_demo_against_another_endpoint(tmp_path: Path, monkeypatch: pytest.Monke
         model = ["--model", "org/Some-Model:7b"]
         result = CliRunner().invoke(main, [*args, "--base-url", server.url, *model])
         assert result.exit_code == 0, result.output
-        assert server.calls == 12 * 4 and server.requests[0]["model"] == "org/Some-Model:7b"
-        assert server.requests[0]["tools"] and "authorization" not in server.headers[0]
+        # A first call checks the endpoint, then the trials' calls.
+        assert server.calls == 1 + 12 * 4 and server.requests[0]["model"] == "org/Some-Model:7b"
+        assert "tools" not in server.requests[0] and server.requests[1]["tools"]
+        assert "authorization" not in server.headers[0]
     assert server.url in result.output and "sim-" not in result.output
     assert "mean of 12 tasks" in result.output and "guess-50-Some-Model-7b" in result.output
 

@@ -15,7 +15,7 @@ import click
 from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
-from ..demo import build_demo, demo_retry_policy, demo_server
+from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
 from ..executor import RayExecutor
 from ..runtime import RetryPolicy
 from ..store import CommitStore
@@ -381,7 +381,9 @@ def demo_command(
     (a number search; a calculator with parallel, flaky tool calls), a plan ->
     build -> verify chain, 4 trials per task and pass@1, 2, 4. A few trials end
     in error on purpose, to show how errors look: the demo still exits 0 once
-    it has run. With --base-url and --model, the same tasks run on a real model.
+    it has run. With --base-url and --model, the same tasks run on a real model,
+    after one first call to each (an unreachable endpoint or a refused key is an
+    error, exit 2), and it exits as `corral run` does.
     """
     if importlib.util.find_spec("httpx") is None:
         raise CorralError(
@@ -398,6 +400,7 @@ def demo_command(
             policy = demo_retry_policy(latency)
         else:
             benchmark = build_demo(base_url, latency, models=model_names)
+            check_endpoint(benchmark, base_url)
             policy = RetryPolicy(max_retries=2, backoff_base=2.0)
         return _demo(benchmark, policy, store, durability, benchmark_id, no_progress, base_url)
 
@@ -442,4 +445,5 @@ def _demo(
         highlight=False,
     )
     # Its errors are part of the show: only interruption changes the exit code.
-    return EXIT_OK if code == EXIT_FAILED else code
+    # On a real endpoint they are not: it exits as `corral run` does.
+    return EXIT_OK if code == EXIT_FAILED and base_url is None else code

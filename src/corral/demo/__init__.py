@@ -21,11 +21,19 @@ from .._errors import CorralError
 from ..runtime import RetryPolicy
 from ._calculator import CalculatorEnvironment
 from ._models import MODELS, Pace
+from ._preflight import check_endpoint
 from ._script import DemoModel, parse_answer
 from ._search import SearchEnvironment
 from ._tasks import demo_tasks
 
-__all__ = ["SYSTEM_PROMPT", "DemoModel", "build_demo", "demo_retry_policy", "demo_server"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "DemoModel",
+    "build_demo",
+    "check_endpoint",
+    "demo_retry_policy",
+    "demo_server",
+]
 
 SYSTEM_PROMPT = (
     "You solve tasks with the tools you are given. Call tools as needed (several at "
