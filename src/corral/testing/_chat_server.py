@@ -123,7 +123,8 @@ class FakeChatServer:
     """An OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1.
 
     Each request is answered by the next reply given to `enqueue` (or the
-    ``script`` list), else by calling ``script`` with the request's JSON body.
+    ``script`` list), else by calling ``script`` with the request's JSON body. A
+    reply is a `ChatReply`, or one that writes its own bytes (`HostileReply`).
     ``calls`` counts the requests and ``requests`` keeps their bodies (and
     ``headers`` their headers). Use it as a context manager, or `start` and
     `close` it; ``url`` is the base URL to give a client. It does real network
