@@ -99,7 +99,7 @@ async def test_one_deadline_bounds_the_whole_request(reply: HostileReply) -> Non
         took = anyio.current_time() - start
     assert f"{server.url}/chat/completions" in str(caught.value)
     assert "within the timeout of 0.5 s" in str(caught.value)
-    assert 0.5 <= took < 1.5
+    assert 0.5 <= took < 2.5  # the deadline, and slack for a loaded machine
 
 
 async def test_a_slow_reply_in_time_is_read() -> None:
