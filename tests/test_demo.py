@@ -114,8 +114,10 @@ def test_demo_against_another_endpoint(tmp_path: Path, monkeypatch: pytest.Monke
         model = ["--model", "org/Some-Model:7b"]
         result = CliRunner().invoke(main, [*args, "--base-url", server.url, *model])
         assert result.exit_code == 0, result.output
-        assert server.calls == 12 * 4 and server.requests[0]["model"] == "org/Some-Model:7b"
-        assert server.requests[0]["tools"] and "authorization" not in server.headers[0]
+        # A first call checks the endpoint, then the trials' calls.
+        assert server.calls == 1 + 12 * 4 and server.requests[0]["model"] == "org/Some-Model:7b"
+        assert "tools" not in server.requests[0] and server.requests[1]["tools"]
+        assert "authorization" not in server.headers[0]
     assert server.url in result.output and "sim-" not in result.output
     assert "mean of 12 tasks" in result.output and "guess-50-Some-Model-7b" in result.output
 
@@ -136,3 +138,21 @@ def test_demo_flags_and_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         "error: corral demo needs httpx: install the models extra, pip install "
         "'corral[models]' (in a checkout: pip install -e '.[models]')"
     ]
+
+
+def _demo_on(url: str, tmp_path: Path) -> Any:
+    args = ["demo", "--fast", "--no-progress", "--store", str(tmp_path / "s.db")]
+    return CliRunner().invoke(main, [*args, "--base-url", url, "--model", "m"])
+
+
+def test_demo_sends_the_key_to_a_real_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-demo-123")
+    with FakeChatServer(lambda body: ChatReply.text("The answer is 42.")) as server:
+        result = _demo_on(server.url, tmp_path)
+        assert result.exit_code == 0, result.output
+    assert server.calls > 12
+    assert {h.get("authorization") for h in server.headers} == {"Bearer sk-demo-123"}
+    local = build_demo("http://127.0.0.1:9/v1", 0.0, api_key="")  # as the local demo's
+    assert all(not agent.model.api_key for agent in local.agents.values())

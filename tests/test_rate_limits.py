@@ -88,7 +88,11 @@ async def test_waiting_trials_hold_no_slot_so_other_models_run() -> None:
     tasks = {f"l{i}": Meta("a", "e", model="limited") for i in range(2)}
     tasks.update({f"f{i}": Meta("a", "e", model="free") for i in range(6)})
     runner = corral.CorralRunner(
-        tasks, {"a": ScriptedAgent(decide)}, {"e": FakeEnvironment()}, store=corral.MemoryStore()
+        tasks,
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=corral.MemoryStore(),
+        max_rate_limit_wait=1000,  # the default cap is 600 s
     )
 
     async def lift() -> None:

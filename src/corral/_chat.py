@@ -63,20 +63,23 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
         raise ValueError("the first choice has no message")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
-        content = str(content)
+        content = _dumps(content)  # kept as JSON: a repr could not be read back
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise ValueError(f"tool_calls is {_shown(raw_calls)}, not a list")
     calls = []
-    for raw in message.get("tool_calls") or ():
+    for raw in raw_calls:
         function = raw.get("function") if isinstance(raw, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-            raise ValueError(f"a tool call without a function name: {raw!r}")
+            raise ValueError(f"a tool call without a function name: {_shown(raw)}")
         arguments = function.get("arguments")
         if not isinstance(arguments, str):  # some servers send an object, not its text
             arguments = "{}" if arguments is None else _dumps(arguments)
         calls.append(ToolCall(str(raw.get("id") or ""), function["name"], arguments))
     usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
     assert isinstance(usage, Mapping)
-    input_tokens = _count(usage.get("prompt_tokens"))
-    output_tokens = _count(usage.get("completion_tokens"))
+    input_tokens = _count(usage, "prompt_tokens")
+    output_tokens = _count(usage, "completion_tokens")
     cost = 0.0
     if prices:
         cost = input_tokens * prices.get("input", 0.0) + output_tokens * prices.get("output", 0.0)
@@ -91,8 +94,22 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
     )
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+#: More tokens than any call can use (and than a store's 64-bit integer holds).
+_MAX_TOKENS = 2**53
+
+
+def _count(usage: Mapping[str, Any], name: str) -> int:
+    value = usage.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return 0
+    if value >= _MAX_TOKENS:
+        raise ValueError(f"usage.{name} is {_shown(value)}, not a token count")
+    return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 def _dumps(value: object) -> str:

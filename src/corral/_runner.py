@@ -69,7 +69,9 @@ class CorralRunner:
     U(0, min(backoff_cap, backoff_base * 2**n)) seconds; exceptions of the
     ``no_retry`` types end a trial at once. ``trial_timeout`` bounds one
     attempt's execution in seconds, ``evaluation_timeout`` one call of ``evaluate``
-    (default: ``trial_timeout``). ``retry_policy`` replaces all of these.
+    (default: ``trial_timeout``). A rate limit waits at most ``max_rate_limit_wait``
+    seconds at a time, and a trial still rate limited after ``max_deferrals`` waits
+    ends ``error``. ``retry_policy`` replaces all of these.
     ``max_backlog`` bounds the appends handed to the store but not yet durable:
     past it, trials wait for the store to catch up (0: unbounded).
     ``models`` names the models a several-models run may use.
@@ -88,6 +90,8 @@ class CorralRunner:
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
         no_retry: Sequence[type[BaseException]] = (),
+        max_rate_limit_wait: float = 600.0,
+        max_deferrals: int = 100,
         observers: Sequence[Observer] = (),
         models: Sequence[str] | None = None,
         evaluation_timeout: float | None = None,
@@ -124,6 +128,8 @@ class CorralRunner:
                 backoff_base=backoff_base,
                 backoff_cap=backoff_cap,
                 no_retry=tuple(no_retry),
+                max_rate_limit_wait=max_rate_limit_wait,
+                max_deferrals=max_deferrals,
             )
         elif not isinstance(retry_policy, RetryPolicy):
             raise ConfigError(f"retry_policy must be a RetryPolicy, not {retry_policy!r}")

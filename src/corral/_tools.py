@@ -22,6 +22,9 @@ from ._schema import schema_errors
 #: The key under which an agent records tool-call arguments that were not valid
 #: JSON (their raw text), so the call and its error stay in the history.
 INVALID_JSON = "__corral_invalid_json__"
+#: The key under which an agent records why it refused a call the model made (the
+#: text is the call's error observation; the call never reaches ``execute``).
+REFUSED = "__corral_refused__"
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NO_PARAMETERS: Mapping[str, Any] = MappingProxyType({"type": "object", "properties": {}})
@@ -93,6 +96,8 @@ def check_tools(declared: object, owner: object) -> tuple[Tool, ...]:
 
 def call_error(tools: Sequence[Tool], tool: str, arguments: object) -> str | None:
     """Why a call of ``tool`` with ``arguments`` cannot run, or None if it can."""
+    if isinstance(arguments, Mapping) and REFUSED in arguments:
+        return f"error: {arguments[REFUSED]}"
     match = next((t for t in tools if t.name == tool), None)
     if match is None:
         names = ", ".join(t.name for t in tools) or "none"

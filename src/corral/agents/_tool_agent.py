@@ -10,6 +10,7 @@ from typing import Any
 
 from .._chat import ChatModel
 from .._errors import ConfigError
+from .._tools import REFUSED
 from .._types import Action, Final
 from ..runtime import AgentSession
 from ._conversation import conversation, parse_arguments, user_message
@@ -25,8 +26,10 @@ class ToolAgent:
     in one reply are one parallel turn; a reply without any is `Final` (its
     text, or ``parse_final(text)``). A call of an unknown tool, or with
     arguments that are not a JSON object its schema accepts, goes back to the
-    model as an error observation; ``max_iterations`` bounds the turns. Usage
-    and cost are recorded per turn.
+    model as an error observation; ``max_iterations`` bounds the turns. A reply
+    runs at most ``max_tool_calls`` calls (64 by default): the call after them is
+    answered with an error observation saying how many were not run. Usage and
+    cost are recorded per turn.
 
     The task's ``model`` (when set) is the model asked, else the client's own.
     ``seed`` (an int) sends a seed derived from it and the (task, trial): trials
@@ -46,6 +49,7 @@ class ToolAgent:
         seed: int | None = None,
         reflect: bool = False,
         prompt: Callable[[AgentSession], str] | None = None,
+        max_tool_calls: int = 64,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
             raise ConfigError(f"model must have an async complete() method, not {model!r}")
@@ -64,6 +68,12 @@ class ToolAgent:
             raise ConfigError(f"temperature must be a number >= 0, not {temperature!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ConfigError(f"seed must be an integer, not {seed!r}")
+        if (
+            isinstance(max_tool_calls, bool)
+            or not isinstance(max_tool_calls, int)
+            or max_tool_calls < 1
+        ):
+            raise ConfigError(f"max_tool_calls must be a positive integer, not {max_tool_calls!r}")
         for name, value in (("parse_final", parse_final), ("prompt", prompt)):
             if value is not None and not callable(value):
                 raise ConfigError(f"{name} must be callable, not {value!r}")
@@ -75,6 +85,7 @@ class ToolAgent:
         self.seed = seed
         self.reflect = reflect
         self.prompt = prompt
+        self.max_tool_calls = max_tool_calls
 
     def __repr__(self) -> str:
         return f"ToolAgent({self.model!r})"
@@ -109,9 +120,17 @@ class ToolAgent:
         session.record_usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
         )
-        if response.tool_calls:
-            return [
-                Action(call.name, parse_arguments(call.arguments)) for call in response.tool_calls
-            ]
+        calls = response.tool_calls
+        if calls:
+            bound = self.max_tool_calls
+            actions = [Action(call.name, parse_arguments(call.arguments)) for call in calls[:bound]]
+            if len(calls) > bound:  # thousands of calls must not mean thousands of executions
+                why = (
+                    f"too many tool calls in one reply: {len(calls)}, the most is {bound} "
+                    f"(max_tool_calls); the {len(calls) - bound} after the first {bound} "
+                    "were not run"
+                )
+                actions.append(Action(calls[bound].name, {REFUSED: why}))
+            return actions
         text = response.content or ""
         return Final(text if self.parse_final is None else self.parse_final(text))

@@ -15,7 +15,7 @@ import click
 from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
-from ..demo import build_demo, demo_retry_policy, demo_server
+from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
 from ..executor import RayExecutor
 from ..runtime import RetryPolicy
 from ..store import CommitStore
@@ -36,6 +36,8 @@ RUNNER_ARGUMENTS = (
     "evaluation_timeout",
     "backoff_base",
     "backoff_cap",
+    "max_rate_limit_wait",
+    "max_deferrals",
 )
 KEYED_LIMITS = (
     "max_parallel_by_model",
@@ -145,6 +147,12 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--max-retries", type=int, help="Extra attempts after an attempt raises.")
 @click.option("--backoff-base", type=float, help="Backoff before retry n: U(0, base*2**n) s.")
 @click.option("--backoff-cap", type=float, help="Longest backoff before a retry, in seconds.")
+@click.option(
+    "--max-rate-limit-wait", type=float, help="Longest wait for one rate limit, in s (600)."
+)
+@click.option(
+    "--max-deferrals", type=int, help="Rate-limit waits of one trial before it ends error (100)."
+)
 @durability_option
 @click.option("--trial-timeout", type=float, help="Seconds for one attempt's execution.")
 @click.option(
@@ -184,6 +192,8 @@ def run_command(
     max_retries: int | None,
     backoff_base: float | None,
     backoff_cap: float | None,
+    max_rate_limit_wait: float | None,
+    max_deferrals: int | None,
     durability: str,
     trial_timeout: float | None,
     evaluation_timeout: float | None,
@@ -225,6 +235,8 @@ def run_command(
         "max_retries": max_retries,
         "backoff_base": backoff_base,
         "backoff_cap": backoff_cap,
+        "max_rate_limit_wait": max_rate_limit_wait,
+        "max_deferrals": max_deferrals,
         "trial_timeout": trial_timeout,
         "evaluation_timeout": evaluation_timeout,
         "rerun": _reruns(retry_errors, rerun),
@@ -369,7 +381,9 @@ def demo_command(
     (a number search; a calculator with parallel, flaky tool calls), a plan ->
     build -> verify chain, 4 trials per task and pass@1, 2, 4. A few trials end
     in error on purpose, to show how errors look: the demo still exits 0 once
-    it has run. With --base-url and --model, the same tasks run on a real model.
+    it has run. With --base-url and --model, the same tasks run on a real model,
+    after one first call to each (an unreachable endpoint or a refused key is an
+    error, exit 2), and it exits as `corral run` does.
     """
     if importlib.util.find_spec("httpx") is None:
         raise CorralError(
@@ -386,6 +400,7 @@ def demo_command(
             policy = demo_retry_policy(latency)
         else:
             benchmark = build_demo(base_url, latency, models=model_names)
+            check_endpoint(benchmark, base_url)
             policy = RetryPolicy(max_retries=2, backoff_base=2.0)
         return _demo(benchmark, policy, store, durability, benchmark_id, no_progress, base_url)
 
@@ -431,4 +446,5 @@ def _demo(
         highlight=False,
     )
     # Its errors are part of the show: only interruption changes the exit code.
-    return EXIT_OK if code == EXIT_FAILED else code
+    # On a real endpoint they are not: it exits as `corral run` does.
+    return EXIT_OK if code == EXIT_FAILED and base_url is None else code

@@ -21,11 +21,19 @@ from .._errors import CorralError
 from ..runtime import RetryPolicy
 from ._calculator import CalculatorEnvironment
 from ._models import MODELS, Pace
+from ._preflight import check_endpoint
 from ._script import DemoModel, parse_answer
 from ._search import SearchEnvironment
 from ._tasks import demo_tasks
 
-__all__ = ["SYSTEM_PROMPT", "DemoModel", "build_demo", "demo_retry_policy", "demo_server"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "DemoModel",
+    "build_demo",
+    "check_endpoint",
+    "demo_retry_policy",
+    "demo_server",
+]
 
 SYSTEM_PROMPT = (
     "You solve tasks with the tools you are given. Call tools as needed (several at "
@@ -50,7 +58,8 @@ def build_demo(
     api_key: str | None = None,
 ) -> Benchmark:
     """The demo benchmark on the models at ``base_url``, with its run settings
-    (4 trials, k = 1, 2, 4, limits). One agent per model (each with its prices)."""
+    (4 trials, k = 1, 2, 4, limits). One agent per model (each with its prices).
+    ``api_key=None`` reads ``OPENAI_API_KEY``; ``""`` sends no key."""
     try:
         from ..agents import ToolAgent
         from ..models import OpenAICompatible
@@ -66,7 +75,7 @@ def build_demo(
         prices = None
         if simulated is not None:
             prices = {"input": simulated.input_price, "output": simulated.output_price}
-        client = OpenAICompatible(name, base_url=base_url, api_key=api_key or "", prices=prices)
+        client = OpenAICompatible(name, base_url=base_url, api_key=api_key, prices=prices)
         agents[name] = ToolAgent(
             client, SYSTEM_PROMPT, parse_final=parse_answer, seed=2026, reflect=True
         )

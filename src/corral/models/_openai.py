@@ -14,13 +14,17 @@ import anyio
 import httpx
 
 from .._chat import ChatResponse, parse_response
-from .._errors import ConfigError, ModelUnavailable
+from .._errors import ConfigError, ModelError, ModelUnavailable
 from ._status import status_error
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PRICE_KEYS = ("input", "output")
 #: Connections of a client used outside a run (``async with model:``).
 DEFAULT_CONNECTIONS = 64
+#: The largest decoded reply read by default (a chat completion is rarely 1 MB).
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: Of an error body, only a message is shown: read no more than this of it.
+_ERROR_BODY_BYTES = 64 * 1024
 
 
 class OpenAICompatible:
@@ -29,9 +33,13 @@ class OpenAICompatible:
 
     ``api_key=None`` reads ``OPENAI_API_KEY`` (none: no ``Authorization``
     header, as local servers want); ``base_url=None`` reads ``OPENAI_BASE_URL``,
-    else OpenAI's. ``timeout`` bounds connecting and each read or write, in
-    seconds. ``prices={"input": ..., "output": ...}`` in dollars per million
-    tokens turn usage into cost. ``extra_body`` is merged into every request.
+    else OpenAI's. ``timeout`` bounds connecting, and then the whole request from
+    its first byte sent to its reply's last byte read, in seconds.
+    ``prices={"input": ..., "output": ...}`` in dollars per million tokens turn
+    usage into cost. ``extra_body`` is merged into every request.
+    ``max_response_bytes`` caps a reply's decoded body (16 MB by default), checked
+    while it is read, so a gzip bomb or a runaway reply is a `corral.ModelError`
+    naming the endpoint, not a process out of memory.
 
     Errors follow Corral's rules and nothing is retried inside: a 429 (or a 503
     with a Retry-After) raises `corral.RateLimited` with the server's wait, so
@@ -51,6 +59,7 @@ class OpenAICompatible:
         timeout: float = 120.0,
         prices: Mapping[str, float] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"model must be a non-empty string, not {model!r}")
@@ -73,6 +82,15 @@ class OpenAICompatible:
         self.timeout = float(timeout)
         self.prices = _check_prices(prices)
         self.extra_body = _check_extra_body(extra_body)
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
+            raise ConfigError(
+                f"max_response_bytes must be a positive integer, not {max_response_bytes!r}"
+            )
+        self.max_response_bytes = max_response_bytes
         self.url = self.base_url + "/chat/completions"
         headers = {"content-type": "application/json"}
         if api_key:
@@ -183,26 +201,65 @@ class OpenAICompatible:
 
     async def _send(self, client: httpx.AsyncClient, content: bytes) -> ChatResponse:
         url = self.url
-        try:
-            response = await client.post(url, content=content)
-        except httpx.TimeoutException as exc:
-            raise ModelUnavailable(
-                f"no answer from {url} within the timeout of {self.timeout:g} s "
-                f"({type(exc).__name__})"
-            ) from exc
-        except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
-            raise ModelUnavailable(
-                f"connection to {url} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+        # httpx bounds each read only: a reply trickling in a byte at a time, or one
+        # that never ends, would never time out. So one deadline covers the whole
+        # exchange, from the first byte sent (waiting for a pooled connection before
+        # that is queueing, not a slow endpoint).
+        with anyio.CancelScope() as deadline:
+
+            async def trace(event: str, info: Mapping[str, Any]) -> None:
+                if event.endswith("send_request_headers.started") and deadline.deadline == math.inf:
+                    deadline.deadline = anyio.current_time() + self.timeout
+
+            try:
+                async with client.stream(
+                    "POST", url, content=content, extensions={"trace": trace}
+                ) as response:
+                    ok = response.status_code < 300
+                    body = await self._read(response, ok)
+            except httpx.TimeoutException as exc:
+                raise self._timed_out(exc) from exc
+            except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
+                raise ModelUnavailable(
+                    f"connection to {url} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        if deadline.cancelled_caught:
+            raise self._timed_out(None)
         if response.status_code >= 300:
-            raise status_error(response.status_code, response.headers, response.content, url)
+            raise status_error(response.status_code, response.headers, body, url)
         try:
-            return parse_response(json.loads(response.content), self.prices)
+            return parse_response(json.loads(body), self.prices)
         except ValueError as exc:  # a proxy's error page, a cut body: worth another try
             raise ModelUnavailable(
                 f"HTTP {response.status_code} from {url} is not a chat completion: {exc}",
                 status_code=response.status_code,
             ) from exc
+
+    async def _read(self, response: httpx.Response, ok: bool) -> bytes:
+        """The decoded body, counted as it comes: past the cap, a reply is an error
+        and an error body is cut (only its message is shown)."""
+        limit = self.max_response_bytes if ok else _ERROR_BODY_BYTES
+        parts: list[bytes] = []
+        size = 0
+        async for part in response.aiter_bytes():
+            size += len(part)
+            if size > limit:
+                if not ok:
+                    parts.append(part[: limit - size + len(part)])
+                    break
+                raise ModelError(
+                    f"the reply from {self.url} has more than max_response_bytes={limit} "
+                    f"bytes (decoded): not read further",
+                    status_code=response.status_code,
+                )
+            parts.append(part)
+        return b"".join(parts)
+
+    def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
+        why = "" if exc is None else f" ({type(exc).__name__})"
+        return ModelUnavailable(
+            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}"
+        )
 
 
 def pool_size(info: Any) -> int:

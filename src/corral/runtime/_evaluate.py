@@ -56,10 +56,11 @@ async def evaluate_trial(
         except Exception as exc:
             if (slow_down := as_rate_limit(exc)) is not None:
                 # Not a failed attempt: wait as asked (this evaluation keeps its slot).
-                wait = slow_down.retry_after
-                await anyio.sleep(policy.delay(limited) if wait is None else wait)
-                limited += 1
-                continue
+                if (gave_up := policy.rate_limit_exhausted(slow_down, limited)) is None:
+                    await anyio.sleep(policy.rate_limit_wait(slow_down.retry_after, limited))
+                    limited += 1
+                    continue
+                exc = gave_up
             if policy.retryable(exc, attempt):
                 await anyio.sleep(policy.delay(attempt))
                 attempt += 1

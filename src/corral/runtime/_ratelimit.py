@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._errors import RateLimited
+from .._errors import CorralError, RateLimited
 
 _SDK_MODULES = ("openai", "anthropic", "httpx", "google", "mistralai", "litellm")
 
@@ -14,9 +14,13 @@ def as_rate_limit(exc: BaseException) -> RateLimited | None:
     ``RateLimitError`` classes of the OpenAI and Anthropic SDKs, and any error
     whose status code (or whose response's status code) is 429, such as
     ``httpx.HTTPStatusError``. A ``Retry-After`` header in seconds is honoured.
+    Corral's other errors say what they mean: a `ModelError` with status 429 is an
+    exhausted quota, which no wait fixes.
     """
     if isinstance(exc, RateLimited):
         return exc
+    if isinstance(exc, CorralError):
+        return None
     response = getattr(exc, "response", None)
     status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
     named = type(exc).__name__ == "RateLimitError" and type(exc).__module__.startswith(_SDK_MODULES)

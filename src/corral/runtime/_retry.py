@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import traceback
 from dataclasses import dataclass, field
 
-from .._errors import ConfigError, CorralError, ModelUnavailable
+from .._errors import ConfigError, CorralError, ModelUnavailable, RateLimited
 from .._json import recordable_text
 
 
@@ -20,12 +21,19 @@ class RetryPolicy:
     store failures, values that cannot be recorded; but `ModelUnavailable`, a
     transient failure of a model endpoint, is retried) and ``TypeError`` (a wrong
     call or return type in user code fails the same way every time).
+
+    A rate limit is not a failed attempt: the trial waits as the provider asks
+    (else a backoff), but never longer than ``max_rate_limit_wait`` seconds at a
+    time, and after ``max_deferrals`` such waits it ends ``error`` naming the rate
+    limit (a ``Retry-After: 0`` forever, or a year, must not hang the run).
     """
 
     max_retries: int = 2
     backoff_base: float = 0.5
     backoff_cap: float = 30.0
     no_retry: tuple[type[BaseException], ...] = ()
+    max_rate_limit_wait: float = 600.0
+    max_deferrals: int = 100
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -37,6 +45,14 @@ class RetryPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative number, not {value!r}")
+        wait = self.max_rate_limit_wait
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+            raise ConfigError(f"max_rate_limit_wait must be a number of seconds >= 0, not {wait!r}")
+        if not math.isfinite(wait):
+            raise ConfigError(f"max_rate_limit_wait must be finite, not {wait!r}")
+        deferrals = self.max_deferrals
+        if isinstance(deferrals, bool) or not isinstance(deferrals, int) or deferrals < 0:
+            raise ConfigError(f"max_deferrals must be an integer >= 0, not {deferrals!r}")
         for kind in self.no_retry:
             if not (isinstance(kind, type) and issubclass(kind, BaseException)):
                 raise ConfigError(f"no_retry must hold exception types, not {kind!r}")
@@ -50,8 +66,29 @@ class RetryPolicy:
         return not isinstance(exc, self.no_retry)
 
     def delay(self, attempt: int) -> float:
-        ceiling = min(self.backoff_cap, self.backoff_base * (2**attempt))
+        # 2**1024 is no float: past 2**64 the cap decides anyway.
+        ceiling = min(self.backoff_cap, self.backoff_base * (2 ** min(attempt, 64)))
         return self.rng.uniform(0, ceiling)
+
+    def rate_limit_wait(self, retry_after: float | None, deferrals: int) -> float:
+        """Seconds to wait out a rate limit: the provider's ``retry_after`` (else the
+        backoff of the ``deferrals``-th wait), at most ``max_rate_limit_wait``."""
+        wait = self.delay(deferrals) if retry_after is None else retry_after
+        return min(wait, self.max_rate_limit_wait)
+
+    def rate_limit_exhausted(self, limited: BaseException, deferrals: int) -> RateLimited | None:
+        """The error that ends a trial still rate limited after ``deferrals`` waits,
+        or None while it may wait again."""
+        if deferrals < self.max_deferrals:
+            return None
+        asked = getattr(limited, "retry_after", None)
+        note = f"still rate limited after {deferrals} waits (max_deferrals={self.max_deferrals})"
+        if asked is not None and asked > self.max_rate_limit_wait:
+            note += (
+                f"; the provider asked to wait {asked:g} s, waited "
+                f"{self.max_rate_limit_wait:g} s (max_rate_limit_wait)"
+            )
+        return RateLimited(f"{limited} ({note})", retry_after=asked)
 
 
 #: Errors that fail the same way on every attempt (NotSerializableError is a TypeError).

@@ -273,14 +273,16 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         await writer.drain()  # what the store took, observers hear of, even now
         carried = session.take_usage()
         limited = as_rate_limit(error) if error is not None else None
-        if limited is not None:
+        if limited is not None and (
+            gave_up := plan.policy.rate_limit_exhausted(limited, plan.deferrals)
+        ):
+            error = gave_up  # ends the trial below, naming the rate limit
+        elif limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
             plan.scratch, plan.carried_usage = session.scratch, carried
             clock.stop()
             plan.worked = clock.spent  # waiting out the rate limit is not work
-            delay = limited.retry_after
-            if delay is None:
-                delay = plan.policy.delay(plan.deferrals)
+            delay = plan.policy.rate_limit_wait(limited.retry_after, plan.deferrals)
             return Deferred(delay, attempt, limited.retry_after)
         # An interrupted append may still have landed: the store's history, which
         # includes every append handed to it, is the truth from here on.

@@ -27,6 +27,7 @@ from ._fakes import (
 )
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
+from ._hostile import HostileChatServer, HostileReply, hostile_replies
 
 __all__ = [
     "ChatReply",
@@ -35,9 +36,12 @@ __all__ = [
     "FakeChatServer",
     "FakeEnvironment",
     "Gate",
+    "HostileChatServer",
+    "HostileReply",
     "ScriptedAgent",
     "default_agent_keys",
     "echo",
+    "hostile_replies",
     "passed_if_completed",
     "wait_all_tasks_blocked",
 ]

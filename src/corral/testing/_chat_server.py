@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import BufferedIOBase
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
@@ -106,14 +107,24 @@ class ChatReply:
         return cls(fault="hang")
 
 
-Script = Callable[[dict[str, Any]], ChatReply]
+class RawReply(Protocol):
+    """A reply that writes its own bytes (status line, headers, body): how
+    `corral.testing.HostileReply` misbehaves at the HTTP level."""
+
+    def play(self, out: BufferedIOBase, closed: threading.Event) -> None:
+        """Write the reply to ``out``; stop early once ``closed`` is set."""
+
+
+Reply = ChatReply | RawReply
+Script = Callable[[dict[str, Any]], Reply]
 
 
 class FakeChatServer:
     """An OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1.
 
     Each request is answered by the next reply given to `enqueue` (or the
-    ``script`` list), else by calling ``script`` with the request's JSON body.
+    ``script`` list), else by calling ``script`` with the request's JSON body. A
+    reply is a `ChatReply`, or one that writes its own bytes (`HostileReply`).
     ``calls`` counts the requests and ``requests`` keeps their bodies (and
     ``headers`` their headers). Use it as a context manager, or `start` and
     `close` it; ``url`` is the base URL to give a client. It does real network
@@ -121,8 +132,8 @@ class FakeChatServer:
     ``MockClock(autojump_threshold=0)`` would expire the client's timeouts).
     """
 
-    def __init__(self, script: Script | Iterable[ChatReply] | None = None) -> None:
-        self._queue: deque[ChatReply] = deque()
+    def __init__(self, script: Script | Iterable[Reply] | None = None) -> None:
+        self._queue: deque[Reply] = deque()
         self._script: Script | None = None
         if callable(script):
             self._script = script
@@ -144,7 +155,7 @@ class FakeChatServer:
             raise RuntimeError("the FakeChatServer is not started")
         return self._url
 
-    def enqueue(self, *replies: ChatReply) -> None:
+    def enqueue(self, *replies: Reply) -> None:
         """Answer the next requests with these replies, in order."""
         with self._lock:
             self._queue.extend(replies)
@@ -175,7 +186,7 @@ class FakeChatServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _reply_to(self, body: dict[str, Any], headers: dict[str, str]) -> ChatReply:
+    def _reply_to(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
         with self._lock:
             self.calls += 1
             self.requests.append(body)
@@ -220,6 +231,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error_body("the request body is not JSON", None), {})
             return
         reply = fake._reply_to(body, {k.lower(): v for k, v in self.headers.items()})
+        if not isinstance(reply, ChatReply):
+            self.close_connection = True  # what it wrote may not end where HTTP expects
+            try:
+                reply.play(self.wfile, fake._closed)
+            except OSError:  # the client left (a cap, a deadline): that is the point
+                pass
+            return
         if reply.fault == "hang":
             fake._closed.wait()
             self.close_connection = True
