@@ -9,7 +9,7 @@ from typing import Any
 
 from ._errors import NotSerializableError
 
-_SCALARS = (bool, int, type(None))
+_SCALARS = (bool, type(None))
 
 #: How deeply containers may nest in a recorded value. The stdlib decoder that reads
 #: it back on resume recurses once a level, under the interpreter's recursion limit
@@ -17,16 +17,23 @@ _SCALARS = (bool, int, type(None))
 #: payload inside the store's row, stay far from it.
 MAX_DEPTH = 100
 
+#: The most decimal digits an integer in a recorded value may have: Python's default
+#: limit on converting an int to or from text (`sys.get_int_max_str_digits`), past
+#: which the encoder, and any reader with the default, raise.
+MAX_INT_DIGITS = 4300
+_TOO_LONG = 10**MAX_INT_DIGITS
+
 
 def check_json(value: Any, where: str) -> Any:
     """Return ``value`` as plain JSON data, or raise naming the bad part.
 
     Mappings must have string keys; tuples are recorded as lists; floats must
-    be finite; strings (keys too) must be valid Unicode, without lone
-    surrogates, since the store writes UTF-8; containers nest at most
-    `MAX_DEPTH` levels and never contain themselves. Anything else (sets,
-    bytes, objects, NaN) is refused here, when it is recorded, rather than when
-    it is read back.
+    be finite; integers have at most `MAX_INT_DIGITS` digits (the stores keep a
+    payload as JSON text, so any such integer reads back exactly); strings (keys
+    too) must be valid Unicode, without lone surrogates, since the store writes
+    UTF-8; containers nest at most `MAX_DEPTH` levels and never contain
+    themselves. Anything else (sets, bytes, objects, NaN) is refused here, when
+    it is recorded, rather than when it is read back.
     """
     try:
         return _check(value, MAX_DEPTH)
@@ -60,6 +67,14 @@ def _check(value: Any, room: int) -> Any:
         return value
     if isinstance(value, _SCALARS):
         return value
+    if isinstance(value, int):
+        if -_TOO_LONG < value < _TOO_LONG:
+            return value
+        digits = int(value.bit_length() * math.log10(2)) + 1  # str() itself would raise
+        raise _Refused(
+            f"is an integer of about {digits} digits, more than the {MAX_INT_DIGITS} "
+            "a JSON reader takes"
+        )
     if isinstance(value, float):
         if math.isfinite(value):
             return value

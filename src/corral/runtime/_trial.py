@@ -39,7 +39,7 @@ from ._acks import Acks
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
-from ._session import AgentSession
+from ._session import AgentSession, add_usage
 from ._workclock import WorkClock
 
 
@@ -457,7 +457,7 @@ async def _execute(
                 effect = ToolEffect(refused)
         except BaseException:
             if view is not session:  # what a failed call used is carried, as on the session
-                session._usage = session._usage + view.take_usage()
+                session._usage = add_usage(session._usage, view.take_usage())
             raise
         finally:
             view.step_key = None
