@@ -476,14 +476,29 @@ async def _execute(
         # action commit, so what execute records is the tool effect's).
         await one(*actions[0], session)
         return
-    with unwrap_single():  # a failing action is recorded by its own name
+    # A failing action does not stop the others of its turn: once all have ended,
+    # the turn fails as its first failing action in declared order says (its own
+    # type, message and retry rule), whichever failed first in time, and what the
+    # others did is recorded (a retry does not repeat it).
+    failures: list[Exception | None] = [None] * len(actions)
+
+    async def caught(index: int, seq: int, action: Action, key: str, view: AgentSession) -> None:
+        try:
+            await one(seq, action, key, view)
+        except Exception as exc:
+            failures[index] = exc
+
+    with unwrap_single():  # an interrupt in one action leaves as itself
         async with anyio.create_task_group() as tg:
-            for seq, action, key in actions:
+            for index, (seq, action, key) in enumerate(actions):
                 # Each its own step key and usage; every action of a turn sees the
                 # turn's starting state.
                 view = session.for_action(key)
                 view.state = state_before
-                tg.start_soon(one, seq, action, key, view)
+                tg.start_soon(caught, index, seq, action, key, view)
+    for failure in failures:
+        if failure is not None:
+            raise failure
 
 
 def _terminal(
