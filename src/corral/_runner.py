@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
-from ._errors import ConfigError
+from ._errors import ConfigError, unwrap_single
 from ._ids import check_id
 from ._metadata import check_metadata
 from ._observers import Observers
@@ -379,7 +379,8 @@ class CorralRunner:
         run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
     ) -> BenchmarkReport:
-        with scopes.active():  # the run's named scopes, for its agents and tools
+        # The one folding of errors: a failure every task heard is raised once.
+        with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
             watchers = [*self.observers, *observers]
             notify = Observers(watchers)
             started = time.time()
