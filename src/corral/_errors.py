@@ -29,7 +29,8 @@ class CommitConflictError(StoreError):
 
 
 class NotSerializableError(CorralError, TypeError):
-    """A value that a commit would record does not survive a JSON round trip.
+    """A value that a commit would record does not survive a JSON round trip (or is
+    larger than the run's ``max_value_bytes``).
 
     Raised when the value is recorded; the attempt fails, and is not retried
     (recording the same value again would fail the same way).
