@@ -73,3 +73,20 @@ async def test_the_first_declared_failing_action_names_the_error_whichever_faile
     errors = {n: RuntimeError(f"{n} broke") for n in ("first", "second")}
     trial = await run(failing(errors, second_fails_first=True), max_retries=0)
     assert trial.status == TrialStatus.ERROR and trial.error == "RuntimeError: first broke"
+
+
+async def test_what_the_other_actions_did_is_recorded_and_not_repeated_by_the_retry() -> None:
+    gate, calls = Gate(), {"first": 0, "second": 0}
+
+    async def effect(action: Action, session: corral.AgentSession) -> ToolEffect:
+        calls[action.tool] += 1
+        if action.tool == "first" and calls["first"] == 1:
+            gate.open()  # the second goes on only once the first has failed
+            raise RuntimeError("first broke")
+        if action.tool == "second":
+            await gate.wait()
+        return ToolEffect(action.tool)
+
+    trial = await run(effect, max_retries=1)
+    assert trial.status == TrialStatus.COMPLETED and trial.attempts == 2
+    assert trial.output == ["first", "second"] and calls == {"first": 2, "second": 1}
