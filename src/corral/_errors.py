@@ -29,7 +29,8 @@ class CommitConflictError(StoreError):
 
 
 class NotSerializableError(CorralError, TypeError):
-    """A value that a commit would record does not survive a JSON round trip.
+    """A value that a commit would record does not survive a JSON round trip (or is
+    larger than the run's ``max_value_bytes``).
 
     Raised when the value is recorded; the attempt fails, and is not retried
     (recording the same value again would fail the same way).
@@ -75,7 +76,8 @@ class BenchmarkBusyError(CorralError):
 
 
 class _Unwrap:
-    """Context manager: an exception group holding a single exception becomes that exception.
+    """Context manager: an exception group whose errors are all one error (a single
+    exception, or the same failure heard by several tasks) becomes that error.
 
     Corral's task groups are an implementation detail; a user catching
     `ConfigError` or `StoreError` from ``run()`` should not need ``except*``.
@@ -86,19 +88,29 @@ class _Unwrap:
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> Literal[False]:
         if isinstance(exc, BaseExceptionGroup):
-            leaves = _leaves(exc)
+            leaves = distinct_leaves(exc)
             if len(leaves) == 1:
                 raise leaves[0]
         return False
 
 
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+def distinct_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``'s (nested) groups, in order, each distinct error
+    once: one of the same type and message as an earlier one is that error again (a
+    failed store batch, say, heard by every task that waited on it). The one folding of
+    errors, for the API and the CLI alike."""
     out: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            out.extend(_leaves(exc))
-        else:
-            out.append(exc)
+    seen: set[tuple[type[BaseException], str]] = set()
+    stack = [exc]
+    while stack:
+        leaf = stack.pop()
+        if isinstance(leaf, BaseExceptionGroup):
+            stack.extend(reversed(leaf.exceptions))
+            continue
+        key = (type(leaf), str(leaf))
+        if key not in seen:
+            seen.add(key)
+            out.append(leaf)
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._errors import NotSerializableError
 
-_SCALARS = (bool, int, type(None))
+_SCALARS = (bool, type(None))
 
 #: How deeply containers may nest in a recorded value. The stdlib decoder that reads
 #: it back on resume recurses once a level, under the interpreter's recursion limit
@@ -17,21 +17,50 @@ _SCALARS = (bool, int, type(None))
 #: payload inside the store's row, stay far from it.
 MAX_DEPTH = 100
 
+#: The most decimal digits an integer in a recorded value may have: Python's default
+#: limit on converting an int to or from text (`sys.get_int_max_str_digits`), past
+#: which the encoder, and any reader with the default, raise.
+MAX_INT_DIGITS = 4300
+_TOO_LONG = 10**MAX_INT_DIGITS
 
-def check_json(value: Any, where: str) -> Any:
+#: The default of ``run(max_value_bytes=...)``: the most bytes of JSON (UTF-8) one
+#: recorded value (an observation, a state, an output, ...) may take.
+DEFAULT_MAX_VALUE_BYTES = 4 * 2**20
+#: The most bytes of JSON one character of a string can take (an escape: ``\u001f``).
+_WIDEST = 6
+#: Bytes of JSON a scalar item takes at most, with its comma: the longest float
+#: (``-1.2345678901234567e-308``); an integer longer than that adds its digits.
+_SCALAR = 25
+_SHORT_INT = 10**20
+
+
+def check_json(value: Any, where: str, limit: int | None = None) -> Any:
     """Return ``value`` as plain JSON data, or raise naming the bad part.
 
     Mappings must have string keys; tuples are recorded as lists; floats must
-    be finite; strings (keys too) must be valid Unicode, without lone
-    surrogates, since the store writes UTF-8; containers nest at most
-    `MAX_DEPTH` levels and never contain themselves. Anything else (sets,
-    bytes, objects, NaN) is refused here, when it is recorded, rather than when
-    it is read back.
+    be finite; integers have at most `MAX_INT_DIGITS` digits (the stores keep a
+    payload as JSON text, so any such integer reads back exactly); strings (keys
+    too) must be valid Unicode, without lone surrogates, since the store writes
+    UTF-8; containers nest at most `MAX_DEPTH` levels and never contain
+    themselves. Anything else (sets, bytes, objects, NaN) is refused here, when
+    it is recorded, rather than when it is read back. With a ``limit``, so is a
+    value whose JSON text takes more than ``limit`` bytes.
     """
+    # A cheap upper bound on the bytes of the value's JSON: each string's characters at
+    # their widest, each container's items as scalars at their longest.
+    tally = [_SCALAR]
     try:
-        return _check(value, MAX_DEPTH)
+        plain = _check(value, MAX_DEPTH, tally)
     except _Refused as refused:
         raise NotSerializableError(refused.explain(where)) from None
+    # Encoded only when it may be too large: few values come near the limit.
+    if limit is not None and tally[0] > limit:
+        size = len(dumps(plain).encode("utf-8"))
+        if size > limit:
+            raise NotSerializableError(
+                f"{where} is {size:,} bytes of JSON, more than max_value_bytes={limit:,}"
+            )
+    return plain
 
 
 class _Refused(Exception):
@@ -53,13 +82,25 @@ class _Refused(Exception):
         return f"{path} {self.problem}"
 
 
-def _check(value: Any, room: int) -> Any:
+def _check(value: Any, room: int, tally: list[int]) -> Any:
     if isinstance(value, str):
+        tally[0] += _WIDEST * len(value) + 2
         if not value.isascii():
             _check_unicode(value, "is")
         return value
     if isinstance(value, _SCALARS):
         return value
+    if isinstance(value, int):
+        if -_SHORT_INT < value < _SHORT_INT:
+            return value
+        if -_TOO_LONG < value < _TOO_LONG:
+            tally[0] += value.bit_length() // 3 + 2  # digits, and a sign
+            return value
+        digits = int(value.bit_length() * math.log10(2)) + 1  # str() itself would raise
+        raise _Refused(
+            f"is an integer of about {digits} digits, more than the {MAX_INT_DIGITS} "
+            "a JSON reader takes"
+        )
     if isinstance(value, float):
         if math.isfinite(value):
             return value
@@ -68,6 +109,7 @@ def _check(value: Any, room: int) -> Any:
     if type(value) is dict or isinstance(value, Mapping):
         if room == 0:
             raise _Refused(f"is nested more than {MAX_DEPTH} levels deep")
+        tally[0] += 2 + _SCALAR * len(value)
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
@@ -77,8 +119,9 @@ def _check(value: Any, room: int) -> Any:
                 )
             if not key.isascii():
                 _check_unicode(key, "has key")
+            tally[0] += _WIDEST * len(key) + 3  # quotes, colon
             try:
-                out[key] = _check(item, room - 1)
+                out[key] = _check(item, room - 1, tally)
             except _Refused as refused:
                 refused.steps.append((f"[{key!r}]", id(value)))
                 raise
@@ -86,10 +129,11 @@ def _check(value: Any, room: int) -> Any:
     if isinstance(value, list | tuple):
         if room == 0:
             raise _Refused(f"is nested more than {MAX_DEPTH} levels deep")
+        tally[0] += 2 + _SCALAR * len(value)
         items = []
         for i, item in enumerate(value):
             try:
-                items.append(_check(item, room - 1))
+                items.append(_check(item, room - 1, tally))
             except _Refused as refused:
                 refused.steps.append((f"[{i}]", id(value)))
                 raise

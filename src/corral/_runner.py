@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
-from ._errors import ConfigError
+from ._errors import ConfigError, unwrap_single
 from ._ids import check_id
+from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
@@ -230,6 +231,7 @@ class CorralRunner:
         working_time_limit: float | None = None,
         run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -267,10 +269,22 @@ class CorralRunner:
         run with a higher limit continues. Budgets may change between runs.
         ``executor`` (default: the runner's) runs the trials elsewhere: a
         `RayExecutor` on Ray hosts, admission staying here.
+        ``max_value_bytes`` (default 4 MiB) is the most bytes of JSON one recorded
+        value (a state, an observation, arguments, an output, evaluation details)
+        may take: a larger one fails its attempt (or evaluation) with a
+        `NotSerializableError` naming its size, and nothing of it is stored.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
         _check_benchmark_id(benchmark_id)
+        if (
+            isinstance(max_value_bytes, bool)
+            or not isinstance(max_value_bytes, int)
+            or max_value_bytes < 1
+        ):
+            raise ConfigError(
+                f"max_value_bytes must be a positive integer, not {max_value_bytes!r}"
+            )
         reruns = _rerun_statuses(rerun)
         limits = Limits.resolve(
             max_parallel=max_parallel,
@@ -302,6 +316,12 @@ class CorralRunner:
         )
         spend = check_budget("run_cost_limit", run_cost_limit)
         executor = self.executor if executor is None else executor
+        if executor is not None and max_value_bytes != DEFAULT_MAX_VALUE_BYTES:
+            # Ray hosts build their trials' plans themselves, with the default.
+            raise ConfigError(
+                f"max_value_bytes={max_value_bytes!r} is not yet supported with an executor "
+                f"(its hosts use the default, {DEFAULT_MAX_VALUE_BYTES})"
+            )
         if executor is not None:
             limits = await check_executor(
                 executor, self.store, self.agents, self.environments, limits
@@ -320,6 +340,7 @@ class CorralRunner:
             budget=budget,
             run_cost_limit=spend,
             executor=executor,
+            max_value_bytes=max_value_bytes,
         )
 
     async def rescore(
@@ -384,8 +405,10 @@ class CorralRunner:
         budget: Budget = NO_BUDGET,
         run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> BenchmarkReport:
-        with scopes.active():  # the run's named scopes, for its agents and tools
+        # The one folding of errors: a failure every task heard is raised once.
+        with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
             watchers = [*self.observers, *observers]
             notify = Observers(watchers)
             started = time.time()
@@ -437,6 +460,7 @@ class CorralRunner:
                     budget=budget,
                     run_cost_limit=run_cost_limit,
                     remote=remote,
+                    max_value_bytes=max_value_bytes,
                 )
                 del resume
                 info = RunInfo(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -121,7 +122,9 @@ class Usage:
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "cost": self.cost,
+            # Infinite only in histories written before costs were bounded (see
+            # `record_usage`): JSON has no Infinity, so the sum is unknown.
+            "cost": self.cost if math.isfinite(self.cost) else None,
         }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from .._errors import ConfigError, CorralError
+from .._errors import ConfigError, CorralError, distinct_leaves
 from .._terminal import clean
 from ._compare import compare_command
 from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
@@ -69,19 +69,13 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
 def _describe(exc: BaseException) -> tuple[str, int] | None:
     """(message, exit code) for an exception the CLI can name; None for a bug.
 
     A group names each distinct error once (the first three, then how many
     more); it is bad input only when every error in it is.
     """
-    leaves = _leaves(exc)
+    leaves = distinct_leaves(exc)
     if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
         return "interrupted; run again with the same benchmark id to resume", EXIT_INTERRUPTED
     messages: list[str] = []

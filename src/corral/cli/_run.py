@@ -160,6 +160,12 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     type=float,
     help="Seconds for one call of evaluate (default: --trial-timeout).",
 )
+@click.option(
+    "--max-value-bytes",
+    type=int,
+    help="Most bytes of JSON one recorded value may take; a larger one fails its "
+    "attempt (default 4 MiB).",
+)
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -197,6 +203,7 @@ def run_command(
     durability: str,
     trial_timeout: float | None,
     evaluation_timeout: float | None,
+    max_value_bytes: int | None,
     retry_errors: bool,
     rerun: tuple[str, ...],
     fail_on_error: float | None,
@@ -239,6 +246,7 @@ def run_command(
         "max_deferrals": max_deferrals,
         "trial_timeout": trial_timeout,
         "evaluation_timeout": evaluation_timeout,
+        "max_value_bytes": max_value_bytes,
         "rerun": _reruns(retry_errors, rerun),
         "fail_on_error": _count_or_fraction(fail_on_error),
         "token_limit": token_limit,

@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from .._json import check_json
+from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import with_evaluation
 from .._types import Commit, Evaluation, TrialRecord, TrialStatus
@@ -27,11 +27,13 @@ async def evaluate_trial(
     policy: RetryPolicy,
     acks: Acks,
     time_limit: float | None = None,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
     ``time_limit`` bounds each call of ``evaluate``; a call that outlives it is a failed
-    evaluation, not retried (a hung scorer would hang again). Returns the record
+    evaluation, not retried (a hung scorer would hang again). Details taking more than
+    ``max_value_bytes`` of JSON are a failed evaluation too. Returns the record
     with ``evaluation`` (or ``error``) filled in.
     """
     attempt = 0
@@ -51,7 +53,7 @@ async def evaluate_trial(
                         "attempts": attempt + 1,
                     }
                     break
-            payload = _payload(evaluation)
+            payload = _payload(evaluation, max_value_bytes)
             break
         except Exception as exc:
             if (slow_down := as_rate_limit(exc)) is not None:
@@ -92,7 +94,7 @@ async def evaluate_trial(
     return with_evaluation(record, commit)
 
 
-def _payload(evaluation: object) -> dict[str, Any]:
+def _payload(evaluation: object, limit: int) -> dict[str, Any]:
     if not isinstance(evaluation, Evaluation):
         raise TypeError(f"evaluate() returned {evaluation!r}, not an Evaluation")
     score = check_json(evaluation.score, "Evaluation.score")
@@ -103,5 +105,5 @@ def _payload(evaluation: object) -> dict[str, Any]:
     return {
         "score": score,
         "passed": evaluation.passed,
-        "details": check_json(evaluation.details, "Evaluation.details"),
+        "details": check_json(evaluation.details, "Evaluation.details", limit),
     }

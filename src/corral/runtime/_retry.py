@@ -95,10 +95,19 @@ class RetryPolicy:
 _NEVER_RETRIED = (CorralError, TypeError)
 
 
+#: Characters of an error's type and message a record keeps; the rest is cut, with a
+#: marker saying how much (a message can hold a whole reply).
+MAX_ERROR_TEXT = 10_000
+
+
 def describe(exc: BaseException) -> str:
-    """The error text a trial record keeps: the exception's type and message."""
+    """The error text a trial record keeps: the exception's type and message, cut to
+    `MAX_ERROR_TEXT` characters and a marker."""
     message = str(exc)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    return f"{text[:MAX_ERROR_TEXT]}... [{len(text) - MAX_ERROR_TEXT:,} more characters]"
 
 
 #: Frames of a traceback kept: the user's innermost first, then Corral's, in budget.

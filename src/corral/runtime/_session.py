@@ -85,7 +85,11 @@ class AgentSession:
     def record_usage(
         self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0
     ) -> None:
-        """Add token and cost usage to the step being recorded (summed in the report)."""
+        """Add token and cost usage to the step being recorded (summed in the report).
+
+        A step's tokens may add up to at most `MAX_TOKENS` each and its cost to at
+        most `MAX_COST`; more is refused (`ConfigError` naming the value) and not added.
+        """
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, not {value!r}")
@@ -96,7 +100,7 @@ class AgentSession:
             or cost < 0
         ):
             raise ConfigError(f"cost must be a non-negative number, not {cost!r}")
-        self._usage = self._usage + Usage(input_tokens, output_tokens, float(cost))
+        self._usage = add_usage(self._usage, Usage(input_tokens, output_tokens, float(cost)))
 
     def take_usage(self) -> Usage:
         """The usage recorded since the last commit, which the next commit carries."""
@@ -111,3 +115,28 @@ class AgentSession:
         view.step_key = step_key
         view._usage = NO_USAGE
         return view
+
+
+#: The most tokens of each kind one step may record: the stores keep them as 64-bit
+#: integers (SQLite INTEGER, PostgreSQL bigint).
+MAX_TOKENS = 2**63 - 1
+#: The most cost one step may record: far beyond any real bill, and small enough that
+#: no sum over a run's steps overflows to infinity (which JSON cannot write).
+MAX_COST = 1e15
+
+
+def add_usage(total: Usage, more: Usage) -> Usage:
+    """``total + more``, the usage of one step, or a `ConfigError` naming the part
+    that a store cannot hold."""
+    out = total + more
+    for name, value, bound in (
+        ("input_tokens", out.input_tokens, MAX_TOKENS),
+        ("output_tokens", out.output_tokens, MAX_TOKENS),
+        ("cost", out.cost, MAX_COST),
+    ):
+        if value > bound:
+            added = f" (with {getattr(total, name)!r} recorded before)" if total else ""
+            raise ConfigError(
+                f"{name} {value!r}{added} is out of bounds: one step records at most {bound!r}"
+            )
+    return out

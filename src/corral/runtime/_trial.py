@@ -17,7 +17,7 @@ import anyio
 
 from .._budget import NO_BUDGET, Budget, Exceeded
 from .._errors import unwrap_single
-from .._json import check_json
+from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
 from .._tools import call_error, tools_of
@@ -39,7 +39,7 @@ from ._acks import Acks
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
-from ._session import AgentSession
+from ._session import AgentSession, add_usage
 from ._workclock import WorkClock
 
 
@@ -81,6 +81,8 @@ class TrialPlan:
     budget: Budget = NO_BUDGET
     #: Seconds worked before a rate limit deferred this trial (its commits may hold less).
     worked: float = 0.0
+    #: The most bytes of JSON one recorded value may take.
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -352,11 +354,12 @@ async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) ->
 
 async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> None:
     projection = writer.projection
+    limit = plan.max_value_bytes
     session.tools = tools_of(plan.environment, session)  # inside the attempt: may raise
     if not projection.has_setup:
         state = await plan.environment.setup(session)
         payload = {
-            "state": check_json(state, "the state returned by setup"),
+            "state": check_json(state, "the state returned by setup", limit),
             "previous_trial": session.previous_trial,
         }
         writer.stage([("setup", payload, session.take_usage())])
@@ -379,7 +382,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             # An answer bought over budget is not a completed trial.
             if writer.over_budget(session._usage):
                 return
-            output = check_json(decision.output, "the Final output")
+            output = check_json(decision.output, "the Final output", limit)
             writer.stage(
                 [
                     (
@@ -399,8 +402,10 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             seq = writer.next_seq + index
             key = step_key(plan.key, seq)
             payload = {
-                "tool": check_json(action.tool, "Action.tool"),
-                "arguments": check_json(action.arguments, f"the arguments of {action.tool!r}"),
+                "tool": check_json(action.tool, "Action.tool", limit),
+                "arguments": check_json(
+                    action.arguments, f"the arguments of {action.tool!r}", limit
+                ),
                 "turn": turn_no,
                 "index": index,
                 "step_key": key,
@@ -445,6 +450,7 @@ async def _execute(
 ) -> None:
     """Execute a turn's actions (seq, action, step key) and stage their effects."""
     environment = writer.plan.environment
+    limit = writer.plan.max_value_bytes
 
     async def one(seq: int, action: Action, key: str, view: AgentSession) -> None:
         view.step_key = key
@@ -459,7 +465,7 @@ async def _execute(
                 effect = ToolEffect(refused)
         except BaseException:
             if view is not session:  # what a failed call used is carried, as on the session
-                session._usage = session._usage + view.take_usage()
+                session._usage = add_usage(session._usage, view.take_usage())
             raise
         finally:
             view.step_key = None
@@ -467,10 +473,12 @@ async def _execute(
             raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
         payload: dict[str, Any] = {
             "action_seq": seq,
-            "observation": check_json(effect.observation, f"the observation of {action.tool!r}"),
+            "observation": check_json(
+                effect.observation, f"the observation of {action.tool!r}", limit
+            ),
         }
         if effect.state is not UNCHANGED:
-            payload["state"] = check_json(effect.state, f"the state after {action.tool!r}")
+            payload["state"] = check_json(effect.state, f"the state after {action.tool!r}", limit)
         writer.stage([("tool_effect", payload, view.take_usage())])
 
     if len(actions) == 1 and session.state is state_before:
@@ -478,14 +486,29 @@ async def _execute(
         # action commit, so what execute records is the tool effect's).
         await one(*actions[0], session)
         return
-    with unwrap_single():  # a failing action is recorded by its own name
+    # A failing action does not stop the others of its turn: once all have ended,
+    # the turn fails as its first failing action in declared order says (its own
+    # type, message and retry rule), whichever failed first in time, and what the
+    # others did is recorded (a retry does not repeat it).
+    failures: list[Exception | None] = [None] * len(actions)
+
+    async def caught(index: int, seq: int, action: Action, key: str, view: AgentSession) -> None:
+        try:
+            await one(seq, action, key, view)
+        except Exception as exc:
+            failures[index] = exc
+
+    with unwrap_single():  # an interrupt in one action leaves as itself
         async with anyio.create_task_group() as tg:
-            for seq, action, key in actions:
+            for index, (seq, action, key) in enumerate(actions):
                 # Each its own step key and usage; every action of a turn sees the
                 # turn's starting state.
                 view = session.for_action(key)
                 view.state = state_before
-                tg.start_soon(one, seq, action, key, view)
+                tg.start_soon(caught, index, seq, action, key, view)
+    for failure in failures:
+        if failure is not None:
+            raise failure
 
 
 def _terminal(

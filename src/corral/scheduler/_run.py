@@ -22,6 +22,7 @@ import anyio.lowlevel
 
 from .._budget import NO_BUDGET, Budget
 from .._errors import CorralError, unwrap_single
+from .._json import DEFAULT_MAX_VALUE_BYTES
 from .._protocols import Agent, Environment
 from .._records import TrialTable, record_of
 from .._types import (
@@ -177,8 +178,11 @@ class RunLoop:
         budget: Budget = NO_BUDGET,
         run_cost_limit: float | None = None,
         remote: Remote | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.benchmark_id = benchmark_id
+        #: The most bytes of JSON one recorded value may take.
+        self.max_value_bytes = max_value_bytes
         self.plan = plan
         self.agents = agents
         self.environments = environments
@@ -431,6 +435,7 @@ class RunLoop:
                 previous=previous,
                 may_have_history=(t, r) in self._partial,
                 budget=self.budget.under(meta),
+                max_value_bytes=self.max_value_bytes,
             )
         self.executed(t, r, trial, await run_trial(trial))
 
@@ -526,6 +531,7 @@ class RunLoop:
             policy=self.policy,
             acks=self.acks,
             time_limit=self.evaluation_timeout,
+            max_value_bytes=self.max_value_bytes,
         )
         self.evaluated(t, r, record, record.state)
 
