@@ -89,3 +89,36 @@ def test_a_store_option_that_does_not_fit_its_backend_is_refused() -> None:
 def test_reading_with_an_unknown_scheme_names_the_known_ones(command: list[str]) -> None:
     line = _refused(*command, "--store", "mysql://x@y/z")
     assert "'mysql://x@y/z'" in line and "postgresql://" in line
+
+
+def test_rescore_of_a_missing_store_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "store.db"
+    line = _refused("rescore", "b", _bench(tmp_path), "--store", missing, "--no-progress")
+    assert f"no store at '{missing}'" in line
+    assert not missing.parent.exists()
+
+
+@pytest.mark.parametrize(
+    "command", [["list"], ["report", "b"], ["show", "b", "t", "0"], ["view"], ["rescore", "b"]]
+)
+def test_a_command_that_reads_a_missing_file_says_so(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "store.db"
+    if command[0] == "rescore":
+        command = [*command, str(_bench(tmp_path)), "--no-progress"]
+    line = _refused(*command, "--store", missing)
+    assert f"no store at '{missing}'" in line
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "address", ["postgresql://", "postgresql://127.0.0.1", "postgres://me@db.example:5432/"]
+)
+def test_a_postgres_uri_without_a_database_is_refused(address: str) -> None:
+    with pytest.raises(ConfigError, match="database") as caught:
+        corral.open_store(address)
+    assert repr(address) in str(caught.value)
+
+
+@pytest.mark.parametrize("address", ["postgresql:///bench", "postgresql://h/?dbname=bench"])
+def test_a_database_named_anywhere_in_the_uri_is_enough(address: str) -> None:
+    assert isinstance(corral.open_store(address), PostgresStore)

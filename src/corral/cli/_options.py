@@ -43,13 +43,14 @@ def durability_option(command: F) -> F:
     )(command)
 
 
-def open_store(where: str, durability: str) -> CommitStore:
+def open_store(where: str, durability: str, *, create: bool = True) -> CommitStore:
     """The store at ``where`` (`corral.open_store`), with --durability for SQLite
     (PostgreSQL always uses synchronous_commit: every acknowledged commit survives a
-    crash of the server too)."""
+    crash of the server too). ``create=False``: it must exist (``rescore``)."""
     if scheme_of(where) == "sqlite":
-        return open_address(where, synchronous="FULL" if durability == "power" else "NORMAL")
-    return open_address(where)
+        synchronous = "FULL" if durability == "power" else "NORMAL"
+        return open_address(where, create=create, synchronous=synchronous)
+    return open_address(where, create=create)
 
 
 def read_store(where: str) -> CommitStore:

@@ -110,6 +110,13 @@ class PostgresStore:
             params = conninfo_to_dict(dsn)
         except Exception as exc:  # psycopg.ProgrammingError, with the reason
             raise ConfigError(f"bad PostgreSQL URI {_masked(dsn)!r}: {exc}") from exc
+        if not params.get("dbname"):
+            # libpq would fall back to a default database (the user's name, $PGDATABASE):
+            # commits must never land somewhere the address does not name.
+            raise ConfigError(
+                f"the PostgreSQL URI {_masked(dsn)!r} names no database: "
+                "postgresql://[USER@]HOST/DATABASE"
+            )
         self.dsn = dsn
         self.synchronous_commit = synchronous_commit
         self.retry_for = float(retry_for)
