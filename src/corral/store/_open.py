@@ -75,7 +75,7 @@ def open_store(
     if kind == "memory":
         return MemoryStore()
     if kind == "postgresql":
-        return PostgresStore(text, **options)
+        return PostgresStore(text, read_only=read_only, create=create, **options)
     if text.startswith("sqlite://"):
         if not text.startswith("sqlite:///"):
             raise ConfigError(f"an SQLite address is sqlite:///PATH (three slashes), not {text!r}")

@@ -84,6 +84,11 @@ class PostgresStore:
     server (not the runner) crashes, in exchange for faster batches.
     Transient database errors are retried for ``retry_for`` seconds before
     the run fails with `StoreError`; what was acknowledged stays intact.
+
+    Opening creates Corral's tables if they are missing, unless ``create`` is
+    False or the store is ``read_only``: then nothing is ever written (a
+    SELECT-only role or a read-only database will do), and a database without
+    the tables holds no benchmarks.
     """
 
     def __init__(
@@ -93,6 +98,8 @@ class PostgresStore:
         synchronous_commit: bool = True,
         retry_for: float = 30.0,
         readers: int = 4,
+        read_only: bool = False,
+        create: bool = True,
     ) -> None:
         if not isinstance(dsn, str) or not dsn.startswith(_SCHEMES):
             raise ConfigError(f"a PostgreSQL store needs a postgresql:// URI, not {dsn!r}")
@@ -120,6 +127,8 @@ class PostgresStore:
         self.dsn = dsn
         self.synchronous_commit = synchronous_commit
         self.retry_for = float(retry_for)
+        self.read_only = read_only
+        self._create = create and not read_only
         self._where = f"PostgresStore({_masked(dsn)!r})"
         self._params = params
         self._readers = readers
@@ -190,7 +199,7 @@ class PostgresStore:
         import psycopg
         from psycopg_pool import ConnectionPool
 
-        from ._pg_schema import ensure_schema
+        from ._pg_schema import check_schema, ensure_schema
         from ._pg_writer import PgWriter, retrying
 
         writer = PgWriter(
@@ -199,6 +208,8 @@ class PostgresStore:
 
         def first(after_failure: bool) -> psycopg.Connection[Any]:
             try:
+                if self.read_only:  # no writer: a connection for the schema check
+                    return self._connection(application_name="corral reader")
                 return writer._connection(after_failure)
             except psycopg.OperationalError as exc:
                 # A host name that does not resolve at the start is a typo far more
@@ -209,7 +220,11 @@ class PostgresStore:
 
         try:
             conn = retrying(self._where, self.retry_for, first)
-            ensure_schema(conn, self._where)
+            try:
+                (ensure_schema if self._create else check_schema)(conn, self._where)
+            finally:
+                if self.read_only:
+                    conn.close()
         except psycopg.Error as exc:
             writer.close()
             raise StoreError(f"{self._where}: {exc}") from exc
@@ -228,7 +243,7 @@ class PostgresStore:
             open=False,
         )
         pool.open()
-        self._writer, self._pool = writer, pool
+        self._writer, self._pool = (None if self.read_only else writer), pool
 
     def _disconnect(self) -> None:
         if self._pool is not None:
@@ -246,6 +261,10 @@ class PostgresStore:
             batch.record, writer.write, self._append_failed, limiter=self._write_limiter
         )
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self._where} was opened read-only: it is never written")
+
     def _append_failed(self, exc: Exception) -> StoreError:
         error = StoreError(f"{self._where}: append failed: {exc}")
         error.__cause__ = exc
@@ -254,6 +273,7 @@ class PostgresStore:
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Slot[Request]:
         from ._pg_writer import encode
 
+        self._check_writable()
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         return self._queue.put(encode(key, list(commits), uuid.uuid4()))
@@ -269,6 +289,7 @@ class PostgresStore:
         kill -9 leaves no stale claim; every write checks the epoch, so a runner
         whose session was ended (and whose claim was taken) can never write again.
         """
+        self._check_writable()
         lock = int.from_bytes(hashlib.sha256(benchmark_id.encode()).digest()[:8], signed=True)
         conn = await anyio.to_thread.run_sync(self._take_claim, benchmark_id, lock)
         try:
@@ -330,11 +351,12 @@ class PostgresStore:
         return conn
 
     async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+        self._check_writable()
         config = dict(config)
         rows: list[tuple[Any, ...]] = []
         while not rows:  # empty only if another runner inserted it during the statement
             rows = await self._read(
-                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id)
+                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id), writes=True
             )
         if any(inserted for inserted, _ in rows):
             return False
@@ -343,7 +365,13 @@ class PostgresStore:
 
     # -- reading -----------------------------------------------------------
 
-    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async def _read(
+        self, sql: str, params: tuple[Any, ...], *, writes: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``sql``; where Corral does not create its tables, a query that
+        only reads finds none in a database without them."""
+        from psycopg import errors
+
         from ._pg_writer import retrying
 
         def attempt(after_failure: bool) -> list[tuple[Any, ...]]:
@@ -353,7 +381,12 @@ class PostgresStore:
             if after_failure:
                 pool.check()  # drop the connections the outage broke
             with pool.connection() as conn:
-                rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                try:
+                    rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                except (errors.UndefinedTable, errors.InvalidSchemaName):
+                    if writes or self._create:
+                        raise
+                    return []
                 return rows
 
         return await anyio.to_thread.run_sync(
