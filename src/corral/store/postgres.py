@@ -71,6 +71,10 @@ _REGISTER = (
 
 _SCHEMES = ("postgresql://", "postgres://")
 
+#: Seconds transient failures are retried, unless the URI (``?retry_for=S``) or
+#: the constructor says otherwise.
+DEFAULT_RETRY_FOR = 30.0
+
 
 def is_postgres_dsn(store: object) -> bool:
     return isinstance(store, str) and store.startswith(_SCHEMES)
@@ -82,8 +86,10 @@ class PostgresStore:
     Every acknowledged commit was committed by the server; with
     ``synchronous_commit=False`` an acknowledged commit may be lost if the
     server (not the runner) crashes, in exchange for faster batches.
-    Transient database errors are retried for ``retry_for`` seconds before
-    the run fails with `StoreError`; what was acknowledged stays intact.
+    Transient database errors are retried for ``retry_for`` seconds (default 30,
+    or the URI's ``?retry_for=S``) before the run fails with `StoreError`; what
+    was acknowledged stays intact. A definite refusal (no such database or role,
+    bad credentials) is a `ConfigError` at once.
 
     Opening creates Corral's tables if they are missing, unless ``create`` is
     False or the store is ``read_only``: then nothing is ever written (a
@@ -96,13 +102,16 @@ class PostgresStore:
         dsn: str,
         *,
         synchronous_commit: bool = True,
-        retry_for: float = 30.0,
+        retry_for: float | None = None,
         readers: int = 4,
         read_only: bool = False,
         create: bool = True,
     ) -> None:
         if not isinstance(dsn, str) or not dsn.startswith(_SCHEMES):
             raise ConfigError(f"a PostgreSQL store needs a postgresql:// URI, not {dsn!r}")
+        conninfo, window = _retry_window(dsn)
+        if retry_for is None:
+            retry_for = DEFAULT_RETRY_FOR if window is None else window
         if not retry_for >= 0:
             raise ConfigError(f"retry_for must be >= 0 seconds, not {retry_for!r}")
         if not (isinstance(readers, int) and readers >= 1):
@@ -114,7 +123,7 @@ class PostgresStore:
                 "a PostgreSQL store needs psycopg: pip install 'corral[postgres]'"
             ) from exc
         try:
-            params = conninfo_to_dict(dsn)
+            params = conninfo_to_dict(conninfo)
         except Exception as exc:  # psycopg.ProgrammingError, with the reason
             raise ConfigError(f"bad PostgreSQL URI {_masked(dsn)!r}: {exc}") from exc
         if not params.get("dbname"):
@@ -125,6 +134,8 @@ class PostgresStore:
                 "postgresql://[USER@]HOST/DATABASE"
             )
         self.dsn = dsn
+        #: The URI handed to libpq: ``dsn`` without Corral's own parameters.
+        self.conninfo = conninfo
         self.synchronous_commit = synchronous_commit
         self.retry_for = float(retry_for)
         self.read_only = read_only
@@ -179,7 +190,7 @@ class PostgresStore:
 
         # Keepalives: a dead peer (a partition, a powered-off machine) is noticed.
         return psycopg.connect(
-            self.dsn,
+            self.conninfo,
             autocommit=True,
             connect_timeout=10,
             keepalives=1,
@@ -215,7 +226,7 @@ class PostgresStore:
                 # A host name that does not resolve at the start is a typo far more
                 # often than a blip: say so now, not after retry_for seconds.
                 if str(exc).startswith("failed to resolve host"):
-                    raise StoreError(f"{self._where}: {exc}") from exc
+                    raise ConfigError(f"{self._where}: {exc}") from exc
                 raise
 
         try:
@@ -232,7 +243,7 @@ class PostgresStore:
             writer.close()
             raise
         pool: ConnectionPool[Any] = ConnectionPool(
-            self.dsn,
+            self.conninfo,
             min_size=1,
             max_size=self._readers,
             kwargs={
@@ -447,6 +458,26 @@ def _release(conn: psycopg.Connection[Any], lock: int) -> None:
         pass
     finally:
         conn.close()
+
+
+def _retry_window(dsn: str) -> tuple[str, float | None]:
+    """The URI without Corral's ``retry_for`` parameter (libpq refuses parameters it
+    does not know), and that parameter's value. The other parameters are kept as
+    written: libpq decodes them itself."""
+    base, sep, query = dsn.partition("?")
+    kept, window = [], None
+    for item in query.split("&") if sep else ():
+        name, _, value = item.partition("=")
+        if name != "retry_for":
+            kept.append(item)
+            continue
+        try:
+            window = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"retry_for={value!r} in {_masked(dsn)!r} is not a number of seconds"
+            ) from None
+    return (f"{base}?{'&'.join(kept)}" if kept else base), window
 
 
 def _masked(dsn: str) -> str:
