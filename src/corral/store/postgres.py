@@ -210,8 +210,11 @@ class PostgresStore:
         import psycopg
         from psycopg_pool import ConnectionPool
 
+        from ._pg_log import route_psycopg_logs
         from ._pg_schema import check_schema, ensure_schema
         from ._pg_writer import PgWriter, retrying
+
+        route_psycopg_logs()
 
         writer = PgWriter(
             self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
