@@ -3,6 +3,7 @@ makes of addresses (an unknown scheme, a store that must exist)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,9 @@ def test_a_postgres_uri_without_a_database_is_refused(address: str) -> None:
 @pytest.mark.parametrize("address", ["postgresql:///bench", "postgresql://h/?dbname=bench"])
 def test_a_database_named_anywhere_in_the_uri_is_enough(address: str) -> None:
     assert isinstance(corral.open_store(address), PostgresStore)
+
+
+@pytest.mark.parametrize("address", ["sqlite://x.db", "sqlite:///x.db?mode=ro", "sqlite:///x.db#a"])
+def test_a_malformed_sqlite_address_is_refused(address: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape(repr(address))):
+        corral.open_store(address)

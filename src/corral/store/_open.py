@@ -77,8 +77,11 @@ def open_store(
     if kind == "postgresql":
         return PostgresStore(text, read_only=read_only, create=create, **options)
     if text.startswith("sqlite://"):
-        if not text.startswith("sqlite:///"):
-            raise ConfigError(f"an SQLite address is sqlite:///PATH (three slashes), not {text!r}")
+        # No parameters: a "?mode=ro" must not silently become part of a file name.
+        if not text.startswith("sqlite:///") or "?" in text or "#" in text:
+            raise ConfigError(
+                f"an SQLite address is sqlite:///PATH (three slashes, no parameters), not {text!r}"
+            )
         text = text.removeprefix("sqlite:///")
     path = Path(text)
     if (read_only or not create) and not path.is_file():
