@@ -129,3 +129,15 @@ def test_a_database_named_anywhere_in_the_uri_is_enough(address: str) -> None:
 def test_a_malformed_sqlite_address_is_refused(address: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape(repr(address))):
         corral.open_store(address)
+
+
+def test_ray_hosts_open_the_coordinator_s_store_through_open_store(tmp_path: Path) -> None:
+    from corral.executor._stores import spec_of
+
+    pg = PostgresStore("postgresql://me@db.example/bench?retry_for=5", synchronous_commit=False)
+    again = spec_of(pg, "b").open()
+    assert isinstance(again, PostgresStore) and again.dsn == pg.dsn
+    assert (again.retry_for, again.synchronous_commit) == (5, False)
+    lite = spec_of(SQLiteStore(tmp_path / "s.db", synchronous="FULL"), "b").open()
+    assert isinstance(lite, SQLiteStore)
+    assert (lite.path, lite.synchronous) == (tmp_path / "s.db", "FULL")
