@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
@@ -16,6 +17,7 @@ from corral import StoreError, TrialKey
 
 from . import pg
 from .test_open_store import _bench, _invoke, _refused
+from .viewer_stores import serving
 
 pytestmark = pytest.mark.anyio
 pg_dsn = pg.pg_dsn
@@ -104,3 +106,10 @@ def test_reading_keeps_refusing_a_newer_schema(filled: str) -> None:
     with psycopg.connect(filled, autocommit=True) as conn:
         conn.execute("UPDATE corral.meta SET value = '99' WHERE key = 'schema_version'")
     assert "schema version 99" in _invoke("list", "--store", filled).stderr
+
+
+def test_the_viewer_serves_a_role_that_may_only_select(select_only: str) -> None:
+    with serving(select_only) as url, httpx.Client(base_url=url, timeout=30) as http:
+        response = http.get("/api/benchmarks")
+    assert response.status_code == 200, response.text
+    assert [b["benchmark_id"] for b in response.json()["benchmarks"]] == ["b"]
