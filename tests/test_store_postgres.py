@@ -217,3 +217,18 @@ async def test_a_run_and_its_resume_on_postgres_equal_a_memory_run(pg_dsn: str) 
     async with store.opened():
         [info] = await store.benchmarks()
         assert (info.benchmark_id, info.trials, info.finished) == ("pg", 12, 12)
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://me@h/db?password=secret",
+        "postgresql://me@h/db?sslmode=require&password=secret&retry_for=x",
+        "postgresql://me:secret@h/db?application_name=a@b",
+    ],
+)
+def test_a_password_in_the_query_never_reaches_a_message_either(dsn: str) -> None:
+    try:
+        assert "secret" not in repr(PostgresStore(dsn))
+    except ConfigError as exc:  # the bad retry_for: its message names the URI too
+        assert "secret" not in str(exc)

@@ -216,13 +216,15 @@ class PostgresStore:
 
         route_psycopg_logs()
 
-        writer = PgWriter(
-            self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
-        )
+        writer = None
+        if not self.read_only:
+            writer = PgWriter(
+                self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
+            )
 
         def first(after_failure: bool) -> psycopg.Connection[Any]:
             try:
-                if self.read_only:  # no writer: a connection for the schema check
+                if writer is None:  # read-only: a connection for the schema check
                     return self._connection(application_name="corral reader")
                 return writer._connection(after_failure)
             except psycopg.OperationalError as exc:
@@ -237,13 +239,13 @@ class PostgresStore:
             try:
                 (ensure_schema if self._create else check_schema)(conn, self._where)
             finally:
-                if self.read_only:
+                if writer is None:
                     conn.close()
-        except psycopg.Error as exc:
-            writer.close()
-            raise StoreError(f"{self._where}: {exc}") from exc
-        except BaseException:
-            writer.close()
+        except BaseException as exc:
+            if writer is not None:
+                writer.close()
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"{self._where}: {exc}") from exc
             raise
         pool: ConnectionPool[Any] = ConnectionPool(
             self.conninfo,
@@ -257,7 +259,7 @@ class PostgresStore:
             open=False,
         )
         pool.open()
-        self._writer, self._pool = (None if self.read_only else writer), pool
+        self._writer, self._pool = writer, pool
 
     def _disconnect(self) -> None:
         if self._pool is not None:
@@ -484,9 +486,13 @@ def _retry_window(dsn: str) -> tuple[str, float | None]:
 
 
 def _masked(dsn: str) -> str:
-    """The URI without its password, for messages."""
-    scheme, sep, rest = dsn.partition("://")
+    """The URI without its password (in the user part or a parameter), for messages."""
+    uri, qsep, query = dsn.partition("?")
+    scheme, sep, rest = uri.partition("://")
     userinfo, at, host = rest.rpartition("@")
     if at and ":" in userinfo:
         userinfo = userinfo.split(":", 1)[0] + ":***"
-    return f"{scheme}{sep}{userinfo}{at}{host}"
+    if qsep:
+        items = query.split("&")
+        query = "&".join("password=***" if i.startswith("password=") else i for i in items)
+    return f"{scheme}{sep}{userinfo}{at}{host}{qsep}{query}"
