@@ -141,3 +141,7 @@ def test_ray_hosts_open_the_coordinator_s_store_through_open_store(tmp_path: Pat
     lite = spec_of(SQLiteStore(tmp_path / "s.db", synchronous="FULL"), "b").open()
     assert isinstance(lite, SQLiteStore)
     assert (lite.path, lite.synchronous) == (tmp_path / "s.db", "FULL")
+
+
+def test_a_folder_is_no_store_to_read(tmp_path: Path) -> None:
+    assert "(not a file)" in _refused("list", "--store", tmp_path)

@@ -85,5 +85,6 @@ def open_store(
         text = text.removeprefix("sqlite:///")
     path = Path(text)
     if (read_only or not create) and not path.is_file():
-        raise ConfigError(f"no store at {str(path)!r} (no such file)")
+        why = "not a file" if path.exists() else "no such file"
+        raise ConfigError(f"no store at {str(path)!r} ({why})")
     return SQLiteStore(path, read_only=read_only, **options)
