@@ -55,6 +55,7 @@ from .store import (
     SQLiteStore,
     TrialKey,
     copy_benchmarks,
+    open_store,
 )
 
 __version__ = "0.1.0"
@@ -110,6 +111,7 @@ __all__ = [
     "compare",
     "concurrency",
     "copy_benchmarks",
+    "open_store",
     "pass_at_k",
     "pass_hat_k",
     "subprocess",

@@ -31,8 +31,7 @@ from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
-from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
-from .store.postgres import is_postgres_dsn
+from .store import CommitStore, SQLiteStore, TrialKey, open_store
 
 if TYPE_CHECKING:
     from .executor._dispatch import RayRemote
@@ -65,7 +64,8 @@ class RunInfo:
 class CorralRunner:
     """Runs benchmarks of agents in environments under concurrency limits.
 
-    ``store`` is a `CommitStore` or a path (SQLite). ``max_retries`` extra
+    ``store`` is a `CommitStore` or an address for `open_store` (a path means
+    SQLite). ``max_retries`` extra
     attempts follow an attempt that raises, after a backoff of
     U(0, min(backoff_cap, backoff_base * 2**n)) seconds; exceptions of the
     ``no_retry`` types end a trial at once. ``trial_timeout`` bounds one
@@ -650,11 +650,7 @@ def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
 
 def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
     if isinstance(store, str | os.PathLike):
-        if str(store) == ":memory:":
-            return MemoryStore()
-        if is_postgres_dsn(store):
-            return PostgresStore(str(store))
-        return SQLiteStore(store)
+        return open_store(store)
     if not isinstance(store, CommitStore):
         raise ConfigError(f"store must be a path or a CommitStore, not {store!r}")
     return store

@@ -9,15 +9,16 @@ import click
 
 from .._errors import ConfigError
 from .._runner import DEFAULT_STORE
-from ..store import CommitStore, PostgresStore, SQLiteStore
-from ..store.postgres import is_postgres_dsn
+from ..store import CommitStore, scheme_of
+from ..store import open_store as open_address
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 STORE_HELP = (
-    "Where commits are kept: an SQLite file, or a PostgreSQL URI "
-    "(postgresql://user@host/db). Default: $CORRAL_STORE, else " + DEFAULT_STORE + "."
+    "Where commits are kept: an SQLite file (a path or sqlite:///PATH), a PostgreSQL "
+    "URI (postgresql://user@host/db), or memory: (kept nowhere). "
+    "Default: $CORRAL_STORE, else " + DEFAULT_STORE + "."
 )
 
 
@@ -42,19 +43,21 @@ def durability_option(command: F) -> F:
     )(command)
 
 
-def open_store(where: str, durability: str) -> CommitStore:
-    """The store at ``where``: PostgreSQL for a URI (always synchronous_commit: every
-    acknowledged commit survives a crash of the server too), else an SQLite file."""
-    if is_postgres_dsn(where):
-        return PostgresStore(where)
-    return SQLiteStore(where, synchronous="FULL" if durability == "power" else "NORMAL")
+def open_store(where: str, durability: str, *, create: bool = True) -> CommitStore:
+    """The store at ``where`` (`corral.open_store`), with --durability for SQLite
+    (PostgreSQL always uses synchronous_commit: every acknowledged commit survives a
+    crash of the server too). ``create=False``: it must exist (``rescore``)."""
+    if scheme_of(where) == "sqlite":
+        synchronous = "FULL" if durability == "power" else "NORMAL"
+        return open_address(where, create=create, synchronous=synchronous)
+    return open_address(where, create=create)
 
 
-def read_store(path: str) -> SQLiteStore:
-    """The store at ``path`` for ``report``/``show``/``list``: it must exist and is never
-    changed, so a read-only file or folder can be read; a missing, foreign or corrupt
-    file is a `ConfigError` naming the path when it is opened."""
-    return SQLiteStore(path, read_only=True)
+def read_store(where: str) -> CommitStore:
+    """The store at ``where`` for the commands that only read: it must exist and is
+    never changed, so a read-only file, folder or database role can read it; a
+    missing file is a `ConfigError` now, a foreign or corrupt one when it is opened."""
+    return open_address(where, read_only=True)
 
 
 def keyed_limit_option(flag: str, what: str) -> Callable[[F], F]:

@@ -343,7 +343,7 @@ def rescore_command(
         {k: v for k, v in benchmark.run_defaults.items() if k in RUNNER_ARGUMENTS},
         {"max_retries": max_retries, "evaluation_timeout": evaluation_timeout},
     )
-    runner = _runner(benchmark, open_store(store, durability), **runner_kwargs)
+    runner = _runner(benchmark, open_store(store, durability, create=False), **runner_kwargs)
     settings: dict[str, Any] = {
         "task_ids": _given(tasks),
         "failed_only": failed_only,

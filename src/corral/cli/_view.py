@@ -7,6 +7,7 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from .._errors import ConfigError
 from ..store import CommitStore
 from ._inspect import reading_store, with_store
 from ._options import store_option
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 @click.command("view")
@@ -105,16 +109,6 @@ def serve(store: CommitStore, host: str, port: int, hosts: Sequence[str]) -> Non
             f"corral view needs the viewer's extra ({exc.name} is missing): "
             "pip install 'corral[view]'"
         ) from None
-    sock = listening_socket(host, port)
-    name, bound = sock.getsockname()[:2]
-    shown = f"[{name}]" if ":" in name else name
-    if not is_loopback(sock):
-        click.echo(
-            f"warning: listening on {name}, not loopback: anyone who can reach it can read "
-            f"every benchmark in the store (requests must name {', '.join(hosts)}; "
-            "--allow-host NAME adds one)",
-            err=True,
-        )
     # Ctrl-C does not wait for a long poll on a benchmark still being read.
     config = uvicorn.Config(
         create_app(store, allowed_hosts=hosts),
@@ -122,9 +116,27 @@ def serve(store: CommitStore, host: str, port: int, hosts: Sequence[str]) -> Non
         lifespan="on",
         timeout_graceful_shutdown=1,
     )
-    server = uvicorn.Server(config)
-    click.echo(f"serving http://{shown}:{bound}/ (read-only; Ctrl-C stops)")
-    try:
-        asyncio.run(server.serve(sockets=[sock]))
-    finally:
-        sock.close()
+    asyncio.run(_serve(store, uvicorn.Server(config), host, port, hosts))
+
+
+async def _serve(
+    store: CommitStore, server: uvicorn.Server, host: str, port: int, hosts: Sequence[str]
+) -> None:
+    # Opened here first (the app opens it again, sharing it): a store that cannot be
+    # opened is one error line, not a server whose start-up dies with a traceback.
+    async with store.opened():
+        sock = listening_socket(host, port)
+        try:
+            name, bound = sock.getsockname()[:2]
+            shown = f"[{name}]" if ":" in name else name
+            if not is_loopback(sock):
+                click.echo(
+                    f"warning: listening on {name}, not loopback: anyone who can reach it "
+                    "can read every benchmark in the store (requests must name "
+                    f"{', '.join(hosts)}; --allow-host NAME adds one)",
+                    err=True,
+                )
+            click.echo(f"serving http://{shown}:{bound}/ (read-only; Ctrl-C stops)")
+            await server.serve(sockets=[sock])
+        finally:
+            sock.close()

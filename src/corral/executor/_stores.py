@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
-from ..store import CommitStore, PostgresStore, SQLiteStore
+from ..store import CommitStore, PostgresStore, SQLiteStore, open_store
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +21,7 @@ class StoreSpec:
     epoch: int | None = None
 
     def open(self) -> CommitStore:
-        if self.kind == "postgres":
-            return PostgresStore(self.address, **dict(self.options))
-        return SQLiteStore(Path(self.address), **dict(self.options))
+        return open_store(self.address, **dict(self.options))
 
 
 def check_store(store: CommitStore, *, all_local: bool) -> None:

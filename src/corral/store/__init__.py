@@ -1,6 +1,7 @@
 """Commit stores: the protocol and its backends."""
 
 from ._copy import Copied, copy_benchmarks
+from ._open import open_store, scheme_of
 from ._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSummary
 from .memory import MemoryStore
 from .postgres import PostgresStore
@@ -17,4 +18,6 @@ __all__ = [
     "TrialKey",
     "TrialSummary",
     "copy_benchmarks",
+    "open_store",
+    "scheme_of",
 ]

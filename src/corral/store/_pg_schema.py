@@ -59,9 +59,17 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
             "ON CONFLICT (key) DO NOTHING",
             (str(SCHEMA_VERSION),),
         )
-        row = conn.execute("SELECT value FROM corral.meta WHERE key = 'schema_version'").fetchone()
-    assert row is not None
-    version = int(str(row[0]))
+    check_schema(conn, where)
+
+
+def check_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Refuse a schema newer than this code, changing nothing: a database without
+    Corral's tables is fine (it holds no benchmarks)."""
+    found = conn.execute("SELECT to_regclass('corral.meta') IS NOT NULL").fetchone()
+    if not (found and found[0]):
+        return
+    row = conn.execute("SELECT value FROM corral.meta WHERE key = 'schema_version'").fetchone()
+    version = int(str(row[0])) if row else SCHEMA_VERSION
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{where}: the database holds Corral store schema version {version}, newer than "

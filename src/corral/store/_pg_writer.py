@@ -10,6 +10,7 @@ appends that landed: a retry never becomes a false conflict or a duplicate.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
@@ -24,6 +25,11 @@ from .._types import Commit
 from ._protocol import TrialKey
 
 T = TypeVar("T")
+
+log = logging.getLogger("corral.store")
+
+#: How often a retry that goes on is reported (seconds).
+NOTICE_EVERY = 5.0
 
 #: One append: its trial, its rows (encoded when handed over) and its append id.
 Request = tuple[TrialKey, list[tuple[Any, ...]], uuid.UUID]
@@ -54,6 +60,30 @@ def bad_option(exc: Exception) -> str | None:
     return text if text.startswith("invalid ") else None
 
 
+# The server's definite no to a connection: no such database or role, bad
+# credentials, not allowed in. (The server's messages, in its lc_messages: English
+# unless configured otherwise; anything else is retried, as before.)
+_REFUSALS = (
+    " does not exist",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "permission denied for database",
+    "is not permitted to log in",
+    "no password supplied",
+)
+
+
+def refusal(exc: Exception) -> str | None:
+    """The server's refusal of a connection that no retry changes (``FATAL:  database
+    "x" does not exist``), None for anything else."""
+    text = str(exc)
+    if "FATAL:" not in text and "fe_sendauth:" not in text:
+        return None
+    if not any(reason in text for reason in _REFUSALS):
+        return None
+    return text[text.find("FATAL:") if "FATAL:" in text else text.find("fe_sendauth:") :]
+
+
 class FencedError(StoreError):
     """This store's claim on a benchmark was taken over: it may never write it again."""
 
@@ -79,8 +109,12 @@ def encode(key: TrialKey, commits: list[Commit], append_id: uuid.UUID) -> Reques
 def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
     """Run ``attempt(after_failure)`` until it returns, retrying transient errors with
     backoff for ``retry_for`` seconds; then, or on any other database error, raise
-    `StoreError`. ``after_failure`` tells the attempt a previous one failed."""
+    `StoreError`. ``after_failure`` tells the attempt a previous one failed. A refusal
+    no retry can change (a bad option, no such database or role, bad credentials)
+    is a `ConfigError` at once; a retry that goes on is logged (a warning) every
+    `NOTICE_EVERY` seconds, so that waiting is never silent."""
     deadline: float | None = None
+    started = noticed = 0.0
     delay = 0.05
     failed = False
     while True:
@@ -91,12 +125,25 @@ def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
         except TRANSIENT as exc:
             if (option := bad_option(exc)) is not None:
                 raise ConfigError(f"{where}: {option}") from exc
+            if (refused := refusal(exc)) is not None:
+                raise ConfigError(f"{where}: the server refused: {refused}") from exc
             now = time.monotonic()
-            deadline = now + retry_for if deadline is None else deadline
+            if deadline is None:
+                started, noticed, deadline = now, now - NOTICE_EVERY, now + retry_for
             if now >= deadline:
                 raise StoreError(
                     f"{where}: the database stayed unreachable for {retry_for:g} s: {exc}"
                 ) from exc
+            if now - noticed >= NOTICE_EVERY:
+                noticed = now
+                reason = " ".join(str(exc).split())
+                log.warning(
+                    "connecting to %s (retrying, %.0f s of %g s): %s",
+                    where,
+                    now - started,
+                    retry_for,
+                    reason,
+                )
             failed = True
             time.sleep(min(delay, deadline - now))  # backoff in the worker thread
             delay = min(delay * 2, 2.0)

@@ -71,6 +71,10 @@ _REGISTER = (
 
 _SCHEMES = ("postgresql://", "postgres://")
 
+#: Seconds transient failures are retried, unless the URI (``?retry_for=S``) or
+#: the constructor says otherwise.
+DEFAULT_RETRY_FOR = 30.0
+
 
 def is_postgres_dsn(store: object) -> bool:
     return isinstance(store, str) and store.startswith(_SCHEMES)
@@ -82,8 +86,15 @@ class PostgresStore:
     Every acknowledged commit was committed by the server; with
     ``synchronous_commit=False`` an acknowledged commit may be lost if the
     server (not the runner) crashes, in exchange for faster batches.
-    Transient database errors are retried for ``retry_for`` seconds before
-    the run fails with `StoreError`; what was acknowledged stays intact.
+    Transient database errors are retried for ``retry_for`` seconds (default 30,
+    or the URI's ``?retry_for=S``) before the run fails with `StoreError`; what
+    was acknowledged stays intact. A definite refusal (no such database or role,
+    bad credentials) is a `ConfigError` at once.
+
+    Opening creates Corral's tables if they are missing, unless ``create`` is
+    False or the store is ``read_only``: then nothing is ever written (a
+    SELECT-only role or a read-only database will do), and a database without
+    the tables holds no benchmarks.
     """
 
     def __init__(
@@ -91,11 +102,16 @@ class PostgresStore:
         dsn: str,
         *,
         synchronous_commit: bool = True,
-        retry_for: float = 30.0,
+        retry_for: float | None = None,
         readers: int = 4,
+        read_only: bool = False,
+        create: bool = True,
     ) -> None:
         if not isinstance(dsn, str) or not dsn.startswith(_SCHEMES):
             raise ConfigError(f"a PostgreSQL store needs a postgresql:// URI, not {dsn!r}")
+        conninfo, window = _retry_window(dsn)
+        if retry_for is None:
+            retry_for = DEFAULT_RETRY_FOR if window is None else window
         if not retry_for >= 0:
             raise ConfigError(f"retry_for must be >= 0 seconds, not {retry_for!r}")
         if not (isinstance(readers, int) and readers >= 1):
@@ -107,12 +123,23 @@ class PostgresStore:
                 "a PostgreSQL store needs psycopg: pip install 'corral[postgres]'"
             ) from exc
         try:
-            params = conninfo_to_dict(dsn)
+            params = conninfo_to_dict(conninfo)
         except Exception as exc:  # psycopg.ProgrammingError, with the reason
             raise ConfigError(f"bad PostgreSQL URI {_masked(dsn)!r}: {exc}") from exc
+        if not params.get("dbname"):
+            # libpq would fall back to a default database (the user's name, $PGDATABASE):
+            # commits must never land somewhere the address does not name.
+            raise ConfigError(
+                f"the PostgreSQL URI {_masked(dsn)!r} names no database: "
+                "postgresql://[USER@]HOST/DATABASE"
+            )
         self.dsn = dsn
+        #: The URI handed to libpq: ``dsn`` without Corral's own parameters.
+        self.conninfo = conninfo
         self.synchronous_commit = synchronous_commit
         self.retry_for = float(retry_for)
+        self.read_only = read_only
+        self._create = create and not read_only
         self._where = f"PostgresStore({_masked(dsn)!r})"
         self._params = params
         self._readers = readers
@@ -163,7 +190,7 @@ class PostgresStore:
 
         # Keepalives: a dead peer (a partition, a powered-off machine) is noticed.
         return psycopg.connect(
-            self.dsn,
+            self.conninfo,
             autocommit=True,
             connect_timeout=10,
             keepalives=1,
@@ -183,34 +210,45 @@ class PostgresStore:
         import psycopg
         from psycopg_pool import ConnectionPool
 
-        from ._pg_schema import ensure_schema
+        from ._pg_log import route_psycopg_logs
+        from ._pg_schema import check_schema, ensure_schema
         from ._pg_writer import PgWriter, retrying
 
-        writer = PgWriter(
-            self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
-        )
+        route_psycopg_logs()
+
+        writer = None
+        if not self.read_only:
+            writer = PgWriter(
+                self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
+            )
 
         def first(after_failure: bool) -> psycopg.Connection[Any]:
             try:
+                if writer is None:  # read-only: a connection for the schema check
+                    return self._connection(application_name="corral reader")
                 return writer._connection(after_failure)
             except psycopg.OperationalError as exc:
                 # A host name that does not resolve at the start is a typo far more
                 # often than a blip: say so now, not after retry_for seconds.
                 if str(exc).startswith("failed to resolve host"):
-                    raise StoreError(f"{self._where}: {exc}") from exc
+                    raise ConfigError(f"{self._where}: {exc}") from exc
                 raise
 
         try:
             conn = retrying(self._where, self.retry_for, first)
-            ensure_schema(conn, self._where)
-        except psycopg.Error as exc:
-            writer.close()
-            raise StoreError(f"{self._where}: {exc}") from exc
-        except BaseException:
-            writer.close()
+            try:
+                (ensure_schema if self._create else check_schema)(conn, self._where)
+            finally:
+                if writer is None:
+                    conn.close()
+        except BaseException as exc:
+            if writer is not None:
+                writer.close()
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"{self._where}: {exc}") from exc
             raise
         pool: ConnectionPool[Any] = ConnectionPool(
-            self.dsn,
+            self.conninfo,
             min_size=1,
             max_size=self._readers,
             kwargs={
@@ -239,6 +277,10 @@ class PostgresStore:
             batch.record, writer.write, self._append_failed, limiter=self._write_limiter
         )
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self._where} was opened read-only: it is never written")
+
     def _append_failed(self, exc: Exception) -> StoreError:
         error = StoreError(f"{self._where}: append failed: {exc}")
         error.__cause__ = exc
@@ -247,6 +289,7 @@ class PostgresStore:
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Slot[Request]:
         from ._pg_writer import encode
 
+        self._check_writable()
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         return self._queue.put(encode(key, list(commits), uuid.uuid4()))
@@ -262,6 +305,7 @@ class PostgresStore:
         kill -9 leaves no stale claim; every write checks the epoch, so a runner
         whose session was ended (and whose claim was taken) can never write again.
         """
+        self._check_writable()
         lock = int.from_bytes(hashlib.sha256(benchmark_id.encode()).digest()[:8], signed=True)
         conn = await anyio.to_thread.run_sync(self._take_claim, benchmark_id, lock)
         try:
@@ -323,11 +367,12 @@ class PostgresStore:
         return conn
 
     async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+        self._check_writable()
         config = dict(config)
         rows: list[tuple[Any, ...]] = []
         while not rows:  # empty only if another runner inserted it during the statement
             rows = await self._read(
-                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id)
+                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id), writes=True
             )
         if any(inserted for inserted, _ in rows):
             return False
@@ -336,7 +381,13 @@ class PostgresStore:
 
     # -- reading -----------------------------------------------------------
 
-    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async def _read(
+        self, sql: str, params: tuple[Any, ...], *, writes: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``sql``; where Corral does not create its tables, a query that
+        only reads finds none in a database without them."""
+        from psycopg import errors
+
         from ._pg_writer import retrying
 
         def attempt(after_failure: bool) -> list[tuple[Any, ...]]:
@@ -346,7 +397,12 @@ class PostgresStore:
             if after_failure:
                 pool.check()  # drop the connections the outage broke
             with pool.connection() as conn:
-                rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                try:
+                    rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                except (errors.UndefinedTable, errors.InvalidSchemaName):
+                    if writes or self._create:
+                        raise
+                    return []
                 return rows
 
         return await anyio.to_thread.run_sync(
@@ -409,10 +465,34 @@ def _release(conn: psycopg.Connection[Any], lock: int) -> None:
         conn.close()
 
 
+def _retry_window(dsn: str) -> tuple[str, float | None]:
+    """The URI without Corral's ``retry_for`` parameter (libpq refuses parameters it
+    does not know), and that parameter's value. The other parameters are kept as
+    written: libpq decodes them itself."""
+    base, sep, query = dsn.partition("?")
+    kept, window = [], None
+    for item in query.split("&") if sep else ():
+        name, _, value = item.partition("=")
+        if name != "retry_for":
+            kept.append(item)
+            continue
+        try:
+            window = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"retry_for={value!r} in {_masked(dsn)!r} is not a number of seconds"
+            ) from None
+    return (f"{base}?{'&'.join(kept)}" if kept else base), window
+
+
 def _masked(dsn: str) -> str:
-    """The URI without its password, for messages."""
-    scheme, sep, rest = dsn.partition("://")
+    """The URI without its password (in the user part or a parameter), for messages."""
+    uri, qsep, query = dsn.partition("?")
+    scheme, sep, rest = uri.partition("://")
     userinfo, at, host = rest.rpartition("@")
     if at and ":" in userinfo:
         userinfo = userinfo.split(":", 1)[0] + ":***"
-    return f"{scheme}{sep}{userinfo}{at}{host}"
+    if qsep:
+        items = query.split("&")
+        query = "&".join("password=***" if i.startswith("password=") else i for i in items)
+    return f"{scheme}{sep}{userinfo}{at}{host}{qsep}{query}"
