@@ -87,17 +87,40 @@ def run_benchmark(
 
 
 def exit_code(report: BenchmarkReport) -> int:
-    """`EXIT_FAILED` when a trial ended ``error``, an evaluation failed, or a trial is
-    unfinished (a run stopped early); else `EXIT_OK`."""
+    """`EXIT_FAILED` when a trial ended ``error`` or ``timeout`` (what ``--retry-errors``
+    reruns), an evaluation failed, or a trial is unfinished (a run stopped early); else
+    `EXIT_OK`. ``max_iterations`` and ``limit`` are the agent's results: scored, never
+    passed, but no failure of the run (`EXIT_CODES` in the help says the same)."""
     finished = 0
     for task in report.tasks.values():
         for record in task.trials:
             finished += 1
-            if record.status == TrialStatus.ERROR or record.evaluation_error:
+            if record.status in FAILED_STATUSES or record.evaluation_error:
                 return EXIT_FAILED
             if record.status in EVALUATED_STATUSES and record.evaluation is None:
                 return EXIT_FAILED  # a scorer that failed, or one that never ran
     return EXIT_OK if finished >= len(report.tasks) * report.trials_per_task else EXIT_FAILED
+
+
+#: Statuses that make a run exit `EXIT_FAILED`: those ``--retry-errors`` gives a fresh
+#: attempt (a trial cut short by Corral or by an exception, not the agent's answer).
+FAILED_STATUSES = frozenset({TrialStatus.ERROR, TrialStatus.TIMEOUT})
+
+#: Every exit code of ``corral run`` and ``corral rescore``, for the help and README.
+EXIT_CODES = (
+    (
+        EXIT_OK,
+        "every trial finished and was scored; none ended error or timeout (trials "
+        "that ended max_iterations or limit, or failed their task, are results)",
+    ),
+    (
+        EXIT_FAILED,
+        "a trial ended error or timeout, a scorer failed, the run stopped early "
+        "(--fail-on-error, --run-cost-limit) with trials unfinished, or Corral failed",
+    ),
+    (EXIT_USAGE, "bad input, refused before anything ran"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); run again to resume"),
+)
 
 
 class ResumeNotice:

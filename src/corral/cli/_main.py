@@ -12,7 +12,7 @@ import click
 from .. import __version__
 from .._errors import ConfigError, CorralError
 from ._compare import compare_command
-from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from ._execute import EXIT_CODES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from ._inspect import copy_command, list_command, report_command, show_command
 from ._run import demo_command, rescore_command, run_command
 from ._view import view_command
@@ -134,11 +134,7 @@ def _error(message: str, code: int) -> int:
     return code
 
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 the run finished with no error and no failed evaluation; "
-    "1 it finished with some (or stopped early, or Corral failed); "
-    "2 bad input; 130 interrupted."
-)
+EXIT_CODES_HELP = "Exit codes: " + "; ".join(f"{code} {why}" for code, why in EXIT_CODES) + "."
 
 
 @click.group(cls=CorralGroup, epilog=EXIT_CODES_HELP)

@@ -208,26 +208,29 @@ def models_table(report: BenchmarkReport) -> Table | None:
 
 
 def errors_table(report: BenchmarkReport) -> Table | None:
-    """Trial errors, then failed evaluations, apart: each message with its count and up to
-    three example trials (``corral show ID TASK TRIAL`` prints one in full)."""
-    if not report.errors and not report.evaluation_errors:
+    """Trial errors, failed evaluations, then timeouts, max_iterations and over-budget
+    trials, each apart: each message with its count and up to three example trials
+    (``corral show ID TASK TRIAL`` prints one in full)."""
+    sections = [
+        ("trial errors", report.errors),
+        ("evaluation failures", report.evaluation_errors),
+        *report.endings.items(),
+    ]
+    examples = [g.examples[0] for _, groups in sections for g in groups[:1]]
+    if not examples:
         return None
-    first = (report.errors or report.evaluation_errors)[0].examples[0]
-    task, _, trial = first.rpartition("#")
+    task, _, trial = examples[0].rpartition("#")
     show = shlex.join(["corral", "show", report.benchmark_id, task, trial])
     table = Table(
-        title="errors",
+        title="errors" if not report.endings else "errors and trials that ended without Final",
         title_justify="left",
-        caption=f"a trial's traceback: {show}",
+        caption=f"a trial's history and traceback: {show}",
         caption_justify="left",
     )
     table.add_column("count", justify="right")
     table.add_column("message", overflow="fold")
     table.add_column("examples", no_wrap=True)
-    for title, groups in (
-        ("trial errors", report.errors),
-        ("evaluation failures", report.evaluation_errors),
-    ):
+    for title, groups in sections:
         if not groups:
             continue
         table.add_row("", Text(f"{title}: {sum(g.count for g in groups):,}", style="bold"), "")

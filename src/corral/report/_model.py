@@ -82,6 +82,9 @@ class BenchmarkReport:
     errors: tuple[ErrorGroup, ...] = ()
     #: Trials whose scorer failed (``TrialRecord.evaluation_error``), grouped the same way.
     evaluation_errors: tuple[ErrorGroup, ...] = ()
+    #: Trials that ended ``timeout``, ``max_iterations`` or ``limit``, by status (only
+    #: those that occurred), each grouped by message like ``errors``.
+    endings: dict[str, tuple[ErrorGroup, ...]] = field(default_factory=dict)
     #: The run-wide budgets of the run that made this report (``token_limit``,
     #: ``cost_limit``, ``working_time_limit``, ``run_cost_limit``), by name.
     budgets: dict[str, float] = field(default_factory=dict)
@@ -183,6 +186,9 @@ class BenchmarkReport:
             "stopped": self.stopped,
             "errors": [g.to_dict() for g in self.errors],
             "evaluation_errors": [g.to_dict() for g in self.evaluation_errors],
+            "endings": {
+                status: [g.to_dict() for g in groups] for status, groups in self.endings.items()
+            },
             "budgets": dict(self.budgets),
             "limited": dict(self.limited),
             "working_seconds": self.working_seconds,
