@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +26,7 @@ from corral import (
 )
 from corral.cli import main
 from corral.cli._execute import EXIT_FAILED, EXIT_OK, exit_code, print_report
+from corral.cli._tables import report_summary
 from corral.report import ErrorGroup
 from corral.testing import FakeEnvironment, ScriptedAgent
 
@@ -104,3 +106,54 @@ def test_help_lists_the_exit_code_of_each_status(command: str) -> None:
     text = flat(cli(command, "--help").output)
     for status in ("timeout", "error", "max_iterations", "limit", "130"):
         assert status in text, status
+
+
+async def costly_or_broken(session: AgentSession) -> Final:
+    session.record_usage(input_tokens=1, cost=1.0)
+    if session.task_id == "bad":
+        raise RuntimeError("boom")
+    return Final(1)
+
+
+def stopped_run(store: Path | None = None, **kwargs: Any) -> BenchmarkReport:
+    tasks = {t: BenchmarkTaskMetadata("a", "e") for t in ("bad", "ok")}
+    runner = CorralRunner(
+        tasks,
+        {"a": ScriptedAgent(costly_or_broken)},
+        {"e": FakeEnvironment()},
+        store=MemoryStore() if store is None else store,
+        retry_policy=RetryPolicy(max_retries=0),
+    )
+    run = anyio.run if store is not None else in_virtual_time
+    report: BenchmarkReport = run(
+        lambda: runner.run("b", trials_per_task=4, max_parallel=1, order="fifo", **kwargs)
+    )
+    assert not report.complete and report.stopped is not None
+    return report
+
+
+def summary_lines(report: BenchmarkReport) -> list[str]:
+    """The lines under the tables: the summary grid's rows, first to last."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(report_summary(report, None))
+    return [" ".join(line.split()) for line in console.export_text().splitlines()]
+
+
+def test_a_run_stopped_by_fail_on_error_says_why_and_what_to_change() -> None:
+    lines = summary_lines(stopped_run(fail_on_error=1))
+    assert lines[0].startswith("stopped fail_on_error: 2 errors exceeded the limit of 1")
+    advice = " ".join(lines[:3])
+    assert "--fail-on-error" in advice and "--benchmark-id b" in advice
+
+
+def test_a_run_stopped_by_run_cost_limit_says_why_and_what_to_change() -> None:
+    lines = summary_lines(stopped_run(run_cost_limit=2.0))
+    assert lines[0].startswith("stopped run_cost_limit: 2 spent of 2")
+    advice = " ".join(lines[:3])
+    assert "a higher --run-cost-limit" in advice and "--benchmark-id b" in advice
+
+
+def test_report_says_why_the_last_run_stopped(tmp_path: Path) -> None:
+    stopped_run(tmp_path / "s.db", fail_on_error=1)
+    text = flat(cli("report", "b", "--store", tmp_path / "s.db").output)
+    assert "stopped fail_on_error: 2 errors exceeded the limit of 1" in text

@@ -73,7 +73,7 @@ async def rebuild_report(
     k values: ``ks``, else `default_ks` (never the last run's: a view, not a fact).
     What the store does not hold comes from the last run's JSON report: which
     tasks the dependency closure added, and (only if no commit came after that run)
-    how many trials it reused, so that figure is the run's own.
+    how many trials it reused, so that figure is the run's own, and why it stopped.
     """
     config = await store.benchmark_config(benchmark_id)
     if config is None:
@@ -93,11 +93,12 @@ async def rebuild_report(
         added=saved.get("added_by_dependencies", ()),
     )
     if _describes(saved, report):
-        budgets = saved.get("budgets")
+        budgets, stopped = saved.get("budgets"), saved.get("stopped")
         report = replace(
             report,
             resumed=int(saved.get("resumed", 0)),
             budgets=dict(budgets) if isinstance(budgets, dict) else {},
+            stopped=stopped if isinstance(stopped, str) else None,
         )
     return report
 

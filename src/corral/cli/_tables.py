@@ -106,18 +106,20 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
+    resume = f"--benchmark-id {shlex.quote(report.benchmark_id)}"
+    if report.stopped is not None:  # why first: the rest of the summary follows from it
+        grid.add_row("stopped", Text(report.stopped, style="bold yellow"))
+        grid.add_row("to go on", Text(stop_advice(report.stopped, resume), style="bold yellow"))
     counts = [f"{status} {n}" for status, n in report.counts.items() if n]
     grid.add_row("trials", " · ".join(counts) or "none")
     if not report.complete:
-        grid.add_row(
-            "finished",
-            Text(
-                f"incomplete: {report.finished:,} of {report.total:,} trials finished; run the "
-                f"benchmark again with --benchmark-id {report.benchmark_id!r} to resume "
-                "(finished trials are kept)",
-                style="bold yellow",
-            ),
-        )
+        text = f"incomplete: {report.finished:,} of {report.total:,} trials finished"
+        if report.stopped is None:  # else "to go on" says how
+            text += (
+                f"; run the benchmark again with --benchmark-id {report.benchmark_id!r} to "
+                "resume (finished trials are kept)"
+            )
+        grid.add_row("finished", Text(text, style="bold yellow"))
     usage = report.usage
     if usage:
         grid.add_row(
@@ -136,6 +138,19 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid
+
+
+def stop_advice(reason: str, resume: str) -> str:
+    """What to change after a run stopped for ``reason`` (`BenchmarkReport.stopped`),
+    in the CLI's flags; ``resume`` is the flag that names the benchmark."""
+    if reason.startswith("fail_on_error"):
+        return (
+            f"fix what errored (the errors below) or give a higher --fail-on-error, then run "
+            f"again with {resume} to resume (finished trials are kept)"
+        )
+    if reason.startswith("run_cost_limit"):
+        return f"run again with a higher --run-cost-limit and {resume} to continue"
+    return f"run again with {resume} to resume"
 
 
 def budget_line(report: BenchmarkReport) -> str:
