@@ -275,6 +275,8 @@ def describe(commit: Commit) -> str:
         verdict = "passed" if p["passed"] else "failed"
         details = p.get("details")
         return f"{verdict} · score {p.get('score')}" + (f" · {compact(details)}" if details else "")
+    if kind == "attempt_failed":
+        return f"attempt {p.get('attempt')} failed (retried): {p.get('error')}"
     if kind == "reopen":
         previous = p.get("previous_status")
         why = p.get("reason", "?") + (
@@ -285,11 +287,14 @@ def describe(commit: Commit) -> str:
 
 
 def _failure(commit: Commit) -> bool:
-    """A terminal that records an error, or an evaluation that failed."""
+    """A terminal that records an error, a failed attempt that was retried, or an
+    evaluation that failed."""
     p = commit.payload
     if not isinstance(p, dict) or not p.get("error"):
         return False
-    return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
+    if commit.kind in ("terminal", "attempt_failed"):
+        return True
+    return commit.kind == "evaluation" and "passed" not in p
 
 
 def _error(commit: Commit, attempt: int | None) -> Table:
@@ -298,7 +303,9 @@ def _error(commit: Commit, attempt: int | None) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    what = "evaluation error" if commit.kind == "evaluation" else "error"
+    what = {"evaluation": "evaluation error", "attempt_failed": "failed attempt"}.get(
+        commit.kind, "error"
+    )
     where = f"seq {commit.seq}" + (f", attempt {attempt}" if attempt is not None else "")
     grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
     if p.get("error_type"):

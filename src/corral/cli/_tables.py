@@ -112,6 +112,13 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
         grid.add_row("to go on", Text(stop_advice(report.stopped, resume), style="bold yellow"))
     counts = [f"{status} {n}" for status, n in report.counts.items() if n]
     grid.add_row("trials", " · ".join(counts) or "none")
+    retries = report.retries
+    if retries:
+        grid.add_row(
+            "retried",
+            " · ".join(f"{status} {n}" for status, n in retries.items())
+            + " (failed attempts given another, by how their trial ended)",
+        )
     if not report.complete:
         text = f"incomplete: {report.finished:,} of {report.total:,} trials finished"
         if report.stopped is None:  # else "to go on" says how

@@ -124,6 +124,17 @@ class BenchmarkReport:
         return scores
 
     @property
+    def retries(self) -> dict[str, int]:
+        """Attempts retried after an exception, by the status their trials ended with
+        (each failed attempt is an ``attempt_failed`` commit: ``corral show``)."""
+        out: dict[str, int] = {}
+        for task in self.tasks.values():
+            for t in task.trials:
+                if t.attempts > 1:
+                    out[str(t.status)] = out.get(str(t.status), 0) + t.attempts - 1
+        return out
+
+    @property
     def wall_seconds(self) -> float:
         return self.finished_at - self.started_at
 
@@ -178,6 +189,7 @@ class BenchmarkReport:
             "total": self.total,
             "complete": self.complete,
             "resumed": self.resumed,
+            "retries": self.retries,
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
             "by_model": {
