@@ -59,7 +59,7 @@ def run_benchmark(
     With ``rescore``, score its finished trials again instead (`CorralRunner.rescore`)."""
     start = runner.rescore if rescore else runner.run
     display = ProgressDisplay(console) if progress and not as_json and console.is_terminal else None
-    notice = ResumeNotice()
+    notice = ResumeNotice(rescore=rescore)
     interrupts = Interrupts(notice, display)
     observers: list[Observer] = [notice] if display is None else [notice, display]
 
@@ -82,7 +82,8 @@ def run_benchmark(
             err=True,
         )
         return EXIT_INTERRUPTED
-    print_report(console, report, report_path(runner.store, benchmark_id), as_json=as_json)
+    path = report_path(runner.store, benchmark_id)
+    print_report(console, report, path, as_json=as_json, rescore=rescore)
     return exit_code(report)
 
 
@@ -127,7 +128,8 @@ class ResumeNotice:
     """Says (on stderr, so ``--json`` stays parseable) what an earlier run of the same
     benchmark id already finished; keeps the run's `RunInfo` for a Ctrl-C to read."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, rescore: bool = False) -> None:
+        self.rescore = rescore
         self.info: RunInfo | None = None
         #: This run's durable commits: what a Ctrl-C reports as done.
         self.tally = Tally()
@@ -136,8 +138,10 @@ class ResumeNotice:
         self.info = info
         if info.resumed:
             total = len(info.plan.task_ids) * info.plan.trials_per_task
+            what = "kept as scored" if self.rescore else "done"
             click.echo(
-                f"resuming {info.benchmark_id}: {info.resumed:,} of {total:,} trials done",
+                f"{'rescoring' if self.rescore else 'resuming'} {info.benchmark_id}: "
+                f"{info.resumed:,} of {total:,} trials {what}",
                 err=True,
             )
 
@@ -146,12 +150,17 @@ class ResumeNotice:
 
 
 def print_report(
-    console: Console, report: BenchmarkReport, json_path: Path | None, *, as_json: bool
+    console: Console,
+    report: BenchmarkReport,
+    json_path: Path | None,
+    *,
+    as_json: bool,
+    rescore: bool = False,
 ) -> None:
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    for renderable in report_renderables(report, json_path):
+    for renderable in report_renderables(report, json_path, rescore=rescore):
         console.print(renderable)
 
 

@@ -112,11 +112,11 @@ def render_history(history: TrialHistory) -> RenderableType:
     commits = history.commits
     reopened = any(c.kind == "reopen" for c in commits)
     errors: list[RenderableType] = []
-    attempt = 1
+    run = 1
     for c in commits:
-        attempt += c.kind == "reopen"
+        run += c.kind == "reopen"
         if _failure(c):
-            errors += ["", _error(c, attempt if reopened else None)]
+            errors += ["", _error(c, run if reopened else None)]
     return Group(_header(history), _commits(commits), *errors)
 
 
@@ -170,9 +170,10 @@ def _outcome(commits: list[Commit]) -> str:
             if limited and verdict.startswith("passed"):
                 verdict += " (over budget: never counts as passed)"
             parts.append(verdict)
+    # "attempts" are retries within one run of the trial; "runs" are its reruns.
     reopened = sum(1 for c in commits if c.kind == "reopen")
     if reopened:
-        parts.append(f"latest of {reopened + 1} attempts")
+        parts.append(f"latest of {reopened + 1} runs")
     usage = sum((c.usage for c in commits), Usage())
     if usage:
         parts.append(_usage(usage))
@@ -213,19 +214,19 @@ def _commits(commits: list[Commit]) -> Table:
     table.add_column("what", overflow="fold")
     table.add_column("usage", justify="right")
     start = commits[0].created_at if commits else 0.0
-    attempt = 1
+    run = 1
     if any(c.kind == "reopen" for c in commits):
-        table.add_row("", "", "", Text("attempt 1", style="bold"), "")
+        table.add_row("", "", "", Text("run 1", style="bold"), "")
     for c in commits:
         if c.kind == "reopen":
-            # An attempt boundary: what follows is the trial's next (the report's latest).
-            attempt += 1
+            # A run boundary: what follows is the trial's next (the report's latest).
+            run += 1
             table.add_section()
             table.add_row(
                 str(c.seq),
                 c.kind,
                 f"+{c.created_at - start:.3f}s",
-                Text(f"attempt {attempt}: {describe(c)}", style="bold"),
+                Text(f"run {run}: {describe(c)}", style="bold"),
                 "",
             )
             continue
@@ -280,7 +281,7 @@ def describe(commit: Commit) -> str:
     if kind == "reopen":
         previous = p.get("previous_status")
         why = p.get("reason", "?") + (
-            f"; the earlier attempt ended {previous}" if previous is not None else ""
+            f"; the earlier run ended {previous}" if previous is not None else ""
         )
         return f"reopened ({why})"
     return compact(p)
@@ -297,7 +298,7 @@ def _failure(commit: Commit) -> bool:
     return commit.kind == "evaluation" and "passed" not in p
 
 
-def _error(commit: Commit, attempt: int | None) -> Table:
+def _error(commit: Commit, run: int | None) -> Table:
     """A stored error in full: its type, message and trimmed traceback."""
     p = commit.payload
     grid = Table.grid(padding=(0, 2))
@@ -306,7 +307,7 @@ def _error(commit: Commit, attempt: int | None) -> Table:
     what = {"evaluation": "evaluation error", "attempt_failed": "failed attempt"}.get(
         commit.kind, "error"
     )
-    where = f"seq {commit.seq}" + (f", attempt {attempt}" if attempt is not None else "")
+    where = f"seq {commit.seq}" + (f", run {run}" if run is not None else "")
     grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
     if p.get("error_type"):
         grid.add_row("type", str(p["error_type"]))

@@ -101,8 +101,11 @@ def estimate(value: Estimate | None) -> str:
     return f"{value.value:.2f} [{value.low:.2f}, {value.high:.2f}]"
 
 
-def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
-    """Counts by status, usage, wall time and where the JSON report is."""
+def report_summary(
+    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False
+) -> Table:
+    """Counts by status, usage, wall time and where the JSON report is (``rescore``: the
+    report of a rescore, whose trials not scored again were kept, not resumed)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
@@ -140,7 +143,9 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
     time = f"{report.wall_seconds:.1f} s wall, first to last commit"
     if report.resumed:
-        time += f" · {report.resumed} trials reused from an earlier run"
+        time += f" · {report.resumed} trials " + (
+            "kept as scored (not scored again)" if rescore else "reused from an earlier run"
+        )
     grid.add_row("time", time)
     if json_path is not None:
         grid.add_row("report", str(json_path))
@@ -257,21 +262,25 @@ def errors_table(report: BenchmarkReport) -> Table | None:
             continue
         table.add_row("", Text(f"{title}: {sum(g.count for g in groups):,}", style="bold"), "")
         for group in groups:
-            table.add_row(str(group.count), _message(group), ", ".join(group.examples))
+            table.add_row(str(group.count), group_message(group), ", ".join(group.examples))
         table.add_section()
     return table
 
 
-def _message(group: ErrorGroup) -> str:
+def group_message(group: ErrorGroup) -> str:
+    """A group's first message, cut to `MESSAGE_WIDTH`, and how many distinct messages it
+    folds (the count column says how many trials)."""
     text = " ".join(group.message.split())
     if len(text) > MESSAGE_WIDTH:
         text = text[: MESSAGE_WIDTH - 1] + "…"
     if group.variants > 1:
-        text += f" (and {group.variants - 1} like it)"
+        text += f" ({group.variants} distinct messages; numbers or ids differ)"
     return text
 
 
-def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[RenderableType]:
+def report_renderables(
+    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False
+) -> list[RenderableType]:
     table = models_table(report)
     out: list[RenderableType] = [table if table is not None else report_table(report)]
     scores = scores_table(report)
@@ -280,7 +289,7 @@ def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[
     errors = errors_table(report)
     if errors is not None:
         out.append(errors)
-    out.append(report_summary(report, json_path))
+    out.append(report_summary(report, json_path, rescore=rescore))
     return out
 
 
