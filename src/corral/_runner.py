@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
@@ -22,6 +22,7 @@ from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._sources import TaskSource
+from ._suggest import did_you_mean
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
 from .executor import RayExecutor, check_executor, remote_for
@@ -31,6 +32,7 @@ from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
+from .store._config_diff import first_difference
 from .store.postgres import is_postgres_dsn
 
 if TYPE_CHECKING:
@@ -349,19 +351,43 @@ class CorralRunner:
         if config is None:
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}")
         plan = scoring_plan(config, task_ids)
-        for t, task_id in enumerate(plan.task_ids):
-            env_id = plan.light(t).environment_id
-            if env_id not in self.environments:
-                raise ConfigError(
-                    f"task {task_id!r} was scored in environment {env_id!r}, which this "
-                    "runner does not have"
-                )
+        self._check_same_tasks(benchmark_id, config, plan.task_ids)
         ks = _check_ks(k_values, plan.trials_per_task)
         limits.check_keys((), (), self._evaluation_keys())
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
         return await self._run(benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume)
+
+    def _check_same_tasks(
+        self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]
+    ) -> None:
+        """Refuse to rescore with tasks, agents or environments other than those stored
+        (another benchmark's file, say): only the scorer may change."""
+        refusal = (
+            f"benchmark {benchmark_id!r} did not run with these tasks "
+            "({}): rescore it with the file it ran with; only the scorer may change"
+        )
+        stored: Mapping[str, Any] = config["tasks"]
+        trials = int(config["trials_per_task"])
+        bases: dict[str, None] = {}
+        models = set()
+        for task_id in task_ids:
+            base, _, model = task_id.rpartition("@")
+            if task_id not in self.tasks and base in self.tasks:  # a several-models run
+                bases[base] = None
+                models.add(model)
+            elif task_id in self.tasks:
+                bases[task_id] = None
+            else:
+                hint = did_you_mean(task_id, self.tasks)
+                raise ConfigError(refusal.format(f"this file has no task {task_id!r}{hint}"))
+        plan, _ = self.prepare(list(bases), trials, models=sorted(models) or None)
+        now = plan.config()["tasks"]
+        before = {"trials_per_task": trials, "tasks": {t: stored[t] for t in task_ids}}
+        after = {"trials_per_task": trials, "tasks": {t: now.get(t, {}) for t in task_ids}}
+        if before != after:
+            raise ConfigError(refusal.format(first_difference(before, after)))
 
     async def _run(
         self,
