@@ -497,7 +497,10 @@ class CorralRunner:
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
-            _write_report(self.store, report)
+                whole = report
+                if report_path(self.store, benchmark_id) is not None:
+                    whole = await _whole_report(self.store, report)
+            _write_report(self.store, whole)
             return report
 
 
@@ -681,6 +684,26 @@ def report_file_name(benchmark_id: str) -> str:
     )
     digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
     return f"{prefix[:60].lower().lstrip('.')}~{digest}.json"
+
+
+async def _whole_report(store: CommitStore, report: BenchmarkReport) -> BenchmarkReport:
+    """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
+    run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
+    file never shrinks to a subset."""
+    config = await store.benchmark_config(report.benchmark_id)
+    if config is None or set(config["tasks"]) == set(report.tasks):
+        return report
+    return build_report(
+        report.benchmark_id,
+        config,
+        await store.summaries(report.benchmark_id),
+        k_values=report.k_values,
+        added=report.added_by_dependencies,
+        resumed=report.resumed,
+        timings=report.timings,
+        stopped=report.stopped,
+        budgets=report.budgets,
+    )
 
 
 def _write_report(store: CommitStore, report: BenchmarkReport) -> None:
