@@ -45,3 +45,39 @@ def test_a_changed_scorer_is_accepted(tmp_path: Path) -> None:
     out = cli("rescore", "mathbench", rescorer, "--store", store)
     assert "error:" not in out.output
     assert "2/2" in out.output  # "ok" passes both trials now
+
+
+# --- did you mean: close matches of a mistyped name, in the user's words ---------------
+
+
+def test_show_suggests_the_task_of_a_several_models_run(tmp_path: Path) -> None:
+    bench = tmp_path / "math2.py"
+    bench.write_text(BENCH)
+    store = tmp_path / "s.db"
+    cli("run", bench, "--store", store, "--model", "mini")
+    line = refused("show", "math2", "ok", "0", "--store", store)
+    assert "did you mean 'ok@mini'?" in line
+
+
+def test_report_and_show_suggest_a_benchmark_id(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    assert "did you mean 'mathbench'?" in refused("report", "mathbnch", "--store", store)
+    assert "did you mean 'mathbench'?" in refused("show", "mathbnch", "ok", "0", "--store", store)
+
+
+def test_run_suggests_a_task(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    assert "did you mean 'ok'?" in refused("run", bench, "--store", store, "--task", "okk")
+
+
+def test_rescore_names_the_missing_environment_and_its_close_match(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    renamed = tmp_path / "renamed.py"
+    renamed.write_text(BENCH.replace('{"calc": Env()}', '{"calk": Env()}'))
+    line = refused("rescore", "mathbench", renamed, "--store", store)
+    assert "'calc'" in line and "did you mean 'calk'?" in line
+
+
+def test_rescore_suggests_a_benchmark_id(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    assert "did you mean 'mathbench'?" in refused("rescore", "mathbnch", bench, "--store", store)

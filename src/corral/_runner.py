@@ -192,10 +192,14 @@ class CorralRunner:
         for t, task_id in enumerate(plan.task_ids):
             meta = plan.light(t)
             if meta.agent_id not in self.agents:
-                raise ConfigError(f"task {task_id!r} names unknown agent {meta.agent_id!r}")
+                raise ConfigError(
+                    f"task {task_id!r} names unknown agent {meta.agent_id!r}"
+                    + did_you_mean(meta.agent_id, self.agents)
+                )
             if meta.environment_id not in self.environments:
                 raise ConfigError(
                     f"task {task_id!r} names unknown environment {meta.environment_id!r}"
+                    + did_you_mean(meta.environment_id, self.environments)
                 )
         return plan, ks
 
@@ -348,8 +352,10 @@ class CorralRunner:
         )
         async with self.store.opened():
             config = await self.store.benchmark_config(benchmark_id)
+            known = [] if config else [b.benchmark_id for b in await self.store.benchmarks()]
         if config is None:
-            raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}")
+            hint = did_you_mean(benchmark_id, known)
+            raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
         plan = scoring_plan(config, task_ids)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
         ks = _check_ks(k_values, plan.trials_per_task)

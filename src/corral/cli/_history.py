@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import ConfigError
+from .._suggest import did_you_mean
 from .._types import Commit, Usage
 from ..store import CommitStore, TrialKey
 
@@ -73,10 +74,11 @@ async def load_history(
     if config is None:
         config = await store.benchmark_config(benchmark_id)
     if config is None:
-        raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
+        raise await no_benchmark(store, benchmark_id, "the store")
     tasks = config["tasks"]
     if task_id not in tasks:
-        raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}")
+        hint = did_you_mean(task_id, tasks)
+        raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
     trials = int(config["trials_per_task"])
     if not 0 <= trial < trials:
         raise ConfigError(
@@ -93,6 +95,15 @@ async def load_history(
         )
     commits = await store.history(TrialKey(benchmark_id, task_id, trial))
     return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
+
+
+async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:
+    """The error for an id ``store`` (described as ``where``) does not hold, naming the
+    ids close to it."""
+    known = [b.benchmark_id for b in await store.benchmarks()]
+    return ConfigError(
+        f"no benchmark {benchmark_id!r} in {where}{did_you_mean(benchmark_id, known)}"
+    )
 
 
 def latest_attempt(commits: list[Commit]) -> list[Commit]:

@@ -19,7 +19,7 @@ from ..report import BenchmarkReport, build_report, is_finished
 from ..store import BenchmarkInfo, CommitStore, Copied, PostgresStore, copy_benchmarks
 from ..store.postgres import is_postgres_dsn
 from ._execute import make_console, print_report
-from ._history import load_history, render_history
+from ._history import load_history, no_benchmark, render_history
 from ._options import k_option, open_store, read_store, store_option
 
 T = TypeVar("T")
@@ -77,7 +77,7 @@ async def rebuild_report(
     """
     config = await store.benchmark_config(benchmark_id)
     if config is None:
-        raise ConfigError(f"no benchmark {benchmark_id!r} in {_where(store)}")
+        raise await no_benchmark(store, benchmark_id, _where(store))
     trials = int(config["trials_per_task"])
     if not ks:
         ks = default_ks(trials)
