@@ -680,8 +680,9 @@ def report_file_name(benchmark_id: str) -> str:
 
     A plain id (lower-case ASCII letters, digits, ``._-``, at most 100) is its own
     name; any other id gets a readable prefix and a hash of the whole id after
-    a ``~``, which no plain id has. Upper case counts as not plain: ``Run`` and
-    ``run`` are one file on a case-insensitive file system.
+    a ``~``, which no plain id has. Upper case counts as not plain (``Run`` and
+    ``run`` are one file on a case-insensitive file system), but the prefix keeps
+    it: the hash keeps the names apart, and the id stays readable.
     """
     if _PLAIN_NAME.fullmatch(benchmark_id):
         return f"{benchmark_id}.json"
@@ -689,7 +690,7 @@ def report_file_name(benchmark_id: str) -> str:
         c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in benchmark_id
     )
     digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return f"{prefix[:60].lower().lstrip('.')}~{digest}.json"
+    return f"{prefix[:60].lstrip('.')}~{digest}.json"
 
 
 async def _whole_report(store: CommitStore, report: BenchmarkReport) -> BenchmarkReport:

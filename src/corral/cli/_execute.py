@@ -36,9 +36,33 @@ EXIT_INTERRUPTED = 130
 PIPE_WIDTH = 120
 
 
+class ClosedPipe(Exception):
+    """Stdout's reader went away (``corral ... | head`` has its lines): nothing more
+    can be shown, and that is no failure."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich's own exits 1; a closed pipe is the reader's choice, not an error.
+        silence_stdout()
+        raise ClosedPipe
+
+
+def silence_stdout() -> None:
+    """Point stdout at the null device, so its flush at exit does not fail once more
+    (Python's "Exception ignored ... BrokenPipeError")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # captured (tests): nothing to flush at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def make_console() -> Console:
     """A console on the current stdout (created per command, so tests can capture it)."""
-    console = Console()
+    console = _Console()
     if not console.is_terminal:
         console.width = max(console.width, PIPE_WIDTH)
     return console
@@ -83,7 +107,10 @@ def run_benchmark(
         )
         return EXIT_INTERRUPTED
     path = report_path(runner.store, benchmark_id)
-    print_report(console, report, path, as_json=as_json, rescore=rescore)
+    try:
+        print_report(console, report, path, as_json=as_json, rescore=rescore)
+    except (ClosedPipe, BrokenPipeError):  # `| head`: the run's outcome is still its own
+        silence_stdout()
     return exit_code(report)
 
 

@@ -12,7 +12,15 @@ import click
 from .. import __version__
 from .._errors import ConfigError, CorralError
 from ._compare import compare_command
-from ._execute import EXIT_CODES, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from ._execute import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClosedPipe,
+    silence_stdout,
+)
 from ._inspect import copy_command, list_command, report_command, show_command
 from ._run import demo_command, rescore_command, run_command
 from ._view import view_command
@@ -43,6 +51,9 @@ class CorralGroup(click.Group):
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see '{exc.ctx.command_path} --help')"
             code = _error(message, exc.exit_code)
+        except (ClosedPipe, BrokenPipeError):  # `corral ... | head`: the reader has enough
+            silence_stdout()
+            code = EXIT_OK
         except click.Abort:
             code = _error(
                 "interrupted; run again with the same benchmark id to resume", EXIT_INTERRUPTED
