@@ -304,3 +304,25 @@ def test_the_paired_interval_covers_the_true_difference_about_95_percent_of_the_
         result = compare(bare_report("a", a), bare_report("b", b), resamples=400, seed=sim)
         hits += result.difference.low <= 0.095 <= result.difference.high
     assert 0.90 <= hits / 200 <= 0.99, hits
+
+
+def test_a_single_model_run_against_a_several_models_run_matches_task_and_model() -> None:
+    single = hand_made_report(
+        "one",
+        {f"q{i}": outcomes(2, i % 2) for i in range(4)},
+        models=dict.fromkeys([f"q{i}" for i in range(4)], "small"),
+    )
+    several = hand_made_report(
+        "two", {f"q{i}@{m}": outcomes(2, 2) for i in range(4) for m in ("small", "large")}
+    )
+    result = compare(single, several)
+    assert result.shared == tuple(f"q{i}@small" for i in range(4))
+    assert result.only_b == tuple(f"q{i}@large" for i in range(4))
+    assert result.b.value == 1.0 and result.a.value == pytest.approx(0.25)
+
+
+def test_a_run_without_models_against_a_several_models_run_says_what_to_pick() -> None:
+    plain = hand_made_report("one", {"q0": [True], "q1": [False]})
+    several = hand_made_report("two", {f"q{i}@{m}": [True] for i in range(2) for m in "xy"})
+    with pytest.raises(ConfigError, match=r"'two' names its tasks task@model \(models 'x', 'y'\)"):
+        compare(plain, several)

@@ -248,5 +248,5 @@ async def test_the_summary_table_names_errors_apart_from_failed_evaluations(
     assert "trial errors: 2" in text and "evaluation failures: 1" in text
     assert "RuntimeError: tool 0 exploded" in text and "broken#0, broken#2" in text
     assert "ZeroDivisionError: division by zero" in text and "graded#1" in text
-    assert "a trial's traceback: corral show b broken 0" in text
+    assert "a trial's history and traceback: corral show b broken 0" in text
     assert "incomplete" not in text

@@ -100,11 +100,11 @@ def test_show_renders_reopen_markers_as_attempt_boundaries(tmp_path: Path) -> No
     _store(store, {("t", 0): commits}, 1)
     out = _invoke("show", "b", "t", "0", "--store", store).output
     flat = _flat(out)
-    assert "attempt 2: reopened (rerun; the earlier attempt ended error)" in flat
-    assert "attempt 1" in flat
+    assert "run 2: reopened (rerun; the earlier run ended error)" in flat
+    assert "run 1" in flat
     outcome = next(line for line in out.splitlines() if line.startswith("outcome"))
     assert "completed" in outcome and "passed" in outcome and "error" not in outcome
-    assert "2 attempts" in outcome
+    assert "latest of 2 runs" in outcome
 
 
 def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:

@@ -239,3 +239,17 @@ async def test_bad_benchmark_ids_are_refused_before_anything_is_written(
     with pytest.raises(corral.ConfigError, match=message):
         await run.run(bad)  # type: ignore[arg-type]
     assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.anyio
+async def test_a_subset_run_keeps_the_whole_benchmark_in_the_report_file(tmp_path: Path) -> None:
+    await runner(tmp_path / "store.db").run("b", trials_per_task=2)
+    run = runner(tmp_path / "store.db")
+    subset = await run.run("b", task_ids=["int"], trials_per_task=2)
+    assert list(subset.tasks) == ["int"]  # the run reports on what it ran
+    path = report_path(run.store, "b")
+    assert path is not None
+    data = json.loads(path.read_text())
+    assert sorted(data["tasks"]) == sorted(TASKS)  # the file: the whole benchmark
+    assert (data["finished"], data["total"]) == (10, 10)
+    assert data["errors"][0]["examples"] == ["err#1"]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
@@ -23,6 +23,7 @@ from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._sources import TaskSource
+from ._suggest import did_you_mean
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
 from .executor import RayExecutor, check_executor, remote_for
@@ -32,6 +33,7 @@ from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, SQLiteStore, TrialKey, open_store
+from .store._config_diff import first_difference
 
 if TYPE_CHECKING:
     from .executor._dispatch import RayRemote
@@ -197,10 +199,14 @@ class CorralRunner:
         for t, task_id in enumerate(plan.task_ids):
             meta = plan.light(t)
             if meta.agent_id not in self.agents:
-                raise ConfigError(f"task {task_id!r} names unknown agent {meta.agent_id!r}")
+                raise ConfigError(
+                    f"task {task_id!r} names unknown agent {meta.agent_id!r}"
+                    + did_you_mean(meta.agent_id, self.agents)
+                )
             if meta.environment_id not in self.environments:
                 raise ConfigError(
                     f"task {task_id!r} names unknown environment {meta.environment_id!r}"
+                    + did_you_mean(meta.environment_id, self.environments)
                 )
         return plan, ks
 
@@ -373,22 +379,48 @@ class CorralRunner:
         )
         async with self.store.opened():
             config = await self.store.benchmark_config(benchmark_id)
+            known = [] if config else [b.benchmark_id for b in await self.store.benchmarks()]
         if config is None:
-            raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}")
+            hint = did_you_mean(benchmark_id, known)
+            raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
         plan = scoring_plan(config, task_ids)
-        for t, task_id in enumerate(plan.task_ids):
-            env_id = plan.light(t).environment_id
-            if env_id not in self.environments:
-                raise ConfigError(
-                    f"task {task_id!r} was scored in environment {env_id!r}, which this "
-                    "runner does not have"
-                )
+        self._check_same_tasks(benchmark_id, config, plan.task_ids)
         ks = _check_ks(k_values, plan.trials_per_task)
         limits.check_keys((), (), self._evaluation_keys())
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
         return await self._run(benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume)
+
+    def _check_same_tasks(
+        self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]
+    ) -> None:
+        """Refuse to rescore with tasks, agents or environments other than those stored
+        (another benchmark's file, say): only the scorer may change."""
+        refusal = (
+            f"benchmark {benchmark_id!r} did not run with these tasks "
+            "({}): rescore it with the file it ran with; only the scorer may change"
+        )
+        stored: Mapping[str, Any] = config["tasks"]
+        trials = int(config["trials_per_task"])
+        bases: dict[str, None] = {}
+        models = set()
+        for task_id in task_ids:
+            base, _, model = task_id.rpartition("@")
+            if task_id not in self.tasks and base in self.tasks:  # a several-models run
+                bases[base] = None
+                models.add(model)
+            elif task_id in self.tasks:
+                bases[task_id] = None
+            else:
+                hint = did_you_mean(task_id, self.tasks)
+                raise ConfigError(refusal.format(f"this file has no task {task_id!r}{hint}"))
+        plan, _ = self.prepare(list(bases), trials, models=sorted(models) or None)
+        now = plan.config()["tasks"]
+        before = {"trials_per_task": trials, "tasks": {t: stored[t] for t in task_ids}}
+        after = {"trials_per_task": trials, "tasks": {t: now.get(t, {}) for t in task_ids}}
+        if before != after:
+            raise ConfigError(refusal.format(first_difference(before, after)))
 
     async def _run(
         self,
@@ -501,7 +533,10 @@ class CorralRunner:
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
-            _write_report(self.store, report)
+                whole = report
+                if report_path(self.store, benchmark_id) is not None:
+                    whole = await _whole_report(self.store, report)
+            _write_report(self.store, whole)
             return report
 
 
@@ -671,8 +706,9 @@ def report_file_name(benchmark_id: str) -> str:
 
     A plain id (lower-case ASCII letters, digits, ``._-``, at most 100) is its own
     name; any other id gets a readable prefix and a hash of the whole id after
-    a ``~``, which no plain id has. Upper case counts as not plain: ``Run`` and
-    ``run`` are one file on a case-insensitive file system.
+    a ``~``, which no plain id has. Upper case counts as not plain (``Run`` and
+    ``run`` are one file on a case-insensitive file system), but the prefix keeps
+    it: the hash keeps the names apart, and the id stays readable.
     """
     if _PLAIN_NAME.fullmatch(benchmark_id):
         return f"{benchmark_id}.json"
@@ -680,7 +716,27 @@ def report_file_name(benchmark_id: str) -> str:
         c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in benchmark_id
     )
     digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return f"{prefix[:60].lower().lstrip('.')}~{digest}.json"
+    return f"{prefix[:60].lstrip('.')}~{digest}.json"
+
+
+async def _whole_report(store: CommitStore, report: BenchmarkReport) -> BenchmarkReport:
+    """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
+    run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
+    file never shrinks to a subset."""
+    config = await store.benchmark_config(report.benchmark_id)
+    if config is None or set(config["tasks"]) == set(report.tasks):
+        return report
+    return build_report(
+        report.benchmark_id,
+        config,
+        await store.summaries(report.benchmark_id),
+        k_values=report.k_values,
+        added=report.added_by_dependencies,
+        resumed=report.resumed,
+        timings=report.timings,
+        stopped=report.stopped,
+        budgets=report.budgets,
+    )
 
 
 def _write_report(store: CommitStore, report: BenchmarkReport) -> None:

@@ -37,10 +37,34 @@ EXIT_INTERRUPTED = 130
 PIPE_WIDTH = 120
 
 
+class ClosedPipe(Exception):
+    """Stdout's reader went away (``corral ... | head`` has its lines): nothing more
+    can be shown, and that is no failure."""
+
+
+class _Console(SafeConsole):
+    def on_broken_pipe(self) -> None:
+        # rich's own exits 1; a closed pipe is the reader's choice, not an error.
+        silence_stdout()
+        raise ClosedPipe
+
+
+def silence_stdout() -> None:
+    """Point stdout at the null device, so its flush at exit does not fail once more
+    (Python's "Exception ignored ... BrokenPipeError")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # captured (tests): nothing to flush at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def make_console() -> Console:
     """A console on the current stdout (created per command, so tests can capture it);
     it escapes control characters and parses no markup (`SafeConsole`)."""
-    console = SafeConsole()
+    console = _Console()
     if not console.is_terminal:
         console.width = max(console.width, PIPE_WIDTH)
     return console
@@ -61,7 +85,7 @@ def run_benchmark(
     With ``rescore``, score its finished trials again instead (`CorralRunner.rescore`)."""
     start = runner.rescore if rescore else runner.run
     display = ProgressDisplay(console) if progress and not as_json and console.is_terminal else None
-    notice = ResumeNotice()
+    notice = ResumeNotice(rescore=rescore)
     interrupts = Interrupts(notice, display)
     observers: list[Observer] = [notice] if display is None else [notice, display]
 
@@ -84,29 +108,57 @@ def run_benchmark(
             err=True,
         )
         return EXIT_INTERRUPTED
-    print_report(console, report, report_path(runner.store, benchmark_id), as_json=as_json)
+    path = report_path(runner.store, benchmark_id)
+    try:
+        print_report(console, report, path, as_json=as_json, rescore=rescore)
+    except (ClosedPipe, BrokenPipeError):  # `| head`: the run's outcome is still its own
+        silence_stdout()
     return exit_code(report)
 
 
 def exit_code(report: BenchmarkReport) -> int:
-    """`EXIT_FAILED` when a trial ended ``error``, an evaluation failed, or a trial is
-    unfinished (a run stopped early); else `EXIT_OK`."""
+    """`EXIT_FAILED` when a trial ended ``error`` or ``timeout`` (what ``--retry-errors``
+    reruns), an evaluation failed, or a trial is unfinished (a run stopped early); else
+    `EXIT_OK`. ``max_iterations`` and ``limit`` are the agent's results: scored, never
+    passed, but no failure of the run (`EXIT_CODES` in the help says the same)."""
     finished = 0
     for task in report.tasks.values():
         for record in task.trials:
             finished += 1
-            if record.status == TrialStatus.ERROR or record.evaluation_error:
+            if record.status in FAILED_STATUSES or record.evaluation_error:
                 return EXIT_FAILED
             if record.status in EVALUATED_STATUSES and record.evaluation is None:
                 return EXIT_FAILED  # a scorer that failed, or one that never ran
     return EXIT_OK if finished >= len(report.tasks) * report.trials_per_task else EXIT_FAILED
 
 
+#: Statuses that make a run exit `EXIT_FAILED`: those ``--retry-errors`` gives a fresh
+#: attempt (a trial cut short by Corral or by an exception, not the agent's answer).
+FAILED_STATUSES = frozenset({TrialStatus.ERROR, TrialStatus.TIMEOUT})
+
+#: Every exit code of ``corral run`` and ``corral rescore``, for the help and README.
+EXIT_CODES = (
+    (
+        EXIT_OK,
+        "every trial finished and was scored; none ended error or timeout (trials "
+        "that ended max_iterations or limit, or failed their task, are results)",
+    ),
+    (
+        EXIT_FAILED,
+        "a trial ended error or timeout, a scorer failed, the run stopped early "
+        "(--fail-on-error, --run-cost-limit) with trials unfinished, or Corral failed",
+    ),
+    (EXIT_USAGE, "bad input, refused before anything ran"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); run again to resume"),
+)
+
+
 class ResumeNotice:
     """Says (on stderr, so ``--json`` stays parseable) what an earlier run of the same
     benchmark id already finished; keeps the run's `RunInfo` for a Ctrl-C to read."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, rescore: bool = False) -> None:
+        self.rescore = rescore
         self.info: RunInfo | None = None
         #: This run's durable commits: what a Ctrl-C reports as done.
         self.tally = Tally()
@@ -115,8 +167,10 @@ class ResumeNotice:
         self.info = info
         if info.resumed:
             total = len(info.plan.task_ids) * info.plan.trials_per_task
+            what = "kept as scored" if self.rescore else "done"
             click.echo(
-                f"resuming {info.benchmark_id}: {info.resumed:,} of {total:,} trials done",
+                f"{'rescoring' if self.rescore else 'resuming'} {info.benchmark_id}: "
+                f"{info.resumed:,} of {total:,} trials {what}",
                 err=True,
             )
 
@@ -125,12 +179,17 @@ class ResumeNotice:
 
 
 def print_report(
-    console: Console, report: BenchmarkReport, json_path: Path | None, *, as_json: bool
+    console: Console,
+    report: BenchmarkReport,
+    json_path: Path | None,
+    *,
+    as_json: bool,
+    rescore: bool = False,
 ) -> None:
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    for renderable in report_renderables(report, json_path):
+    for renderable in report_renderables(report, json_path, rescore=rescore):
         console.print(renderable)
 
 

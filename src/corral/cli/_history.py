@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import ConfigError
+from .._suggest import did_you_mean
 from .._types import Commit, Usage
 from ..store import CommitStore, TrialKey
 
@@ -73,10 +74,11 @@ async def load_history(
     if config is None:
         config = await store.benchmark_config(benchmark_id)
     if config is None:
-        raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
+        raise await no_benchmark(store, benchmark_id, "the store")
     tasks = config["tasks"]
     if task_id not in tasks:
-        raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}")
+        hint = did_you_mean(task_id, tasks)
+        raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
     trials = int(config["trials_per_task"])
     if not 0 <= trial < trials:
         raise ConfigError(
@@ -93,6 +95,15 @@ async def load_history(
         )
     commits = await store.history(TrialKey(benchmark_id, task_id, trial))
     return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
+
+
+async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:
+    """The error for an id ``store`` (described as ``where``) does not hold, naming the
+    ids close to it."""
+    known = [b.benchmark_id for b in await store.benchmarks()]
+    return ConfigError(
+        f"no benchmark {benchmark_id!r} in {where}{did_you_mean(benchmark_id, known)}"
+    )
 
 
 def latest_attempt(commits: list[Commit]) -> list[Commit]:
@@ -112,11 +123,11 @@ def render_history(history: TrialHistory) -> RenderableType:
     commits = history.commits
     reopened = any(c.kind == "reopen" for c in commits)
     errors: list[RenderableType] = []
-    attempt = 1
+    run = 1
     for c in commits:
-        attempt += c.kind == "reopen"
+        run += c.kind == "reopen"
         if _failure(c):
-            errors += ["", _error(c, attempt if reopened else None)]
+            errors += ["", _error(c, run if reopened else None)]
     return Group(_header(history), _commits(commits), *errors)
 
 
@@ -170,9 +181,10 @@ def _outcome(commits: list[Commit]) -> str:
             if limited and verdict.startswith("passed"):
                 verdict += " (over budget: never counts as passed)"
             parts.append(verdict)
+    # "attempts" are retries within one run of the trial; "runs" are its reruns.
     reopened = sum(1 for c in commits if c.kind == "reopen")
     if reopened:
-        parts.append(f"latest of {reopened + 1} attempts")
+        parts.append(f"latest of {reopened + 1} runs")
     usage = sum((c.usage for c in commits), Usage())
     if usage:
         parts.append(_usage(usage))
@@ -213,19 +225,19 @@ def _commits(commits: list[Commit]) -> Table:
     table.add_column("what", overflow="fold")
     table.add_column("usage", justify="right")
     start = commits[0].created_at if commits else 0.0
-    attempt = 1
+    run = 1
     if any(c.kind == "reopen" for c in commits):
-        table.add_row("", "", "", Text("attempt 1", style="bold"), "")
+        table.add_row("", "", "", Text("run 1", style="bold"), "")
     for c in commits:
         if c.kind == "reopen":
-            # An attempt boundary: what follows is the trial's next (the report's latest).
-            attempt += 1
+            # A run boundary: what follows is the trial's next (the report's latest).
+            run += 1
             table.add_section()
             table.add_row(
                 str(c.seq),
                 c.kind,
                 f"+{c.created_at - start:.3f}s",
-                Text(f"attempt {attempt}: {describe(c)}", style="bold"),
+                Text(f"run {run}: {describe(c)}", style="bold"),
                 "",
             )
             continue
@@ -275,31 +287,38 @@ def describe(commit: Commit) -> str:
         verdict = "passed" if p["passed"] else "failed"
         details = p.get("details")
         return f"{verdict} · score {p.get('score')}" + (f" · {compact(details)}" if details else "")
+    if kind == "attempt_failed":
+        return f"attempt {p.get('attempt')} failed (retried): {p.get('error')}"
     if kind == "reopen":
         previous = p.get("previous_status")
         why = p.get("reason", "?") + (
-            f"; the earlier attempt ended {previous}" if previous is not None else ""
+            f"; the earlier run ended {previous}" if previous is not None else ""
         )
         return f"reopened ({why})"
     return compact(p)
 
 
 def _failure(commit: Commit) -> bool:
-    """A terminal that records an error, or an evaluation that failed."""
+    """A terminal that records an error, a failed attempt that was retried, or an
+    evaluation that failed."""
     p = commit.payload
     if not isinstance(p, dict) or not p.get("error"):
         return False
-    return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
+    if commit.kind in ("terminal", "attempt_failed"):
+        return True
+    return commit.kind == "evaluation" and "passed" not in p
 
 
-def _error(commit: Commit, attempt: int | None) -> Table:
+def _error(commit: Commit, run: int | None) -> Table:
     """A stored error in full: its type, message and trimmed traceback."""
     p = commit.payload
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    what = "evaluation error" if commit.kind == "evaluation" else "error"
-    where = f"seq {commit.seq}" + (f", attempt {attempt}" if attempt is not None else "")
+    what = {"evaluation": "evaluation error", "attempt_failed": "failed attempt"}.get(
+        commit.kind, "error"
+    )
+    where = f"seq {commit.seq}" + (f", run {run}" if run is not None else "")
     grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
     if p.get("error_type"):
         grid.add_row("type", str(p["error_type"]))

@@ -18,7 +18,7 @@ from .._runner import report_path
 from ..report import BenchmarkReport, build_report, is_finished
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ._execute import make_console, print_report
-from ._history import load_history, render_history
+from ._history import load_history, no_benchmark, render_history
 from ._options import k_option, open_store, read_store, store_option
 
 T = TypeVar("T")
@@ -68,11 +68,11 @@ async def rebuild_report(
     k values: ``ks``, else `default_ks` (never the last run's: a view, not a fact).
     What the store does not hold comes from the last run's JSON report: which
     tasks the dependency closure added, and (only if no commit came after that run)
-    how many trials it reused, so that figure is the run's own.
+    how many trials it reused, so that figure is the run's own, and why it stopped.
     """
     config = await store.benchmark_config(benchmark_id)
     if config is None:
-        raise ConfigError(f"no benchmark {benchmark_id!r} in {_where(store)}")
+        raise await no_benchmark(store, benchmark_id, _where(store))
     trials = int(config["trials_per_task"])
     if not ks:
         ks = default_ks(trials)
@@ -88,11 +88,12 @@ async def rebuild_report(
         added=saved.get("added_by_dependencies", ()),
     )
     if _describes(saved, report):
-        budgets = saved.get("budgets")
+        budgets, stopped = saved.get("budgets"), saved.get("stopped")
         report = replace(
             report,
             resumed=int(saved.get("resumed", 0)),
             budgets=dict(budgets) if isinstance(budgets, dict) else {},
+            stopped=stopped if isinstance(stopped, str) else None,
         )
     return report
 

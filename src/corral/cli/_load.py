@@ -83,7 +83,7 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
         obj = _users(f"{str(path)}:{name}() raised", obj)
     if not isinstance(obj, Benchmark):
         raise ConfigError(
-            f"{str(path)}:{name} is a {type(obj).__name__}, not a corral.Benchmark "
+            f"{str(path)}:{name} is of type {type(obj).__name__}, not a corral.Benchmark "
             "(or a function returning one)"
         )
     if not isinstance(obj.run_defaults, Mapping):

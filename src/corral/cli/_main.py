@@ -13,7 +13,15 @@ from .. import __version__
 from .._errors import ConfigError, CorralError, distinct_leaves
 from .._terminal import clean
 from ._compare import compare_command
-from ._execute import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from ._execute import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClosedPipe,
+    silence_stdout,
+)
 from ._inspect import copy_command, list_command, report_command, show_command
 from ._run import demo_command, rescore_command, run_command
 from ._view import view_command
@@ -44,6 +52,9 @@ class CorralGroup(click.Group):
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see '{exc.ctx.command_path} --help')"
             code = _error(message, exc.exit_code)
+        except (ClosedPipe, BrokenPipeError):  # `corral ... | head`: the reader has enough
+            silence_stdout()
+            code = EXIT_OK
         except click.Abort:
             code = _error(
                 "interrupted; run again with the same benchmark id to resume", EXIT_INTERRUPTED
@@ -129,11 +140,7 @@ def _error(message: str, code: int) -> int:
     return code
 
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 the run finished with no error and no failed evaluation; "
-    "1 it finished with some (or stopped early, or Corral failed); "
-    "2 bad input; 130 interrupted."
-)
+EXIT_CODES_HELP = "Exit codes: " + "; ".join(f"{code} {why}" for code, why in EXIT_CODES) + "."
 
 
 @click.group(cls=CorralGroup, epilog=EXIT_CODES_HELP)

@@ -347,7 +347,8 @@ def rescore_command(
     settings: dict[str, Any] = {
         "task_ids": _given(tasks),
         "failed_only": failed_only,
-        "k_values": ks or None,
+        # The benchmark's own k values unless -k is given: pass@1 alone hides its k.
+        "k_values": ks or benchmark.run_defaults.get("k_values"),
         "max_parallel_evaluations": max_parallel_evaluations,
         "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
     }

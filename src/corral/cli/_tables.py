@@ -101,23 +101,35 @@ def estimate(value: Estimate | None) -> str:
     return f"{value.value:.2f} [{value.low:.2f}, {value.high:.2f}]"
 
 
-def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
-    """Counts by status, usage, wall time and where the JSON report is."""
+def report_summary(
+    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False
+) -> Table:
+    """Counts by status, usage, wall time and where the JSON report is (``rescore``: the
+    report of a rescore, whose trials not scored again were kept, not resumed)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
+    resume = f"--benchmark-id {shlex.quote(report.benchmark_id)}"
+    if report.stopped is not None:  # why first: the rest of the summary follows from it
+        grid.add_row("stopped", Text(report.stopped, style="bold yellow"))
+        grid.add_row("to go on", Text(stop_advice(report.stopped, resume), style="bold yellow"))
     counts = [f"{status} {n}" for status, n in report.counts.items() if n]
     grid.add_row("trials", " · ".join(counts) or "none")
-    if not report.complete:
+    retries = report.retries
+    if retries:
         grid.add_row(
-            "finished",
-            Text(
-                f"incomplete: {report.finished:,} of {report.total:,} trials finished; run the "
-                f"benchmark again with --benchmark-id {report.benchmark_id!r} to resume "
-                "(finished trials are kept)",
-                style="bold yellow",
-            ),
+            "retried",
+            " · ".join(f"{status} {n}" for status, n in retries.items())
+            + " (failed attempts given another, by how their trial ended)",
         )
+    if not report.complete:
+        text = f"incomplete: {report.finished:,} of {report.total:,} trials finished"
+        if report.stopped is None:  # else "to go on" says how
+            text += (
+                f"; run the benchmark again with --benchmark-id {report.benchmark_id!r} to "
+                "resume (finished trials are kept)"
+            )
+        grid.add_row("finished", Text(text, style="bold yellow"))
     usage = report.usage
     if usage:
         grid.add_row(
@@ -131,11 +143,26 @@ def report_summary(report: BenchmarkReport, json_path: Path | None) -> Table:
     # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
     time = f"{report.wall_seconds:.1f} s wall, first to last commit"
     if report.resumed:
-        time += f" · {report.resumed} trials reused from an earlier run"
+        time += f" · {report.resumed} trials " + (
+            "kept as scored (not scored again)" if rescore else "reused from an earlier run"
+        )
     grid.add_row("time", time)
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid
+
+
+def stop_advice(reason: str, resume: str) -> str:
+    """What to change after a run stopped for ``reason`` (`BenchmarkReport.stopped`),
+    in the CLI's flags; ``resume`` is the flag that names the benchmark."""
+    if reason.startswith("fail_on_error"):
+        return (
+            f"fix what errored (the errors below) or give a higher --fail-on-error, then run "
+            f"again with {resume} to resume (finished trials are kept)"
+        )
+    if reason.startswith("run_cost_limit"):
+        return f"run again with a higher --run-cost-limit and {resume} to continue"
+    return f"run again with {resume} to resume"
 
 
 def budget_line(report: BenchmarkReport) -> str:
@@ -208,45 +235,52 @@ def models_table(report: BenchmarkReport) -> Table | None:
 
 
 def errors_table(report: BenchmarkReport) -> Table | None:
-    """Trial errors, then failed evaluations, apart: each message with its count and up to
-    three example trials (``corral show ID TASK TRIAL`` prints one in full)."""
-    if not report.errors and not report.evaluation_errors:
+    """Trial errors, failed evaluations, then timeouts, max_iterations and over-budget
+    trials, each apart: each message with its count and up to three example trials
+    (``corral show ID TASK TRIAL`` prints one in full)."""
+    sections = [
+        ("trial errors", report.errors),
+        ("evaluation failures", report.evaluation_errors),
+        *report.endings.items(),
+    ]
+    examples = [g.examples[0] for _, groups in sections for g in groups[:1]]
+    if not examples:
         return None
-    first = (report.errors or report.evaluation_errors)[0].examples[0]
-    task, _, trial = first.rpartition("#")
+    task, _, trial = examples[0].rpartition("#")
     show = shlex.join(["corral", "show", report.benchmark_id, task, trial])
     table = Table(
-        title="errors",
+        title="errors" if not report.endings else "errors and trials that ended without Final",
         title_justify="left",
-        caption=f"a trial's traceback: {show}",
+        caption=f"a trial's history and traceback: {show}",
         caption_justify="left",
     )
     table.add_column("count", justify="right")
     table.add_column("message", overflow="fold")
     table.add_column("examples", no_wrap=True)
-    for title, groups in (
-        ("trial errors", report.errors),
-        ("evaluation failures", report.evaluation_errors),
-    ):
+    for title, groups in sections:
         if not groups:
             continue
         table.add_row("", Text(f"{title}: {sum(g.count for g in groups):,}", style="bold"), "")
         for group in groups:
-            table.add_row(str(group.count), _message(group), ", ".join(group.examples))
+            table.add_row(str(group.count), group_message(group), ", ".join(group.examples))
         table.add_section()
     return table
 
 
-def _message(group: ErrorGroup) -> str:
+def group_message(group: ErrorGroup) -> str:
+    """A group's first message, cut to `MESSAGE_WIDTH`, and how many distinct messages it
+    folds (the count column says how many trials)."""
     text = " ".join(group.message.split())
     if len(text) > MESSAGE_WIDTH:
         text = text[: MESSAGE_WIDTH - 1] + "…"
     if group.variants > 1:
-        text += f" (and {group.variants - 1} like it)"
+        text += f" ({group.variants} distinct messages; numbers or ids differ)"
     return text
 
 
-def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[RenderableType]:
+def report_renderables(
+    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False
+) -> list[RenderableType]:
     table = models_table(report)
     out: list[RenderableType] = [table if table is not None else report_table(report)]
     scores = scores_table(report)
@@ -255,7 +289,7 @@ def report_renderables(report: BenchmarkReport, json_path: Path | None) -> list[
     errors = errors_table(report)
     if errors is not None:
         out.append(errors)
-    out.append(report_summary(report, json_path))
+    out.append(report_summary(report, json_path, rescore=rescore))
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from .._records import TrialTable
 from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..store._protocol import TrialSummary
-from ._errors import ErrorGroups
+from ._errors import ENDING_STATUSES, ErrorGroups, ending_message
 from ._model import BenchmarkReport, TaskReport
 from ._passk import pass_at_k, pass_hat_k
 from ._scores import task_means
@@ -71,6 +71,7 @@ def build_report(
     # One pair of floats per distinct (n, passed, k), not one per task.
     estimates: dict[tuple[int, int, int], tuple[float, float]] = {}
     errors, evaluation_errors = ErrorGroups(), ErrorGroups()
+    endings = {status: ErrorGroups() for status in ENDING_STATUSES}
     first, last = float("inf"), float("-inf")
     limited: dict[str, int] = {}
     working = 0.0
@@ -87,6 +88,9 @@ def build_report(
                 errors.add(task_id, t.trial, str(t.error))
             elif t.evaluation_error is not None:
                 evaluation_errors.add(task_id, t.trial, t.evaluation_error)
+            ending = endings.get(str(t.status))
+            if ending is not None:
+                ending.add(task_id, t.trial, ending_message(str(t.status), t.error))
             if t.limit is not None:
                 limited[t.limit] = limited.get(t.limit, 0) + 1
             if t.started_at is not None and t.started_at < first:
@@ -148,6 +152,7 @@ def build_report(
         stopped=stopped,
         errors=errors.groups(),
         evaluation_errors=evaluation_errors.groups(),
+        endings={status: groups for status, g in endings.items() if (groups := g.groups())},
         budgets=dict(budgets or {}),
         limited=limited,
         working_seconds=working,

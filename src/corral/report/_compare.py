@@ -137,6 +137,10 @@ def compare(
     estimator = pass_hat_k if hat else pass_at_k
     tasks_a = _keyed(report_a, model_a)
     tasks_b = _keyed(report_b, model_b)
+    if model_a is None and model_b is None and tasks_a.keys().isdisjoint(tasks_b):
+        # A one-model run names a task ``t`` (its model in its metadata), a several-models
+        # run ``t@model``: pair them by the task's own id and model.
+        tasks_a, tasks_b = _with_model(report_a), _with_model(report_b)
     # Each estimate bootstraps over its own distinct values: fewer kinds than the
     # (a, b) pairs, and the same distribution (a mean's resamples need nothing else).
     values: tuple[Counter[tuple[float, ...]], ...] = (Counter(), Counter(), Counter())
@@ -163,6 +167,7 @@ def compare(
             f"{_side(report_a, model_a)} and {_side(report_b, model_b)} share no task "
             f"with at least {k} finished trials"
             + (f" ({len(incomplete)} shared tasks have fewer)" if incomplete else "")
+            + _models_hint(report_a, report_b)
         )
     total = len(shared)
     estimates = []
@@ -211,6 +216,34 @@ def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
             f"(its models: {', '.join(map(repr, known)) or 'none'})"
         )
     return out
+
+
+def _with_model(report: BenchmarkReport) -> dict[str, TaskReport]:
+    """The report's tasks keyed ``task@model`` (as a several-models run names them)."""
+    return {
+        task_id
+        if task.model is None or task_id.endswith(f"@{task.model}")
+        # One model's run names its tasks plainly: key them as a several-models run would.
+        else f"{task_id}@{task.model}": task
+        for task_id, task in report.tasks.items()
+    }
+
+
+def _models_hint(report_a: BenchmarkReport, report_b: BenchmarkReport) -> str:
+    """Why two reports share no task when one names its tasks ``task@model``."""
+    for this, other in ((report_a, report_b), (report_b, report_a)):
+        models = sorted({t.model for t in this.tasks.values() if t.model is not None})
+        several = all(
+            t.model is not None and i.endswith(f"@{t.model}") for i, t in this.tasks.items()
+        )
+        if several and any(t.model is None for t in other.tasks.values()):
+            return (
+                f"; {this.benchmark_id!r} names its tasks task@model (models "
+                f"{', '.join(map(repr, models))}) and {other.benchmark_id!r} ran without a "
+                f"model: compare it with a run on one of those models, or two models of "
+                f"{this.benchmark_id!r} with --models"
+            )
+    return ""
 
 
 def _side(report: BenchmarkReport, model: str | None) -> str:

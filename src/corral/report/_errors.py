@@ -73,5 +73,20 @@ class ErrorGroups:
         return tuple(out)
 
 
+#: Statuses that are not errors but are no clean ``Final`` either: a report lists them
+#: like errors (`BenchmarkReport.endings`), each with examples to `corral show`.
+ENDING_STATUSES = ("timeout", "max_iterations", "limit")
+
+
+def ending_message(status: str, error: str | None) -> str:
+    """What a trial that ended ``status`` is grouped by: its recorded error (a timeout's
+    or a budget's), else what the status means."""
+    if error:
+        return error
+    if status == "max_iterations":
+        return "no Final answer within the task's max_iterations turns"
+    return status
+
+
 def total(groups: Iterable[ErrorGroup]) -> int:
     return sum(g.count for g in groups)

@@ -82,6 +82,9 @@ class BenchmarkReport:
     errors: tuple[ErrorGroup, ...] = ()
     #: Trials whose scorer failed (``TrialRecord.evaluation_error``), grouped the same way.
     evaluation_errors: tuple[ErrorGroup, ...] = ()
+    #: Trials that ended ``timeout``, ``max_iterations`` or ``limit``, by status (only
+    #: those that occurred), each grouped by message like ``errors``.
+    endings: dict[str, tuple[ErrorGroup, ...]] = field(default_factory=dict)
     #: The run-wide budgets of the run that made this report (``token_limit``,
     #: ``cost_limit``, ``working_time_limit``, ``run_cost_limit``), by name.
     budgets: dict[str, float] = field(default_factory=dict)
@@ -119,6 +122,17 @@ class BenchmarkReport:
             ]
             scores = self._intervals[model] = task_scores(outcomes, self.k_values)
         return scores
+
+    @property
+    def retries(self) -> dict[str, int]:
+        """Attempts retried after an exception, by the status their trials ended with
+        (each failed attempt is an ``attempt_failed`` commit: ``corral show``)."""
+        out: dict[str, int] = {}
+        for task in self.tasks.values():
+            for t in task.trials:
+                if t.attempts > 1:
+                    out[str(t.status)] = out.get(str(t.status), 0) + t.attempts - 1
+        return out
 
     @property
     def wall_seconds(self) -> float:
@@ -175,6 +189,7 @@ class BenchmarkReport:
             "total": self.total,
             "complete": self.complete,
             "resumed": self.resumed,
+            "retries": self.retries,
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
             "by_model": {
@@ -183,6 +198,9 @@ class BenchmarkReport:
             "stopped": self.stopped,
             "errors": [g.to_dict() for g in self.errors],
             "evaluation_errors": [g.to_dict() for g in self.evaluation_errors],
+            "endings": {
+                status: [g.to_dict() for g in groups] for status, groups in self.endings.items()
+            },
             "budgets": dict(self.budgets),
             "limited": dict(self.limited),
             "working_seconds": self.working_seconds,

@@ -23,6 +23,7 @@ from .._records import evaluation_of, record_of
 from .._tools import call_error, tools_of
 from .._types import (
     NO_USAGE,
+    NOTE_KINDS,
     UNCHANGED,
     Action,
     BenchmarkTaskMetadata,
@@ -304,6 +305,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
             await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif error is not None and plan.policy.retryable(error, attempt):
+            await _failed(plan, projection, attempt, error_fields(error), carried)
+            carried = NO_USAGE  # the failed attempt's commit carries it
             clock.stop()  # a backoff is not work
             await anyio.sleep(plan.policy.delay(attempt))
             clock.start()
@@ -553,6 +556,22 @@ async def _end(
     plan.acks.durable(plan.key, [commit])
 
 
+async def _failed(
+    plan: TrialPlan,
+    projection: Projection,
+    attempt: int,
+    failure: Mapping[str, Any],
+    usage: Usage,
+) -> None:
+    """Commit that attempt ``attempt`` (0-based) failed and is retried: every failed
+    attempt's error stays in the history, not only the last one's."""
+    payload = {"attempt": attempt + 1, **failure}
+    commit = Commit(projection.next_seq, "attempt_failed", payload, time.time(), usage)
+    await plan.store.append(plan.key, [commit])
+    projection.apply(commit)
+    plan.acks.durable(plan.key, [commit])
+
+
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     terminal = projection.terminal
     assert terminal is not None
@@ -567,7 +586,7 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
         plan.key.trial,
         terminal=terminal,
         evaluation=None,
-        commits=len(projection.commits),
+        commits=sum(1 for c in projection.commits if c.kind not in NOTE_KINDS),
         started_at=projection.commits[0].created_at,
         usage=usage,
     )

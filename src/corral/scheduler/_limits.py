@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from .._errors import ConfigError
+from .._suggest import did_you_mean
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -112,11 +112,9 @@ class Limits:
             for key in limits:
                 if key in known:
                     continue
-                close = difflib.get_close_matches(key, sorted(known), n=3)
-                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
                 raise ConfigError(
                     f"{name} names {key!r}, which is no {what} of this runner's tasks "
-                    f"(known: {_some(known)}){hint}"
+                    f"(known: {_some(known)}){did_you_mean(key, known)}"
                 )
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -12,6 +11,7 @@ from .._errors import ConfigError
 from .._ids import check_id
 from .._json import check_json
 from .._sources import TaskSource
+from .._suggest import did_you_mean
 from .._types import BenchmarkTaskMetadata
 
 
@@ -119,7 +119,8 @@ def build_plan(
         selected = []
         for task_id in task_ids:
             if task_id not in tasks:
-                raise ConfigError(f"unknown task id {task_id!r} in task_ids")
+                hint = did_you_mean(str(task_id), tasks)
+                raise ConfigError(f"unknown task id {task_id!r} in task_ids{hint}")
             if task_id not in selected:
                 selected.append(task_id)
         if not selected:
@@ -129,7 +130,10 @@ def build_plan(
     for task_id in tasks:
         for parent in tasks[task_id].dependencies:
             if parent not in tasks:
-                raise ConfigError(f"task {task_id!r} depends on unknown task {parent!r}")
+                raise ConfigError(
+                    f"task {task_id!r} depends on unknown task {parent!r}"
+                    + did_you_mean(str(parent), tasks)
+                )
     _refuse_cycles(tasks)
 
     chosen = set(selected)
@@ -271,8 +275,7 @@ def scoring_plan(config: Mapping[str, Any], task_ids: Sequence[str] | None) -> R
             )
         for task_id in task_ids:
             if task_id not in stored:
-                close = difflib.get_close_matches(str(task_id), list(stored), n=3)
-                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                hint = did_you_mean(str(task_id), stored)
                 raise ConfigError(f"the benchmark has no task {task_id!r}{hint}")
     chosen = set(stored if task_ids is None else task_ids)
     tasks = {

@@ -16,7 +16,7 @@ def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping
     """
     if stored == new or _subset(stored, new):
         return
-    detail = _first_difference(stored, new)
+    detail = first_difference(stored, new)
     raise ConfigError(
         f"benchmark id {benchmark_id!r} already exists with a different configuration "
         f"({detail}); use a new benchmark id, or run it again with the same tasks, "
@@ -34,7 +34,9 @@ def _subset(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 _MISSING = object()
 
 
-def _first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+def first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The first difference of two configurations, in words (``trials_per_task was 2,
+    now 3``; ``task 'add' max_iterations was 10, now 3``)."""
     if stored.get("trials_per_task") != new.get("trials_per_task"):
         return (
             f"trials_per_task was {stored.get('trials_per_task')!r}, "

@@ -1,0 +1,65 @@
+"""The CLI's output as a pipe and as files see it: a closed pipe is no failure, type
+names read as English, and a report file keeps its benchmark id readable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from corral._runner import report_file_name
+
+from .test_cli_wording import BENCH, cli, ran
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def closed_stdout(*args: object) -> subprocess.CompletedProcess[str]:
+    """Run ``corral ARGS`` with stdout a pipe whose reader is gone before anything is
+    written (what ``| head`` does once it has its lines)."""
+    read, write = os.pipe()
+    os.close(read)  # no reader: the first write fails with EPIPE, deterministically
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "corral", *map(str, args)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+
+
+def test_a_closed_pipe_is_not_a_failure(tmp_path: Path) -> None:
+    bench = tmp_path / "clean.py"
+    bench.write_text(BENCH.replace('("ok", "bad")', '("ok",)'))
+    store = tmp_path / "s.db"
+    for args in (("run", bench), ("report", "clean")):
+        done = closed_stdout(*args, "--store", store)
+        assert (done.returncode, done.stderr) == (0, ""), args
+
+
+def test_a_closed_pipe_keeps_a_failed_runs_exit_code(tmp_path: Path) -> None:
+    bench = tmp_path / "mathbench.py"
+    bench.write_text(BENCH)
+    done = closed_stdout("run", bench, "--store", tmp_path / "s.db")
+    assert (done.returncode, done.stderr) == (1, "")  # its trials errored
+
+
+def test_a_wrong_object_type_reads_as_english(tmp_path: Path) -> None:
+    bench = tmp_path / "broken_type.py"
+    bench.write_text("benchmark = 42\n")
+    result = cli("run", bench, "--store", tmp_path / "s.db")
+    assert result.exit_code == 2
+    assert "broken_type.py:benchmark is of type int, not a corral.Benchmark" in result.stderr
+
+
+def test_a_mixed_case_id_keeps_its_case_in_the_report_file_name(tmp_path: Path) -> None:
+    name = report_file_name("demo-20261201T202831Z")
+    assert name.startswith("demo-20261201T202831Z~") and name.endswith(".json")
+    _, store = ran(tmp_path)
+    assert (store.parent / "reports" / "mathbench.json").is_file()  # plain ids: as they are

@@ -1,0 +1,83 @@
+"""`corral rescore` scores a benchmark again only with the file it ran with: tasks, agents
+and environments must match what is stored; only the scorer may change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .test_cli_wording import BENCH, cli, ran
+
+
+def refused(*args: object) -> str:
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_another_benchmarks_file_is_refused(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    other = tmp_path / "other.py"  # its environment is also called "calc"
+    other.write_text(BENCH.replace('("ok", "bad")', '("add", "sub")'))
+    line = refused("rescore", "mathbench", other, "--store", store)
+    assert "'ok'" in line and "only the scorer may change" in line
+
+
+def test_a_changed_task_is_refused(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    changed = tmp_path / "changed.py"
+    changed.write_text(
+        BENCH.replace(
+            'corral.BenchmarkTaskMetadata("a", "calc")',
+            'corral.BenchmarkTaskMetadata("a", "calc", max_iterations=3)',
+        )
+    )
+    line = refused("rescore", "mathbench", changed, "--store", store)
+    assert "max_iterations was 10, now 3" in line
+
+
+def test_a_changed_scorer_is_accepted(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    rescorer = tmp_path / "rescorer.py"
+    rescorer.write_text(BENCH.replace("trial.output == 0", "True"))
+    out = cli("rescore", "mathbench", rescorer, "--store", store)
+    assert "error:" not in out.output
+    assert "2/2" in out.output  # "ok" passes both trials now
+
+
+# --- did you mean: close matches of a mistyped name, in the user's words ---------------
+
+
+def test_show_suggests_the_task_of_a_several_models_run(tmp_path: Path) -> None:
+    bench = tmp_path / "math2.py"
+    bench.write_text(BENCH)
+    store = tmp_path / "s.db"
+    cli("run", bench, "--store", store, "--model", "mini")
+    line = refused("show", "math2", "ok", "0", "--store", store)
+    assert "did you mean 'ok@mini'?" in line
+
+
+def test_report_and_show_suggest_a_benchmark_id(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    assert "did you mean 'mathbench'?" in refused("report", "mathbnch", "--store", store)
+    assert "did you mean 'mathbench'?" in refused("show", "mathbnch", "ok", "0", "--store", store)
+
+
+def test_run_suggests_a_task(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    assert "did you mean 'ok'?" in refused("run", bench, "--store", store, "--task", "okk")
+
+
+def test_rescore_names_the_missing_environment_and_its_close_match(tmp_path: Path) -> None:
+    _, store = ran(tmp_path)
+    renamed = tmp_path / "renamed.py"
+    renamed.write_text(BENCH.replace('{"calc": Env()}', '{"calk": Env()}'))
+    line = refused("rescore", "mathbench", renamed, "--store", store)
+    assert "'calc'" in line and "did you mean 'calk'?" in line
+
+
+def test_rescore_suggests_a_benchmark_id(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    assert "did you mean 'mathbench'?" in refused("rescore", "mathbnch", bench, "--store", store)

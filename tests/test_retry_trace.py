@@ -1,0 +1,73 @@
+"""Retries leave a trace: each failed attempt's error is a commit of the trial's history
+(``attempt_failed``), `corral show` prints every one, and the report counts retries."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from corral import (
+    AgentSession,
+    BenchmarkTaskMetadata,
+    CorralRunner,
+    Final,
+    MemoryStore,
+    RetryPolicy,
+    TrialKey,
+)
+from corral.cli._history import load_history, render_history
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+pytestmark = pytest.mark.anyio
+
+
+def flaky(session: AgentSession) -> Final:
+    """Task "flaky" fails its first two attempts, each its own way; "ok" never fails."""
+    if session.task_id == "flaky" and session.attempt < 2:
+        kind = ConnectionError if session.attempt == 0 else TimeoutError
+        raise kind(f"attempt {session.attempt} went wrong")
+    return Final(1)
+
+
+def make_runner(store: MemoryStore) -> CorralRunner:
+    tasks = {t: BenchmarkTaskMetadata("a", "e") for t in ("flaky", "ok")}
+    policy = RetryPolicy(max_retries=2, backoff_base=0)
+    return CorralRunner(
+        tasks,
+        {"a": ScriptedAgent(flaky)},
+        {"e": FakeEnvironment()},
+        store=store,
+        retry_policy=policy,
+    )
+
+
+async def test_each_failed_attempt_is_recorded_and_shown() -> None:
+    store = MemoryStore()
+    report = await make_runner(store).run("b", trials_per_task=2)
+    async with store.opened():
+        commits = await store.history(TrialKey("b", "flaky", 0))
+        history = await load_history(store, "b", "flaky", 0)
+    failed = [c.payload for c in commits if c.kind == "attempt_failed"]
+    assert [(p["attempt"], p["error"], p["error_type"]) for p in failed] == [
+        (1, "ConnectionError: attempt 0 went wrong", "ConnectionError"),
+        (2, "TimeoutError: attempt 1 went wrong", "TimeoutError"),
+    ]
+    assert "went wrong" in failed[0]["traceback"]
+    [trial, _] = report.tasks["flaky"].trials
+    assert (trial.status, trial.attempts) == ("completed", 3)
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render_history(history))
+    text = " ".join(console.export_text().split())
+    assert "ConnectionError: attempt 0 went wrong (seq" in text
+    assert "TimeoutError: attempt 1 went wrong (seq" in text
+    assert "attempt 1 failed" in text and "attempt 2 failed" in text
+
+
+async def test_the_report_counts_retried_attempts_by_status() -> None:
+    report = await make_runner(MemoryStore()).run("b", trials_per_task=2)
+    assert report.retries == {"completed": 4}
+    data: dict[str, Any] = report.to_dict(tasks=False)
+    assert data["retries"] == {"completed": 4}
