@@ -50,6 +50,7 @@ async def run(effect: Any, max_retries: int) -> corral.TrialRecord:
         {"e": FakeEnvironment(effect=effect)},
         store=corral.MemoryStore(),
         max_retries=max_retries,
+        backoff_base=0,  # a retry at once: nothing here waits on time
     )
     report = await runner.run("b")
     return report.tasks["t"].trials[0]
