@@ -34,10 +34,13 @@ async def test_psycopg_s_lines_reach_corral_s_debug_log_not_stderr(
     monkeypatch.setattr(logging.root, "handlers", [])
     kept = Recorder()
     corral_log = logging.getLogger("corral")
-    monkeypatch.setattr(corral_log, "level", logging.DEBUG)
     monkeypatch.setattr(corral_log, "handlers", [kept])
-
-    await writer_terminated(pg_dsn)  # the writer's session ended mid-batch, ridden through
+    level = corral_log.level
+    corral_log.setLevel(logging.DEBUG)  # setLevel: loggers cache what is enabled
+    try:
+        await writer_terminated(pg_dsn)  # the writer's session ended mid-batch, ridden through
+    finally:
+        corral_log.setLevel(level)
 
     assert [r.getMessage() for r in shown.records if r.name.startswith("psycopg")] == []
     debug = [r.getMessage() for r in kept.records if r.levelno == logging.DEBUG]
