@@ -19,6 +19,7 @@ from corral import (
     TrialKey,
 )
 from corral.cli._history import load_history, render_history
+from corral.report import build_report
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 pytestmark = pytest.mark.anyio
@@ -71,3 +72,33 @@ async def test_the_report_counts_retried_attempts_by_status() -> None:
     assert report.retries == {"completed": 4}
     data: dict[str, Any] = report.to_dict(tasks=False)
     assert data["retries"] == {"completed": 4}
+
+
+async def test_a_failed_first_attempt_leaves_the_run_and_the_rebuilt_report_equal() -> None:
+    """The attempt fails before its setup commit: the note is the trial's first commit."""
+    store = MemoryStore()
+    setups = []
+
+    def state(session: AgentSession) -> int:
+        setups.append(session.attempt)
+        if session.attempt == 0:
+            raise ConnectionError("sandbox not ready")
+        return 0
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment(state=state)},
+        store=store,
+        retry_policy=RetryPolicy(max_retries=1, backoff_base=0),
+    )
+    report = await runner.run("b")
+    async with store.opened():
+        rebuilt = build_report(
+            "b", await store.benchmark_config("b") or {}, await store.summaries("b"), k_values=(1,)
+        )
+    assert setups == [0, 1]
+    [ran] = report.tasks["t"].trials
+    [again] = rebuilt.tasks["t"].trials
+    assert (ran.commits, ran.started_at) == (again.commits, again.started_at)
+    assert ran.commits == 3  # setup, terminal, evaluation: the note is not counted
