@@ -1,5 +1,5 @@
-"""Retries leave a trace: each failed attempt's error is a commit of the trial's history
-(``attempt_failed``), `corral show` prints every one, and the report counts retries."""
+"""Retries leave a trace: each failed attempt's error is recorded with the trial's terminal
+(``failed_attempts``), `corral show` prints every one, and the report counts retries."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ async def test_each_failed_attempt_is_recorded_and_shown() -> None:
     async with store.opened():
         commits = await store.history(TrialKey("b", "flaky", 0))
         history = await load_history(store, "b", "flaky", 0)
-    failed = [c.payload for c in commits if c.kind == "attempt_failed"]
+    [terminal] = [c.payload for c in commits if c.kind == "terminal"]
+    failed = terminal["failed_attempts"]
     assert [(p["attempt"], p["error"], p["error_type"]) for p in failed] == [
         (1, "ConnectionError: attempt 0 went wrong", "ConnectionError"),
         (2, "TimeoutError: attempt 1 went wrong", "TimeoutError"),
@@ -64,7 +65,10 @@ async def test_each_failed_attempt_is_recorded_and_shown() -> None:
     text = " ".join(console.export_text().split())
     assert "ConnectionError: attempt 0 went wrong (seq" in text
     assert "TimeoutError: attempt 1 went wrong (seq" in text
-    assert "attempt 1 failed" in text and "attempt 2 failed" in text
+    assert "attempt 1 failed ConnectionError" in text and "attempt 2 failed TimeoutError" in text
+    assert "attempts 3 · 2 failed and retried (errors below)" in text
+    # Nothing between the attempts: later actions keep their step keys (seqs).
+    assert [c.kind for c in commits] == ["setup", "terminal", "evaluation"]
 
 
 async def test_the_report_counts_retried_attempts_by_status() -> None:
@@ -75,7 +79,7 @@ async def test_the_report_counts_retried_attempts_by_status() -> None:
 
 
 async def test_a_failed_first_attempt_leaves_the_run_and_the_rebuilt_report_equal() -> None:
-    """The attempt fails before its setup commit: the note is the trial's first commit."""
+    """The first attempt fails before its setup commit."""
     store = MemoryStore()
     setups = []
 
@@ -101,4 +105,4 @@ async def test_a_failed_first_attempt_leaves_the_run_and_the_rebuilt_report_equa
     [ran] = report.tasks["t"].trials
     [again] = rebuilt.tasks["t"].trials
     assert (ran.commits, ran.started_at) == (again.commits, again.started_at)
-    assert ran.commits == 3  # setup, terminal, evaluation: the note is not counted
+    assert ran.commits == 3  # setup, terminal, evaluation

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._json import loads
-from .._types import NO_USAGE, NOTE_KINDS, Commit, Usage
+from .._types import NO_USAGE, Commit, Usage
 from ._protocol import TrialSummary
 
 
@@ -17,7 +17,6 @@ class SummaryBuilder:
         "task_id",
         "trial",
         "commits",
-        "notes",
         "started_at",
         "usage",
         "terminal",
@@ -29,7 +28,6 @@ class SummaryBuilder:
         self.task_id = task_id
         self.trial = trial
         self.commits = 0
-        self.notes = 0  # commits of `NOTE_KINDS`: not counted in the record's commits
         self.started_at = 0.0
         self.usage: Usage = NO_USAGE
         self.terminal: Commit | None = None
@@ -41,12 +39,11 @@ class SummaryBuilder:
         if commit.kind == "reopen":
             # A fresh attempt: the summary describes what follows (as `Projection`
             # does), but for usage: every attempt's spend counts.
-            self.commits = self.notes = 0
+            self.commits = 0
             self.terminal = self.evaluation = None
         if not self.commits:
             self.started_at = commit.created_at
         self.commits += 1
-        self.notes += commit.kind in NOTE_KINDS
         if commit.usage:
             self.usage = self.usage + commit.usage
         if commit.kind == "terminal":
@@ -58,7 +55,7 @@ class SummaryBuilder:
         return TrialSummary(
             task_id=self.task_id,
             trial=self.trial,
-            commits=self.commits - self.notes,
+            commits=self.commits,
             started_at=self.started_at,
             usage=self.usage,
             terminal=self.terminal,
