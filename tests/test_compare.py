@@ -326,3 +326,9 @@ def test_a_run_without_models_against_a_several_models_run_says_what_to_pick() -
     several = hand_made_report("two", {f"q{i}@{m}": [True] for i in range(2) for m in "xy"})
     with pytest.raises(ConfigError, match=r"'two' names its tasks task@model \(models 'x', 'y'\)"):
         compare(plain, several)
+
+
+def test_a_mistyped_model_names_its_close_match() -> None:
+    several = hand_made_report("two", {f"q@{m}": [True] for m in ("small", "large")})
+    with pytest.raises(ConfigError, match=r"model 'smal' .*; did you mean 'small'\?"):
+        compare(several, several, model="smal")

@@ -1,5 +1,5 @@
-"""Retries leave a trace: each failed attempt's error is a commit of the trial's history
-(``attempt_failed``), `corral show` prints every one, and the report counts retries."""
+"""Retries leave a trace: each failed attempt's error is recorded with the trial's terminal
+(``failed_attempts``), `corral show` prints every one, and the report counts retries."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from corral import (
     TrialKey,
 )
 from corral.cli._history import load_history, render_history
+from corral.report import build_report
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 pytestmark = pytest.mark.anyio
@@ -50,7 +51,8 @@ async def test_each_failed_attempt_is_recorded_and_shown() -> None:
     async with store.opened():
         commits = await store.history(TrialKey("b", "flaky", 0))
         history = await load_history(store, "b", "flaky", 0)
-    failed = [c.payload for c in commits if c.kind == "attempt_failed"]
+    [terminal] = [c.payload for c in commits if c.kind == "terminal"]
+    failed = terminal["failed_attempts"]
     assert [(p["attempt"], p["error"], p["error_type"]) for p in failed] == [
         (1, "ConnectionError: attempt 0 went wrong", "ConnectionError"),
         (2, "TimeoutError: attempt 1 went wrong", "TimeoutError"),
@@ -63,7 +65,10 @@ async def test_each_failed_attempt_is_recorded_and_shown() -> None:
     text = " ".join(console.export_text().split())
     assert "ConnectionError: attempt 0 went wrong (seq" in text
     assert "TimeoutError: attempt 1 went wrong (seq" in text
-    assert "attempt 1 failed" in text and "attempt 2 failed" in text
+    assert "attempt 1 failed ConnectionError" in text and "attempt 2 failed TimeoutError" in text
+    assert "attempts 3 · 2 failed and retried (errors below)" in text
+    # Nothing between the attempts: later actions keep their step keys (seqs).
+    assert [c.kind for c in commits] == ["setup", "terminal", "evaluation"]
 
 
 async def test_the_report_counts_retried_attempts_by_status() -> None:
@@ -71,3 +76,33 @@ async def test_the_report_counts_retried_attempts_by_status() -> None:
     assert report.retries == {"completed": 4}
     data: dict[str, Any] = report.to_dict(tasks=False)
     assert data["retries"] == {"completed": 4}
+
+
+async def test_a_failed_first_attempt_leaves_the_run_and_the_rebuilt_report_equal() -> None:
+    """The first attempt fails before its setup commit."""
+    store = MemoryStore()
+    setups = []
+
+    def state(session: AgentSession) -> int:
+        setups.append(session.attempt)
+        if session.attempt == 0:
+            raise ConnectionError("sandbox not ready")
+        return 0
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment(state=state)},
+        store=store,
+        retry_policy=RetryPolicy(max_retries=1, backoff_base=0),
+    )
+    report = await runner.run("b")
+    async with store.opened():
+        rebuilt = build_report(
+            "b", await store.benchmark_config("b") or {}, await store.summaries("b"), k_values=(1,)
+        )
+    assert setups == [0, 1]
+    [ran] = report.tasks["t"].trials
+    [again] = rebuilt.tasks["t"].trials
+    assert (ran.commits, ran.started_at) == (again.commits, again.started_at)
+    assert ran.commits == 3  # setup, terminal, evaluation

@@ -135,12 +135,7 @@ async def test_observers_see_every_durable_commit_of_a_retried_trial() -> None:
     )
     await runner.run("b")
     history = await runner.store.history(TrialKey("b", "t", 0))
-    assert [(c.seq, c.kind) for c in history] == [
-        (0, "setup"),
-        (1, "attempt_failed"),  # the failed attempt's error, kept
-        (2, "terminal"),
-        (3, "evaluation"),
-    ]
+    assert [(c.seq, c.kind) for c in history] == [(0, "setup"), (1, "terminal"), (2, "evaluation")]
     assert sorted((seq, kind) for _, seq, kind in recorder.seen) == [
         (c.seq, c.kind) for c in history
     ]

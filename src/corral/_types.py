@@ -12,24 +12,10 @@ from typing import Final as _Final
 
 from ._errors import ConfigError
 
-CommitKind = Literal[
-    "setup", "action", "tool_effect", "terminal", "evaluation", "reopen", "attempt_failed"
-]
+CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation", "reopen"]
 #: ``reopen`` marks a finished trial given a fresh attempt (``run(..., rerun=...)``):
 #: everything before it stays in the history; the trial starts again after it.
-COMMIT_KINDS: _Final = (
-    "setup",
-    "action",
-    "tool_effect",
-    "terminal",
-    "evaluation",
-    "reopen",
-    "attempt_failed",  # an attempt that raised and was retried: its error
-)
-
-#: Kinds that note what happened to a trial without being its work: `TrialRecord.commits`
-#: leaves them out, so a retried fault does not change a trial's record.
-NOTE_KINDS: _Final = frozenset({"attempt_failed"})
+COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation", "reopen")
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -126,6 +126,8 @@ def render_history(history: TrialHistory) -> RenderableType:
     run = 1
     for c in commits:
         run += c.kind == "reopen"
+        for failed in _failed_attempts(c):  # each retried attempt's error, before the last
+            errors += ["", _error(c, run if reopened else None, failed)]
         if _failure(c):
             errors += ["", _error(c, run if reopened else None)]
     return Group(_header(history), _commits(commits), *errors)
@@ -278,6 +280,9 @@ def describe(commit: Commit) -> str:
         if p.get("error"):
             parts.append(f"error {p['error']}")
         parts.append(f"attempts {p.get('attempts')}")
+        failed = _failed_attempts(commit)
+        if failed:
+            parts.append(f"{len(failed)} failed and retried (errors below)")
         return " · ".join(parts)
     if kind == "evaluation":
         if "passed" not in p:
@@ -287,8 +292,6 @@ def describe(commit: Commit) -> str:
         verdict = "passed" if p["passed"] else "failed"
         details = p.get("details")
         return f"{verdict} · score {p.get('score')}" + (f" · {compact(details)}" if details else "")
-    if kind == "attempt_failed":
-        return f"attempt {p.get('attempt')} failed (retried): {p.get('error')}"
     if kind == "reopen":
         previous = p.get("previous_status")
         why = p.get("reason", "?") + (
@@ -299,25 +302,32 @@ def describe(commit: Commit) -> str:
 
 
 def _failure(commit: Commit) -> bool:
-    """A terminal that records an error, a failed attempt that was retried, or an
-    evaluation that failed."""
+    """A terminal that records an error, or an evaluation that failed."""
     p = commit.payload
     if not isinstance(p, dict) or not p.get("error"):
         return False
-    if commit.kind in ("terminal", "attempt_failed"):
-        return True
-    return commit.kind == "evaluation" and "passed" not in p
+    return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
 
 
-def _error(commit: Commit, run: int | None) -> Table:
-    """A stored error in full: its type, message and trimmed traceback."""
+def _failed_attempts(commit: Commit) -> list[dict[str, Any]]:
+    """The errors of the attempts a terminal says failed and were retried."""
     p = commit.payload
+    failed = p.get("failed_attempts") if commit.kind == "terminal" and isinstance(p, dict) else None
+    if not isinstance(failed, list):
+        return []
+    return [f for f in failed if isinstance(f, dict) and f.get("error")]
+
+
+def _error(commit: Commit, run: int | None, failed: dict[str, Any] | None = None) -> Table:
+    """A stored error in full: its type, message and trimmed traceback (``failed``: one
+    of a terminal's failed attempts, else the commit's own error)."""
+    p = commit.payload if failed is None else failed
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    what = {"evaluation": "evaluation error", "attempt_failed": "failed attempt"}.get(
-        commit.kind, "error"
-    )
+    what = "evaluation error" if commit.kind == "evaluation" else "error"
+    if failed is not None:
+        what = f"attempt {failed.get('attempt')} failed"
     where = f"seq {commit.seq}" + (f", run {run}" if run is not None else "")
     grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
     if p.get("error_type"):

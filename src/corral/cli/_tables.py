@@ -157,7 +157,7 @@ def stop_advice(reason: str, resume: str) -> str:
     in the CLI's flags; ``resume`` is the flag that names the benchmark."""
     if reason.startswith("fail_on_error"):
         return (
-            f"fix what errored (the errors below) or give a higher --fail-on-error, then run "
+            f"fix what errored (the errors table above) or give a higher --fail-on-error, then run "
             f"again with {resume} to resume (finished trials are kept)"
         )
     if reason.startswith("run_cost_limit"):

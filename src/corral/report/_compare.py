@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from .._suggest import did_you_mean
 from ._bootstrap import (
     RESAMPLES,
     SEED,
@@ -213,7 +214,7 @@ def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
         known = sorted({t.model for t in report.tasks.values() if t.model is not None})
         raise ConfigError(
             f"benchmark {report.benchmark_id!r} has no task on model {model!r} "
-            f"(its models: {', '.join(map(repr, known)) or 'none'})"
+            f"(its models: {', '.join(map(repr, known)) or 'none'})" + did_you_mean(model, known)
         )
     return out
 

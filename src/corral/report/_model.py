@@ -126,7 +126,7 @@ class BenchmarkReport:
     @property
     def retries(self) -> dict[str, int]:
         """Attempts retried after an exception, by the status their trials ended with
-        (each failed attempt is an ``attempt_failed`` commit: ``corral show``)."""
+        (each failed attempt's error is in its trial's terminal: ``corral show``)."""
         out: dict[str, int] = {}
         for task in self.tasks.values():
             for t in task.trials:

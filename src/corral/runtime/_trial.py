@@ -10,7 +10,7 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -23,7 +23,6 @@ from .._records import evaluation_of, record_of
 from .._tools import call_error, tools_of
 from .._types import (
     NO_USAGE,
-    NOTE_KINDS,
     UNCHANGED,
     Action,
     BenchmarkTaskMetadata,
@@ -84,6 +83,9 @@ class TrialPlan:
     worked: float = 0.0
     #: The most bytes of JSON one recorded value may take.
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    #: The errors of the attempts that failed and were retried: the terminal records
+    #: them (a commit of their own would shift the step keys of later actions).
+    failed_attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -144,6 +146,8 @@ class _Writer:
             payload["worked"] = worked  # working time survives a crash with the commit
             if budget is not None and (kind == "setup" or kind == "terminal"):
                 payload["budget"] = budget.to_dict()  # what applied (`corral show`)
+            if kind == "terminal" and self.plan.failed_attempts:
+                payload["failed_attempts"] = self.plan.failed_attempts
             commits.append(Commit(self.next_seq, kind, payload, now, usage))
             self.next_seq += 1
         self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
@@ -305,8 +309,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
             await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif error is not None and plan.policy.retryable(error, attempt):
-            await _failed(plan, projection, attempt, error_fields(error), carried)
-            carried = NO_USAGE  # the failed attempt's commit carries it
+            plan.failed_attempts.append({"attempt": attempt + 1, **error_fields(error)})
             clock.stop()  # a backoff is not work
             await anyio.sleep(plan.policy.delay(attempt))
             clock.start()
@@ -548,25 +551,11 @@ async def _end(
     now = time.time()
     payload = _terminal(status, attempt, projection.state, failure=failure)
     payload["worked"] = round(clock.spent, 6)
+    if plan.failed_attempts:
+        payload["failed_attempts"] = plan.failed_attempts
     if plan.budget:
         payload["budget"] = plan.budget.to_dict()
     commit = Commit(projection.next_seq, "terminal", payload, now, usage)
-    await plan.store.append(plan.key, [commit])
-    projection.apply(commit)
-    plan.acks.durable(plan.key, [commit])
-
-
-async def _failed(
-    plan: TrialPlan,
-    projection: Projection,
-    attempt: int,
-    failure: Mapping[str, Any],
-    usage: Usage,
-) -> None:
-    """Commit that attempt ``attempt`` (0-based) failed and is retried: every failed
-    attempt's error stays in the history, not only the last one's."""
-    payload = {"attempt": attempt + 1, **failure}
-    commit = Commit(projection.next_seq, "attempt_failed", payload, time.time(), usage)
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)
     plan.acks.durable(plan.key, [commit])
@@ -586,7 +575,7 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
         plan.key.trial,
         terminal=terminal,
         evaluation=None,
-        commits=sum(1 for c in projection.commits if c.kind not in NOTE_KINDS),
+        commits=len(projection.commits),
         started_at=projection.commits[0].created_at,
         usage=usage,
     )

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._json import loads
-from .._types import NO_USAGE, NOTE_KINDS, Commit, Usage
+from .._types import NO_USAGE, Commit, Usage
 from ._protocol import TrialSummary
 
 
@@ -43,7 +43,7 @@ class SummaryBuilder:
             self.terminal = self.evaluation = None
         if not self.commits:
             self.started_at = commit.created_at
-        self.commits += commit.kind not in NOTE_KINDS
+        self.commits += 1
         if commit.usage:
             self.usage = self.usage + commit.usage
         if commit.kind == "terminal":
