@@ -1,5 +1,11 @@
 """Every async test (``pytest.mark.anyio``) runs once on asyncio and once on trio; the Ray
-tests share one local Ray (`ray_cluster`)."""
+tests share one local Ray (`ray_cluster`).
+
+Markers, given here in one place: ``postgres`` (a real PostgreSQL server), ``ray`` (a local
+Ray), ``browser`` (Debian's Chromium), and ``slow`` for the system tests (Ray, the browser,
+killed processes, restarted servers, subprocess runs of whole benchmarks) and the few long
+statistical checks, so that ``pytest -m "not slow"`` runs the unit and contract tests in
+under a minute."""
 
 from __future__ import annotations
 
@@ -52,3 +58,35 @@ def boards(ray_cluster: None) -> Iterator[Boards]:
     made = Boards()
     yield made
     made.close()
+
+
+# Whole modules of system tests: they kill processes, restart servers or run whole
+# benchmarks in subprocesses.
+SYSTEM_MODULES = frozenset(
+    {
+        "test_cli_interrupt",
+        "test_kill9",
+        "test_operator_cli",
+        "test_pg_faults",
+        "test_pg_logging",
+        "test_pg_restart",
+        "test_task_cancel",
+        "test_tool_agent_kill9",
+        "test_viewer_browser",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if "pg_dsn" in fixtures:
+            item.add_marker(pytest.mark.postgres)
+        if "ray_cluster" in fixtures:
+            item.add_marker(pytest.mark.ray)
+            item.add_marker(pytest.mark.slow)
+        if module == "test_viewer_browser":
+            item.add_marker(pytest.mark.browser)
+        if module in SYSTEM_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -105,6 +105,7 @@ def test_demo_runs_and_prints_the_pass_at_k_table(store: Path) -> None:
     assert "d" in listed and "84/84" in listed
 
 
+@pytest.mark.slow
 def test_demo_defaults_to_a_fresh_timestamped_id(store: Path) -> None:
     out = _demo("--store", store)
     assert "benchmark id demo-" in out

@@ -289,6 +289,7 @@ def test_cli_refuses_bad_comparisons(store: Path, args: list[str], message: str)
     assert message in " ".join(result.stderr.split())
 
 
+@pytest.mark.slow
 def test_the_paired_interval_covers_the_true_difference_about_95_percent_of_the_time() -> None:
     # 200 simulated pairs of benchmarks of 40 tasks x 5 trials: a task's pass rate p is
     # uniform on [0, 1] in a and min(1, p + 0.1) in b, so the true difference of mean

@@ -64,6 +64,7 @@ def test_demo_shape() -> None:
     assert defaults["max_parallel_by_model"] and defaults["max_parallel_by_environment"]
 
 
+@pytest.mark.slow
 async def test_demo_is_deterministic_across_benchmark_ids() -> None:
     store = corral.MemoryStore()
     first = await _run("demo-a", store)

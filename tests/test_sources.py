@@ -146,6 +146,7 @@ print((int(hwm[0].split()[1]) if hwm else peak) * 1024)
 """
 
 
+@pytest.mark.slow
 def test_100000_streamed_tasks_are_planned_without_holding_their_inputs(tmp_path: Path) -> None:
     """Peak RSS of indexing, planning and admitting 10,000 vs 100,000 tasks whose inputs are
     1,000 characters each: per extra task, a TaskSource needs a fraction of what a dict of

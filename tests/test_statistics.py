@@ -250,6 +250,7 @@ def _truth(name: str, k: int) -> float:
     return k / (k + 1) if name == "pass@" else 1 / (k + 1)
 
 
+@pytest.mark.slow
 def test_95_percent_intervals_cover_the_truth_about_95_percent_of_the_time() -> None:
     hits: Counter[str] = Counter()
     benchmarks = _simulated_benchmarks(200)
