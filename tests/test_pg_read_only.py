@@ -113,3 +113,11 @@ def test_the_viewer_serves_a_role_that_may_only_select(select_only: str) -> None
         response = http.get("/api/benchmarks")
     assert response.status_code == 200, response.text
     assert [b["benchmark_id"] for b in response.json()["benchmarks"]] == ["b"]
+
+
+def test_list_never_shows_the_password_of_the_store_address(filled: str) -> None:
+    # Trust authentication ignores the password; the table's title must not show it.
+    with_password = filled.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
+    shown = _ok("list", "--store", with_password)
+    assert "3/3" in shown and "postgres:***@" in shown
+    assert "s3cret" not in shown

@@ -17,6 +17,7 @@ from .._errors import ConfigError
 from .._runner import report_path
 from ..report import BenchmarkReport, build_report, is_finished
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
+from ..store._open import shown_address
 from ._execute import make_console, print_report
 from ._history import load_history, no_benchmark, render_history
 from ._options import k_option, open_store, read_store, store_option
@@ -179,9 +180,9 @@ def list_command(store: str) -> None:
     benchmarks = with_store(store, job)
     console = make_console()
     if not benchmarks:
-        console.print(f"no benchmarks in {store}")
+        console.print(f"no benchmarks in {shown_address(store)}")
         return
-    table = Table(title=f"benchmarks in {store}", title_justify="left")
+    table = Table(title=f"benchmarks in {shown_address(store)}", title_justify="left")
     table.add_column("benchmark", no_wrap=True)
     table.add_column("created (UTC)")
     table.add_column("tasks", justify="right")

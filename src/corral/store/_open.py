@@ -10,7 +10,7 @@ from typing import Any
 from .._errors import ConfigError
 from ._protocol import CommitStore
 from .memory import MemoryStore
-from .postgres import PostgresStore
+from .postgres import PostgresStore, masked_uri
 from .sqlite import SQLiteStore
 
 #: What an address may be, for messages.
@@ -43,6 +43,12 @@ def scheme_of(address: str | os.PathLike[str]) -> str:
     if scheme == "sqlite":
         return "sqlite"
     raise ConfigError(f"unknown store address {text!r}: a store is {KNOWN}")
+
+
+def shown_address(address: str | os.PathLike[str]) -> str:
+    """``address`` as messages and titles may show it: a PostgreSQL password masked."""
+    text = os.fspath(address)
+    return masked_uri(text) if _URI.match(text) and scheme_of(text) == "postgresql" else text
 
 
 def open_store(

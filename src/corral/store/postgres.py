@@ -125,12 +125,12 @@ class PostgresStore:
         try:
             params = conninfo_to_dict(conninfo)
         except Exception as exc:  # psycopg.ProgrammingError, with the reason
-            raise ConfigError(f"bad PostgreSQL URI {_masked(dsn)!r}: {exc}") from exc
+            raise ConfigError(f"bad PostgreSQL URI {masked_uri(dsn)!r}: {exc}") from exc
         if not params.get("dbname"):
             # libpq would fall back to a default database (the user's name, $PGDATABASE):
             # commits must never land somewhere the address does not name.
             raise ConfigError(
-                f"the PostgreSQL URI {_masked(dsn)!r} names no database: "
+                f"the PostgreSQL URI {masked_uri(dsn)!r} names no database: "
                 "postgresql://[USER@]HOST/DATABASE"
             )
         self.dsn = dsn
@@ -140,7 +140,7 @@ class PostgresStore:
         self.retry_for = float(retry_for)
         self.read_only = read_only
         self._create = create and not read_only
-        self._where = f"PostgresStore({_masked(dsn)!r})"
+        self._where = f"PostgresStore({masked_uri(dsn)!r})"
         self._params = params
         self._readers = readers
         self._write_limiter = anyio.CapacityLimiter(1)
@@ -480,12 +480,12 @@ def _retry_window(dsn: str) -> tuple[str, float | None]:
             window = float(value)
         except ValueError:
             raise ConfigError(
-                f"retry_for={value!r} in {_masked(dsn)!r} is not a number of seconds"
+                f"retry_for={value!r} in {masked_uri(dsn)!r} is not a number of seconds"
             ) from None
     return (f"{base}?{'&'.join(kept)}" if kept else base), window
 
 
-def _masked(dsn: str) -> str:
+def masked_uri(dsn: str) -> str:
     """The URI without its password (in the user part or a parameter), for messages."""
     uri, qsep, query = dsn.partition("?")
     scheme, sep, rest = uri.partition("://")
