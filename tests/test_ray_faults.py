@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,60 @@ async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
     assert len(steps) == 12
     # The dead host's steps ran again on another host (same keys), none more than that.
     assert max(steps.values()) == 2
+
+
+class Announced:
+    """An observer: how often it heard of each commit, and the run's spend at its end."""
+
+    def __init__(self) -> None:
+        self.heard: Counter[tuple[str, int, int]] = Counter()
+        self.spent: float | None = None
+
+    def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        self.heard[(key.task_id, key.trial, commit.seq)] += 1
+
+    def on_run_end(self, info: Any) -> None:
+        self.spent = info.spent()
+
+
+async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, boards: Boards) -> None:
+    """Both hosts die before their first answer: what they made durable is read back, so
+    observers hear of every commit once and the run's spend is what the store holds."""
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    seen = Announced()
+    costly = corral.CorralRunner(
+        tasks(6),
+        {"agent": BoardAgent(gated, cost=1.0)},
+        {"env0": env, "env1": env},
+        store=sqlite,
+        observers=[seen],
+    )
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await costly.run(
+            "bench", **RUN, run_cost_limit=100.0, executor=corral.RayExecutor(hosts=2)
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        where = await call(gated.wait_steps.remote(4))
+        for pid in {pid for pid, _ in where.values()}:
+            os.kill(pid, signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None and report.counts["completed"] == 12
+    store = corral.SQLiteStore(sqlite, read_only=True)
+    async with store.opened():
+        stored = [
+            (task_id, r, c.seq)
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+        ]
+    assert seen.heard == Counter(stored)
+    assert seen.spent == report.usage.cost == 12.0
 
 
 async def test_the_scopes_outlive_the_host_that_made_them(
