@@ -170,6 +170,49 @@ async def test_the_scopes_outlive_the_host_that_made_them(
     assert not [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
 
 
+async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    """The hub is infrastructure: its death is not the agents' failure. The run stops,
+    records no trial as an error, and a rerun resumes to the uninterrupted report."""
+    import ray
+
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    scoped = corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
+    )
+    failure: BaseException | None = None
+
+    async def run() -> None:
+        nonlocal failure
+        try:
+            await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+        except corral.CorralError as exc:
+            failure = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await call(gated.wait_steps.remote(4))  # each agent asks the hub again to answer
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+        ray.kill(ray.get_actor(name))
+        await call(gated.open.remote())
+    assert failure is not None and "scope" in str(failure) and "again" in str(failure)
+    assert "\x1b[" not in str(failure)
+    store = corral.SQLiteStore(sqlite, read_only=True)
+    async with store.opened():
+        terminals = [
+            c
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+            if c.kind == "terminal"
+        ]
+    assert all(c.payload["status"] == "completed" for c in terminals)
+    report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+
+
 async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
     sqlite: str, tmp_path: Path, boards: Boards
 ) -> None:

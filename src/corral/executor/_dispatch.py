@@ -268,6 +268,9 @@ class RayRemote:
             if isinstance(answer, self.ray.exceptions.RayActorError):
                 self._replace(host, answer)
                 return
+            if isinstance(answer, self.ray.exceptions.RayTaskError):
+                # The host's own error, without Ray's wrapping (a traceback in colour).
+                raise answer.cause
             raise answer
         results, notices = answer
         host.poll = None
