@@ -30,6 +30,7 @@ from ..scheduler._admission import Start, StartKind
 from ..store._protocol import TrialKey
 from ._host import HostActor, HostSpec
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
+from ._logs import plain
 from ._ray import RayExecutor, import_ray
 from ._scopes import hub
 from ._wire import dumps, loads
@@ -313,12 +314,12 @@ class RayRemote:
     def _replace(self, dead: _Host, error: BaseException) -> None:
         """``dead``'s actor is gone (Ray says so): its work continues on a new host."""
         if getattr(error, "actor_init_failed", False):  # a new host would fail the same way
-            raise CorralError(f"a Ray host could not start: {error}") from error
+            raise CorralError(f"a Ray host could not start: {plain(error)}") from error
         self._restarts += 1
         if self._restarts > self.executor.max_host_restarts:
             raise CorralError(
                 f"Ray hosts died {self._restarts} times in this run (more than "
-                f"max_host_restarts={self.executor.max_host_restarts}); the last: {error}"
+                f"max_host_restarts={self.executor.max_host_restarts}); the last: {plain(error)}"
             ) from error
         self.hosts.remove(dead)
         scopes = hub(self._hub_name, create=False)

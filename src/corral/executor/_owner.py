@@ -1,0 +1,67 @@
+"""The thread that starts (or joins) Ray for a `RayExecutor`, alive until it is stopped.
+
+Ray ties the processes it starts to the thread that started them (Linux's
+``PR_SET_PDEATHSIG`` fires when that *thread* ends). `RayExecutor.connect` runs
+in one of anyio's worker threads, which end after 10 idle seconds: a Ray started
+there had its GCS and raylet killed under the run, and its agents left behind
+for a minute. So ``ray.init`` runs on a thread of its own, which waits until
+`RayOwner.stop` has shut that Ray down.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from typing import Any
+
+
+class RayOwner:
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._release = threading.Event()
+        #: Whether ``ray.init`` started a local Ray (rather than joining one).
+        self.started = False
+
+    def init(self, ray: types.ModuleType, **options: Any) -> None:
+        """``ray.init(**options)`` on the owner thread; returns (or raises) as it does."""
+        inited = threading.Event()
+        failure: list[BaseException] = []
+
+        def own() -> None:
+            try:
+                ray.init(**options)
+            except BaseException as exc:  # raised again by the caller
+                failure.append(exc)
+                return
+            finally:
+                inited.set()
+            self._release.wait()
+
+        self._release.clear()
+        self._thread = threading.Thread(target=own, name="corral-ray-owner", daemon=True)
+        self._thread.start()
+        inited.wait()
+        if failure:
+            self._thread = None
+            raise failure[0]
+        self.started = _started_here(ray)
+
+    def stop(self) -> None:
+        """Shut down the local Ray `init` started, once its processes have exited (Ray's
+        own exit hook does not wait for them); then let the owner thread end."""
+        if self.started:
+            import ray
+
+            ray.shutdown(wait_for_processes=True)
+            self.started = False
+        if self._thread is not None:
+            self._release.set()
+            self._thread.join()
+            self._thread = None
+
+
+def _started_here(ray: types.ModuleType) -> bool:
+    """Whether ``ray.init`` started the processes of a local Ray (it may have joined one
+    that ``RAY_ADDRESS`` or ``ray start`` named)."""
+    node = getattr(ray._private.worker, "_global_node", None)
+    return bool(getattr(node, "all_processes", None))

@@ -1,0 +1,80 @@
+"""`corral run --executor ray` as a user runs it: a process of its own that starts (and
+stops) its own local Ray; Ray's own output stays out of the terminal."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+BENCHMARK = textwrap.dedent(
+    """
+    import corral
+    from corral import BenchmarkTaskMetadata as Meta, Final
+    from corral.testing import FakeEnvironment
+
+    class Agent:
+        async def act(self, session):
+            return Final(session.task_id)
+
+    benchmark = corral.Benchmark(
+        tasks={f"t{i}": Meta("a", "e") for i in range(2)},
+        agents={"a": Agent()},
+        environments={"e": FakeEnvironment()},
+    )
+    """
+)
+
+#: Inherited by every process the command starts, Ray's included: how to find them.
+MARK = "CORRAL_TEST_MARK"
+
+
+def left_behind(mark: str) -> list[str]:
+    """Processes (``pid name``) that inherited ``mark``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:  # gone, or not ours
+            continue
+        if f"{MARK}={mark}".encode() in environ.split(b"\0"):
+            found.append(f"{pid} {name}")
+    return found
+
+
+def command(tmp_path: Path, *extra: str) -> list[str]:
+    bench = tmp_path / "bench.py"
+    bench.write_text(BENCHMARK)
+    store = str(tmp_path / "store.db")
+    return [sys.executable, "-m", "corral", "run", str(bench), "--store", store, *extra]
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_ray_logs_to_a_file_and_the_ray_it_started_is_gone_when_it_exits(
+    tmp_path: Path,
+) -> None:
+    mark = uuid.uuid4().hex
+    done = subprocess.run(
+        command(tmp_path, "--executor", "ray", "--no-progress", "-v"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, MARK: mark},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert left_behind(mark) == []
+    shown = done.stdout + done.stderr
+    assert "\x1b[" not in shown
+    assert not re.search(r"\b(WARNING|INFO)\b", shown), shown
+    found = re.search(r"Ray's logs: (.+)", done.stderr)
+    assert found is not None, done.stderr
+    assert "Started a local Ray instance" in Path(found.group(1).strip()).read_text()
