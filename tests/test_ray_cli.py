@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -78,3 +79,27 @@ def test_ray_logs_to_a_file_and_the_ray_it_started_is_gone_when_it_exits(
     found = re.search(r"Ray's logs: (.+)", done.stderr)
     assert found is not None, done.stderr
     assert "Started a local Ray instance" in Path(found.group(1).strip()).read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_ctrl_c_as_the_run_shuts_ray_down_exits_cleanly(tmp_path: Path) -> None:
+    """The report is out and Ray is being shut down when Ctrl-C comes: Ray's shutdown,
+    cut short, left its core worker half torn down and the interpreter crashed at exit."""
+    mark = uuid.uuid4().hex
+    child = subprocess.Popen(
+        command(tmp_path, "--executor", "ray", "--no-progress"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, MARK: mark},
+    )
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith("report"):  # the last line of the report: Ray's shutdown is next
+            break
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    # 130: the interrupt was seen; -SIGINT: it came as the interpreter had finished.
+    assert child.returncode in (0, 130, -signal.SIGINT), err
+    assert "Traceback" not in err
+    assert left_behind(mark) == []

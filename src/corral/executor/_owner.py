@@ -10,8 +10,11 @@ for a minute. So ``ray.init`` runs on a thread of its own, which waits until
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 import types
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -52,12 +55,31 @@ class RayOwner:
         if self.started:
             import ray
 
-            ray.shutdown(wait_for_processes=True)
+            with _ctrl_c_deferred():
+                ray.shutdown(wait_for_processes=True)
             self.started = False
         if self._thread is not None:
             self._release.set()
             self._thread.join()
             self._thread = None
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Ctrl-C waits until the block is done, then goes to the handler it would have gone
+    to: a Ray shutdown cut short leaves its core worker half torn down, and the
+    interpreter crashes (SIGSEGV) as it exits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread gets signals
+        return
+    pressed: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(frame))
+    try:
+        yield
+    finally:  # None: a handler not set from Python (none to restore but the default)
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    if pressed and callable(previous):
+        previous(signal.SIGINT, pressed[0])
 
 
 def _started_here(ray: types.ModuleType) -> bool:
