@@ -103,3 +103,26 @@ def test_ctrl_c_as_the_run_shuts_ray_down_exits_cleanly(tmp_path: Path) -> None:
     assert child.returncode in (0, 130, -signal.SIGINT), err
     assert "Traceback" not in err
     assert left_behind(mark) == []
+
+
+@pytest.mark.parametrize(
+    ("address", "named"),
+    [
+        ("bogus://x", "bogus"),  # no such Ray client module
+        ("ray://127.0.0.1:1", "ray\\[client\\]|127.0.0.1:1"),  # Ray Client (not installed)
+        ("127.0.0.1:1", "within 1 s"),  # nothing listens: Ray would retry for 13 minutes
+    ],
+)
+def test_a_ray_address_that_cannot_be_joined_is_one_error_line(
+    tmp_path: Path, address: str, named: str
+) -> None:
+    done = subprocess.run(
+        command(tmp_path, "--executor", "ray", "--ray-address", address, "--ray-timeout", "1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and address in line and re.search(named, line), line
+    assert not (tmp_path / "store.db").exists()

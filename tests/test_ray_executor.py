@@ -214,6 +214,7 @@ def test_bad_executor_options_are_refused() -> None:
         {"host_options": {"max_restarts": 3}},
         {"host_options": {"num_cpus": "one"}},
         {"log_file": 3},
+        {"connect_timeout": 0},
     ):
         with pytest.raises(corral.ConfigError):
             corral.RayExecutor(**bad)

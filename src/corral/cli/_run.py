@@ -163,6 +163,9 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 )
 @click.option("--ray-address", help="Ray cluster to join ('auto', ray://...; default: start one).")
 @click.option("--hosts", type=int, help="Ray hosts (actors) that run trials (default 1).")
+@click.option(
+    "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
 def run_command(
     target: str,
@@ -200,6 +203,7 @@ def run_command(
     executor: str,
     ray_address: str | None,
     hosts: int | None,
+    ray_timeout: float | None,
     verbose: bool,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
@@ -236,7 +240,7 @@ def run_command(
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
     }
-    ray = _executor(executor, ray_address, hosts)
+    ray = _executor(executor, ray_address, hosts, ray_timeout)
     if ray is not None and verbose:
         click.echo(f"Ray's logs: {ray.log_file}", err=True)
     with contextlib.ExitStack() as stack:
@@ -257,10 +261,17 @@ def run_command(
         )
 
 
-def _executor(kind: str, address: str | None, hosts: int | None) -> RayExecutor | None:
+def _executor(
+    kind: str, address: str | None, hosts: int | None, timeout: float | None
+) -> RayExecutor | None:
     if kind == "ray":  # Ray's own logs go to a file, not over the live display
-        return RayExecutor(address, 1 if hosts is None else hosts, log_file=default_log_file())
-    for flag, value in (("--ray-address", address), ("--hosts", hosts)):
+        return RayExecutor(
+            address,
+            1 if hosts is None else hosts,
+            log_file=default_log_file(),
+            connect_timeout=60.0 if timeout is None else timeout,
+        )
+    for flag, value in (("--ray-address", address), ("--hosts", hosts), ("--ray-timeout", timeout)):
         if value is not None:
             raise ConfigError(f"{flag} {value} needs --executor ray")
     return None

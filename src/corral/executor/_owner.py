@@ -25,8 +25,10 @@ class RayOwner:
         #: Whether ``ray.init`` started a local Ray (rather than joining one).
         self.started = False
 
-    def init(self, ray: types.ModuleType, **options: Any) -> None:
-        """``ray.init(**options)`` on the owner thread; returns (or raises) as it does."""
+    def init(self, ray: types.ModuleType, timeout: float | None, **options: Any) -> None:
+        """``ray.init(**options)`` on the owner thread; returns (or raises) as it does, or
+        raises `TimeoutError` after ``timeout`` seconds (it goes on trying in the
+        background: Ray offers no way to stop it)."""
         inited = threading.Event()
         failure: list[BaseException] = []
 
@@ -43,7 +45,9 @@ class RayOwner:
         self._release.clear()
         self._thread = threading.Thread(target=own, name="corral-ray-owner", daemon=True)
         self._thread.start()
-        inited.wait()
+        if not inited.wait(timeout):
+            self._thread = None  # a daemon: it ends with the process, if not before
+            raise TimeoutError
         if failure:
             self._thread = None
             raise failure[0]

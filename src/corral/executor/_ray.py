@@ -10,7 +10,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from ..scheduler._limits import positive_int
-from ._logs import RayLog
+from ._logs import RayLog, plain
 from ._owner import RayOwner
 
 #: Actor options Corral sets itself: Corral's retries stay the only retries.
@@ -37,6 +37,9 @@ class RayExecutor:
     are pickled (cloudpickle) once per host. ``max_host_restarts`` bounds how often
     a dead host is replaced in one run (default: ``2 * hosts``).
 
+    ``connect_timeout`` bounds the wait for joining the cluster at ``address`` (seconds;
+    None: Ray's own, which retries an address nothing listens on for minutes).
+
     With ``log_file``, what Ray logs in this process goes to that file instead of the
     terminal, and hosts' output is not forwarded (it stays in Ray's session logs), from
     `connect` until `shutdown`. `shutdown` also stops the local Ray `connect` started.
@@ -52,6 +55,7 @@ class RayExecutor:
         init_options: Mapping[str, Any] | None = None,
         max_host_restarts: int | None = None,
         log_file: str | os.PathLike[str] | None = None,
+        connect_timeout: float | None = 60.0,
     ) -> None:
         if address is not None and (not isinstance(address, str) or not address):
             raise ConfigError(f"address must be None, 'auto' or a Ray address, not {address!r}")
@@ -79,6 +83,16 @@ class RayExecutor:
         if log_file is not None and not isinstance(log_file, str | os.PathLike):
             raise ConfigError(f"log_file must be a path, not {log_file!r}")
         self._log = None if log_file is None else RayLog(Path(log_file))
+        if connect_timeout is not None and (
+            isinstance(connect_timeout, bool)
+            or not isinstance(connect_timeout, int | float)
+            or not connect_timeout > 0
+        ):
+            raise ConfigError(
+                f"connect_timeout must be a positive number of seconds or None, "
+                f"not {connect_timeout!r}"
+            )
+        self.connect_timeout = connect_timeout
         #: The thread `connect` starts or joins Ray from, until `shutdown`.
         self._owner = RayOwner()
 
@@ -126,7 +140,18 @@ class RayExecutor:
                 self._log.start()
                 options["log_to_driver"] = False
             options.update(self.init_options)
-            self._owner.init(ray, address=self.address, **options)
+            # A local start takes as long as it takes; joining has a deadline.
+            timeout = None if self.address is None else self.connect_timeout
+            try:
+                self._owner.init(ray, timeout, address=self.address, **options)
+            except TimeoutError:
+                raise ConfigError(
+                    f"could not join the Ray cluster at {self.address!r} within "
+                    f"{timeout:g} s (is it running? connect_timeout / --ray-timeout)"
+                ) from None
+            except Exception as exc:
+                where = "start Ray" if self.address is None else f"join Ray at {self.address!r}"
+                raise ConfigError(f"could not {where}: {type(exc).__name__}: {plain(exc)}") from exc
         need = self.hosts * float(self.host_options["num_cpus"])
         have = float(ray.cluster_resources().get("CPU", 0))
         if need > have:  # the hosts that do not fit would never start, nor their trials
