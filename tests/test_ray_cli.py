@@ -1,5 +1,6 @@
-"""`corral run --executor ray` as a user runs it: a process of its own that starts (and
-stops) its own local Ray; Ray's own output stays out of the terminal."""
+"""Ray as a user meets it: `corral run --executor ray` (or a script) in a process of its
+own that starts (and stops) its own local Ray; Ray's own output stays out of the
+terminal."""
 
 from __future__ import annotations
 
@@ -126,3 +127,39 @@ def test_a_ray_address_that_cannot_be_joined_is_one_error_line(
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: ") and address in line and re.search(named, line), line
     assert not (tmp_path / "store.db").exists()
+
+
+TWO_RUNS = textwrap.dedent(
+    """
+    import sys
+    import anyio
+    import corral
+
+    sys.path.insert(0, sys.argv[2])
+    import small
+
+    b = small.benchmark
+    executor = corral.RayExecutor()
+    executor.pickle_by_value(small)  # the hosts cannot import it
+    runner = corral.CorralRunner(b.tasks, b.agents, b.environments, store=sys.argv[1])
+    for name in ("first", "second"):  # each on an event loop (and worker threads) of its own
+        report = anyio.run(lambda: runner.run(name, executor=executor))
+        print(name, report.counts["completed"], flush=True)
+    executor.shutdown()
+    """
+)
+
+
+def test_the_ray_one_run_started_serves_the_next(tmp_path: Path) -> None:
+    """Ray was tied to the worker thread that started it (``PR_SET_PDEATHSIG``): when the
+    first run's event loop closed, its threads ended and Ray's GCS and raylet died."""
+    (tmp_path / "small.py").write_text(BENCHMARK)
+    script = tmp_path / "two_runs.py"
+    script.write_text(TWO_RUNS)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "store.db"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.stdout.split("\n")[:2] == ["first 2", "second 2"], done.stderr[-2000:]

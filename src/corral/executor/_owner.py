@@ -2,10 +2,11 @@
 
 Ray ties the processes it starts to the thread that started them (Linux's
 ``PR_SET_PDEATHSIG`` fires when that *thread* ends). `RayExecutor.connect` runs
-in one of anyio's worker threads, which end after 10 idle seconds: a Ray started
-there had its GCS and raylet killed under the run, and its agents left behind
-for a minute. So ``ray.init`` runs on a thread of its own, which waits until
-`RayOwner.stop` has shut that Ray down.
+in one of anyio's worker threads, which end when their event loop closes (or
+when one has idled 10 s and the loop next uses a thread): a Ray started there
+had its GCS and raylet killed as the run ended, so the next run in the process
+found it dead, and its agents lingered for a minute. So ``ray.init`` runs on a
+thread of its own, which waits until `RayOwner.stop` has shut that Ray down.
 """
 
 from __future__ import annotations
