@@ -101,9 +101,23 @@ class Announced:
         self.spent = info.spent()
 
 
+async def stored(path: str) -> set[tuple[str, int, int]]:
+    """Every commit of the benchmark ``bench`` of `tasks(6)`, as (task, trial, seq)."""
+    store = corral.SQLiteStore(path, read_only=True)
+    async with store.opened():
+        return {
+            (task_id, r, c.seq)
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+        }
+
+
 async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, boards: Boards) -> None:
-    """Both hosts die before their first answer: what they made durable is read back, so
-    observers hear of every commit once and the run's spend is what the store holds."""
+    """A run resumes the 4 trials an earlier one left half done, and both its hosts die
+    before their first answer: what they made durable is read back, so observers hear
+    of every commit of this run once (none of the earlier run's), and the run's spend
+    is what the store holds."""
     gated = boards.get(gate_open=False)
     env = BoardEnvironment(gated, gauged=False)
     seen = Announced()
@@ -112,14 +126,21 @@ async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, board
         {"agent": BoardAgent(gated, cost=1.0)},
         {"env0": env, "env1": env},
         store=sqlite,
-        observers=[seen],
     )
+    executor = corral.RayExecutor(hosts=2)
+    with anyio.CancelScope() as scope:  # the earlier run: 4 setups and actions recorded
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: costly.run("bench", **RUN, executor=executor))
+            await call(gated.wait_steps.remote(4))
+            scope.cancel()
+    earlier = await stored(sqlite)
+    gated = boards.get(gate_open=False)  # the same board afresh: where this run's steps run
     report: corral.BenchmarkReport | None = None
 
     async def run() -> None:
         nonlocal report
         report = await costly.run(
-            "bench", **RUN, run_cost_limit=100.0, executor=corral.RayExecutor(hosts=2)
+            "bench", **RUN, run_cost_limit=100.0, executor=executor, observers=[seen]
         )
 
     async with anyio.create_task_group() as tg:
@@ -129,15 +150,7 @@ async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, board
             os.kill(pid, signal.SIGKILL)
         await call(gated.open.remote())
     assert report is not None and report.counts["completed"] == 12
-    store = corral.SQLiteStore(sqlite, read_only=True)
-    async with store.opened():
-        stored = [
-            (task_id, r, c.seq)
-            for task_id in tasks(6)
-            for r in range(2)
-            for c in await store.history(TrialKey("bench", task_id, r))
-        ]
-    assert seen.heard == Counter(stored)
+    assert seen.heard == Counter((await stored(sqlite)) - earlier)
     assert seen.spent == report.usage.cost == 12.0
 
 
