@@ -243,14 +243,12 @@ def run_command(
     ray = _executor(executor, ray_address, hosts, ray_timeout)
     if ray is not None and verbose:
         click.echo(f"Ray's logs: {ray.log_file}", err=True)
-    with contextlib.ExitStack() as stack:
-        if ray is not None:  # the local Ray it starts is gone before this command exits
-            stack.callback(ray.shutdown)
-        benchmark, path = load_benchmark(target)
-        if ray is not None:  # hosts cannot import the file by its name: its code travels
-            ray.pickle_by_value(sys.modules[benchmark_module(path)])
-        runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
-        runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
+    benchmark, path = load_benchmark(target)
+    if ray is not None:  # hosts cannot import the file by its name: its code travels along
+        ray.pickle_by_value(sys.modules[benchmark_module(path)])
+    runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
+    runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
+    try:
         return run_benchmark(
             make_console(),
             runner,
@@ -259,6 +257,9 @@ def run_command(
             progress=not no_progress,
             as_json=as_json,
         )
+    finally:
+        if ray is not None:  # the local Ray it started is gone before this command exits
+            ray.shutdown()
 
 
 def _executor(
