@@ -134,11 +134,12 @@ def _here() -> tuple[int, Any]:
 
 class BoardAgent:
     """One tool step, then ``Final``. With ``scope``, it holds that `concurrency` scope
-    while it acts."""
+    while it acts; with ``cost``, its action records that cost."""
 
-    def __init__(self, board: Any, scope: int | None = None):
+    def __init__(self, board: Any, scope: int | None = None, cost: float = 0.0):
         self.board = board
         self.scope = scope
+        self.cost = cost
 
     async def act(self, session: corral.AgentSession) -> Action | Final:
         if self.scope is not None:
@@ -158,6 +159,8 @@ class BoardAgent:
                     "previous_state": session.previous_state,
                 }
             )
+        if self.cost:
+            session.record_usage(cost=self.cost)
         return Action("step", {"n": session.trial + 1})
 
 

@@ -213,6 +213,8 @@ def test_bad_executor_options_are_refused() -> None:
         {"address": ""},
         {"host_options": {"max_restarts": 3}},
         {"host_options": {"num_cpus": "one"}},
+        {"log_file": 3},
+        {"connect_timeout": 0},
     ):
         with pytest.raises(corral.ConfigError):
             corral.RayExecutor(**bad)
@@ -241,8 +243,11 @@ async def test_a_host_that_cannot_start_fails_the_run(tmp_path: Path) -> None:
         {"env0": OnlyHere()},
         store=tmp_path / "store.db",
     )
-    with pytest.raises(corral.CorralError, match="(?s)could not start.*cannot be loaded on a host"):
+    with pytest.raises(
+        corral.CorralError, match="(?s)could not start.*cannot be loaded on a host"
+    ) as e:
         await r.run("unloadable", executor=corral.RayExecutor(hosts=1))
+    assert "\x1b[" not in str(e.value)  # Ray's traceback, without its colours
 
 
 @ASYNCIO

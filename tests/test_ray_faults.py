@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,73 @@ async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
     assert max(steps.values()) == 2
 
 
+class Announced:
+    """An observer: how often it heard of each commit, and the run's spend at its end."""
+
+    def __init__(self) -> None:
+        self.heard: Counter[tuple[str, int, int]] = Counter()
+        self.spent: float | None = None
+
+    def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        self.heard[(key.task_id, key.trial, commit.seq)] += 1
+
+    def on_run_end(self, info: Any) -> None:
+        self.spent = info.spent()
+
+
+async def stored(path: str) -> set[tuple[str, int, int]]:
+    """Every commit of the benchmark ``bench`` of `tasks(6)`, as (task, trial, seq)."""
+    store = corral.SQLiteStore(path, read_only=True)
+    async with store.opened():
+        return {
+            (task_id, r, c.seq)
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+        }
+
+
+async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, boards: Boards) -> None:
+    """A run resumes the 4 trials an earlier one left half done, and both its hosts die
+    before their first answer: what they made durable is read back, so observers hear
+    of every commit of this run once (none of the earlier run's), and the run's spend
+    is what the store holds."""
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    seen = Announced()
+    costly = corral.CorralRunner(
+        tasks(6),
+        {"agent": BoardAgent(gated, cost=1.0)},
+        {"env0": env, "env1": env},
+        store=sqlite,
+    )
+    executor = corral.RayExecutor(hosts=2)
+    with anyio.CancelScope() as scope:  # the earlier run: 4 setups and actions recorded
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: costly.run("bench", **RUN, executor=executor))
+            await call(gated.wait_steps.remote(4))
+            scope.cancel()
+    earlier = await stored(sqlite)
+    gated = boards.get(gate_open=False)  # the same board afresh: where this run's steps run
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await costly.run(
+            "bench", **RUN, run_cost_limit=100.0, executor=executor, observers=[seen]
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        where = await call(gated.wait_steps.remote(4))
+        for pid in {pid for pid, _ in where.values()}:
+            os.kill(pid, signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None and report.counts["completed"] == 12
+    assert seen.heard == Counter((await stored(sqlite)) - earlier)
+    assert seen.spent == report.usage.cost == 12.0
+
+
 async def test_the_scopes_outlive_the_host_that_made_them(
     sqlite: str, tmp_path: Path, boards: Boards
 ) -> None:
@@ -113,6 +181,49 @@ async def test_the_scopes_outlive_the_host_that_made_them(
     seen = await call(gated.report.remote())
     assert seen["violations"] == [] and seen["peaks"][("scope", "api")] == 1
     assert not [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+
+
+async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    """The hub is infrastructure: its death is not the agents' failure. The run stops,
+    records no trial as an error, and a rerun resumes to the uninterrupted report."""
+    import ray
+
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    scoped = corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
+    )
+    failure: BaseException | None = None
+
+    async def run() -> None:
+        nonlocal failure
+        try:
+            await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+        except corral.CorralError as exc:
+            failure = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await call(gated.wait_steps.remote(4))  # each agent asks the hub again to answer
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+        ray.kill(ray.get_actor(name))
+        await call(gated.open.remote())
+    assert failure is not None and "scope" in str(failure) and "again" in str(failure)
+    assert "\x1b[" not in str(failure)
+    store = corral.SQLiteStore(sqlite, read_only=True)
+    async with store.opened():
+        terminals = [
+            c
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+            if c.kind == "terminal"
+        ]
+    assert all(c.payload["status"] == "completed" for c in terminals)
+    report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
 
 
 async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(

@@ -16,7 +16,7 @@ from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
-from ..executor import RayExecutor
+from ..executor import RayExecutor, default_log_file
 from ..runtime import RetryPolicy
 from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
@@ -177,6 +177,10 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 )
 @click.option("--ray-address", help="Ray cluster to join ('auto', ray://...; default: start one).")
 @click.option("--hosts", type=int, help="Ray hosts (actors) that run trials (default 1).")
+@click.option(
+    "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
 def run_command(
     target: str,
     benchmark_id: str | None,
@@ -216,6 +220,8 @@ def run_command(
     executor: str,
     ray_address: str | None,
     hosts: int | None,
+    ray_timeout: float | None,
+    verbose: bool,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
@@ -254,26 +260,39 @@ def run_command(
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
     }
-    ray = _executor(executor, ray_address, hosts)
+    ray = _executor(executor, ray_address, hosts, ray_timeout)
+    if ray is not None and verbose:
+        click.echo(f"Ray's logs: {ray.log_file}", err=True)
     benchmark, path = load_benchmark(target)
     if ray is not None:  # hosts cannot import the file by its name: its code travels along
         ray.pickle_by_value(sys.modules[benchmark_module(path)])
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
     runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
-    return run_benchmark(
-        make_console(),
-        runner,
-        path.stem if benchmark_id is None else benchmark_id,
-        run_kwargs,
-        progress=not no_progress,
-        as_json=as_json,
-    )
+    try:
+        return run_benchmark(
+            make_console(),
+            runner,
+            path.stem if benchmark_id is None else benchmark_id,
+            run_kwargs,
+            progress=not no_progress,
+            as_json=as_json,
+        )
+    finally:
+        if ray is not None:  # the local Ray it started is gone before this command exits
+            ray.shutdown()
 
 
-def _executor(kind: str, address: str | None, hosts: int | None) -> RayExecutor | None:
-    if kind == "ray":
-        return RayExecutor(address, 1 if hosts is None else hosts)
-    for flag, value in (("--ray-address", address), ("--hosts", hosts)):
+def _executor(
+    kind: str, address: str | None, hosts: int | None, timeout: float | None
+) -> RayExecutor | None:
+    if kind == "ray":  # Ray's own logs go to a file, not over the live display
+        return RayExecutor(
+            address,
+            1 if hosts is None else hosts,
+            log_file=default_log_file(),
+            connect_timeout=60.0 if timeout is None else timeout,
+        )
+    for flag, value in (("--ray-address", address), ("--hosts", hosts), ("--ray-timeout", timeout)):
         if value is not None:
             raise ConfigError(f"{flag} {value} needs --executor ray")
     return None

@@ -3,6 +3,11 @@
 A slot is freed only when the coordinator knows the work ended: its result
 arrived, or its host is confirmed dead (Ray says so); then its running trials
 go to a new host and continue from their heads (``may_have_history``).
+
+A host tells of its durable commits with its next answer, so those it made
+since its last one die with it: before its trials go on elsewhere, the
+coordinator reads them back from the store and tells the observers (and the
+run's spend) of every commit past the last one it heard of.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
@@ -24,6 +30,7 @@ from ..scheduler._admission import Start, StartKind
 from ..store._protocol import TrialKey
 from ._host import HostActor, HostSpec
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
+from ._logs import plain
 from ._ray import RayExecutor, import_ray
 from ._scopes import hub
 from ._wire import dumps, loads
@@ -85,6 +92,10 @@ class RayRemote:
         #: Ray's thread (periodic readings) and `_stop`'s (the final one) both write them.
         self._scopes_lock = threading.Lock()
         self._observed = spec.notify
+        #: With observers: the sequence number past the last commit they heard of, for
+        #: each trial a host runs or evaluates, by (task id, trial).
+        self._heard: dict[tuple[str, int], int] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
 
     @property
     def busy(self) -> int:
@@ -126,10 +137,14 @@ class RayRemote:
                     budget=loop.budget.under(meta),
                 )
             job = found
+            if self._observed and (job.task_id, r) not in self._heard:  # not deferred
+                self._heard[(job.task_id, r)] = loop.head_of(t, r)
         else:
             record, seq = loop.to_evaluate(t, r)
             light = loop.plan.light(t)
             job = EvalJob(t, r, loop.plan.task_ids[t], light.environment_id, record, seq)
+            if self._observed:
+                self._heard[(job.task_id, r)] = seq
             ran_on = self._ran_on.pop((t, r), None)
             if ran_on is not None:
                 cap = self.executor.trials_per_host
@@ -174,6 +189,7 @@ class RayRemote:
         cancelled = True
         try:
             async with anyio.create_task_group() as tg:
+                self._tg = tg
                 if self._observed:
                     tg.start_soon(self._watch_scopes)
                 await self._serve(loop)
@@ -253,6 +269,9 @@ class RayRemote:
             if isinstance(answer, self.ray.exceptions.RayActorError):
                 self._replace(host, answer)
                 return
+            if isinstance(answer, self.ray.exceptions.RayTaskError):
+                # The host's own error, without Ray's wrapping (a traceback in colour).
+                raise answer.cause
             raise answer
         results, notices = answer
         host.poll = None
@@ -267,6 +286,8 @@ class RayRemote:
         kind, t, r = result[0], result[1], result[2]
         job = host.jobs.pop((t, r))
         self._busy -= 1
+        if self._observed and kind != "d":  # a deferred trial goes on later
+            del self._heard[(job.task_id, r)]
         if kind == "v":
             self._ran_on[(t, r)] = host
             loop.ended(t, r, result[3], result[4], result[5], None)
@@ -285,19 +306,20 @@ class RayRemote:
         loop = self._loop
         assert loop is not None
         benchmark_id = loop.benchmark_id
-        durable = loop.acks.durable
+        durable, heard = loop.acks.durable, self._heard
         for task_id, trial, commits in notices:
+            heard[(task_id, trial)] = commits[-1].seq + 1
             durable(TrialKey(benchmark_id, task_id, trial), commits)
 
     def _replace(self, dead: _Host, error: BaseException) -> None:
         """``dead``'s actor is gone (Ray says so): its work continues on a new host."""
         if getattr(error, "actor_init_failed", False):  # a new host would fail the same way
-            raise CorralError(f"a Ray host could not start: {error}") from error
+            raise CorralError(f"a Ray host could not start: {plain(error)}") from error
         self._restarts += 1
         if self._restarts > self.executor.max_host_restarts:
             raise CorralError(
                 f"Ray hosts died {self._restarts} times in this run (more than "
-                f"max_host_restarts={self.executor.max_host_restarts}); the last: {error}"
+                f"max_host_restarts={self.executor.max_host_restarts}); the last: {plain(error)}"
             ) from error
         self.hosts.remove(dead)
         scopes = hub(self._hub_name, create=False)
@@ -305,12 +327,35 @@ class RayRemote:
             scopes.forget.remote(dead.index)
         self.ray.kill(dead.actor)
         self._new_host()
-        for job in dead.jobs.values():
+        jobs = list(dead.jobs.values())
+        dead.jobs.clear()
+        for job in jobs:
             # It may have recorded steps (or ended) before it died: go on from its head.
             job.may_have_history = True
+        if self._observed and jobs:
+            assert self._tg is not None
+            self._tg.start_soon(self._read_back, jobs)
+        else:
+            self._resend(jobs)
+
+    async def _read_back(self, jobs: list[Job]) -> None:
+        """Tell of the commits of a dead host's ``jobs`` nobody heard of (read from the
+        store: nothing writes them meanwhile), then send the jobs on."""
+        loop = self._loop
+        assert loop is not None
+        for job in jobs:
+            key = TrialKey(loop.benchmark_id, job.task_id, job.r)
+            heard = self._heard[(job.task_id, job.r)]
+            unheard = [c for c in await loop.store.history(key) if c.seq >= heard]
+            if unheard:
+                self._tell([(job.task_id, job.r, unheard)])
+        self._resend(jobs)
+        loop.admit()  # a commit read back may have stopped admission (run_cost_limit)
+
+    def _resend(self, jobs: list[Job]) -> None:
+        for job in jobs:
             self._busy -= 1
             self._place(job)
-        dead.jobs.clear()
         self.flush()
 
     def _stop(self, cancelled: bool) -> None:

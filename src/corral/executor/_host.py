@@ -118,7 +118,7 @@ class Host:
         """Run until `close` or `cancel`: the store open, jobs run as they come."""
         spec = self.spec
         store = spec.store.open()
-        self._scopes = SharedScopes(spec.scope_hub, self.index)
+        self._scopes = SharedScopes(spec.scope_hub, self.index, self._lost_hub)
         try:
             async with store.opened():
                 async with _joined(store, spec):
@@ -190,6 +190,19 @@ class Host:
         self._event("closing").set()
         await self._event("stopped").wait()
         return running
+
+    def _lost_hub(self, error: BaseException) -> None:
+        """The run's scope hub died: every job stops (nothing is recorded as an error);
+        the coordinator hears of it with the next answer, and stops the run."""
+        if self._failure is None:
+            self._failure = CorralError(
+                f"the run's concurrency scope hub (Ray actor {self.spec.scope_hub}) died: "
+                f"{type(error).__name__}; the run stopped, and no trial was recorded as an "
+                "error for it: run the benchmark again to resume"
+            )
+        self._cancel = True
+        self._event("closing").set()
+        self._event("wake").set()
 
     def _notice(self, key: TrialKey, commit: Commit) -> None:
         notices = self._notices

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
 from ..scheduler._limits import positive_int
+from ._logs import RayLog, plain
+from ._owner import RayOwner
 
 #: Actor options Corral sets itself: Corral's retries stay the only retries.
 _OWN_OPTIONS = ("max_restarts", "max_task_retries", "max_concurrency")
@@ -32,6 +36,13 @@ class RayExecutor:
     to ``ray.init`` when this executor starts or joins Ray. Agents and environments
     are pickled (cloudpickle) once per host. ``max_host_restarts`` bounds how often
     a dead host is replaced in one run (default: ``2 * hosts``).
+
+    ``connect_timeout`` bounds the wait for joining the cluster at ``address`` (seconds;
+    None: Ray's own, which retries an address nothing listens on for minutes).
+
+    With ``log_file``, what Ray logs in this process goes to that file instead of the
+    terminal, and hosts' output is not forwarded (it stays in Ray's session logs), from
+    `connect` until `shutdown`. `shutdown` also stops the local Ray `connect` started.
     """
 
     def __init__(
@@ -43,6 +54,8 @@ class RayExecutor:
         *,
         init_options: Mapping[str, Any] | None = None,
         max_host_restarts: int | None = None,
+        log_file: str | os.PathLike[str] | None = None,
+        connect_timeout: float | None = 60.0,
     ) -> None:
         if address is not None and (not isinstance(address, str) or not address):
             raise ConfigError(f"address must be None, 'auto' or a Ray address, not {address!r}")
@@ -67,6 +80,26 @@ class RayExecutor:
         elif isinstance(max_host_restarts, bool) or not isinstance(max_host_restarts, int):
             raise ConfigError(f"max_host_restarts must be an integer, not {max_host_restarts!r}")
         self.max_host_restarts = max_host_restarts
+        if log_file is not None and not isinstance(log_file, str | os.PathLike):
+            raise ConfigError(f"log_file must be a path, not {log_file!r}")
+        self._log = None if log_file is None else RayLog(Path(log_file))
+        if connect_timeout is not None and (
+            isinstance(connect_timeout, bool)
+            or not isinstance(connect_timeout, int | float)
+            or not connect_timeout > 0
+        ):
+            raise ConfigError(
+                f"connect_timeout must be a positive number of seconds or None, "
+                f"not {connect_timeout!r}"
+            )
+        self.connect_timeout = connect_timeout
+        #: The thread `connect` starts or joins Ray from, until `shutdown`.
+        self._owner = RayOwner()
+
+    @property
+    def log_file(self) -> Path | None:
+        """Where Ray's logs go (None: where Ray sends them, the terminal)."""
+        return None if self._log is None else self._log.path
 
     def __repr__(self) -> str:
         return (
@@ -102,8 +135,23 @@ class RayExecutor:
         `ConfigError` if the cluster has too few CPUs for the hosts."""
         ray = import_ray()
         if not ray.is_initialized():
-            options = {"include_dashboard": False, **self.init_options}
-            ray.init(address=self.address, **options)
+            options: dict[str, Any] = {"include_dashboard": False}
+            if self._log is not None:
+                self._log.start()
+                options["log_to_driver"] = False
+            options.update(self.init_options)
+            # A local start takes as long as it takes; joining has a deadline.
+            timeout = None if self.address is None else self.connect_timeout
+            try:
+                self._owner.init(ray, timeout, address=self.address, **options)
+            except TimeoutError:
+                raise ConfigError(
+                    f"could not join the Ray cluster at {self.address!r} within "
+                    f"{timeout:g} s (is it running? connect_timeout / --ray-timeout)"
+                ) from None
+            except Exception as exc:
+                where = "start Ray" if self.address is None else f"join Ray at {self.address!r}"
+                raise ConfigError(f"could not {where}: {type(exc).__name__}: {plain(exc)}") from exc
         need = self.hosts * float(self.host_options["num_cpus"])
         have = float(ray.cluster_resources().get("CPU", 0))
         if need > have:  # the hosts that do not fit would never start, nor their trials
@@ -114,6 +162,14 @@ class RayExecutor:
             )
         here = ray.util.get_node_ip_address()
         return all(n["NodeManagerAddress"] == here for n in ray.nodes() if n.get("Alive"))
+
+    def shutdown(self) -> None:
+        """Stop the local Ray `connect` started, once its processes have exited (Ray's
+        exit hook does not wait: its agents would outlive this process by a minute);
+        nothing if it joined one. Ray's logging goes back where it was."""
+        self._owner.stop()
+        if self._log is not None:
+            self._log.stop()
 
 
 def _mapping(name: str, value: Mapping[str, Any] | None) -> Mapping[str, Any]:

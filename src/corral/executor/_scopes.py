@@ -14,6 +14,11 @@ no resources, ``ray list actors`` shows it as ``corral-scopes-...``).
 A slot is named by a token (host, number): a waiter cancelled on its host
 abandons its token, and the hub gives back a slot it granted meanwhile; when a
 host dies, the coordinator tells the hub to forget every token of that host.
+
+If the hub dies, who holds what is lost with it, and a new hub could not keep
+the limits: that is the run's failure, not the agents'. An agent that asks
+the dead hub for a slot never hears back; its host stops the run instead
+(`SharedScopes.lost`), and a rerun resumes it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+from collections.abc import Callable
 from typing import Any
+
+import anyio
 
 from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes, ScopeStatistics
 
@@ -113,9 +121,11 @@ def hub(name: str, *, create: bool) -> Any:
 class SharedScopes(ConcurrencyScopes):
     """A host's registry: named scopes live in the hub, the subprocess bound here."""
 
-    def __init__(self, hub_name: str, host: int) -> None:
+    def __init__(self, hub_name: str, host: int, lost: Callable[[BaseException], None]) -> None:
         super().__init__()
         self._hub_name = hub_name
+        #: Called when the hub is found dead (the host stops every job).
+        self.lost = lost
         self._hub_handle: Any = None
         self._host = host
         self._tokens = itertools.count()
@@ -168,9 +178,15 @@ class _RemoteScope(ConcurrencyScope):
         self._tokens: list[Token] = []
 
     async def acquire(self) -> None:
+        from ray.exceptions import RayActorError
+
         hub, token = self._registry._hub, self._registry.token()
         try:
             await hub.acquire.remote(self.name, self.limit, token)
+        except RayActorError as exc:
+            # Not the agent's error to record: its host cancels this job, and every other.
+            self._registry.lost(exc)
+            await anyio.sleep_forever()
         except BaseException:
             self._registry.send(hub.abandon.remote(token))
             raise

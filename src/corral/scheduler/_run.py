@@ -78,6 +78,8 @@ class Resume:
         self.previous: list[Previous | None] = [None] * len(plan.task_ids)
         self.outputs: dict[tuple[int, int], Any] = {}
         self.partial: set[tuple[int, int]] = set()
+        #: Where this run's commits of a partial trial start (what earlier runs left).
+        self.heads: dict[tuple[int, int], int] = {}
         self.pending_evals: dict[tuple[int, int], tuple[TrialRecord | None, int]] = {}
         self.finished = 0
         #: The cost every run of the benchmark recorded so far (for ``run_cost_limit``).
@@ -98,11 +100,13 @@ class Resume:
             self.cost += s.usage.cost
             if s.terminal is None:
                 self.partial.add((t, r))
+                self.heads[(t, r)] = s.next_seq
                 continue
             record = s.record()
             if record.status in self._rerun:
                 self.reopen[(t, r)] = (s.next_seq, record.status)
                 self.partial.add((t, r))
+                self.heads[(t, r)] = s.next_seq + 1  # after its reopen marker
                 continue
             self.statuses[t][r] = STATUS_CODES[record.status]
             if record.status == TrialStatus.UNREACHABLE:
@@ -147,6 +151,7 @@ class Resume:
                 self.records.remove(self.plan.task_ids[c], r)
                 self.partial.add((c, r))
                 self.reopen[(c, r)] = (seq, TrialStatus.UNREACHABLE)
+                self.heads[(c, r)] = seq + 1
                 todo.append((c, r))
         if self._rescore is not None:
             for phases in self.phases:
@@ -210,6 +215,7 @@ class RunLoop:
         self.records = resumed.records
         self._previous = resumed.previous
         self._partial = resumed.partial
+        self._heads = resumed.heads
         self._pending_evals = resumed.pending_evals
         self._reopened = resumed.reopen
         # A parent's output waits here until every child's same round has taken it.
@@ -409,6 +415,11 @@ class RunLoop:
 
     def may_have_history(self, t: int, r: int) -> bool:
         return (t, r) in self._partial
+
+    def head_of(self, t: int, r: int) -> int:
+        """The sequence number of this run's first commit of trial (t, r): the commits
+        before it, earlier runs recorded (and counted)."""
+        return self._heads.pop((t, r), 0)
 
     async def _execute(self, t: int, r: int) -> None:
         trial = self._deferred_plans.pop((t, r), None)
