@@ -22,6 +22,7 @@ from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import benchmark_module, load_benchmark
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
+from ._progress import Progress, progress_choice, progress_option
 
 #: Keyword arguments of `CorralRunner.run` that flags and ``run_defaults`` may set.
 RUN_ARGUMENTS = tuple(
@@ -152,7 +153,7 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     type=float,
     help="Seconds for one call of evaluate (default: --trial-timeout).",
 )
-@click.option("--no-progress", is_flag=True, help="No live display.")
+@progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--executor",
@@ -194,6 +195,7 @@ def run_command(
     cost_limit: float | None,
     working_time_limit: float | None,
     run_cost_limit: float | None,
+    progress: str | None,
     no_progress: bool,
     as_json: bool,
     executor: str,
@@ -207,6 +209,7 @@ def run_command(
     NAME=N limits are merged into them. Running again with the same
     --benchmark-id resumes.
     """
+    shown = progress_choice(progress, no_progress)
     flags: dict[str, Any] = {
         "task_ids": _given(tasks),
         "trials_per_task": trials,
@@ -245,7 +248,7 @@ def run_command(
         runner,
         path.stem if benchmark_id is None else benchmark_id,
         run_kwargs,
-        progress=not no_progress,
+        progress=shown,
         as_json=as_json,
     )
 
@@ -294,7 +297,7 @@ def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRu
 @click.option("--max-retries", type=int, help="Extra attempts after evaluate raises.")
 @click.option("--evaluation-timeout", type=float, help="Seconds for one call of evaluate.")
 @durability_option
-@click.option("--no-progress", is_flag=True, help="No live display.")
+@progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def rescore_command(
     benchmark_id: str,
@@ -308,6 +311,7 @@ def rescore_command(
     max_retries: int | None,
     evaluation_timeout: float | None,
     durability: str,
+    progress: str | None,
     no_progress: bool,
     as_json: bool,
 ) -> int:
@@ -318,6 +322,7 @@ def rescore_command(
     a changed scorer is not a changed configuration. Prints the report of the
     rescored tasks; exit codes as for corral run.
     """
+    shown = progress_choice(progress, no_progress)
     benchmark, _ = load_benchmark(target)
     runner_kwargs, _unused = merge_settings(
         {k: v for k, v in benchmark.run_defaults.items() if k in RUNNER_ARGUMENTS},
@@ -336,7 +341,7 @@ def rescore_command(
         runner,
         benchmark_id,
         {k: v for k, v in settings.items() if v is not None},
-        progress=not no_progress,
+        progress=shown,
         as_json=as_json,
         rescore=True,
     )
@@ -346,7 +351,7 @@ def rescore_command(
 @store_option
 @durability_option
 @click.option("--benchmark-id", help="Default: demo-<UTC timestamp>, a fresh run each time.")
-@click.option("--no-progress", is_flag=True, help="No live display.")
+@progress_option
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
 @click.option(
     "--base-url",
@@ -358,6 +363,7 @@ def demo_command(
     store: str,
     durability: str,
     benchmark_id: str | None,
+    progress: str | None,
     no_progress: bool,
     fast: bool,
     base_url: str | None,
@@ -371,6 +377,7 @@ def demo_command(
     in error on purpose, to show how errors look: the demo still exits 0 once
     it has run. With --base-url and --model, the same tasks run on a real model.
     """
+    shown = progress_choice(progress, no_progress)
     if importlib.util.find_spec("httpx") is None:
         raise CorralError(
             "corral demo needs httpx: install the models extra, "
@@ -387,7 +394,7 @@ def demo_command(
         else:
             benchmark = build_demo(base_url, latency, models=model_names)
             policy = RetryPolicy(max_retries=2, backoff_base=2.0)
-        return _demo(benchmark, policy, store, durability, benchmark_id, no_progress, base_url)
+        return _demo(benchmark, policy, store, durability, benchmark_id, shown, base_url)
 
 
 def _demo(
@@ -396,7 +403,7 @@ def _demo(
     store: str,
     durability: str,
     benchmark_id: str | None,
-    no_progress: bool,
+    progress: Progress,
     base_url: str | None,
 ) -> int:
     if benchmark_id is None:
@@ -421,7 +428,7 @@ def _demo(
     if base_url is None:
         where = "scripted models on 127.0.0.1 (--base-url URL --model NAME for a real one)"
     console.print(f"ToolAgent with {where}", style="dim", highlight=False)
-    code = run_benchmark(console, runner, benchmark_id, defaults, progress=not no_progress)
+    code = run_benchmark(console, runner, benchmark_id, defaults, progress=progress)
     store_flag = "" if store == DEFAULT_STORE else f" --store {store}"
     console.print(
         f"next: corral show {benchmark_id} bid-build 0{store_flag}  ·  "

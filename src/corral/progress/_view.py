@@ -114,7 +114,7 @@ def render(snapshot: Snapshot) -> RenderableType:
     )
     eta = ""
     if snapshot.eta is not None:
-        eta = f"  ETA {_duration(snapshot.eta)}"
+        eta = f"  ETA {duration(snapshot.eta)}"
         if snapshot.binding and snapshot.eta > 0:
             eta += f" (bound by {snapshot.binding})"
     header = Text.assemble(
@@ -167,6 +167,11 @@ def _by_model(tally: Tally) -> Text:
 
 
 def _outcomes(tally: Tally) -> Text:
+    return Text(" · ".join(outcomes(tally)), style="green" if not tally.errors else "yellow")
+
+
+def outcomes(tally: Tally) -> list[str]:
+    """pass@1 so far, errors, other endings, retries, tokens and cost, as short phrases."""
     rate = tally.pass_rate
     passed, finished = tally.pass_counts
     so_far = "-" if rate is None else f"{rate:.2f} ({passed}/{finished})"
@@ -180,7 +185,7 @@ def _outcomes(tally: Tally) -> Text:
         parts.append(f"tokens {_count(tally.input_tokens)} in / {_count(tally.output_tokens)} out")
     if tally.cost:
         parts.append(f"${tally.cost:.4f}")
-    return Text(" · ".join(parts), style="green" if not tally.errors else "yellow")
+    return parts
 
 
 def _budgets(snapshot: Snapshot) -> Text:
@@ -228,7 +233,8 @@ def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeSt
     return grid
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: 42 s, 3 min 05 s, 2 h 10 min."""
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.0f} s"
