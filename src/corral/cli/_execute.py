@@ -23,7 +23,7 @@ from .._types import EVALUATED_STATUSES, Commit, TrialStatus
 from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
 from ..store import TrialKey
-from ._progress import Progress
+from ._progress import Progress, print_notes
 from ._tables import report_renderables
 
 #: Exit codes (``corral --help`` lists them): a clean run, a run with errors or
@@ -85,6 +85,8 @@ def run_benchmark(
         )
         return EXIT_INTERRUPTED
     print_report(console, report, report_path(runner.store, benchmark_id), as_json=as_json)
+    if not as_json:
+        print_notes(console, notice.info)
     return exit_code(report)
 
 

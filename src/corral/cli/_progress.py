@@ -13,7 +13,8 @@ import click
 from rich.console import Console
 
 from .._errors import ConfigError
-from ..progress import PlainProgress, ProgressDisplay
+from .._runner import RunInfo
+from ..progress import PlainProgress, ProgressDisplay, per_task_note
 from ..progress._plain import DEFAULT_INTERVAL
 
 #: Seconds between two plain progress lines (when no tenth of the trials is done sooner).
@@ -75,3 +76,10 @@ def progress_choice(progress: str | None, no_progress: bool) -> Progress:
                 "a number above 0"
             )
     return Progress("none" if no_progress else progress or "auto", interval)
+
+
+def print_notes(console: Console, info: RunInfo | None) -> None:
+    """After the report: what held the run back that a flag changes."""
+    note = None if info is None else per_task_note(info.statistics(), info.limits)
+    if note is not None:
+        console.print(note, style="yellow", highlight=False)

@@ -18,6 +18,7 @@ from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, demo_retry_policy, demo_server
 from ..executor import RayExecutor
 from ..runtime import RetryPolicy
+from ..scheduler import Limits
 from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import benchmark_module, load_benchmark
@@ -38,6 +39,8 @@ RUNNER_ARGUMENTS = (
     "backoff_base",
     "backoff_cap",
 )
+#: The default limits, for the flags' help.
+LIMITS = Limits()
 KEYED_LIMITS = (
     "max_parallel_by_model",
     "max_parallel_by_environment",
@@ -80,13 +83,33 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
 @click.option("--trials", type=int, help="Trials per task.")
 @k_option
-@click.option("--max-parallel", type=int, help="Running trial executions.")
-@click.option("--max-parallel-per-task", type=int, help="Running executions of one task.")
-@click.option("--max-parallel-evaluations", type=int, help="Running evaluations.")
-@click.option("--max-parallel-total", type=int, help="Executions plus evaluations.")
-@keyed_limit_option("--max-parallel-by-model", "Executions on one model")
-@keyed_limit_option("--max-parallel-by-environment", "Executions in one environment")
-@keyed_limit_option("--max-parallel-evaluations-by-environment", "Evaluations in one environment")
+@click.option(
+    "--max-parallel", type=int, help=f"Running trial executions (default {LIMITS.max_parallel})."
+)
+@click.option(
+    "--max-parallel-per-task",
+    type=int,
+    help=f"Running executions of one task (default {LIMITS.max_parallel_per_task}: a "
+    "task's trials run one after another, each seeing the previous one's evaluation).",
+)
+@click.option(
+    "--max-parallel-evaluations", type=int, help="Running evaluations (default: --max-parallel)."
+)
+@click.option(
+    "--max-parallel-total",
+    type=int,
+    help="Executions plus evaluations (default: --max-parallel + --max-parallel-evaluations).",
+)
+@keyed_limit_option(
+    "--max-parallel-by-model", "Executions on one model (default: only --max-parallel)"
+)
+@keyed_limit_option(
+    "--max-parallel-by-environment", "Executions in one environment (default: only --max-parallel)"
+)
+@keyed_limit_option(
+    "--max-parallel-evaluations-by-environment",
+    "Evaluations in one environment (default: only --max-parallel-evaluations)",
+)
 @click.option(
     "--order",
     type=click.Choice(["critical_path", "fifo"]),

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import IO
 
+from ._per_task import held_by_task
 from ._view import Snapshot, duration, outcomes, queue_reasons
 from ._watch import RunWatch
 
@@ -109,6 +110,9 @@ def progress_line(snapshot: Snapshot, *, final: bool = False) -> str:
             eta += f" (bound by {snapshot.binding})"
         parts.append(f"ETA {eta}")
         reasons = queue_reasons(s, snapshot.limits)
+        held = held_by_task(s, snapshot.limits)
+        if held:
+            reasons.append(held)
         if reasons:
             parts.append(f"held by {', '.join(reasons)}")
     return " · ".join(parts)

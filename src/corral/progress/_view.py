@@ -12,6 +12,7 @@ from rich.text import Text
 
 from .._concurrency import SUBPROCESSES, ScopeStatistics
 from ..scheduler import Limits, Statistics
+from ._per_task import held_by_task
 from ._tally import Tally
 
 _BAR_WIDTH = 24
@@ -135,6 +136,7 @@ def render(snapshot: Snapshot) -> RenderableType:
         + (f" (held by {', '.join(reasons)})" if reasons else "")
         + f" · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
         f"evaluating {s.evaluating} · done {s.finished} · waiting {waiting}"
+        + (f" (held by {held})" if (held := held_by_task(s, snapshot.limits)) else "")
         + (f" · rate-limited {s.deferred}" if s.deferred else "")
         + (f" ({snapshot.resumed} resumed)" if snapshot.resumed else "")
     )
@@ -227,8 +229,15 @@ def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeSt
             ),
             Text(f"{used}/{limit}", style="bold yellow" if full else ""),
         )
+    held = statistics.held_by_task if held_by_task(statistics, limits) else 0
     grid.add_row(
-        "per task", Text(f"at most {limits.max_parallel_per_task} at once", style="dim"), ""
+        "per task",
+        Text(
+            f"at most {limits.max_parallel_per_task} at once"
+            + (f", holding {held:,} back" if held else ""),
+            style="bold yellow" if held else "dim",
+        ),
+        "",
     )
     return grid
 
