@@ -62,6 +62,20 @@ class ProgressDisplay(RunWatch):
         if self._live is not None:
             self._live.update(self.renderable(), refresh=True)
 
+    def _end(self, now: float) -> None:
+        self._draw(now)  # the final counts, before the live area closes
+        info = self._info
+        if info is None:
+            return
+        # The live area goes; this stays: a report's wall time spans earlier runs too.
+        earlier = f" ({info.resumed:,} done by an earlier run)" if info.resumed else ""
+        self.console.print(
+            f"corral {info.benchmark_id}: this run {self.done_now:,} trials in "
+            f"{now - self._started:.1f} s{earlier}",
+            markup=False,
+            highlight=False,
+        )
+
     def _close(self) -> None:
         live, self._live = self._live, None
         if live is not None:
