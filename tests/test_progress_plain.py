@@ -156,6 +156,7 @@ async def test_plain_progress_prints_each_period_and_each_tenth_flushed() -> Non
             gate.set()
     last = lines()[-1]
     assert "20/20 trials (100%)" in last and "this run 10.0 s" in last
+    assert sum("20/20 trials" in line for line in lines()) == 1  # the end line says it once
     assert all(line.count("\n") == 0 for line in lines())
     # Each line is flushed as soon as it is written.
     assert [f.count("\n") for f in stream.flushed if f][: len(lines())] == list(

@@ -55,7 +55,10 @@ class PlainProgress(RunWatch):
 
     def _due(self, now: float) -> bool:
         # On every commit: counters only, the snapshot is built when a line is due.
-        return now - self._last >= self.interval or self._tenths() > self._tenth
+        tenths = self._tenths()
+        if tenths >= 10:
+            return False  # all done: the end line says so, with this run's time
+        return now - self._last >= self.interval or tenths > self._tenth
 
     def _draw(self, now: float) -> None:
         snapshot = self.snapshot()
