@@ -248,3 +248,16 @@ def test_utilisation_shows_effective_model_limits_and_scopes() -> None:
     assert ("model free (rate-limited)", 2, 3) in rows
     assert ("scope api (1 waiting)", 4, 10) in rows
     assert ("subprocesses", 2, 2) in rows
+
+
+async def test_display_leaves_this_runs_own_time_when_the_live_area_closes() -> None:
+    now = 0.0
+    agent = GatedAgent(expected=2)
+    console = Console(file=io.StringIO(), width=120)  # not a terminal: only what stays
+    display = ProgressDisplay(console, clock=lambda: now)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _runner(agent).run("p", **LIMITS, observers=[display]))
+        await agent.all_started.wait()
+        now = 5.0
+        agent.release.set()
+    assert _written(console).strip() == "corral p: this run 8 trials in 5.0 s"

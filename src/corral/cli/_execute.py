@@ -24,6 +24,7 @@ from .._types import EVALUATED_STATUSES, Commit, TrialStatus
 from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
 from ..store import TrialKey
+from ._progress import Progress, print_notes
 from ._tables import report_renderables
 
 #: Exit codes (``corral --help`` lists them): a clean run, a run with errors or
@@ -76,24 +77,25 @@ def run_benchmark(
     benchmark_id: str,
     run_kwargs: Mapping[str, Any],
     *,
-    progress: bool,
+    progress: Progress,
     as_json: bool = False,
     rescore: bool = False,
 ) -> int:
-    """Run (or resume) ``benchmark_id``, with the live display on a terminal, print
+    """Run (or resume) ``benchmark_id``, showing ``progress``, print
     its report as a table, or as JSON, and return the exit code (see `exit_code`).
     With ``rescore``, score its finished trials again instead (`CorralRunner.rescore`)."""
     start = runner.rescore if rescore else runner.run
-    display = ProgressDisplay(console) if progress and not as_json and console.is_terminal else None
+    watch = progress.make(console, as_json=as_json)
+    display = watch if isinstance(watch, ProgressDisplay) else None
     notice = ResumeNotice(rescore=rescore)
     interrupts = Interrupts(notice, display)
-    observers: list[Observer] = [notice] if display is None else [notice, display]
+    observers: list[Observer] = [notice] if watch is None else [notice, watch]
 
     async def go() -> BenchmarkReport | None:
         async with interrupts.cancelling():
-            if display is None:
+            if watch is None:
                 return await start(benchmark_id, **run_kwargs, observers=observers)
-            async with display.refreshing():
+            async with watch.refreshing():
                 return await start(benchmark_id, **run_kwargs, observers=observers)
         return None  # cancelled by the first Ctrl-C
 
@@ -111,6 +113,8 @@ def run_benchmark(
     path = report_path(runner.store, benchmark_id)
     try:
         print_report(console, report, path, as_json=as_json, rescore=rescore)
+        if not as_json:
+            print_notes(console, notice.info)
     except (ClosedPipe, BrokenPipeError):  # `| head`: the run's outcome is still its own
         silence_stdout()
     return exit_code(report)

@@ -18,10 +18,12 @@ from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
 from ..executor import RayExecutor, default_log_file
 from ..runtime import RetryPolicy
+from ..scheduler import Limits
 from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import benchmark_module, load_benchmark
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
+from ._progress import Progress, progress_choice, progress_option
 
 #: Keyword arguments of `CorralRunner.run` that flags and ``run_defaults`` may set.
 RUN_ARGUMENTS = tuple(
@@ -39,6 +41,8 @@ RUNNER_ARGUMENTS = (
     "max_rate_limit_wait",
     "max_deferrals",
 )
+#: The default limits, for the flags' help.
+LIMITS = Limits()
 KEYED_LIMITS = (
     "max_parallel_by_model",
     "max_parallel_by_environment",
@@ -81,13 +85,33 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
 @click.option("--trials", type=int, help="Trials per task.")
 @k_option
-@click.option("--max-parallel", type=int, help="Running trial executions.")
-@click.option("--max-parallel-per-task", type=int, help="Running executions of one task.")
-@click.option("--max-parallel-evaluations", type=int, help="Running evaluations.")
-@click.option("--max-parallel-total", type=int, help="Executions plus evaluations.")
-@keyed_limit_option("--max-parallel-by-model", "Executions on one model")
-@keyed_limit_option("--max-parallel-by-environment", "Executions in one environment")
-@keyed_limit_option("--max-parallel-evaluations-by-environment", "Evaluations in one environment")
+@click.option(
+    "--max-parallel", type=int, help=f"Running trial executions (default {LIMITS.max_parallel})."
+)
+@click.option(
+    "--max-parallel-per-task",
+    type=int,
+    help=f"Running executions of one task (default {LIMITS.max_parallel_per_task}: a "
+    "task's trials run one after another, each seeing the previous one's evaluation).",
+)
+@click.option(
+    "--max-parallel-evaluations", type=int, help="Running evaluations (default: --max-parallel)."
+)
+@click.option(
+    "--max-parallel-total",
+    type=int,
+    help="Executions plus evaluations (default: --max-parallel + --max-parallel-evaluations).",
+)
+@keyed_limit_option(
+    "--max-parallel-by-model", "Executions on one model (default: only --max-parallel)"
+)
+@keyed_limit_option(
+    "--max-parallel-by-environment", "Executions in one environment (default: only --max-parallel)"
+)
+@keyed_limit_option(
+    "--max-parallel-evaluations-by-environment",
+    "Evaluations in one environment (default: only --max-parallel-evaluations)",
+)
 @click.option(
     "--order",
     type=click.Choice(["critical_path", "fifo"]),
@@ -166,7 +190,7 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     help="Most bytes of JSON one recorded value may take; a larger one fails its "
     "attempt (default 4 MiB).",
 )
-@click.option("--no-progress", is_flag=True, help="No live display.")
+@progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--executor",
@@ -215,6 +239,7 @@ def run_command(
     cost_limit: float | None,
     working_time_limit: float | None,
     run_cost_limit: float | None,
+    progress: str | None,
     no_progress: bool,
     as_json: bool,
     executor: str,
@@ -230,6 +255,7 @@ def run_command(
     NAME=N limits are merged into them. Running again with the same
     --benchmark-id resumes.
     """
+    shown = progress_choice(progress, no_progress)
     flags: dict[str, Any] = {
         "task_ids": _given(tasks),
         "trials_per_task": trials,
@@ -274,7 +300,7 @@ def run_command(
             runner,
             path.stem if benchmark_id is None else benchmark_id,
             run_kwargs,
-            progress=not no_progress,
+            progress=shown,
             as_json=as_json,
         )
     finally:
@@ -333,7 +359,7 @@ def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRu
 @click.option("--max-retries", type=int, help="Extra attempts after evaluate raises.")
 @click.option("--evaluation-timeout", type=float, help="Seconds for one call of evaluate.")
 @durability_option
-@click.option("--no-progress", is_flag=True, help="No live display.")
+@progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def rescore_command(
     benchmark_id: str,
@@ -347,6 +373,7 @@ def rescore_command(
     max_retries: int | None,
     evaluation_timeout: float | None,
     durability: str,
+    progress: str | None,
     no_progress: bool,
     as_json: bool,
 ) -> int:
@@ -357,6 +384,7 @@ def rescore_command(
     a changed scorer is not a changed configuration. Prints the report of the
     rescored tasks; exit codes as for corral run.
     """
+    shown = progress_choice(progress, no_progress)
     benchmark, _ = load_benchmark(target)
     runner_kwargs, _unused = merge_settings(
         {k: v for k, v in benchmark.run_defaults.items() if k in RUNNER_ARGUMENTS},
@@ -376,7 +404,7 @@ def rescore_command(
         runner,
         benchmark_id,
         {k: v for k, v in settings.items() if v is not None},
-        progress=not no_progress,
+        progress=shown,
         as_json=as_json,
         rescore=True,
     )
@@ -386,7 +414,7 @@ def rescore_command(
 @store_option
 @durability_option
 @click.option("--benchmark-id", help="Default: demo-<UTC timestamp>, a fresh run each time.")
-@click.option("--no-progress", is_flag=True, help="No live display.")
+@progress_option
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
 @click.option(
     "--base-url",
@@ -398,6 +426,7 @@ def demo_command(
     store: str,
     durability: str,
     benchmark_id: str | None,
+    progress: str | None,
     no_progress: bool,
     fast: bool,
     base_url: str | None,
@@ -413,6 +442,7 @@ def demo_command(
     after one first call to each (an unreachable endpoint or a refused key is an
     error, exit 2), and it exits as `corral run` does.
     """
+    shown = progress_choice(progress, no_progress)
     if importlib.util.find_spec("httpx") is None:
         raise CorralError(
             "corral demo needs httpx: install the models extra, "
@@ -430,7 +460,7 @@ def demo_command(
             benchmark = build_demo(base_url, latency, models=model_names)
             check_endpoint(benchmark, base_url)
             policy = RetryPolicy(max_retries=2, backoff_base=2.0)
-        return _demo(benchmark, policy, store, durability, benchmark_id, no_progress, base_url)
+        return _demo(benchmark, policy, store, durability, benchmark_id, shown, base_url)
 
 
 def _demo(
@@ -439,7 +469,7 @@ def _demo(
     store: str,
     durability: str,
     benchmark_id: str | None,
-    no_progress: bool,
+    progress: Progress,
     base_url: str | None,
 ) -> int:
     if benchmark_id is None:
@@ -465,7 +495,7 @@ def _demo(
     if base_url is None:
         where = "scripted models on 127.0.0.1 (--base-url URL --model NAME for a real one)"
     console.print(f"ToolAgent with {where}", style="dim", highlight=False)
-    code = run_benchmark(console, runner, benchmark_id, defaults, progress=not no_progress)
+    code = run_benchmark(console, runner, benchmark_id, defaults, progress=progress)
     store_flag = "" if store == DEFAULT_STORE else f" --store {store}"
     console.print(
         f"next: corral show {benchmark_id} bid-build 0{store_flag}  ·  "

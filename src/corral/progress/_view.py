@@ -12,6 +12,7 @@ from rich.text import Text
 
 from .._concurrency import SUBPROCESSES, ScopeStatistics
 from ..scheduler import Limits, Statistics
+from ._per_task import held_by_task
 from ._tally import Tally
 
 _BAR_WIDTH = 24
@@ -114,7 +115,7 @@ def render(snapshot: Snapshot) -> RenderableType:
     )
     eta = ""
     if snapshot.eta is not None:
-        eta = f"  ETA {_duration(snapshot.eta)}"
+        eta = f"  ETA {duration(snapshot.eta)}"
         if snapshot.binding and snapshot.eta > 0:
             eta += f" (bound by {snapshot.binding})"
     header = Text.assemble(
@@ -135,6 +136,7 @@ def render(snapshot: Snapshot) -> RenderableType:
         + (f" (held by {', '.join(reasons)})" if reasons else "")
         + f" · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
         f"evaluating {s.evaluating} · done {s.finished} · waiting {waiting}"
+        + (f" (held by {held})" if (held := held_by_task(s, snapshot.limits)) else "")
         + (f" · rate-limited {s.deferred}" if s.deferred else "")
         + (f" ({snapshot.resumed} resumed)" if snapshot.resumed else "")
     )
@@ -167,6 +169,11 @@ def _by_model(tally: Tally) -> Text:
 
 
 def _outcomes(tally: Tally) -> Text:
+    return Text(" · ".join(outcomes(tally)), style="green" if not tally.errors else "yellow")
+
+
+def outcomes(tally: Tally) -> list[str]:
+    """pass@1 so far, errors, other endings, retries, tokens and cost, as short phrases."""
     rate = tally.pass_rate
     passed, finished = tally.pass_counts
     so_far = "-" if rate is None else f"{rate:.2f} ({passed}/{finished})"
@@ -180,7 +187,7 @@ def _outcomes(tally: Tally) -> Text:
         parts.append(f"tokens {_count(tally.input_tokens)} in / {_count(tally.output_tokens)} out")
     if tally.cost:
         parts.append(f"${tally.cost:.4f}")
-    return Text(" · ".join(parts), style="green" if not tally.errors else "yellow")
+    return parts
 
 
 def _budgets(snapshot: Snapshot) -> Text:
@@ -222,13 +229,21 @@ def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeSt
             ),
             Text(f"{used}/{limit}", style="bold yellow" if full else ""),
         )
+    held = statistics.held_by_task if held_by_task(statistics, limits) else 0
     grid.add_row(
-        "per task", Text(f"at most {limits.max_parallel_per_task} at once", style="dim"), ""
+        "per task",
+        Text(
+            f"at most {limits.max_parallel_per_task} at once"
+            + (f", holding {held:,} back" if held else ""),
+            style="bold yellow" if held else "dim",
+        ),
+        "",
     )
     return grid
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: 42 s, 3 min 05 s, 2 h 10 min."""
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.0f} s"

@@ -70,6 +70,14 @@ class Statistics:
     effective_by_model: dict[str, int]
     #: Trials waiting out a rate limit, holding no slot.
     deferred: int = 0
+    #: Trials that would be ready now but for ``max_parallel_per_task``: they wait for
+    #: their task's earlier trials.
+    held_by_task: int = 0
+    #: How often so far a trial waited for ``max_parallel_per_task`` alone: an execution
+    #: slot it could take was free.
+    task_limit_waits: int = 0
+    #: The tasks whose trials did, in the order they first did.
+    task_limit_tasks: tuple[str, ...] = ()
 
 
 class Admission:
@@ -146,6 +154,13 @@ class Admission:
         self._unreachable: deque[Start] = deque()
         self._deferred = 0
         self._parked: dict[int, list[int]] = {}  # resumed rounds waiting for per-task room
+        # Tasks whose next round waits for max_parallel_per_task alone (bounded by the
+        # trials in flight); those not yet seen waiting while a slot was free; the
+        # tasks that did (for the run's summary).
+        self._held: set[int] = set()
+        self._held_unseen: set[int] = set()
+        self._waited: dict[int, None] = {}
+        self._waits = 0
         #: Set by `stop`: no new trial is admitted (``fail_on_error`` was exceeded).
         self.stopped = False
 
@@ -174,6 +189,31 @@ class Admission:
         self.next_round[t] = r
 
     def _consider(self, t: int) -> None:
+        """Queue what task t may start next, mark what can never run unreachable, and
+        note whether the per-task limit holds its next round back."""
+        self._queue(t)
+        # Cheapest tests first: this runs on every change of every task.
+        if self.sequential:
+            held = self.task_inflight[t] > 0
+        else:
+            held = self.task_running[t] >= self.limits.max_parallel_per_task
+        if held:
+            r = self.next_round[t]  # the lowest pending round (see `_advance`)
+            parents = self.plan.parents[t]
+            held = (
+                r < self.rounds
+                and not self.task_queued[t]
+                and (not parents or all(self.phase[p][r] >= Phase.ENDED for p in parents))
+            )
+        if held:
+            if t not in self._held:
+                self._held.add(t)
+                self._held_unseen.add(t)
+        elif self._held and t in self._held:
+            self._held.discard(t)
+            self._held_unseen.discard(t)
+
+    def _queue(self, t: int) -> None:
         """Queue what task t may start next, and mark what can never run unreachable.
 
         With ``max_parallel_per_task=1`` a task's rounds go strictly in order, each
@@ -295,7 +335,27 @@ class Admission:
         # Unreachable trials found on the way (they hold no slot) are returned at once.
         while self._unreachable:
             starts.append(self._unreachable.popleft())
+        if (
+            self._held_unseen
+            and self.executing < limits.max_parallel
+            and self.executing + self.evaluating < total
+            and not self.stopped
+        ):
+            self._count_waits()
         return starts
+
+    def _count_waits(self) -> None:
+        """With an execution slot free: count the held rounds that wait for their task
+        alone (their model and environment have room), for the run's summary."""
+        kept = set()
+        for t in self._held_unseen:
+            if self._full((self.model_of[t], self.env_of[t])):
+                kept.add(t)
+            else:
+                self._waits += 1
+                self._waited[t] = None
+        # A fresh set: a set never shrinks its table, and iterating a sparse one is slow.
+        self._held_unseen = kept
 
     def _best_bucket(self) -> tuple[int, int] | None:
         """The bucket whose head goes next: the longest remaining chain first, then the
@@ -492,4 +552,7 @@ class Admission:
             ),
             effective_by_model=dict(zip(self.model_names, self.model_effective, strict=True)),
             deferred=self._deferred,
+            held_by_task=sum(self.rounds - self.next_round[t] for t in self._held),
+            task_limit_waits=self._waits,
+            task_limit_tasks=tuple(self.plan.task_ids[t] for t in self._waited),
         )

@@ -1,0 +1,234 @@
+"""`RunWatch`: what every progress view shares: the run's tally, its clock, the ETA,
+a timer, and never failing the run."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Self
+
+import anyio
+
+from .._runner import RunInfo
+from .._types import Commit
+from ..store._protocol import TrialKey
+from ._eta import Lane, estimate_eta
+from ._tally import LaneTally, Tally
+from ._view import Snapshot
+
+log = logging.getLogger("corral")
+
+
+class RunWatch:
+    """An observer of one run's durable commits that shows them somewhere.
+
+    Each commit costs a few integer updates; a subclass says when it is worth
+    showing (`_due`) and how (`_begin`, `_draw`, `_end`, `_close`). Wrap the run
+    in ``async with watch.refreshing():`` to also show while no commit arrives.
+    A failure inside turns the view off (``error`` says why) and never reaches
+    the run.
+    """
+
+    def __init__(self, *, tick: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.tally = Tally()
+        #: The exception that turned the view off, if one did.
+        self.error: Exception | None = None
+        self._tick_every = tick
+        self._clock = clock
+        self._info: RunInfo | None = None
+        self._active = False
+        self._started = 0.0
+        self._finished_at_start = 0
+        self._stopping = False
+        # Trials in the run per model and per environment: the ETA's lanes.
+        self._model_totals: dict[str, int] = {}
+        self._environment_totals: dict[str, int] = {}
+
+    # -- what a subclass provides -------------------------------------------
+
+    def _begin(self, now: float) -> None:
+        """The run started (``now``): open the view."""
+
+    def _due(self, now: float) -> bool:
+        return True
+
+    def _draw(self, now: float) -> None:
+        """Show the current state."""
+
+    def _end(self, now: float) -> None:
+        """The run ended: show the final state."""
+        self._draw(now)
+
+    def _close(self) -> None:
+        """Release what `_begin` took (also after a failure)."""
+
+    # -- observer hooks -------------------------------------------------------
+
+    def on_run_start(self, info: RunInfo) -> None:
+        if self.error is not None:
+            return
+        try:
+            self._info = info
+            self.tally = self._tally_for(info)
+            self._started = self._clock()
+            # Trials an earlier run finished do not count towards this run's rate.
+            self._finished_at_start = info.statistics().finished
+            self._active = True
+            self._begin(self._started)
+        except Exception as exc:
+            self._fail(exc)
+
+    def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        if not self._active:
+            return
+        try:
+            self.tally.add(commit, key)
+            now = self._clock()
+            if self._due(now):
+                self._draw(now)
+        except Exception as exc:
+            self._fail(exc)
+
+    def on_run_end(self, info: RunInfo) -> None:
+        if not self._active:
+            return
+        try:
+            self._end(self._clock())
+        except Exception as exc:
+            self._fail(exc)
+        self._stop()
+
+    def stopping(self) -> None:
+        """Say, from now on, that the run is stopping (after a Ctrl-C)."""
+        self._stopping = True
+        if self._active:
+            try:
+                self._draw(self._clock())
+            except Exception as exc:
+                self._fail(exc)
+
+    @asynccontextmanager
+    async def refreshing(self) -> AsyncIterator[Self]:
+        """Show on a timer too while the block runs, not only when commits arrive."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._tick)
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _tick(self) -> None:
+        while True:
+            await anyio.sleep(self._tick_every)
+            if not self._active:
+                continue
+            try:
+                now = self._clock()
+                if self._due(now):
+                    self._draw(now)
+            except Exception as exc:
+                self._fail(exc)
+
+    # -- the state shown ------------------------------------------------------
+
+    def snapshot(self) -> Snapshot | None:
+        """Everything a frame shows, now (None before the run starts)."""
+        info = self._info
+        if info is None:
+            return None
+        statistics = info.statistics()
+        elapsed = self._clock() - self._started
+        remaining = statistics.total - statistics.finished
+        eta, binding = estimate_eta(remaining, self.done_now, elapsed, self._lanes(info))
+        return Snapshot(
+            benchmark_id=info.benchmark_id,
+            elapsed=elapsed,
+            statistics=statistics,
+            limits=info.limits,
+            tally=self.tally,
+            resumed=info.resumed,
+            eta=eta,
+            scopes=info.scopes(),
+            binding=binding,
+            stopping=self._stopping,
+            budgets=info.budgets,
+            spent=info.spent(),
+        )
+
+    @property
+    def done_now(self) -> int:
+        """Trials this run finished (an earlier run's do not count)."""
+        info = self._info
+        return 0 if info is None else info.statistics().finished - self._finished_at_start
+
+    def _tally_for(self, info: RunInfo) -> Tally:
+        plan = info.plan
+        lanes: dict[str, tuple[str | None, str]] = {}
+        shared: dict[tuple[str | None, str], tuple[str | None, str]] = {}
+        models: dict[str, int] = {}
+        environments: dict[str, int] = {}
+        n = plan.trials_per_task
+        for t, task_id in enumerate(plan.task_ids):
+            meta = plan.light(t)
+            where = (meta.model, meta.environment_id)
+            lanes[task_id] = shared.setdefault(where, where)  # one tuple per lane, not per task
+            if meta.model is not None:
+                models[meta.model] = models.get(meta.model, 0) + n
+            environments[meta.environment_id] = environments.get(meta.environment_id, 0) + n
+        self._model_totals, self._environment_totals = models, environments
+        tally = Tally(lanes)
+        # The records of resumed trials, if the runner hands them over; else only
+        # their count is known, and pass@1 so far is this run's.
+        tally.resume(info.resumed, info.resumed_records)
+        return tally
+
+    def _lanes(self, info: RunInfo) -> list[Lane]:
+        """The work left behind each limit, for the ETA."""
+        statistics, limits, tally = info.statistics(), info.limits, self.tally
+        total = statistics.total
+        lanes = [
+            Lane(
+                "max_parallel",
+                total - statistics.finished,
+                limits.max_parallel,
+                tally.overall.mean_duration,
+            )
+        ]
+        models = {
+            m: statistics.effective_by_model.get(
+                m, limits.max_parallel_by_model.get(m, limits.max_parallel)
+            )
+            for m in self._model_totals
+        }
+        environments = {
+            e: limits.max_parallel_by_environment.get(e, limits.max_parallel)
+            for e in self._environment_totals
+        }
+        for name, totals, counted, limit in (
+            ("model", self._model_totals, tally.models, models),
+            ("environment", self._environment_totals, tally.environments, environments),
+        ):
+            for key, planned in totals.items():
+                lane = counted.get(key) or LaneTally()
+                lanes.append(
+                    Lane(f"{name} {key}", planned - lane.finished, limit[key], lane.mean_duration)
+                )
+        return lanes
+
+    # -- failure --------------------------------------------------------------
+
+    def _fail(self, exc: Exception) -> None:
+        self.error = exc
+        log.warning("the progress display failed and was turned off: %r", exc)
+        self._stop()
+
+    def _stop(self) -> None:
+        if not self._active:
+            return
+        self._active = False
+        try:
+            self._close()
+        except Exception:  # the output is already in trouble; the run must go on
+            log.debug("closing the progress display failed", exc_info=True)
