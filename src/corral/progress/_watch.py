@@ -221,7 +221,12 @@ class RunWatch:
 
     def _fail(self, exc: Exception) -> None:
         self.error = exc
-        log.warning("the progress display failed and was turned off: %r", exc)
+        if isinstance(exc, BrokenPipeError):
+            # The reader went away (`corral run ... | head`): nothing more to show, and
+            # no failure of the display's to report.
+            log.debug("the progress display's reader went away: %r", exc)
+        else:
+            log.warning("the progress display failed and was turned off: %r", exc)
         self._stop()
 
     def _stop(self) -> None:
