@@ -83,3 +83,15 @@ def test_an_error_group_says_how_many_trials_and_messages_it_holds() -> None:
     text = group_message(group)
     assert "like it" not in text
     assert text == "RuntimeError: boom 0 (3 distinct messages; numbers or ids differ)"
+
+
+def test_the_time_line_gives_this_runs_time_and_says_the_span_covers_every_run(
+    tmp_path: Path,
+) -> None:
+    bench, store = ran(tmp_path)
+    rerun = cli("run", bench, "--store", store, "--retry-errors", "--progress", "none")
+    time_row = next(line for line in rerun.output.splitlines() if "first to last commit" in line)
+    assert "this run " in time_row and "over every run of this benchmark" in flat(rerun.output)
+    # corral report knows no run of its own: only the span, said to cover every run.
+    shown = flat(cli("report", "mathbench", "--store", store).output)
+    assert "over every run of this benchmark" in shown and "this run " not in shown

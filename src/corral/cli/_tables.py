@@ -141,7 +141,7 @@ def report_summary(
     if budgets:
         grid.add_row("budgets", budgets)
     # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
-    time = f"{report.wall_seconds:.1f} s wall, first to last commit"
+    time = time_line(report)
     if report.resumed:
         time += f" · {report.resumed} trials " + (
             "kept as scored (not scored again)" if rescore else "reused from an earlier run"
@@ -150,6 +150,16 @@ def report_summary(
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid
+
+
+def time_line(report: BenchmarkReport) -> str:
+    """This run's own time (a run's summary) and the span of the recorded work, which
+    covers every earlier run of the benchmark too when trials were resumed."""
+    span = f"{report.wall_seconds:.1f} s from first to last commit"
+    if report.resumed or "run_seconds" not in report.timings:
+        span += " over every run of this benchmark"
+    run_seconds = report.timings.get("run_seconds")
+    return span if run_seconds is None else f"this run {run_seconds:.1f} s · {span}"
 
 
 def stop_advice(reason: str, resume: str) -> str:
