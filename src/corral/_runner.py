@@ -31,6 +31,7 @@ from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, MemoryStore, PostgresStore, SQLiteStore, TrialKey
+from .store._decode import MAX_TRIALS_PER_TASK
 from .store.postgres import is_postgres_dsn
 
 if TYPE_CHECKING:
@@ -177,6 +178,10 @@ class CorralRunner:
     ) -> tuple[RunPlan, tuple[int, ...]]:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
         trials = positive_int("trials_per_task", trials_per_task)
+        if trials > MAX_TRIALS_PER_TASK:  # more than the store reads back
+            raise ConfigError(
+                f"trials_per_task must be at most {MAX_TRIALS_PER_TASK:,}, not {trials!r}"
+            )
         ks = _check_ks(k_values, trials)
         if not isinstance(include_dependencies, bool):
             raise ConfigError(

@@ -30,10 +30,11 @@ from .._errors import (
     StoreError,
     unwrap_single,
 )
-from .._json import dumps, loads
+from .._json import dumps
 from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config
+from ._decode import corrupt, decode_benchmark, decode_commit
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
 from ._sqlite_file import (
     SCHEMA_VERSION,
@@ -46,7 +47,7 @@ from ._sqlite_file import (
     store_error,
 )
 from ._sqlite_thread import Owned, in_thread
-from ._summary import RowFolder, usage_of
+from ._summary import RowFolder
 
 T = TypeVar("T")
 
@@ -149,6 +150,7 @@ class SQLiteStore:
         self.path = Path(path)
         self.synchronous = synchronous
         self.read_only = read_only
+        self._label = f"store {str(self.path)!r}"  # how a `StoreCorrupt` names it
         self._writer: Owned | None = None
         self._reader: Owned | None = None
         self._identity: Identity | None = None
@@ -377,11 +379,17 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any]
     ) -> bool:
         row = conn.execute(
-            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+            "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
         ).fetchone()
         if row is not None:
-            check_same_config(benchmark_id, loads(row[0]), config)
+            stored = decode_benchmark(self._label, benchmark_id, *row)[2]
+            check_same_config(benchmark_id, stored, config)
             return True
+        if conn.execute(
+            "SELECT 1 FROM commits WHERE benchmark_id = ? LIMIT 1", (benchmark_id,)
+        ).fetchone():
+            # Its row was changed or deleted: a fresh start would collide with its commits.
+            raise corrupt(self._label, benchmark_id, "it has commits but no configuration")
         conn.execute(
             "INSERT INTO benchmarks (benchmark_id, config, created_at) VALUES (?, ?, ?)",
             (benchmark_id, dumps(config), time.time()),
@@ -414,7 +422,8 @@ class SQLiteStore:
             "FROM commits WHERE benchmark_id = ? AND task_id = ? AND trial = ? ORDER BY seq",
             tuple(key),
         )
-        return [_commit(row) for row in rows]
+        where = self._label
+        return [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
@@ -428,7 +437,7 @@ class SQLiteStore:
         history only grows), and nothing stays open between chunks.
         """
         await self._queue.settle()
-        folder = RowFolder()
+        folder = RowFolder(self._label, benchmark_id)
         after: tuple[Any, ...] | None = None
         while True:
             if after is None:
@@ -447,15 +456,17 @@ class SQLiteStore:
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
-            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+            "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
         )
-        return loads(rows[0][0]) if rows else None
+        return decode_benchmark(self._label, benchmark_id, *rows[0])[2] if rows else None
 
     async def benchmarks(self) -> list[BenchmarkInfo]:
         rows = await self._read(_BENCHMARKS, ())
         return [
-            BenchmarkInfo.of(benchmark_id, created, loads(config_text), finished)
-            for benchmark_id, created, config_text, finished in rows
+            BenchmarkInfo.of(
+                *decode_benchmark(self._label, benchmark_id, config, created), finished
+            )
+            for benchmark_id, created, config, finished in rows
         ]
 
 
@@ -471,9 +482,3 @@ def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
         u.output_tokens,
         u.cost,
     )
-
-
-def _commit(row: tuple[Any, ...]) -> Commit:
-    seq, kind, payload, created, tin, tout, cost = row
-    usage = usage_of(tin, tout, cost)
-    return Commit(seq=seq, kind=kind, payload=loads(payload), created_at=created, usage=usage)

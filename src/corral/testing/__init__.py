@@ -27,10 +27,14 @@ from ._fakes import (
 )
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
+from ._tamper import CORRUPTIONS, DELETE, Corruption, json_edit, tamper
 
 __all__ = [
+    "CORRUPTIONS",
+    "DELETE",
     "ChatReply",
     "ConcurrencyGauge",
+    "Corruption",
     "Execution",
     "FakeChatServer",
     "FakeEnvironment",
@@ -38,6 +42,8 @@ __all__ = [
     "ScriptedAgent",
     "default_agent_keys",
     "echo",
+    "json_edit",
     "passed_if_completed",
+    "tamper",
     "wait_all_tasks_blocked",
 ]
