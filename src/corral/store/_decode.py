@@ -124,11 +124,32 @@ def decode_commit(
     cost)`` of ``task_id``'s ``trial`` as a `Commit`; ``payload`` None (a scan that
     skipped it) stays None."""
     seq, kind, payload, created, tin, tout, cost = row
-    if not isinstance(task_id, str):
-        raise corrupt(where, benchmark_id, f"a commit's task id {task_id!r} is not text")
-    if not _is_int(trial, 0, MAX_TRIALS_PER_TASK):
-        raise corrupt(where, benchmark_id, f"task {task_id!r} has a trial numbered {_shown(trial)}")
-    problem = _row_problem(seq, kind, created, tin, tout, cost)
+    # The common case in one expression (a scan decodes every commit of a run); the
+    # checks one by one only to say what is wrong.
+    fine = (
+        type(task_id) is str
+        and type(trial) is int
+        and 0 <= trial < MAX_TRIALS_PER_TASK
+        and type(seq) is int
+        and 0 <= seq < _BIGINT
+        and kind in KINDS
+        and type(created) is float
+        and 0.0 <= created < _LATEST
+        and type(tin) is int
+        and 0 <= tin < _BIGINT
+        and type(tout) is int
+        and 0 <= tout < _BIGINT
+        and type(cost) is float
+        and 0.0 <= cost < math.inf
+    )
+    problem = None
+    if not fine:
+        if not isinstance(task_id, str):
+            raise corrupt(where, benchmark_id, f"a commit's task id {task_id!r} is not text")
+        if not _is_int(trial, 0, MAX_TRIALS_PER_TASK):
+            what = f"task {task_id!r} has a trial numbered {_shown(trial)}"
+            raise corrupt(where, benchmark_id, what)
+        problem = _row_problem(seq, kind, created, tin, tout, cost)
     body = None
     if problem is None and payload is not None:
         try:
