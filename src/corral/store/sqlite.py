@@ -16,8 +16,8 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -41,10 +41,13 @@ from ._sqlite_file import (
     Identity,
     check_file,
     check_still_there,
+    claims_folder,
     connect,
     identity,
     open_error,
+    settle_home,
     store_error,
+    write_transaction,
 )
 from ._sqlite_thread import Owned, in_thread
 from ._summary import RowFolder
@@ -113,20 +116,6 @@ FROM benchmarks b ORDER BY b.created_at
 _Request = tuple[TrialKey, list[tuple[Any, ...]]]
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        # SQLite rolls back by itself on some errors (a full disk); a second
-        # ROLLBACK would raise and hide the error that matters.
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 class SQLiteStore:
     """Commit histories in one SQLite file (WAL).
 
@@ -154,6 +143,7 @@ class SQLiteStore:
         self._writer: Owned | None = None
         self._reader: Owned | None = None
         self._identity: Identity | None = None
+        self._home: Path | None = None  # where claims are kept (see `settle_home`)
         self._queue: BatchQueue[_Request] = BatchQueue(repr(self), self._run_batch)
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
@@ -243,7 +233,7 @@ class SQLiteStore:
             raise StoreError(f"store {str(self.path)!r} could not switch to WAL (got {mode})")
         writer.execute(f"PRAGMA synchronous = {self.synchronous}")
         if new:  # one transaction: a crash never leaves half a schema behind
-            with _transaction(writer):
+            with write_transaction(writer):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         writer.execute(statement)
@@ -251,6 +241,7 @@ class SQLiteStore:
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
+        self._home = settle_home(writer, self.path)
         self._configure_writer(writer)
 
     def _configure_writer(self, writer: sqlite3.Connection) -> None:
@@ -298,7 +289,7 @@ class SQLiteStore:
             return self._write_one_by_one(conn, requests)
         rows = [row for _, rows in requests for row in rows]
         try:
-            with _transaction(conn):
+            with write_transaction(conn):
                 conn.executemany(_INSERT, rows)
         except sqlite3.IntegrityError:
             return self._write_one_by_one(conn, requests)
@@ -314,7 +305,7 @@ class SQLiteStore:
                 errors.append(CommitConflictError(f"{key}: an earlier append of this trial failed"))
                 continue
             try:
-                with _transaction(conn):
+                with write_transaction(conn):
                     conn.executemany(_INSERT, rows)
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
@@ -332,17 +323,17 @@ class SQLiteStore:
         """An exclusive ``flock`` on a lock file per benchmark and store file.
 
         The lock file is named by the store file's device and inode, in a folder
-        beside its real (symlink-free) path, so a symlink, ``dir/../store.db`` or a
-        hard link in the same folder reaches the same lock. The kernel drops it
+        beside the file's home (`settle_home`: the real path it was first written
+        at), so a symlink, ``dir/../store.db`` or a hard link in any folder reaches
+        the same lock. The kernel drops it
         when the holder exits, however it exits, so a kill -9 leaves no stale
         claim; another open file description (another runner in this process,
         or another process) is refused at once.
         """
         if self.read_only:
             raise self._refuse_write(f"run benchmark {benchmark_id!r}")
-        found = identity(self.path)
+        folder, found = claims_folder(self.path, self._home)
         digest = hashlib.sha256(benchmark_id.encode()).hexdigest()[:24]
-        folder = found.directory / ".corral-claims"
         path = folder / f"{found.device}-{found.inode}-{digest}.lock"
         try:
             folder.mkdir(exist_ok=True)
