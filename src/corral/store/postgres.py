@@ -324,13 +324,14 @@ class PostgresStore:
         self._epochs[benchmark_id] = int(epoch)
         return conn
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
         config = dict(config)
+        created = time.time() if created_at is None else created_at
         rows: list[tuple[Any, ...]] = []
         while not rows:  # empty only if another runner inserted it during the statement
-            rows = await self._read(
-                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id)
-            )
+            rows = await self._read(_REGISTER, (benchmark_id, dumps(config), created, benchmark_id))
         if any(inserted for inserted, _, _ in rows):
             return False
         stored = decode_benchmark(self._where, benchmark_id, *rows[0][1:])[2]

@@ -358,16 +358,19 @@ class SQLiteStore:
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
         if self.read_only:
             raise self._refuse_write(f"register benchmark {benchmark_id!r}")
         config = dict(config)
+        created = time.time() if created_at is None else created_at
         return await self._use(
-            self._writer, lambda conn: self._register(conn, benchmark_id, config)
+            self._writer, lambda conn: self._register(conn, benchmark_id, config, created)
         )
 
     def _register(
-        self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any]
+        self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any], created: float
     ) -> bool:
         row = conn.execute(
             "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
@@ -383,7 +386,7 @@ class SQLiteStore:
             raise corrupt(self._label, benchmark_id, "it has commits but no configuration")
         conn.execute(
             "INSERT INTO benchmarks (benchmark_id, config, created_at) VALUES (?, ?, ?)",
-            (benchmark_id, dumps(config), time.time()),
+            (benchmark_id, dumps(config), created),
         )
         return False
 
