@@ -34,6 +34,7 @@ UNSEEN = {
         (name, command)
         for name in (
             "setup previous_trial text",
+            "payload with NaN",
             "action turn text",
             "tool_effect action_seq negative",
         )
@@ -57,6 +58,15 @@ def arguments(command: str, store: str, bench: Path, tmp_path: Path) -> list[str
 
 def invoke(args: list[str]) -> Result:
     return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+def recorded(store: Path) -> list[tuple[object, ...]]:
+    """Every benchmark and commit the store holds."""
+    with closing(sqlite3.connect(store)) as db:
+        return [
+            *db.execute("SELECT * FROM benchmarks ORDER BY benchmark_id"),
+            *db.execute("SELECT * FROM commits ORDER BY benchmark_id, task_id, trial, seq"),
+        ]
 
 
 def one_error_line(result: Result) -> str:
@@ -148,13 +158,13 @@ def test_a_run_stops_at_an_unfinished_trial_whose_history_is_corrupt(
             "AND kind IN ('terminal', 'evaluation')"
         )
     tamper(store, "commits", "payload", json_edit(turn="x"), "kind = 'action'")
-    before = store.read_bytes()
+    before = recorded(store)
     result = invoke(arguments("run", str(store), bench, tmp_path))
     assert result.exit_code == 2 and "Traceback" not in result.output
     resuming, line = result.stderr.strip().splitlines()
     assert resuming == "resuming ops: 8 of 9 trials done"
     assert "task 'even' trial 0 commit 1: its action payload has turn 'x'" in line
-    assert store.read_bytes() == before
+    assert recorded(store) == before
 
 
 def test_a_run_refuses_more_trials_per_task_than_a_store_reads_back() -> None:

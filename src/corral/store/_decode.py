@@ -43,11 +43,22 @@ def corrupt(where: str, benchmark_id: Any, what: str) -> StoreCorrupt:
     return StoreCorrupt(f"benchmark {benchmark_id!r} in {where} is corrupt: {what}")
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Corral never writes NaN or Infinity (JSON has neither): one read back is damage.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _json(text: Any) -> Any:
     """``text`` parsed, or a `ValueError` saying why not."""
     if not isinstance(text, str):
         raise ValueError(f"it is a {type(text).__name__}, not JSON text")
-    return json.loads(text)
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise ValueError("it is nested too deeply") from None
 
 
 def decode_benchmark(
@@ -157,7 +168,9 @@ def decode_commit(
         except ValueError as exc:
             problem = f"its payload is not JSON ({exc})"
         else:
-            problem = _payload_problem(kind, body)
+            glance = _FINE.get(kind)
+            if glance is None or not glance(body):
+                problem = _payload_problem(kind, body)
     if problem is not None:
         at = f"commit {seq}" if _is_int(seq, 0, _BIGINT) else "a commit"
         raise corrupt(where, benchmark_id, f"task {task_id!r} trial {trial} {at}: {problem}")
@@ -227,4 +240,44 @@ _PAYLOAD_FIELDS: Mapping[str, tuple[tuple[str, Callable[[Any], bool], str], ...]
         ("details", lambda v: v is None or isinstance(v, dict), "an object"),
         ("attempts", *_COUNT),
     ),
+}
+
+
+def _terminal_fine(p: Any) -> bool:
+    """The usual terminal payload, at a glance (what a scan reads for every trial)."""
+    get = p.get if type(p) is dict else None
+    if get is None:
+        return False
+    attempts, worked = get("attempts", 0), get("worked", 0.0)
+    return (
+        get("status") in _STATUSES
+        and type(attempts) is int
+        and attempts >= 0
+        and type(worked) is float
+        and 0.0 <= worked < math.inf
+        and _text_or_null(get("error"))
+        and _text_or_null(get("traceback"))
+        and _text_or_null(get("limit"))
+    )
+
+
+def _evaluation_fine(p: Any) -> bool:
+    """The usual evaluation payload (a score), at a glance."""
+    get = p.get if type(p) is dict else None
+    if get is None:
+        return False
+    score, details = get("score"), get("details")
+    return (
+        type(get("passed")) is bool
+        and _is_number(score)
+        and (details is None or type(details) is dict)
+        and "worked" not in p
+        and "attempts" not in p
+    )
+
+
+#: Checks of the common payloads that let a scan skip the field-by-field ones.
+_FINE: Mapping[str, Callable[[Any], bool]] = {
+    "terminal": _terminal_fine,
+    "evaluation": _evaluation_fine,
 }

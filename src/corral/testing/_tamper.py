@@ -145,6 +145,8 @@ CORRUPTIONS: Mapping[str, Corruption] = MappingProxyType(
         "kind unknown": Corruption("commits", "kind", "bogus", "kind = 'terminal'"),
         "payload not JSON": Corruption("commits", "payload", "{not json"),
         "payload not an object": Corruption("commits", "payload", "[]"),
+        "payload with NaN": Corruption("commits", "payload", '{"state": NaN}', "kind = 'setup'"),
+        "payload nested too deeply": Corruption("commits", "payload", "[" * 100_000),
         "terminal status unknown": _payload("terminal", status="exploded"),
         "terminal status missing": _payload("terminal", status=DELETE),
         "terminal attempts text": _payload("terminal", attempts="one"),
