@@ -177,7 +177,7 @@ def settle_home(conn: sqlite3.Connection, path: Path) -> Path:
     with write_transaction(conn):
         home = recorded_home(conn, found)  # another writer's, written meanwhile
         if home is None:
-            home = found.directory / Path(os.path.realpath(path)).name
+            home = Path(os.path.realpath(path))
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('home', ?)", (str(home),)
             )
