@@ -94,7 +94,7 @@ def test_copy_sqlite_to_postgres_and_back(tmp_path: Path, pg_dsn: str) -> None:
 @pytest.mark.anyio
 async def test_copy_refuses_a_different_history_and_writes_nothing(tmp_path: Path) -> None:
     source, destination = MemoryStore(), corral.SQLiteStore(tmp_path / "d.db")
-    config = {"trials_per_task": 1, "tasks": {"t": {"agent_id": "a"}}}
+    config = {"trials_per_task": 1, "tasks": {"t": {"agent_id": "a", "environment_id": "e"}}}
     for store, output in ((source, "yes"), (destination, "no")):
         async with store.opened():
             await store.register_benchmark("b", config)
@@ -116,7 +116,8 @@ async def test_copy_keeps_creation_times_on_every_backend(tmp_path: Path, pg_dsn
     source = corral.SQLiteStore(source_path)
     key = TrialKey("b", "t", 0)
     async with source.opened():
-        await source.register_benchmark("b", {"trials_per_task": 1, "tasks": {"t": {}}})
+        config = {"trials_per_task": 1, "tasks": {"t": {"environment_id": "e"}}}
+        await source.register_benchmark("b", config)
         await source.append(key, [Commit(0, "setup", {"state": None}, 1_600_000_000.5)])
     tamper(source_path, "benchmarks", "created_at", 1_500_000_000.25)  # made long ago
     destinations = [corral.SQLiteStore(tmp_path / "d.db"), corral.PostgresStore(pg_dsn)]

@@ -100,6 +100,8 @@ def _config_problem(config: dict[str, Any]) -> str | None:
     for task_id, meta in tasks.items():
         if not isinstance(meta, dict):
             return f"task {task_id!r} is {_shown(meta)}, not an object"
+        if "environment_id" not in meta:  # a rescore needs it, and every run records it
+            return f"task {task_id!r} has no environment_id"
         for name, ok, wanted in _TASK_FIELDS:
             if name in meta and not ok(meta[name]):
                 return f"task {task_id!r} has {name} {_shown(meta[name])}, not {wanted}"

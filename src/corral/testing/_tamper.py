@@ -128,6 +128,7 @@ CORRUPTIONS: Mapping[str, Corruption] = MappingProxyType(
         "tasks not an object": _config(tasks="t0"),
         "task not an object": _config(**{"tasks.*": 5}),
         "task agent_id list": _config(**{"tasks.*.agent_id": ["a"]}),
+        "task environment_id missing": _config(**{"tasks.*.environment_id": DELETE}),
         "task environment_id number": _config(**{"tasks.*.environment_id": 7}),
         "task max_iterations text": _config(**{"tasks.*.max_iterations": "ten"}),
         "task model number": _config(**{"tasks.*.model": 3}),
