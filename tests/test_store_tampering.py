@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import tracemalloc
 from contextlib import closing
 from pathlib import Path
 
@@ -14,8 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import corral
-from corral import StoreCorrupt
+from corral import StoreCorrupt, TrialRecord, TrialStatus
+from corral._records import TrialTable
 from corral.cli import main
+from corral.report import build_report
 from corral.store._decode import MAX_TRIALS_PER_TASK
 from corral.testing import CORRUPTIONS, DELETE, FakeEnvironment, ScriptedAgent, json_edit, tamper
 
@@ -220,3 +223,39 @@ def _restore_pg(dsn: str, local: Path) -> None:
         conn.execute("DELETE FROM corral.benchmarks")
     (local.parent / "copy.db").unlink(missing_ok=True)
     assert invoke(["copy", str(local), dsn]).exit_code == 0
+
+
+# -- a stored count never makes a reader walk (or allocate) it -----------------------
+
+
+class Unwalkable(dict[tuple[str, int], TrialRecord]):
+    """Records that fail a report looking trials up one by one (10**6 lookups would
+    mean a report walking trials_per_task, not the records)."""
+
+    def __contains__(self, key: object) -> bool:
+        raise AssertionError(f"looked up {key!r}: the report walked trials_per_task")
+
+
+def test_a_report_scales_with_the_records_not_trials_per_task() -> None:
+    records = Unwalkable(
+        {("t", r): TrialRecord("t", r, TrialStatus.COMPLETED, started_at=1.0) for r in (0, 7)}
+    )
+    config = {"trials_per_task": MAX_TRIALS_PER_TASK, "tasks": {"t": {}, "u": {}}}
+    report = build_report("b", config, records=records, k_values=(1,))
+    assert [t.trial for t in report.tasks["t"].trials] == [0, 7]
+    assert report.tasks["u"].trials == []
+    assert report.counts["unfinished"] == 2 * MAX_TRIALS_PER_TASK - 2
+
+
+def test_a_trial_table_holds_what_was_added_not_trials_per_task() -> None:
+    tracemalloc.start()
+    try:
+        table = TrialTable(MAX_TRIALS_PER_TASK)
+        table.add(TrialRecord("t", 3, TrialStatus.COMPLETED))
+        size, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size < 100_000  # a row of 10**6 slots would be 8 MB
+    assert table.trials("t") == [table[("t", 3)]] and len(table) == 1
+    with pytest.raises(IndexError):
+        table.add(TrialRecord("t", MAX_TRIALS_PER_TASK, TrialStatus.COMPLETED))
