@@ -102,6 +102,7 @@ class Corruption:
     sql_types: bool = True
 
     def apply(self, store: str | os.PathLike[str]) -> int:
+        """Damage the store at ``store`` (a path or URI); how many rows were changed."""
         return tamper(store, self.table, self.column, self.value, self.where)
 
 
