@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 import corral
 from corral import Commit, MemoryStore, TrialKey
 from corral.cli import main
+from corral.testing import tamper
 
 from . import pg
 
@@ -93,7 +94,7 @@ def test_copy_sqlite_to_postgres_and_back(tmp_path: Path, pg_dsn: str) -> None:
 @pytest.mark.anyio
 async def test_copy_refuses_a_different_history_and_writes_nothing(tmp_path: Path) -> None:
     source, destination = MemoryStore(), corral.SQLiteStore(tmp_path / "d.db")
-    config = {"trials_per_task": 1, "tasks": {"t": {"agent_id": "a"}}}
+    config = {"trials_per_task": 1, "tasks": {"t": {"agent_id": "a", "environment_id": "e"}}}
     for store, output in ((source, "yes"), (destination, "no")):
         async with store.opened():
             await store.register_benchmark("b", config)
@@ -107,3 +108,28 @@ async def test_copy_refuses_a_different_history_and_writes_nothing(tmp_path: Pat
         await corral.copy_benchmarks(source, destination, ["nope"])
     db = sqlite3.connect(tmp_path / "d.db")
     assert db.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 2
+
+
+@pytest.mark.anyio
+async def test_copy_keeps_creation_times_on_every_backend(tmp_path: Path, pg_dsn: str) -> None:
+    source_path = tmp_path / "s.db"
+    source = corral.SQLiteStore(source_path)
+    key = TrialKey("b", "t", 0)
+    async with source.opened():
+        config = {"trials_per_task": 1, "tasks": {"t": {"environment_id": "e"}}}
+        await source.register_benchmark("b", config)
+        await source.append(key, [Commit(0, "setup", {"state": None}, 1_600_000_000.5)])
+    tamper(source_path, "benchmarks", "created_at", 1_500_000_000.25)  # made long ago
+    destinations = [corral.SQLiteStore(tmp_path / "d.db"), corral.PostgresStore(pg_dsn)]
+    for destination in [*destinations, MemoryStore()]:
+        await corral.copy_benchmarks(source, destination)
+        async with destination.opened():
+            (info,) = await destination.benchmarks()
+            history = await destination.history(key)
+        assert info.created_at == 1_500_000_000.25, destination
+        assert [c.created_at for c in history] == [1_600_000_000.5]
+    # And on from a copy: PostgreSQL -> SQLite.
+    again = corral.SQLiteStore(tmp_path / "again.db")
+    await corral.copy_benchmarks(destinations[1], again)
+    async with again.opened():
+        assert [b.created_at for b in await again.benchmarks()] == [1_500_000_000.25]

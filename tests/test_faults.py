@@ -47,8 +47,10 @@ class FaultStore:
     def claim(self, benchmark_id: str) -> Any:
         return self.inner.claim(benchmark_id)
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
-        return await self.inner.register_benchmark(benchmark_id, config)
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
+        return await self.inner.register_benchmark(benchmark_id, config, created_at=created_at)
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Any:
         hit = key == TARGET and any(c.kind == self.kind for c in commits)

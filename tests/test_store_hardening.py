@@ -7,11 +7,13 @@ import errno
 import hashlib
 import os
 import sqlite3
+import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
@@ -51,6 +53,7 @@ async def make_store(path: Path) -> None:
 SECOND_PATHS: dict[str, Callable[[Path], Path]] = {
     "symlink": lambda p: _link(p, os.symlink, "link.db"),
     "hard link": lambda p: _link(p, os.link, "hard.db"),
+    "hard link in another folder": lambda p: _link(p, os.link, "sub/hard.db"),
     "dir/..": lambda p: p.parent / "sub" / ".." / p.name,
     "symlinked folder": lambda p: _link(p.parent, os.symlink, "alias") / p.name,
 }
@@ -77,6 +80,65 @@ async def test_a_second_path_to_the_store_file_cannot_bypass_the_claim(
                 pass
         async with again.claim("another"):  # other benchmarks are not held
             pass
+
+
+HOLDER = """
+import sys, anyio, corral
+from corral import Commit, TrialKey
+
+async def main():
+    store = corral.SQLiteStore(sys.argv[1])
+    async with store.opened(), store.claim("bench"):
+        await store.append(TrialKey("bench", "task", 1), [Commit(0, "setup", {}, 1.0)])
+        print("claimed", flush=True)
+        sys.stdin.readline()
+
+anyio.run(main)
+"""
+
+
+async def test_a_hard_link_in_another_folder_meets_another_process_claim(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "d" / "store.db"
+    (tmp_path / "elsewhere").mkdir()
+    await make_store(path)
+    link = tmp_path / "elsewhere" / "hard.db"
+    os.link(path, link)
+    command = [sys.executable, "-c", HOLDER, str(path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    async with await anyio.open_process(command, env=env) as holder:
+        assert holder.stdin is not None and holder.stdout is not None
+        said = b""
+        while not said.endswith(b"\n"):
+            said += await holder.stdout.receive()
+        assert said == b"claimed\n"
+        second = SQLiteStore(link)
+        async with second.opened():
+            with pytest.raises(BenchmarkBusyError, match="'bench' is being run by .*pid"):
+                async with second.claim("bench"):
+                    pass
+        await holder.stdin.send(b"\n")
+        assert await holder.wait() == 0
+
+
+async def test_a_moved_store_keeps_its_claims_beside_its_new_place(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new" / "sub").mkdir(parents=True)
+    await make_store(tmp_path / "old" / "store.db")
+    moved = tmp_path / "new" / "store.db"
+    os.rename(tmp_path / "old" / "store.db", moved)
+    (tmp_path / "old").rmdir()  # nothing left behind, nothing made there again
+    first = SQLiteStore(moved)
+    async with first.opened():  # its new home is recorded
+        pass
+    again = SQLiteStore(_link(moved, os.link, "sub/hard.db"))
+    async with first.opened(), again.opened(), first.claim("bench"):
+        with pytest.raises(BenchmarkBusyError, match="'bench'"):
+            async with again.claim("bench"):
+                pass
+    assert (tmp_path / "new" / ".corral-claims").is_dir()
+    assert not (tmp_path / "old").exists()
 
 
 # -- what is at the path -------------------------------------------------------

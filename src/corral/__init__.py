@@ -15,6 +15,7 @@ from ._errors import (
     ModelUnavailable,
     NotSerializableError,
     RateLimited,
+    StoreCorrupt,
     StoreError,
 )
 from ._protocols import Agent, Environment, Observer
@@ -97,6 +98,7 @@ __all__ = [
     "Scores",
     "Statistics",
     "Step",
+    "StoreCorrupt",
     "StoreError",
     "SubprocessResult",
     "TaskReport",

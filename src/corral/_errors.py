@@ -20,6 +20,16 @@ class StoreError(CorralError):
     """The commit store failed (I/O, corruption, a backend error translated)."""
 
 
+class StoreCorrupt(StoreError, ConfigError):
+    """What a store holds is damaged (changed behind Corral's back): text where a
+    number belongs, a configuration that is not JSON, an unknown status.
+
+    Raised when the row is read, before anything uses it; the message names the
+    benchmark, the trial and commit, and what is wrong. It is bad input (the store
+    given), so the CLI exits 2. The store is never changed by reading it.
+    """
+
+
 class CommitConflictError(StoreError):
     """Two writers tried to append the same sequence number to one trial.
 

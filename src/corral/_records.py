@@ -118,7 +118,10 @@ def _sharing_key(
 
 
 class TrialTable(Mapping[tuple[str, int], TrialRecord]):
-    """Finished trials' records by (task id, trial): one list per task, no key per trial."""
+    """Finished trials' records by (task id, trial): one list per task, no key per trial.
+
+    A task's list grows to its highest trial added, so memory follows the records,
+    never ``trials_per_task`` alone (a stored one may be damaged)."""
 
     def __init__(self, trials_per_task: int) -> None:
         self._n = trials_per_task
@@ -132,12 +135,17 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         """Keep ``record`` as a report needs it: without its state, and sharing an
         equal evaluation already kept."""
         record = without_state(record, self._shared(record.evaluation))
+        trial = record.trial
+        if not 0 <= trial < self._n:
+            raise IndexError(f"trial {trial} of {record.task_id!r} is outside 0..{self._n - 1}")
         row = self._tasks.get(record.task_id)
         if row is None:
-            row = self._tasks[record.task_id] = [None] * self._n
-        if row[record.trial] is None:
+            row = self._tasks[record.task_id] = []
+        if trial >= len(row):
+            row.extend([None] * (trial + 1 - len(row)))
+        if row[trial] is None:
             self._count += 1
-        row[record.trial] = record
+        row[trial] = record
 
     def _shared(self, evaluation: Evaluation | None) -> Evaluation | None:
         """An equal evaluation kept earlier, or None to keep this one."""
@@ -162,7 +170,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
     def remove(self, task_id: str, trial: int) -> None:
         """Forget a trial's record (it was reopened for a fresh attempt)."""
         row = self._tasks.get(task_id)
-        if row is not None and row[trial] is not None:
+        if row is not None and 0 <= trial < len(row) and row[trial] is not None:
             row[trial] = None
             self._count -= 1
 
@@ -172,13 +180,13 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         row = self._tasks.get(task_id)
         if row is None:
             return []
-        if None in row:
+        if len(row) < self._n or None in row:
             return [record for record in row if record is not None]
         return row  # type: ignore[return-value]  # no None left
 
     def __getitem__(self, key: tuple[str, int]) -> TrialRecord:
         row = self._tasks.get(key[0])
-        record = row[key[1]] if row is not None and 0 <= key[1] < self._n else None
+        record = row[key[1]] if row is not None and 0 <= key[1] < len(row) else None
         if record is None:
             raise KeyError(key)
         return record

@@ -34,6 +34,7 @@ from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, SQLiteStore, TrialKey, open_store
 from .store._config_diff import first_difference
+from .store._decode import MAX_TRIALS_PER_TASK
 
 if TYPE_CHECKING:
     from .executor._dispatch import RayRemote
@@ -186,6 +187,10 @@ class CorralRunner:
     ) -> tuple[RunPlan, tuple[int, ...]]:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
         trials = positive_int("trials_per_task", trials_per_task)
+        if trials > MAX_TRIALS_PER_TASK:  # more than the store reads back
+            raise ConfigError(
+                f"trials_per_task must be at most {MAX_TRIALS_PER_TASK:,}, not {trials!r}"
+            )
         ks = _check_ks(k_values, trials)
         if not isinstance(include_dependencies, bool):
             raise ConfigError(

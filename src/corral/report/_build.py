@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from .._records import TrialTable
@@ -63,6 +65,7 @@ def build_report(
     trials_per_task = int(config["trials_per_task"])
     if records is None:
         records = records_from(summaries)
+    by_task = _by_task(records, trials_per_task)
     added = set(added)
     tasks: dict[str, TaskReport] = {}
     outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
@@ -76,7 +79,7 @@ def build_report(
     limited: dict[str, int] = {}
     working = 0.0
     for task_id, model, environment_id in _task_meta(config, metadata):
-        trials = _trials(records, task_id, trials_per_task)
+        trials = by_task.trials(task_id) if isinstance(by_task, TrialTable) else by_task[task_id]
         passed = sum(1 for t in trials if t.passed)
         for t in trials:
             counts[str(t.status)] += 1
@@ -171,9 +174,18 @@ def _task_meta(
             yield task_id, task.model, task.environment_id
 
 
-def _trials(
-    records: Mapping[tuple[str, int], TrialRecord], task_id: str, trials_per_task: int
-) -> list[TrialRecord]:
+def _by_task(
+    records: Mapping[tuple[str, int], TrialRecord], trials_per_task: int
+) -> TrialTable | defaultdict[str, list[TrialRecord]]:
+    """Each task's records in trial order, in one pass over the records (a stored
+    trials_per_task, however large, is never walked)."""
     if isinstance(records, TrialTable):
-        return records.trials(task_id)
-    return [records[(task_id, r)] for r in range(trials_per_task) if (task_id, r) in records]
+        return records
+    out: defaultdict[str, list[TrialRecord]] = defaultdict(list)
+    for (task_id, trial), record in records.items():
+        if 0 <= trial < trials_per_task:
+            out[task_id].append(record)
+    for trials in out.values():  # a store's scan gives them in order already
+        if any(a.trial > b.trial for a, b in pairwise(trials)):
+            trials.sort(key=lambda t: t.trial)
+    return out

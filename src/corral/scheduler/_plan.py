@@ -280,7 +280,7 @@ def scoring_plan(config: Mapping[str, Any], task_ids: Sequence[str] | None) -> R
     chosen = set(stored if task_ids is None else task_ids)
     tasks = {
         task_id: BenchmarkTaskMetadata(
-            entry["agent_id"],
+            entry.get("agent_id", ""),  # a rescore never asks the agent
             entry["environment_id"],
             model=entry.get("model"),
             max_iterations=entry.get("max_iterations", 10),

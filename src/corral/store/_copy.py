@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._errors import ConfigError, StoreError
-from ._protocol import CommitStore, TrialKey
+from ._protocol import BenchmarkInfo, CommitStore, TrialKey
 
 #: Commits handed to the destination per append (one trial's history at most).
 _CHUNK = 512
@@ -41,19 +41,21 @@ async def copy_benchmarks(
         for benchmark_id in chosen:
             if benchmark_id not in known:
                 raise ConfigError(f"the source store has no benchmark {benchmark_id!r}")
-        return [await _copy_one(source, destination, b) for b in chosen]
+        return [await _copy_one(source, destination, known[b]) for b in chosen]
 
 
-async def _copy_one(source: CommitStore, destination: CommitStore, benchmark_id: str) -> Copied:
-    config = await source.benchmark_config(benchmark_id)
-    assert config is not None
+async def _copy_one(source: CommitStore, destination: CommitStore, info: BenchmarkInfo) -> Copied:
+    benchmark_id = info.benchmark_id
     keys = [
         TrialKey(benchmark_id, s.task_id, s.trial)
         async for chunk in source.scan(benchmark_id)
         for s in chunk
     ]
     async with destination.claim(benchmark_id):
-        existed = await destination.register_benchmark(benchmark_id, config)
+        # As it is: its creation time too (commits carry their own).
+        existed = await destination.register_benchmark(
+            benchmark_id, info.config, created_at=info.created_at
+        )
         # Check every trial before writing any, so a refused copy writes nothing.
         missing = []
         total = 0

@@ -109,9 +109,12 @@ class CommitStore(Protocol):
         """
         ...
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
         """Record a benchmark's configuration; return True if it already existed.
 
+        ``created_at``: its creation time (default: now); a copy keeps the source's.
         Raises `ConfigError` if the id exists with a different configuration.
         """
         ...

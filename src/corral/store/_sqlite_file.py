@@ -10,7 +10,8 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -72,6 +73,20 @@ def check_file(path: Path, *, read_only: bool) -> bool:
             f"store path {where} has {found}; this Corral reads version {SCHEMA_VERSION}"
         )
     return True
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        # SQLite rolls back by itself on some errors (a full disk); a second
+        # ROLLBACK would raise and hide the error that matters.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def disk_full(exc: BaseException) -> bool:
@@ -137,3 +152,50 @@ def check_still_there(path: Path, expected: Identity) -> None:
         raise StoreError(
             f"store {str(path)!r} was deleted or replaced while open; nothing more is written to it"
         )
+
+
+def same_file(path: Path, expected: Identity) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (expected.device, expected.inode)
+
+
+def settle_home(conn: sqlite3.Connection, path: Path) -> Path:
+    """The store file's home, recorded in its ``meta`` table: the real path it was first
+    opened for writing at (or, once that path names another file or none, this one).
+
+    Claims are kept beside the home, so every path to the file reaches the same
+    locks: a symlink, and a hard link in another folder too (which has no real
+    path in common with the first). ``conn`` must be a writer.
+    """
+    found = identity(path)
+    home = recorded_home(conn, found)
+    if home is not None:
+        return home
+    with write_transaction(conn):
+        home = recorded_home(conn, found)  # another writer's, written meanwhile
+        if home is None:
+            home = Path(os.path.realpath(path))
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('home', ?)", (str(home),)
+            )
+    return home
+
+
+def recorded_home(conn: sqlite3.Connection, found: Identity) -> Path | None:
+    """The home ``meta`` records, if it is the file ``found`` (None: none, or stale)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'home'").fetchone()
+    if row is not None and same_file(Path(row[0]), found):
+        return Path(row[0])
+    return None
+
+
+def claims_folder(path: Path, home: Path | None) -> tuple[Path, Identity]:
+    """Where claims on the store file at ``path`` are kept (beside its home while the
+    home is this file, else beside its real path), and the file's identity."""
+    found = identity(path)
+    if home is not None and same_file(home, found):
+        return home.parent / ".corral-claims", found
+    return found.directory / ".corral-claims", found

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._json import loads
 from .._types import NO_USAGE, Commit, Usage
+from ._decode import decode_commit
 from ._protocol import TrialSummary
 
 
@@ -64,33 +64,31 @@ class SummaryBuilder:
         )
 
 
-def usage_of(input_tokens: int, output_tokens: int, cost: float) -> Usage:
-    """A stored row's usage columns as a `Usage` (the shared empty one when all are zero)."""
-    if input_tokens or output_tokens or cost:
-        return Usage(input_tokens, output_tokens, cost)
-    return NO_USAGE
-
-
 class RowFolder:
-    """Folds scan rows ``(task_id, trial, seq, kind, payload, created_at, input_tokens,
-    output_tokens, cost)``, in key order and in chunks, into trial summaries."""
+    """Folds ``benchmark_id``'s scan rows ``(task_id, trial, seq, kind, payload,
+    created_at, input_tokens, output_tokens, cost)``, in key order and in chunks, into
+    trial summaries; ``where`` names the store in a `StoreCorrupt`."""
 
-    __slots__ = ("_builder",)
+    __slots__ = ("_builder", "_where", "_benchmark_id")
 
-    def __init__(self) -> None:
+    def __init__(self, where: str, benchmark_id: str) -> None:
         self._builder: SummaryBuilder | None = None
+        self._where = where
+        self._benchmark_id = benchmark_id
 
     def fold(self, rows: Iterable[Sequence[Any]]) -> list[TrialSummary]:
         """The summaries of the trials these rows complete (the last one stays open)."""
         out = []
         builder = self._builder
-        for task_id, trial, seq, kind, payload, created, tin, tout, cost in rows:
+        where, benchmark_id = self._where, self._benchmark_id
+        for row in rows:
+            task_id, trial = row[0], row[1]
+            commit = decode_commit(where, benchmark_id, task_id, trial, row[2:])
             if builder is None or builder.trial != trial or builder.task_id != task_id:
                 if builder is not None:
                     out.append(builder.build())
                 builder = self._builder = SummaryBuilder(task_id, trial)
-            body = loads(payload) if payload is not None else None
-            builder.add(Commit(seq, kind, body, created, usage_of(tin, tout, cost)))
+            builder.add(commit)
         return out
 
     def rest(self) -> list[TrialSummary]:

@@ -79,12 +79,14 @@ class MemoryStore:
         finally:
             self._claimed.discard(benchmark_id)
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
         await anyio.lowlevel.checkpoint()
         if benchmark_id in self._configs:
             check_same_config(benchmark_id, self._configs[benchmark_id][1], config)
             return True
-        self._configs[benchmark_id] = (time.time(), config)
+        self._configs[benchmark_id] = (time.time() if created_at is None else created_at, config)
         return False
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Landed:

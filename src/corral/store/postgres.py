@@ -23,12 +23,13 @@ import anyio
 import anyio.to_thread
 
 from .._errors import BenchmarkBusyError, ConfigError, StoreError, unwrap_single
-from .._json import dumps, loads
+from .._json import dumps
 from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_config
+from ._decode import decode_benchmark, decode_commit
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
-from ._summary import RowFolder, usage_of
+from ._summary import RowFolder
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,9 +65,10 @@ SELECT b.benchmark_id, b.created_at, b.config, (
 # snapshot does not see its own insert, so never both.
 _REGISTER = (
     "WITH new AS (INSERT INTO corral.benchmarks (benchmark_id, config, created_at) "
-    "VALUES (%s, %s, %s) ON CONFLICT (benchmark_id) DO NOTHING RETURNING config) "
-    "SELECT true, config FROM new UNION ALL "
-    "SELECT false, config FROM corral.benchmarks WHERE benchmark_id = %s"
+    "VALUES (%s, %s, %s) ON CONFLICT (benchmark_id) DO NOTHING "
+    "RETURNING config, created_at) "
+    "SELECT true, config, created_at FROM new UNION ALL "
+    "SELECT false, config, created_at FROM corral.benchmarks WHERE benchmark_id = %s"
 )
 
 _SCHEMES = ("postgresql://", "postgres://")
@@ -366,17 +368,21 @@ class PostgresStore:
         self._epochs[benchmark_id] = int(epoch)
         return conn
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
         self._check_writable()
         config = dict(config)
+        created = time.time() if created_at is None else created_at
         rows: list[tuple[Any, ...]] = []
         while not rows:  # empty only if another runner inserted it during the statement
             rows = await self._read(
-                _REGISTER, (benchmark_id, dumps(config), time.time(), benchmark_id), writes=True
+                _REGISTER, (benchmark_id, dumps(config), created, benchmark_id), writes=True
             )
-        if any(inserted for inserted, _ in rows):
+        if any(inserted for inserted, _, _ in rows):
             return False
-        check_same_config(benchmark_id, loads(rows[0][1]), config)
+        stored = decode_benchmark(self._where, benchmark_id, *rows[0][1:])[2]
+        check_same_config(benchmark_id, stored, config)
         return True
 
     # -- reading -----------------------------------------------------------
@@ -418,10 +424,8 @@ class PostgresStore:
             "WHERE benchmark_id = %s AND task_id = %s AND trial = %s ORDER BY seq",
             tuple(key),
         )
-        return [
-            Commit(seq, kind, loads(payload), created, usage_of(tin, tout, cost))
-            for seq, kind, payload, created, tin, tout, cost in rows
-        ]
+        where = self._where
+        return [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
@@ -430,7 +434,7 @@ class PostgresStore:
         """One pass in key order over the benchmark's commits, a chunk of rows at a time;
         only terminal and evaluation payloads are read."""
         await self._queue.settle()
-        folder = RowFolder()
+        folder = RowFolder(self._where, benchmark_id)
         after: tuple[Any, ...] = ("", -1, -1)
         while rows := await self._read(_SCAN, (benchmark_id, *after, chunk)):
             after = rows[-1][:3]
@@ -441,14 +445,17 @@ class PostgresStore:
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
-            "SELECT config FROM corral.benchmarks WHERE benchmark_id = %s", (benchmark_id,)
+            "SELECT config, created_at FROM corral.benchmarks WHERE benchmark_id = %s",
+            (benchmark_id,),
         )
-        return loads(rows[0][0]) if rows else None
+        return decode_benchmark(self._where, benchmark_id, *rows[0])[2] if rows else None
 
     async def benchmarks(self) -> list[BenchmarkInfo]:
         rows = await self._read(_BENCHMARKS, ())
         return [
-            BenchmarkInfo.of(benchmark_id, created, loads(config), finished)
+            BenchmarkInfo.of(
+                *decode_benchmark(self._where, benchmark_id, config, created), finished
+            )
             for benchmark_id, created, config, finished in rows
         ]
 

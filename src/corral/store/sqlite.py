@@ -16,8 +16,8 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -30,23 +30,27 @@ from .._errors import (
     StoreError,
     unwrap_single,
 )
-from .._json import dumps, loads
+from .._json import dumps
 from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config
+from ._decode import corrupt, decode_benchmark, decode_commit
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
 from ._sqlite_file import (
     SCHEMA_VERSION,
     Identity,
     check_file,
     check_still_there,
+    claims_folder,
     connect,
     identity,
     open_error,
+    settle_home,
     store_error,
+    write_transaction,
 )
 from ._sqlite_thread import Owned, in_thread
-from ._summary import RowFolder, usage_of
+from ._summary import RowFolder
 
 T = TypeVar("T")
 
@@ -112,20 +116,6 @@ FROM benchmarks b ORDER BY b.created_at
 _Request = tuple[TrialKey, list[tuple[Any, ...]]]
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        # SQLite rolls back by itself on some errors (a full disk); a second
-        # ROLLBACK would raise and hide the error that matters.
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 class SQLiteStore:
     """Commit histories in one SQLite file (WAL).
 
@@ -149,9 +139,11 @@ class SQLiteStore:
         self.path = Path(path)
         self.synchronous = synchronous
         self.read_only = read_only
+        self._label = f"store {str(self.path)!r}"  # how a `StoreCorrupt` names it
         self._writer: Owned | None = None
         self._reader: Owned | None = None
         self._identity: Identity | None = None
+        self._home: Path | None = None  # where claims are kept (see `settle_home`)
         self._queue: BatchQueue[_Request] = BatchQueue(repr(self), self._run_batch)
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
@@ -241,7 +233,7 @@ class SQLiteStore:
             raise StoreError(f"store {str(self.path)!r} could not switch to WAL (got {mode})")
         writer.execute(f"PRAGMA synchronous = {self.synchronous}")
         if new:  # one transaction: a crash never leaves half a schema behind
-            with _transaction(writer):
+            with write_transaction(writer):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         writer.execute(statement)
@@ -249,6 +241,7 @@ class SQLiteStore:
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
+        self._home = settle_home(writer, self.path)
         self._configure_writer(writer)
 
     def _configure_writer(self, writer: sqlite3.Connection) -> None:
@@ -296,7 +289,7 @@ class SQLiteStore:
             return self._write_one_by_one(conn, requests)
         rows = [row for _, rows in requests for row in rows]
         try:
-            with _transaction(conn):
+            with write_transaction(conn):
                 conn.executemany(_INSERT, rows)
         except sqlite3.IntegrityError:
             return self._write_one_by_one(conn, requests)
@@ -312,7 +305,7 @@ class SQLiteStore:
                 errors.append(CommitConflictError(f"{key}: an earlier append of this trial failed"))
                 continue
             try:
-                with _transaction(conn):
+                with write_transaction(conn):
                     conn.executemany(_INSERT, rows)
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
@@ -330,17 +323,17 @@ class SQLiteStore:
         """An exclusive ``flock`` on a lock file per benchmark and store file.
 
         The lock file is named by the store file's device and inode, in a folder
-        beside its real (symlink-free) path, so a symlink, ``dir/../store.db`` or a
-        hard link in the same folder reaches the same lock. The kernel drops it
+        beside the file's home (`settle_home`: the real path it was first written
+        at), so a symlink, ``dir/../store.db`` or a hard link in any folder reaches
+        the same lock. The kernel drops it
         when the holder exits, however it exits, so a kill -9 leaves no stale
         claim; another open file description (another runner in this process,
         or another process) is refused at once.
         """
         if self.read_only:
             raise self._refuse_write(f"run benchmark {benchmark_id!r}")
-        found = identity(self.path)
+        folder, found = claims_folder(self.path, self._home)
         digest = hashlib.sha256(benchmark_id.encode()).hexdigest()[:24]
-        folder = found.directory / ".corral-claims"
         path = folder / f"{found.device}-{found.inode}-{digest}.lock"
         try:
             folder.mkdir(exist_ok=True)
@@ -365,26 +358,35 @@ class SQLiteStore:
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
-    async def register_benchmark(self, benchmark_id: str, config: Mapping[str, Any]) -> bool:
+    async def register_benchmark(
+        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+    ) -> bool:
         if self.read_only:
             raise self._refuse_write(f"register benchmark {benchmark_id!r}")
         config = dict(config)
+        created = time.time() if created_at is None else created_at
         return await self._use(
-            self._writer, lambda conn: self._register(conn, benchmark_id, config)
+            self._writer, lambda conn: self._register(conn, benchmark_id, config, created)
         )
 
     def _register(
-        self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any]
+        self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any], created: float
     ) -> bool:
         row = conn.execute(
-            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+            "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
         ).fetchone()
         if row is not None:
-            check_same_config(benchmark_id, loads(row[0]), config)
+            stored = decode_benchmark(self._label, benchmark_id, *row)[2]
+            check_same_config(benchmark_id, stored, config)
             return True
+        if conn.execute(
+            "SELECT 1 FROM commits WHERE benchmark_id = ? LIMIT 1", (benchmark_id,)
+        ).fetchone():
+            # Its row was changed or deleted: a fresh start would collide with its commits.
+            raise corrupt(self._label, benchmark_id, "it has commits but no configuration")
         conn.execute(
             "INSERT INTO benchmarks (benchmark_id, config, created_at) VALUES (?, ?, ?)",
-            (benchmark_id, dumps(config), time.time()),
+            (benchmark_id, dumps(config), created),
         )
         return False
 
@@ -414,7 +416,8 @@ class SQLiteStore:
             "FROM commits WHERE benchmark_id = ? AND task_id = ? AND trial = ? ORDER BY seq",
             tuple(key),
         )
-        return [_commit(row) for row in rows]
+        where = self._label
+        return [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
@@ -428,7 +431,7 @@ class SQLiteStore:
         history only grows), and nothing stays open between chunks.
         """
         await self._queue.settle()
-        folder = RowFolder()
+        folder = RowFolder(self._label, benchmark_id)
         after: tuple[Any, ...] | None = None
         while True:
             if after is None:
@@ -447,15 +450,17 @@ class SQLiteStore:
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
-            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+            "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
         )
-        return loads(rows[0][0]) if rows else None
+        return decode_benchmark(self._label, benchmark_id, *rows[0])[2] if rows else None
 
     async def benchmarks(self) -> list[BenchmarkInfo]:
         rows = await self._read(_BENCHMARKS, ())
         return [
-            BenchmarkInfo.of(benchmark_id, created, loads(config_text), finished)
-            for benchmark_id, created, config_text, finished in rows
+            BenchmarkInfo.of(
+                *decode_benchmark(self._label, benchmark_id, config, created), finished
+            )
+            for benchmark_id, created, config, finished in rows
         ]
 
 
@@ -471,9 +476,3 @@ def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
         u.output_tokens,
         u.cost,
     )
-
-
-def _commit(row: tuple[Any, ...]) -> Commit:
-    seq, kind, payload, created, tin, tout, cost = row
-    usage = usage_of(tin, tout, cost)
-    return Commit(seq=seq, kind=kind, payload=loads(payload), created_at=created, usage=usage)

@@ -28,10 +28,14 @@ from ._fakes import (
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
 from ._hostile import HostileChatServer, HostileReply, hostile_replies
+from ._tamper import CORRUPTIONS, DELETE, Corruption, json_edit, tamper
 
 __all__ = [
+    "CORRUPTIONS",
+    "DELETE",
     "ChatReply",
     "ConcurrencyGauge",
+    "Corruption",
     "Execution",
     "FakeChatServer",
     "FakeEnvironment",
@@ -42,6 +46,8 @@ __all__ = [
     "default_agent_keys",
     "echo",
     "hostile_replies",
+    "json_edit",
     "passed_if_completed",
+    "tamper",
     "wait_all_tasks_blocked",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .._errors import ConfigError
+from .._errors import ConfigError, StoreCorrupt
 from .._records import TrialTable
 from ..cli._inspect import default_ks
 from ..report import BenchmarkReport, build_report, is_finished
@@ -40,6 +40,7 @@ class Loaded:
         self._progress = anyio.Event()  # set (and replaced) each time rows arrive
         self.report: BenchmarkReport | None = None
         self.failure: str | None = None
+        self.corrupt: str | None = None
         self.took = 0.0  # seconds the load took, once done
         self._by_key: dict[tuple[str, int], Row] | None = None
         #: Trials per model, environment and status, once loaded.
@@ -64,6 +65,7 @@ class Loaded:
             await self._fill(store)
         except Exception as exc:  # shown to whoever asks, and retried by the next load
             self.failure = f"{type(exc).__name__}: {exc}"
+            self.corrupt = str(exc) if isinstance(exc, StoreCorrupt) else None
         finally:
             self.took = time.perf_counter() - start
             self.done.set()
@@ -100,6 +102,8 @@ class Loaded:
     async def ready(self) -> None:
         """Wait for the load to finish; a `LoadFailed` if it failed."""
         await self.done.wait()
+        if self.corrupt is not None:  # bad input, not a failure: said as it is
+            raise StoreCorrupt(self.corrupt)
         if self.failure is not None:
             raise LoadFailed(f"reading benchmark {self.benchmark_id!r} failed: {self.failure}")
 
