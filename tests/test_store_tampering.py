@@ -259,3 +259,18 @@ def test_a_trial_table_holds_what_was_added_not_trials_per_task() -> None:
     assert table.trials("t") == [table[("t", 3)]] and len(table) == 1
     with pytest.raises(IndexError):
         table.add(TrialRecord("t", MAX_TRIALS_PER_TASK, TrialStatus.COMPLETED))
+
+
+def test_a_damaged_postgres_schema_version_is_one_error_line(
+    made: tuple[Path, Path, dict[str, int]], tmp_path: Path, pg_dsn: str
+) -> None:
+    import psycopg
+
+    bench, local = fresh(made, tmp_path)
+    assert invoke(["copy", str(local), pg_dsn]).exit_code == 0
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("UPDATE corral.meta SET value = 'two' WHERE key = 'schema_version'")
+    for command in ("list", "report", "run"):
+        result = invoke(arguments(command, pg_dsn, bench, tmp_path))
+        assert result.exit_code == 2, (command, result.output)
+        assert "schema version 'two' is not a version number" in one_error_line(result)

@@ -6,9 +6,11 @@ applications only gains that one namespace.
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 
-from .._errors import StoreError
+from .._errors import StoreCorrupt, StoreError
 
 SCHEMA_VERSION = 1
 
@@ -69,7 +71,10 @@ def check_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> No
     if not (found and found[0]):
         return
     row = conn.execute("SELECT value FROM corral.meta WHERE key = 'schema_version'").fetchone()
-    version = int(str(row[0])) if row else SCHEMA_VERSION
+    text = str(row[0]) if row else str(SCHEMA_VERSION)
+    if re.fullmatch(r"[0-9]{1,9}", text) is None:
+        raise StoreCorrupt(f"{where}: its schema version {text!r} is not a version number")
+    version = int(text)
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{where}: the database holds Corral store schema version {version}, newer than "
