@@ -50,6 +50,8 @@ class HostSpec:
     trial_timeout: float | None
     evaluation_timeout: float | None
     max_backlog: int
+    #: The most bytes of JSON one recorded value may take (the run's ``max_value_bytes``).
+    max_value_bytes: int
     #: Whether the coordinator has observers to tell of durable commits.
     notify: bool
     #: The name of the run's `ScopeHub` actor (made on first use).
@@ -270,6 +272,7 @@ class Host:
             carried_usage=job.carried_usage,
             budget=job.budget,
             worked=job.worked,
+            max_value_bytes=spec.max_value_bytes,
         )
         if job.reload is not None:
             plan.previous = await load_previous(store, key, job.reload)
@@ -302,6 +305,7 @@ class Host:
             policy=self.spec.policy,
             acks=acks,
             time_limit=self.spec.evaluation_timeout,
+            max_value_bytes=self.spec.max_value_bytes,
         )
 
 

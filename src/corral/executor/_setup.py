@@ -51,6 +51,7 @@ def remote_for(
     trial_timeout: float | None,
     evaluation_timeout: float | None,
     max_backlog: int,
+    max_value_bytes: int,
     notify: bool,
 ) -> RayRemote:
     """The run's hosts-to-be, once the coordinator holds the benchmark's claim."""
@@ -63,6 +64,7 @@ def remote_for(
         trial_timeout=trial_timeout,
         evaluation_timeout=evaluation_timeout,
         max_backlog=max_backlog,
+        max_value_bytes=max_value_bytes,
         notify=notify,
         scope_hub="",
     )
