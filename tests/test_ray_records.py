@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import corral
-from corral import Action, BenchmarkTaskMetadata, Evaluation, Final, ToolEffect
+from corral import Action, BenchmarkTaskMetadata, Evaluation, Final, ToolEffect, TrialKey
 
 from .ray_support import comparable
 
@@ -65,3 +65,41 @@ async def test_max_value_bytes_holds_on_hosts_as_in_process(tmp_path: Path) -> N
     # The default cap (4 MiB) passes them all.
     uncapped = await run("uncapped.db", executor=corral.RayExecutor(hosts=1))
     assert uncapped.counts["completed"] == 3 and uncapped.pass_at_k == {1: 1.0}
+
+
+class FailThenLimitedAgent:
+    """Its first attempt raises; its second hits a rate limit once (deferred), then ends."""
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        if session.attempt == 0:
+            raise ConnectionError("the first attempt went wrong")
+        if not session.scratch.get("deferred"):  # scratch travels with a deferred trial
+            session.scratch["deferred"] = True
+            raise corral.RateLimited("slow down", retry_after=0.001)
+        return Final("done")
+
+
+async def test_a_deferred_trial_keeps_its_failed_attempts_on_hosts(tmp_path: Path) -> None:
+    async def run(name: str, **options: Any) -> tuple[corral.BenchmarkReport, Any]:
+        path = tmp_path / name
+        runner = corral.CorralRunner(
+            {"t": BenchmarkTaskMetadata("a", "e")},
+            {"a": FailThenLimitedAgent()},
+            {"e": SizedEnvironment()},
+            store=path,
+            retry_policy=corral.RetryPolicy(max_retries=2, backoff_base=0),
+        )
+        report = await runner.run("deferred", **options)
+        store = corral.SQLiteStore(path, read_only=True)
+        async with store.opened():
+            history = await store.history(TrialKey("deferred", "t", 0))
+        [terminal] = [c.payload for c in history if c.kind == "terminal"]
+        failed = [(f["attempt"], f["error"]) for f in terminal.get("failed_attempts", [])]
+        return report, failed
+
+    local, local_failed = await run("local.db")
+    on_ray, ray_failed = await run("ray.db", executor=corral.RayExecutor(hosts=1))
+    assert local_failed == [(1, "ConnectionError: the first attempt went wrong")]
+    assert ray_failed == local_failed
+    assert comparable(on_ray) == comparable(local)
+    assert on_ray.retries == local.retries == {"completed": 1}

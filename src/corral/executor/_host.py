@@ -272,13 +272,15 @@ class Host:
             carried_usage=job.carried_usage,
             budget=job.budget,
             worked=job.worked,
+            failed_attempts=job.failed_attempts,
             max_value_bytes=spec.max_value_bytes,
         )
         if job.reload is not None:
             plan.previous = await load_previous(store, key, job.reload)
         outcome = await run_trial(plan)
         if isinstance(outcome, Deferred):
-            return ("d", job.t, job.r, outcome, plan.scratch, plan.carried_usage, plan.worked)
+            carried = (plan.scratch, plan.carried_usage, plan.worked, plan.failed_attempts)
+            return ("d", job.t, job.r, outcome, *carried)
         record = outcome.record
         if record.status in EVALUATED_STATUSES:
             # Kept here for its evaluation, which the coordinator sends to this host.
