@@ -124,14 +124,3 @@ async def test_an_error_with_a_huge_message_is_recorded_cut_with_a_marker() -> N
     error = report.tasks["t"].trials[0].error
     assert error is not None and error.startswith("RuntimeError: yyy")
     assert len(error) < 20_000 and error.endswith(f"... [{5 * MB - 9_986:,} more characters]")
-
-
-@pytest.mark.anyio
-async def test_a_non_default_cap_with_an_executor_is_refused_not_ignored() -> None:
-    store = corral.MemoryStore()
-    runner = corral.CorralRunner(
-        {"t": M("a", "e")}, {"a": ScriptedAgent()}, {"e": FakeEnvironment()}, store=store
-    )
-    with pytest.raises(ConfigError, match="max_value_bytes=1000 is not yet supported"):
-        await runner.run("b", max_value_bytes=1000, executor=corral.RayExecutor(hosts=1))
-    assert await store.benchmarks() == []

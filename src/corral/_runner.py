@@ -327,12 +327,6 @@ class CorralRunner:
         )
         spend = check_budget("run_cost_limit", run_cost_limit)
         executor = self.executor if executor is None else executor
-        if executor is not None and max_value_bytes != DEFAULT_MAX_VALUE_BYTES:
-            # Ray hosts build their trials' plans themselves, with the default.
-            raise ConfigError(
-                f"max_value_bytes={max_value_bytes!r} is not yet supported with an executor "
-                f"(its hosts use the default, {DEFAULT_MAX_VALUE_BYTES})"
-            )
         if executor is not None:
             limits = await check_executor(
                 executor, self.store, self.agents, self.environments, limits
@@ -474,6 +468,7 @@ class CorralRunner:
                         trial_timeout=self.trial_timeout,
                         evaluation_timeout=self.evaluation_timeout,
                         max_backlog=self.max_backlog,
+                        max_value_bytes=max_value_bytes,
                         # Hosts send durable commits back for the observers, and for
                         # the run's spend when a run_cost_limit counts it.
                         notify=bool(watchers) or run_cost_limit is not None,

@@ -297,7 +297,7 @@ class RayRemote:
             loop.evaluated(t, r, result[3], result[4])
         elif kind == "d":
             assert isinstance(job, ExecJob)
-            job.scratch, job.carried_usage, job.worked = result[4], result[5], result[6]
+            job.scratch, job.carried_usage, job.worked, job.failed_attempts = result[4:8]
             loop.executed(t, r, job, result[3])
         else:
             raise result[3]

@@ -50,6 +50,8 @@ class HostSpec:
     trial_timeout: float | None
     evaluation_timeout: float | None
     max_backlog: int
+    #: The most bytes of JSON one recorded value may take (the run's ``max_value_bytes``).
+    max_value_bytes: int
     #: Whether the coordinator has observers to tell of durable commits.
     notify: bool
     #: The name of the run's `ScopeHub` actor (made on first use).
@@ -270,12 +272,15 @@ class Host:
             carried_usage=job.carried_usage,
             budget=job.budget,
             worked=job.worked,
+            failed_attempts=job.failed_attempts,
+            max_value_bytes=spec.max_value_bytes,
         )
         if job.reload is not None:
             plan.previous = await load_previous(store, key, job.reload)
         outcome = await run_trial(plan)
         if isinstance(outcome, Deferred):
-            return ("d", job.t, job.r, outcome, plan.scratch, plan.carried_usage, plan.worked)
+            carried = (plan.scratch, plan.carried_usage, plan.worked, plan.failed_attempts)
+            return ("d", job.t, job.r, outcome, *carried)
         record = outcome.record
         if record.status in EVALUATED_STATUSES:
             # Kept here for its evaluation, which the coordinator sends to this host.
@@ -302,6 +307,7 @@ class Host:
             policy=self.spec.policy,
             acks=acks,
             time_limit=self.spec.evaluation_timeout,
+            max_value_bytes=self.spec.max_value_bytes,
         )
 
 

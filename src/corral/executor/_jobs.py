@@ -6,7 +6,8 @@ cheap to pickle in batches: ``(kind, t, r, ...)`` with kind
 - ``"x"``: an execution ended, not to be evaluated: ``(.., TrialOutcome)``;
 - ``"v"``: an execution ended, to be evaluated: ``(.., status, output, next seq)``; the
   host keeps its record for the evaluation (sent to it: ``EvalJob.record`` None);
-- ``"d"``: a rate limit deferred it: ``(.., Deferred, scratch, carried usage, worked)``;
+- ``"d"``: a rate limit deferred it: ``(.., Deferred, scratch, carried usage, worked,
+  failed attempts)``;
 - ``"e"``: an evaluation ended: ``(.., TrialRecord)``;
 - ``"!"``: the runtime raised (a store failure): ``(.., exception)``; the run fails.
 
@@ -17,7 +18,7 @@ another host, so the host that ran it drops the record it kept.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._budget import NO_BUDGET, Budget
@@ -46,6 +47,8 @@ class ExecJob:
     budget: Budget = NO_BUDGET
     #: Seconds worked before a rate limit deferred it.
     worked: float = 0.0
+    #: The errors of its attempts that failed before a rate limit deferred it.
+    failed_attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from ..store._protocol import CommitStore
 from ._dispatch import RayRemote
 from ._host import HostSpec
 from ._ray import RayExecutor
-from ._stores import check_store, spec_of
+from ._stores import check_reach, check_store, spec_of
 
 
 async def check_executor(
@@ -31,8 +31,9 @@ async def check_executor(
     if not isinstance(executor, RayExecutor):
         raise ConfigError(f"executor must be a RayExecutor or None, not {executor!r}")
     executor.check_picklable({"agent": agents, "environment": environments})
+    check_store(store)  # before Ray starts: nothing to connect to for a store it cannot use
     all_local = await anyio.to_thread.run_sync(executor.connect)
-    check_store(store, all_local=all_local)
+    check_reach(store, all_local=all_local)
     capacity = executor.capacity
     if capacity is not None and capacity < limits.max_parallel_total:
         limits = dataclasses.replace(limits, max_parallel_total=capacity)
@@ -50,6 +51,7 @@ def remote_for(
     trial_timeout: float | None,
     evaluation_timeout: float | None,
     max_backlog: int,
+    max_value_bytes: int,
     notify: bool,
 ) -> RayRemote:
     """The run's hosts-to-be, once the coordinator holds the benchmark's claim."""
@@ -62,6 +64,7 @@ def remote_for(
         trial_timeout=trial_timeout,
         evaluation_timeout=evaluation_timeout,
         max_backlog=max_backlog,
+        max_value_bytes=max_value_bytes,
         notify=notify,
         scope_hub="",
     )

@@ -24,24 +24,26 @@ class StoreSpec:
         return open_store(self.address, **dict(self.options))
 
 
-def check_store(store: CommitStore, *, all_local: bool) -> None:
-    """`ConfigError` unless hosts can write to ``store``: PostgreSQL anywhere, SQLite only
+def check_store(store: CommitStore) -> None:
+    """`ConfigError` unless hosts can write to ``store``: a PostgresStore or an SQLiteStore,
+    never one opened read-only (hosts write its commits, the run registers the benchmark)."""
+    if not isinstance(store, PostgresStore | SQLiteStore):
+        raise ConfigError(
+            f"Ray hosts cannot write to {store!r}: use a PostgresStore or (hosts on this "
+            "machine only) an SQLiteStore"
+        )
+    if store.read_only:
+        raise ConfigError(f"{store!r} was opened read-only: Ray hosts cannot write to it")
+
+
+def check_reach(store: CommitStore, *, all_local: bool) -> None:
+    """`ConfigError` unless every host reaches ``store``: PostgreSQL anywhere, SQLite only
     when every host is on this machine."""
-    if isinstance(store, PostgresStore):
-        return
-    if isinstance(store, SQLiteStore):
-        if store.read_only:
-            raise ConfigError(f"{store!r} was opened read-only: Ray hosts cannot write to it")
-        if not all_local:
-            raise ConfigError(
-                f"{store!r} is a file on this machine, and the Ray cluster has other nodes: "
-                "use a PostgresStore (store='postgresql://...') to run on a cluster"
-            )
-        return
-    raise ConfigError(
-        f"Ray hosts cannot write to {store!r}: use a PostgresStore or (hosts on this machine "
-        "only) an SQLiteStore"
-    )
+    if isinstance(store, SQLiteStore) and not all_local:
+        raise ConfigError(
+            f"{store!r} is a file on this machine, and the Ray cluster has other nodes: "
+            "use a PostgresStore (store='postgresql://...') to run on a cluster"
+        )
 
 
 def spec_of(store: CommitStore, benchmark_id: str) -> StoreSpec:
