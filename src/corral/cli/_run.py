@@ -169,6 +169,11 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 @click.option("--no-progress", is_flag=True, help="No live display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
+    "--report-file",
+    metavar="PATH",
+    help="Also write the report as JSON here (default: reports/ID.json beside an SQLite store).",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
     default="local",
@@ -213,6 +218,7 @@ def run_command(
     run_cost_limit: float | None,
     no_progress: bool,
     as_json: bool,
+    report_file: str | None,
     executor: str,
     ray_address: str | None,
     hosts: int | None,
@@ -253,6 +259,7 @@ def run_command(
         "cost_limit": cost_limit,
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
+        "report_file": report_file,
     }
     ray = _executor(executor, ray_address, hosts)
     benchmark, path = load_benchmark(target)
