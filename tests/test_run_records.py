@@ -212,3 +212,19 @@ async def test_a_bad_report_file_is_refused_before_anything_is_written(
         with pytest.raises(corral.ConfigError, match="report_file"):
             await runner(tmp_path / "store.db").run("b", report_file=value)
     assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.anyio
+async def test_a_postgresql_store_made_before_run_records_gains_them(pg_dsn: str) -> None:
+    await runner(open_store(pg_dsn)).run("b", trials_per_task=2)
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE corral.runs")  # as Corral bee6a90 left it
+    old = open_store(pg_dsn, read_only=True)
+    async with old.opened():
+        assert await old.runs("b") == []  # read as before, changing nothing
+    # A writer that may not create a store (corral rescore) adds the table.
+    await runner(open_store(pg_dsn, create=False)).rescore("b", task_ids=["other"])
+    async with old.opened():
+        assert [r.kind for r in await old.runs("b")] == ["rescore"]
