@@ -133,10 +133,14 @@ async def test_a_later_commit_hides_the_last_runs_own_figures() -> None:
 async def test_a_rescore_keeps_the_last_runs_closure_marks(tmp_path: Path) -> None:
     store = open_store(tmp_path / "store.db")
     await subset_run(store)
-    rescored = await runner(store).rescore("b", task_ids=["child"])
+    rescored = await runner(store).rescore("b", task_ids=["parent"])
+    assert rescored.added_by_dependencies == ["parent"]
     rebuilt = await reported(store)
     assert rebuilt.added_by_dependencies == ["parent"]
     assert rebuilt.resumed == rescored.resumed
+    path = report_path(store, "b")
+    assert path is not None
+    assert json.loads(path.read_text())["added_by_dependencies"] == ["parent"]
 
 
 @pytest.mark.anyio
@@ -148,7 +152,7 @@ async def test_runs_are_recorded_in_order_with_their_kind() -> None:
     assert [(r.kind, r.task_ids, r.added, r.resumed) for r in runs] == [
         ("run", ("parent", "child", "other"), (), 0),
         ("run", ("parent", "child"), ("parent",), 4),
-        ("rescore", ("parent", "child", "other"), (), 0),
+        ("rescore", ("parent", "child", "other"), ("parent",), 0),
     ]
     assert runs[1].k_values == (1, 2) and runs[1].counts["completed"] == 4
     assert all(r.started <= r.ended for r in runs)

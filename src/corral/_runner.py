@@ -473,6 +473,10 @@ class CorralRunner:
                 if existed:
                     async for chunk in self.store.scan(benchmark_id):
                         resume.absorb(chunk)
+                marks = plan.added
+                if resume.rescoring:  # no closure: the tasks keep the last run's marks
+                    runs = await self.store.runs(benchmark_id)
+                    marks = frozenset(runs[-1].added if runs else ())
                 resume.settle()
                 await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
                 remote = None
@@ -545,28 +549,31 @@ class CorralRunner:
                     records=records,
                     metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
                     k_values=ks,
-                    added=plan.added,
+                    added=marks,
                     resumed=resumed,
                     timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
-                await self.store.record_run(benchmark_id, _run_record(kind, started, plan, report))
+                record = _run_record(kind, started, plan, marks, report)
+                await self.store.record_run(benchmark_id, record)
                 path = report_file or report_path(self.store, benchmark_id)
-                whole = report if path is None else await _whole_report(self.store, report)
+                whole = report if path is None else await _whole_report(self.store, record, report)
             if path is not None:
                 _write_report(path, whole)
             return report
 
 
-def _run_record(kind: str, started: float, plan: RunPlan, report: BenchmarkReport) -> RunRecord:
+def _run_record(
+    kind: str, started: float, plan: RunPlan, marks: frozenset[str], report: BenchmarkReport
+) -> RunRecord:
     """What the store keeps of this run for its report (`RunRecord`)."""
     return RunRecord(
         kind=kind,
         started=started,
         ended=time.time(),
         task_ids=tuple(plan.task_ids),
-        added=tuple(report.added_by_dependencies),
+        added=tuple(sorted(marks)),
         resumed=report.resumed,
         k_values=report.k_values,
         budgets=report.budgets,
@@ -757,7 +764,9 @@ def report_file_name(benchmark_id: str) -> str:
     return f"{prefix[:60].lstrip('.')}~{digest}.json"
 
 
-async def _whole_report(store: CommitStore, report: BenchmarkReport) -> BenchmarkReport:
+async def _whole_report(
+    store: CommitStore, record: RunRecord, report: BenchmarkReport
+) -> BenchmarkReport:
     """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
     run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
     file never shrinks to a subset."""
@@ -769,7 +778,7 @@ async def _whole_report(store: CommitStore, report: BenchmarkReport) -> Benchmar
         config,
         await store.summaries(report.benchmark_id),
         k_values=report.k_values,
-        added=report.added_by_dependencies,
+        added=record.added,
         resumed=report.resumed,
         timings=report.timings,
         stopped=report.stopped,

@@ -59,10 +59,10 @@ async def rebuild_report(
 
     k values: ``ks``, else `default_ks` (never the last run's: a view, not a fact).
     The store's run records give what the trials do not: the tasks the last run's
-    dependency closure added and (only while no commit changed that run's tasks
-    since) the last run's reused trials, budgets, timings and why it stopped, so
-    those figures are the run's own. A store written before Corral kept run records
-    has them from the report file its last run wrote beside it.
+    dependency closure added (a rescore keeps them) and, only while no commit
+    changed that run's tasks since, its reused trials, budgets, timings and why it
+    stopped, so those figures are the run's own. A store written before Corral kept
+    run records has them from the report file its last run wrote beside it.
     """
     config = await store.benchmark_config(benchmark_id)
     if config is None:
@@ -74,15 +74,13 @@ async def rebuild_report(
         if not 1 <= k <= trials:
             raise ConfigError(f"k = {k} is outside 1..{trials} (trials_per_task = {trials})")
     runs = await store.runs(benchmark_id) or _saved_run(store, benchmark_id, config)
-    # A rescore runs no dependency closure: the marks are the last run's.
-    closure = next((r for r in reversed(runs) if r.kind == "run"), None)
     records = records_from(await store.summaries(benchmark_id))
     report = build_report(
         benchmark_id,
         config,
         records=records,
         k_values=sorted(set(ks)),
-        added=closure.added if closure is not None else (),
+        added=runs[-1].added if runs else (),
     )
     if runs and _describes(runs[-1], config, records):
         last = runs[-1]

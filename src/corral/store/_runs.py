@@ -27,7 +27,8 @@ class RunRecord:
     ended: float
     #: The tasks the run reported on (its selection after the dependency closure).
     task_ids: tuple[str, ...]
-    #: Those the dependency closure added to the selection.
+    #: Those the dependency closure added to the selection (a rescore, which runs no
+    #: closure, keeps the last run's).
     added: tuple[str, ...] = ()
     resumed: int = 0
     k_values: tuple[int, ...] = (1,)
