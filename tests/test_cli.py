@@ -251,6 +251,15 @@ def test_report_rebuilds_the_run_from_the_store(tmp_path: Path, store: Path) -> 
     assert "k = 5" in _refused("report", "bench", "--store", store, "-k", "5")
 
 
+def test_run_writes_the_report_file_it_is_asked_for_on_any_store(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "r.json"
+    args = ("run", _bench(tmp_path), "--store", "memory:", "--no-progress")
+    shown = _ok(*args, "--report-file", target).output
+    assert json.loads(target.read_text())["counts"]["completed"] == 12
+    assert str(target) in shown.replace("\n", "")
+    assert "'" + str(tmp_path) + "'" in _refused(*args, "--report-file", tmp_path)
+
+
 def test_show_prints_a_trials_history_and_its_parents_output(tmp_path: Path, store: Path) -> None:
     _ok("run", _bench(tmp_path), "--store", store, "--no-progress")
     out = _ok("show", "bench", "child", "3", "--store", store).output

@@ -15,6 +15,7 @@ import pytest
 
 import corral
 from corral import Commit, RetryPolicy, TrialKey
+from corral.store import RunRecord
 
 from .durable_bench import Log, comparable, runner
 
@@ -83,6 +84,12 @@ class FaultStore:
 
     async def benchmarks(self) -> list[corral.store.BenchmarkInfo]:
         return await self.inner.benchmarks()
+
+    async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
+        await self.inner.record_run(benchmark_id, record)
+
+    async def runs(self, benchmark_id: str) -> list[RunRecord]:
+        return await self.inner.runs(benchmark_id)
 
 
 class Landed:

@@ -21,6 +21,7 @@ from corral import (
     TrialKey,
     Usage,
 )
+from corral.store import RunRecord
 
 from . import pg
 
@@ -171,6 +172,31 @@ class TestCommitStoreContract:
             2,
             1,
         )
+
+    async def test_run_records_come_back_in_order_per_benchmark(self, store: CommitStore) -> None:
+        assert await store.runs("bench") == []
+        first = RunRecord("run", 1.0, 2.5, ("task", "é/t"), ("task",), 3, (1, 2))
+        second = RunRecord(
+            "rescore",
+            3.0,
+            4.0,
+            ("task",),
+            budgets={"token_limit": 1000, "cost_limit": 0.5},
+            stopped="fail_on_error: 3 errors",
+            timings={"run_seconds": 0.25},
+            counts={"completed": 1, "unfinished": 1},
+            span=(1.0000001, 2.123456789),
+        )
+        for benchmark_id in ("bench", "other"):
+            await store.register_benchmark(benchmark_id, CONFIG)
+        await store.append(K, trial())
+        await store.record_run("bench", first)
+        await store.record_run("other", second)
+        await store.record_run("bench", second)
+        assert await store.runs("bench") == [first, second]
+        assert await store.runs("other") == [second]
+        assert type((await store.runs("bench"))[1].budgets["token_limit"]) is int
+        assert await store.history(K) == trial()  # a run record is no commit
 
     async def test_one_live_claim_per_benchmark(self, store: CommitStore) -> None:
         async with store.claim("bench"), store.claim("other"):

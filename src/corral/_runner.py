@@ -35,6 +35,7 @@ from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, SQLiteStore, TrialKey, open_store
 from .store._config_diff import first_difference
 from .store._decode import MAX_TRIALS_PER_TASK
+from .store._runs import RunRecord
 
 if TYPE_CHECKING:
     from .executor._dispatch import RayRemote
@@ -243,6 +244,7 @@ class CorralRunner:
         run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        report_file: str | os.PathLike[str] | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -284,6 +286,13 @@ class CorralRunner:
         value (a state, an observation, arguments, an output, evaluation details)
         may take: a larger one fails its attempt (or evaluation) with a
         `NotSerializableError` naming its size, and nothing of it is stored.
+
+        The store keeps what the report needs beyond the trials (the run's selection
+        and the tasks the dependency closure added, the trials it reused, its
+        budgets, k values, timings and why it stopped), so ``corral report`` gives it
+        on every backend. ``report_file`` (default: ``reports/ID.json`` beside an
+        SQLite store, none otherwise) is where the report of the whole benchmark is
+        also written as JSON.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -297,6 +306,7 @@ class CorralRunner:
                 f"max_value_bytes must be a positive integer, not {max_value_bytes!r}"
             )
         reruns = _rerun_statuses(rerun)
+        export = _check_report_file(report_file)
         limits = Limits.resolve(
             max_parallel=max_parallel,
             max_parallel_per_task=max_parallel_per_task,
@@ -346,6 +356,7 @@ class CorralRunner:
             run_cost_limit=spend,
             executor=executor,
             max_value_bytes=max_value_bytes,
+            report_file=export,
         )
 
     async def rescore(
@@ -359,6 +370,7 @@ class CorralRunner:
         max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
         observers: Sequence[Observer] = (),
         scopes: ConcurrencyScopes | None = None,
+        report_file: str | os.PathLike[str] | None = None,
     ) -> BenchmarkReport:
         """Evaluate the finished trials of ``benchmark_id`` again with the current
         environments' ``evaluate`` and return the report of the rescored tasks.
@@ -368,8 +380,10 @@ class CorralRunner:
         some tasks (ids as recorded, ``task@model`` in a several-models run);
         ``failed_only`` to trials that did not pass (or whose scoring failed).
         A changed scorer is not a changed configuration: the stored one is used.
+        ``report_file`` as for `run`.
         """
         _check_benchmark_id(benchmark_id)
+        export = _check_report_file(report_file)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
         limits = Limits.resolve(
@@ -389,7 +403,9 @@ class CorralRunner:
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
-        return await self._run(benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume)
+        return await self._run(
+            benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume, report_file=export
+        )
 
     def _check_same_tasks(
         self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]
@@ -437,12 +453,14 @@ class CorralRunner:
         run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        report_file: Path | None = None,
     ) -> BenchmarkReport:
         # The one folding of errors: a failure every task heard is raised once.
         with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
             watchers = [*self.observers, *observers]
             notify = Observers(watchers)
             started = time.time()
+            kind = "rescore" if resume.rescoring else "run"
             eval_keys = tuple(
                 self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
             )
@@ -454,6 +472,10 @@ class CorralRunner:
                 if existed:
                     async for chunk in self.store.scan(benchmark_id):
                         resume.absorb(chunk)
+                marks = plan.added
+                if resume.rescoring:  # no closure: the tasks keep the last run's marks
+                    runs = await self.store.runs(benchmark_id)
+                    marks = frozenset(runs[-1].added if runs else ())
                 resume.settle()
                 await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
                 remote = None
@@ -527,17 +549,39 @@ class CorralRunner:
                     records=records,
                     metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
                     k_values=ks,
-                    added=plan.added,
+                    added=marks,
                     resumed=resumed,
                     timings={"run_seconds": ran - started, "report_seconds": time.time() - ran},
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
-                whole = report
-                if report_path(self.store, benchmark_id) is not None:
-                    whole = await _whole_report(self.store, report)
-            _write_report(self.store, whole)
+                record = _run_record(kind, started, plan, marks, report)
+                await self.store.record_run(benchmark_id, record)
+                path = report_file or report_path(self.store, benchmark_id)
+                whole = report if path is None else await _whole_report(self.store, record, report)
+            if path is not None:
+                _write_report(path, whole)
             return report
+
+
+def _run_record(
+    kind: str, started: float, plan: RunPlan, marks: frozenset[str], report: BenchmarkReport
+) -> RunRecord:
+    """What the store keeps of this run for its report (`RunRecord`)."""
+    return RunRecord(
+        kind=kind,
+        started=started,
+        ended=time.time(),
+        task_ids=tuple(plan.task_ids),
+        added=tuple(sorted(marks)),
+        resumed=report.resumed,
+        k_values=report.k_values,
+        budgets=report.budgets,
+        stopped=report.stopped,
+        timings=report.timings,
+        counts=report.counts,
+        span=(report.started_at, report.finished_at),
+    )
 
 
 def _with_hosts(
@@ -692,7 +736,8 @@ def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
 
 
 def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
-    """Where a run's JSON report is written: beside a store that lives in a file."""
+    """Where a run's JSON report is written unless ``report_file`` says otherwise: beside
+    a store that lives in a file (none for another store)."""
     if isinstance(store, SQLiteStore):
         return store.path.parent / "reports" / report_file_name(benchmark_id)
     return None
@@ -719,7 +764,9 @@ def report_file_name(benchmark_id: str) -> str:
     return f"{prefix[:60].lstrip('.')}~{digest}.json"
 
 
-async def _whole_report(store: CommitStore, report: BenchmarkReport) -> BenchmarkReport:
+async def _whole_report(
+    store: CommitStore, record: RunRecord, report: BenchmarkReport
+) -> BenchmarkReport:
     """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
     run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
     file never shrinks to a subset."""
@@ -731,7 +778,7 @@ async def _whole_report(store: CommitStore, report: BenchmarkReport) -> Benchmar
         config,
         await store.summaries(report.benchmark_id),
         k_values=report.k_values,
-        added=report.added_by_dependencies,
+        added=record.added,
         resumed=report.resumed,
         timings=report.timings,
         stopped=report.stopped,
@@ -739,10 +786,18 @@ async def _whole_report(store: CommitStore, report: BenchmarkReport) -> Benchmar
     )
 
 
-def _write_report(store: CommitStore, report: BenchmarkReport) -> None:
-    path = report_path(store, report.benchmark_id)
-    if path is None:
-        return
+def _check_report_file(report_file: object) -> Path | None:
+    if report_file is None:
+        return None
+    if not isinstance(report_file, str | os.PathLike) or not os.fspath(report_file):
+        raise ConfigError(f"report_file must be a file path, not {report_file!r}")
+    path = Path(report_file)
+    if path.is_dir():
+        raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
+    return path
+
+
+def _write_report(path: Path, report: BenchmarkReport) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     with open(tmp, "w") as f:

@@ -13,16 +13,20 @@ import anyio
 import click
 from rich.table import Table
 
-from .._errors import ConfigError
+from .._errors import ConfigError, StoreError
 from .._runner import report_path
+from .._types import TrialRecord
 from ..report import BenchmarkReport, build_report, is_finished
+from ..report._build import records_from
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ..store._open import shown_address
+from ..store._runs import RunRecord
 from ._execute import make_console, print_report
 from ._history import load_history, no_benchmark, render_history
 from ._options import k_option, open_store, read_store, store_option
 
 T = TypeVar("T")
+Records = Mapping[tuple[str, int], TrialRecord]
 
 
 def with_store(where: str, job: Callable[[CommitStore], Awaitable[T]]) -> T:
@@ -48,28 +52,17 @@ def default_ks(trials: int) -> tuple[int, ...]:
     return tuple(ks if ks[-1] == trials else [*ks, trials])
 
 
-def _saved_report(path: Path | None, benchmark_id: str) -> dict[str, Any]:
-    """The JSON report the last run of ``benchmark_id`` wrote (empty if none, or another's)."""
-    if path is None or not path.is_file():
-        return {}
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(saved, dict) or saved.get("benchmark_id") != benchmark_id:
-        return {}
-    return saved
-
-
 async def rebuild_report(
     store: CommitStore, benchmark_id: str, ks: Sequence[int] = ()
 ) -> BenchmarkReport:
     """The report of ``benchmark_id`` from the store alone (no agents, nothing runs).
 
     k values: ``ks``, else `default_ks` (never the last run's: a view, not a fact).
-    What the store does not hold comes from the last run's JSON report: which
-    tasks the dependency closure added, and (only if no commit came after that run)
-    how many trials it reused, so that figure is the run's own, and why it stopped.
+    The store's run records give what the trials do not: the tasks the last run's
+    dependency closure added (a rescore keeps them) and, only while no commit
+    changed that run's tasks since, its reused trials, budgets, timings and why it
+    stopped, so those figures are the run's own. A store written before Corral kept
+    run records has them from the report file its last run wrote beside it.
     """
     config = await store.benchmark_config(benchmark_id)
     if config is None:
@@ -80,35 +73,65 @@ async def rebuild_report(
     for k in ks:
         if not 1 <= k <= trials:
             raise ConfigError(f"k = {k} is outside 1..{trials} (trials_per_task = {trials})")
-    saved = _saved_report(report_path(store, benchmark_id), benchmark_id)
+    runs = await store.runs(benchmark_id) or _saved_run(store, benchmark_id, config)
+    records = records_from(await store.summaries(benchmark_id))
     report = build_report(
         benchmark_id,
         config,
-        await store.summaries(benchmark_id),
+        records=records,
         k_values=sorted(set(ks)),
-        added=saved.get("added_by_dependencies", ()),
+        added=runs[-1].added if runs else (),
     )
-    if _describes(saved, report):
-        budgets, stopped = saved.get("budgets"), saved.get("stopped")
+    if runs and _describes(runs[-1], config, records):
+        last = runs[-1]
         report = replace(
             report,
-            resumed=int(saved.get("resumed", 0)),
-            budgets=dict(budgets) if isinstance(budgets, dict) else {},
-            stopped=stopped if isinstance(stopped, str) else None,
+            resumed=last.resumed,
+            budgets=dict(last.budgets),
+            stopped=last.stopped,
+            timings=dict(last.timings),
         )
     return report
 
 
-def _describes(saved: Mapping[str, Any], report: BenchmarkReport) -> bool:
-    """True if ``saved`` is the report of the run that left the store as it is."""
-    return bool(saved) and all(
-        saved.get(name) == value
-        for name, value in (
-            ("started_at", report.started_at),
-            ("finished_at", report.finished_at),
-            ("counts", report.counts),
-        )
+def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any]) -> list[RunRecord]:
+    """The last run's record as the JSON report it wrote gives it (a store written before
+    run records were kept); none if there is no such file, or another benchmark's."""
+    path = report_path(store, benchmark_id)
+    if path is None or not path.is_file():
+        return []
+    try:
+        saved = json.loads(path.read_text())
+        if saved.get("benchmark_id") != benchmark_id:
+            return []
+        span = (saved["started_at"], saved["finished_at"])
+        # The file holds the whole benchmark: its figures describe every task.
+        fields = {"kind": "run", "started": 0, "ended": 0, "task_ids": list(config["tasks"])}
+        return [
+            RunRecord.from_dict(
+                {**saved, **fields, "span": span, "added": saved.get("added_by_dependencies", ())}
+            )
+        ]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError, StoreError):
+        return []
+
+
+def _describes(run: RunRecord, config: Mapping[str, Any], records: Records) -> bool:
+    """True if no commit changed ``run``'s tasks since it ended: the store gives its
+    tasks the counts and span its report had."""
+    tasks: Mapping[str, Any] = config["tasks"]
+    if not all(t in tasks for t in run.task_ids):
+        return False
+    mine = build_report(
+        "",
+        {
+            "trials_per_task": config["trials_per_task"],
+            "tasks": {t: tasks[t] for t in run.task_ids},
+        },
+        records=records,
+        k_values=(1,),
     )
+    return mine.counts == run.counts and (mine.started_at, mine.finished_at) == run.span
 
 
 def _where(store: CommitStore) -> str:

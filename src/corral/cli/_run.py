@@ -193,6 +193,11 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
+    "--report-file",
+    metavar="PATH",
+    help="Also write the report as JSON here (default: reports/ID.json beside an SQLite store).",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
     default="local",
@@ -242,6 +247,7 @@ def run_command(
     progress: str | None,
     no_progress: bool,
     as_json: bool,
+    report_file: str | None,
     executor: str,
     ray_address: str | None,
     hosts: int | None,
@@ -285,6 +291,7 @@ def run_command(
         "cost_limit": cost_limit,
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
+        "report_file": report_file,
     }
     ray = _executor(executor, ray_address, hosts, ray_timeout)
     if ray is not None and verbose:

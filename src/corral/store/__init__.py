@@ -3,6 +3,7 @@
 from ._copy import Copied, copy_benchmarks
 from ._open import open_store, scheme_of
 from ._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSummary
+from ._runs import RunRecord
 from .memory import MemoryStore
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
@@ -14,6 +15,7 @@ __all__ = [
     "MemoryStore",
     "Pending",
     "PostgresStore",
+    "RunRecord",
     "SQLiteStore",
     "TrialKey",
     "TrialSummary",

@@ -70,12 +70,23 @@ async def _copy_one(source: CommitStore, destination: CommitStore, info: Benchma
                 )
             if len(history) > len(there):
                 missing.append((key, len(there)))
+        runs = await source.runs(benchmark_id)
+        there_runs = await destination.runs(benchmark_id) if existed else []
+        if runs[: len(there_runs)] != there_runs:
+            raise ConfigError(
+                f"benchmark {benchmark_id!r} is in the destination with other run records; "
+                "refusing to copy it"
+            )
         new = 0
         for key, start in missing:
             history = await source.history(key)
             for i in range(start, len(history), _CHUNK):
                 await destination.append(key, history[i : i + _CHUNK])
                 new += len(history[i : i + _CHUNK])
+        for record in runs[len(there_runs) :]:
+            await destination.record_run(benchmark_id, record)
+        if await destination.runs(benchmark_id) != runs:
+            raise StoreError(f"copy of {benchmark_id!r} differs from its source in its runs")
         for key in keys:
             if await destination.history(key) != await source.history(key):
                 raise StoreError(

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._errors import StoreCorrupt
 from .._types import NO_USAGE, Commit, TrialStatus, Usage
+from ._runs import RunRecord
 
 #: More trials of one task than any benchmark runs: a stored count above it is damage
 #: (a report walks every trial, so 10**12 would run for hours).
@@ -59,6 +60,14 @@ def _json(text: Any) -> Any:
         return _DECODER.decode(text)
     except RecursionError:
         raise ValueError("it is nested too deeply") from None
+
+
+def decode_run(where: str, benchmark_id: str, text: Any) -> RunRecord:
+    """One stored run record (`RunRecord`), or `StoreCorrupt` saying what is wrong."""
+    try:
+        return RunRecord.from_dict(_json(text))
+    except ValueError as exc:
+        raise corrupt(where, benchmark_id, f"a run record: {exc}") from None
 
 
 def decode_benchmark(

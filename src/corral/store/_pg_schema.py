@@ -43,6 +43,14 @@ CREATE TABLE IF NOT EXISTS corral.commits (
     append_id uuid NOT NULL,
     PRIMARY KEY (benchmark_id, task_id, trial, seq)
 );
+-- Added after version 1 without a new version: older code never reads it, so
+-- runners of both can share a database.
+CREATE TABLE IF NOT EXISTS corral.runs (
+    benchmark_id text COLLATE "C" NOT NULL,
+    run integer NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (benchmark_id, run)
+);
 CREATE TABLE IF NOT EXISTS corral.claims (
     benchmark_id text COLLATE "C" PRIMARY KEY,
     -- The fencing token: raised by every claim, checked by every write.
@@ -64,11 +72,24 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
     check_schema(conn, where)
 
 
+def upgrade_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """For a writer that must not create a store: add what a later version added (the
+    run records) to one that exists; a database without Corral's tables stays so."""
+    if _has_store(conn):
+        ensure_schema(conn, where)
+    else:
+        check_schema(conn, where)
+
+
+def _has_store(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    found = conn.execute("SELECT to_regclass('corral.meta') IS NOT NULL").fetchone()
+    return bool(found and found[0])
+
+
 def check_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
     """Refuse a schema newer than this code, changing nothing: a database without
     Corral's tables is fine (it holds no benchmarks)."""
-    found = conn.execute("SELECT to_regclass('corral.meta') IS NOT NULL").fetchone()
-    if not (found and found[0]):
+    if not _has_store(conn):
         return
     row = conn.execute("SELECT value FROM corral.meta WHERE key = 'schema_version'").fetchone()
     text = str(row[0]) if row else str(SCHEMA_VERSION)

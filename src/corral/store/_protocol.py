@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
+from ._runs import RunRecord
 
 
 class TrialKey(NamedTuple):
@@ -149,3 +150,13 @@ class CommitStore(Protocol):
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None: ...
 
     async def benchmarks(self) -> list[BenchmarkInfo]: ...
+
+    async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
+        """Append the record of a run of ``benchmark_id`` (registered already), durably,
+        after every commit handed over before it."""
+        ...
+
+    async def runs(self, benchmark_id: str) -> list[RunRecord]:
+        """The benchmark's run records, oldest first (none in a store written before
+        Corral kept them)."""
+        ...

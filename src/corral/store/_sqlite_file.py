@@ -17,8 +17,13 @@ from typing import NamedTuple
 
 from .._errors import ConfigError, CorralError, StoreError
 
-SCHEMA_VERSION = 1
-TABLES = frozenset({"meta", "benchmarks", "commits"})
+SCHEMA_VERSION = 2
+#: The tables of each schema version this code reads. Version 2 only added ``runs``
+#: (the run records): a writer adds it to a version 1 store when it opens one.
+TABLES = {
+    1: frozenset({"meta", "benchmarks", "commits"}),
+    2: frozenset({"meta", "benchmarks", "commits", "runs"}),
+}
 
 
 def uri(path: Path, *, read_only: bool) -> str:
@@ -47,18 +52,18 @@ def check_file(path: Path, *, read_only: bool) -> bool:
         return False
     try:
         with closing(connect(path, read_only=True)) as conn:
-            tables = {
+            tables = frozenset(
                 name
                 for (name,) in conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table' "
                     "AND name NOT LIKE 'sqlite_%'"
                 )
-            }
+            )
             if not tables:
                 if read_only:
                     raise ConfigError(f"store path {where} is empty, not a Corral store")
                 return False
-            if tables != TABLES:
+            if tables not in TABLES.values():
                 listed = ", ".join(sorted(tables))
                 raise ConfigError(
                     f"store path {where} is an SQLite database but not a Corral store "
@@ -67,10 +72,10 @@ def check_file(path: Path, *, read_only: bool) -> bool:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise ConfigError(f"store path {where} {problem(exc)}; it was left unchanged") from exc
-    if row is None or row[0] != str(SCHEMA_VERSION):
+    if row is None or tables != TABLES.get(int(row[0]) if row[0].isdigit() else 0):
         found = "no schema version" if row is None else f"schema version {row[0]}"
         raise ConfigError(
-            f"store path {where} has {found}; this Corral reads version {SCHEMA_VERSION}"
+            f"store path {where} has {found}; this Corral reads versions 1 to {SCHEMA_VERSION}"
         )
     return True
 

@@ -14,7 +14,9 @@ from .._errors import BenchmarkBusyError, CommitConflictError
 from .._json import dumps, loads
 from .._types import Commit
 from ._config_diff import check_same_config
+from ._decode import decode_run
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._runs import RunRecord
 from ._summary import SummaryBuilder
 
 
@@ -56,6 +58,7 @@ class MemoryStore:
         self._configs: dict[str, tuple[float, Mapping[str, Any]]] = {}
         self._claimed: set[str] = set()
         self._poisoned: set[TrialKey] = set()
+        self._runs: dict[str, list[str]] = {}  # run records as JSON text, by benchmark
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._kept)} trials)"
@@ -147,6 +150,14 @@ class MemoryStore:
             BenchmarkInfo.of(benchmark_id, created, config, finished[benchmark_id])
             for benchmark_id, (created, config) in self._configs.items()
         ]
+
+    async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
+        await anyio.lowlevel.checkpoint()
+        self._runs.setdefault(benchmark_id, []).append(dumps(record.to_dict()))
+
+    async def runs(self, benchmark_id: str) -> list[RunRecord]:
+        await anyio.lowlevel.checkpoint()
+        return [decode_run(repr(self), benchmark_id, t) for t in self._runs.get(benchmark_id, ())]
 
 
 def _finished(history: list[Commit]) -> bool:

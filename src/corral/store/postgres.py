@@ -27,8 +27,9 @@ from .._json import dumps
 from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_config
-from ._decode import decode_benchmark, decode_commit
+from ._decode import decode_benchmark, decode_commit, decode_run
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._runs import RunRecord
 from ._summary import RowFolder
 
 if TYPE_CHECKING:
@@ -69,6 +70,14 @@ _REGISTER = (
     "RETURNING config, created_at) "
     "SELECT true, config, created_at FROM new UNION ALL "
     "SELECT false, config, created_at FROM corral.benchmarks WHERE benchmark_id = %s"
+)
+
+# Numbered per benchmark in the order recorded; the claim keeps one writer per
+# benchmark, so two records never race for a number.
+_INSERT_RUN = (
+    "INSERT INTO corral.runs (benchmark_id, run, record) "
+    "SELECT %s, coalesce(max(run), 0) + 1, %s FROM corral.runs WHERE benchmark_id = %s "
+    "RETURNING run"
 )
 
 _SCHEMES = ("postgresql://", "postgres://")
@@ -213,7 +222,7 @@ class PostgresStore:
         from psycopg_pool import ConnectionPool
 
         from ._pg_log import route_psycopg_logs
-        from ._pg_schema import check_schema, ensure_schema
+        from ._pg_schema import check_schema, ensure_schema, upgrade_schema
         from ._pg_writer import PgWriter, retrying
 
         route_psycopg_logs()
@@ -239,7 +248,10 @@ class PostgresStore:
         try:
             conn = retrying(self._where, self.retry_for, first)
             try:
-                (ensure_schema if self._create else check_schema)(conn, self._where)
+                if self._create:
+                    ensure_schema(conn, self._where)
+                else:
+                    (check_schema if self.read_only else upgrade_schema)(conn, self._where)
             finally:
                 if writer is None:
                     conn.close()
@@ -385,6 +397,12 @@ class PostgresStore:
         check_same_config(benchmark_id, stored, config)
         return True
 
+    async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
+        self._check_writable()
+        await self._queue.settle()
+        text = dumps(record.to_dict())
+        await self._read(_INSERT_RUN, (benchmark_id, text, benchmark_id), writes=True)
+
     # -- reading -----------------------------------------------------------
 
     async def _read(
@@ -458,6 +476,12 @@ class PostgresStore:
             )
             for benchmark_id, created, config, finished in rows
         ]
+
+    async def runs(self, benchmark_id: str) -> list[RunRecord]:
+        rows = await self._read(
+            "SELECT record FROM corral.runs WHERE benchmark_id = %s ORDER BY run", (benchmark_id,)
+        )
+        return [decode_run(self._where, benchmark_id, text) for (text,) in rows]
 
 
 def _release(conn: psycopg.Connection[Any], lock: int) -> None:

@@ -34,8 +34,9 @@ from .._json import dumps
 from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config
-from ._decode import corrupt, decode_benchmark, decode_commit
+from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
 from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._runs import RunRecord
 from ._sqlite_file import (
     SCHEMA_VERSION,
     Identity,
@@ -74,12 +75,26 @@ CREATE TABLE IF NOT EXISTS commits (
     cost REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (benchmark_id, task_id, trial, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+    benchmark_id TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (benchmark_id, run)
+) WITHOUT ROWID;
 """
 
 _INSERT = (
     "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
     "input_tokens, output_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+# Run records are numbered per benchmark in the order they were recorded.
+_INSERT_RUN = (
+    "INSERT INTO runs (benchmark_id, run, record) "
+    "SELECT ?, COALESCE(MAX(run), 0) + 1, ? FROM runs WHERE benchmark_id = ?"
+)
+_RUNS = "SELECT record FROM runs WHERE benchmark_id = ? ORDER BY run"
+_HAS_RUNS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -232,13 +247,16 @@ class SQLiteStore:
         if str(mode).lower() != "wal":
             raise StoreError(f"store {str(self.path)!r} could not switch to WAL (got {mode})")
         writer.execute(f"PRAGMA synchronous = {self.synchronous}")
-        if new:  # one transaction: a crash never leaves half a schema behind
+        # One transaction: a crash never leaves half a schema behind. A store of an
+        # older version only gains the tables it lacks (IF NOT EXISTS): nothing in it
+        # changes.
+        if new or _version(writer) != str(SCHEMA_VERSION):
             with write_transaction(writer):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         writer.execute(statement)
                 writer.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
         self._home = settle_home(writer, self.path)
@@ -390,6 +408,18 @@ class SQLiteStore:
         )
         return False
 
+    async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
+        if self.read_only:
+            raise self._refuse_write(f"record a run of {benchmark_id!r}")
+        await self._queue.settle()
+        text = dumps(record.to_dict())
+
+        def insert(conn: sqlite3.Connection) -> None:
+            with write_transaction(conn):
+                conn.execute(_INSERT_RUN, (benchmark_id, text, benchmark_id))
+
+        await self._use(self._writer, insert)
+
     # -- reading -----------------------------------------------------------
 
     async def _use(self, owned: Owned | None, func: Callable[[sqlite3.Connection], T]) -> T:
@@ -462,6 +492,20 @@ class SQLiteStore:
             )
             for benchmark_id, created, config, finished in rows
         ]
+
+    async def runs(self, benchmark_id: str) -> list[RunRecord]:
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            if conn.execute(_HAS_RUNS).fetchone() is None:
+                return []  # a version 1 store, opened read-only: no run recorded
+            return conn.execute(_RUNS, (benchmark_id,)).fetchall()
+
+        rows = await self._use(self._reader, read)
+        return [decode_run(self._label, benchmark_id, text) for (text,) in rows]
+
+
+def _version(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
