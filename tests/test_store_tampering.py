@@ -43,6 +43,13 @@ UNSEEN = {
         )
         for command in ("list", "report", "compare", "rescore", "run")
     ),
+    # Run records are read by what reports a benchmark (report, compare, rescore) and
+    # by copy; a run only appends one.
+    *(
+        (name, command)
+        for name in ("run record not JSON", "run record not a record")
+        for command in ("list", "show", "run", "view")
+    ),
 }
 
 
@@ -220,6 +227,7 @@ def _restore_pg(dsn: str, local: Path) -> None:
 
     with psycopg.connect(dsn) as conn:
         conn.execute("DELETE FROM corral.commits")
+        conn.execute("DELETE FROM corral.runs")
         conn.execute("DELETE FROM corral.benchmarks")
     (local.parent / "copy.db").unlink(missing_ok=True)
     assert invoke(["copy", str(local), dsn]).exit_code == 0

@@ -23,6 +23,7 @@ _KEYS = {
     "benchmarks": ("benchmark_id",),
     "commits": ("benchmark_id", "task_id", "trial", "seq"),
     "meta": ("key",),
+    "runs": ("benchmark_id", "run"),
 }
 
 #: A new value, or a function of the old one giving it.
@@ -167,5 +168,7 @@ CORRUPTIONS: Mapping[str, Corruption] = MappingProxyType(
         "cost text": _loose("commits", "cost", "free"),
         "cost negative": Corruption("commits", "cost", -0.5),
         "cost infinite": Corruption("commits", "cost", math.inf),
+        "run record not JSON": Corruption("runs", "record", "{not json"),
+        "run record not a record": Corruption("runs", "record", "[]"),
     }
 )
