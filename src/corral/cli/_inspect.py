@@ -16,6 +16,7 @@ from rich.table import Table
 from .._errors import ConfigError
 from .._runner import report_path
 from ..report import BenchmarkReport, build_report, is_finished
+from ..report._passk import default_ks
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ..store._open import shown_address
 from ._execute import make_console, print_report
@@ -40,12 +41,6 @@ def with_store(where: str, job: Callable[[CommitStore], Awaitable[T]]) -> T:
 def reading_store(where: str) -> CommitStore:
     """A store to read from: it must exist, and reading never changes it."""
     return read_store(where)
-
-
-def default_ks(trials: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to the trial count, and the trial count itself."""
-    ks = [1 << i for i in range(trials.bit_length()) if 1 << i <= trials]
-    return tuple(ks if ks[-1] == trials else [*ks, trials])
 
 
 def _saved_report(path: Path | None, benchmark_id: str) -> dict[str, Any]:
