@@ -33,6 +33,7 @@ from ._types import (
     Final,
     Step,
     ToolEffect,
+    TrialKey,
     TrialRecord,
     TrialStatus,
     Usage,
@@ -55,7 +56,6 @@ from .store import (
     MemoryStore,
     PostgresStore,
     SQLiteStore,
-    TrialKey,
     copy_benchmarks,
     open_store,
 )

@@ -9,16 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
-
-
-class TrialKey(NamedTuple):
-    benchmark_id: str
-    task_id: str
-    trial: int
+from .._types import TrialKey as TrialKey  # re-exported: its home before it moved
 
 
 @dataclass(frozen=True, slots=True)
