@@ -1,7 +1,7 @@
-"""The commit store protocol: what any backend (SQLite, memory, later PostgreSQL) provides.
+"""The commit store protocol: what every backend (SQLite, memory, PostgreSQL) provides.
 
 Appends are keyed by (benchmark, task, trial, seq); nothing here relies on a
-feature only SQLite has, so a network database can implement it.
+feature only SQLite has (`store/postgres.py` implements it over the network).
 """
 
 from __future__ import annotations
