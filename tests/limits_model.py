@@ -1,4 +1,4 @@
-"""A reference model of admission (SPEC sections 2, 3.3 and 3.4), independent of the core.
+"""A reference model of admission (limits, reflective trials, dependencies), apart from the core.
 
 Both the admission property test and the end-to-end one feed it the same
 events: an execution or evaluation started or ended, an unreachable trial
@@ -141,7 +141,7 @@ class Model:
         return all(key not in limits or self.gauge.count(key) < limits[key] for key in keys)
 
     def _in_turn(self, task_id: str, r: int) -> bool:
-        """Whether round r may go now as far as its own task is concerned (SPEC 3.3).
+        """Whether round r may go now as far as its own task is concerned (reflective trials).
 
         Trial r+1 starts only after trial r has been evaluated (or ended without
         an evaluation) when trials are sequential; otherwise rounds go in any order.
@@ -253,7 +253,7 @@ class Model:
     # -- invariants --------------------------------------------------------
 
     def assert_work_conserving(self) -> None:
-        """Nothing that is ready and fits every limit is waiting (SPEC section 2)."""
+        """Nothing that is ready and fits every limit is waiting (work conservation)."""
         for trial in self.phase:
             t = trial[0]
             if self.execution_ready(trial) and self.fits(self.exec_keys(t)):

@@ -104,7 +104,7 @@ async def test_token_limit_ends_the_trial_as_limit_before_its_tools_run() -> Non
     report = await run.run("b", token_limit=100)
     [trial] = report.tasks["t"].trials
     assert (trial.status, trial.limit, trial.output) == (TrialStatus.LIMIT, "token_limit", None)
-    # Scored (SPEC: limit trials are evaluated), yet never a pass.
+    # Scored (limit trials are evaluated), yet never a pass.
     assert trial.evaluation == Evaluation(1.0, True) and not trial.passed
     assert report.pass_at_k[1] == 0.0 and report.tasks["t"].passed == 0
     assert report.counts["limit"] == 1 and report.limited == {"token_limit": 1}

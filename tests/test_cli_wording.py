@@ -92,6 +92,7 @@ def test_the_time_line_gives_this_runs_time_and_says_the_span_covers_every_run(
     rerun = cli("run", bench, "--store", store, "--retry-errors", "--progress", "none")
     time_row = next(line for line in rerun.output.splitlines() if "first to last commit" in line)
     assert "this run " in time_row and "over every run of this benchmark" in flat(rerun.output)
-    # corral report knows no run of its own: only the span, said to cover every run.
+    # corral report read back later: the last run's time, and the span over every run.
     shown = flat(cli("report", "mathbench", "--store", store).output)
     assert "over every run of this benchmark" in shown and "this run " not in shown
+    assert "last run " in shown

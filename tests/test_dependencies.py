@@ -1,4 +1,4 @@
-"""SPEC 3.4: same-round outputs, unreachable descendants, resume, and limits over random DAGs."""
+"""Dependencies: same-round outputs, unreachable descendants, resume, limits over random DAGs."""
 
 from __future__ import annotations
 

@@ -8,7 +8,13 @@ import pytest
 
 import corral
 import corral.agents
+import corral.executor
 import corral.models
+import corral.progress
+import corral.report
+import corral.runtime
+import corral.scheduler
+import corral.store
 import corral.testing
 import corral.view
 
@@ -26,8 +32,27 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.models, set()),
         (corral.agents, set()),
         (corral.view, set()),
+        # The engine's packages: what they hand the runner, the CLI and each other.
+        (corral.executor, set()),
+        (corral.progress, set()),
+        (corral.report, set()),
+        (corral.runtime, set()),
+        (corral.scheduler, set()),
+        (corral.store, set()),
     ],
-    ids=["corral", "corral.testing", "corral.models", "corral.agents", "corral.view"],
+    ids=[
+        "corral",
+        "corral.testing",
+        "corral.models",
+        "corral.agents",
+        "corral.view",
+        "corral.executor",
+        "corral.progress",
+        "corral.report",
+        "corral.runtime",
+        "corral.scheduler",
+        "corral.store",
+    ],
 )
 def test_all_is_the_sorted_public_surface(
     module: types.ModuleType, private_members: set[str]

@@ -1,4 +1,4 @@
-"""`Limits.resolve`: the defaults of SPEC section 2 and refusal of bad values."""
+"""`Limits.resolve`: the defaults the README's "Limits" table lists, and refusal of bad values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""pass@k (SPEC 3.5) and the report a run returns."""
+"""pass@k and the report a run returns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review findings: behaviour that differs from SPEC.md or the README.
+"""Review findings: behaviour that differed from the README.
 
 Each test states what should happen; each finding is fixed, so they are plain
 regression tests now.

@@ -340,7 +340,7 @@ async def test_a_parallel_action_that_is_not_json_is_named() -> None:
     assert "the observation of 'y' is {1, 2}" in str(trial.error)
 
 
-# -- reflective trials (SPEC 3.3) ------------------------------------------
+# -- reflective trials (README) --------------------------------------------
 
 
 def reflective_env(log: list[tuple[str, int]], **kw: Any) -> FakeEnvironment:

@@ -19,7 +19,8 @@ from ._errors import (
     StoreError,
 )
 from ._protocols import Agent, Environment, Observer
-from ._runner import CorralRunner, RunInfo
+from ._run_info import RunInfo
+from ._runner import CorralRunner
 from ._sources import TaskSource
 from ._subprocess import SubprocessResult, subprocess
 from ._tools import Tool
@@ -32,6 +33,7 @@ from ._types import (
     Final,
     Step,
     ToolEffect,
+    TrialKey,
     TrialRecord,
     TrialStatus,
     Usage,
@@ -54,7 +56,6 @@ from .store import (
     MemoryStore,
     PostgresStore,
     SQLiteStore,
-    TrialKey,
     copy_benchmarks,
     open_store,
 )

@@ -6,8 +6,7 @@ import logging
 from collections.abc import Iterable
 
 from ._protocols import Observer
-from ._types import Commit
-from .store._protocol import TrialKey
+from ._types import Commit, TrialKey
 
 log = logging.getLogger("corral")
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._types import Action, Commit, Evaluation, Final, ToolEffect, TrialRecord
+from ._types import Action, Commit, Evaluation, Final, ToolEffect, TrialKey, TrialRecord
 
 if TYPE_CHECKING:
     from .runtime._session import AgentSession
-    from .store._protocol import TrialKey
 
 
 @runtime_checkable

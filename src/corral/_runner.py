@@ -8,8 +8,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,14 +21,15 @@ from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
+from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
-from ._types import BenchmarkTaskMetadata, Commit, TrialRecord, TrialStatus
+from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import RayExecutor, check_executor, remote_for
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
-from .scheduler import Limits, Resume, RunLoop, RunPlan, Statistics, build_plan
+from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, SQLiteStore, TrialKey, open_store
@@ -41,28 +41,6 @@ if TYPE_CHECKING:
     from .executor._dispatch import RayRemote
 
 DEFAULT_STORE = ".corral/store.db"
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """What an observer with ``on_run_start`` learns about the run it watches."""
-
-    benchmark_id: str
-    plan: RunPlan
-    limits: Limits
-    eval_keys: tuple[str, ...]
-    statistics: Callable[[], Statistics]
-    resumed: int
-    #: The run's named concurrency scopes (and its subprocess bound), by name.
-    scopes: Callable[[], Mapping[str, ScopeStatistics]] = dict
-    #: The records of the trials an earlier run finished (read it in ``on_run_start``:
-    #: later it includes this run's trials too).
-    resumed_records: Iterable[TrialRecord] = ()
-    #: The run-wide budgets, by name (``token_limit``, ..., ``run_cost_limit``).
-    budgets: Mapping[str, float] = field(default_factory=dict)
-    #: With a ``run_cost_limit``: the cost recorded by every run of the benchmark so far
-    #: (what the limit is compared with).
-    spent: Callable[[], float] = float
 
 
 class CorralRunner:

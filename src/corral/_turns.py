@@ -2,7 +2,7 @@
 
 A turn's actions may execute concurrently, so their ``tool_effect`` commits land in
 the order the calls finished; their states apply in the order the agent declared
-the actions (SPEC section 1), which is the order of the actions' own commits. Whatever
+the actions (as the README promises), which is the order of the actions' own commits. Whatever
 replays a trial's states from its commits (the viewer's diffs) reads them through
 `declared_order`.
 """

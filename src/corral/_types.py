@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from typing import Final as _Final
 
 from ._errors import ConfigError
@@ -129,6 +129,14 @@ class Usage:
 
 
 NO_USAGE: _Final = Usage()
+
+
+class TrialKey(NamedTuple):
+    """One trial of one task of one benchmark: what a history is stored under."""
+
+    benchmark_id: str
+    task_id: str
+    trial: int
 
 
 @dataclass(frozen=True, slots=True)

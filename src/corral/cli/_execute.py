@@ -113,7 +113,7 @@ def run_benchmark(
     asked = run_kwargs.get("report_file")
     path = Path(asked) if asked else report_path(runner.store, benchmark_id)
     try:
-        print_report(console, report, path, as_json=as_json, rescore=rescore)
+        print_report(console, report, path, as_json=as_json, rescore=rescore, live=True)
         if not as_json:
             print_notes(console, notice.info)
     except (ClosedPipe, BrokenPipeError):  # `| head`: the run's outcome is still its own
@@ -190,11 +190,12 @@ def print_report(
     *,
     as_json: bool,
     rescore: bool = False,
+    live: bool = False,
 ) -> None:
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    for renderable in report_renderables(report, json_path, rescore=rescore):
+    for renderable in report_renderables(report, json_path, rescore=rescore, live=live):
         console.print(renderable)
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,111 +10,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .._errors import ConfigError
-from .._suggest import did_you_mean
+# load_history and no_benchmark are re-exported: their home before they moved.
+from .._history import TrialHistory, last_of_kind, latest_attempt
+from .._history import load_history as load_history
+from .._history import no_benchmark as no_benchmark
 from .._types import Commit, Usage
-from ..store import CommitStore, TrialKey
 
 #: Characters of one rendered value before it is cut short.
 VALUE_WIDTH = 100
-
-
-@dataclass(frozen=True, slots=True)
-class ParentResult:
-    """How a parent's trial of the same round ended, and the output it passed on."""
-
-    status: str | None  # None: no terminal commit yet
-    output: Any
-
-
-@dataclass(frozen=True, slots=True)
-class TrialHistory:
-    benchmark_id: str
-    task_id: str
-    trial: int
-    metadata: Mapping[str, Any]
-    parents: dict[str, ParentResult]
-    commits: list[Commit]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "benchmark_id": self.benchmark_id,
-            "task_id": self.task_id,
-            "trial": self.trial,
-            "metadata": dict(self.metadata),
-            "parents": {
-                p: {"status": r.status, "output": r.output} for p, r in self.parents.items()
-            },
-            "commits": [
-                {
-                    "seq": c.seq,
-                    "kind": c.kind,
-                    "created_at": c.created_at,
-                    "payload": c.payload,
-                    "usage": c.usage.to_dict(),
-                }
-                for c in self.commits
-            ],
-        }
-
-
-async def load_history(
-    store: CommitStore,
-    benchmark_id: str,
-    task_id: str,
-    trial: int,
-    config: Mapping[str, Any] | None = None,
-) -> TrialHistory:
-    """The trial's commits and its parents' results; a `ConfigError` for unknown ids.
-
-    ``config``: the benchmark's stored configuration, if the caller has read it already.
-    """
-    if config is None:
-        config = await store.benchmark_config(benchmark_id)
-    if config is None:
-        raise await no_benchmark(store, benchmark_id, "the store")
-    tasks = config["tasks"]
-    if task_id not in tasks:
-        hint = did_you_mean(task_id, tasks)
-        raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
-    trials = int(config["trials_per_task"])
-    if not 0 <= trial < trials:
-        raise ConfigError(
-            f"trial {trial} is out of range: benchmark {benchmark_id!r} has trials 0..{trials - 1}"
-        )
-    parents = {}
-    for parent in tasks[task_id].get("dependencies", []):
-        history = await store.history(TrialKey(benchmark_id, parent, trial))
-        terminal = _last(latest_attempt(history), "terminal")
-        parents[parent] = (
-            ParentResult(None, None)
-            if terminal is None
-            else ParentResult(terminal.payload.get("status"), terminal.payload.get("output"))
-        )
-    commits = await store.history(TrialKey(benchmark_id, task_id, trial))
-    return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
-
-
-async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:
-    """The error for an id ``store`` (described as ``where``) does not hold, naming the
-    ids close to it."""
-    known = [b.benchmark_id for b in await store.benchmarks()]
-    return ConfigError(
-        f"no benchmark {benchmark_id!r} in {where}{did_you_mean(benchmark_id, known)}"
-    )
-
-
-def latest_attempt(commits: list[Commit]) -> list[Commit]:
-    """The commits after the last ``reopen`` marker: the attempt the report uses."""
-    for i in range(len(commits) - 1, -1, -1):
-        if commits[i].kind == "reopen":
-            return commits[i + 1 :]
-    return commits
-
-
-def _last(commits: list[Commit], kind: str) -> Commit | None:
-    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts)."""
-    return next((c for c in reversed(commits) if c.kind == kind), None)
 
 
 def render_history(history: TrialHistory) -> RenderableType:
@@ -167,14 +68,14 @@ def _header(history: TrialHistory) -> Table:
 def _outcome(commits: list[Commit]) -> str:
     """How the latest attempt ended (and its latest evaluation); usage over every attempt."""
     latest = latest_attempt(commits)
-    terminal = _last(latest, "terminal")
+    terminal = last_of_kind(latest, "terminal")
     if terminal is None:
         parts = ["running or interrupted" if latest else "reopened, not started again"]
         if not commits:
             parts = ["not started"]
     else:
         parts = [describe(terminal)]
-        evaluation = _last(latest, "evaluation")
+        evaluation = last_of_kind(latest, "evaluation")
         if evaluation is not None:
             verdict = describe(evaluation)
             limited = (

@@ -18,6 +18,7 @@ from .._runner import report_path
 from .._types import TrialRecord
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._build import records_from
+from ..report._passk import default_ks
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ..store._open import shown_address
 from ..store._runs import RunRecord
@@ -44,12 +45,6 @@ def with_store(where: str, job: Callable[[CommitStore], Awaitable[T]]) -> T:
 def reading_store(where: str) -> CommitStore:
     """A store to read from: it must exist, and reading never changes it."""
     return read_store(where)
-
-
-def default_ks(trials: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to the trial count, and the trial count itself."""
-    ks = [1 << i for i in range(trials.bit_length()) if 1 << i <= trials]
-    return tuple(ks if ks[-1] == trials else [*ks, trials])
 
 
 async def rebuild_report(

@@ -102,10 +102,11 @@ def estimate(value: Estimate | None) -> str:
 
 
 def report_summary(
-    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False
+    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False, live: bool = False
 ) -> Table:
     """Counts by status, usage, wall time and where the JSON report is (``rescore``: the
-    report of a rescore, whose trials not scored again were kept, not resumed)."""
+    report of a rescore, whose trials not scored again were kept, not resumed; ``live``:
+    the summary of the run that just ended, not a report read back later)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
@@ -141,7 +142,7 @@ def report_summary(
     if budgets:
         grid.add_row("budgets", budgets)
     # The same figures in a run's summary and in `corral report` (see BenchmarkReport).
-    time = time_line(report)
+    time = time_line(report, live=live)
     if report.resumed:
         time += f" · {report.resumed} trials " + (
             "kept as scored (not scored again)" if rescore else "reused from an earlier run"
@@ -152,14 +153,17 @@ def report_summary(
     return grid
 
 
-def time_line(report: BenchmarkReport) -> str:
-    """This run's own time (a run's summary) and the span of the recorded work, which
-    covers every earlier run of the benchmark too when trials were resumed."""
+def time_line(report: BenchmarkReport, *, live: bool = False) -> str:
+    """The run's own time (this run's, ``live``, else the last run's) and the span of the
+    recorded work, which covers every earlier run of the benchmark too when trials were
+    resumed."""
     span = f"{report.wall_seconds:.1f} s from first to last commit"
     if report.resumed or "run_seconds" not in report.timings:
         span += " over every run of this benchmark"
     run_seconds = report.timings.get("run_seconds")
-    return span if run_seconds is None else f"this run {run_seconds:.1f} s · {span}"
+    if run_seconds is None:
+        return span
+    return f"{'this' if live else 'last'} run {run_seconds:.1f} s · {span}"
 
 
 def stop_advice(reason: str, resume: str) -> str:
@@ -289,7 +293,7 @@ def group_message(group: ErrorGroup) -> str:
 
 
 def report_renderables(
-    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False
+    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False, live: bool = False
 ) -> list[RenderableType]:
     table = models_table(report)
     out: list[RenderableType] = [table if table is not None else report_table(report)]
@@ -299,7 +303,7 @@ def report_renderables(
     errors = errors_table(report)
     if errors is not None:
         out.append(errors)
-    out.append(report_summary(report, json_path, rescore=rescore))
+    out.append(report_summary(report, json_path, rescore=rescore, live=live))
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Self
 
 import anyio
 
-from .._runner import RunInfo
+from .._run_info import RunInfo
 from .._types import Commit
 from ..store._protocol import TrialKey
 from ._eta import Lane, estimate_eta

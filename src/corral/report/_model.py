@@ -76,7 +76,7 @@ class BenchmarkReport:
     #: pass@k per model (mean over that model's tasks), for runs over several models.
     by_model: dict[str, dict[int, float]] = field(default_factory=dict)
     #: Why the run stopped admitting trials before every trial finished
-    #: (``fail_on_error``), or None.
+    #: (``fail_on_error`` or ``run_cost_limit`` reached), or None.
     stopped: str | None = None
     #: Trials that ended with status ``error``, grouped by message, most frequent first.
     errors: tuple[ErrorGroup, ...] = ()

@@ -24,6 +24,12 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return comb(c, k) / comb(n, k)
 
 
+def default_ks(trials: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to the trial count, and the trial count itself."""
+    ks = [1 << i for i in range(trials.bit_length()) if 1 << i <= trials]
+    return tuple(ks if ks[-1] == trials else [*ks, trials])
+
+
 def _check(n: int, c: int, k: int) -> None:
     if not 0 <= c <= n:
         raise ValueError(f"passed count {c} is outside 0..{n}")

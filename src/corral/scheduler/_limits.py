@@ -1,4 +1,4 @@
-"""The run's concurrency limits, validated once, with the defaults of SPEC section 2."""
+"""The run's concurrency limits, validated once, with their defaults."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Every limit of a run, resolved: ``None`` only where SPEC says 'none'."""
+    """Every limit of a run, resolved (README, "Limits", lists them): evaluations default
+    to ``max_parallel``, the total to ``max_parallel`` + evaluations; a keyed limit
+    bounds only the ids it names."""
 
     max_parallel: int = 4
     max_parallel_per_task: int = 1

@@ -1,7 +1,7 @@
-"""The commit store protocol: what any backend (SQLite, memory, later PostgreSQL) provides.
+"""The commit store protocol: what every backend (SQLite, memory, PostgreSQL) provides.
 
 Appends are keyed by (benchmark, task, trial, seq); nothing here relies on a
-feature only SQLite has, so a network database can implement it.
+feature only SQLite has (`store/postgres.py` implements it over the network).
 """
 
 from __future__ import annotations
@@ -9,17 +9,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
+from .._types import TrialKey as TrialKey  # re-exported: its home before it moved
 from ._runs import RunRecord
-
-
-class TrialKey(NamedTuple):
-    benchmark_id: str
-    task_id: str
-    trial: int
 
 
 @dataclass(frozen=True, slots=True)

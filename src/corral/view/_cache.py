@@ -20,8 +20,8 @@ from anyio.abc import TaskGroup
 
 from .._errors import ConfigError, StoreCorrupt
 from .._records import TrialTable
-from ..cli._inspect import default_ks
 from ..report import BenchmarkReport, build_report, is_finished
+from ..report._passk import default_ks
 from ..store import CommitStore
 from ._index import Row, facets, row_of
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigError
+from .._history import load_history
 from .._types import Commit
-from ..cli._history import load_history
 from ..report import BenchmarkReport
 from ..report import compare as compare_reports
 from ..report._scores import interval_info

@@ -1,0 +1,111 @@
+"""One trial's stored history as the inspecting tools read it: its commits, its
+parents' results, the latest attempt (``corral show`` renders it, the viewer serves it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import ConfigError
+from ._suggest import did_you_mean
+from ._types import Commit
+from .store import CommitStore, TrialKey
+
+
+@dataclass(frozen=True, slots=True)
+class ParentResult:
+    """How a parent's trial of the same round ended, and the output it passed on."""
+
+    status: str | None  # None: no terminal commit yet
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TrialHistory:
+    benchmark_id: str
+    task_id: str
+    trial: int
+    metadata: Mapping[str, Any]
+    parents: dict[str, ParentResult]
+    commits: list[Commit]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark_id": self.benchmark_id,
+            "task_id": self.task_id,
+            "trial": self.trial,
+            "metadata": dict(self.metadata),
+            "parents": {
+                p: {"status": r.status, "output": r.output} for p, r in self.parents.items()
+            },
+            "commits": [
+                {
+                    "seq": c.seq,
+                    "kind": c.kind,
+                    "created_at": c.created_at,
+                    "payload": c.payload,
+                    "usage": c.usage.to_dict(),
+                }
+                for c in self.commits
+            ],
+        }
+
+
+async def load_history(
+    store: CommitStore,
+    benchmark_id: str,
+    task_id: str,
+    trial: int,
+    config: Mapping[str, Any] | None = None,
+) -> TrialHistory:
+    """The trial's commits and its parents' results; a `ConfigError` for unknown ids.
+
+    ``config``: the benchmark's stored configuration, if the caller has read it already.
+    """
+    if config is None:
+        config = await store.benchmark_config(benchmark_id)
+    if config is None:
+        raise await no_benchmark(store, benchmark_id, "the store")
+    tasks = config["tasks"]
+    if task_id not in tasks:
+        hint = did_you_mean(task_id, tasks)
+        raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
+    trials = int(config["trials_per_task"])
+    if not 0 <= trial < trials:
+        raise ConfigError(
+            f"trial {trial} is out of range: benchmark {benchmark_id!r} has trials 0..{trials - 1}"
+        )
+    parents = {}
+    for parent in tasks[task_id].get("dependencies", []):
+        history = await store.history(TrialKey(benchmark_id, parent, trial))
+        terminal = last_of_kind(latest_attempt(history), "terminal")
+        parents[parent] = (
+            ParentResult(None, None)
+            if terminal is None
+            else ParentResult(terminal.payload.get("status"), terminal.payload.get("output"))
+        )
+    commits = await store.history(TrialKey(benchmark_id, task_id, trial))
+    return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
+
+
+async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:
+    """The error for an id ``store`` (described as ``where``) does not hold, naming the
+    ids close to it."""
+    known = [b.benchmark_id for b in await store.benchmarks()]
+    return ConfigError(
+        f"no benchmark {benchmark_id!r} in {where}{did_you_mean(benchmark_id, known)}"
+    )
+
+
+def latest_attempt(commits: list[Commit]) -> list[Commit]:
+    """The commits after the last ``reopen`` marker: the attempt the report uses."""
+    for i in range(len(commits) - 1, -1, -1):
+        if commits[i].kind == "reopen":
+            return commits[i + 1 :]
+    return commits
+
+
+def last_of_kind(commits: list[Commit], kind: str) -> Commit | None:
+    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts)."""
+    return next((c for c in reversed(commits) if c.kind == kind), None)
