@@ -15,6 +15,7 @@ from rich.text import Text
 from .._errors import ConfigError
 from .._suggest import did_you_mean
 from .._types import Commit, Usage
+from ..runtime._attempt_errors import recorded
 from ..store import CommitStore, TrialKey
 
 #: Characters of one rendered value before it is cut short.
@@ -124,10 +125,14 @@ def render_history(history: TrialHistory) -> RenderableType:
     reopened = any(c.kind == "reopen" for c in commits)
     errors: list[RenderableType] = []
     run = 1
+    shown = 0  # failed attempts shown in this run: each commit that has them has all so far
     for c in commits:
-        run += c.kind == "reopen"
-        for failed in _failed_attempts(c):  # each retried attempt's error, before the last
-            errors += ["", _error(c, run if reopened else None, failed)]
+        if c.kind == "reopen":
+            run, shown = run + 1, 0
+        failed = recorded(c)
+        for f in failed[shown:]:  # each retried attempt's error, before the last
+            errors += ["", _error(c, run if reopened else None, f)]
+        shown = max(shown, len(failed))
         if _failure(c):
             errors += ["", _error(c, run if reopened else None)]
     return Group(_header(history), _commits(commits), *errors)
@@ -280,7 +285,7 @@ def describe(commit: Commit) -> str:
         if p.get("error"):
             parts.append(f"error {p['error']}")
         parts.append(f"attempts {p.get('attempts')}")
-        failed = _failed_attempts(commit)
+        failed = recorded(commit)
         if failed:
             parts.append(f"{len(failed)} failed and retried (errors below)")
         return " · ".join(parts)
@@ -307,15 +312,6 @@ def _failure(commit: Commit) -> bool:
     if not isinstance(p, dict) or not p.get("error"):
         return False
     return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
-
-
-def _failed_attempts(commit: Commit) -> list[dict[str, Any]]:
-    """The errors of the attempts a terminal says failed and were retried."""
-    p = commit.payload
-    failed = p.get("failed_attempts") if commit.kind == "terminal" and isinstance(p, dict) else None
-    if not isinstance(failed, list):
-        return []
-    return [f for f in failed if isinstance(f, dict) and f.get("error")]
 
 
 def _error(commit: Commit, run: int | None, failed: dict[str, Any] | None = None) -> Table:
