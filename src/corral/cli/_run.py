@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import click
 
 from .._benchmark import Benchmark
@@ -21,6 +22,7 @@ from ..runtime import RetryPolicy
 from ..scheduler import Limits
 from ..store import CommitStore
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
+from ._inspect import default_ks
 from ._load import benchmark_module, load_benchmark
 from ._options import durability_option, k_option, keyed_limit_option, open_store, store_option
 from ._progress import Progress, progress_choice, progress_option
@@ -394,8 +396,7 @@ def rescore_command(
     settings: dict[str, Any] = {
         "task_ids": _given(tasks),
         "failed_only": failed_only,
-        # The benchmark's own k values unless -k is given: pass@1 alone hides its k.
-        "k_values": ks or benchmark.run_defaults.get("k_values"),
+        "k_values": _rescore_ks(runner.store, benchmark_id, ks, benchmark.run_defaults),
         "max_parallel_evaluations": max_parallel_evaluations,
         "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
     }
@@ -408,6 +409,35 @@ def rescore_command(
         as_json=as_json,
         rescore=True,
     )
+
+
+def _rescore_ks(
+    store: CommitStore, benchmark_id: str, given: tuple[int, ...], defaults: Mapping[str, Any]
+) -> tuple[int, ...] | None:
+    """A rescore's k values: ``-k`` as given, else the file's own (pass@1 alone hides its
+    k) that the stored trial count allows, else `default_ks` of it, as `corral report`.
+    None when nothing is stored: the rescore says so."""
+    trials = anyio.run(_stored_trials, store, benchmark_id)
+    if trials is None:
+        return given or None
+    if given:
+        for k in given:
+            if k > trials:
+                raise ConfigError(
+                    f"-k {k} is larger than the {trials} trials per task "
+                    f"benchmark {benchmark_id!r} ran with"
+                )
+        return given
+    wanted = defaults.get("k_values")
+    ks = [k for k in wanted if type(k) is int and 0 < k <= trials] if wanted else []
+    return tuple(ks) or default_ks(trials)
+
+
+async def _stored_trials(store: CommitStore, benchmark_id: str) -> int | None:
+    async with store.opened():
+        config = await store.benchmark_config(benchmark_id)
+    trials = config.get("trials_per_task") if config else None
+    return trials if type(trials) is int and trials > 0 else None
 
 
 @click.command("demo")
