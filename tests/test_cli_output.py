@@ -63,3 +63,20 @@ def test_a_mixed_case_id_keeps_its_case_in_the_report_file_name(tmp_path: Path) 
     assert name.startswith("demo-20261201T202831Z~") and name.endswith(".json")
     _, store = ran(tmp_path)
     assert (store.parent / "reports" / "mathbench.json").is_file()  # plain ids: as they are
+
+
+def test_json_and_help_to_a_closed_pipe_are_not_a_failure(tmp_path: Path) -> None:
+    """click's own echo (not rich's console) meets the closed pipe here."""
+    bench = tmp_path / "clean.py"
+    bench.write_text(BENCH.replace('("ok", "bad")', '("ok",)'))
+    store = tmp_path / "s.db"
+    for benchmark_id in ("one", "two"):
+        assert cli("run", bench, "--store", store, "--benchmark-id", benchmark_id).exit_code == 0
+    for args in (
+        ("report", "one", "--json", "--store", store),
+        ("show", "one", "ok", "0", "--json", "--store", store),
+        ("compare", "one", "two", "--json", "--store", store),
+        ("--help",),
+    ):
+        done = closed_stdout(*args)
+        assert (done.returncode, done.stderr) == (0, ""), args
