@@ -101,3 +101,9 @@ def test_rescore_with_a_k_above_the_stored_trials_names_the_flag(tmp_path: Path)
     bench, store = ran(tmp_path)
     line = refused("rescore", "mathbench", bench, "--store", store, "-k", "1,4")
     assert "-k 4" in line and "2 trials per task" in line
+
+
+def test_rescore_of_a_missing_task_names_the_benchmark(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    line = refused("rescore", "mathbench", bench, "--store", store, "--task", "okk")
+    assert "benchmark 'mathbench' has no task 'okk'; did you mean 'ok'?" in line

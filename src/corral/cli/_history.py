@@ -14,6 +14,7 @@ from rich.text import Text
 
 from .._errors import ConfigError
 from .._suggest import did_you_mean
+from .._terminal import clean
 from .._types import Commit, Usage
 from ..runtime._attempt_errors import recorded
 from ..store import CommitStore, TrialKey
@@ -325,11 +326,12 @@ def _error(commit: Commit, run: int | None, failed: dict[str, Any] | None = None
     if failed is not None:
         what = f"attempt {failed.get('attempt')} failed"
     where = f"seq {commit.seq}" + (f", run {run}" if run is not None else "")
-    grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
+    # rich's Text drops BEL, CR and BS silently: escaped first, they read as elsewhere.
+    grid.add_row(what, Text.assemble((clean(str(p["error"])), "bold red"), f"  ({where})"))
     if p.get("error_type"):
-        grid.add_row("type", str(p["error_type"]))
+        grid.add_row("type", clean(str(p["error_type"])))
     if p.get("traceback"):
-        grid.add_row("traceback", Text(str(p["traceback"]).rstrip()))
+        grid.add_row("traceback", Text(clean(str(p["traceback"]).rstrip())))
     return grid
 
 
