@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from corral._runner import report_file_name
 
 from .test_cli_wording import BENCH, cli, ran
@@ -50,12 +52,22 @@ def test_a_closed_pipe_keeps_a_failed_runs_exit_code(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (1, "")  # its trials errored
 
 
-def test_a_wrong_object_type_reads_as_english(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("benchmark = 42\n", "broken_type.py:benchmark is of type int, not a corral.Benchmark"),
+        (  # a function that forgot its return
+            "def benchmark():\n    pass\n",
+            "broken_type.py:benchmark() returned None, not a corral.Benchmark",
+        ),
+    ],
+)
+def test_a_wrong_object_type_reads_as_english(tmp_path: Path, source: str, said: str) -> None:
     bench = tmp_path / "broken_type.py"
-    bench.write_text("benchmark = 42\n")
+    bench.write_text(source)
     result = cli("run", bench, "--store", tmp_path / "s.db")
     assert result.exit_code == 2
-    assert "broken_type.py:benchmark is of type int, not a corral.Benchmark" in result.stderr
+    assert said in result.stderr
 
 
 def test_a_mixed_case_id_keeps_its_case_in_the_report_file_name(tmp_path: Path) -> None:
@@ -63,3 +75,20 @@ def test_a_mixed_case_id_keeps_its_case_in_the_report_file_name(tmp_path: Path) 
     assert name.startswith("demo-20261201T202831Z~") and name.endswith(".json")
     _, store = ran(tmp_path)
     assert (store.parent / "reports" / "mathbench.json").is_file()  # plain ids: as they are
+
+
+def test_json_and_help_to_a_closed_pipe_are_not_a_failure(tmp_path: Path) -> None:
+    """click's own echo (not rich's console) meets the closed pipe here."""
+    bench = tmp_path / "clean.py"
+    bench.write_text(BENCH.replace('("ok", "bad")', '("ok",)'))
+    store = tmp_path / "s.db"
+    for benchmark_id in ("one", "two"):
+        assert cli("run", bench, "--store", store, "--benchmark-id", benchmark_id).exit_code == 0
+    for args in (
+        ("report", "one", "--json", "--store", store),
+        ("show", "one", "ok", "0", "--json", "--store", store),
+        ("compare", "one", "two", "--json", "--store", store),
+        ("--help",),
+    ):
+        done = closed_stdout(*args)
+        assert (done.returncode, done.stderr) == (0, ""), args

@@ -144,6 +144,8 @@ def test_tasks_with_fewer_than_k_trials_on_a_side_are_left_out_and_named() -> No
     b = hand_made_report("b", {"x": outcomes(4, 3), "y": outcomes(4, 4)})
     result = compare(a, b, k=4)
     assert result.shared == ("x",) and result.incomplete == ("y",)
+    with pytest.raises(ConfigError, match=r"share no task with at least 1 finished trial\b"):
+        compare(a, hand_made_report("c", {"z": outcomes(4, 1)}), k=1)
     with pytest.raises(ConfigError, match=r"share no task with at least 4 finished trials"):
         compare(
             hand_made_report("a", {"y": outcomes(2, 1)}, trials_per_task=4),

@@ -97,3 +97,25 @@ async def test_the_tool_calls_of_one_turn_are_bounded() -> None:
 def test_a_bad_bound_is_refused(bad: object) -> None:
     with pytest.raises(corral.ConfigError, match="max_tool_calls"):
         ToolAgent(OpenAICompatible("m", api_key=""), max_tool_calls=bad)  # type: ignore[arg-type]
+
+
+def with_usage(prompt_tokens: Any) -> HostileReply:
+    message = {"role": "assistant", "content": "x"}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 1}
+    return HostileReply.raw({"choices": [{"index": 0, "message": message}], "usage": usage})
+
+
+@pytest.mark.parametrize("count", [1e30, -5, "12", 2.5, float(2**53), True], ids=repr)
+async def test_a_token_count_of_the_wrong_kind_is_refused_not_zero(count: Any) -> None:
+    with HostileChatServer(with_usage(count)) as server:
+        with pytest.raises(corral.ModelUnavailable) as caught:
+            await client(server).complete(HELLO)
+    message = str(caught.value)
+    assert f"from {server.url}/chat/completions is not a chat completion" in message
+    assert "usage.prompt_tokens" in message
+
+
+async def test_an_integral_float_token_count_is_its_int() -> None:
+    with HostileChatServer(with_usage(12.0)) as server:
+        response = await client(server).complete(HELLO)
+    assert response.usage.input_tokens == 12 and type(response.usage.input_tokens) is int

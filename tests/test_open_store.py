@@ -46,6 +46,10 @@ def _bench(tmp_path: Path) -> Path:
         (":memory:", MemoryStore, None),
         ("postgresql://me@db.example/bench", PostgresStore, None),
         ("postgres://me@db.example/bench", PostgresStore, None),
+        # Schemes are case-insensitive (RFC 3986); the path keeps its case.
+        ("SQLITE:///runs/Store.db", SQLiteStore, "runs/Store.db"),
+        ("Postgresql://me@db.example/bench", PostgresStore, None),
+        ("MEMORY:", MemoryStore, None),
     ],
 )
 def test_an_address_becomes_its_store(address: str, kind: type, where: str | None) -> None:
@@ -53,6 +57,8 @@ def test_an_address_becomes_its_store(address: str, kind: type, where: str | Non
     assert type(store) is kind
     if where is not None:
         assert store.path == Path(where)  # type: ignore[attr-defined]
+    if kind is PostgresStore:  # libpq knows its schemes in lower case only
+        assert store.dsn.startswith(("postgresql://", "postgres://"))  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("address", ["mysql://x@y/z", "SQLITE3:///x.db", "file:///tmp/x.db"])

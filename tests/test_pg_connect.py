@@ -150,3 +150,18 @@ def test_the_cli_says_it_is_retrying_on_stderr() -> None:
 
 
 pg_dsn = pg.pg_dsn
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://u@127.0.0.1/db?PASSWORD=sekret",  # names are case-insensitive
+        "postgresql://u@127.0.0.1/db?Password=sekret&bogus=1",
+        "postgresql://u:pa?sekret@127.0.0.1",  # a raw '?' in the password; no database
+        "postgresql://u:sekret%zz@127.0.0.1/db",  # psycopg quotes the bad token
+    ],
+)
+def test_no_refusal_shows_the_password(dsn: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        PostgresStore(dsn)
+    assert "sekret" not in str(caught.value) and "***" in str(caught.value)

@@ -81,3 +81,29 @@ def test_rescore_names_the_missing_environment_and_its_close_match(tmp_path: Pat
 def test_rescore_suggests_a_benchmark_id(tmp_path: Path) -> None:
     bench, store = ran(tmp_path)
     assert "did you mean 'mathbench'?" in refused("rescore", "mathbnch", bench, "--store", store)
+
+
+# --- k values: the stored benchmark's trial count bounds the file's defaults -----------
+
+
+def test_rescore_keeps_the_files_k_values_that_the_stored_trials_allow(tmp_path: Path) -> None:
+    bench = tmp_path / "mathbench.py"
+    bench.write_text(BENCH.replace('"k_values": (1, 2)', '"k_values": (1, 2, 4)'))
+    store = tmp_path / "s.db"
+    args = ("--store", store, "--benchmark-id", "t1", "--trials", "1", "-k", "1")
+    assert cli("run", bench, *args).exit_code == 1
+    out = cli("rescore", "t1", bench, "--store", store)
+    assert "error:" not in out.output, out.output
+    assert "pass@1" in out.output and "pass@2" not in out.output
+
+
+def test_rescore_with_a_k_above_the_stored_trials_names_the_flag(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    line = refused("rescore", "mathbench", bench, "--store", store, "-k", "1,4")
+    assert "-k 4" in line and "2 trials per task" in line
+
+
+def test_rescore_of_a_missing_task_names_the_benchmark(tmp_path: Path) -> None:
+    bench, store = ran(tmp_path)
+    line = refused("rescore", "mathbench", bench, "--store", store, "--task", "okk")
+    assert "benchmark 'mathbench' has no task 'okk'; did you mean 'ok'?" in line

@@ -4,23 +4,31 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from rich.console import Console
 
 from corral import (
     AgentSession,
+    BenchmarkReport,
     BenchmarkTaskMetadata,
     CorralRunner,
     Final,
     MemoryStore,
     RetryPolicy,
+    SQLiteStore,
     TrialKey,
 )
 from corral.cli._history import load_history, render_history
+from corral.cli._inspect import rebuild_report
 from corral.report import build_report
 from corral.testing import FakeEnvironment, ScriptedAgent
+
+from . import retry_child
+from .stepped_child import run_child_until
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +114,31 @@ async def test_a_failed_first_attempt_leaves_the_run_and_the_rebuilt_report_equa
     [again] = rebuilt.tasks["t"].trials
     assert (ran.commits, ran.started_at) == (again.commits, again.started_at)
     assert ran.commits == 3  # setup, terminal, evaluation
+
+
+def test_a_failed_attempt_survives_a_kill_9_of_its_retry(tmp_path: Path) -> None:
+    """Attempt 1 fails after its setup; the retry's action is durable, then kill -9.
+    The resumed trial still records (and shows, and counts) the failed attempt."""
+    store = tmp_path / "store.db"
+    acked = run_child_until(
+        "tests.retry_child", [str(store)], lambda acked: acked[-1]["kind"] == "action"
+    )
+    assert [a["kind"] for a in acked] == ["setup", "action"]
+
+    async def resume() -> tuple[BenchmarkReport, BenchmarkReport, str]:
+        report = await retry_child.runner(store, fail_first=False).run("retry")
+        sqlite = SQLiteStore(store)
+        async with sqlite.opened():
+            rebuilt = await rebuild_report(sqlite, "retry")
+            history = await load_history(sqlite, "retry", "t", 0)
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(render_history(history))
+        return report, rebuilt, " ".join(console.export_text().split())
+
+    report, rebuilt, shown = anyio.run(resume)
+    assert report.retries == rebuilt.retries == {"completed": 1}
+    [trial] = rebuilt.tasks["t"].trials
+    assert (trial.status, trial.attempts) == ("completed", 2)
+    assert shown.count("attempt 1 failed ConnectionError") == 1  # on setup and terminal
+    assert "ConnectionError: the first attempt went wrong" in shown
+    assert "attempts 2 · 1 failed and retried (errors below)" in shown

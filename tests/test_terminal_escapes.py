@@ -146,3 +146,19 @@ def test_escaped_text_is_laid_out_whole_not_cropped() -> None:
     lines = captured.get().splitlines()
     assert all(len(line) <= 30 for line in lines), lines
     assert "".join(line[6:].strip() for line in lines) == clean(message) + "(seq 3)"
+
+
+def test_show_escapes_bel_cr_and_bs_in_the_error_and_its_traceback(tmp_path: Path) -> None:
+    """rich's Text would drop them silently; they read as escapes, as elsewhere."""
+    bench = tmp_path / "bench.py"
+    bench.write_text(
+        BENCH.format(payloads=("bell\x07 cr\r bs\x08 end", "", "", "")).replace(
+            '("evil", "boom")', '("boom",)'
+        )
+    )
+    store = tmp_path / "store.db"
+    _invoke("run", bench, "--store", store, "--benchmark-id", "b", "--no-progress")
+    output = _invoke("show", "b", "boom", "0", "--store", store).output
+    _assert_escaped(output)
+    # The outcome, the terminal's line, the error section and its traceback's last line.
+    assert output.count("bell\\x07 cr\\x0d bs\\x08 end") == 4, output

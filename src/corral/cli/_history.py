@@ -14,7 +14,9 @@ from rich.text import Text
 from .._history import TrialHistory, last_of_kind, latest_attempt
 from .._history import load_history as load_history
 from .._history import no_benchmark as no_benchmark
+from .._terminal import clean
 from .._types import Commit, Usage
+from ..runtime._attempt_errors import recorded
 
 #: Characters of one rendered value before it is cut short.
 VALUE_WIDTH = 100
@@ -25,10 +27,14 @@ def render_history(history: TrialHistory) -> RenderableType:
     reopened = any(c.kind == "reopen" for c in commits)
     errors: list[RenderableType] = []
     run = 1
+    shown = 0  # failed attempts shown in this run: each commit that has them has all so far
     for c in commits:
-        run += c.kind == "reopen"
-        for failed in _failed_attempts(c):  # each retried attempt's error, before the last
-            errors += ["", _error(c, run if reopened else None, failed)]
+        if c.kind == "reopen":
+            run, shown = run + 1, 0
+        failed = recorded(c)
+        for f in failed[shown:]:  # each retried attempt's error, before the last
+            errors += ["", _error(c, run if reopened else None, f)]
+        shown = max(shown, len(failed))
         if _failure(c):
             errors += ["", _error(c, run if reopened else None)]
     return Group(_header(history), _commits(commits), *errors)
@@ -181,7 +187,7 @@ def describe(commit: Commit) -> str:
         if p.get("error"):
             parts.append(f"error {p['error']}")
         parts.append(f"attempts {p.get('attempts')}")
-        failed = _failed_attempts(commit)
+        failed = recorded(commit)
         if failed:
             parts.append(f"{len(failed)} failed and retried (errors below)")
         return " · ".join(parts)
@@ -210,15 +216,6 @@ def _failure(commit: Commit) -> bool:
     return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
 
 
-def _failed_attempts(commit: Commit) -> list[dict[str, Any]]:
-    """The errors of the attempts a terminal says failed and were retried."""
-    p = commit.payload
-    failed = p.get("failed_attempts") if commit.kind == "terminal" and isinstance(p, dict) else None
-    if not isinstance(failed, list):
-        return []
-    return [f for f in failed if isinstance(f, dict) and f.get("error")]
-
-
 def _error(commit: Commit, run: int | None, failed: dict[str, Any] | None = None) -> Table:
     """A stored error in full: its type, message and trimmed traceback (``failed``: one
     of a terminal's failed attempts, else the commit's own error)."""
@@ -230,11 +227,12 @@ def _error(commit: Commit, run: int | None, failed: dict[str, Any] | None = None
     if failed is not None:
         what = f"attempt {failed.get('attempt')} failed"
     where = f"seq {commit.seq}" + (f", run {run}" if run is not None else "")
-    grid.add_row(what, Text.assemble((str(p["error"]), "bold red"), f"  ({where})"))
+    # rich's Text drops BEL, CR and BS silently: escaped first, they read as elsewhere.
+    grid.add_row(what, Text.assemble((clean(str(p["error"])), "bold red"), f"  ({where})"))
     if p.get("error_type"):
-        grid.add_row("type", str(p["error_type"]))
+        grid.add_row("type", clean(str(p["error_type"])))
     if p.get("traceback"):
-        grid.add_row("traceback", Text(str(p["traceback"]).rstrip()))
+        grid.add_row("traceback", Text(clean(str(p["traceback"]).rstrip())))
     return grid
 
 

@@ -81,6 +81,8 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
         obj = getattr(obj, part)
     if not isinstance(obj, Benchmark) and callable(obj):
         obj = _users(f"{str(path)}:{name}() raised", obj)
+        if obj is None:  # a function that forgot its return
+            raise ConfigError(f"{str(path)}:{name}() returned None, not a corral.Benchmark")
     if not isinstance(obj, Benchmark):
         raise ConfigError(
             f"{str(path)}:{name} is of type {type(obj).__name__}, not a corral.Benchmark "

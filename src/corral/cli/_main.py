@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
@@ -31,6 +33,22 @@ class CorralGroup(click.Group):
     """Prints every refusal as one ``error: ...`` line (no traceback) and exits
     2 for bad input, 1 for a failure, 130 when interrupted. An exception it
     cannot name (a bug) keeps its traceback."""
+
+    # click's own main turns EPIPE into exit 1, so a closed pipe leaves click's echo
+    # (--json, --help) as `ClosedPipe`, which `main` makes exit 0 like rich's.
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _closed_pipe():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _closed_pipe():
+            return super().invoke(ctx)
 
     def main(
         self,
@@ -71,6 +89,16 @@ class CorralGroup(click.Group):
         if standalone_mode:
             raise SystemExit(code)
         return code
+
+
+@contextlib.contextmanager
+def _closed_pipe() -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        raise ClosedPipe from exc
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import click
 
 from .._benchmark import Benchmark
@@ -17,6 +18,7 @@ from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
 from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
 from ..executor import RayExecutor, default_log_file
+from ..report._passk import default_ks
 from ..runtime import RetryPolicy
 from ..scheduler import Limits
 from ..store import CommitStore
@@ -401,8 +403,7 @@ def rescore_command(
     settings: dict[str, Any] = {
         "task_ids": _given(tasks),
         "failed_only": failed_only,
-        # The benchmark's own k values unless -k is given: pass@1 alone hides its k.
-        "k_values": ks or benchmark.run_defaults.get("k_values"),
+        "k_values": _rescore_ks(runner.store, benchmark_id, ks, benchmark.run_defaults),
         "max_parallel_evaluations": max_parallel_evaluations,
         "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
     }
@@ -415,6 +416,35 @@ def rescore_command(
         as_json=as_json,
         rescore=True,
     )
+
+
+def _rescore_ks(
+    store: CommitStore, benchmark_id: str, given: tuple[int, ...], defaults: Mapping[str, Any]
+) -> tuple[int, ...] | None:
+    """A rescore's k values: ``-k`` as given, else the file's own (pass@1 alone hides its
+    k) that the stored trial count allows, else `default_ks` of it, as `corral report`.
+    None when nothing is stored: the rescore says so."""
+    trials = anyio.run(_stored_trials, store, benchmark_id)
+    if trials is None:
+        return given or None
+    if given:
+        for k in given:
+            if k > trials:
+                raise ConfigError(
+                    f"-k {k} is larger than the {trials} trials per task "
+                    f"benchmark {benchmark_id!r} ran with"
+                )
+        return given
+    wanted = defaults.get("k_values")
+    ks = [k for k in wanted if type(k) is int and 0 < k <= trials] if wanted else []
+    return tuple(ks) or default_ks(trials)
+
+
+async def _stored_trials(store: CommitStore, benchmark_id: str) -> int | None:
+    async with store.opened():
+        config = await store.benchmark_config(benchmark_id)
+    trials = config.get("trials_per_task") if config else None
+    return trials if type(trials) is int and trials > 0 else None
 
 
 @click.command("demo")

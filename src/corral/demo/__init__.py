@@ -21,18 +21,20 @@ from .._errors import CorralError
 from ..runtime import RetryPolicy
 from ._calculator import CalculatorEnvironment
 from ._models import MODELS, Pace
-from ._preflight import check_endpoint
+from ._preflight import PROBE_TIMEOUT, check_endpoint, probe_endpoint
 from ._script import DemoModel, parse_answer
 from ._search import SearchEnvironment
 from ._tasks import demo_tasks
 
 __all__ = [
+    "PROBE_TIMEOUT",
     "SYSTEM_PROMPT",
     "DemoModel",
     "build_demo",
     "check_endpoint",
     "demo_retry_policy",
     "demo_server",
+    "probe_endpoint",
 ]
 
 SYSTEM_PROMPT = (

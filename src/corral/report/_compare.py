@@ -166,7 +166,7 @@ def compare(
     if not shared:
         raise ConfigError(
             f"{_side(report_a, model_a)} and {_side(report_b, model_b)} share no task "
-            f"with at least {k} finished trials"
+            f"with at least {k} finished trial{'' if k == 1 else 's'}"
             + (f" ({len(incomplete)} shared tasks have fewer)" if incomplete else "")
             + _models_hint(report_a, report_b)
         )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._types import NO_USAGE, UNCHANGED, Action, Commit, Step, ToolEffect, Usage
+from . import _attempt_errors
 
 
 @dataclass(slots=True)
@@ -39,6 +40,8 @@ class Projection:
     earlier_usage: Usage = NO_USAGE
     #: Usage since the latest ``reopen`` (what budgets count).
     usage: Usage = NO_USAGE
+    #: The errors of the attempts that failed and were retried (since the latest ``reopen``).
+    failed_attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def next_seq(self) -> int:
@@ -58,6 +61,9 @@ class Projection:
         usage = commit.usage
         if usage is not NO_USAGE and usage:
             self.usage = self.usage + usage
+        failed = _attempt_errors.recorded(commit)
+        if failed:  # each such commit carries all so far
+            self.failed_attempts = failed
         if kind == "setup":
             self.has_setup = True
             self.state = payload["state"]
@@ -96,6 +102,7 @@ class Projection:
             self.has_setup = False
             self.state = self.previous_trial = self.turn = None
             self.steps = []
+            self.failed_attempts = []
             self.iteration = 0
             self.terminal = self.evaluation = None
 

@@ -35,6 +35,7 @@ from .._types import (
     Usage,
 )
 from ..store._protocol import CommitStore, Pending, TrialKey
+from . import _attempt_errors
 from ._acks import Acks
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
@@ -83,8 +84,7 @@ class TrialPlan:
     worked: float = 0.0
     #: The most bytes of JSON one recorded value may take.
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
-    #: The errors of the attempts that failed and were retried: the terminal records
-    #: them (a commit of their own would shift the step keys of later actions).
+    #: The errors of the attempts that failed and were retried (see `_attempt_errors`).
     failed_attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -140,19 +140,14 @@ class _Writer:
     def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
         now = time.time()
         worked = round(self.clock.spent, 6)
-        budget = self.budget
         commits = []
         for kind, payload, usage in items:
-            payload["worked"] = worked  # working time survives a crash with the commit
-            if budget is not None and (kind == "setup" or kind == "terminal"):
-                payload["budget"] = budget.to_dict()  # what applied (`corral show`)
-            if kind == "terminal" and self.plan.failed_attempts:
-                payload["failed_attempts"] = self.plan.failed_attempts
-            commits.append(Commit(self.next_seq, kind, payload, now, usage))
+            _stamp(self.plan, self.projection, kind, payload, worked)
+            commit = Commit(self.next_seq, kind, payload, now, usage)
+            commits.append(commit)
+            self.projection.apply(commit)
             self.next_seq += 1
         self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
-        for commit in commits:
-            self.projection.apply(commit)
         _sync(self.session, self.projection)
         return commits
 
@@ -251,6 +246,10 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     projection = Projection()
     if plan.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
+        if len(projection.failed_attempts) > len(plan.failed_attempts):  # resumed
+            plan.failed_attempts = list(projection.failed_attempts)
+    # A resumed trial goes on counting its attempts (and its retries left).
+    attempt = max(attempt, len(plan.failed_attempts))
     clock = WorkClock(max(plan.worked, projection.worked))
     clock.start()
     working_limit = plan.budget.working_time_limit
@@ -550,15 +549,25 @@ async def _end(
     """Commit the terminal of a trial whose attempt failed, timed out or overran."""
     now = time.time()
     payload = _terminal(status, attempt, projection.state, failure=failure)
-    payload["worked"] = round(clock.spent, 6)
-    if plan.failed_attempts:
-        payload["failed_attempts"] = plan.failed_attempts
-    if plan.budget:
-        payload["budget"] = plan.budget.to_dict()
+    _stamp(plan, projection, "terminal", payload, round(clock.spent, 6))
     commit = Commit(projection.next_seq, "terminal", payload, now, usage)
     await plan.store.append(plan.key, [commit])
     projection.apply(commit)
     plan.acks.durable(plan.key, [commit])
+
+
+def _stamp(
+    plan: TrialPlan, projection: Projection, kind: str, payload: dict[str, Any], worked: float
+) -> None:
+    """What a trial's commit records beside its own value (every writer of one calls this)."""
+    payload["worked"] = worked  # working time survives a crash with the commit
+    if plan.budget and (kind == "setup" or kind == "terminal"):
+        payload["budget"] = plan.budget.to_dict()  # what applied (`corral show`)
+    failed = plan.failed_attempts
+    # The terminal carries them all; so does an attempt's first commit after a failure,
+    # which keeps them durable if the process dies before the terminal.
+    if failed and (kind == "terminal" or len(projection.failed_attempts) < len(failed)):
+        payload[_attempt_errors.KEY] = list(failed)
 
 
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:

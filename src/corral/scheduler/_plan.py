@@ -264,7 +264,9 @@ def across_models(plan: RunPlan, models: Sequence[str]) -> RunPlan:
     )
 
 
-def scoring_plan(config: Mapping[str, Any], task_ids: Sequence[str] | None) -> RunPlan:
+def scoring_plan(
+    benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str] | None
+) -> RunPlan:
     """The plan of a rescore: a stored benchmark's tasks (or some of them), with their
     recorded metadata and no dependencies (scoring one trial needs no other)."""
     stored: Mapping[str, Any] = config.get("tasks", {})
@@ -276,7 +278,7 @@ def scoring_plan(config: Mapping[str, Any], task_ids: Sequence[str] | None) -> R
         for task_id in task_ids:
             if task_id not in stored:
                 hint = did_you_mean(str(task_id), stored)
-                raise ConfigError(f"the benchmark has no task {task_id!r}{hint}")
+                raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
     chosen = set(stored if task_ids is None else task_ids)
     tasks = {
         task_id: BenchmarkTaskMetadata(

@@ -32,12 +32,12 @@ def scheme_of(address: str | os.PathLike[str]) -> str:
     """The backend an address names: ``"sqlite"``, ``"postgresql"`` or ``"memory"``;
     a `ConfigError` listing the known ones for any other scheme."""
     text = os.fspath(address)
-    if text in _MEMORY:
+    if text.lower() in _MEMORY:
         return "memory"
     match = _URI.match(text)
     if match is None:
         return "sqlite"  # a path
-    scheme = match.group(1)
+    scheme = match.group(1).lower()  # schemes are case-insensitive (RFC 3986)
     if scheme in ("postgresql", "postgres"):
         return "postgresql"
     if scheme == "sqlite":
@@ -77,7 +77,8 @@ def open_store(
             f"{', '.join(unknown)} is not an option of a {kind} store "
             f"(it takes: {', '.join(sorted(_OPTIONS[kind])) or 'none'})"
         )
-    text = os.fspath(address)
+    # libpq, and the prefixes below, know schemes in lower case only.
+    text = _URI.sub(lambda m: m.group(0).lower(), os.fspath(address), count=1)
     if kind == "memory":
         return MemoryStore()
     if kind == "postgresql":

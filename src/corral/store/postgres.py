@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import anyio
 import anyio.to_thread
@@ -136,7 +137,9 @@ class PostgresStore:
         try:
             params = conninfo_to_dict(conninfo)
         except Exception as exc:  # psycopg.ProgrammingError, with the reason
-            raise ConfigError(f"bad PostgreSQL URI {masked_uri(dsn)!r}: {exc}") from exc
+            raise ConfigError(
+                f"bad PostgreSQL URI {masked_uri(dsn)!r}: {masked(str(exc), dsn)}"
+            ) from None
         if not params.get("dbname"):
             # libpq would fall back to a default database (the user's name, $PGDATABASE):
             # commits must never land somewhere the address does not name.
@@ -518,12 +521,38 @@ def _retry_window(dsn: str) -> tuple[str, float | None]:
 
 def masked_uri(dsn: str) -> str:
     """The URI without its password (in the user part or a parameter), for messages."""
-    uri, qsep, query = dsn.partition("?")
-    scheme, sep, rest = uri.partition("://")
-    userinfo, at, host = rest.rpartition("@")
+    head, userinfo, at, rest = _split_userinfo(dsn)
     if at and ":" in userinfo:
         userinfo = userinfo.split(":", 1)[0] + ":***"
+    where, qsep, query = rest.partition("?")
     if qsep:
         items = query.split("&")
-        query = "&".join("password=***" if i.startswith("password=") else i for i in items)
-    return f"{scheme}{sep}{userinfo}{at}{host}{qsep}{query}"
+        query = "&".join(f"{i.partition('=')[0]}=***" if _is_password(i) else i for i in items)
+    return f"{head}{userinfo}{at}{where}{qsep}{query}"
+
+
+def masked(text: str, dsn: str) -> str:
+    """``text`` (psycopg's, quoting a piece of ``dsn``) with every password of ``dsn``
+    replaced by ``***``, as written and as decoded."""
+    _, userinfo, at, rest = _split_userinfo(dsn)
+    secrets = [userinfo.partition(":")[2]] if at else []
+    secrets += [i.partition("=")[2] for i in rest.partition("?")[2].split("&") if _is_password(i)]
+    for secret in sorted({*secrets, *map(unquote, secrets)} - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _split_userinfo(dsn: str) -> tuple[str, str, str, str]:
+    """(scheme://, user info, "@" or "", the rest), split where libpq does: the user
+    info ends at the first "@" before any "/", so a password may hold a "?"."""
+    scheme, sep, rest = dsn.partition("://")
+    end = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
+    if rest[end : end + 1] == "@":
+        return scheme + sep, rest[:end], "@", rest[end + 1 :]
+    return scheme + sep, "", "", rest
+
+
+def _is_password(item: str) -> bool:
+    # In any case or percent-encoded, it is meant as one (libpq refuses such a name,
+    # and the refusal quotes the URI).
+    return unquote(item.partition("=")[0]).lower() == "password"
