@@ -27,6 +27,7 @@ from ._fakes import (
 )
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
+from ._lagging_store import LaggingStore
 
 __all__ = [
     "ChatReply",
@@ -35,6 +36,7 @@ __all__ = [
     "FakeChatServer",
     "FakeEnvironment",
     "Gate",
+    "LaggingStore",
     "ScriptedAgent",
     "default_agent_keys",
     "echo",
