@@ -15,7 +15,7 @@ import corral
 from corral import Action, Evaluation, Final, MemoryStore, TrialKey, TrialRecord, TrialStatus
 from corral import BenchmarkTaskMetadata as Meta
 from corral.runtime import AgentSession
-from corral.testing import FakeEnvironment, ScriptedAgent, wait_all_tasks_blocked
+from corral.testing import FakeEnvironment, LaggingStore, ScriptedAgent, wait_all_tasks_blocked
 
 pytestmark = pytest.mark.anyio
 
@@ -236,43 +236,6 @@ async def test_bad_fail_on_error_is_refused(bad: Any) -> None:
         await make(ScriptedAgent(), MemoryStore()).run("b", fail_on_error=bad)
 
 
-class HeldStore(MemoryStore):
-    """A memory store whose appends become durable only when the test says so: a store
-    that lags behind the trials as far as the run lets it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held: list[Held] = []
-        self.peak = 0
-
-    def enqueue(self, key: TrialKey, commits: Any) -> Any:
-        handle = Held(super().enqueue(key, commits))
-        self.held.append(handle)
-        self.peak = max(self.peak, len(self.held))
-        return handle
-
-    def release(self) -> None:
-        for handle in self.held:
-            handle.landed.set()
-        self.held.clear()
-
-
-class Held:
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.landed = anyio.Event()
-
-    def done(self) -> bool:
-        return self.landed.is_set()
-
-    def check(self) -> None:
-        self.inner.check()
-
-    async def wait(self) -> None:
-        await self.landed.wait()
-        await self.inner.wait()
-
-
 async def test_appends_waiting_for_a_lagging_store_are_bounded_by_max_backlog() -> None:
     # Past the bound, no worker takes new work; work already admitted still hands over
     # its appends: at most 3 a slot (setup, terminal, evaluation), 4 slots in total.
@@ -281,7 +244,7 @@ async def test_appends_waiting_for_a_lagging_store_are_bounded_by_max_backlog() 
 
 
 async def lagging_peak(bound: int) -> int:
-    store = HeldStore()
+    store = LaggingStore()
     tasks = {f"t{i}": Meta("a", "e") for i in range(60)}
     run = corral.CorralRunner(
         tasks, {"a": ScriptedAgent()}, {"e": FakeEnvironment()}, store=store, max_backlog=bound

@@ -3,9 +3,11 @@
 One worker task per admitted execution or evaluation, created at admission
 and never before; a worker that runs out of work waits to be handed the next
 start instead of ending, so a new task is created only when every worker is
-busy. Beside them: at most one task recording unreachable trials, one timer
-for rate-limited trials, and the run's acknowledgements. Live tasks scale
-with the limits, not with the number of trials.
+busy; a worker gives its slot back only once it is free again (a lagging store
+holds it, and with it admission, until it has caught up). Beside them: at most
+one task recording unreachable trials, one timer for rate-limited trials, and
+the run's acknowledgements. Live tasks scale with the limits, not with the
+number of trials.
 """
 
 from __future__ import annotations
@@ -243,6 +245,7 @@ class RunLoop:
         self._timing = False
         self._idle: list[Handoff[Start]] = []  # workers waiting for a start
         self._workers = 0  # worker tasks started (they end only when the run is complete)
+        self._ends = 0  # executions and evaluations the workers finished (to yield now and then)
         #: Runs the admitted work elsewhere (on Ray hosts) instead of in worker tasks.
         self.remote = remote
 
@@ -326,21 +329,14 @@ class RunLoop:
         self._tg.start_soon(fn, *args)
 
     async def _work(self, start: Start | None) -> None:
-        done = 0
         while start is not None:
+            # A start gives its slot back only after its last wait (`_finishing`), and
+            # the next admission follows with no wait between: every other worker
+            # holds a slot then, so a worker is created only for a slot no task has.
             if start.kind == StartKind.EXECUTE:
                 await self._execute(start.task, start.round)
             else:
                 await self._evaluate(start.task, start.round)
-            done += 1
-            if self.acks.full:  # the store lags: hand over no more until it catches up
-                await self.acks.room()
-            elif done % _YIELD_EVERY:
-                await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops here
-            else:
-                # Trials whose agents never wait would otherwise keep this task
-                # running and starve every other (the display, the timer).
-                await anyio.lowlevel.checkpoint()
             start = self._pump()
             if start is None and not self.admission.complete:
                 if (stalled := self._stalled(busy=1)) is not None:  # pragma: no cover
@@ -428,7 +424,9 @@ class RunLoop:
                 # A streamed task's line is read (and checked) here.
                 meta, inputs = self.trial_inputs(t, r)
             except CorralError as exc:
-                await self.unreadable(t, r, exc)
+                record = await self._record_unreadable(t, r, exc)
+                await self._finishing()
+                self._unreadable_ended(t, r, record)
                 return
             previous, reload = self.previous_of(t, r)
             if reload is not None:
@@ -448,7 +446,28 @@ class RunLoop:
                 budget=self.budget.under(meta),
                 max_value_bytes=self.max_value_bytes,
             )
-        self.executed(t, r, trial, await run_trial(trial))
+        outcome = await run_trial(trial)
+        await self._finishing()
+        self.executed(t, r, trial, outcome)
+
+    async def _finishing(self) -> None:
+        """A worker's last wait before its execution or evaluation gives its slot back.
+
+        A store that lags holds the worker here, slot and all, until it has caught
+        up: admission starts nothing in the meantime, rather than starting new
+        workers while the finished ones wait (the live tasks stay within the
+        limits). Otherwise the worker yields now and then: trials whose agents
+        never wait would keep it running and starve every other task (the
+        display, the timer).
+        """
+        if self.acks.full:
+            await self.acks.room()
+            return
+        self._ends += 1
+        if self._ends % _YIELD_EVERY:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops here
+        else:
+            await anyio.lowlevel.checkpoint()
 
     def executed(self, t: int, r: int, trial: Any, outcome: TrialOutcome | Deferred) -> None:
         """Trial (t, r) ended (or was deferred); ``trial`` is its plan or remote job."""
@@ -492,6 +511,9 @@ class RunLoop:
     async def unreadable(self, t: int, r: int, exc: CorralError) -> None:
         """Trial (t, r) cannot start: its task's inputs could not be read (a task file
         changed during the run). It ends ``error`` at once; no retry would help."""
+        self._unreadable_ended(t, r, await self._record_unreadable(t, r, exc))
+
+    async def _record_unreadable(self, t: int, r: int, exc: CorralError) -> TrialRecord:
         for p in self.plan.parents[t]:
             if (p, r) in self._outputs:
                 self._take_output(p, r)
@@ -511,7 +533,7 @@ class RunLoop:
         await self.store.append(key, [commit])
         self.acks.durable(key, [commit])
         self._partial.discard((t, r))
-        record = record_of(
+        return record_of(
             key.task_id,
             r,
             terminal=commit,
@@ -520,6 +542,8 @@ class RunLoop:
             started_at=commit.created_at,
             usage=NO_USAGE,
         )
+
+    def _unreadable_ended(self, t: int, r: int, record: TrialRecord) -> None:
         self._remember(t, record)
         self.admission.execution_ended(t, r, TrialStatus.ERROR)
         self._count_error()
@@ -544,6 +568,7 @@ class RunLoop:
             time_limit=self.evaluation_timeout,
             max_value_bytes=self.max_value_bytes,
         )
+        await self._finishing()
         self.evaluated(t, r, record, record.state)
 
     def evaluated(self, t: int, r: int, record: TrialRecord, state: Any) -> None:

@@ -15,7 +15,7 @@ from .._json import dumps, loads
 from .._types import Commit
 from ._config_diff import check_same_config
 from ._decode import decode_run
-from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import SummaryBuilder
 
@@ -92,7 +92,7 @@ class MemoryStore:
         self._configs[benchmark_id] = (time.time() if created_at is None else created_at, config)
         return False
 
-    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> _Landed:
+    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:
         commits = [_encoded(c) for c in commits]
         if key in self._poisoned:
             return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))

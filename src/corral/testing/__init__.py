@@ -28,6 +28,7 @@ from ._fakes import (
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
 from ._hostile import HostileChatServer, HostileReply, hostile_replies
+from ._lagging_store import LaggingStore
 from ._tamper import CORRUPTIONS, DELETE, Corruption, json_edit, tamper
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Gate",
     "HostileChatServer",
     "HostileReply",
+    "LaggingStore",
     "ScriptedAgent",
     "default_agent_keys",
     "echo",
