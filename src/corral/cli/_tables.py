@@ -50,12 +50,13 @@ def report_table(report: BenchmarkReport) -> Table:
         n = len(task.trials)
         passed += task.passed
         trials += n
+        values = task.values
         table.add_row(
             task_id + (" *" if task.added_by_dependencies else ""),
             task.model or "-",
             task.environment_id,
             f"{task.passed}/{n}",
-            *(_score(task.values.get(m.name, {}).get(k)) for m, k in columns),
+            *(_score(values.get(m.name, {}).get(k)) for m, k in columns),
         )
     table.add_section()
     table.add_row(
@@ -227,7 +228,8 @@ def models_table(report: BenchmarkReport) -> Table | None:
             totals[m][0] += one.passed
             totals[m][1] += len(one.trials)
             cells.append(f"{one.passed}/{len(one.trials)}")
-            cells += [_score(one.values.get(metric.name, {}).get(k)) for metric, k in columns]
+            values = one.values
+            cells += [_score(values.get(metric.name, {}).get(k)) for metric, k in columns]
         added = any(t.added_by_dependencies for t in by.values())
         table.add_row(base + (" *" if added else ""), *cells)
     table.add_section()

@@ -67,6 +67,10 @@ def build_report(
     """
     metrics = tuple(metrics)
     estimators = [m.estimator for m in metrics]
+    names = [m.name for m in metrics]
+    at_name, hat_name = PASS_AT_K.name, PASS_HAT_K.name
+    # Values of the metrics a TaskReport has no field of.
+    extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
     trials_per_task = int(config["trials_per_task"])
     if records is None:
         records = records_from(summaries)
@@ -76,8 +80,8 @@ def build_report(
     outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
     counts = {str(status): 0 for status in TrialStatus}
     usage = Usage()
-    # One tuple of floats (one per metric) per distinct (n, passed, k), not one per task.
-    estimates: dict[tuple[int, int, int], tuple[float, ...]] = {}
+    # Each metric's (k, value) pairs per distinct (n, passed), not per task.
+    estimates: dict[tuple[int, int], tuple[tuple[tuple[int, float], ...], ...]] = {}
     errors, evaluation_errors = ErrorGroups(), ErrorGroups()
     endings = {status: ErrorGroups() for status in ENDING_STATUSES}
     first, last = float("inf"), float("-inf")
@@ -107,24 +111,22 @@ def build_report(
                 last = t.finished_at
         n = len(trials)
         outcomes[task_id] = (n, passed)
-        values: dict[str, dict[int, float]] = {m.name: {} for m in metrics}
-        for k in k_values:
-            if k <= n:
-                key = (n, passed, k)
-                value = estimates.get(key)
-                if value is None:
-                    value = estimates[key] = tuple(f(n, passed, k) for f in estimators)
-                for metric, v in zip(metrics, value, strict=True):
-                    values[metric.name][k] = v
+        row = estimates.get((n, passed))
+        if row is None:
+            row = estimates[(n, passed)] = tuple(
+                tuple((k, f(n, passed, k)) for k in k_values if k <= n) for f in estimators
+            )
+        # A dict per metric, built in C: this runs once per task of a huge report.
+        values = dict(zip(names, map(dict, row), strict=True))
         tasks[task_id] = TaskReport(
             task_id=task_id,
             trials=trials,
-            pass_at_k=values.get(PASS_AT_K.name, {}),
-            pass_hat_k=values.get(PASS_HAT_K.name, {}),
+            pass_at_k=values.get(at_name) or {},
+            pass_hat_k=values.get(hat_name) or {},
             added_by_dependencies=task_id in added,
             model=model,
             environment_id=environment_id,
-            values=values,
+            extra={name: values[name] for name in extra} if extra else {},
         )
     # Means over the tasks with at least k finished trials: every task of a finished
     # run; in an interrupted one, a task with fewer has no pass@k yet and is left out

@@ -30,13 +30,16 @@ class TaskReport:
     added_by_dependencies: bool = False
     model: str | None = None
     environment_id: str = ""
-    #: Every metric's values by metric name, then k (the built-ins' are the fields above).
-    values: dict[str, dict[int, float]] = field(default_factory=dict)
+    #: The values of metrics other than the built-ins (whose are the fields above), by
+    #: metric name, then k.
+    extra: dict[str, dict[int, float]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        # One dict per metric: `values` holds the built-ins' fields themselves.
-        self.values.setdefault(PASS_AT_K.name, self.pass_at_k)
-        self.values.setdefault(PASS_HAT_K.name, self.pass_hat_k)
+    @property
+    def values(self) -> dict[str, dict[int, float]]:
+        """Every metric's values by metric name, then k."""
+        # Made on use: a dict of dicts per task would be one more object for the
+        # garbage collector to walk, per task of a huge report.
+        return {PASS_AT_K.name: self.pass_at_k, PASS_HAT_K.name: self.pass_hat_k, **self.extra}
 
     @property
     def passed(self) -> int:
@@ -49,8 +52,9 @@ class TaskReport:
             "environment_id": self.environment_id,
             "added_by_dependencies": self.added_by_dependencies,
         }
+        values = self.values
         for metric in metrics:
-            out[metric.key] = _by_k(self.values.get(metric.name, {}))
+            out[metric.key] = _by_k(values.get(metric.name, {}))
         out["passed"] = self.passed
         out["trials"] = [t.to_dict() for t in self.trials]
         return out
