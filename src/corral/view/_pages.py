@@ -14,7 +14,7 @@ from .._types import Commit
 from ..cli._history import load_history
 from ..report import BenchmarkReport
 from ..report import compare as compare_reports
-from ..report._metrics import METRICS
+from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._cache import Loaded
@@ -51,6 +51,11 @@ def _metrics(
     return {m.key: _ks(values.get(m.name, {})) for m in report.metrics}
 
 
+def _metric_list(metrics: Sequence[Metric]) -> list[dict[str, str]]:
+    """What the page's script loops over to show each metric: its name and JSON key."""
+    return [{"name": m.name, "key": m.key, "description": m.description} for m in metrics]
+
+
 def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -> dict[str, Any]:
     """One line of the benchmarks page; pass@k and errors once the benchmark has loaded."""
     out: dict[str, Any] = {
@@ -85,6 +90,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         return out
     out.update(
         k_values=list(report.k_values),
+        metrics=_metric_list(report.metrics),
         **_metrics(report, report.means),
         # Bootstraps: once per load (the report keeps what it computed).
         scores=report.scores.to_dict(),
@@ -166,6 +172,7 @@ async def task_page(
         "children": [t for t, m in tasks.items() if task_id in m.get("dependencies", [])],
         "trials": out_trials,
         "more_trials": max(0, loaded.trials_per_task - CHAIN_TRIALS),
+        "metrics": _metric_list(METRICS if report is None else report.metrics),
         **(
             dict.fromkeys(m.key for m in METRICS)
             if report is None or task_report is None
