@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
-from corral import BenchmarkReport, Evaluation, TrialRecord, TrialStatus
+from corral import BenchmarkReport, ConfigError, Evaluation, TrialRecord, TrialStatus
 from corral.cli._compare import render_comparison
 from corral.cli._tables import report_renderables
 from corral.report import build_report, compare, pass_at_k
@@ -66,3 +67,20 @@ def test_a_registered_metric_is_in_every_figure_table_and_comparison() -> None:
     assert comparison.improved == ("x",) and comparison.tied == ("y", "z")
     console.print(render_comparison(comparison))
     assert "mean pessimist@1" in console.export_text()
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ((), "metrics must hold at least one Metric, not none"),
+        ((*METRICS, METRICS[0]), "two metrics have the name 'pass@k'"),
+        (
+            (*METRICS, Metric("other@k", "pass_at_k", pass_at_k, "x")),
+            "two metrics have the key 'pass_at_k'",
+        ),
+    ],
+)
+def test_a_bad_set_of_metrics_is_refused(metrics: tuple[Metric, ...], message: str) -> None:
+    config = {"trials_per_task": 1, "tasks": {"x": {}}}
+    with pytest.raises(ConfigError, match=message):
+        build_report("b", config, records={}, k_values=(1,), metrics=metrics)

@@ -11,7 +11,7 @@ from .._records import TrialTable
 from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..store._protocol import TrialSummary
 from ._errors import ENDING_STATUSES, ErrorGroups, ending_message
-from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
+from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
 from ._model import BenchmarkReport, TaskReport
 from ._scores import task_means
 
@@ -65,7 +65,7 @@ def build_report(
     ``metrics`` are the per-task estimators the report gives (each with its means,
     per model and intervals), the built-in pass@k and pass^k unless told.
     """
-    metrics = tuple(metrics)
+    metrics = checked(metrics)
     estimators = [m.estimator for m in metrics]
     names = [m.name for m in metrics]
     at_name, hat_name = PASS_AT_K.name, PASS_HAT_K.name

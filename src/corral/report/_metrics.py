@@ -51,6 +51,21 @@ PASS_HAT_K = Metric("pass^k", "pass_hat_k", pass_hat_k, "all k pass", first_tabl
 METRICS: tuple[Metric, ...] = (PASS_AT_K, PASS_HAT_K)
 
 
+def checked(metrics: Sequence[Metric]) -> tuple[Metric, ...]:
+    """``metrics`` as a tuple; a `ConfigError` names none given or a repeated name or key."""
+    out = tuple(metrics)
+    if not out:
+        raise ConfigError("metrics must hold at least one Metric, not none")
+    for attribute in ("name", "key"):
+        seen: set[str] = set()
+        for metric in out:
+            value = getattr(metric, attribute)
+            if value in seen:
+                raise ConfigError(f"two metrics have the {attribute} {value!r}")
+            seen.add(value)
+    return out
+
+
 def metric_named(name: str, metrics: Sequence[Metric] = METRICS) -> Metric:
     """The metric called ``name``; a `ConfigError` names an unknown one."""
     for metric in metrics:
