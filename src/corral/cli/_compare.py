@@ -11,7 +11,7 @@ from rich.text import Text
 
 from .._errors import ConfigError
 from ..report import BenchmarkReport, Comparison, compare
-from ..report._compare import METRICS
+from ..report._metrics import METRICS
 from ..store import CommitStore
 from ._execute import make_console
 from ._inspect import reading_store, rebuild_report, with_store
@@ -44,10 +44,10 @@ LISTED = 10
 @click.option("-k", "--k", "k", type=int, default=1, show_default=True, help="The k of the metric.")
 @click.option(
     "--metric",
-    type=click.Choice(METRICS),
-    default="pass@k",
+    type=click.Choice([m.name for m in METRICS]),
+    default=METRICS[0].name,
     show_default=True,
-    help="pass@k (at least one of k trials passes) or pass^k (all k pass).",
+    help=" or ".join(f"{m.name} ({m.description})" for m in METRICS) + ".",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_command(

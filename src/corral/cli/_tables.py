@@ -1,4 +1,4 @@
-"""The pass@k and pass^k tables and the lines under them, as rich renderables."""
+"""The metric tables (pass@k, pass^k...) and the lines under them, as rich renderables."""
 
 from __future__ import annotations
 
@@ -10,25 +10,31 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
+from ..report._metrics import Metric
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
 
-#: Titles say what pass^k is; pass^1 is pass@1, so tables show pass^k from k = 2.
-PASS_HAT = "pass^k: all k pass"
+
+def metric_columns(report: BenchmarkReport) -> list[tuple[Metric, int]]:
+    """(metric, k) of each metric column, metric by metric (pass^1 is pass@1, so pass^k
+    starts at k = 2: `Metric.first_table_k`)."""
+    return [(m, k) for m in report.metrics for k in m.table_ks(report.k_values)]
 
 
-def hat_ks(report: BenchmarkReport) -> list[int]:
-    """The k of the pass^k columns: the report's, but 1 (pass^1 is pass@1)."""
-    return [k for k in report.k_values if k > 1]
+def metrics_note(report: BenchmarkReport, columns: list[tuple[Metric, int]]) -> str:
+    """`` (pass^k: all k pass)``: what each shown metric but the first means."""
+    shown = dict.fromkeys(m for m, _ in columns if m != report.metrics[0])
+    notes = "; ".join(f"{m.name}: {m.description}" for m in shown)
+    return f" ({notes})" if notes else ""
 
 
 def report_table(report: BenchmarkReport) -> Table:
     """One row per task (task, model, env, passed/n, pass@k..., pass^k...), then the mean."""
-    ks, hats = report.k_values, hat_ks(report)
+    columns = metric_columns(report)
     table = Table(
-        title=f"{report.benchmark_id}: pass@k over {report.trials_per_task} trials per task"
-        + (f" ({PASS_HAT})" if hats else ""),
+        title=f"{report.benchmark_id}: {report.metrics[0].name} over "
+        f"{report.trials_per_task} trials per task" + metrics_note(report, columns),
         title_justify="left",
         caption="* added by dependency closure" if report.added_by_dependencies else None,
         caption_justify="left",
@@ -37,22 +43,20 @@ def report_table(report: BenchmarkReport) -> Table:
     table.add_column("model")
     table.add_column("env")
     table.add_column("passed", justify="right")
-    for k in ks:
-        table.add_column(f"pass@{k}", justify="right")
-    for k in hats:
-        table.add_column(f"pass^{k}", justify="right")
+    for metric, k in columns:
+        table.add_column(metric.label(k), justify="right")
     passed = trials = 0
     for task_id, task in report.tasks.items():
         n = len(task.trials)
         passed += task.passed
         trials += n
+        values = task.values
         table.add_row(
             task_id + (" *" if task.added_by_dependencies else ""),
             task.model or "-",
             task.environment_id,
             f"{task.passed}/{n}",
-            *(_score(task.pass_at_k.get(k)) for k in ks),
-            *(_score(task.pass_hat_k.get(k)) for k in hats),
+            *(_score(values.get(m.name, {}).get(k)) for m, k in columns),
         )
     table.add_section()
     table.add_row(
@@ -60,8 +64,7 @@ def report_table(report: BenchmarkReport) -> Table:
         "",
         "",
         f"{passed}/{trials}",
-        *(Text(_score(report.pass_at_k.get(k)), style="bold") for k in ks),
-        *(Text(_score(report.pass_hat_k.get(k)), style="bold") for k in hats),
+        *(Text(_score(report.means.get(m.name, {}).get(k)), style="bold") for m, k in columns),
     )
     return table
 
@@ -82,15 +85,11 @@ def scores_table(report: BenchmarkReport) -> Table | None:
     for name, scores in columns:
         counted = max(scores.tasks.values(), default=0)
         table.add_column(Text(f"{name} ({counted:,} tasks)"), justify="right", no_wrap=True)
-    for metric, ks in (("pass@", report.k_values), ("pass^", hat_ks(report))):
-        for k in ks:
-            table.add_row(
-                f"{metric}{k}",
-                *(
-                    estimate((s.pass_at_k if metric == "pass@" else s.pass_hat_k).get(k))
-                    for _, s in columns
-                ),
-            )
+    for metric, k in metric_columns(report):
+        table.add_row(
+            metric.label(k),
+            *(estimate(s.estimates.get(metric.name, {}).get(k)) for _, s in columns),
+        )
     return table
 
 
@@ -196,17 +195,19 @@ def budget_line(report: BenchmarkReport) -> str:
 
 
 def models_table(report: BenchmarkReport) -> Table | None:
-    """For a several-models run: one row per task, each model's passed/n, pass@k and
-    pass^k at the largest k side by side (every pass^k of each model is in `scores_table`
-    and the JSON); tasks the dependency closure added are marked ``*``, as in
-    `report_table`."""
-    models = list(report.by_model)
+    """For a several-models run: one row per task, each model's passed/n, the first
+    metric (pass@k) at every k and each other metric (pass^k) at the largest k side by
+    side (every pass^k of each model is in `scores_table` and the JSON); tasks the
+    dependency closure added are marked ``*``, as in `report_table`."""
+    models = list(report.means_by_model.get(report.metrics[0].name, {}))
     suffixes = tuple(f"@{m}" for m in models)
     if len(models) < 2 or not all(t.endswith(suffixes) for t in report.tasks):
         return None
-    ks, hats = report.k_values, hat_ks(report)[-1:]
+    first = report.metrics[0]
+    shown = [(m, k) for m in report.metrics for k in m.table_ks(report.k_values)[-1:]]
+    columns = [(first, k) for k in first.table_ks(report.k_values)] + shown[1:]
     table = Table(
-        title="pass@k by model" + (f" ({PASS_HAT})" if hats else ""),
+        title=f"{first.name} by model" + metrics_note(report, columns),
         title_justify="left",
         caption="* added by dependency closure" if report.added_by_dependencies else None,
         caption_justify="left",
@@ -214,10 +215,8 @@ def models_table(report: BenchmarkReport) -> Table | None:
     table.add_column("task", no_wrap=True)
     for model in models:
         table.add_column(f"{model}\npassed", justify="right")
-        for k in ks:
-            table.add_column(f"{model}\npass@{k}", justify="right")
-        for k in hats:
-            table.add_column(f"{model}\npass^{k}", justify="right")
+        for metric, k in columns:
+            table.add_column(f"{model}\n{metric.label(k)}", justify="right")
     rows: dict[str, dict[str, TaskReport]] = {}
     for task_id, task in report.tasks.items():
         base, _, model = task_id.rpartition("@")
@@ -228,22 +227,23 @@ def models_table(report: BenchmarkReport) -> Table | None:
         for m in models:
             one = by.get(m)
             if one is None:
-                cells += ["-"] * (1 + len(ks) + len(hats))
+                cells += ["-"] * (1 + len(columns))
                 continue
             totals[m][0] += one.passed
             totals[m][1] += len(one.trials)
             cells.append(f"{one.passed}/{len(one.trials)}")
-            cells += [_score(one.pass_at_k.get(k)) for k in ks]
-            cells += [_score(one.pass_hat_k.get(k)) for k in hats]
+            values = one.values
+            cells += [_score(values.get(metric.name, {}).get(k)) for metric, k in columns]
         added = any(t.added_by_dependencies for t in by.values())
         table.add_row(base + (" *" if added else ""), *cells)
     table.add_section()
     means: list[RenderableType] = []
     for m in models:
         means.append(f"{totals[m][0]}/{totals[m][1]}")
-        means += [Text(_score(report.by_model[m].get(k)), style="bold") for k in ks]
-        hat = report.scores_by_model[m].pass_hat_k
-        means += [Text(_score(hat[k].value if k in hat else None), style="bold") for k in hats]
+        means += [
+            Text(_score(report.means_by_model.get(metric.name, {}).get(m, {}).get(k)), style="bold")
+            for metric, k in columns
+        ]
     table.add_row(Text(f"mean of {len(rows)} tasks", style="bold"), *means)
     return table
 

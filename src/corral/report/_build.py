@@ -11,8 +11,8 @@ from .._records import TrialTable
 from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..store._protocol import TrialSummary
 from ._errors import ENDING_STATUSES, ErrorGroups, ending_message
+from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
 from ._model import BenchmarkReport, TaskReport
-from ._passk import pass_at_k, pass_hat_k
 from ._scores import task_means
 
 
@@ -52,6 +52,7 @@ def build_report(
     timings: Mapping[str, float] | None = None,
     stopped: str | None = None,
     budgets: Mapping[str, float] | None = None,
+    metrics: Sequence[Metric] = METRICS,
 ) -> BenchmarkReport:
     """The report of ``benchmark_id`` as ``config`` (its stored configuration) defines it.
 
@@ -61,7 +62,15 @@ def build_report(
     A `TrialTable` of records lends each task its row as the report's trial list.
     ``started_at`` and ``finished_at`` default to the span of the records (see
     `BenchmarkReport`), which is what a run and ``corral report`` both use.
+    ``metrics`` are the per-task estimators the report gives (each with its means,
+    per model and intervals), the built-in pass@k and pass^k unless told.
     """
+    metrics = checked(metrics)
+    estimators = [m.estimator for m in metrics]
+    names = [m.name for m in metrics]
+    at_name, hat_name = PASS_AT_K.name, PASS_HAT_K.name
+    # Values of the metrics a TaskReport has no field of.
+    extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
     trials_per_task = int(config["trials_per_task"])
     if records is None:
         records = records_from(summaries)
@@ -71,8 +80,8 @@ def build_report(
     outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
     counts = {str(status): 0 for status in TrialStatus}
     usage = Usage()
-    # One pair of floats per distinct (n, passed, k), not one per task.
-    estimates: dict[tuple[int, int, int], tuple[float, float]] = {}
+    # Each metric's (k, value) pairs per distinct (n, passed), not per task.
+    estimates: dict[tuple[int, int], tuple[tuple[tuple[int, float], ...], ...]] = {}
     errors, evaluation_errors = ErrorGroups(), ErrorGroups()
     endings = {status: ErrorGroups() for status in ENDING_STATUSES}
     first, last = float("inf"), float("-inf")
@@ -102,33 +111,36 @@ def build_report(
                 last = t.finished_at
         n = len(trials)
         outcomes[task_id] = (n, passed)
-        at, hat = {}, {}
-        for k in k_values:
-            if k <= n:
-                key = (n, passed, k)
-                value = estimates.get(key)
-                if value is None:
-                    value = estimates[key] = (pass_at_k(n, passed, k), pass_hat_k(n, passed, k))
-                at[k], hat[k] = value
+        row = estimates.get((n, passed))
+        if row is None:
+            row = estimates[(n, passed)] = tuple(
+                tuple((k, f(n, passed, k)) for k in k_values if k <= n) for f in estimators
+            )
+        # A dict per metric, built in C: this runs once per task of a huge report.
+        values = dict(zip(names, map(dict, row), strict=True))
         tasks[task_id] = TaskReport(
             task_id=task_id,
             trials=trials,
-            pass_at_k=at,
-            pass_hat_k=hat,
+            pass_at_k=values.get(at_name) or {},
+            pass_hat_k=values.get(hat_name) or {},
             added_by_dependencies=task_id in added,
             model=model,
             environment_id=environment_id,
+            extra={name: values[name] for name in extra} if extra else {},
         )
     # Means over the tasks with at least k finished trials: every task of a finished
     # run; in an interrupted one, a task with fewer has no pass@k yet and is left out
     # rather than counted 0.
-    mean_at, mean_hat = task_means(outcomes.values(), k_values)
+    means = task_means(outcomes.values(), k_values, metrics)
     models = sorted({t.model for t in tasks.values() if t.model is not None})
     by_model = {
         model: task_means(
-            [outcomes[t.task_id] for t in tasks.values() if t.model == model], k_values
+            [outcomes[t.task_id] for t in tasks.values() if t.model == model], k_values, metrics
         )
         for model in models
+    }
+    means_by_model = {
+        m.name: {model: of_model[m.name] for model, of_model in by_model.items()} for m in metrics
     }
     unfinished = len(tasks) * trials_per_task - sum(counts.values())
     if unfinished:
@@ -140,8 +152,8 @@ def build_report(
     return BenchmarkReport(
         benchmark_id=benchmark_id,
         tasks=tasks,
-        pass_at_k=mean_at,
-        pass_hat_k=mean_hat,
+        pass_at_k=means.get(PASS_AT_K.name, {}),
+        pass_hat_k=means.get(PASS_HAT_K.name, {}),
         counts=counts,
         usage=usage,
         trials_per_task=trials_per_task,
@@ -150,8 +162,8 @@ def build_report(
         finished_at=finished_at,
         resumed=resumed,
         timings=dict(timings or {}),
-        by_model={model: at for model, (at, _) in by_model.items()},
-        by_model_pass_hat_k={model: hat for model, (_, hat) in by_model.items()},
+        by_model=means_by_model.get(PASS_AT_K.name, {}),
+        by_model_pass_hat_k=means_by_model.get(PASS_HAT_K.name, {}),
         stopped=stopped,
         errors=errors.groups(),
         evaluation_errors=evaluation_errors.groups(),
@@ -159,6 +171,9 @@ def build_report(
         budgets=dict(budgets or {}),
         limited=limited,
         working_seconds=working,
+        metrics=metrics,
+        means=means,
+        means_by_model=means_by_model,
     )
 
 

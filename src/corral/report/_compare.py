@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,19 +17,16 @@ from ._bootstrap import (
     percentile_interval,
     weighted_mean,
 )
+from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
 from ._model import BenchmarkReport, TaskReport
-from ._passk import pass_at_k, pass_hat_k
 from ._scores import Estimate, interval_info
-
-#: What `compare` can compare.
-METRICS = ("pass@k", "pass^k")
 
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Side b against side a on the tasks both ran: a is the baseline, b the candidate.
 
-    ``difference`` is b's mean pass@k (or pass^k when ``hat``) minus a's over the
+    ``difference`` is b's mean of ``measure`` (pass@k unless told) minus a's over the
     ``shared`` tasks (positive: b does better), with a 95% paired-bootstrap interval
     (tasks resampled together on both sides, so differences between tasks cancel
     out). ``a`` and ``b`` are each side's mean over those same tasks. A task is
@@ -61,11 +59,14 @@ class Comparison:
     #: The bootstrap behind the intervals.
     resamples: int = RESAMPLES
     seed: int = SEED
+    #: The compared metric (pass^k when ``hat``, if not given).
+    measure: Metric | None = None
 
     @property
     def metric(self) -> str:
         """``"pass@1"``, ``"pass^4"``...: what is compared."""
-        return f"pass{'^' if self.hat else '@'}{self.k}"
+        measure = self.measure or (PASS_HAT_K if self.hat else PASS_AT_K)
+        return measure.label(self.k)
 
     @property
     def significant(self) -> bool:
@@ -105,9 +106,10 @@ def compare(
     models: tuple[str, str] | None = None,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    metrics: Sequence[Metric] = METRICS,
 ) -> Comparison:
-    """Compare pass@k (``metric="pass^k"``: pass^k) of ``report_b`` against
-    ``report_a`` on the tasks they share.
+    """Compare pass@k (``metric="pass^k"``: pass^k; any metric of ``metrics`` by its
+    name) of ``report_b`` against ``report_a`` on the tasks they share.
 
     ``model`` restricts both sides to that model's tasks; ``models=(m_a, m_b)``
     compares model m_a's tasks in a with model m_b's in b, so
@@ -132,10 +134,8 @@ def compare(
                 f"k = {k!r} is outside 1..{report.trials_per_task} "
                 f"(trials_per_task of {report.benchmark_id!r})"
             )
-    if metric not in METRICS:
-        raise ConfigError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
-    hat = metric == "pass^k"
-    estimator = pass_hat_k if hat else pass_at_k
+    measure = metric_named(metric, metrics)
+    estimator = measure.estimator
     tasks_a = _keyed(report_a, model_a)
     tasks_b = _keyed(report_b, model_b)
     if model_a is None and model_b is None and tasks_a.keys().isdisjoint(tasks_b):
@@ -193,9 +193,10 @@ def compare(
         only_a=tuple(key for key in tasks_a if key not in tasks_b),
         only_b=tuple(key for key in tasks_b if key not in tasks_a),
         incomplete=tuple(incomplete),
-        hat=hat,
+        hat=measure == PASS_HAT_K,
         resamples=resamples,
         seed=seed,
+        measure=measure,
     )
 
 

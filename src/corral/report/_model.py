@@ -1,4 +1,4 @@
-"""The report of a run: per-task trials, pass@k and pass^k, counts, usage, timings."""
+"""The report of a run: per-task trials, its metrics (pass@k, pass^k...), counts, usage, timings."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import IO, Any
 
 from .._types import TrialRecord, Usage
 from ._errors import ErrorGroup
+from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 from ._scores import Scores, interval_info, task_scores
 
 
@@ -29,22 +30,34 @@ class TaskReport:
     added_by_dependencies: bool = False
     model: str | None = None
     environment_id: str = ""
+    #: The values of metrics other than the built-ins (whose are the fields above), by
+    #: metric name, then k.
+    extra: dict[str, dict[int, float]] = field(default_factory=dict)
+
+    @property
+    def values(self) -> dict[str, dict[int, float]]:
+        """Every metric's values by metric name, then k."""
+        # Made on use: a dict of dicts per task would be one more object for the
+        # garbage collector to walk, per task of a huge report.
+        return {PASS_AT_K.name: self.pass_at_k, PASS_HAT_K.name: self.pass_hat_k, **self.extra}
 
     @property
     def passed(self) -> int:
         return sum(1 for t in self.trials if t.passed)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "task_id": self.task_id,
             "model": self.model,
             "environment_id": self.environment_id,
             "added_by_dependencies": self.added_by_dependencies,
-            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
-            "pass_hat_k": {str(k): v for k, v in self.pass_hat_k.items()},
-            "passed": self.passed,
-            "trials": [t.to_dict() for t in self.trials],
         }
+        values = self.values
+        for metric in metrics:
+            out[metric.key] = _by_k(values.get(metric.name, {}))
+        out["passed"] = self.passed
+        out["trials"] = [t.to_dict() for t in self.trials]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,21 +109,36 @@ class BenchmarkReport:
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     #: pass^k per model, beside ``by_model``.
     by_model_pass_hat_k: dict[str, dict[int, float]] = field(default_factory=dict)
+    #: The metrics this report gives, in order (the first names the tables).
+    metrics: tuple[Metric, ...] = METRICS
+    #: Each metric's means over tasks, by metric name, then k (the built-ins' are
+    #: ``pass_at_k`` and ``pass_hat_k``).
+    means: dict[str, dict[int, float]] = field(default_factory=dict)
+    #: The same per model: by metric name, then model, then k.
+    means_by_model: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
     # What `scores` and `scores_by_model` computed, so each bootstrap runs once.
     _intervals: dict[str | None, Scores] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    def __post_init__(self) -> None:
+        # One dict per figure: `means` and `means_by_model` hold the built-ins' fields.
+        self.means.setdefault(PASS_AT_K.name, self.pass_at_k)
+        self.means.setdefault(PASS_HAT_K.name, self.pass_hat_k)
+        self.means_by_model.setdefault(PASS_AT_K.name, self.by_model)
+        self.means_by_model.setdefault(PASS_HAT_K.name, self.by_model_pass_hat_k)
+
     @property
     def scores(self) -> Scores:
-        """pass@k and pass^k over every task, each with its 95% interval."""
+        """Every metric (pass@k, pass^k...) over every task, each with its 95% interval."""
         return self._scores_of(None)
 
     @property
     def scores_by_model(self) -> dict[str, Scores]:
         """The same per model (tasks whose ``model`` is that model), for every model in
         the run, in ``by_model``'s order."""
-        return {model: self._scores_of(model) for model in self.by_model}
+        models = dict.fromkeys(m for per_model in self.means_by_model.values() for m in per_model)
+        return {model: self._scores_of(model) for model in models}
 
     def _scores_of(self, model: str | None) -> Scores:
         scores = self._intervals.get(model)
@@ -120,7 +148,9 @@ class BenchmarkReport:
                 for t in self.tasks.values()
                 if model is None or t.model == model
             ]
-            scores = self._intervals[model] = task_scores(outcomes, self.k_values)
+            scores = self._intervals[model] = task_scores(
+                outcomes, self.k_values, metrics=self.metrics
+            )
         return scores
 
     @property
@@ -162,23 +192,24 @@ class BenchmarkReport:
         file.write(json.dumps(head)[:-1] + ', "tasks": {')
         for i, (task_id, task) in enumerate(self.tasks.items()):
             file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
-            file.write(json.dumps(task.to_dict(), default=str))
+            file.write(json.dumps(task.to_dict(self.metrics), default=str))
         file.write("}}\n")
 
     def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
         """Plain JSON data (``tasks=False`` leaves out the per-task part)."""
-        out = {
+        out: dict[str, Any] = {
             "benchmark_id": self.benchmark_id,
             "trials_per_task": self.trials_per_task,
             "k_values": list(self.k_values),
-            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
-            "pass_hat_k": {str(k): v for k, v in self.pass_hat_k.items()},
-            "scores": self.scores.to_dict(),
-            "scores_by_model": {m: s.to_dict() for m, s in self.scores_by_model.items()},
-            "by_model_pass_hat_k": {
-                model: {str(k): v for k, v in ks.items()}
-                for model, ks in self.by_model_pass_hat_k.items()
-            },
+        }
+        for metric in self.metrics:
+            out[metric.key] = _by_k(self.means.get(metric.name, {}))
+        out["scores"] = self.scores.to_dict()
+        out["scores_by_model"] = {m: s.to_dict() for m, s in self.scores_by_model.items()}
+        for metric in self.metrics:
+            by_model = self.means_by_model.get(metric.name, {})
+            out[metric.by_model_key] = {model: _by_k(ks) for model, ks in by_model.items()}
+        out |= {
             "interval": interval_info(),
             "counts": dict(self.counts),
             "usage": self.usage.to_dict(),
@@ -192,9 +223,6 @@ class BenchmarkReport:
             "retries": self.retries,
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
-            "by_model": {
-                model: {str(k): v for k, v in ks.items()} for model, ks in self.by_model.items()
-            },
             "stopped": self.stopped,
             "errors": [g.to_dict() for g in self.errors],
             "evaluation_errors": [g.to_dict() for g in self.evaluation_errors],
@@ -206,5 +234,12 @@ class BenchmarkReport:
             "working_seconds": self.working_seconds,
         }
         if tasks:
-            out["tasks"] = {task_id: task.to_dict() for task_id, task in self.tasks.items()}
+            out["tasks"] = {
+                task_id: task.to_dict(self.metrics) for task_id, task in self.tasks.items()
+            }
         return out
+
+
+def _by_k(values: dict[int, float]) -> dict[str, float]:
+    """Values by k as JSON keys them."""
+    return {str(k): v for k, v in values.items()}

@@ -1,10 +1,10 @@
-"""Means over tasks of pass@k and pass^k, each with its 95% bootstrap interval."""
+"""Means over tasks of each metric (pass@k, pass^k...), each with its 95% bootstrap interval."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._bootstrap import (
@@ -16,7 +16,7 @@ from ._bootstrap import (
     percentile_interval,
     weighted_mean,
 )
-from ._passk import pass_at_k, pass_hat_k
+from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 
 #: How every interval is made, as the JSON report states it.
 INTERVAL_METHOD = "expanded percentile bootstrap over tasks"
@@ -45,7 +45,7 @@ class Estimate:
 
 @dataclass(frozen=True, slots=True)
 class Scores:
-    """pass@k and pass^k averaged over a set of tasks, each with its 95% interval.
+    """Each metric (pass@k, pass^k...) averaged over a set of tasks, with its 95% interval.
 
     For each k, the mean is over the tasks with at least k finished trials (every task
     of a finished run); ``tasks`` counts them per k. The interval is an expanded
@@ -55,15 +55,24 @@ class Scores:
     """
 
     tasks: dict[int, int]
-    pass_at_k: dict[int, Estimate]
-    pass_hat_k: dict[int, Estimate]
+    #: By metric name, then k.
+    estimates: dict[str, dict[int, Estimate]]
+    metrics: tuple[Metric, ...] = field(default=METRICS, repr=False)
+
+    @property
+    def pass_at_k(self) -> dict[int, Estimate]:
+        return self.estimates.get(PASS_AT_K.name, {})
+
+    @property
+    def pass_hat_k(self) -> dict[int, Estimate]:
+        return self.estimates.get(PASS_HAT_K.name, {})
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tasks": {str(k): n for k, n in self.tasks.items()},
-            "pass_at_k": {str(k): e.to_dict() for k, e in self.pass_at_k.items()},
-            "pass_hat_k": {str(k): e.to_dict() for k, e in self.pass_hat_k.items()},
-        }
+        out: dict[str, Any] = {"tasks": {str(k): n for k, n in self.tasks.items()}}
+        for metric in self.metrics:
+            values = self.estimates.get(metric.name, {})
+            out[metric.key] = {str(k): e.to_dict() for k, e in values.items()}
+        return out
 
 
 def task_scores(
@@ -72,6 +81,7 @@ def task_scores(
     *,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    metrics: Sequence[Metric] = METRICS,
 ) -> Scores:
     """`Scores` of tasks given as (finished trials, passed trials), one pair per task.
 
@@ -79,56 +89,57 @@ def task_scores(
     counted tasks (one in a finished run), each about 0.04 s whatever the number of tasks.
     """
     tasks: dict[int, int] = {}
-    at: dict[int, Estimate] = {}
-    hat: dict[int, Estimate] = {}
-    for ks, weights, columns in _groups(outcomes, k_values):
+    found: dict[str, dict[int, Estimate]] = {m.name: {} for m in metrics}
+    for ks, weights, columns in _groups(outcomes, k_values, metrics):
         total = sum(weights)
         dists = bootstrap_means(weights, columns, resamples=resamples, seed=seed)
         for i, k in enumerate(ks):
             tasks[k] = total
-            for q, out in ((2 * i, at), (2 * i + 1, hat)):
+            for j, metric in enumerate(metrics):
+                q = i * len(metrics) + j
                 mean = weighted_mean(weights, columns[q])
-                out[k] = Estimate(mean, *percentile_interval(dists[q], mean, total))
+                found[metric.name][k] = Estimate(mean, *percentile_interval(dists[q], mean, total))
     order = [k for k in k_values if k in tasks]
     return Scores(
         tasks={k: tasks[k] for k in order},
-        pass_at_k={k: at[k] for k in order},
-        pass_hat_k={k: hat[k] for k in order},
+        estimates={name: {k: by_k[k] for k in order} for name, by_k in found.items()},
+        metrics=tuple(metrics),
     )
 
 
 def task_means(
-    outcomes: Iterable[tuple[int, int]], k_values: Sequence[int]
-) -> tuple[dict[int, float], dict[int, float]]:
-    """Mean pass@k and mean pass^k of tasks given as in `task_scores`, without
+    outcomes: Iterable[tuple[int, int]],
+    k_values: Sequence[int],
+    metrics: Sequence[Metric] = METRICS,
+) -> dict[str, dict[int, float]]:
+    """Each metric's mean (by name, then k) of tasks given as in `task_scores`, without
     intervals: the ``value`` of each of its estimates, at no bootstrap's cost."""
-    at: dict[int, float] = {}
-    hat: dict[int, float] = {}
-    for ks, weights, columns in _groups(outcomes, k_values):
+    found: dict[str, dict[int, float]] = {m.name: {} for m in metrics}
+    for ks, weights, columns in _groups(outcomes, k_values, metrics):
         for i, k in enumerate(ks):
-            at[k] = weighted_mean(weights, columns[2 * i])
-            hat[k] = weighted_mean(weights, columns[2 * i + 1])
-    order = [k for k in k_values if k in at]
-    return {k: at[k] for k in order}, {k: hat[k] for k in order}
+            for j, metric in enumerate(metrics):
+                found[metric.name][k] = weighted_mean(weights, columns[i * len(metrics) + j])
+    return {name: {k: by_k[k] for k in k_values if k in by_k} for name, by_k in found.items()}
 
 
 def _groups(
-    outcomes: Iterable[tuple[int, int]], k_values: Sequence[int]
+    outcomes: Iterable[tuple[int, int]], k_values: Sequence[int], metrics: Sequence[Metric]
 ) -> Iterator[tuple[list[int], list[int], list[list[float]]]]:
     """(ks, weights, columns) for each set of counted tasks: the ks that count the same
-    tasks share one bootstrap (one draw serves every quantity). Columns 2i and 2i + 1
-    are pass@k and pass^k of ks[i] for each kind of task, weights how many of each."""
+    tasks share one bootstrap (one draw serves every quantity). Column i * m + j is
+    metric j of ks[i] (m metrics) for each kind of task, weights how many of each."""
     counts = Counter(outcomes)
     by_population: dict[tuple[tuple[int, int], ...], list[int]] = {}
     for k in k_values:
         population = tuple(sorted(o for o in counts if o[0] >= k))
         if population:
             by_population.setdefault(population, []).append(k)
+    estimators = [m.estimator for m in metrics]
     for population, ks in by_population.items():
         # (n, c) ends each key so that kinds with equal values stay apart.
         values = {
-            tuple(f(n, c, k) for k in ks for f in (pass_at_k, pass_hat_k)) + (n, c): counts[(n, c)]
+            tuple(f(n, c, k) for k in ks for f in estimators) + (n, c): counts[(n, c)]
             for n, c in population
         }
         weights, columns = grouped(values)
-        yield ks, weights, columns[: 2 * len(ks)]
+        yield ks, weights, columns[: len(metrics) * len(ks)]

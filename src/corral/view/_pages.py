@@ -14,6 +14,7 @@ from .._history import load_history
 from .._types import Commit
 from ..report import BenchmarkReport
 from ..report import compare as compare_reports
+from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._cache import Loaded
@@ -41,6 +42,18 @@ def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def _ks(values: Mapping[int, float]) -> dict[str, float]:
     return {str(k): v for k, v in values.items()}
+
+
+def _metrics(
+    report: BenchmarkReport, values: Mapping[str, Mapping[int, float]]
+) -> dict[str, dict[str, float]]:
+    """Each of the report's metrics' values by k, under its JSON key (``pass_at_k``...)."""
+    return {m.key: _ks(values.get(m.name, {})) for m in report.metrics}
+
+
+def _metric_list(metrics: Sequence[Metric]) -> list[dict[str, str]]:
+    """What the page's script loops over to show each metric: its name and JSON key."""
+    return [{"name": m.name, "key": m.key, "description": m.description} for m in metrics]
 
 
 def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -> dict[str, Any]:
@@ -77,8 +90,8 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         return out
     out.update(
         k_values=list(report.k_values),
-        pass_at_k=_ks(report.pass_at_k),
-        pass_hat_k=_ks(report.pass_hat_k),
+        metrics=_metric_list(report.metrics),
+        **_metrics(report, report.means),
         # Bootstraps: once per load (the report keeps what it computed).
         scores=report.scores.to_dict(),
         scores_by_model={m: sc.to_dict() for m, sc in report.scores_by_model.items()},
@@ -106,8 +119,7 @@ def _task_stats(report: BenchmarkReport) -> list[dict[str, Any]]:
                 "environment": task.environment_id,
                 "passed": task.passed,
                 "trials": len(task.trials),
-                "pass_at_k": _ks(task.pass_at_k),
-                "pass_hat_k": _ks(task.pass_hat_k),
+                **_metrics(report, task.values),
             }
         )
     return out
@@ -160,8 +172,12 @@ async def task_page(
         "children": [t for t, m in tasks.items() if task_id in m.get("dependencies", [])],
         "trials": out_trials,
         "more_trials": max(0, loaded.trials_per_task - CHAIN_TRIALS),
-        "pass_at_k": None if task_report is None else _ks(task_report.pass_at_k),
-        "pass_hat_k": None if task_report is None else _ks(task_report.pass_hat_k),
+        "metrics": _metric_list(METRICS if report is None else report.metrics),
+        **(
+            dict.fromkeys(m.key for m in METRICS)
+            if report is None or task_report is None
+            else _metrics(report, task_report.values)
+        ),
     }
 
 

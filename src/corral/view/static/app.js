@@ -84,16 +84,15 @@
     );
   }
 
-  function passAtK(values) {
+  // A metric's values by k ("pass@1 0.500 · pass@2 0.667"): its name with k for "k".
+  function metricValues(metric, values) {
     if (!values) return "–";
-    return Object.entries(values)
-      .map(([k, v]) => "pass@" + k + " " + num(v, 3))
-      .join(" · ");
+    const stem = metric.name.replace(/k$/, "");
+    return Object.entries(values).map(([k, v]) => stem + k + " " + num(v, 3)).join(" · ");
   }
 
-  function passHatK(values) {
-    if (!values) return "–";
-    return Object.entries(values).map(([k, v]) => "pass^" + k + " " + num(v, 3)).join(" · ");
+  function passAtK(values) {
+    return metricValues({ name: "pass@k" }, values);
   }
 
   function trialLink(id, taskId, trial, params) {
@@ -256,7 +255,7 @@
     const counts = Object.entries(s.counts).filter(([, n]) => n).map(([k, n]) => k + " " + num(n)).join(" · ");
     lines.push(
       el("p", { class: "big", id: "passk" }, passAtK(s.pass_at_k)),
-      scoresTable(s.scores, s.scores_by_model),
+      scoresTable(s.scores, s.scores_by_model, s.metrics),
       el("p", { class: "note" }, "95% intervals: " + s.interval.method + " (" + num(s.interval.resamples) + " resamples, seed " + s.interval.seed + ")"),
       el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
       el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
@@ -264,17 +263,17 @@
     return el("section", { id: "overview" }, lines);
   }
 
-  // pass@k and pass^k with their 95% intervals, overall and per model.
-  function scoresTable(scores, byModel) {
+  // Each metric (pass@k, pass^k...) with its 95% intervals, overall and per model.
+  function scoresTable(scores, byModel, metrics) {
     const est = (e) => e ? num(e.value, 3) + " [" + num(e.low, 3) + ", " + num(e.high, 3) + "]" : "–";
     const rows = [];
     for (const [who, sc] of [["all tasks", scores]].concat(Object.entries(byModel))) {
-      for (const k of Object.keys(sc.pass_at_k)) {
+      for (const k of Object.keys(sc[metrics[0].key])) {
         rows.push(el("tr", {}, el("td", {}, who), el("td", { class: "n" }, k),
-          el("td", {}, est(sc.pass_at_k[k])), el("td", {}, est((sc.pass_hat_k || {})[k]))));
+          metrics.map((m) => el("td", {}, est((sc[m.key] || {})[k])))));
       }
     }
-    return table(["tasks", "k", "pass@k [95% interval]", "pass^k [95% interval]"], rows, { id: "scores" });
+    return table(["tasks", "k"].concat(metrics.map((m) => m.name + " [95% interval]")), rows, { id: "scores" });
   }
 
   function filters(p, s) {
@@ -357,12 +356,12 @@
     const tasks = s.tasks.map((t) => el("tr", {},
       el("td", {}, el("a", { href: link("/task", { id: id, task: t.task_id }) }, t.task_id)),
       el("td", {}, t.model || "–"), el("td", {}, t.environment),
-      el("td", { class: "n" }, t.passed + " / " + t.trials), el("td", {}, passAtK(t.pass_at_k)),
-      el("td", {}, passHatK(t.pass_hat_k))));
+      el("td", { class: "n" }, t.passed + " / " + t.trials),
+      s.metrics.map((m) => el("td", {}, metricValues(m, t[m.key])))));
     return el("section", { id: "details" },
       groups("Errors", s.errors), groups("Failed evaluations", s.evaluation_errors),
       el("h2", {}, "Tasks" + (s.tasks_total > s.tasks.length ? " (first " + s.tasks.length + " of " + num(s.tasks_total) + ")" : "")),
-      table(["task", "model", "environment", "passed", "pass@k", "pass^k"], tasks, { id: "tasks" }));
+      table(["task", "model", "environment", "passed"].concat(s.metrics.map((m) => m.name)), tasks, { id: "tasks" }));
   }
 
   async function taskPage(p) {
@@ -383,7 +382,7 @@
       el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") +
         " · max_iterations " + m.max_iterations),
       el("p", {}, "parents: ", taskLinks(t.parents)), el("p", {}, "children: ", taskLinks(t.children)),
-      el("p", { class: "big" }, passAtK(t.pass_at_k)), el("p", {}, passHatK(t.pass_hat_k)),
+      t.metrics.map((m, i) => el("p", { class: i ? null : "big" }, metricValues(m, t[m.key]))),
       el("h2", {}, "Inputs"), fold(m.inputs),
       el("h2", {}, "Trials by round (the reflective chain: whose evaluation each trial saw)"),
       table(["trial", "status", "score", "error", "previous"], rows, { id: "rounds" }),
