@@ -70,6 +70,7 @@ SYSTEM_MODULES = frozenset(
         "test_pg_faults",
         "test_pg_logging",
         "test_pg_restart",
+        "test_ray_cli",
         "test_task_cancel",
         "test_tool_agent_kill9",
         "test_viewer_browser",
@@ -83,7 +84,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
         if "pg_dsn" in fixtures:
             item.add_marker(pytest.mark.postgres)
-        if "ray_cluster" in fixtures:
+        if "ray_cluster" in fixtures or module == "test_ray_cli":  # test_ray_cli starts its own
             item.add_marker(pytest.mark.ray)
             item.add_marker(pytest.mark.slow)
         if module == "test_viewer_browser":

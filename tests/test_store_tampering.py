@@ -110,6 +110,7 @@ def fresh(made: tuple[Path, Path, dict[str, int]], folder: Path) -> tuple[Path, 
     return bench, store
 
 
+@pytest.mark.slow  # every corruption x every command: 400 CLI runs
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
 def test_a_corrupt_store_is_one_error_line_for_every_command(
@@ -206,6 +207,7 @@ PG_CASES = (
 )
 
 
+@pytest.mark.slow
 def test_a_corrupt_postgres_store_is_one_error_line(
     made: tuple[Path, Path, dict[str, int]], tmp_path: Path, pg_dsn: str
 ) -> None:
