@@ -153,7 +153,7 @@ async def sandbox(
             inner,
             network=network,
             disk=disk,
-            read_only=[*interpreter_folders(), *map(os.fspath, read_only)],
+            read_only=[*interpreter_folders(), *(os.fspath(p) for p in read_only)],
             env=_environment(WORKDIR, extra_env),
             as_root=as_root,
         )
@@ -171,7 +171,7 @@ async def sandbox(
 
 async def _unisolated(
     argv: tuple[str, ...],
-    timeout: float,
+    timeout: float,  # noqa: ASYNC109
     limits: Limits,
     files: Mapping[str, str | bytes],
     data: bytes | None,
@@ -277,11 +277,10 @@ def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:
             or ".." in path.parts
             or str(path) in ("", ".")
         ):
-            raise ConfigError(
-                f"files: {name!r} is not a relative file name inside the work folder"
-            )
+            raise ConfigError(f"files: {name!r} is not a relative file name inside the work folder")
         if not isinstance(content, str | bytes):
-            raise ConfigError(f"files[{name!r}] must be text or bytes, not {type(content).__name__}")
+            kind = type(content).__name__
+            raise ConfigError(f"files[{name!r}] must be text or bytes, not {kind}")
         checked[str(path)] = content
     return checked
 
@@ -292,7 +291,7 @@ def _environment(home: str, extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def _bwrap() -> str:
-    found = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
+    found = shutil.which("bwrap")
     if found is None:
         raise ConfigError(
             "corral.sandbox needs bubblewrap (the bwrap program; on Debian or Ubuntu: "
