@@ -212,6 +212,11 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
+@click.option(
+    "--base-url",
+    help="The model endpoint, for a benchmark whose function takes base_url "
+    "(corral.benchmarks.humaneval); OPENAI_API_KEY is its key.",
+)
 def run_command(
     target: str,
     benchmark_id: str | None,
@@ -255,11 +260,13 @@ def run_command(
     hosts: int | None,
     ray_timeout: float | None,
     verbose: bool,
+    base_url: str | None,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
-    OBJECT (default: benchmark) is a corral.Benchmark, or a function of no
-    arguments returning one. Its run_defaults are the defaults of these flags;
+    FILE may also be a module name (corral.benchmarks.humaneval). OBJECT
+    (default: benchmark) is a corral.Benchmark, or a function returning one
+    (given --base-url, if set). Its run_defaults are the defaults of these flags;
     NAME=N limits are merged into them. Running again with the same
     --benchmark-id resumes.
     """
@@ -298,9 +305,12 @@ def run_command(
     ray = _executor(executor, ray_address, hosts, ray_timeout)
     if ray is not None and verbose:
         click.echo(f"Ray's logs: {ray.log_file}", err=True)
-    benchmark, path = load_benchmark(target)
-    if ray is not None:  # hosts cannot import the file by its name: its code travels along
-        ray.pickle_by_value(sys.modules[benchmark_module(path)])
+    benchmark, path = load_benchmark(target, base_url)
+    file_module = sys.modules.get(benchmark_module(path))
+    if ray is not None and file_module is not None:
+        # Hosts cannot import the file by its name: its code travels along (a module
+        # imported by name, they import alike).
+        ray.pickle_by_value(file_module)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
     runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
     try:
