@@ -11,10 +11,11 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
 import anyio
+from anyio.abc import Process
 
 from ._errors import ConfigError, CorralError
 from ._sandbox_setup import (
@@ -27,7 +28,7 @@ from ._sandbox_setup import (
     interpreter_folders,
     wrapper_command,
 )
-from ._subprocess import Command, Ended, SubprocessResult, _command, run_bounded
+from ._subprocess import Command, Ended, SubprocessResult, _command, kill_group, run_bounded
 
 Isolation = Literal["bubblewrap", "none"]
 
@@ -146,7 +147,7 @@ async def sandbox(
             # As root, a uid of its own: root is never held to a process limit.
             uid=FIRST_UID + random.randrange(UIDS) if as_root else None,
             files_fd=fd,
-            count_processes=True,
+            isolated=True,
         )
         outer = bwrap_command(
             bwrap,
@@ -158,7 +159,12 @@ async def sandbox(
             as_root=as_root,
         )
         ended = await run_bounded(
-            tuple(outer), data, timeout, pass_fds=() if fd is None else (fd,), max_output=max_output
+            tuple(outer),
+            data,
+            timeout,
+            pass_fds=() if fd is None else (fd,),
+            max_output=max_output,
+            kill=_kill_sandbox,
         )
     finally:
         if fd is not None:
@@ -183,7 +189,7 @@ async def _unisolated(
         fd = _memfd(encode_files(files)) if files else None
         try:
             inner = wrapper_command(
-                argv, workdir=folder, limits=limits, uid=None, files_fd=fd, count_processes=False
+                argv, workdir=folder, limits=limits, uid=None, files_fd=fd, isolated=False
             )
             environment = _environment(folder, {"PATH": os.environ.get("PATH", ""), **env})
             ended = await run_bounded(
@@ -309,6 +315,24 @@ def _bwrap_failed(ended: Ended) -> bool:
         and not ended.timed_out
         and ended.stderr.startswith(b"bwrap: ")
     )
+
+
+def _kill_sandbox(process: Process) -> None:
+    """Kill the sandbox's pid 1, which ends every process in it; bubblewrap then reaps
+    it and exits. Killing bubblewrap too would leave its child for the host's init to
+    reap. Before bubblewrap has a child, its process group."""
+    try:
+        text = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
+    except OSError:
+        text = ""
+    pids = [int(pid) for pid in text.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended meanwhile
+    if not pids:
+        kill_group(process)
 
 
 def _memfd(data: bytes) -> int:

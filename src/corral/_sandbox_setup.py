@@ -18,9 +18,13 @@ FIRST_UID = 1_000_000
 UIDS = 1_000_000
 
 # Runs as `python -I -S -c WRAPPER SPEC COMMAND...`, so it imports next to nothing.
-# Files are written after the uid is dropped (they belong to the command's user);
-# the limits come last so that writing them is not bounded by the command's limits,
-# and inside the sandbox's user namespace so that the process count is the sandbox's.
+# Files are written after the uid is dropped (they belong to the command's user).
+# Under bubblewrap it is the sandbox's pid 1 (--as-pid-1): it forks the command,
+# reaps every orphan until the command ends, then ends with its status (128 + N for
+# signal N, as a shell); its end ends every process left in the sandbox. So
+# bubblewrap waits for it, it for the command, and no process is left to the host's
+# init (bubblewrap's own init would be: its parent does not wait for it).
+# The limits are set in the command's process alone.
 WRAPPER = r"""
 import json, os, resource, signal, sys
 spec = json.loads(sys.argv[1])
@@ -36,17 +40,34 @@ if spec["files_fd"] is not None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as out:
             out.write(bytes.fromhex(text) if binary else text.encode())
-for name, soft, hard in spec["limits"]:
-    resource.setrlimit(getattr(resource, name), (soft, hard))
 os.chdir(spec["workdir"])
-# Python ignores these; an ignored signal stays ignored across exec.
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write(f"corral.sandbox: cannot run {sys.argv[2]!r}: {exc.strerror}\n")
-    sys.exit(127)
+
+
+def start():
+    for name, soft, hard in spec["limits"]:
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    # Python ignores these; an ignored signal stays ignored across exec.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as exc:
+        sys.stderr.write(f"corral.sandbox: cannot run {sys.argv[2]!r}: {exc.strerror}\n")
+        sys.stderr.flush()
+        os._exit(127)
+
+
+if not spec["reap"]:
+    start()
+command = os.fork()
+if command == 0:
+    start()
+while True:
+    died, status = os.wait()
+    if died == command:
+        break
+code = os.waitstatus_to_exitcode(status)
+os._exit(128 - code if code < 0 else code)
 """
 
 
@@ -91,13 +112,16 @@ def wrapper_command(
     limits: Limits,
     uid: int | None,
     files_fd: int | None,
-    count_processes: bool,
+    isolated: bool,
 ) -> list[str]:
+    """This Python running `WRAPPER`: as the sandbox's pid 1 when ``isolated`` (it then
+    also limits the processes, which it cannot do on the host: they count the user's)."""
     spec = {
         "uid": uid,
         "files_fd": files_fd,
         "workdir": workdir,
-        "limits": limits.rlimits(count_processes),
+        "limits": limits.rlimits(isolated),
+        "reap": isolated,
     }
     return [sys.executable, "-I", "-S", "-c", WRAPPER, json.dumps(spec), *command]
 
@@ -120,7 +144,7 @@ def bwrap_command(
     uid, which the wrapper uses to become a uid of its own (root's processes are
     never counted against a process limit).
     """
-    args = [bwrap, "--die-with-parent", "--clearenv"]
+    args = [bwrap, "--die-with-parent", "--as-pid-1", "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]

@@ -126,13 +126,16 @@ async def run_bounded(
     env: Mapping[str, str] | None = None,
     pass_fds: Sequence[int] = (),
     max_output: int | None = None,
+    kill: Callable[[Process], None] | None = None,
 ) -> Ended:
     """Run ``command`` in its own session under the run's subprocess bound.
 
     On timeout, on more than ``max_output`` bytes on either stream (the rest
     is read and dropped), or on cancellation the whole process group is killed
-    with SIGKILL and the command reaped; a cancellation then propagates.
+    with SIGKILL (or ``kill(process)`` is called) and the command reaped; a
+    cancellation then propagates.
     """
+    stop = _kill_group if kill is None else kill
     async with ConcurrencyScopes.current().subprocess_scope():
         # Shielded: a cancellation must not land between the fork and our holding the process.
         with anyio.CancelScope(shield=True):
@@ -154,13 +157,13 @@ async def run_bounded(
             nonlocal overflowed
             if not overflowed:
                 overflowed = True
-                _kill_group(process)
+                stop(process)
 
         try:
             with anyio.move_on_after(timeout) as deadline:
                 returncode = await _communicate(process, data, (out, err), max_output, overflow)
             if deadline.cancelled_caught:
-                _kill_group(process)
+                stop(process)
                 with anyio.CancelScope(shield=True):
                     await process.aclose()
                 killed = -signal.SIGKILL if process.returncode is None else process.returncode
@@ -168,7 +171,7 @@ async def run_bounded(
         except BaseException:
             with anyio.CancelScope(shield=True):
                 # Kill the group before reaping the leader, whose pid names the group.
-                _kill_group(process)
+                stop(process)
                 await process.aclose()
             raise
         await process.aclose()
@@ -216,6 +219,11 @@ async def _drain(
         size += len(chunk)
         if size > limit:
             overflow()
+
+
+def kill_group(process: Process) -> None:
+    """SIGKILL to the process group of ``process`` (run in a session of its own)."""
+    _kill_group(process)
 
 
 def _kill_group(process: Process) -> None:
