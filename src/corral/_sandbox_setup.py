@@ -3,7 +3,6 @@ that, inside it, writes the work files, sets the limits and becomes the command.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,7 +16,8 @@ SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"
 FIRST_UID = 1_000_000
 UIDS = 1_000_000
 
-# Runs as `python -I -S -c WRAPPER SPEC COMMAND...`, so it imports next to nothing.
+# Runs as `python -I -S -c WRAPPER UID FD WORKDIR REAP LIMITS COMMAND...`, and
+# imports next to nothing (no json, no enum-based signal): it starts every execution.
 # Files are written after the uid is dropped (they belong to the command's user).
 # Under bubblewrap it is the sandbox's pid 1 (--as-pid-1): it forks the command,
 # reaps every orphan until the command ends, then ends with its status (128 + N for
@@ -26,38 +26,46 @@ UIDS = 1_000_000
 # init (bubblewrap's own init would be: its parent does not wait for it).
 # The limits are set in the command's process alone.
 WRAPPER = r"""
-import json, os, resource, signal, sys
-spec = json.loads(sys.argv[1])
-if spec["uid"] is not None:
+import os, resource, sys, _signal
+uid, files_fd, workdir, reap, limits = sys.argv[1:6]
+argv = sys.argv[6:]
+if uid:
     os.setgroups([])
-    os.setgid(spec["uid"])
-    os.setuid(spec["uid"])
-if spec["files_fd"] is not None:
-    with os.fdopen(spec["files_fd"], "rb") as source:
-        files = json.loads(source.read())
-    for name, (binary, text) in files.items():
-        path = os.path.join(spec["workdir"], name)
+    os.setgid(int(uid))
+    os.setuid(int(uid))
+if files_fd:
+    with os.fdopen(int(files_fd), "rb") as source:
+        data = source.read()
+    at = 0
+    while at < len(data):
+        size = int.from_bytes(data[at : at + 8], "big")
+        name = data[at + 8 : at + 8 + size].decode()
+        at += 8 + size
+        size = int.from_bytes(data[at : at + 8], "big")
+        path = os.path.join(workdir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as out:
-            out.write(bytes.fromhex(text) if binary else text.encode())
-os.chdir(spec["workdir"])
+            out.write(data[at + 8 : at + 8 + size])
+        at += 8 + size
+os.chdir(workdir)
 
 
 def start():
-    for name, soft, hard in spec["limits"]:
-        resource.setrlimit(getattr(resource, name), (soft, hard))
+    for limit in filter(None, limits.split(",")):
+        name, soft, hard = limit.split(":")
+        resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
     # Python ignores these; an ignored signal stays ignored across exec.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
     try:
-        os.execvp(sys.argv[2], sys.argv[2:])
+        os.execvp(argv[0], argv)
     except OSError as exc:
-        sys.stderr.write(f"corral.sandbox: cannot run {sys.argv[2]!r}: {exc.strerror}\n")
+        sys.stderr.write(f"corral.sandbox: cannot run {argv[0]!r}: {exc.strerror}\n")
         sys.stderr.flush()
         os._exit(127)
 
 
-if not spec["reap"]:
+if reap != "1":
     start()
 command = os.fork()
 if command == 0:
@@ -96,13 +104,13 @@ class Limits:
 
 
 def encode_files(files: Mapping[str, str | bytes]) -> bytes:
-    """The work files as the wrapper reads them: name -> (binary, text or hex)."""
-    return json.dumps(
-        {
-            name: (True, content.hex()) if isinstance(content, bytes) else (False, content)
-            for name, content in files.items()
-        }
-    ).encode()
+    """The work files as the wrapper reads them: each name, then its content, each
+    after its length (8 bytes, big-endian)."""
+    parts = []
+    for name, content in files.items():
+        for part in (name.encode(), content.encode() if isinstance(content, str) else content):
+            parts += [len(part).to_bytes(8, "big"), part]
+    return b"".join(parts)
 
 
 def wrapper_command(
@@ -116,14 +124,14 @@ def wrapper_command(
 ) -> list[str]:
     """This Python running `WRAPPER`: as the sandbox's pid 1 when ``isolated`` (it then
     also limits the processes, which it cannot do on the host: they count the user's)."""
-    spec = {
-        "uid": uid,
-        "files_fd": files_fd,
-        "workdir": workdir,
-        "limits": limits.rlimits(isolated),
-        "reap": isolated,
-    }
-    return [sys.executable, "-I", "-S", "-c", WRAPPER, json.dumps(spec), *command]
+    spec = [
+        "" if uid is None else str(uid),
+        "" if files_fd is None else str(files_fd),
+        workdir,
+        "1" if isolated else "0",
+        ",".join(f"{name}:{soft}:{hard}" for name, soft, hard in limits.rlimits(isolated)),
+    ]
+    return [sys.executable, "-I", "-S", "-c", WRAPPER, *spec, *command]
 
 
 def bwrap_command(
