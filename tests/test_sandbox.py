@@ -207,6 +207,17 @@ async def test_file_size_and_disk_are_limited() -> None:
     assert full.reason == "disk"
 
 
+async def test_read_only_folders_are_readable_and_only_that(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("shared")
+    code = (
+        f"print(open({str(tmp_path / 'data.txt')!r}).read())\n"
+        f"open({str(tmp_path / 'new.txt')!r}, 'w')\n"
+    )
+    result = await run_script(code, read_only=[tmp_path])
+    assert result.stdout == "shared\n" and "Read-only file system" in result.stderr
+    assert not await anyio.Path(tmp_path / "new.txt").exists()
+
+
 async def test_a_cancelled_sandbox_leaves_nothing_running() -> None:
     with anyio.move_on_after(1.0):
         await run_script("import os, time\nos.fork()\ntime.sleep(10**6)\n")
@@ -259,6 +270,8 @@ async def test_without_bubblewrap_it_names_the_package(
         {"timeout": 1, "files": {"/etc/passwd": ""}},
         {"timeout": 1, "files": {"a.py": 3}},
         {"timeout": 1, "isolation": "docker"},
+        {"timeout": 1, "read_only": ["/no/such/folder"]},
+        {"timeout": 1, "read_only": ["relative"]},
     ],
 )
 async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:

@@ -137,6 +137,7 @@ async def sandbox(
     if isolation != "bubblewrap":
         raise ConfigError(f"isolation must be 'bubblewrap' or 'none', not {isolation!r}")
     bwrap = _bwrap()
+    shown = _read_only(read_only)
     as_root = os.geteuid() == 0
     fd = _memfd(encode_files(work_files)) if work_files else None
     try:
@@ -154,7 +155,7 @@ async def sandbox(
             inner,
             network=network,
             disk=disk,
-            read_only=[*interpreter_folders(), *(os.fspath(p) for p in read_only)],
+            read_only=[*interpreter_folders(), *shown],
             env=_environment(WORKDIR, extra_env),
             as_root=as_root,
         )
@@ -289,6 +290,14 @@ def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:
             raise ConfigError(f"files[{name!r}] must be text or bytes, not {kind}")
         checked[str(path)] = content
     return checked
+
+
+def _read_only(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    shown = [os.fspath(path) for path in paths]
+    for path in shown:
+        if not os.path.isabs(path) or not os.path.exists(path):
+            raise ConfigError(f"read_only: {path!r} is not an existing absolute path")
+    return shown
 
 
 def _environment(home: str, extra: Mapping[str, str]) -> dict[str, str]:
