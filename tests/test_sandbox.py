@@ -272,6 +272,8 @@ async def test_without_bubblewrap_it_names_the_package(
         {"timeout": 1, "isolation": "docker"},
         {"timeout": 1, "read_only": ["/no/such/folder"]},
         {"timeout": 1, "read_only": ["relative"]},
+        {"timeout": 1, "env": {"A": 1}},
+        {"timeout": 1, "env": {"A=B": "c"}},
     ],
 )
 async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:

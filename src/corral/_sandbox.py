@@ -132,6 +132,9 @@ async def sandbox(
     work_files = _files(files)
     data = input.encode() if isinstance(input, str) else input
     extra_env = dict(env or {})
+    for key, text in extra_env.items():
+        if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:
+            raise ConfigError(f"env must map names to text, not {key!r}: {text!r}")
     if isolation == "none":
         return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
     if isolation != "bubblewrap":
