@@ -209,6 +209,7 @@ async def test_file_size_and_disk_are_limited() -> None:
 
 async def test_read_only_folders_are_readable_and_only_that(tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("shared")
+    await anyio.Path(tmp_path).chmod(0o755)  # the command runs as a user of its own: the modes hold
     code = (
         f"print(open({str(tmp_path / 'data.txt')!r}).read())\n"
         f"open({str(tmp_path / 'new.txt')!r}, 'w')\n"
