@@ -14,10 +14,10 @@ import click
 from rich.table import Table
 
 from .._errors import ConfigError, StoreError
-from .._runner import report_path
 from .._types import TrialRecord
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._build import records_from
+from ..report._files import report_path
 from ..report._passk import default_ks
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ..store._open import shown_address
