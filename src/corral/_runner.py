@@ -7,8 +7,11 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
@@ -20,6 +23,7 @@ from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
+from ._run_meta import RunMeta
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
@@ -222,6 +226,9 @@ class CorralRunner:
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         report_file: str | os.PathLike[str] | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
+        source: str | os.PathLike[str] | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -270,6 +277,10 @@ class CorralRunner:
         on every backend. ``report_file`` (default: ``reports/ID.json`` beside an
         SQLite store, none otherwise) is where the report of the whole benchmark is
         also written as JSON.
+
+        ``tags`` (labels to find the run by: ``corral list --tag``) and ``note`` (free
+        text) are recorded with the run, with Corral's version and, for ``source``
+        (the benchmark's file), its path and git commit; the report gives them.
         """
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
@@ -284,6 +295,7 @@ class CorralRunner:
             )
         reruns = _rerun_statuses(rerun)
         export = check_report_file(report_file)
+        meta = RunMeta.of(tags, note, source)
         limits = Limits.resolve(
             max_parallel=max_parallel,
             max_parallel_per_task=max_parallel_per_task,
@@ -334,6 +346,7 @@ class CorralRunner:
             executor=executor,
             max_value_bytes=max_value_bytes,
             report_file=export,
+            meta=meta,
         )
 
     async def rescore(
@@ -348,6 +361,8 @@ class CorralRunner:
         observers: Sequence[Observer] = (),
         scopes: ConcurrencyScopes | None = None,
         report_file: str | os.PathLike[str] | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
     ) -> BenchmarkReport:
         """Evaluate the finished trials of ``benchmark_id`` again with the current
         environments' ``evaluate`` and return the report of the rescored tasks.
@@ -357,10 +372,11 @@ class CorralRunner:
         some tasks (ids as recorded, ``task@model`` in a several-models run);
         ``failed_only`` to trials that did not pass (or whose scoring failed).
         A changed scorer is not a changed configuration: the stored one is used.
-        ``report_file`` as for `run`.
+        ``report_file``, ``tags`` and ``note`` as for `run`.
         """
         _check_benchmark_id(benchmark_id)
         export = check_report_file(report_file)
+        meta = RunMeta.of(tags, note, None)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
         limits = Limits.resolve(
@@ -381,7 +397,16 @@ class CorralRunner:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
         return await self._run(
-            benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume, report_file=export
+            benchmark_id,
+            plan,
+            limits,
+            ks,
+            "fifo",
+            scopes,
+            observers,
+            resume,
+            report_file=export,
+            meta=meta,
         )
 
     def _check_same_tasks(
@@ -431,6 +456,7 @@ class CorralRunner:
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         report_file: Path | None = None,
+        meta: RunMeta | None = None,
     ) -> BenchmarkReport:
         # The one folding of errors: a failure every task heard is raised once.
         with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
@@ -438,6 +464,7 @@ class CorralRunner:
             notify = Observers(watchers)
             started = time.time()
             kind = "rescore" if resume.rescoring else "run"
+            meta = await anyio.to_thread.run_sync((meta or RunMeta()).read)
             eval_keys = tuple(
                 self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
             )
@@ -532,6 +559,9 @@ class CorralRunner:
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
+                report = replace(
+                    report, tags=meta.tags, note=meta.note, provenance=dict(meta.provenance)
+                )
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
                 path = report_file or report_path(self.store, benchmark_id)
@@ -558,6 +588,9 @@ def _run_record(
         timings=report.timings,
         counts=report.counts,
         span=(report.started_at, report.finished_at),
+        tags=report.tags,
+        note=report.note,
+        provenance=report.provenance,
     )
 
 
