@@ -6,7 +6,7 @@ import contextlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,6 +78,20 @@ def merge_settings(
 
 def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     return values or None
+
+
+def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--tag`` (repeatable) and ``--note``: recorded with the run, shown by ``corral
+    report``, ``corral list --tag`` finds it."""
+    command = click.option(
+        "--note", help="Free text recorded with the run (shown by corral report)."
+    )(command)
+    return click.option(
+        "--tag",
+        "run_tags",
+        multiple=True,
+        help="A label recorded with the run; corral list --tag finds it (repeatable).",
+    )(command)
 
 
 @click.command("run")
@@ -217,6 +231,7 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     help="The model endpoint, for a benchmark whose function takes base_url "
     "(corral.benchmarks.humaneval); OPENAI_API_KEY is its key.",
 )
+@tag_options
 def run_command(
     target: str,
     benchmark_id: str | None,
@@ -261,6 +276,8 @@ def run_command(
     ray_timeout: float | None,
     verbose: bool,
     base_url: str | None,
+    run_tags: tuple[str, ...],
+    note: str | None,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
@@ -301,6 +318,8 @@ def run_command(
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
         "report_file": report_file,
+        "tags": run_tags or None,
+        "note": note,
     }
     ray = _executor(executor, ray_address, hosts, ray_timeout)
     if ray is not None and verbose:
@@ -312,6 +331,7 @@ def run_command(
         # imported by name, they import alike).
         ray.pickle_by_value(file_module)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
+    run_kwargs["source"] = path
     runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
     try:
         return run_benchmark(
@@ -380,6 +400,7 @@ def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRu
 @durability_option
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@tag_options
 def rescore_command(
     benchmark_id: str,
     target: str,
@@ -395,6 +416,8 @@ def rescore_command(
     progress: str | None,
     no_progress: bool,
     as_json: bool,
+    run_tags: tuple[str, ...],
+    note: str | None,
 ) -> int:
     """Score BENCHMARK_ID's finished trials again with the scorers FILE defines now.
 
@@ -416,6 +439,8 @@ def rescore_command(
         "k_values": _rescore_ks(runner.store, benchmark_id, ks, benchmark.run_defaults),
         "max_parallel_evaluations": max_parallel_evaluations,
         "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
+        "tags": run_tags or None,
+        "note": note,
     }
     return run_benchmark(
         make_console(),
