@@ -28,7 +28,15 @@ from ._sandbox_setup import (
     interpreter_folders,
     wrapper_command,
 )
-from ._subprocess import Command, Ended, SubprocessResult, _command, kill_group, run_bounded
+from ._subprocess import (
+    Command,
+    Ended,
+    SubprocessResult,
+    _command,
+    check_seconds,
+    kill_group,
+    run_bounded,
+)
 
 Isolation = Literal["bubblewrap", "none"]
 
@@ -113,7 +121,7 @@ async def sandbox(
     but no process limit and no isolation at all.
     """
     argv = _argv(command)
-    _check_timeout(timeout)
+    check_seconds("timeout", timeout)
     for name, value in (
         ("memory", memory),
         ("processes", processes),
@@ -127,7 +135,7 @@ async def sandbox(
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")
     if cpu_seconds is None:
         cpu_seconds = timeout
-    _check_timeout(cpu_seconds, "cpu_seconds")
+    check_seconds("cpu_seconds", cpu_seconds)
     limits = Limits(math.ceil(cpu_seconds), memory, processes, file_size)
     work_files = _files(files)
     data = input.encode() if isinstance(input, str) else input
@@ -260,16 +268,6 @@ _MARKS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
 def _argv(command: Command) -> tuple[str, ...]:
     checked = _command(command)
     return ("/bin/sh", "-c", checked) if isinstance(checked, str) else checked
-
-
-def _check_timeout(value: object, name: str = "timeout") -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
 def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:

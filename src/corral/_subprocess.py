@@ -73,13 +73,8 @@ async def subprocess(
     `ConfigError` for an empty command or a timeout that is not a positive number.
     """
     command = _command(args)
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise ConfigError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    if timeout is not None:
+        check_seconds("timeout", timeout, " or None")
     data = input.encode() if isinstance(input, str) else input
     ended = await run_bounded(
         command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **env}
@@ -90,6 +85,19 @@ async def subprocess(
     if check and returncode != 0:
         raise CalledProcessError(returncode, command, stdout, stderr)
     return SubprocessResult(command, returncode, stdout, stderr)
+
+
+def check_seconds(name: str, value: object, alternative: str = "") -> None:
+    """`ConfigError` naming ``name`` unless ``value`` is a positive, finite number."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(
+            f"{name} must be a positive number of seconds{alternative}, not {value!r}"
+        )
 
 
 def _command(args: Command) -> str | tuple[str, ...]:
