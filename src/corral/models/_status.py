@@ -15,6 +15,8 @@ from .._errors import ModelError, ModelUnavailable, RateLimited
 #: Statuses that a later attempt may not meet (besides 5xx): OpenAI's SDK retries these too.
 _TRANSIENT = frozenset({408, 409})
 _MAX_MESSAGE = 500
+#: Unavailable, or overloaded (Anthropic's 529): with a wait, a rate limit.
+_BUSY = frozenset({503, 529})
 
 
 def status_error(
@@ -27,7 +29,7 @@ def status_error(
         if _code(body) == "insufficient_quota":  # out of credit: waiting will not help
             return ModelError(message, status_code=status)
         return RateLimited(message, retry_after=wait)
-    if status == 503 and wait is not None:
+    if status in _BUSY and wait is not None:
         return RateLimited(message, retry_after=wait)
     if status >= 500 or status in _TRANSIENT:
         return ModelUnavailable(message, status_code=status)
