@@ -15,7 +15,7 @@ gauges, and wait until every task is blocked before asserting::
     gauge.assert_ok()
 """
 
-from ._anthropic_server import FakeAnthropicServer
+from ._anthropic_server import FakeAnthropicServer, chat_request
 from ._blocked import wait_all_tasks_blocked
 from ._chat_server import ChatReply, FakeChatServer, FakeModelServer
 from ._fakes import (
@@ -48,6 +48,7 @@ __all__ = [
     "HostileReply",
     "LaggingStore",
     "ScriptedAgent",
+    "chat_request",
     "default_agent_keys",
     "echo",
     "hostile_replies",

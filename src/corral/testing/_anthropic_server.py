@@ -115,3 +115,59 @@ def _message(request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes
         },
     }
     return json.dumps(body).encode()
+
+
+def chat_request(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Messages API request as the chat-completions request it stands for (system
+    message, tool calls, tool messages, function tools), so a script written for
+    `FakeChatServer` serves `FakeAnthropicServer` too:
+    ``FakeAnthropicServer(lambda body: script(chat_request(body)))``."""
+    system = body.get("system")
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": _joined(system)})
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        texts = [b for b in blocks if b.get("type") == "text"]
+        if message.get("role") == "assistant":
+            calls = [
+                {
+                    "id": b.get("id"),
+                    "type": "function",
+                    "function": {"name": b.get("name"), "arguments": json.dumps(b.get("input"))},
+                }
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
+            turn: dict[str, Any] = {"role": "assistant", "content": _joined(texts) or None}
+            messages.append({**turn, "tool_calls": calls} if calls else turn)
+            continue
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                answer = {"role": "tool", "tool_call_id": block.get("tool_use_id")}
+                messages.append({**answer, "content": _joined(block.get("content"))})
+        if texts:
+            messages.append({"role": "user", "content": _joined(texts)})
+    request = {k: v for k, v in body.items() if k not in ("system", "messages", "tools")}
+    request["messages"] = messages
+    if body.get("tools"):
+        request["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.get("name"),
+                    "description": tool.get("description", ""),
+                    "parameters": tool.get("input_schema"),
+                },
+            }
+            for tool in body["tools"]
+        ]
+    return request
+
+
+def _joined(content: Any) -> str:
+    """The text of a string or a list of blocks."""
+    if isinstance(content, str) or content is None:
+        return content or ""
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
