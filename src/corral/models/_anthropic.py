@@ -100,10 +100,10 @@ class Anthropic(HTTPModel):
         tools: Sequence[Mapping[str, Any]] | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        """The JSON body `complete` sends."""
+        """The JSON body `complete` sends: ``temperature`` among ``options`` when
+        not None (``seed`` never: the API has none)."""
         system, turns = convert_messages(messages)
         body: dict[str, Any] = {
             "model": model or self.model,
@@ -114,26 +114,10 @@ class Anthropic(HTTPModel):
             body["system"] = system
         if tools:
             body["tools"] = convert_tools(tools)
-        if temperature is not None:
-            body["temperature"] = temperature
+        if options.get("temperature") is not None:
+            body["temperature"] = options["temperature"]
         body.update(self.extra_body)
         return body
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> ChatResponse:
-        """One message: the reply's text, reasoning, tool calls and usage (with cost)."""
-        body = self.request_body(
-            messages, tools=tools, model=model, max_tokens=max_tokens, temperature=temperature
-        )
-        return await self.post(body)
 
 
 def _check_max_tokens(value: object) -> int:

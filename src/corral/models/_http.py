@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -74,6 +74,31 @@ class HTTPModel:
 
     def parse(self, body: object) -> ChatResponse:
         raise NotImplementedError
+
+    def request_body(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> dict[str, Any]:
+        """The JSON body `complete` sends (``options`` are its keywords)."""
+        raise NotImplementedError
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> ChatResponse:
+        """One call: the reply's text, tool calls and usage (with cost)."""
+        body = self.request_body(
+            messages,
+            tools=tools,
+            model=model,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+        )
+        return await self.post(body)
 
     # -- the connection pool -------------------------------------------------------
 

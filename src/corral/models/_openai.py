@@ -74,39 +74,13 @@ class OpenAICompatible(HTTPModel):
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        """The JSON body `complete` sends."""
+        """The JSON body `complete` sends: ``max_tokens``, ``temperature`` and
+        ``seed`` among ``options`` are sent when not None."""
         body: dict[str, Any] = {"model": model or self.model, "messages": list(messages)}
         if tools:
             body["tools"] = list(tools)
-        for name, value in (("max_tokens", max_tokens), ("temperature", temperature)):
-            if value is not None:
-                body[name] = value
-        if seed is not None:
-            body["seed"] = seed
+        body.update((name, value) for name, value in options.items() if value is not None)
         body.update(self.extra_body)
         return body
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> ChatResponse:
-        """One chat completion: the reply's text, tool calls and usage (with cost)."""
-        body = self.request_body(
-            messages,
-            tools=tools,
-            model=model,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=seed,
-        )
-        return await self.post(body)
