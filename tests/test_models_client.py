@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -198,6 +199,22 @@ def test_retry_after_forms() -> None:
     assert retry_after({"retry-after": "soon"}, now) is None
     unknown_zone = email.utils.formatdate(now + 5).replace("+0000", "-0000")
     assert retry_after({"retry-after": unknown_zone}, now) == pytest.approx(5, abs=1)
+
+
+def test_anthropics_reset_times() -> None:
+    now = datetime(2026, 12, 2, 1, 0, 0, tzinfo=UTC).timestamp()
+    headers = {
+        "anthropic-ratelimit-requests-remaining": "12",
+        "anthropic-ratelimit-requests-reset": "2026-12-02T01:00:50Z",
+        "anthropic-ratelimit-input-tokens-remaining": "0",
+        "anthropic-ratelimit-input-tokens-reset": "2026-12-02T01:00:07.5Z",
+    }
+    assert retry_after(headers, now) == 7.5  # only the exhausted one counts
+    assert retry_after({**headers, "retry-after": "3"}, now) == 3  # retry-after first
+    past = {"anthropic-ratelimit-tokens-reset": "2026-12-02T00:59:00+00:00"}
+    assert retry_after(past, now) == 0
+    for bad in ("soon", "9999-99-99T00:00:00Z", "99999-01-01T00:00:00Z"):
+        assert retry_after({"anthropic-ratelimit-tokens-reset": bad}, now) is None
     assert [duration(t) for t in ("20ms", "1h2m3s", "1.5", "3x", "")] == [
         0.02,
         3723,

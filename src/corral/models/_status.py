@@ -7,7 +7,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from datetime import UTC
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from .._errors import ModelError, ModelUnavailable, RateLimited
@@ -70,7 +70,8 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
 
     Read from ``retry-after-ms``, then ``retry-after`` (seconds or an HTTP date),
     then the ``x-ratelimit-reset-*`` headers (``1s``, ``6m0s``, ``20ms``; the
-    longest of those whose ``x-ratelimit-remaining-*`` is exhausted or unknown).
+    longest of those whose ``x-ratelimit-remaining-*`` is exhausted or unknown)
+    and Anthropic's ``anthropic-ratelimit-*-reset`` (an RFC 3339 time, likewise).
     """
     lower = {k.lower(): v for k, v in headers.items()}
     millis = _number(lower.get("retry-after-ms"))
@@ -86,13 +87,35 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
             return max(0.0, when - now)
     resets = []
     for name, text in lower.items():
-        if not name.startswith("x-ratelimit-reset-"):
+        if name.startswith("x-ratelimit-reset-"):
+            remaining = _number(lower.get("x-ratelimit-remaining-" + name[18:]))
+            seconds = duration(text)
+        elif name.startswith(_ANTHROPIC) and name.endswith("-reset"):
+            remaining = _number(lower.get(name[: -len("reset")] + "remaining"))
+            when = _iso_time(text)
+            seconds = None if when is None else max(0.0, when - now)
+        else:
             continue
-        remaining = _number(lower.get("x-ratelimit-remaining-" + name[18:]))
-        seconds = duration(text)
         if seconds is not None and (remaining is None or remaining < 1):
             resets.append(seconds)
     return max(resets) if resets else None
+
+
+_ANTHROPIC = "anthropic-ratelimit-"
+
+
+def _iso_time(text: str) -> float | None:
+    """``2026-12-02T01:00:30Z`` (RFC 3339) as a timestamp; None if unreadable."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    try:
+        return when.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _number(text: str | None) -> float | None:
