@@ -301,3 +301,10 @@ def test_fake_server_serves_plain_sync_code() -> None:
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(request, timeout=5)
         assert caught.value.code == 500 and b"no reply scripted" in caught.value.read()
+
+
+async def test_reasoning_content_is_the_replys_reasoning(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.text("4", reasoning="2 + 2 is 4."), ChatReply.text("no thoughts"))
+    model = client(server)
+    assert (await model.complete(HELLO)).reasoning == "2 + 2 is 4."
+    assert (await model.complete(HELLO)).reasoning is None

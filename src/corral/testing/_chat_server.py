@@ -31,7 +31,8 @@ class ChatReply:
     tool_calls: tuple[tuple[str, Any], ...] = ()
     #: (prompt tokens, completion tokens); None: about four characters a token.
     usage: tuple[int, int] | None = None
-    #: The model's thinking (`FakeAnthropicServer` sends it as a thinking block).
+    #: The model's thinking: a thinking block from `FakeAnthropicServer`, the
+    #: message's ``reasoning_content`` from `FakeChatServer`.
     reasoning: str | None = None
     #: Prompt tokens (read from, written to) the prompt cache (`FakeAnthropicServer`).
     cache: tuple[int, int] = (0, 0)
@@ -333,6 +334,8 @@ def _error_body(message: str, code: str | None) -> bytes:
 
 def _completion(request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {
