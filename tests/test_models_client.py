@@ -203,12 +203,10 @@ def test_retry_after_forms() -> None:
 
 def test_anthropics_reset_times() -> None:
     now = datetime(2026, 12, 2, 1, 0, 0, tzinfo=UTC).timestamp()
-    headers = {
-        "anthropic-ratelimit-requests-remaining": "12",
-        "anthropic-ratelimit-requests-reset": "2026-12-02T01:00:50Z",
-        "anthropic-ratelimit-input-tokens-remaining": "0",
-        "anthropic-ratelimit-input-tokens-reset": "2026-12-02T01:00:07.5Z",
-    }
+    at = "anthropic-ratelimit-"
+    requests = {at + "requests-remaining": "12", at + "requests-reset": "2026-12-02T01:00:50Z"}
+    tokens = {at + "tokens-remaining": "0", at + "tokens-reset": "2026-12-02T01:00:07.5Z"}
+    headers = {**requests, **tokens}
     assert retry_after(headers, now) == 7.5  # only the exhausted one counts
     assert retry_after({**headers, "retry-after": "3"}, now) == 3  # retry-after first
     past = {"anthropic-ratelimit-tokens-reset": "2026-12-02T00:59:00+00:00"}
