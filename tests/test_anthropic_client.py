@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 import corral
@@ -199,6 +200,13 @@ async def test_the_fake_refuses_what_the_api_refuses(server: FakeAnthropicServer
     no_bound = Anthropic("m", base_url=server.url, extra_body={"max_tokens": None})
     with pytest.raises(corral.ModelError, match="max_tokens"):
         await no_bound.complete(HELLO)
+    async with httpx.AsyncClient() as raw:
+        for content in (b"[1, 2]", b"{"):
+            answer = await raw.post(server.url + "/v1/messages", content=content)
+            assert answer.status_code == 400
+            assert answer.json()["error"]["type"] == "invalid_request_error"
+        missing = await raw.post(server.url + "/v1/messages", json={"messages": []})
+        assert "anthropic-version" in missing.json()["error"]["message"]
     assert server.calls == 0  # refused before any reply was scripted
 
 

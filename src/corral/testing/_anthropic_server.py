@@ -40,6 +40,8 @@ class FakeAnthropicServer(FakeModelServer):
     paths = ("/v1/messages",)
 
     def refuse(self, body: dict[str, Any], headers: Mapping[str, str]) -> str | None:
+        if not isinstance(body, dict):
+            return "the request body must be a JSON object"
         if not headers.get("anthropic-version"):
             return "anthropic-version: header is required"
         if not isinstance(body.get("max_tokens"), int):
