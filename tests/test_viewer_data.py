@@ -13,10 +13,12 @@ from corral import (
     Commit,
     ConfigError,
     CorralRunner,
+    Evaluation,
     Final,
     MemoryStore,
     ToolEffect,
     TrialKey,
+    TrialRecord,
 )
 from corral._turns import declared_order
 from corral.runtime import AgentSession
@@ -139,6 +141,41 @@ async def test_a_live_benchmark_reloads_and_serves_the_last_load_meanwhile() -> 
         await cache.get("b")
         third = await cache.newest("b")
         assert [r.status for r in third.rows] == ["completed", "running"]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_rescore_of_a_finished_benchmark_reloads_it() -> None:
+    """A rescore changes no count of finished trials; the run it records is what the
+    viewer sees (before, the old pass@1 was served until the viewer restarted)."""
+    strict = {"on": False}
+
+    def score(trial: TrialRecord) -> Evaluation:
+        passed = not strict["on"] or trial.trial == 0
+        return Evaluation(float(passed), passed)
+
+    store = MemoryStore()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(lambda session: Final(1))},
+        {"e": FakeEnvironment(evaluate=score)},
+        store=store,
+    )
+    await runner.run("b", trials_per_task=2)
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, refresh=2.0, clock=clock)
+        first = await cache.newest("b")
+        assert first.report is not None and first.report.pass_at_k[1] == 1.0
+        strict["on"] = True
+        await runner.rescore("b")
+        clock.now = 1.0
+        assert await cache.get("b") is first  # asked at most once per refresh
+        clock.now = 2.0
+        second = await cache.newest("b")
+        assert second is not first and second.version > first.version
+        assert second.report is not None and second.report.pass_at_k[1] == 0.5
+        clock.now = 10.0  # nothing new since: no reload
+        assert await cache.get("b") is second
         tg.cancel_scope.cancel()
 
 
