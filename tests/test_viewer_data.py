@@ -179,6 +179,25 @@ async def test_a_rescore_of_a_finished_benchmark_reloads_it() -> None:
         tg.cancel_scope.cancel()
 
 
+async def test_requests_at_once_share_one_load() -> None:
+    """Two pages asking at once (the summary and the list) start one load, not two
+    (two would tell a page its data changed when nothing did)."""
+    store = MemoryStore()
+    await store.register_benchmark("b", CONFIG)
+    got: list[object] = []
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg)
+
+        async def ask() -> None:
+            got.append(await cache.get("b"))
+
+        async with anyio.create_task_group() as both:
+            both.start_soon(ask)
+            both.start_soon(ask)
+        assert got[0] is got[1] and (await cache.newest("b")).version == 1
+        tg.cancel_scope.cancel()
+
+
 async def test_an_unknown_benchmark_is_refused() -> None:
     async with anyio.create_task_group() as tg:
         cache = ViewCache(MemoryStore(), tg)

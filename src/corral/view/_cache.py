@@ -25,6 +25,7 @@ from .._records import TrialTable
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._passk import default_ks
 from ..store import CommitStore
+from ._charts import charts
 from ._index import Row, facets, row_of
 
 
@@ -55,6 +56,8 @@ class Loaded:
         self._by_key: dict[tuple[str, int], Row] | None = None
         #: Trials per model, environment and status, once loaded.
         self.facets: dict[str, dict[str, int]] = {}
+        #: The distributions the page draws (`charts`), once loaded.
+        self.charts: dict[str, Any] = {}
 
     def find(self, task_id: str, trial: int) -> Row | None:
         """A trial's row (by a dict built once the load is done; until then by search)."""
@@ -111,6 +114,7 @@ class Loaded:
             self.report = replace(
                 self.report, tags=last.tags, note=last.note, provenance=dict(last.provenance)
             )
+        self.charts = charts(self.rows, self.report)
 
     async def at_least(self, rows: int) -> None:
         """Wait until ``rows`` rows are loaded, or the load is over."""
@@ -151,6 +155,7 @@ class ViewCache:
         self._counted_at = float("-inf")
         self._runs: dict[str, tuple[float, int]] = {}  # runs per benchmark, and when counted
         self._versions = 0  # loads started
+        self._lock = anyio.Lock()
 
     async def finished_counts(self) -> dict[str, int]:
         """Finished trials per benchmark id (the store is asked at most once per refresh)."""
@@ -162,6 +167,11 @@ class ViewCache:
 
     async def get(self, benchmark_id: str) -> Loaded:
         """The latest load of the benchmark (maybe still loading); a `ConfigError` if unknown."""
+        # One at a time: two requests at once must not both start a load.
+        async with self._lock:
+            return await self._get(benchmark_id)
+
+    async def _get(self, benchmark_id: str) -> Loaded:
         current = self._current.get(benchmark_id)
         pending = self._pending.get(benchmark_id)
         if pending is not None and pending.done.is_set():
