@@ -24,6 +24,7 @@ from corral._turns import declared_order
 from corral.runtime import AgentSession
 from corral.testing import FakeEnvironment, Gate, ScriptedAgent
 from corral.view._cache import ViewCache
+from corral.view._charts import histogram
 from corral.view._index import Row, TrialQuery, select
 from corral.view._timeline import diff, state_changes, timeline
 
@@ -57,6 +58,15 @@ def test_sorting_keeps_missing_values_last_either_way() -> None:
     assert [(r.task_id, r.trial) for r in down] == [("c", 0), ("b", 0), ("a", 0), ("a", 1)]
     assert select(rows, TrialQuery()) is rows  # the store's order, nothing copied
     assert [r.task_id for r in select(rows, TrialQuery(task="a"))] == ["a", "a"]
+
+
+def test_histogram_bins_from_least_to_greatest() -> None:
+    h = histogram([0.0, 0.1, 0.5, 1.0, float("nan")], bins=4)
+    assert h["bins"] == [2, 0, 1, 1]  # the greatest in the last bin; NaN left out
+    assert (h["count"], h["low"], h["high"], h["median"]) == (4, 0.0, 1.0, 0.3)
+    assert h["mean"] == pytest.approx(0.4)
+    assert histogram([3.0, 3.0])["bins"] == [2]  # one value: one bin
+    assert histogram([])["count"] == 0 and histogram([])["bins"] == []
 
 
 def test_state_diff_by_path() -> None:

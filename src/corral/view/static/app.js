@@ -15,6 +15,7 @@
   const Charts = window.CorralCharts;
   const versions = {}; // the load of each benchmark last drawn (the server's version)
   let updated = null; // {id, at}: the benchmark whose data changed under an open page
+  const comparing = {}; // the benchmarks chosen to compare on the benchmarks page
 
   // -- building the page from data, as text ----------------------------------------
   function el(tag, attrs, ...kids) {
@@ -256,8 +257,12 @@
     if (data.benchmarks.some((b) => b.finished < b.total || b.pass_at_k === null)) later(2);
     else later(3); // a rescore or a resume changes a finished one
     const ids = data.benchmarks.map((b) => b.benchmark_id);
-    const pick = (name, chosen) => el("select", { name: name, "aria-label": name },
-      ids.map((id) => el("option", { value: id, selected: id === chosen }, id)));
+    // The choices survive the page's redraws (it redraws every few seconds).
+    const pick = (name, first) => {
+      const chosen = ids.includes(comparing[name]) ? comparing[name] : first;
+      return el("select", { name: name, "aria-label": name, onchange: (event) => { comparing[name] = event.target.value; } },
+        ids.map((id) => el("option", { value: id, selected: id === chosen }, id)));
+    };
     const a = pick("a", ids[0]);
     const b = pick("b", ids[1] || ids[0]);
     const go = el("button", { type: "button", id: "compare",
