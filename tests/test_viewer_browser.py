@@ -7,6 +7,7 @@ browser here. Screenshots of each page are kept in tests/artifacts/viewer/.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -150,6 +151,8 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     assert "task-5" in page.locator("h1").inner_text()
     assert "the tool broke on row 7" in page.locator("#timeline").inner_text()
     assert page.locator("#outcome").inner_text().startswith("error")
+    page.click("#task-inputs > summary")  # the task's inputs, on the trial's page
+    assert '"text": "input 5"' in page.locator("#task-inputs").inner_text()
     watched.shot("3-trial")
     page.keyboard.press("j")
     page.locator("h1", has_text="#1").wait_for()
@@ -206,6 +209,8 @@ def _visit_hostile(watched: Watched, base: str) -> None:
         page.goto(base + "#/trial?" + _query(id="hostile", task=task, trial="0"))
         page.locator("#timeline").wait_for()
         page.locator("#raw > summary").click()
+        page.locator("#task-inputs > summary").click()
+        assert json.dumps(task)[1:-1] in page.locator("#task-inputs").inner_text()  # as JSON
         for fold in page.locator("details.fold summary").all():
             fold.click()  # unfold everything: long values render on demand
         assert task in page.locator("#timeline").inner_text()

@@ -520,6 +520,12 @@
     return page;
   }
 
+  // A task's limits, those it sets ("· max_iterations 10 · cost_limit 0.5").
+  function limits(m) {
+    return ["max_iterations", "token_limit", "cost_limit", "working_time_limit"]
+      .filter((name) => m[name] !== null && m[name] !== undefined).map((name) => " · " + name + " " + m[name]).join("");
+  }
+
   async function taskPage(p) {
     const t = await watched(p, get("task", { id: p.id, task: p.task }));
     document.getElementById("where").textContent = p.id;
@@ -535,8 +541,7 @@
     return [
       el("p", {}, el("a", { href: link("/benchmark", { id: p.id }) }, "← " + p.id)),
       el("h1", {}, t.task_id, " ", updatedMark(p.id)),
-      el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") +
-        " · max_iterations " + m.max_iterations),
+      el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") + limits(m)),
       el("p", {}, "parents: ", taskLinks(t.parents)), el("p", {}, "children: ", taskLinks(t.children)),
       t.metrics.map((m, i) => el("p", { class: i ? null : "big" }, metricValues(m, t[m.key]))),
       el("h2", {}, "Inputs"), fold(m.inputs),
@@ -603,7 +608,8 @@
         nav(t.previous, "← previous (k)", "previous-trial"), " ", nav(t.next, "next (j) →", "next-trial"),
         t.position === null ? "" : " · " + (t.position + 1) + " of " + num(t.listed)),
       el("h1", {}, el("a", { href: link("/task", { id: p.id, task: t.task_id }) }, t.task_id), " #" + t.trial, " ", updatedMark(p.id)),
-      el("p", {}, "agent " + t.metadata.agent_id + " · environment " + t.metadata.environment_id + " · model " + (t.metadata.model || "–")),
+      el("p", {}, "agent " + t.metadata.agent_id + " · environment " + t.metadata.environment_id + " · model " + (t.metadata.model || "–") + limits(t.metadata)),
+      el("details", { id: "task-inputs" }, el("summary", {}, "the task's inputs"), fold(t.metadata.inputs)),
       t.row ? el("p", { id: "outcome", class: "big" }, el("span", { class: "status-" + t.row.status }, t.row.status),
         t.row.score === null ? "" : " · score " + num(t.row.score, 3) + (t.row.passed ? " (passed)" : " (failed)"),
         t.row.duration === null ? "" : " · " + num(t.row.duration, 2) + " s",
