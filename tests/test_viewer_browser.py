@@ -135,6 +135,8 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     assert "task-5: 0 / 4" in (page.locator("#chart-tasks").text_content() or "")
     assert page.locator("#chart-passk circle").count() == 9  # k = 1, 2, 4: all and 2 models
     watched.shot("1-charts")
+    page.keyboard.press("j")  # the list's keys act only while the list is shown
+    assert page.locator("tr.selected").count() == 0
     page.click("#tab-trials")
 
     # Filter: only the failed trials; the filter lands in the URL.

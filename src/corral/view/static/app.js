@@ -429,6 +429,7 @@
     let selected = -1;
     const trs = Array.from(body.querySelectorAll("tbody tr"));
     keys = (event) => {
+      if (!body.isConnected || body.closest("[hidden]")) return false; // another tab is shown
       if (event.key === "j" || event.key === "ArrowDown") selected = Math.min(trs.length - 1, selected + 1);
       else if (event.key === "k" || event.key === "ArrowUp") selected = Math.max(0, selected - 1);
       else if (event.key === "Enter" && selected >= 0) { location.hash = trs[selected].dataset.href; return true; }
