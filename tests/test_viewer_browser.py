@@ -178,14 +178,28 @@ def test_walk_benchmarks_benchmark_filter_trial_compare(url: str, watched: Watch
     page.goto(url)
     page.locator("#benchmarks").wait_for()
     watched.shot("0-benchmarks")
-    page.select_option("select[name=a]", "base")
-    page.select_option("select[name=b]", "better")
-    page.click("#compare")
-    page.locator("#paired-1").wait_for()
-    assert "B − A on pass@1: 0.214 [" in page.locator("#paired-1").inner_text()
+    assert "B − A on pass@1: 0.214 [" in _compare(page, "#compare", a="base", b="better")
     assert page.locator("#compared tr.outcome-improved").count() == 6
     watched.shot("5-compare")
     watched.assert_clean()
+
+
+def _export(store: Path, benchmark_id: str, folder: Path) -> Path:
+    """``corral view --export``: the file written."""
+    out = folder / f"{benchmark_id}.html"
+    args = ["view", "--store", str(store), "--export", benchmark_id, "-o", str(out)]
+    assert off_loop(main, args, standalone_mode=False) == 0
+    return out
+
+
+def _compare(page: Page, button: str, **chosen: str) -> str:
+    """Choose what to compare in the selects named by ``chosen``, press ``button``: the
+    comparison's pass@1 line."""
+    for name, value in chosen.items():
+        page.select_option(f"select[name={name}]", value)
+    page.click(button)
+    page.locator("#paired-1").wait_for()
+    return page.locator("#paired-1").inner_text()
 
 
 def _visit_hostile(watched: Watched, base: str) -> None:
@@ -236,9 +250,7 @@ def test_no_script_runs_from_data_on_served_pages(url: str, watched: Watched) ->
 def test_no_script_runs_from_data_in_the_export(
     store: Path, watched: Watched, tmp_path: Path
 ) -> None:
-    out = tmp_path / "hostile.html"
-    args = ["view", "--store", str(store), "--export", "hostile", "-o", str(out)]
-    assert off_loop(main, args, standalone_mode=False) == 0
+    out = _export(store, "hostile", tmp_path)
     _visit_hostile(watched, out.as_uri())
     # The export opens on its benchmark, not on a list of one.
     watched.page.goto(out.as_uri())
@@ -279,11 +291,7 @@ def test_models_side_by_side_and_compared(url: str, watched: Watched) -> None:
     assert first[0] == "job-0" and first[1].startswith("3 / 4") and first[2].startswith("2 / 4")
     assert "pass@1 0.750" in page.locator("#models tr.means").inner_text()
     watched.shot("7-models")
-    page.select_option("select[name=ma]", "small")
-    page.select_option("select[name=mb]", "large")
-    page.click("#compare-models")
-    page.locator("#paired-1").wait_for()
-    assert "B − A on pass@1: 0.250" in page.locator("#paired-1").inner_text()
+    assert "B − A on pass@1: 0.250" in _compare(page, "#compare-models", ma="small", mb="large")
     means = page.locator("#means tbody tr").first.locator("td").all_inner_texts()
     assert means[:4] == ["pass@1", "3", "0.500 [0.500, 0.500]", "0.750 [0.750, 0.750]"]
     assert page.locator("#chart-compare circle").count() == 6  # k = 1, 2, 4: A and B
@@ -294,9 +302,7 @@ def test_models_side_by_side_and_compared(url: str, watched: Watched) -> None:
 def test_the_export_opens_on_its_benchmark_and_compares_its_models(
     store: Path, watched: Watched, tmp_path: Path
 ) -> None:
-    out = tmp_path / "models.html"
-    args = ["view", "--store", str(store), "--export", "models", "-o", str(out)]
-    assert off_loop(main, args, standalone_mode=False) == 0
+    out = _export(store, "models", tmp_path)
     page = watched.page
     page.goto(out.as_uri())
     page.locator("#passk").wait_for()
