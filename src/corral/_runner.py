@@ -374,7 +374,7 @@ class CorralRunner:
         if config is None:
             hint = did_you_mean(benchmark_id, known)
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
-        plan = scoring_plan(benchmark_id, config, task_ids)
+        plan = scoring_plan(benchmark_id, config, task_ids, self.tasks)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
         ks = _check_ks(k_values, plan.trials_per_task)
         limits.check_keys((), (), self._evaluation_keys())
