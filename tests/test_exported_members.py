@@ -14,6 +14,7 @@ import corral.progress
 import corral.report
 import corral.runtime
 import corral.scheduler
+import corral.scorers
 import corral.store
 import corral.testing
 import corral.view
@@ -32,6 +33,7 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.models, set()),
         (corral.agents, set()),
         (corral.view, set()),
+        (corral.scorers, set()),
         # The engine's packages: what they hand the runner, the CLI and each other.
         (corral.executor, set()),
         (corral.progress, set()),
@@ -46,6 +48,7 @@ def isort_key(name: str) -> tuple[int, str]:
         "corral.models",
         "corral.agents",
         "corral.view",
+        "corral.scorers",
         "corral.executor",
         "corral.progress",
         "corral.report",
