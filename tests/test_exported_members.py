@@ -8,6 +8,7 @@ import pytest
 
 import corral
 import corral.agents
+import corral.datasets
 import corral.executor
 import corral.models
 import corral.progress
@@ -34,6 +35,7 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.agents, set()),
         (corral.view, set()),
         (corral.scorers, set()),
+        (corral.datasets, set()),
         # The engine's packages: what they hand the runner, the CLI and each other.
         (corral.executor, set()),
         (corral.progress, set()),
@@ -49,6 +51,7 @@ def isort_key(name: str) -> tuple[int, str]:
         "corral.agents",
         "corral.view",
         "corral.scorers",
+        "corral.datasets",
         "corral.executor",
         "corral.progress",
         "corral.report",

@@ -22,6 +22,7 @@ from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
+from ._selection import select_samples
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
@@ -223,6 +224,10 @@ class CorralRunner:
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         report_file: str | os.PathLike[str] | None = None,
+        limit: int | None = None,
+        shuffle: bool = False,
+        seed: int | None = None,
+        sample_ids: Sequence[str] | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -271,7 +276,20 @@ class CorralRunner:
         on every backend. ``report_file`` (default: ``reports/ID.json`` beside an
         SQLite store, none otherwise) is where the report of the whole benchmark is
         also written as JSON.
+
+        ``sample_ids`` runs the tasks of these ids (as ``task_ids`` does);
+        ``shuffle`` draws them in an order fixed by ``seed`` (default 0), and
+        ``limit`` keeps the first N: ``limit=50, shuffle=True, seed=1`` is the same
+        50 tasks in every run (dependencies added as for ``task_ids``).
         """
+        task_ids = select_samples(
+            self.tasks,
+            task_ids,
+            limit=limit,
+            shuffle=shuffle,
+            seed=seed,
+            sample_ids=sample_ids,
+        )
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
         _check_benchmark_id(benchmark_id)
