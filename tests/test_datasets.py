@@ -59,7 +59,13 @@ def test_from_csv(tmp_path: Path) -> None:
     check(datasets.from_csv(path, agent_id="solver", environment_id="math", **MAPPING))
 
 
-def test_from_hf_reads_local_files_through_the_library(tmp_path: Path) -> None:
+def test_from_hf_reads_local_files_through_the_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Never the hub: offline, with a cache of its own (read when datasets is imported).
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     pytest.importorskip("datasets")
     path = write_jsonl(tmp_path / "d.jsonl", ROWS)
     source = datasets.from_hf(
