@@ -250,13 +250,5 @@ def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
     with ``model`` saying which)."""
     if facts is None:
         return record
-    return dataclasses.replace(
-        record,
-        task_id=facts.task,
-        task=facts.task,
-        model=facts.model,
-        environment=facts.environment,
-        inputs=facts.inputs,
-        target=facts.target,
-        metadata=facts.metadata,
-    )
+    # The facts' names are the record's own fields.
+    return dataclasses.replace(record, task_id=facts.task, **facts._asdict())

@@ -10,11 +10,15 @@ from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text, normalized, targets_of
 
 
-class _Exact(Scorer):
+class _Text(Scorer):
+    """A scorer comparing texts, in lower case if asked."""
+
     def __init__(self, name: str, ignore_case: bool) -> None:
         super().__init__(name)
         self.ignore_case = ignore_case
 
+
+class _Exact(_Text):
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         said = normalized(as_text(trial.output), ignore_case=self.ignore_case)
         for target in targets_of(trial, self.name):
@@ -32,11 +36,7 @@ def exact(*, ignore_case: bool = False, name: str = "exact") -> Scorer:
     return _Exact(name, _flag("ignore_case", ignore_case))
 
 
-class _Includes(Scorer):
-    def __init__(self, name: str, ignore_case: bool) -> None:
-        super().__init__(name)
-        self.ignore_case = ignore_case
-
+class _Includes(_Text):
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         said = normalized(as_text(trial.output), ignore_case=self.ignore_case)
         for target in targets_of(trial, self.name):
