@@ -204,3 +204,14 @@ async def test_rescore_gives_the_scorer_the_same_facts() -> None:
     (record,) = env.seen
     assert (record.task_id, record.task, record.model, record.target) == ("sum", "sum", "m1", 4)
     assert record.inputs == {"q": 1} and record.metadata == {"m": 1}
+
+
+def test_a_ray_hosts_evaluation_job_carries_the_facts() -> None:
+    from corral._records import scoring_facts
+    from corral.executor._jobs import EvalJob
+    from corral.executor._wire import dumps, loads
+
+    meta = Meta("a", "e", model="m", inputs={"q": 1}, target=[1, 2], metadata={"k": "v"})
+    job = EvalJob(0, 1, "sum@m", "e", None, 3, facts=scoring_facts("sum", meta))
+    again = loads(dumps([job]))[0]
+    assert again.facts == ("sum", "m", "e", {"q": 1}, [1, 2], {"k": "v"})
