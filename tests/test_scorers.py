@@ -320,3 +320,22 @@ def test_model_graded_refuses_bad_arguments(kwargs: dict[str, Any], message: str
     model = OpenAICompatible("judge", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(ConfigError, match=message):
         scorers.model_graded(model, **kwargs)
+
+
+def test_the_report_table_shares_equal_named_scores_only() -> None:
+    from corral._records import TrialTable
+
+    table = TrialTable(4)
+    made = [
+        Evaluation(1.0, True, scores={"exact": 1.0, "f1": 1.0}),
+        Evaluation(1.0, True, scores={"exact": 1.0, "f1": 1.0}),
+        Evaluation(1.0, True, scores={"exact": 1, "f1": 1.0}),  # 1 is other JSON than 1.0
+        Evaluation(1.0, True, scores={"f1": 1.0, "exact": 1.0}),  # another order
+    ]
+    for n, evaluation in enumerate(made):
+        table.add(TrialRecord("t", n, TrialStatus.COMPLETED, evaluation=evaluation))
+    kept = [table["t", n].evaluation for n in range(4)]
+    assert kept[1] is kept[0]
+    assert kept[2] is not kept[0] and kept[3] is not kept[0]
+    assert [dict(e.scores) for e in kept if e] == [dict(e.scores) for e in made]
+    assert list(kept[3].scores) == ["f1", "exact"]  # type: ignore[union-attr]

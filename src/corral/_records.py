@@ -120,17 +120,24 @@ _SHARED_EVALUATIONS = 256
 
 def _sharing_key(
     score: Any, passed: bool, details: Mapping[str, Any], scores: Mapping[str, float] = _NO_DETAILS
-) -> tuple[type, float, bool] | None:
+) -> tuple[Any, ...] | None:
     """What equal evaluations without details share (None: this one is kept apart)."""
     # 1 and 1.0, or 0.0 and -0.0, are different JSON: the type and sign are kept.
-    if (
-        details
-        or scores
-        or type(score) not in (int, float)
-        or (score == 0 and math.copysign(1.0, score) < 0)
-    ):
+    if details or not _plain(score):
         return None
-    return (type(score), score, passed)
+    if not scores:
+        return (type(score), score, passed)
+    # Named scores in their order (JSON keeps it), each with its type.
+    named = []
+    for name, value in scores.items():
+        if not _plain(value):
+            return None
+        named.append((name, type(value), value))
+    return (type(score), score, passed, tuple(named))
+
+
+def _plain(value: Any) -> bool:
+    return type(value) in (int, float) and not (value == 0 and math.copysign(1.0, value) < 0)
 
 
 class TrialTable(Mapping[tuple[str, int], TrialRecord]):
@@ -145,7 +152,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         self._count = 0
         # Evaluations without details, by (score type, score, passed): most trials of a
         # run share a handful (an `Evaluation` is frozen). Bounded, as scores may vary.
-        self._evaluations: dict[tuple[type, float, bool], Evaluation] = {}
+        self._evaluations: dict[tuple[Any, ...], Evaluation] = {}
 
     def add(self, record: TrialRecord) -> None:
         """Keep ``record`` as a report needs it: without its state, and sharing an
