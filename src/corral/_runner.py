@@ -24,6 +24,7 @@ from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
 from ._run_meta import RunMeta
+from ._selection import select_samples
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
@@ -229,6 +230,10 @@ class CorralRunner:
         tags: Sequence[str] = (),
         note: str | None = None,
         source: str | os.PathLike[str] | None = None,
+        limit: int | None = None,
+        shuffle: bool = False,
+        seed: int | None = None,
+        sample_ids: Sequence[str] | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -281,7 +286,20 @@ class CorralRunner:
         ``tags`` (labels to find the run by: ``corral list --tag``) and ``note`` (free
         text) are recorded with the run, with Corral's version and, for ``source``
         (the benchmark's file), its path and git commit; the report gives them.
+
+        ``sample_ids`` runs the tasks of these ids (as ``task_ids`` does);
+        ``shuffle`` draws them in an order fixed by ``seed`` (default 0), and
+        ``limit`` keeps the first N: ``limit=50, shuffle=True, seed=1`` is the same
+        50 tasks in every run (dependencies added as for ``task_ids``).
         """
+        task_ids = select_samples(
+            self.tasks,
+            task_ids,
+            limit=limit,
+            shuffle=shuffle,
+            seed=seed,
+            sample_ids=sample_ids,
+        )
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
         _check_benchmark_id(benchmark_id)
@@ -389,7 +407,7 @@ class CorralRunner:
         if config is None:
             hint = did_you_mean(benchmark_id, known)
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
-        plan = scoring_plan(benchmark_id, config, task_ids)
+        plan = scoring_plan(benchmark_id, config, task_ids, self.tasks)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
         ks = _check_ks(k_values, plan.trials_per_task)
         limits.check_keys((), (), self._evaluation_keys())

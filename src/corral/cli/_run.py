@@ -99,6 +99,12 @@ def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--benchmark-id", help="Id to record under (default: the file's stem).")
 @store_option
 @click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
+@click.option(
+    "--sample-id", "sample_ids", multiple=True, help="Run only this sample (task id; repeatable)."
+)
+@click.option("--limit", type=int, help="Run only the first N tasks (after --shuffle).")
+@click.option("--shuffle", is_flag=True, default=None, help="Draw the tasks in a seeded order.")
+@click.option("--seed", type=int, help="The seed of --shuffle (default 0): the same sample.")
 @click.option("--trials", type=int, help="Trials per task.")
 @k_option
 @click.option(
@@ -237,6 +243,10 @@ def run_command(
     benchmark_id: str | None,
     store: str,
     tasks: tuple[str, ...],
+    sample_ids: tuple[str, ...],
+    limit: int | None,
+    shuffle: bool | None,
+    seed: int | None,
     trials: int | None,
     ks: tuple[int, ...],
     max_parallel: int | None,
@@ -290,6 +300,10 @@ def run_command(
     shown = progress_choice(progress, no_progress)
     flags: dict[str, Any] = {
         "task_ids": _given(tasks),
+        "sample_ids": _given(sample_ids),
+        "limit": limit,
+        "shuffle": shuffle,
+        "seed": seed,
         "trials_per_task": trials,
         "k_values": ks or None,
         "max_parallel": max_parallel,
