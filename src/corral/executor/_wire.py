@@ -19,8 +19,8 @@ from typing import Any
 
 from .._budget import Budget
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, TrialRecord, Usage
-from ..runtime._trial import Deferred, Previous, TrialOutcome
-from ._jobs import EvalJob, ExecJob
+from ..runtime._jobs import EvalJob, Evaluated, Executed, Postponed, TrialJob
+from ..runtime._trial import Deferred, Previous
 
 
 def _flat(cls: type) -> Callable[[Any], tuple[Any, ...]]:
@@ -56,11 +56,13 @@ _TABLE: dict[type, Callable[[Any], Any]] = {
             Commit,
             Evaluation,
             TrialRecord,
-            TrialOutcome,
             Deferred,
             Previous,
-            ExecJob,
+            TrialJob,
             EvalJob,
+            Executed,
+            Postponed,
+            Evaluated,
         )
     },
     Usage: _usage,
