@@ -18,7 +18,7 @@ import corral
 from corral import BenchmarkTaskMetadata, Commit, TrialKey
 
 from . import pg
-from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, tasks
+from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, family, tasks
 
 pytestmark = [
     pytest.mark.anyio,
@@ -246,17 +246,6 @@ async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
     assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
     steps = (await call(gated.report.remote()))["steps"]
     assert len(steps) == 12 and max(steps.values()) <= 2
-
-
-def family() -> dict[str, BenchmarkTaskMetadata]:
-    meta = BenchmarkTaskMetadata("agent", "env0", model="m0", max_iterations=3)
-    return {
-        "a": meta,
-        "b": BenchmarkTaskMetadata("agent", "env1", dependencies=("a",)),
-        "c": BenchmarkTaskMetadata("agent", "env0", dependencies=("a",)),
-        "d": BenchmarkTaskMetadata("agent", "env1", max_iterations=1),  # never answers
-        "e": BenchmarkTaskMetadata("agent", "env0", dependencies=("d",)),
-    }
 
 
 async def test_dependencies_and_reflective_trials_across_hosts(

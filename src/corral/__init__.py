@@ -38,7 +38,7 @@ from ._types import (
     TrialStatus,
     Usage,
 )
-from .executor import RayExecutor
+from .executor import Executor, LocalExecutor, RayExecutor
 from .report import (
     BenchmarkReport,
     Comparison,
@@ -82,8 +82,10 @@ __all__ = [
     "Environment",
     "Estimate",
     "Evaluation",
+    "Executor",
     "Final",
     "Limits",
+    "LocalExecutor",
     "MemoryStore",
     "ModelError",
     "ModelUnavailable",
