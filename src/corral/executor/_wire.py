@@ -19,8 +19,7 @@ from typing import Any
 
 from .._budget import Budget
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, TrialRecord, Usage
-from ..runtime._jobs import EvalJob, Evaluated, Executed, Postponed, TrialJob
-from ..runtime._trial import Deferred, Previous
+from ..runtime._jobs import Deferred, EvalJob, Evaluated, Executed, Postponed, Previous, TrialJob
 
 
 def _flat(cls: type) -> Callable[[Any], tuple[Any, ...]]:

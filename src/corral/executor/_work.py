@@ -15,8 +15,17 @@ from .._records import with_evaluation, without_state
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord
 from ..runtime._acks import Acks
 from ..runtime._evaluate import evaluate_trial
-from ..runtime._jobs import EvalJob, Evaluated, Executed, Job, Postponed, Result, TrialJob
-from ..runtime._trial import Deferred, TrialPlan, load_previous, run_trial
+from ..runtime._jobs import (
+    Deferred,
+    EvalJob,
+    Evaluated,
+    Executed,
+    Job,
+    Postponed,
+    Result,
+    TrialJob,
+)
+from ..runtime._trial import TrialPlan, load_previous, run_trial
 from ..store._protocol import CommitStore, TrialKey
 from ..store._summary import SummaryBuilder
 from ._protocol import Work

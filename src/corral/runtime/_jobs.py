@@ -13,13 +13,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._budget import NO_BUDGET, Budget
-from .._types import NO_USAGE, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from .._types import NO_USAGE, BenchmarkTaskMetadata, Evaluation, TrialRecord, TrialStatus, Usage
 
-if TYPE_CHECKING:
-    from ._trial import Deferred, Previous
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """The earlier trial a reflective session sees."""
+
+    trial: int
+    evaluation: Evaluation | None
+    state: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The trial hit a rate limit: wait ``delay`` seconds, then continue from its head."""
+
+    delay: float
+    attempt: int
+    retry_after: float | None
 
 
 @dataclass(slots=True)

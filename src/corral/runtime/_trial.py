@@ -26,7 +26,6 @@ from .._types import (
     UNCHANGED,
     Action,
     Commit,
-    Evaluation,
     Final,
     ToolEffect,
     TrialRecord,
@@ -36,21 +35,12 @@ from .._types import (
 from ..store._protocol import CommitStore, Pending, TrialKey
 from . import _attempt_errors
 from ._acks import Acks
-from ._jobs import TrialJob
+from ._jobs import Deferred, Previous, TrialJob
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
 from ._session import AgentSession, add_usage
 from ._workclock import WorkClock
-
-
-@dataclass(frozen=True, slots=True)
-class Previous:
-    """The earlier trial a reflective session sees."""
-
-    trial: int
-    evaluation: Evaluation | None
-    state: Any
 
 
 @dataclass(slots=True)
@@ -205,15 +195,6 @@ class TrialOutcome:
     record: TrialRecord
     next_seq: int
     previous_trial: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Deferred:
-    """The trial hit a rate limit: wait ``delay`` seconds, then continue from its head."""
-
-    delay: float
-    attempt: int
-    retry_after: float | None
 
 
 async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:

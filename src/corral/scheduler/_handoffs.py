@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._types import BenchmarkTaskMetadata, TrialRecord
-from ..runtime._trial import Previous
+from ..runtime._jobs import Previous
 from ._admission import Phase
 from ._plan import RunPlan
 from ._resume import Resume

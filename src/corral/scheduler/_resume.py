@@ -7,7 +7,7 @@ from typing import Any
 
 from .._records import TrialTable
 from .._types import EVALUATED_STATUSES, TrialRecord, TrialStatus
-from ..runtime._trial import Previous
+from ..runtime._jobs import Previous
 from ..store._protocol import TrialSummary
 from ._admission import STATUS_CODES, Phase
 from ._plan import RunPlan
