@@ -159,6 +159,8 @@ class Boards:
 def _here() -> tuple[int, Any]:
     import ray
 
+    if not ray.is_initialized():  # in process, without Ray (asking would start one)
+        return os.getpid(), None
     try:
         actor = ray.get_runtime_context().current_actor
     except Exception:  # in the coordinator (the in-process reference run)

@@ -357,7 +357,7 @@ class RayExecution:
 
 def choose(hosts: list[_Host], cap: int | None) -> _Host:
     """The host for the next job: the least loaded of those that answered (their next
-    jobs go with the long poll `RayRemote.flush` sends them anyway; a separate `submit`
+    jobs go with the long poll `RayExecution.flush` sends them anyway; a separate `submit`
     costs a Ray call), unless another is lighter by more than a quarter of its load, or
     it holds ``cap`` jobs (``trials_per_host``) already."""
     lightest = min(hosts, key=_load)
