@@ -24,8 +24,7 @@ from .._errors import CorralError
 from .._types import Commit
 from ..runtime._acks import Acks
 from ..runtime._jobs import Job, Result
-from ..store import PostgresStore
-from ..store._protocol import CommitStore, TrialKey
+from ..store._protocol import CommitStore, SharedStore, TrialKey
 from ._pool import WorkerPool
 from ._protocol import Work
 from ._scopes import SharedScopes
@@ -235,9 +234,9 @@ def _ignore(key: TrialKey, commit: Commit) -> None:
 
 
 def _joined(store: CommitStore, spec: HostSpec) -> AbstractAsyncContextManager[Any]:
-    """Write under the coordinator's claim: PostgreSQL's epoch; SQLite needs nothing
-    (its file lock is the coordinator's, and hosts write without taking it)."""
-    if isinstance(store, PostgresStore) and spec.store.epoch is not None:
+    """Write under the coordinator's claim (PostgreSQL's epoch); a store whose claim
+    hosts need not join (SQLite's file lock) gives no epoch."""
+    if isinstance(store, SharedStore) and spec.store.epoch is not None:
         return store.joined(spec.work.benchmark_id, spec.store.epoch)
     return nullcontext()
 
