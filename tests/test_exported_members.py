@@ -76,3 +76,9 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(corral.testing, name) is not None, name
     for name in corral.view.__all__:
         assert getattr(corral.view, name) is not None, name
+
+
+def test_run_settings_are_public() -> None:
+    # SPEC section 5: a run's settings as one value, and its limits.
+    assert {"Limits", "RunConfig"} <= set(corral.__all__)
+    assert corral.RunConfig().limits == corral.Limits()

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
-import math
 import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from ._budget import NO_BUDGET, Budget, check_budget
+from ._budget import Budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError, unwrap_single
 from ._ids import check_id
-from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
+from ._run_config import RunConfig, RunSettings, Timeouts, check_report_file
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
 from ._sources import TaskSource
 from ._suggest import did_you_mean
@@ -30,11 +30,9 @@ from .executor import RayExecutor, check_executor, remote_for
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
-from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, SQLiteStore, TrialKey, open_store
 from .store._config_diff import first_difference
-from .store._decode import MAX_TRIALS_PER_TASK
 from .store._runs import RunRecord
 
 if TYPE_CHECKING:
@@ -103,8 +101,7 @@ class CorralRunner:
             raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
         #: Appends handed to the store and not yet durable before trials wait (0: no bound).
         self.max_backlog = max_backlog
-        _check_timeout("trial_timeout", trial_timeout)
-        _check_timeout("evaluation_timeout", evaluation_timeout)
+        timeouts = Timeouts(trial_timeout, evaluation_timeout)  # checks both
         if retry_policy is None:
             retry_policy = RetryPolicy(
                 max_retries=max_retries,
@@ -123,9 +120,7 @@ class CorralRunner:
         self.retry_policy = retry_policy
         self.trial_timeout = trial_timeout
         #: Seconds for one call of ``evaluate`` (default: ``trial_timeout``).
-        self.evaluation_timeout = (
-            trial_timeout if evaluation_timeout is None else evaluation_timeout
-        )
+        self.evaluation_timeout = timeouts.evaluation_or_trial
         self.observers = tuple(observers)
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
@@ -165,21 +160,25 @@ class CorralRunner:
         models: Sequence[str] | None = None,
     ) -> tuple[RunPlan, tuple[int, ...]]:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
-        trials = positive_int("trials_per_task", trials_per_task)
-        if trials > MAX_TRIALS_PER_TASK:  # more than the store reads back
-            raise ConfigError(
-                f"trials_per_task must be at most {MAX_TRIALS_PER_TASK:,}, not {trials!r}"
-            )
-        ks = _check_ks(k_values, trials)
-        if not isinstance(include_dependencies, bool):
-            raise ConfigError(
-                f"include_dependencies must be True or False, not {include_dependencies!r}"
-            )
-        plan = build_plan(
-            self.tasks, task_ids, include_dependencies=include_dependencies, trials_per_task=trials
+        config = RunConfig.of(
+            task_ids=task_ids,
+            trials_per_task=trials_per_task,
+            k_values=k_values,
+            include_dependencies=include_dependencies,
+            models=models,
         )
-        if models is not None:
-            plan = across_models(plan, check_models(models, self.models))
+        return self._plan(config), config.k_values
+
+    def _plan(self, config: RunConfig) -> RunPlan:
+        """The plan of ``config``'s selection, checked against this runner's tasks."""
+        plan = build_plan(
+            self.tasks,
+            config.task_ids,
+            include_dependencies=config.include_dependencies,
+            trials_per_task=config.trials_per_task,
+        )
+        if config.models is not None:
+            plan = across_models(plan, check_models(config.models, self.models))
         for t, task_id in enumerate(plan.task_ids):
             meta = plan.light(t)
             if meta.agent_id not in self.agents:
@@ -192,39 +191,41 @@ class CorralRunner:
                     f"task {task_id!r} names unknown environment {meta.environment_id!r}"
                     + did_you_mean(meta.environment_id, self.environments)
                 )
-        return plan, ks
+        return plan
+
+    def config(self, config: RunConfig | None = None, **settings: Unpack[RunSettings]) -> RunConfig:
+        """What `run` runs with: ``config`` (default: `RunConfig()`) with ``settings``
+        (`run`'s flat keywords) changed, and the runner's retry policy and timeouts
+        where it sets none. A `ConfigError` names a bad value."""
+        if config is None:
+            config = RunConfig()
+        elif not isinstance(config, RunConfig):
+            raise ConfigError(f"config must be a RunConfig, not {config!r}")
+        if config.retry is None:
+            config = dataclasses.replace(config, retry=self.retry_policy)
+        if config.timeouts is None:
+            timeouts = Timeouts(self.trial_timeout, self.evaluation_timeout)
+            config = dataclasses.replace(config, timeouts=timeouts)
+        return config.updated(**settings)
 
     async def run(
         self,
         benchmark_id: str,
-        task_ids: Sequence[str] | None = None,
-        trials_per_task: int = 1,
-        k_values: Sequence[int] = (1,),
-        max_parallel: int = 4,
-        max_parallel_per_task: int = 1,
-        max_parallel_evaluations: int | None = None,
-        max_parallel_total: int | None = None,
-        max_parallel_by_model: Mapping[str, int] | None = None,
-        max_parallel_by_environment: Mapping[str, int] | None = None,
-        max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
-        include_dependencies: bool = True,
+        config: RunConfig | None = None,
         *,
         observers: Sequence[Observer] = (),
-        order: str = "critical_path",
-        models: Sequence[str] | None = None,
-        max_subprocesses: int | None = None,
         scopes: ConcurrencyScopes | None = None,
-        rerun: Sequence[str] = (),
-        fail_on_error: float | None = None,
-        token_limit: int | None = None,
-        cost_limit: float | None = None,
-        working_time_limit: float | None = None,
-        run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        report_file: str | os.PathLike[str] | None = None,
+        **settings: Unpack[RunSettings],
     ) -> BenchmarkReport:
-        """Run (or resume) ``benchmark_id`` and return its report.
+        """Run (or resume) ``benchmark_id`` with ``config`` (a `RunConfig`) and return
+        its report.
+
+        ``settings`` are the config's settings as flat keywords (``trials_per_task=4,
+        max_parallel=8``): each one given replaces that setting of ``config`` (see
+        `RunConfig.updated`), so ``run(id, base, trials_per_task=8)`` runs ``base``
+        with 8 trials. A retry or timeout setting the config leaves unset is the
+        runner's.
 
         A later run of the same id may select a subset of its tasks (the report
         covers those), and ``rerun`` gives the trials that ended with these
@@ -272,34 +273,16 @@ class CorralRunner:
         SQLite store, none otherwise) is where the report of the whole benchmark is
         also written as JSON.
         """
-        if order not in ("critical_path", "fifo"):
-            raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
         _check_benchmark_id(benchmark_id)
-        if (
-            isinstance(max_value_bytes, bool)
-            or not isinstance(max_value_bytes, int)
-            or max_value_bytes < 1
-        ):
-            raise ConfigError(
-                f"max_value_bytes must be a positive integer, not {max_value_bytes!r}"
-            )
-        reruns = _rerun_statuses(rerun)
-        export = _check_report_file(report_file)
-        limits = Limits.resolve(
-            max_parallel=max_parallel,
-            max_parallel_per_task=max_parallel_per_task,
-            max_parallel_evaluations=max_parallel_evaluations,
-            max_parallel_total=max_parallel_total,
-            max_parallel_by_model=max_parallel_by_model,
-            max_parallel_by_environment=max_parallel_by_environment,
-            max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
-        )
-        plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies, models)
+        config = self.config(config, **settings)
+        plan = self._plan(config)
+        limits = config.limits
         limits.check_keys(
-            self._known_models(models),
-            self.environments.keys(),
-            self._evaluation_keys(),
+            by_model=self._known_models(config.models),
+            by_environment=self.environments.keys(),
+            evaluations_by_environment=self._evaluation_keys(),
         )
+        max_subprocesses = config.max_subprocesses
         if scopes is None:
             scopes = ConcurrencyScopes(max_subprocesses=max_subprocesses)
         elif not isinstance(scopes, ConcurrencyScopes):
@@ -309,32 +292,15 @@ class CorralRunner:
                 f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
                 f"{scopes.max_subprocesses}"
             )
-        errors = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
-        budget = Budget(
-            token_limit=token_limit, cost_limit=cost_limit, working_time_limit=working_time_limit
-        )
-        spend = check_budget("run_cost_limit", run_cost_limit)
         executor = self.executor if executor is None else executor
         if executor is not None:
-            limits = await check_executor(
+            checked = await check_executor(
                 executor, self.store, self.agents, self.environments, limits
             )
-        resume = Resume(plan, rerun=reruns)
+            config = dataclasses.replace(config, limits=checked)
+        resume = Resume(plan, rerun=config.rerun)
         return await self._run(
-            benchmark_id,
-            plan,
-            limits,
-            ks,
-            order,
-            scopes,
-            observers,
-            resume,
-            errors,
-            budget=budget,
-            run_cost_limit=spend,
-            executor=executor,
-            max_value_bytes=max_value_bytes,
-            report_file=export,
+            benchmark_id, plan, config, scopes, observers, resume, executor=executor
         )
 
     async def rescore(
@@ -361,7 +327,7 @@ class CorralRunner:
         ``report_file`` as for `run`.
         """
         _check_benchmark_id(benchmark_id)
-        export = _check_report_file(report_file)
+        check_report_file(report_file)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
         limits = Limits.resolve(
@@ -376,14 +342,22 @@ class CorralRunner:
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
         plan = scoring_plan(benchmark_id, config, task_ids)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
-        ks = _check_ks(k_values, plan.trials_per_task)
-        limits.check_keys((), (), self._evaluation_keys())
+        settings = self.config(
+            RunConfig(
+                trials_per_task=plan.trials_per_task,
+                k_values=k_values,  # type: ignore[arg-type]  # checked here
+                order="fifo",
+                limits=limits,
+                report_file=report_file,  # type: ignore[arg-type]  # checked here
+            )
+        )
+        limits.check_keys(
+            by_model=(), by_environment=(), evaluations_by_environment=self._evaluation_keys()
+        )
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
-        return await self._run(
-            benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume, report_file=export
-        )
+        return await self._run(benchmark_id, plan, settings, scopes, observers, resume)
 
     def _check_same_tasks(
         self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]
@@ -419,20 +393,20 @@ class CorralRunner:
         self,
         benchmark_id: str,
         plan: RunPlan,
-        limits: Limits,
-        ks: tuple[int, ...],
-        order: str,
+        config: RunConfig,
         scopes: ConcurrencyScopes,
         observers: Sequence[Observer],
         resume: Resume,
-        error_budget: int | None = None,
         *,
-        budget: Budget = NO_BUDGET,
-        run_cost_limit: float | None = None,
         executor: RayExecutor | None = None,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        report_file: Path | None = None,
     ) -> BenchmarkReport:
+        limits, ks, budget = config.limits, config.k_values, config.budget
+        run_cost_limit = config.stop.run_cost_limit
+        error_budget = config.stop.error_budget(len(plan.task_ids) * plan.trials_per_task)
+        policy = config.retry or self.retry_policy
+        timeouts = config.timeouts or Timeouts(self.trial_timeout, self.evaluation_timeout)
+        trial_timeout, evaluation_timeout = timeouts.trial, timeouts.evaluation_or_trial
+        max_value_bytes, report_file = config.max_value_bytes, config.report_file
         # The one folding of errors: a failure every task heard is raised once.
         with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
             watchers = [*self.observers, *observers]
@@ -464,9 +438,9 @@ class CorralRunner:
                         store=self.store,
                         agents=self.agents,
                         environments=self.environments,
-                        policy=self.retry_policy,
-                        trial_timeout=self.trial_timeout,
-                        evaluation_timeout=self.evaluation_timeout,
+                        policy=policy,
+                        trial_timeout=trial_timeout,
+                        evaluation_timeout=evaluation_timeout,
                         max_backlog=self.max_backlog,
                         max_value_bytes=max_value_bytes,
                         # Hosts send durable commits back for the observers, and for
@@ -481,12 +455,12 @@ class CorralRunner:
                     environments=self.environments,
                     eval_keys=list(eval_keys),
                     store=self.store,
-                    policy=self.retry_policy,
-                    trial_timeout=self.trial_timeout,
-                    evaluation_timeout=self.evaluation_timeout,
+                    policy=policy,
+                    trial_timeout=trial_timeout,
+                    evaluation_timeout=evaluation_timeout,
                     notify=notify,
                     resume=resume,
-                    critical_path=order == "critical_path",
+                    critical_path=config.order == "critical_path",
                     error_budget=error_budget,
                     max_backlog=self.max_backlog,
                     budget=budget,
@@ -597,67 +571,8 @@ def _used(
     ]
 
 
-def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
-    if isinstance(k_values, str | bytes) or not isinstance(k_values, Sequence) or not k_values:
-        raise ConfigError(f"k_values must be a non-empty sequence of integers, not {k_values!r}")
-    ks = set()
-    for k in k_values:
-        positive_int(f"k_values entry {k!r}: k", k)
-        if k > trials:
-            raise ConfigError(f"k = {k} is larger than trials_per_task = {trials}")
-        ks.add(k)
-    return tuple(sorted(ks))
-
-
 def _check_benchmark_id(benchmark_id: object) -> None:
     check_id("benchmark_id", benchmark_id)
-
-
-#: Statuses ``rerun`` may name: a completed trial is never run again (that would
-#: pick the best of several tries and bias pass@k).
-RERUNNABLE = (
-    TrialStatus.ERROR,
-    TrialStatus.TIMEOUT,
-    TrialStatus.MAX_ITERATIONS,
-    TrialStatus.UNREACHABLE,
-    TrialStatus.LIMIT,  # with a higher budget: the fresh attempt gets a fresh budget
-)
-
-
-def _rerun_statuses(rerun: Sequence[str]) -> frozenset[TrialStatus]:
-    if isinstance(rerun, str) or not isinstance(rerun, Sequence | frozenset | set):
-        raise ConfigError(f"rerun must be a sequence of trial statuses, not {rerun!r}")
-    out = set()
-    for status in rerun:
-        if status not in RERUNNABLE:
-            raise ConfigError(
-                f"rerun names {status!r}; only {', '.join(map(str, RERUNNABLE))} trials "
-                "can be given a fresh attempt"
-            )
-        out.add(TrialStatus(status))
-    return frozenset(out)
-
-
-def _error_budget(fail_on_error: object, trials: int) -> int | None:
-    """How many errors a run may have before it stops admitting trials."""
-    if fail_on_error is None:
-        return None
-    if isinstance(fail_on_error, bool) or not isinstance(fail_on_error, int | float):
-        raise ConfigError(
-            f"fail_on_error must be a count or a fraction below 1, not {fail_on_error!r}"
-        )
-    if isinstance(fail_on_error, int) or (
-        math.isfinite(fail_on_error) and fail_on_error >= 1 and fail_on_error.is_integer()
-    ):
-        if fail_on_error < 0:
-            raise ConfigError(f"fail_on_error must be 0 or more, not {fail_on_error!r}")
-        return int(fail_on_error)
-    if not 0 < fail_on_error < 1:
-        raise ConfigError(
-            f"fail_on_error must be a whole count or a fraction between 0 and 1, "
-            f"not {fail_on_error!r}"
-        )
-    return math.floor(fail_on_error * trials)
 
 
 async def _reopen(
@@ -680,16 +595,6 @@ async def _reopen(
     for handle, key, commit in handed:
         await handle.wait()
         notify(key, commit)
-
-
-def _check_timeout(name: str, value: object) -> None:
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(f"{name} must be a positive number or None, not {value!r}")
 
 
 def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
@@ -762,17 +667,6 @@ async def _whole_report(
         stopped=report.stopped,
         budgets=report.budgets,
     )
-
-
-def _check_report_file(report_file: object) -> Path | None:
-    if report_file is None:
-        return None
-    if not isinstance(report_file, str | os.PathLike) or not os.fspath(report_file):
-        raise ConfigError(f"report_file must be a file path, not {report_file!r}")
-    path = Path(report_file)
-    if path.is_dir():
-        raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
-    return path
 
 
 def _write_report(path: Path, report: BenchmarkReport) -> None:

@@ -14,6 +14,7 @@ import click
 
 from .._benchmark import Benchmark
 from .._errors import ConfigError
+from .._run_config import RunConfig
 
 DEFAULT_OBJECT = "benchmark"
 T = TypeVar("T")
@@ -88,10 +89,10 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
             f"{str(path)}:{name} is of type {type(obj).__name__}, not a corral.Benchmark "
             "(or a function returning one)"
         )
-    if not isinstance(obj.run_defaults, Mapping):
+    if not isinstance(obj.run_defaults, Mapping | RunConfig):
         raise ConfigError(
-            f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments, "
-            f"not {obj.run_defaults!r}"
+            f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments "
+            f"or a corral.RunConfig, not {obj.run_defaults!r}"
         )
     return obj, path
 
