@@ -151,25 +151,15 @@ def test_a_configs_retry_policy_and_timeouts_replace_the_runners() -> None:
 BENCH = textwrap.dedent(
     """
     import corral
+    from corral.testing import FakeEnvironment, ScriptedAgent
 
-    class Agent:
-        async def act(self, session):
-            return corral.Final(session.trial)
-
-    class Env:
-        async def setup(self, session):
-            return None
-
-        async def execute(self, action, session):
-            raise AssertionError
-
-        async def evaluate(self, trial):
-            return corral.Evaluation(1.0, trial.output % 2 == 0)
+    def score(trial):
+        return corral.Evaluation(1.0, trial.output % 2 == 0)
 
     benchmark = corral.Benchmark(
         {"t": corral.BenchmarkTaskMetadata("a", "e", model="m1")},
-        {"a": Agent()},
-        {"e": Env()},
+        {"a": ScriptedAgent(lambda session: corral.Final(session.trial))},
+        {"e": FakeEnvironment(evaluate=score)},
         run_defaults=corral.RunConfig.of(
             trials_per_task=4, k_values=(1, 2), max_parallel_by_model={"m1": 1}
         ),

@@ -343,13 +343,10 @@ class CorralRunner:
         plan = scoring_plan(benchmark_id, config, task_ids)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
         settings = self.config(
-            RunConfig(
-                trials_per_task=plan.trials_per_task,
-                k_values=k_values,  # type: ignore[arg-type]  # checked here
-                order="fifo",
-                limits=limits,
-                report_file=report_file,  # type: ignore[arg-type]  # checked here
-            )
+            dataclasses.replace(RunConfig(order="fifo"), limits=limits),
+            trials_per_task=plan.trials_per_task,
+            k_values=k_values,
+            report_file=report_file,
         )
         limits.check_keys(
             by_model=(), by_environment=(), evaluations_by_environment=self._evaluation_keys()
