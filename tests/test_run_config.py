@@ -108,7 +108,7 @@ RUN_FLAG_NAMES = """--task --trials -k --max-parallel --max-parallel-per-task
 --backoff-base --backoff-cap --max-rate-limit-wait --max-deferrals --durability
 --trial-timeout --evaluation-timeout --max-value-bytes --progress --no-progress --json
 --report-file --executor --ray-address --hosts --ray-timeout --verbose --store
---benchmark-id""".split()
+--benchmark-id --tag --note""".split()
 
 
 def test_the_run_commands_flags_are_unchanged() -> None:

@@ -199,6 +199,10 @@ def test_hostile_values_arrive_as_plain_json_data(client: httpx.Client) -> None:
     assert {r["task_id"] for r in rows} == set(HOSTILE)
     trial = api(client, "trial", id="hostile", task=HOSTILE[0], trial=0)
     assert trial["timeline"][1]["payload"]["arguments"]["text"] == HOSTILE[0]
+    summary = api(client, "benchmark", id="hostile", wait="1")
+    assert (summary["tags"], summary["note"]) == (list(HOSTILE), " ".join(HOSTILE))
+    assert summary["provenance"]["corral_version"]
+    assert api(client, "benchmark", id="base", wait="1")["tags"] == []
 
 
 def test_export_is_one_self_contained_file(store: Path, tmp_path: Path) -> None:

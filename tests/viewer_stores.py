@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,10 @@ async def run_benchmark(
     outputs: dict[str, Any],
     passing: float,
     details: Any = None,
+    **labels: Any,
 ) -> None:
-    """A real run: each task's trials pass while ``trial / trials < passing``."""
+    """A real run: each task's trials pass while ``trial / trials < passing``; ``labels``:
+    its ``tags`` and ``note``."""
 
     def score(trial: TrialRecord) -> Evaluation:
         passed = trial.trial / 4 < passing and trial.status == "completed"
@@ -79,7 +82,7 @@ async def run_benchmark(
     runner = CorralRunner(
         tasks, {"agent": _agent(outputs)}, {"env": env}, store=SQLiteStore(path), max_retries=0
     )
-    await runner.run(benchmark_id, trials_per_task=4, k_values=(1, 2, 4), max_parallel=8)
+    await runner.run(benchmark_id, trials_per_task=4, k_values=(1, 2, 4), max_parallel=8, **labels)
 
 
 def plain_tasks(count: int = 6) -> dict[str, BenchmarkTaskMetadata]:
@@ -112,7 +115,15 @@ def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
     }
     outputs: dict[str, Any] = {text: {"answer": text, "link": text} for text in HOSTILE}
     outputs[HOSTILE[2]] = ValueError(HOSTILE[2] + HOSTILE[1])
-    anyio.run(run_benchmark, path, benchmark_id, tasks, outputs, 0.5, " ".join(HOSTILE))
+    anyio.run(
+        partial(run_benchmark, tags=HOSTILE, note=" ".join(HOSTILE)),
+        path,
+        benchmark_id,
+        tasks,
+        outputs,
+        0.5,
+        " ".join(HOSTILE),
+    )
 
 
 async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int, steps: bool) -> None:

@@ -21,6 +21,7 @@ from ._budget import BUDGET_NAMES, NO_BUDGET, Budget, check_budget
 from ._errors import ConfigError
 from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._types import TrialStatus
+from .report._files import check_report_file
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits
 from .scheduler._limits import positive_int
@@ -75,17 +76,6 @@ def rerun_statuses(rerun: object) -> frozenset[TrialStatus]:
             )
         out.add(TrialStatus(status))
     return frozenset(out)
-
-
-def check_report_file(report_file: object) -> Path | None:
-    if report_file is None:
-        return None
-    if not isinstance(report_file, str | os.PathLike) or not os.fspath(report_file):
-        raise ConfigError(f"report_file must be a file path, not {report_file!r}")
-    path = Path(report_file)
-    if path.is_dir():
-        raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
-    return path
 
 
 @dataclass(frozen=True, slots=True)

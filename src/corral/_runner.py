@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Unpack
+
+import anyio.to_thread
 
 from ._budget import Budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
@@ -20,18 +20,20 @@ from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
-from ._run_config import RunConfig, RunSettings, Timeouts, check_report_file
+from ._run_config import RunConfig, RunSettings, Timeouts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
+from ._run_meta import RunMeta
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import RayExecutor, check_executor, remote_for
 from .report import BenchmarkReport, build_report
+from .report._files import check_report_file, report_path, whole_report, write_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._plan import across_models, check_models, scoring_plan
-from .store import CommitStore, SQLiteStore, TrialKey, open_store
+from .store import CommitStore, TrialKey, open_store
 from .store._config_diff import first_difference
 from .store._runs import RunRecord
 
@@ -216,6 +218,9 @@ class CorralRunner:
         observers: Sequence[Observer] = (),
         scopes: ConcurrencyScopes | None = None,
         executor: RayExecutor | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
+        source: str | os.PathLike[str] | None = None,
         **settings: Unpack[RunSettings],
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` with ``config`` (a `RunConfig`) and return
@@ -272,9 +277,14 @@ class CorralRunner:
         on every backend. ``report_file`` (default: ``reports/ID.json`` beside an
         SQLite store, none otherwise) is where the report of the whole benchmark is
         also written as JSON.
+
+        ``tags`` (labels to find the run by: ``corral list --tag``) and ``note`` (free
+        text) are recorded with the run, with Corral's version and, for ``source``
+        (the benchmark's file), its path and git commit; the report gives them.
         """
         _check_benchmark_id(benchmark_id)
         config = self.config(config, **settings)
+        meta = RunMeta.of(tags, note, source)
         plan = self._plan(config)
         limits = config.limits
         limits.check_keys(
@@ -300,7 +310,7 @@ class CorralRunner:
             config = dataclasses.replace(config, limits=checked)
         resume = Resume(plan, rerun=config.rerun)
         return await self._run(
-            benchmark_id, plan, config, scopes, observers, resume, executor=executor
+            benchmark_id, plan, config, scopes, observers, resume, executor=executor, meta=meta
         )
 
     async def rescore(
@@ -315,6 +325,8 @@ class CorralRunner:
         observers: Sequence[Observer] = (),
         scopes: ConcurrencyScopes | None = None,
         report_file: str | os.PathLike[str] | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
     ) -> BenchmarkReport:
         """Evaluate the finished trials of ``benchmark_id`` again with the current
         environments' ``evaluate`` and return the report of the rescored tasks.
@@ -324,10 +336,11 @@ class CorralRunner:
         some tasks (ids as recorded, ``task@model`` in a several-models run);
         ``failed_only`` to trials that did not pass (or whose scoring failed).
         A changed scorer is not a changed configuration: the stored one is used.
-        ``report_file`` as for `run`.
+        ``report_file``, ``tags`` and ``note`` as for `run`.
         """
         _check_benchmark_id(benchmark_id)
         check_report_file(report_file)
+        meta = RunMeta.of(tags, note, None)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
         limits = Limits.resolve(
@@ -354,7 +367,7 @@ class CorralRunner:
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
-        return await self._run(benchmark_id, plan, settings, scopes, observers, resume)
+        return await self._run(benchmark_id, plan, settings, scopes, observers, resume, meta=meta)
 
     def _check_same_tasks(
         self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]
@@ -396,6 +409,7 @@ class CorralRunner:
         resume: Resume,
         *,
         executor: RayExecutor | None = None,
+        meta: RunMeta | None = None,
     ) -> BenchmarkReport:
         limits, ks, budget = config.limits, config.k_values, config.budget
         run_cost_limit = config.stop.run_cost_limit
@@ -410,6 +424,10 @@ class CorralRunner:
             notify = Observers(watchers)
             started = time.time()
             kind = "rescore" if resume.rescoring else "run"
+            meta = meta or RunMeta()
+            # Only a benchmark file asks git (in a thread): without one nothing blocks, and
+            # a run starts without a thread hop (tests wait for all tasks to block).
+            meta = await anyio.to_thread.run_sync(meta.read) if meta.provenance else meta.read()
             eval_keys = tuple(
                 self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
             )
@@ -504,12 +522,15 @@ class CorralRunner:
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
+                report = replace(
+                    report, tags=meta.tags, note=meta.note, provenance=dict(meta.provenance)
+                )
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
                 path = report_file or report_path(self.store, benchmark_id)
-                whole = report if path is None else await _whole_report(self.store, record, report)
+                whole = report if path is None else await whole_report(self.store, record, report)
             if path is not None:
-                _write_report(path, whole)
+                write_report(path, whole)
             return report
 
 
@@ -530,6 +551,9 @@ def _run_record(
         timings=report.timings,
         counts=report.counts,
         span=(report.started_at, report.finished_at),
+        tags=report.tags,
+        note=report.note,
+        provenance=report.provenance,
     )
 
 
@@ -613,62 +637,3 @@ def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
     if not isinstance(store, CommitStore):
         raise ConfigError(f"store must be a path or a CommitStore, not {store!r}")
     return store
-
-
-def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
-    """Where a run's JSON report is written unless ``report_file`` says otherwise: beside
-    a store that lives in a file (none for another store)."""
-    if isinstance(store, SQLiteStore):
-        return store.path.parent / "reports" / report_file_name(benchmark_id)
-    return None
-
-
-_PLAIN_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,99}")
-
-
-def report_file_name(benchmark_id: str) -> str:
-    """A file name for ``benchmark_id``'s report that no other id gets, on any file system.
-
-    A plain id (lower-case ASCII letters, digits, ``._-``, at most 100) is its own
-    name; any other id gets a readable prefix and a hash of the whole id after
-    a ``~``, which no plain id has. Upper case counts as not plain (``Run`` and
-    ``run`` are one file on a case-insensitive file system), but the prefix keeps
-    it: the hash keeps the names apart, and the id stays readable.
-    """
-    if _PLAIN_NAME.fullmatch(benchmark_id):
-        return f"{benchmark_id}.json"
-    prefix = "".join(
-        c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in benchmark_id
-    )
-    digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return f"{prefix[:60].lstrip('.')}~{digest}.json"
-
-
-async def _whole_report(
-    store: CommitStore, record: RunRecord, report: BenchmarkReport
-) -> BenchmarkReport:
-    """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
-    run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
-    file never shrinks to a subset."""
-    config = await store.benchmark_config(report.benchmark_id)
-    if config is None or set(config["tasks"]) == set(report.tasks):
-        return report
-    return build_report(
-        report.benchmark_id,
-        config,
-        await store.summaries(report.benchmark_id),
-        k_values=report.k_values,
-        added=record.added,
-        resumed=report.resumed,
-        timings=report.timings,
-        stopped=report.stopped,
-        budgets=report.budgets,
-    )
-
-
-def _write_report(path: Path, report: BenchmarkReport) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w") as f:
-        report.write_json(f)
-    os.replace(tmp, path)

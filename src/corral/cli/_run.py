@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +25,21 @@ from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import benchmark_module, load_benchmark
 from ._options import durability_option, open_store, store_option
 from ._progress import Progress, progress_choice, progress_option
-from ._run_flags import flag_settings, run_config, run_flags, runner_defaults
+from ._run_flags import flag_settings, run_config, run_extras, run_flags, runner_defaults
+
+
+def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--tag`` (repeatable) and ``--note``: recorded with the run, shown by ``corral
+    report``, ``corral list --tag`` finds it."""
+    command = click.option(
+        "--note", help="Free text recorded with the run (shown by corral report)."
+    )(command)
+    return click.option(
+        "--tag",
+        "run_tags",
+        multiple=True,
+        help="A label recorded with the run; corral list --tag finds it (repeatable).",
+    )(command)
 
 
 @click.command("run")
@@ -48,6 +63,7 @@ from ._run_flags import flag_settings, run_config, run_flags, runner_defaults
     "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
+@tag_options
 def run_command(
     target: str,
     benchmark_id: str | None,
@@ -61,6 +77,8 @@ def run_command(
     hosts: int | None,
     ray_timeout: float | None,
     verbose: bool,
+    run_tags: tuple[str, ...],
+    note: str | None,
     **flags: Any,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
@@ -85,7 +103,11 @@ def run_command(
             make_console(),
             runner,
             path.stem if benchmark_id is None else benchmark_id,
-            {"config": config},
+            {
+                "config": config,
+                **run_extras(benchmark.run_defaults, {"tags": run_tags or None, "note": note}),
+                "source": path,
+            },
             progress=shown,
             as_json=as_json,
         )
@@ -138,6 +160,7 @@ def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRu
 @durability_option
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@tag_options
 def rescore_command(
     benchmark_id: str,
     target: str,
@@ -147,6 +170,8 @@ def rescore_command(
     progress: str | None,
     no_progress: bool,
     as_json: bool,
+    run_tags: tuple[str, ...],
+    note: str | None,
     **flags: Any,
 ) -> int:
     """Score BENCHMARK_ID's finished trials again with the scorers FILE defines now.
@@ -176,6 +201,8 @@ def rescore_command(
         **given,
         "failed_only": failed_only,
         "k_values": _rescore_ks(runner.store, benchmark_id, ks, wanted),
+        "tags": run_tags or None,
+        "note": note,
     }
     return run_benchmark(
         make_console(),

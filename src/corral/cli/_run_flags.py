@@ -285,16 +285,29 @@ def flag_settings(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: What ``run_defaults`` may hold besides settings: the run's metadata (`run_extras`).
+EXTRAS = ("tags", "note", "source")
+
+
+def run_extras(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's metadata (``tags``, ``note``): from a mapping ``defaults``, with the
+    ``flags`` given (not None) over them."""
+    out = {k: defaults[k] for k in EXTRAS if k in defaults} if isinstance(defaults, Mapping) else {}
+    out.update({k: v for k, v in flags.items() if v is not None})
+    return out
+
+
 def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]) -> RunConfig:
     """``defaults`` (a benchmark's ``run_defaults``) with the ``flags`` given over them.
     Keyed limits merge, so ``--max-parallel-by-model a=1`` keeps the defaults' other
-    models."""
+    models. The run's metadata in a mapping is `run_extras`'."""
     if isinstance(defaults, RunConfig):
         merged = {
             name: {**getattr(defaults.limits, name), **value} if name in KEYED else value
             for name, value in flags.items()
         }
         return defaults.updated(**merged)
+    defaults = {k: v for k, v in defaults.items() if k not in EXTRAS}
     unknown = sorted(set(defaults) - set(SETTINGS))
     if unknown:
         raise ConfigError(

@@ -9,6 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from .._run_meta import shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
 from ..report._metrics import Metric
 
@@ -147,6 +148,11 @@ def report_summary(
             "kept as scored (not scored again)" if rescore else "reused from an earlier run"
         )
     grid.add_row("time", time)
+    if report.tags or report.note:
+        tags = " ".join(f"#{t}" for t in report.tags)
+        grid.add_row("run", Text(" · ".join(x for x in (tags, report.note or "") if x)))
+    if report.provenance:
+        grid.add_row("from", shown_provenance(report.provenance))
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid

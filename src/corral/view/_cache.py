@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -87,12 +88,18 @@ class Loaded:
             self._progress.set()
             self._progress = anyio.Event()
         self.facets = facets(self.rows)
+        runs = await store.runs(self.benchmark_id)
+        last = runs[-1] if runs else None
         self.report = build_report(
             self.benchmark_id,
             self.config,
             records=table,
             k_values=default_ks(self.trials_per_task),
         )
+        if last is not None:  # the last run's labels and provenance, as `corral report`
+            self.report = replace(
+                self.report, tags=last.tags, note=last.note, provenance=dict(last.provenance)
+            )
 
     async def at_least(self, rows: int) -> None:
         """Wait until ``rows`` rows are loaded, or the load is over."""

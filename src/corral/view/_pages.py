@@ -105,6 +105,9 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         tasks=_task_stats(report),
         tasks_total=len(report.tasks),
         facets=loaded.facets,
+        tags=list(report.tags),
+        note=report.note,
+        provenance=dict(report.provenance),
     )
     return out
 

@@ -260,6 +260,12 @@
       el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
       el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
         " output tokens · cost " + num(s.usage.cost, 4) + " · " + when(s.started_at) + " → " + when(s.finished_at)));
+    const run = [(s.tags || []).map((t) => "#" + t).join(" "), s.note || ""].filter((x) => x).join(" · ");
+    const from = s.provenance || {};
+    const origin = [from.corral_version ? "corral " + from.corral_version : "",
+      from.benchmark_file ? from.benchmark_file.split("/").pop() + (from.git_commit ? " @ " + from.git_commit.slice(0, 12) : "") : ""];
+    if (run) lines.push(el("p", { id: "run-tags" }, "run: " + run));
+    if (origin.some((x) => x)) lines.push(el("p", { class: "note", id: "provenance" }, "from " + origin.filter((x) => x).join(" · ")));
     return el("section", { id: "overview" }, lines);
   }
 
