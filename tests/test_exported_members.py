@@ -8,12 +8,14 @@ import pytest
 
 import corral
 import corral.agents
+import corral.datasets
 import corral.executor
 import corral.models
 import corral.progress
 import corral.report
 import corral.runtime
 import corral.scheduler
+import corral.scorers
 import corral.store
 import corral.testing
 import corral.view
@@ -32,6 +34,8 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.models, set()),
         (corral.agents, set()),
         (corral.view, set()),
+        (corral.scorers, set()),
+        (corral.datasets, set()),
         # The engine's packages: what they hand the runner, the CLI and each other.
         (corral.executor, set()),
         (corral.progress, set()),
@@ -46,6 +50,8 @@ def isort_key(name: str) -> tuple[int, str]:
         "corral.models",
         "corral.agents",
         "corral.view",
+        "corral.scorers",
+        "corral.datasets",
         "corral.executor",
         "corral.progress",
         "corral.report",

@@ -100,7 +100,8 @@ def test_settings_name_every_keyword_and_the_cli_table_sets_only_those() -> None
 
 
 #: Every settings flag of ``corral run`` before the table: the CLI is unchanged.
-RUN_FLAG_NAMES = """--task --trials -k --max-parallel --max-parallel-per-task
+RUN_FLAG_NAMES = """--task --sample-id --limit --shuffle --seed --trials -k --max-parallel
+--max-parallel-per-task
 --max-parallel-evaluations --max-parallel-total --max-parallel-by-model
 --max-parallel-by-environment --max-parallel-evaluations-by-environment --order
 --no-dependencies --model --max-subprocesses --retry-errors --rerun --fail-on-error
@@ -108,7 +109,7 @@ RUN_FLAG_NAMES = """--task --trials -k --max-parallel --max-parallel-per-task
 --backoff-base --backoff-cap --max-rate-limit-wait --max-deferrals --durability
 --trial-timeout --evaluation-timeout --max-value-bytes --progress --no-progress --json
 --report-file --executor --ray-address --hosts --ray-timeout --verbose --store
---benchmark-id --tag --note""".split()
+--benchmark-id --tag --note --base-url""".split()
 
 
 def test_the_run_commands_flags_are_unchanged() -> None:

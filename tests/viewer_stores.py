@@ -106,6 +106,37 @@ def real_runs(path: Path) -> None:
     anyio.run(run_benchmark, path, "better", tasks, outputs, 0.75)
 
 
+async def _models_run(path: Path, benchmark_id: str, strict: bool) -> None:
+    def score(trial: TrialRecord) -> Evaluation:
+        large = trial.model == "large"
+        passed = trial.trial < (3 if large else 1 if strict else 2)
+        return Evaluation(float(passed), passed)
+
+    env = FakeEnvironment("env", state={"written": []}, effect=_effect, evaluate=score)
+    tasks = {
+        f"job-{i}": BenchmarkTaskMetadata("agent", "env", inputs={"text": f"job {i}"})
+        for i in range(3)
+    }
+    runner = CorralRunner(tasks, {"agent": _agent({})}, {"env": env}, store=SQLiteStore(path))
+    if strict:
+        await runner.rescore(benchmark_id, k_values=(1, 2, 4))
+    else:
+        await runner.run(
+            benchmark_id, trials_per_task=4, k_values=(1, 2, 4), models=["small", "large"]
+        )
+
+
+def models_run(path: Path, benchmark_id: str = "models") -> None:
+    """A several-models run: three tasks each on ``small`` (trials 0-1 pass) and ``large``
+    (trials 0-2 pass)."""
+    anyio.run(_models_run, path, benchmark_id, False)
+
+
+def rescore_models_run(path: Path, benchmark_id: str = "models") -> None:
+    """`models_run` rescored more strictly: ``small`` passes trial 0 only (pass@1 1/4)."""
+    anyio.run(_models_run, path, benchmark_id, True)
+
+
 def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
     """A real run whose task ids, inputs, outputs, observations, states, errors and
     evaluation details are all hostile text."""

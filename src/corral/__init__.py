@@ -22,6 +22,7 @@ from ._protocols import Agent, Environment, Observer
 from ._run_config import RunConfig
 from ._run_info import RunInfo
 from ._runner import CorralRunner
+from ._sandbox import SandboxResult, sandbox
 from ._sources import TaskSource
 from ._subprocess import SubprocessResult, subprocess
 from ._tools import Tool
@@ -97,6 +98,7 @@ __all__ = [
     "RunConfig",
     "RunInfo",
     "SQLiteStore",
+    "SandboxResult",
     "ScopeStatistics",
     "Scores",
     "Statistics",
@@ -119,5 +121,6 @@ __all__ = [
     "open_store",
     "pass_at_k",
     "pass_hat_k",
+    "sandbox",
     "subprocess",
 ]

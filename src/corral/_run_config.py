@@ -137,6 +137,10 @@ class RunSettings(TypedDict, total=False):
     """The flat keywords of `CorralRunner.run` (and ``run_defaults``), one per setting."""
 
     task_ids: Sequence[str] | None
+    sample_ids: Sequence[str] | None
+    limit: int | None
+    shuffle: bool
+    seed: int | None
     trials_per_task: int
     k_values: Sequence[int]
     include_dependencies: bool
@@ -192,6 +196,10 @@ _PARTS: dict[str, tuple[str | None, str]] = {
         name: (None, name)
         for name in (
             "task_ids",
+            "sample_ids",
+            "limit",
+            "shuffle",
+            "seed",
             "trials_per_task",
             "k_values",
             "include_dependencies",
@@ -212,7 +220,8 @@ TIMEOUT_SETTINGS = frozenset(n for n, (part, _) in _PARTS.items() if part == "ti
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """Every setting of one run: what runs (``task_ids``, ``trials_per_task``,
+    """Every setting of one run: what runs (``task_ids`` or ``sample_ids``, ``limit``,
+    ``shuffle``, ``seed``, ``trials_per_task``,
     ``models``, ``include_dependencies``, ``order``), pass@k's ``k_values``, the
     concurrency `Limits`, the per-trial `Budget`, the `RetryPolicy` and `Timeouts`
     (None: the runner's), the statuses to ``rerun``, the `StopRules`, and the
@@ -223,6 +232,12 @@ class RunConfig:
     """
 
     task_ids: tuple[str, ...] | None = None
+    #: Tasks by id like ``task_ids`` (not both); ``shuffle`` orders the candidates by
+    #: ``seed`` before ``limit`` keeps the first N (checked by `select_samples`).
+    sample_ids: tuple[str, ...] | None = None
+    limit: int | None = None
+    shuffle: bool = False
+    seed: int | None = None
     trials_per_task: int = 1
     k_values: tuple[int, ...] = (1,)
     include_dependencies: bool = True
@@ -246,6 +261,8 @@ class RunConfig:
             if isinstance(self.task_ids, str) or not isinstance(self.task_ids, Sequence):
                 raise ConfigError(f"task_ids must be a sequence of task ids, not {self.task_ids!r}")
             put("task_ids", tuple(self.task_ids))
+        if isinstance(self.sample_ids, list):  # checked with the tasks (`select_samples`)
+            put("sample_ids", tuple(self.sample_ids))
         trials = positive_int("trials_per_task", self.trials_per_task)
         if trials > MAX_TRIALS_PER_TASK:  # more than the store reads back
             raise ConfigError(

@@ -23,6 +23,7 @@ from ._resources import run_contexts
 from ._run_config import RunConfig, RunSettings, Timeouts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
 from ._run_meta import RunMeta
+from ._selection import select_samples
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
@@ -169,13 +170,14 @@ class CorralRunner:
             include_dependencies=include_dependencies,
             models=models,
         )
-        return self._plan(config), config.k_values
+        return self._plan(config, config.task_ids), config.k_values
 
-    def _plan(self, config: RunConfig) -> RunPlan:
-        """The plan of ``config``'s selection, checked against this runner's tasks."""
+    def _plan(self, config: RunConfig, task_ids: Sequence[str] | None) -> RunPlan:
+        """The plan of ``task_ids`` (``config``'s selection), checked against this
+        runner's tasks."""
         plan = build_plan(
             self.tasks,
-            config.task_ids,
+            task_ids,
             include_dependencies=config.include_dependencies,
             trials_per_task=config.trials_per_task,
         )
@@ -281,11 +283,24 @@ class CorralRunner:
         ``tags`` (labels to find the run by: ``corral list --tag``) and ``note`` (free
         text) are recorded with the run, with Corral's version and, for ``source``
         (the benchmark's file), its path and git commit; the report gives them.
+
+        ``sample_ids`` runs the tasks of these ids (as ``task_ids`` does);
+        ``shuffle`` draws them in an order fixed by ``seed`` (default 0), and
+        ``limit`` keeps the first N: ``limit=50, shuffle=True, seed=1`` is the same
+        50 tasks in every run (dependencies added as for ``task_ids``).
         """
         _check_benchmark_id(benchmark_id)
         config = self.config(config, **settings)
         meta = RunMeta.of(tags, note, source)
-        plan = self._plan(config)
+        task_ids = select_samples(
+            self.tasks,
+            config.task_ids,
+            limit=config.limit,
+            shuffle=config.shuffle,
+            seed=config.seed,
+            sample_ids=config.sample_ids,
+        )
+        plan = self._plan(config, task_ids)
         limits = config.limits
         limits.check_keys(
             by_model=self._known_models(config.models),
@@ -353,7 +368,7 @@ class CorralRunner:
         if config is None:
             hint = did_you_mean(benchmark_id, known)
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
-        plan = scoring_plan(benchmark_id, config, task_ids)
+        plan = scoring_plan(benchmark_id, config, task_ids, self.tasks)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
         settings = self.config(
             dataclasses.replace(RunConfig(order="fifo"), limits=limits),

@@ -197,8 +197,11 @@ def describe(commit: Commit) -> str:
             after = f" after {tries} attempts" if isinstance(tries, int) and tries > 1 else ""
             return f"evaluation failed{after}: {p.get('error')}"
         verdict = "passed" if p["passed"] else "failed"
-        details = p.get("details")
-        return f"{verdict} · score {p.get('score')}" + (f" · {compact(details)}" if details else "")
+        details, scores = p.get("details"), p.get("scores")
+        named = f" · scores {compact(scores)}" if scores else ""
+        return f"{verdict} · score {p.get('score')}{named}" + (
+            f" · {compact(details)}" if details else ""
+        )
     if kind == "reopen":
         previous = p.get("previous_status")
         why = p.get("reason", "?") + (

@@ -16,7 +16,7 @@ from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
 from .._run_config import RunConfig, Timeouts
 from .._runner import DEFAULT_STORE, CorralRunner
-from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
+from ..demo import PROVIDERS, build_demo, check_endpoint, demo_retry_policy, demo_server
 from ..executor import RayExecutor, default_log_file
 from ..report._passk import default_ks
 from ..runtime import RetryPolicy
@@ -63,6 +63,11 @@ def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
+@click.option(
+    "--base-url",
+    help="The model endpoint, for a benchmark whose function takes base_url "
+    "(corral.benchmarks.humaneval); OPENAI_API_KEY is its key.",
+)
 @tag_options
 def run_command(
     target: str,
@@ -77,14 +82,16 @@ def run_command(
     hosts: int | None,
     ray_timeout: float | None,
     verbose: bool,
+    base_url: str | None,
     run_tags: tuple[str, ...],
     note: str | None,
     **flags: Any,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
-    OBJECT (default: benchmark) is a corral.Benchmark, or a function of no
-    arguments returning one. Its run_defaults are the defaults of these flags;
+    FILE may also be a module name (corral.benchmarks.humaneval). OBJECT
+    (default: benchmark) is a corral.Benchmark, or a function returning one
+    (given --base-url, if set). Its run_defaults are the defaults of these flags;
     NAME=N limits are merged into them. Running again with the same
     --benchmark-id resumes.
     """
@@ -94,7 +101,7 @@ def run_command(
     if ray is not None and verbose:
         click.echo(f"Ray's logs: {ray.log_file}", err=True)
     try:
-        benchmark, path = load_benchmark(target)
+        benchmark, path = load_benchmark(target, base_url)
         config = run_config(benchmark.run_defaults, settings)
         if ray is not None:  # hosts cannot import the file by its name: its code travels
             ray.pickle_by_value(sys.modules[benchmark_module(path)])
@@ -251,10 +258,19 @@ async def _stored_trials(store: CommitStore, benchmark_id: str) -> int | None:
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
 @click.option(
     "--base-url",
-    help="Run the same tasks on a real OpenAI-compatible endpoint (with --model); "
-    "OPENAI_API_KEY is its key. Default: a local scripted server.",
+    help="Run the same tasks on a real endpoint (with --model); OPENAI_API_KEY "
+    "(or ANTHROPIC_API_KEY) is its key. Default: a local scripted server.",
 )
 @click.option("--model", "model_names", multiple=True, help="A model at --base-url (repeatable).")
+@click.option(
+    "--provider",
+    type=click.Choice(PROVIDERS),
+    default="openai",
+    show_default=True,
+    help="The API the models speak: openai (any OpenAI-compatible endpoint) or "
+    "anthropic (the Messages API, through corral.models.Anthropic; with --model and "
+    "no --base-url, Anthropic's own).",
+)
 def demo_command(
     store: str,
     durability: str,
@@ -264,6 +280,7 @@ def demo_command(
     fast: bool,
     base_url: str | None,
     model_names: tuple[str, ...],
+    provider: str,
 ) -> int:
     """Run the built-in demo: tool-calling agents, no network, no keys.
 
@@ -273,7 +290,9 @@ def demo_command(
     in error on purpose, to show how errors look: the demo still exits 0 once
     it has run. With --base-url and --model, the same tasks run on a real model,
     after one first call to each (an unreachable endpoint or a refused key is an
-    error, exit 2), and it exits as `corral run` does.
+    error, exit 2), and it exits as `corral run` does. --provider anthropic
+    speaks Anthropic's Messages API instead: to a local scripted server, or with
+    --model to Claude (ANTHROPIC_API_KEY; --base-url for another endpoint).
     """
     shown = progress_choice(progress, no_progress)
     if importlib.util.find_spec("httpx") is None:
@@ -281,19 +300,28 @@ def demo_command(
             "corral demo needs httpx: install the models extra, "
             "pip install 'corral[models]' (in a checkout: pip install -e '.[models]')"
         )
-    if (base_url is None) != (not model_names):
-        raise ConfigError("give --base-url and --model together (or neither, for the local demo)")
+    if (base_url is not None and not model_names) or (
+        model_names and base_url is None and provider == "openai"
+    ):
+        raise ConfigError(
+            "give --base-url and --model together (or neither, for the local demo; "
+            "with --provider anthropic, --model alone is Anthropic's API)"
+        )
     latency = 0.0 if fast else 1.0
     with contextlib.ExitStack() as stack:
-        if base_url is None:
-            url = stack.enter_context(demo_server(latency))
-            benchmark = build_demo(url, latency, api_key="")  # never send a real key to it
+        if not model_names:
+            url = stack.enter_context(demo_server(latency, provider))
+            # Never send a real key to it.
+            benchmark = build_demo(url, latency, api_key="", provider=provider)
             policy = demo_retry_policy(latency)
+            where = None
         else:
-            benchmark = build_demo(base_url, latency, models=model_names)
-            check_endpoint(benchmark, base_url)
+            benchmark = build_demo(base_url, latency, models=model_names, provider=provider)
+            client: Any = getattr(next(iter(benchmark.agents.values())), "model", None)
+            where = base_url or str(getattr(client, "base_url", provider))
+            check_endpoint(benchmark, where)
             policy = RetryPolicy(max_retries=2, backoff_base=2.0)
-        return _demo(benchmark, policy, store, durability, benchmark_id, shown, base_url)
+        return _demo(benchmark, policy, store, durability, benchmark_id, shown, where, provider)
 
 
 def _demo(
@@ -304,6 +332,7 @@ def _demo(
     benchmark_id: str | None,
     progress: Progress,
     base_url: str | None,
+    provider: str,
 ) -> int:
     if benchmark_id is None:
         benchmark_id = f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
@@ -327,6 +356,8 @@ def _demo(
     where = f"the models at {base_url}"
     if base_url is None:
         where = "scripted models on 127.0.0.1 (--base-url URL --model NAME for a real one)"
+    if provider == "anthropic":
+        where += " over Anthropic's Messages API"
     console.print(f"ToolAgent with {where}", style="dim", highlight=False)
     code = run_benchmark(console, runner, benchmark_id, {"config": config}, progress=progress)
     store_flag = "" if store == DEFAULT_STORE else f" --store {store}"

@@ -99,6 +99,16 @@ _RERUN_CHOICES = click.Choice(["error", "timeout", "max_iterations", "unreachabl
 #: Every settings flag of ``corral run``, in the order ``--help`` lists them.
 RUN_FLAGS: tuple[RunFlag, ...] = (
     _flag("--task", "task_ids", "Run only this task (repeatable).", param="tasks", multiple=True),
+    _flag(
+        "--sample-id",
+        "sample_ids",
+        "Run only this sample (task id; repeatable).",
+        param="sample_ids",
+        multiple=True,
+    ),
+    _flag("--limit", "limit", "Run only the first N tasks (after --shuffle).", type=int),
+    _flag("--shuffle", "shuffle", "Draw the tasks in a seeded order.", is_flag=True, default=None),
+    _flag("--seed", "seed", "The seed of --shuffle (default 0): the same sample.", type=int),
     _flag("--trials", "trials_per_task", "Trials per task.", type=int),
     RunFlag(
         "k_values",

@@ -9,6 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from .._costs import format_cost
 from .._run_meta import shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
 from ..report._metrics import Metric
@@ -136,7 +137,7 @@ def report_summary(
         grid.add_row(
             "usage",
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
-            + (f" · ${usage.cost:.4f}" if usage.cost else ""),
+            + (f" · {format_cost(usage.cost)}" if usage.cost else ""),
         )
     budgets = budget_line(report)
     if budgets:

@@ -307,6 +307,7 @@ class Host:
             acks=acks,
             time_limit=self.spec.evaluation_timeout,
             max_value_bytes=self.spec.max_value_bytes,
+            facts=job.facts,
         )
 
 
