@@ -90,3 +90,9 @@ def test_the_executors_are_public() -> None:
     assert isinstance(corral.LocalExecutor(), corral.Executor)
     assert isinstance(corral.RayExecutor(), corral.Executor)
     assert not isinstance(object(), corral.Executor)
+
+
+def test_run_settings_are_public() -> None:
+    # SPEC section 5: a run's settings as one value, and its limits.
+    assert {"Limits", "RunConfig"} <= set(corral.__all__)
+    assert corral.RunConfig().limits == corral.Limits()

@@ -19,6 +19,7 @@ from ._errors import (
     StoreError,
 )
 from ._protocols import Agent, Environment, Observer
+from ._run_config import RunConfig
 from ._run_info import RunInfo
 from ._runner import CorralRunner
 from ._sandbox import SandboxResult, sandbox
@@ -96,6 +97,7 @@ __all__ = [
     "RateLimited",
     "RayExecutor",
     "RetryPolicy",
+    "RunConfig",
     "RunInfo",
     "SQLiteStore",
     "SandboxResult",

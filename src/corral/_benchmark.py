@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ._protocols import Agent, Environment
+from ._run_config import RunConfig
 from ._types import BenchmarkTaskMetadata
 
 
@@ -16,11 +17,13 @@ class Benchmark:
     """Tasks, agents and environments, plus defaults for ``run()`` arguments.
 
     ``run_defaults`` holds keyword arguments of `CorralRunner.run` (for example
-    ``{"trials_per_task": 4, "k_values": (1, 2, 4)}``); the command line
-    overrides them.
+    ``{"trials_per_task": 4, "k_values": (1, 2, 4)}``), or a `RunConfig`; the
+    command line overrides them.
     """
 
     tasks: Mapping[str, BenchmarkTaskMetadata]
     agents: Mapping[str, Agent]
     environments: Mapping[str, Environment]
-    run_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    run_defaults: Mapping[str, Any] | RunConfig = field(
+        default_factory=lambda: MappingProxyType({})
+    )

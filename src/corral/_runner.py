@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import anyio.to_thread
 
-from ._budget import NO_BUDGET, Budget, check_budget
+from ._budget import Budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError, unwrap_single
 from ._ids import check_id
-from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._metadata import check_metadata
 from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
+from ._run_config import RunConfig, RunSettings, Timeouts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
 from ._run_meta import RunMeta
 from ._selection import select_samples
@@ -35,11 +33,9 @@ from .report import BenchmarkReport, build_report
 from .report._files import check_report_file, report_path, whole_report, write_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
-from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, TrialKey, open_store
 from .store._config_diff import first_difference
-from .store._decode import MAX_TRIALS_PER_TASK
 from .store._runs import RunRecord
 
 DEFAULT_STORE = ".corral/store.db"
@@ -105,8 +101,7 @@ class CorralRunner:
             raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
         #: Appends handed to the store and not yet durable before trials wait (0: no bound).
         self.max_backlog = max_backlog
-        _check_timeout("trial_timeout", trial_timeout)
-        _check_timeout("evaluation_timeout", evaluation_timeout)
+        timeouts = Timeouts(trial_timeout, evaluation_timeout)  # checks both
         if retry_policy is None:
             retry_policy = RetryPolicy(
                 max_retries=max_retries,
@@ -125,9 +120,7 @@ class CorralRunner:
         self.retry_policy = retry_policy
         self.trial_timeout = trial_timeout
         #: Seconds for one call of ``evaluate`` (default: ``trial_timeout``).
-        self.evaluation_timeout = (
-            trial_timeout if evaluation_timeout is None else evaluation_timeout
-        )
+        self.evaluation_timeout = timeouts.evaluation_or_trial
         self.observers = tuple(observers)
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
@@ -148,17 +141,19 @@ class CorralRunner:
             )
         return {*self._models_of_tasks, *(self.models or ()), *(models or ())}
 
-    def _work(self, benchmark_id: str, max_value_bytes: int, *, observed: bool = False) -> Work:
-        """What the run's executor runs every job with."""
+    def _work(self, benchmark_id: str, config: RunConfig, *, observed: bool = False) -> Work:
+        """What the run's executor runs every job with: the run's retry policy and
+        timeouts where its config sets them, else the runner's."""
+        timeouts = config.timeouts or Timeouts(self.trial_timeout, self.evaluation_timeout)
         return Work(
             benchmark_id=benchmark_id,
             agents=self.agents,
             environments=self.environments,
-            policy=self.retry_policy,
-            trial_timeout=self.trial_timeout,
-            evaluation_timeout=self.evaluation_timeout,
+            policy=config.retry or self.retry_policy,
+            trial_timeout=timeouts.trial,
+            evaluation_timeout=timeouts.evaluation_or_trial,
             max_backlog=self.max_backlog,
-            max_value_bytes=max_value_bytes,
+            max_value_bytes=config.max_value_bytes,
             observed=observed,
         )
 
@@ -179,21 +174,26 @@ class CorralRunner:
         models: Sequence[str] | None = None,
     ) -> tuple[RunPlan, tuple[int, ...]]:
         """Validate a selection; raise `ConfigError` for anything `run` would refuse."""
-        trials = positive_int("trials_per_task", trials_per_task)
-        if trials > MAX_TRIALS_PER_TASK:  # more than the store reads back
-            raise ConfigError(
-                f"trials_per_task must be at most {MAX_TRIALS_PER_TASK:,}, not {trials!r}"
-            )
-        ks = _check_ks(k_values, trials)
-        if not isinstance(include_dependencies, bool):
-            raise ConfigError(
-                f"include_dependencies must be True or False, not {include_dependencies!r}"
-            )
-        plan = build_plan(
-            self.tasks, task_ids, include_dependencies=include_dependencies, trials_per_task=trials
+        config = RunConfig.of(
+            task_ids=task_ids,
+            trials_per_task=trials_per_task,
+            k_values=k_values,
+            include_dependencies=include_dependencies,
+            models=models,
         )
-        if models is not None:
-            plan = across_models(plan, check_models(models, self.models))
+        return self._plan(config, config.task_ids), config.k_values
+
+    def _plan(self, config: RunConfig, task_ids: Sequence[str] | None) -> RunPlan:
+        """The plan of ``task_ids`` (``config``'s selection), checked against this
+        runner's tasks."""
+        plan = build_plan(
+            self.tasks,
+            task_ids,
+            include_dependencies=config.include_dependencies,
+            trials_per_task=config.trials_per_task,
+        )
+        if config.models is not None:
+            plan = across_models(plan, check_models(config.models, self.models))
         for t, task_id in enumerate(plan.task_ids):
             meta = plan.light(t)
             if meta.agent_id not in self.agents:
@@ -206,46 +206,44 @@ class CorralRunner:
                     f"task {task_id!r} names unknown environment {meta.environment_id!r}"
                     + did_you_mean(meta.environment_id, self.environments)
                 )
-        return plan, ks
+        return plan
+
+    def config(self, config: RunConfig | None = None, **settings: Unpack[RunSettings]) -> RunConfig:
+        """What `run` runs with: ``config`` (default: `RunConfig()`) with ``settings``
+        (`run`'s flat keywords) changed, and the runner's retry policy and timeouts
+        where it sets none. A `ConfigError` names a bad value."""
+        if config is None:
+            config = RunConfig()
+        elif not isinstance(config, RunConfig):
+            raise ConfigError(f"config must be a RunConfig, not {config!r}")
+        if config.retry is None:
+            config = dataclasses.replace(config, retry=self.retry_policy)
+        if config.timeouts is None:
+            timeouts = Timeouts(self.trial_timeout, self.evaluation_timeout)
+            config = dataclasses.replace(config, timeouts=timeouts)
+        return config.updated(**settings)
 
     async def run(
         self,
         benchmark_id: str,
-        task_ids: Sequence[str] | None = None,
-        trials_per_task: int = 1,
-        k_values: Sequence[int] = (1,),
-        max_parallel: int = 4,
-        max_parallel_per_task: int = 1,
-        max_parallel_evaluations: int | None = None,
-        max_parallel_total: int | None = None,
-        max_parallel_by_model: Mapping[str, int] | None = None,
-        max_parallel_by_environment: Mapping[str, int] | None = None,
-        max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
-        include_dependencies: bool = True,
+        config: RunConfig | None = None,
         *,
         observers: Sequence[Observer] = (),
-        order: str = "critical_path",
-        models: Sequence[str] | None = None,
-        max_subprocesses: int | None = None,
         scopes: ConcurrencyScopes | None = None,
-        rerun: Sequence[str] = (),
-        fail_on_error: float | None = None,
-        token_limit: int | None = None,
-        cost_limit: float | None = None,
-        working_time_limit: float | None = None,
-        run_cost_limit: float | None = None,
         executor: Executor | None = None,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        report_file: str | os.PathLike[str] | None = None,
         tags: Sequence[str] = (),
         note: str | None = None,
         source: str | os.PathLike[str] | None = None,
-        limit: int | None = None,
-        shuffle: bool = False,
-        seed: int | None = None,
-        sample_ids: Sequence[str] | None = None,
+        **settings: Unpack[RunSettings],
     ) -> BenchmarkReport:
-        """Run (or resume) ``benchmark_id`` and return its report.
+        """Run (or resume) ``benchmark_id`` with ``config`` (a `RunConfig`) and return
+        its report.
+
+        ``settings`` are the config's settings as flat keywords (``trials_per_task=4,
+        max_parallel=8``): each one given replaces that setting of ``config`` (see
+        `RunConfig.updated`), so ``run(id, base, trials_per_task=8)`` runs ``base``
+        with 8 trials. A retry or timeout setting the config leaves unset is the
+        runner's.
 
         A later run of the same id may select a subset of its tasks (the report
         covers those), and ``rerun`` gives the trials that ended with these
@@ -303,43 +301,25 @@ class CorralRunner:
         ``limit`` keeps the first N: ``limit=50, shuffle=True, seed=1`` is the same
         50 tasks in every run (dependencies added as for ``task_ids``).
         """
+        _check_benchmark_id(benchmark_id)
+        config = self.config(config, **settings)
+        meta = RunMeta.of(tags, note, source)
         task_ids = select_samples(
             self.tasks,
-            task_ids,
-            limit=limit,
-            shuffle=shuffle,
-            seed=seed,
-            sample_ids=sample_ids,
+            config.task_ids,
+            limit=config.limit,
+            shuffle=config.shuffle,
+            seed=config.seed,
+            sample_ids=config.sample_ids,
         )
-        if order not in ("critical_path", "fifo"):
-            raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
-        _check_benchmark_id(benchmark_id)
-        if (
-            isinstance(max_value_bytes, bool)
-            or not isinstance(max_value_bytes, int)
-            or max_value_bytes < 1
-        ):
-            raise ConfigError(
-                f"max_value_bytes must be a positive integer, not {max_value_bytes!r}"
-            )
-        reruns = _rerun_statuses(rerun)
-        export = check_report_file(report_file)
-        meta = RunMeta.of(tags, note, source)
-        limits = Limits.resolve(
-            max_parallel=max_parallel,
-            max_parallel_per_task=max_parallel_per_task,
-            max_parallel_evaluations=max_parallel_evaluations,
-            max_parallel_total=max_parallel_total,
-            max_parallel_by_model=max_parallel_by_model,
-            max_parallel_by_environment=max_parallel_by_environment,
-            max_parallel_evaluations_by_environment=max_parallel_evaluations_by_environment,
-        )
-        plan, ks = self.prepare(task_ids, trials_per_task, k_values, include_dependencies, models)
+        plan = self._plan(config, task_ids)
+        limits = config.limits
         limits.check_keys(
-            self._known_models(models),
-            self.environments.keys(),
-            self._evaluation_keys(),
+            by_model=self._known_models(config.models),
+            by_environment=self.environments.keys(),
+            evaluations_by_environment=self._evaluation_keys(),
         )
+        max_subprocesses = config.max_subprocesses
         if scopes is None:
             scopes = ConcurrencyScopes(max_subprocesses=max_subprocesses)
         elif not isinstance(scopes, ConcurrencyScopes):
@@ -349,33 +329,23 @@ class CorralRunner:
                 f"max_subprocesses={max_subprocesses!r} differs from the given scopes' "
                 f"{scopes.max_subprocesses}"
             )
-        errors = _error_budget(fail_on_error, len(plan.task_ids) * plan.trials_per_task)
-        budget = Budget(
-            token_limit=token_limit, cost_limit=cost_limit, working_time_limit=working_time_limit
-        )
-        spend = check_budget("run_cost_limit", run_cost_limit)
         executor = self.executor if executor is None else _check_executor(executor)
-        observed = bool(self.observers or observers) or spend is not None
-        work = self._work(benchmark_id, max_value_bytes, observed=observed)
+        observed = bool(self.observers or observers) or config.stop.run_cost_limit is not None
+        work = self._work(benchmark_id, config, observed=observed)
         capacity = await executor.prepare(work, self.store)
-        if capacity is not None and capacity < limits.max_parallel_total:
-            limits = dataclasses.replace(limits, max_parallel_total=capacity)
-        resume = Resume(plan, rerun=reruns)
+        if capacity is not None and capacity < config.limits.max_parallel_total:
+            limits = dataclasses.replace(config.limits, max_parallel_total=capacity)
+            config = dataclasses.replace(config, limits=limits)
+        resume = Resume(plan, rerun=config.rerun)
         return await self._run(
             benchmark_id,
             plan,
-            limits,
-            ks,
-            order,
+            config,
             scopes,
             observers,
             resume,
-            errors,
-            budget=budget,
-            run_cost_limit=spend,
             executor=executor,
             work=work,
-            report_file=export,
             meta=meta,
         )
 
@@ -405,7 +375,7 @@ class CorralRunner:
         ``report_file``, ``tags`` and ``note`` as for `run`.
         """
         _check_benchmark_id(benchmark_id)
-        export = check_report_file(report_file)
+        check_report_file(report_file)
         meta = RunMeta.of(tags, note, None)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
@@ -421,23 +391,19 @@ class CorralRunner:
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
         plan = scoring_plan(benchmark_id, config, task_ids, self.tasks)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
-        ks = _check_ks(k_values, plan.trials_per_task)
-        limits.check_keys((), (), self._evaluation_keys())
+        settings = self.config(
+            dataclasses.replace(RunConfig(order="fifo"), limits=limits),
+            trials_per_task=plan.trials_per_task,
+            k_values=k_values,
+            report_file=report_file,
+        )
+        limits.check_keys(
+            by_model=(), by_environment=(), evaluations_by_environment=self._evaluation_keys()
+        )
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
-        return await self._run(
-            benchmark_id,
-            plan,
-            limits,
-            ks,
-            "fifo",
-            scopes,
-            observers,
-            resume,
-            report_file=export,
-            meta=meta,
-        )
+        return await self._run(benchmark_id, plan, settings, scopes, observers, resume, meta=meta)
 
     def _check_same_tasks(
         self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]
@@ -473,21 +439,19 @@ class CorralRunner:
         self,
         benchmark_id: str,
         plan: RunPlan,
-        limits: Limits,
-        ks: tuple[int, ...],
-        order: str,
+        config: RunConfig,
         scopes: ConcurrencyScopes,
         observers: Sequence[Observer],
         resume: Resume,
-        error_budget: int | None = None,
         *,
-        budget: Budget = NO_BUDGET,
-        run_cost_limit: float | None = None,
         executor: Executor | None = None,
         work: Work | None = None,
-        report_file: Path | None = None,
         meta: RunMeta | None = None,
     ) -> BenchmarkReport:
+        limits, ks, budget = config.limits, config.k_values, config.budget
+        run_cost_limit = config.stop.run_cost_limit
+        error_budget = config.stop.error_budget(len(plan.task_ids) * plan.trials_per_task)
+        report_file = config.report_file
         # The one folding of errors: a failure every task heard is raised once.
         with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
             watchers = [*self.observers, *observers]
@@ -519,12 +483,12 @@ class CorralRunner:
                     plan=plan,
                     limits=limits,
                     eval_keys=list(eval_keys),
-                    work=work or self._work(benchmark_id, DEFAULT_MAX_VALUE_BYTES),
+                    work=work or self._work(benchmark_id, config),
                     store=self.store,
                     executor=executor or LocalExecutor(),
                     notify=notify,
                     resume=resume,
-                    critical_path=order == "critical_path",
+                    critical_path=config.order == "critical_path",
                     error_budget=error_budget,
                     budget=budget,
                     run_cost_limit=run_cost_limit,
@@ -650,67 +614,8 @@ def _used(
     ]
 
 
-def _check_ks(k_values: Sequence[int], trials: int) -> tuple[int, ...]:
-    if isinstance(k_values, str | bytes) or not isinstance(k_values, Sequence) or not k_values:
-        raise ConfigError(f"k_values must be a non-empty sequence of integers, not {k_values!r}")
-    ks = set()
-    for k in k_values:
-        positive_int(f"k_values entry {k!r}: k", k)
-        if k > trials:
-            raise ConfigError(f"k = {k} is larger than trials_per_task = {trials}")
-        ks.add(k)
-    return tuple(sorted(ks))
-
-
 def _check_benchmark_id(benchmark_id: object) -> None:
     check_id("benchmark_id", benchmark_id)
-
-
-#: Statuses ``rerun`` may name: a completed trial is never run again (that would
-#: pick the best of several tries and bias pass@k).
-RERUNNABLE = (
-    TrialStatus.ERROR,
-    TrialStatus.TIMEOUT,
-    TrialStatus.MAX_ITERATIONS,
-    TrialStatus.UNREACHABLE,
-    TrialStatus.LIMIT,  # with a higher budget: the fresh attempt gets a fresh budget
-)
-
-
-def _rerun_statuses(rerun: Sequence[str]) -> frozenset[TrialStatus]:
-    if isinstance(rerun, str) or not isinstance(rerun, Sequence | frozenset | set):
-        raise ConfigError(f"rerun must be a sequence of trial statuses, not {rerun!r}")
-    out = set()
-    for status in rerun:
-        if status not in RERUNNABLE:
-            raise ConfigError(
-                f"rerun names {status!r}; only {', '.join(map(str, RERUNNABLE))} trials "
-                "can be given a fresh attempt"
-            )
-        out.add(TrialStatus(status))
-    return frozenset(out)
-
-
-def _error_budget(fail_on_error: object, trials: int) -> int | None:
-    """How many errors a run may have before it stops admitting trials."""
-    if fail_on_error is None:
-        return None
-    if isinstance(fail_on_error, bool) or not isinstance(fail_on_error, int | float):
-        raise ConfigError(
-            f"fail_on_error must be a count or a fraction below 1, not {fail_on_error!r}"
-        )
-    if isinstance(fail_on_error, int) or (
-        math.isfinite(fail_on_error) and fail_on_error >= 1 and fail_on_error.is_integer()
-    ):
-        if fail_on_error < 0:
-            raise ConfigError(f"fail_on_error must be 0 or more, not {fail_on_error!r}")
-        return int(fail_on_error)
-    if not 0 < fail_on_error < 1:
-        raise ConfigError(
-            f"fail_on_error must be a whole count or a fraction between 0 and 1, "
-            f"not {fail_on_error!r}"
-        )
-    return math.floor(fail_on_error * trials)
 
 
 async def _reopen(
@@ -733,16 +638,6 @@ async def _reopen(
     for handle, key, commit in handed:
         await handle.wait()
         notify(key, commit)
-
-
-def _check_timeout(name: str, value: object) -> None:
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(f"{name} must be a positive number or None, not {value!r}")
 
 
 def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:

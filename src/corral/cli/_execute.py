@@ -111,7 +111,8 @@ def run_benchmark(
             err=True,
         )
         return EXIT_INTERRUPTED
-    asked = run_kwargs.get("report_file")
+    config = run_kwargs.get("config")
+    asked = run_kwargs.get("report_file") if config is None else config.report_file
     path = Path(asked) if asked else report_path(runner.store, benchmark_id)
     try:
         print_report(console, report, path, as_json=as_json, rescore=rescore, live=True)

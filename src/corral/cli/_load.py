@@ -17,6 +17,7 @@ import click
 
 from .._benchmark import Benchmark
 from .._errors import ConfigError
+from .._run_config import RunConfig
 
 DEFAULT_OBJECT = "benchmark"
 T = TypeVar("T")
@@ -113,10 +114,10 @@ def _benchmark_of(module: object, path: Path, name: str, base_url: str | None) -
             f"{str(path)}:{name} is of type {type(obj).__name__}, not a corral.Benchmark "
             "(or a function returning one)"
         )
-    if not isinstance(obj.run_defaults, Mapping):
+    if not isinstance(obj.run_defaults, Mapping | RunConfig):
         raise ConfigError(
-            f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments, "
-            f"not {obj.run_defaults!r}"
+            f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments "
+            f"or a corral.RunConfig, not {obj.run_defaults!r}"
         )
     return obj
 

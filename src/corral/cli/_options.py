@@ -60,17 +60,6 @@ def read_store(where: str) -> CommitStore:
     return open_address(where, read_only=True)
 
 
-def keyed_limit_option(flag: str, what: str) -> Callable[[F], F]:
-    """A repeatable ``NAME=N`` option whose value arrives as a dict (None if not given)."""
-
-    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
-        return keyed_limits(flag, values) if values else None
-
-    return click.option(
-        flag, multiple=True, metavar="NAME=N", callback=parse, help=f"{what} (repeatable)."
-    )
-
-
 def k_option(command: F) -> F:
     """``-k``: repeatable or comma-separated; arrives as a tuple of ints (empty if not given)."""
 

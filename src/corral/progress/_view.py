@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._concurrency import SUBPROCESSES, ScopeStatistics
-from ..scheduler import Limits, Statistics
+from ..scheduler import KEYED_LIMITS, KeyedLimit, LimitPhase, Limits, Statistics
 from ._per_task import held_by_task
 from ._tally import Tally
 
@@ -54,14 +54,15 @@ def queue_reasons(statistics: Statistics, limits: Limits) -> list[str]:
         reasons.append(
             f"max_parallel_total {s.executing + s.evaluating}/{limits.max_parallel_total}"
         )
-    for model, used in s.by_model.items():
-        limit = s.effective_by_model.get(model, limits.max_parallel)
-        if used >= limit and used < limits.max_parallel:
-            reasons.append(f"model {model} {used}/{limit}")
-    for environment, used in s.by_environment.items():
-        limit = limits.max_parallel_by_environment.get(environment, limits.max_parallel)
-        if used >= limit:
-            reasons.append(f"environment {environment} {used}/{limit}")
+    for limit in KEYED_LIMITS:
+        if limit.phase is not LimitPhase.EXECUTION:  # queued trials wait to execute
+            continue
+        caps = _effective(s, limit) or limits.keyed(limit)
+        for key, used in s.used(limit).items():
+            cap = caps.get(key, limits.max_parallel)
+            # An adaptive limit counts every key: at max_parallel, max_parallel says it.
+            if used >= cap and not (limit.adaptive and used >= limits.max_parallel):
+                reasons.append(f"{limit.label} {key} {used}/{cap}")
     return reasons
 
 
@@ -71,7 +72,7 @@ def utilisation(
     scopes: Mapping[str, ScopeStatistics] | None = None,
 ) -> list[tuple[str, int, int]]:
     """(label, used, limit) for every limit the run has, global ones first, then the
-    run's named concurrency scopes. A model throttled by rate limits shows its
+    run's named concurrency scopes. A key throttled by rate limits shows its
     effective limit."""
     s = statistics
     rows = [
@@ -79,30 +80,30 @@ def utilisation(
         ("evaluations", s.evaluating, limits.max_parallel_evaluations),
         ("executions + evaluations", s.executing + s.evaluating, limits.max_parallel_total),
     ]
-    for label, used, limited in (
-        ("model", s.by_model, limits.max_parallel_by_model),
-        ("environment", s.by_environment, limits.max_parallel_by_environment),
-        (
-            "evaluations in",
-            s.evaluations_by_environment,
-            limits.max_parallel_evaluations_by_environment,
-        ),
-    ):
-        rows.extend((f"{label} {name}", used.get(name, 0), n) for name, n in limited.items())
-    for i, (label, used_now, limit) in enumerate(rows):
-        name = label.removeprefix("model ")
-        effective = s.effective_by_model.get(name, limit) if label.startswith("model ") else limit
-        if effective < limit:
-            rows[i] = (f"{label} (rate-limited: {effective} of {limit})", used_now, effective)
-    for name, effective in s.effective_by_model.items():
-        if name not in limits.max_parallel_by_model and effective < limits.max_parallel:
-            rows.append((f"model {name} (rate-limited)", s.by_model.get(name, 0), effective))
+    for limit in KEYED_LIMITS:
+        used, configured = s.used(limit), limits.keyed(limit)
+        effective = _effective(s, limit)
+        for key, cap in configured.items():
+            now = effective.get(key, cap)
+            label = f"{limit.label} {key}"
+            if now < cap:
+                rows.append((f"{label} (rate-limited: {now} of {cap})", used.get(key, 0), now))
+            else:
+                rows.append((label, used.get(key, 0), cap))
+        for key, now in effective.items():
+            if key not in configured and now < limits.max_parallel:
+                rows.append((f"{limit.label} {key} (rate-limited)", used.get(key, 0), now))
     for name, st in (scopes or {}).items():
         label = "subprocesses" if name == SUBPROCESSES else f"scope {name}"
         rows.append(
             (label + (f" ({st.waiting} waiting)" if st.waiting else ""), st.in_use, st.limit)
         )
     return rows
+
+
+def _effective(statistics: Statistics, limit: KeyedLimit) -> Mapping[str, int]:
+    """The effective caps of an adaptive limit's keys (none for another limit)."""
+    return statistics.effective(limit) if limit.adaptive else {}
 
 
 def render(snapshot: Snapshot) -> RenderableType:

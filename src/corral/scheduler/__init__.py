@@ -1,9 +1,21 @@
 """Scheduling: limits, the task plan, admission (one decision) and the run loop."""
 
 from ._admission import Admission, Statistics
+from ._keyed import KEYED_LIMITS, KeyedLimit, LimitPhase
 from ._limits import Limits
 from ._plan import RunPlan, build_plan
 from ._resume import Resume
 from ._run import RunLoop
 
-__all__ = ["Admission", "Limits", "Resume", "RunLoop", "RunPlan", "Statistics", "build_plan"]
+__all__ = [
+    "KEYED_LIMITS",
+    "Admission",
+    "KeyedLimit",
+    "LimitPhase",
+    "Limits",
+    "Resume",
+    "RunLoop",
+    "RunPlan",
+    "Statistics",
+    "build_plan",
+]

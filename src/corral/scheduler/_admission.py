@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from .._types import EVALUATED_STATUSES, TrialStatus
+from ._keyed import KEYED_LIMITS, KeyedCounter, KeyedLimit, LimitPhase
 from ._limits import Limits
 from ._plan import RunPlan
 
@@ -79,6 +80,16 @@ class Statistics:
     #: The tasks whose trials did, in the order they first did.
     task_limit_tasks: tuple[str, ...] = ()
 
+    def used(self, limit: KeyedLimit) -> dict[str, int]:
+        """The slots of a keyed limit in use, by key."""
+        used: dict[str, int] = getattr(self, limit.statistics)
+        return used
+
+    def effective(self, limit: KeyedLimit) -> dict[str, int]:
+        """The caps an adaptive keyed limit applies now, by key."""
+        effective: dict[str, int] = getattr(self, "effective_" + limit.statistics)
+        return effective
+
 
 class Admission:
     def __init__(
@@ -104,36 +115,37 @@ class Admission:
         # (then lower rounds, then task order); False gives plain FIFO by round and task.
         self._rank = [-d for d in plan.depth] if critical_path else [0] * tasks
         # Then, among equals, the scarcest resource first (see `_best_bucket`).
-        self._scarce_first = critical_path
 
-        def index(
-            keys: list[str | None], limited: dict[str, int]
-        ) -> tuple[list[int], list[int], list[str]]:
-            names = sorted(limited)
-            position = {name: i for i, name in enumerate(names)}
-            return (
-                [position.get(k, -1) if k is not None else -1 for k in keys],
-                [limited[name] for name in names],
-                names,
-            )
-
+        # One counter array per declared keyed limit (`KEYED_LIMITS`).
         meta = [plan.light(t) for t in range(tasks)]
-        # Every model gets a counter (unconfigured ones are bounded by max_parallel
-        # anyway), so a rate limit can shrink any model's effective limit.
-        models = {m.model: limits.max_parallel for m in meta if m.model is not None}
-        models.update(limits.max_parallel_by_model)
-        self.model_of, self.model_limit, self.model_names = index([m.model for m in meta], models)
-        self.model_effective = list(self.model_limit)
-        self._model_successes = [0] * len(self.model_limit)
-        self.env_of, self.env_limit, self.env_names = index(
-            [m.environment_id for m in meta], dict(limits.max_parallel_by_environment)
-        )
-        self.evalkey_of, self.evalkey_limit, self.evalkey_names = index(
-            list(eval_keys), dict(limits.max_parallel_evaluations_by_environment)
-        )
-        self.model_used = [0] * len(self.model_limit)
-        self.env_used = [0] * len(self.env_limit)
-        self.evalkey_used = [0] * len(self.evalkey_limit)
+        self.counters = [
+            KeyedCounter(
+                limit,
+                [limit.key(m, key) for m, key in zip(meta, eval_keys, strict=True)],
+                limits.keyed(limit),
+                limits.max_parallel,
+            )
+            for limit in KEYED_LIMITS
+        ]
+        self._adaptive = next((c for c in self.counters if c.limit.adaptive), None)
+        self._successes = [0] * (0 if self._adaptive is None else len(self._adaptive.cap))
+        executions = [c for c in self.counters if c.limit.phase is LimitPhase.EXECUTION]
+        evaluations = [c for c in self.counters if c.limit.phase is LimitPhase.EVALUATION]
+        # Per task: its bucket under each phase's limits (the counters it needs), and
+        # the (in use, index) pairs its slots take.
+        self._bucket = [tuple(c.of[t] for c in executions) for t in range(tasks)]
+        self._eval_bucket = [tuple(c.of[t] for c in evaluations) for t in range(tasks)]
+        self._slots = [_slots(executions, t) for t in range(tasks)]
+        self._eval_slots = [_slots(evaluations, t) for t in range(tasks)]
+        # Per bucket: the (in use, effective cap, index) it must find room in, and its
+        # scarcity (the smallest configured cap, for the critical-path order).
+        self._checks: dict[Bucket, tuple[tuple[list[int], list[int], int], ...]] = {}
+        self._scarcity: dict[Bucket, int] = {}
+        for bucket in set(self._bucket):
+            self._checks[bucket] = _checks(executions, bucket)
+            caps = [c.cap[i] for c, i in zip(executions, bucket, strict=True) if i >= 0]
+            self._scarcity[bucket] = min([limits.max_parallel, *caps]) if critical_path else 0
+        self._eval_checks = {b: _checks(evaluations, b) for b in set(self._eval_bucket)}
         self.executing = 0
         self.evaluating = 0
         self.task_running = [0] * tasks
@@ -146,9 +158,9 @@ class Admission:
         # Ready executions, bucketed by the limited (model, environment) they need, so
         # one blocked bucket never hides a trial that fits: the head of every bucket
         # that has room is a candidate, and the best candidate starts.
-        self._ready: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        self._ready: dict[Bucket, list[tuple[int, int, int, int]]] = {}
         self._ready_count = 0
-        self._evals: dict[int, deque[tuple[int, int]]] = {}
+        self._evals: dict[Bucket, deque[tuple[int, int]]] = {}
         self._eval_count = 0
         self._eval_order = itertools.count()
         self._unreachable: deque[Start] = deque()
@@ -271,11 +283,11 @@ class Admission:
         # A trial resumed after a rate limit goes ahead of new work of its rank in its
         # bucket (across buckets, the scarcer limit goes first).
         entry = (self._rank[t], r, 0 if resumed else 1, t)
-        heapq.heappush(self._ready.setdefault((self.model_of[t], self.env_of[t]), []), entry)
+        heapq.heappush(self._ready.setdefault(self._bucket[t], []), entry)
         self._ready_count += 1
 
     def _push_eval(self, t: int, r: int) -> None:
-        self._evals.setdefault(self.evalkey_of[t], deque()).append((t, r))
+        self._evals.setdefault(self._eval_bucket[t], deque()).append((t, r))
         self._eval_count += 1
 
     # -- the decision ------------------------------------------------------
@@ -301,8 +313,8 @@ class Admission:
                 del self._evals[key]
             self._eval_count -= 1
             self.evaluating += 1
-            if key >= 0:
-                self.evalkey_used[key] += 1
+            for used, i in self._eval_slots[t]:
+                used[i] += 1
             starts.append(Start(StartKind.EVALUATE, t, r))
         while (
             self._ready_count
@@ -349,7 +361,7 @@ class Admission:
         alone (their model and environment have room), for the run's summary."""
         kept = set()
         for t in self._held_unseen:
-            if self._full((self.model_of[t], self.env_of[t])):
+            if self._full(self._bucket[t]):
                 kept.add(t)
             else:
                 self._waits += 1
@@ -357,11 +369,11 @@ class Admission:
         # A fresh set: a set never shrinks its table, and iterating a sparse one is slow.
         self._held_unseen = kept
 
-    def _best_bucket(self) -> tuple[int, int] | None:
+    def _best_bucket(self) -> Bucket | None:
         """The bucket whose head goes next: the longest remaining chain first, then the
         scarcest resource (a bucket under a limit of 1 idles its slot while others go
         first, and its work may be what the run waits for), then lower rounds."""
-        best: tuple[int, int] | None = None
+        best: Bucket | None = None
         best_key: tuple[int, int, tuple[int, int, int, int]] | None = None
         ready = self._ready
         if len(ready) == 1:  # the common case: one model and environment, or one left
@@ -370,33 +382,20 @@ class Admission:
         for bucket, heap in ready.items():
             if self._full(bucket):
                 continue
-            m, e = bucket
             head = heap[0]
-            key = (head[0], self._scarcity(m, e), head)
+            key = (head[0], self._scarcity[bucket], head)
             if best_key is None or key < best_key:
                 best, best_key = bucket, key
         return best
 
-    def _full(self, bucket: tuple[int, int]) -> bool:
-        """Whether a bucket's model or environment has no room (its trials must wait)."""
-        m, e = bucket
-        return (m >= 0 and self.model_used[m] >= self.model_effective[m]) or (
-            e >= 0 and self.env_used[e] >= self.env_limit[e]
-        )
+    def _full(self, bucket: Bucket) -> bool:
+        """Whether a bucket's keyed limits leave no room (its trials must wait)."""
+        for used, cap, i in self._checks[bucket]:
+            if used[i] >= cap[i]:
+                return True
+        return False
 
-    def _scarcity(self, m: int, e: int) -> int:
-        """The smallest configured limit a bucket's trials need (0 for every bucket in
-        FIFO order)."""
-        if not self._scarce_first:
-            return 0
-        limit = self.limits.max_parallel
-        if m >= 0:
-            limit = min(limit, self.model_limit[m])
-        if e >= 0:
-            limit = min(limit, self.env_limit[e])
-        return limit
-
-    def _best_eval_key(self) -> int | None:
+    def _best_eval_key(self) -> Bucket | None:
         best = None
         best_head = None
         evals = self._evals
@@ -415,16 +414,17 @@ class Admission:
                 best, best_head = key, head
         return best
 
-    def _eval_full(self, key: int) -> bool:
-        return key >= 0 and self.evalkey_used[key] >= self.evalkey_limit[key]
+    def _eval_full(self, key: Bucket) -> bool:
+        for used, cap, i in self._eval_checks[key]:
+            if used[i] >= cap[i]:
+                return True
+        return False
 
     def _take_execution(self, t: int, r: int, *, fresh: bool) -> None:
         self.executing += 1
         self.task_running[t] += 1
-        if (m := self.model_of[t]) >= 0:
-            self.model_used[m] += 1
-        if (e := self.env_of[t]) >= 0:
-            self.env_used[e] += 1
+        for used, i in self._slots[t]:
+            used[i] += 1
         if fresh:
             self.task_inflight[t] += 1
             self.phase[t][r] = Phase.RUNNING
@@ -433,22 +433,23 @@ class Admission:
     def _release_execution(self, t: int) -> None:
         self.executing -= 1
         self.task_running[t] -= 1
-        if (m := self.model_of[t]) >= 0:
-            self.model_used[m] -= 1
-        if (e := self.env_of[t]) >= 0:
-            self.env_used[e] -= 1
+        for used, i in self._slots[t]:
+            used[i] -= 1
 
     # -- what the run loop reports back ------------------------------------
 
     def execution_ended(self, t: int, r: int, status: TrialStatus) -> None:
         """Trial (t, r) has its terminal commit; release its execution counters."""
         self._release_execution(t)
-        if (m := self.model_of[t]) >= 0 and self.model_effective[m] < self.model_limit[m]:
-            # Additive increase: one more slot after a window of unthrottled ends.
-            self._model_successes[m] += 1
-            if self._model_successes[m] >= self.model_effective[m]:
-                self._model_successes[m] = 0
-                self.model_effective[m] += 1
+        adaptive = self._adaptive
+        if adaptive is not None and (m := adaptive.of[t]) >= 0:
+            effective = adaptive.effective
+            if effective[m] < adaptive.cap[m]:
+                # Additive increase: one more slot after a window of unthrottled ends.
+                self._successes[m] += 1
+                if self._successes[m] >= effective[m]:
+                    self._successes[m] = 0
+                    effective[m] += 1
         self._ended(t, r, status)
 
     def defer(self, t: int, r: int) -> None:
@@ -458,10 +459,13 @@ class Admission:
         self._consider(t)
 
     def rate_limited(self, t: int) -> None:
-        """Multiplicative decrease of the effective limit of task t's model."""
-        if (m := self.model_of[t]) >= 0:
-            self.model_effective[m] = max(1, min(self.model_effective[m], self.model_used[m]) // 2)
-            self._model_successes[m] = 0
+        """Multiplicative decrease of the effective limit of task t's model (the
+        adaptive keyed limit's key)."""
+        adaptive = self._adaptive
+        if adaptive is not None and (m := adaptive.of[t]) >= 0:
+            effective = adaptive.effective
+            effective[m] = max(1, min(effective[m], adaptive.used[m]) // 2)
+            self._successes[m] = 0
 
     def resume_deferred(self, t: int, r: int) -> None:
         """The wait of deferred trial (t, r) is over: it is ready again, ahead of new work."""
@@ -487,8 +491,8 @@ class Admission:
 
     def evaluation_ended(self, t: int, r: int) -> None:
         self.evaluating -= 1
-        if (k := self.evalkey_of[t]) >= 0:
-            self.evalkey_used[k] -= 1
+        for used, i in self._eval_slots[t]:
+            used[i] -= 1
         self._done(t, r)
         self._consider(t)
 
@@ -538,6 +542,11 @@ class Admission:
         )
 
     def statistics(self) -> Statistics:
+        keyed = {c.limit.statistics: dict(zip(c.names, c.used, strict=True)) for c in self.counters}
+        adaptive = self._adaptive
+        if adaptive is not None:
+            effective = dict(zip(adaptive.names, adaptive.effective, strict=True))
+            keyed["effective_" + adaptive.limit.statistics] = effective
         return Statistics(
             executing=self.executing,
             evaluating=self.evaluating,
@@ -545,14 +554,25 @@ class Admission:
             awaiting_evaluation=self._eval_count,
             finished=self.finished,
             total=self.total,
-            by_model=dict(zip(self.model_names, self.model_used, strict=True)),
-            by_environment=dict(zip(self.env_names, self.env_used, strict=True)),
-            evaluations_by_environment=dict(
-                zip(self.evalkey_names, self.evalkey_used, strict=True)
-            ),
-            effective_by_model=dict(zip(self.model_names, self.model_effective, strict=True)),
             deferred=self._deferred,
             held_by_task=sum(self.rounds - self.next_round[t] for t in self._held),
             task_limit_waits=self._waits,
             task_limit_tasks=tuple(self.plan.task_ids[t] for t in self._waited),
+            **keyed,
         )
+
+
+#: The counters of a phase's keyed limits a trial needs (-1: none), in declaration order.
+Bucket = tuple[int, ...]
+
+
+def _slots(counters: list[KeyedCounter], t: int) -> tuple[tuple[list[int], int], ...]:
+    """Task t's slots under ``counters``: (the counter's in-use array, its index)."""
+    return tuple((c.used, c.of[t]) for c in counters if c.of[t] >= 0)
+
+
+def _checks(
+    counters: list[KeyedCounter], bucket: Bucket
+) -> tuple[tuple[list[int], list[int], int], ...]:
+    """What a bucket needs room in: (in use, effective cap, index) per limited key."""
+    return tuple((c.used, c.effective, i) for c, i in zip(counters, bucket, strict=True) if i >= 0)

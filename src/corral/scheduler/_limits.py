@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._suggest import did_you_mean
+from ._keyed import KEYED_LIMITS, KeyedLimit
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -36,8 +37,9 @@ def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Every limit of a run, resolved (README, "Limits", lists them): evaluations default
-    to ``max_parallel``, the total to ``max_parallel`` + evaluations; a keyed limit
-    bounds only the ids it names."""
+    to ``max_parallel``, the total to ``max_parallel`` + evaluations (`resolve` fills
+    them in); a keyed limit bounds only the ids it names. Checked when built: a bad
+    limit is a `ConfigError` naming it."""
 
     max_parallel: int = 4
     max_parallel_per_task: int = 1
@@ -46,6 +48,13 @@ class Limits:
     max_parallel_by_model: Mapping[str, int] = field(default_factory=dict)
     max_parallel_by_environment: Mapping[str, int] = field(default_factory=dict)
     max_parallel_evaluations_by_environment: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in _COUNTS:
+            positive_int(name, getattr(self, name))
+        for limit in KEYED_LIMITS:
+            name = limit.setting
+            object.__setattr__(self, name, _keyed(name, getattr(self, name)))
 
     @classmethod
     def resolve(
@@ -77,60 +86,51 @@ class Limits:
             max_parallel_per_task=per_task,
             max_parallel_evaluations=evaluations,
             max_parallel_total=total,
-            max_parallel_by_model=_keyed("max_parallel_by_model", max_parallel_by_model),
-            max_parallel_by_environment=_keyed(
-                "max_parallel_by_environment", max_parallel_by_environment
+            # None is no limit; anything else is checked in `__post_init__`.
+            max_parallel_by_model=_NONE if max_parallel_by_model is None else max_parallel_by_model,
+            max_parallel_by_environment=(
+                _NONE if max_parallel_by_environment is None else max_parallel_by_environment
             ),
-            max_parallel_evaluations_by_environment=_keyed(
-                "max_parallel_evaluations_by_environment",
-                max_parallel_evaluations_by_environment,
+            max_parallel_evaluations_by_environment=(
+                _NONE
+                if max_parallel_evaluations_by_environment is None
+                else max_parallel_evaluations_by_environment
             ),
         )
 
-    def check_keys(
-        self,
-        models: Collection[str],
-        environments: Collection[str],
-        evaluation_keys: Collection[str],
-    ) -> None:
-        """Refuse a keyed limit whose key names no model, environment id or environment
-        name the runner knows (a typo would silently bound nothing). A key that only
-        unselected tasks use is fine."""
-        for name, limits, known, what in (
-            ("max_parallel_by_model", self.max_parallel_by_model, models, "model"),
-            (
-                "max_parallel_by_environment",
-                self.max_parallel_by_environment,
-                environments,
-                "environment id",
-            ),
-            (
-                "max_parallel_evaluations_by_environment",
-                self.max_parallel_evaluations_by_environment,
-                evaluation_keys,
-                "environment name or id",
-            ),
-        ):
-            for key in limits:
-                if key in known:
+    def check_keys(self, **known: Collection[str]) -> None:
+        """Refuse a keyed limit whose key names nothing the runner knows (a typo would
+        silently bound nothing): ``known`` gives, by the `KeyedLimit`'s `Statistics`
+        field (``by_model=...``), the keys its tasks have. A key that only unselected
+        tasks use is fine."""
+        for limit in KEYED_LIMITS:
+            names = known[limit.statistics]
+            for key in self.keyed(limit):
+                if key in names:
                     continue
                 raise ConfigError(
-                    f"{name} names {key!r}, which is no {what} of this runner's tasks "
-                    f"(known: {_some(known)}){did_you_mean(key, known)}"
+                    f"{limit.setting} names {key!r}, which is no {limit.names} of this "
+                    f"runner's tasks (known: {_some(names)}){did_you_mean(key, names)}"
                 )
 
+    def keyed(self, limit: KeyedLimit) -> Mapping[str, int]:
+        """The caps of a keyed limit, by key."""
+        caps: Mapping[str, int] = getattr(self, limit.setting)
+        return caps
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_parallel": self.max_parallel,
-            "max_parallel_per_task": self.max_parallel_per_task,
-            "max_parallel_evaluations": self.max_parallel_evaluations,
-            "max_parallel_total": self.max_parallel_total,
-            "max_parallel_by_model": dict(self.max_parallel_by_model),
-            "max_parallel_by_environment": dict(self.max_parallel_by_environment),
-            "max_parallel_evaluations_by_environment": dict(
-                self.max_parallel_evaluations_by_environment
-            ),
-        }
+        out: dict[str, Any] = {name: getattr(self, name) for name in _COUNTS}
+        out.update({limit.setting: dict(self.keyed(limit)) for limit in KEYED_LIMITS})
+        return out
+
+
+_NONE: Mapping[str, int] = MappingProxyType({})
+_COUNTS = (
+    "max_parallel",
+    "max_parallel_per_task",
+    "max_parallel_evaluations",
+    "max_parallel_total",
+)
 
 
 def _some(names: Collection[str], shown: int = 8) -> str:

@@ -1,0 +1,78 @@
+"""Keyed limits as data: every `KeyedLimit` declaration is wired through `Limits`,
+admission's counters, `Statistics`, `RunConfig`, the progress view and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from corral import BenchmarkTaskMetadata, ConfigError, Limits, RunConfig, Statistics
+from corral._run_config import SETTINGS
+from corral.cli._run import run_command
+from corral.progress._view import queue_reasons, utilisation
+from corral.scheduler import KEYED_LIMITS, Admission, KeyedLimit, LimitPhase, build_plan
+
+IDS = [limit.setting for limit in KEYED_LIMITS]
+
+
+@pytest.mark.parametrize("limit", KEYED_LIMITS, ids=IDS)
+def test_each_declaration_is_a_limit_a_statistic_a_setting_and_a_flag(limit: KeyedLimit) -> None:
+    assert limit.setting in {f.name for f in dataclasses.fields(Limits)}
+    assert limit.setting in SETTINGS
+    statistics = {f.name for f in dataclasses.fields(Statistics)}
+    assert limit.statistics in statistics
+    if limit.adaptive:
+        assert "effective_" + limit.statistics in statistics
+    assert limit.flag in {opt for param in run_command.params for opt in param.opts}
+    with pytest.raises(ConfigError, match=rf"{limit.setting}\['k'\]"):
+        RunConfig.of(**{limit.setting: {"k": 0}})
+    with pytest.raises(ConfigError, match=f"{limit.setting} names 'nope'"):
+        Limits(**{limit.setting: {"nope": 1}}).check_keys(  # type: ignore[arg-type]
+            **{other.statistics: () for other in KEYED_LIMITS}
+        )
+
+
+def test_at_most_one_declaration_adapts_to_rate_limits() -> None:
+    assert sum(limit.adaptive for limit in KEYED_LIMITS) <= 1
+
+
+def _admission(**limits: object) -> Admission:
+    tasks = {
+        "a": BenchmarkTaskMetadata("agent", "e1", model="m1"),
+        "b": BenchmarkTaskMetadata("agent", "e2", model="m2"),
+    }
+    plan = build_plan(tasks, None, include_dependencies=True, trials_per_task=4)
+    return Admission(plan, Limits.resolve(**limits), ["e1", "e2"])  # type: ignore[arg-type]
+
+
+def test_admission_keeps_one_counter_array_per_declaration() -> None:
+    admission = _admission(
+        max_parallel=8,
+        max_parallel_per_task=4,
+        max_parallel_by_model={"m1": 1},
+        max_parallel_by_environment={"e2": 2},
+        max_parallel_evaluations_by_environment={"e1": 1},
+    )
+    assert [c.limit for c in admission.counters] == list(KEYED_LIMITS)
+    started = admission.next_starts()
+    # m1 lets one of a's trials run, e2 two of b's.
+    assert sorted(admission.plan.task_ids[s.task] for s in started) == ["a", "b", "b"]
+    statistics = admission.statistics()
+    by_setting = {limit.setting: statistics.used(limit) for limit in KEYED_LIMITS}
+    assert by_setting == {
+        "max_parallel_by_model": {"m1": 1, "m2": 2},  # every model counts (rate limits)
+        "max_parallel_by_environment": {"e2": 2},
+        "max_parallel_evaluations_by_environment": {"e1": 0},
+    }
+    limits = admission.limits
+    rows = {label: (used, cap) for label, used, cap in utilisation(statistics, limits)}
+    assert rows["model m1"] == (1, 1) and rows["environment e2"] == (2, 2)
+    assert rows["evaluations in e1"] == (0, 1)
+    assert queue_reasons(statistics, limits) == ["model m1 1/1", "environment e2 2/2"]
+
+
+def test_phases_split_the_declarations() -> None:
+    phases = {limit.setting: limit.phase for limit in KEYED_LIMITS}
+    assert phases["max_parallel_evaluations_by_environment"] is LimitPhase.EVALUATION
+    assert phases["max_parallel_by_model"] is LimitPhase.EXECUTION
