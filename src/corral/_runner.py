@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import history
 from ._budget import NO_BUDGET, Budget, check_budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError, unwrap_single
@@ -674,8 +675,7 @@ async def _reopen(
     handed = []
     for (t, r), (seq, status) in trials.items():
         key = TrialKey(benchmark_id, plan.task_ids[t], r)
-        payload = {"reason": "rerun", "previous_status": str(status)}
-        commit = Commit(seq, "reopen", payload, now)
+        commit = Commit(seq, "reopen", history.encode(history.reopen(status)), now)
         handed.append((store.enqueue(key, [commit]), key, commit))
     for handle, key, commit in handed:
         await handle.wait()

@@ -8,7 +8,8 @@ from itertools import pairwise
 from typing import Any
 
 from .._records import TrialTable
-from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from ..history import finished_and_scored
 from ..store._protocol import TrialSummary
 from ._errors import ENDING_STATUSES, ErrorGroups, ending_message
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
@@ -19,11 +20,7 @@ from ._scores import task_means
 def is_finished(summary: TrialSummary) -> bool:
     """What a resume leaves alone: a terminal commit and, if its status is scored, an
     evaluation (a trial still to be scored is evaluated by the next run)."""
-    terminal = summary.terminal
-    if terminal is None:
-        return False
-    status = terminal.payload.get("status") if isinstance(terminal.payload, dict) else None
-    return summary.evaluation is not None or status not in EVALUATED_STATUSES
+    return finished_and_scored(summary.terminal, summary.evaluation)
 
 
 def records_from(

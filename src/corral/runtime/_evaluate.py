@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import replace
 
 import anyio
 
@@ -11,6 +11,7 @@ from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import with_evaluation
 from .._types import Commit, Evaluation, TrialRecord, TrialStatus
+from ..history import EvaluationPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
@@ -46,12 +47,10 @@ async def evaluate_trial(
                 with anyio.move_on_after(time_limit) as scope:
                     evaluation = await environment.evaluate(record)
                 if scope.cancelled_caught:
-                    payload = {
-                        "error": f"TimeoutError: evaluate() exceeded evaluation_timeout of "
-                        f"{time_limit} s",
-                        "error_type": "TimeoutError",
-                        "attempts": attempt + 1,
-                    }
+                    text = f"TimeoutError: evaluate() exceeded evaluation_timeout of {time_limit} s"
+                    payload = evaluation_failed(
+                        {"error": text, "error_type": "TimeoutError"}, attempts=attempt + 1
+                    )
                     break
             payload = _payload(evaluation, max_value_bytes)
             break
@@ -67,12 +66,12 @@ async def evaluate_trial(
                 await anyio.sleep(policy.delay(attempt))
                 attempt += 1
                 continue
-            payload = {**error_fields(exc), "attempts": attempt + 1}
+            payload = evaluation_failed(error_fields(exc), attempts=attempt + 1)
             break
     if record.status == TrialStatus.LIMIT:
         # Scored, but never a pass: said here too, for observers that see only this commit.
-        payload["trial_status"] = str(TrialStatus.LIMIT)
-    commit = Commit(seq, "evaluation", payload, time.time())
+        payload = replace(payload, trial_status=str(TrialStatus.LIMIT))
+    commit = Commit(seq, "evaluation", encode(payload), time.time())
     while True:
         try:
             handle = store.enqueue(key, [commit])
@@ -94,7 +93,7 @@ async def evaluate_trial(
     return with_evaluation(record, commit)
 
 
-def _payload(evaluation: object, limit: int) -> dict[str, Any]:
+def _payload(evaluation: object, limit: int) -> EvaluationPayload:
     if not isinstance(evaluation, Evaluation):
         raise TypeError(f"evaluate() returned {evaluation!r}, not an Evaluation")
     score = check_json(evaluation.score, "Evaluation.score")
@@ -102,8 +101,5 @@ def _payload(evaluation: object, limit: int) -> dict[str, Any]:
         raise TypeError(f"Evaluation.score must be a number, not {score!r}")
     if not isinstance(evaluation.passed, bool):
         raise TypeError(f"Evaluation.passed must be a bool, not {evaluation.passed!r}")
-    return {
-        "score": score,
-        "passed": evaluation.passed,
-        "details": check_json(evaluation.details, "Evaluation.details", limit),
-    }
+    details = check_json(evaluation.details, "Evaluation.details", limit)
+    return EvaluationPayload(score, evaluation.passed, details)
