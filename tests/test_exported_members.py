@@ -9,6 +9,7 @@ import pytest
 import corral
 import corral.agents
 import corral.executor
+import corral.history
 import corral.models
 import corral.progress
 import corral.report
@@ -34,6 +35,7 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.view, set()),
         # The engine's packages: what they hand the runner, the CLI and each other.
         (corral.executor, set()),
+        (corral.history, set()),
         (corral.progress, set()),
         (corral.report, set()),
         (corral.runtime, set()),
@@ -47,6 +49,7 @@ def isort_key(name: str) -> tuple[int, str]:
         "corral.agents",
         "corral.view",
         "corral.executor",
+        "corral.history",
         "corral.progress",
         "corral.report",
         "corral.runtime",

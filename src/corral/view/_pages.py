@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import history
 from .._errors import ConfigError
 from .._history import load_history
 from .._types import Commit
@@ -16,6 +17,7 @@ from ..report import BenchmarkReport
 from ..report import compare as compare_reports
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
+from ..history import SetupPayload
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._cache import Loaded
 from ._index import Row, TrialQuery, page_of, select
@@ -184,9 +186,11 @@ async def task_page(
 def previous_trial(commits: Sequence[Commit]) -> int | None:
     """The earlier trial whose evaluation this one was shown (recorded with its setup)."""
     setup = next((c for c in commits if c.kind == "setup"), None)
-    if setup is None or not isinstance(setup.payload, dict):
+    if setup is None:
         return None
-    saw = setup.payload.get("previous_trial")
+    payload = history.decode(setup)
+    assert isinstance(payload, SetupPayload)
+    saw = payload.previous_trial
     return saw if isinstance(saw, int) else None
 
 
