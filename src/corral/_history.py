@@ -10,7 +10,7 @@ from typing import Any
 from ._errors import ConfigError
 from ._suggest import did_you_mean
 from ._types import Commit
-from .history import TrialFold, terminal_of
+from .history import StoredConfig, TrialFold, terminal_of
 from .store import CommitStore, TrialKey
 
 
@@ -68,17 +68,18 @@ async def load_history(
         config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise await no_benchmark(store, benchmark_id, "the store")
-    tasks = config["tasks"]
+    stored = StoredConfig.decode(config)
+    tasks = stored.tasks
     if task_id not in tasks:
         hint = did_you_mean(task_id, tasks)
         raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
-    trials = int(config["trials_per_task"])
+    trials = stored.trials_per_task
     if not 0 <= trial < trials:
         raise ConfigError(
             f"trial {trial} is out of range: benchmark {benchmark_id!r} has trials 0..{trials - 1}"
         )
     parents = {}
-    for parent in tasks[task_id].get("dependencies", []):
+    for parent in tasks[task_id].dependencies:
         history = await store.history(TrialKey(benchmark_id, parent, trial))
         terminal = TrialFold.of(history).terminal
         if terminal is None:
@@ -87,7 +88,8 @@ async def load_history(
             ended = terminal_of(terminal)
             parents[parent] = ParentResult(str(ended.status), ended.output)
     commits = await store.history(TrialKey(benchmark_id, task_id, trial))
-    return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
+    metadata = stored.entry(task_id)  # shown as stored (`corral show --json`)
+    return TrialHistory(benchmark_id, task_id, trial, metadata, parents, commits)
 
 
 async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:

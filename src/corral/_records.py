@@ -25,8 +25,12 @@ def record_of(
     started_at: float,
     usage: Usage,
     keep_state: bool = True,
+    ended: history.TerminalPayload | None = None,
 ) -> TrialRecord:
-    payload = history.terminal_of(terminal)
+    """The record of a trial that ended with ``terminal`` (``ended``: its payload, if the
+    caller has it, whose stamp need not be filled in) and, if given, was scored by
+    ``evaluation``."""
+    payload = history.terminal_of(terminal) if ended is None else ended
     state = payload.state
     record = TrialRecord(
         task_id=task_id,
@@ -42,14 +46,17 @@ def record_of(
         state=None if not keep_state or state is UNCHANGED else state,
         traceback=payload.traceback,
         limit=payload.limit,
-        working_time=payload.stamp.worked,
+        working_time=history.worked_of(terminal),
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
 
-def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
-    """``record`` once its evaluation commit exists."""
-    payload = history.evaluation_of(commit)
+def with_evaluation(
+    record: TrialRecord, commit: Commit, scored: history.EvaluationPayload | None = None
+) -> TrialRecord:
+    """``record`` once its evaluation commit exists (``scored``: its payload, if the
+    caller has it)."""
+    payload = history.evaluation_of(commit) if scored is None else scored
     evaluation = payload.evaluation
     error, evaluation_error, trace = record.error, None, record.traceback
     if evaluation is None:

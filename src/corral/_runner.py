@@ -28,6 +28,7 @@ from ._suggest import did_you_mean
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import RayExecutor, check_executor, remote_for
+from .history import StoredConfig
 from .report import BenchmarkReport, build_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
@@ -395,8 +396,8 @@ class CorralRunner:
             f"benchmark {benchmark_id!r} did not run with these tasks "
             "({}): rescore it with the file it ran with; only the scorer may change"
         )
-        stored: Mapping[str, Any] = config["tasks"]
-        trials = int(config["trials_per_task"])
+        stored = StoredConfig.decode(config)
+        trials = stored.trials_per_task
         bases: dict[str, None] = {}
         models = set()
         for task_id in task_ids:
@@ -410,9 +411,12 @@ class CorralRunner:
                 hint = did_you_mean(task_id, self.tasks)
                 raise ConfigError(refusal.format(f"this file has no task {task_id!r}{hint}"))
         plan, _ = self.prepare(list(bases), trials, models=sorted(models) or None)
-        now = plan.config()["tasks"]
-        before = {"trials_per_task": trials, "tasks": {t: stored[t] for t in task_ids}}
-        after = {"trials_per_task": trials, "tasks": {t: now.get(t, {}) for t in task_ids}}
+        now = StoredConfig.decode(plan.config())
+        before = {"trials_per_task": trials, "tasks": {t: stored.entry(t) for t in task_ids}}
+        after = {
+            "trials_per_task": trials,
+            "tasks": {t: now.entry(t) if t in now.tasks else {} for t in task_ids},
+        }
         if before != after:
             raise ConfigError(refusal.format(first_difference(before, after)))
 
@@ -749,7 +753,7 @@ async def _whole_report(
     run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
     file never shrinks to a subset."""
     config = await store.benchmark_config(report.benchmark_id)
-    if config is None or set(config["tasks"]) == set(report.tasks):
+    if config is None or set(StoredConfig.decode(config).tasks) == set(report.tasks):
         return report
     return build_report(
         report.benchmark_id,

@@ -22,6 +22,7 @@ from ..history import (
     EvaluationPayload,
     ReopenPayload,
     SetupPayload,
+    StoredTask,
     TerminalPayload,
     ToolEffectPayload,
     decode,
@@ -60,7 +61,7 @@ def render_history(history: TrialHistory) -> RenderableType:
 
 
 def _header(history: TrialHistory) -> Table:
-    meta = history.metadata
+    meta = StoredTask.decode(history.metadata)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
@@ -72,14 +73,14 @@ def _header(history: TrialHistory) -> Table:
     )
     grid.add_row(
         "task",
-        f"agent {meta.get('agent_id')} · environment {meta.get('environment_id')} · "
-        f"model {meta.get('model') or '-'} · max_iterations {meta.get('max_iterations')}",
+        f"agent {meta.agent_id} · environment {meta.environment_id} · "
+        f"model {meta.model or '-'} · max_iterations {meta.max_iterations}",
     )
     grid.add_row("outcome", _outcome(history.commits))
     grid.add_row("budget", budget_text(latest_attempt(history.commits)))
     if history.commits:
         grid.add_row("started", _timestamp(history.commits[0].created_at))
-    grid.add_row("inputs", compact(meta.get("inputs", {})))
+    grid.add_row("inputs", compact({} if meta.inputs is None else meta.inputs))
     for parent, result in history.parents.items():
         grid.add_row(
             f"from {parent}",

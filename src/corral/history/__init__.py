@@ -1,7 +1,8 @@
 """A trial's commit history: the kinds of commit, a typed payload per kind with the one
 encoder and decoder of the stored JSON, and the one fold of a trial's commits.
 
-The engine's internals (the runner, runtime, scheduler, stores, report, CLI and
+The stored benchmark configuration is typed here too (`StoredConfig`). The engine's
+internals (the runner, runtime, scheduler, stores, report, CLI and
 viewer read and write commits only through these)."""
 
 from ._codec import (
@@ -16,6 +17,7 @@ from ._codec import (
     terminal_of,
     worked_of,
 )
+from ._config import StoredConfig, StoredTask, StoredTasks
 from ._fold import TrialFold, finished_and_scored, last_of_kind, latest_attempt
 from ._kinds import KINDS, CommitKind
 from ._payloads import (
@@ -42,6 +44,9 @@ __all__ = [
     "ReopenPayload",
     "SetupPayload",
     "Stamp",
+    "StoredConfig",
+    "StoredTask",
+    "StoredTasks",
     "TerminalPayload",
     "ToolEffectPayload",
     "TrialFold",

@@ -36,7 +36,7 @@ _EMPTY: Mapping[str, Any] = {}
 def encode(payload: Payload, stamp: Stamp | None = None) -> dict[str, Any]:
     """``payload`` as the JSON object a commit stores (``stamp`` in place of its own)."""
     out = _ENCODERS[type(payload)](payload)
-    s = payload.stamp if stamp is None and hasattr(payload, "stamp") else stamp
+    s = stamp if stamp is not None else getattr(payload, "stamp", None)
     if s is not None and s is not _NO_STAMP:
         if s.worked is not None:
             out["worked"] = s.worked
@@ -77,8 +77,15 @@ def _terminal(p: Any) -> dict[str, Any]:
     }
     if p.state is not UNCHANGED:
         out["state"] = p.state
-    for name in ("error_type", "traceback", "limit", "spent", "limit_value", "cause"):
-        value = getattr(p, name)
+    extra = (
+        ("error_type", p.error_type),
+        ("traceback", p.traceback),
+        ("limit", p.limit),
+        ("spent", p.spent),
+        ("limit_value", p.limit_value),
+        ("cause", p.cause),
+    )
+    for name, value in extra:
         if value is not None:
             out[name] = value
     return out
@@ -231,7 +238,6 @@ def action_seq_of(commit: Commit) -> int | None:
 
 
 def worked_of(commit: Commit) -> float | None:
-    """The working time a commit recorded, if it did."""
+    """The working time a commit recorded (seconds, as stored), if it did."""
     p = commit.payload
-    worked = p.get("worked") if type(p) is dict else None
-    return None if worked is None else float(worked)
+    return p.get("worked") if type(p) is dict else None

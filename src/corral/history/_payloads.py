@@ -135,7 +135,9 @@ def terminal(
     """The terminal payload of an attempt that ended ``status``: every writer builds
     it here. ``failure``: the error's fields (``error``, ``error_type``,
     ``traceback``; a budget's ``limit``, ``spent``, ``limit_value``)."""
-    f = failure or _NO_DETAILS
+    if not failure:  # the common case, without a look-up per field
+        return TerminalPayload(status, output, None, attempts, state, cause=cause)
+    f = failure
     return TerminalPayload(
         status,
         output,

@@ -71,7 +71,7 @@ async def evaluate_trial(
     if record.status == TrialStatus.LIMIT:
         # Scored, but never a pass: said here too, for observers that see only this commit.
         payload = replace(payload, trial_status=str(TrialStatus.LIMIT))
-    commit = Commit(seq, "evaluation", encode(payload), time.time())
+    commit = ours = Commit(seq, "evaluation", encode(payload), time.time())
     while True:
         try:
             handle = store.enqueue(key, [commit])
@@ -90,7 +90,7 @@ async def evaluate_trial(
                 break
             await anyio.sleep(policy.delay(attempt))
             attempt += 1
-    return with_evaluation(record, commit)
+    return with_evaluation(record, commit, payload if commit is ours else None)
 
 
 def _payload(evaluation: object, limit: int) -> EvaluationPayload:

@@ -37,7 +37,16 @@ class Projection(TrialFold):
     """What a history means: the fold's views (terminal, evaluation, usage, failed
     attempts), and the state, steps and turns of the latest attempt."""
 
-    __slots__ = ("history", "has_setup", "state", "previous_trial", "steps", "iteration", "turn")
+    __slots__ = (
+        "history",
+        "has_setup",
+        "state",
+        "previous_trial",
+        "steps",
+        "iteration",
+        "turn",
+        "ended",
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -49,6 +58,9 @@ class Projection(TrialFold):
         self.steps: list[Step] = []
         self.iteration = 0
         self.turn: PendingTurn | None = None
+        #: The latest attempt's terminal payload (that of the fold's `terminal`; as its
+        #: writer gave it, so without its stamp: read that from the commit).
+        self.ended: TerminalPayload | None = None
 
     def apply(self, commit: Commit, payload: Payload | None = None) -> None:
         """Fold ``commit`` in (``payload``: its typed payload, if the caller has it)."""
@@ -80,6 +92,7 @@ class Projection(TrialFold):
             self._close_turn()
             end = history.terminal_of(commit) if payload is None else payload
             assert isinstance(end, TerminalPayload)
+            self.ended = end
             state = end.state
             if state is not UNCHANGED:
                 self.state = state
@@ -89,7 +102,7 @@ class Projection(TrialFold):
             # what it spent still counts (the fold's `earlier_usage`).
             self.history = []
             self.has_setup = False
-            self.state = self.previous_trial = self.turn = None
+            self.state = self.previous_trial = self.turn = self.ended = None
             self.steps = []
             self.iteration = 0
         self.history.append(commit)
@@ -101,7 +114,7 @@ class Projection(TrialFold):
             if commit.kind != CommitKind.EVALUATION:
                 worked = history.worked_of(commit)
                 if worked is not None:
-                    return worked
+                    return float(worked)
         return 0.0
 
     def _close_turn(self) -> None:

@@ -151,8 +151,8 @@ class _Writer:
         worked = round(self.clock.spent, 6)
         commits = []
         for kind, payload, usage in items:
-            stored = encode(payload, _stamp(self.plan, self.projection, kind, worked))
-            commit = Commit(self.next_seq, kind, stored, now, usage)
+            stamp = _stamp(self.plan, self.projection, kind, worked)
+            commit = Commit(self.next_seq, kind, encode(payload, stamp), now, usage)
             commits.append(commit)
             self.projection.apply(commit, payload)
             self.next_seq += 1
@@ -578,6 +578,7 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
         evaluation=None,
         commits=projection.commits,
         started_at=projection.started_at,
+        ended=projection.ended,
         usage=usage,
     )
     return TrialOutcome(record, projection.next_seq, projection.previous_trial)

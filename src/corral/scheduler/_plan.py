@@ -13,6 +13,7 @@ from .._json import check_json
 from .._sources import TaskSource
 from .._suggest import did_you_mean
 from .._types import BenchmarkTaskMetadata
+from ..history import StoredConfig, StoredTask
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +43,13 @@ class RunPlan:
         """
         view = self.metadata
         if isinstance(view, SourceView):
-            tasks = {}
-            for task_id in self.task_ids:
-                entry = metadata_dict(view.source.skeleton(task_id))
-                entry["inputs"] = view.source.inputs_digest(task_id)
-                tasks[task_id] = entry
+            source = view.source
+            tasks = {
+                t: StoredTask.of(source.skeleton(t), source.inputs_digest(t)) for t in self.task_ids
+            }
         else:
-            tasks = {t: metadata_dict(m) for t, m in zip(self.task_ids, view, strict=True)}
-        return {"trials_per_task": self.trials_per_task, "tasks": tasks}
+            tasks = {t: stored_task(m) for t, m in zip(self.task_ids, view, strict=True)}
+        return StoredConfig(self.trials_per_task, tasks).encode()
 
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
@@ -85,16 +85,9 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
         return self.source[self.task_ids[index]]
 
 
-def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
-    return {
-        "agent_id": meta.agent_id,
-        "environment_id": meta.environment_id,
-        "model": meta.model,
-        "max_iterations": meta.max_iterations,
-        "dependencies": list(meta.dependencies),
-        # As JSON will store it (tuples as lists), so a resumed run compares equal.
-        "inputs": check_json(meta.inputs, "inputs"),
-    }
+def stored_task(meta: BenchmarkTaskMetadata) -> StoredTask:
+    # The inputs as JSON will store them (tuples as lists), so a resumed run compares equal.
+    return StoredTask.of(meta, check_json(meta.inputs, "inputs"))
 
 
 def build_plan(
@@ -269,7 +262,7 @@ def scoring_plan(
 ) -> RunPlan:
     """The plan of a rescore: a stored benchmark's tasks (or some of them), with their
     recorded metadata and no dependencies (scoring one trial needs no other)."""
-    stored: Mapping[str, Any] = config.get("tasks", {})
+    stored = StoredConfig.decode(config).tasks
     if task_ids is not None:
         if isinstance(task_ids, str) or not isinstance(task_ids, Sequence) or not task_ids:
             raise ConfigError(
@@ -280,16 +273,11 @@ def scoring_plan(
                 hint = did_you_mean(str(task_id), stored)
                 raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
     chosen = set(stored if task_ids is None else task_ids)
-    tasks = {
-        task_id: BenchmarkTaskMetadata(
-            entry.get("agent_id", ""),  # a rescore never asks the agent
-            entry["environment_id"],
-            model=entry.get("model"),
-            max_iterations=entry.get("max_iterations", 10),
-        )
-        for task_id, entry in stored.items()
-        if task_id in chosen
-    }
+    # The agent id may be missing: a rescore never asks the agent.
+    tasks = {t: stored[t].metadata() for t in stored if t in chosen}
     return build_plan(
-        tasks, None, include_dependencies=True, trials_per_task=int(config["trials_per_task"])
+        tasks,
+        None,
+        include_dependencies=True,
+        trials_per_task=StoredConfig.decode(config).trials_per_task,
     )

@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup
 
 from .._errors import ConfigError, StoreCorrupt
 from .._records import TrialTable
+from ..history import StoredConfig
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._passk import default_ks
 from ..store import CommitStore
@@ -32,8 +33,9 @@ class Loaded:
     def __init__(self, benchmark_id: str, config: Mapping[str, Any], now: float) -> None:
         self.benchmark_id = benchmark_id
         self.config = config
-        self.trials_per_task = int(config["trials_per_task"])
-        self.expected = len(config["tasks"]) * self.trials_per_task
+        self.stored = StoredConfig.decode(config)
+        self.trials_per_task = self.stored.trials_per_task
+        self.expected = len(self.stored.tasks) * self.trials_per_task
         self.rows: list[Row] = []
         self.started = now
         self.done = anyio.Event()
@@ -72,8 +74,8 @@ class Loaded:
             self._progress.set()
 
     async def _fill(self, store: CommitStore) -> None:
-        tasks = self.config["tasks"]
-        meta = {t: (m.get("model"), str(m.get("environment_id", ""))) for t, m in tasks.items()}
+        tasks = self.stored.tasks
+        meta = {t: (m.model, str(m.environment_id)) for t, m in tasks.items()}
         table = TrialTable(self.trials_per_task)
         async for chunk in store.scan(self.benchmark_id):
             for s in chunk:
