@@ -1,9 +1,11 @@
 """The model client's overhead, and a run through a storm of 429s.
 
     PYTHONPATH=src python bench/model_client.py [--calls 2000 --parallel 64 --trials 1000]
+        [--provider openai|anthropic]
 
-The `FakeChatServer` runs in a child process, so the CPU time measured here is
-the client's alone (httpx, JSON, Corral's mapping), not the server's.
+The `FakeChatServer` (or, with ``--provider anthropic``, `FakeAnthropicServer`
+and `corral.models.Anthropic`) runs in a child process, so the CPU time measured
+here is the client's alone (httpx, JSON, Corral's mapping), not the server's.
 
 1. Client CPU per call: sequential calls, process CPU time / calls.
 2. Calls/s at P = 64: 64 tasks share one pooled client (64 connections).
@@ -28,8 +30,8 @@ import corral
 from corral import Action, Evaluation, ToolEffect, TrialRecord
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
-from corral.models import OpenAICompatible
-from corral.testing import ChatReply, FakeChatServer
+from corral.models import Anthropic, OpenAICompatible
+from corral.testing import ChatReply, FakeAnthropicServer, FakeChatServer, chat_request
 
 ECHO = corral.Tool("echo", "Echo a word.", {"type": "object", "properties": {"w": {}}})
 HELLO = [{"role": "user", "content": "Say hello."}]
@@ -50,10 +52,19 @@ class StormScript:
         return ChatReply.text("hi", usage=(60, 2))
 
 
-def serve(rate: float, urls: Any, stop: Any) -> None:
-    with FakeChatServer(StormScript(rate)) as server:
+def serve(rate: float, urls: Any, stop: Any, provider: str) -> None:
+    script = StormScript(rate)
+    if provider == "openai":
+        server: Any = FakeChatServer(script)
+    else:
+        server = FakeAnthropicServer(lambda body: script(chat_request(body)))
+    with server:
         urls.put(server.url)
         stop.wait()
+
+
+def client(url: str, provider: str) -> OpenAICompatible | Anthropic:
+    return (OpenAICompatible if provider == "openai" else Anthropic)("bench-model", base_url=url)
 
 
 class Echo:
@@ -84,8 +95,8 @@ class Trace:
             self.effective.append(self.info.statistics().effective_by_model["bench-model"])
 
 
-async def client_overhead(url: str, calls: int, parallel: int) -> dict[str, float]:
-    model = OpenAICompatible("bench-model", base_url=url)
+async def client_overhead(url: str, provider: str, calls: int, parallel: int) -> dict[str, float]:
+    model = client(url, provider)
     async with model.pool(parallel):
         for _ in range(50):  # warm up: connections, imports
             await model.complete(HELLO)
@@ -114,14 +125,14 @@ async def client_overhead(url: str, calls: int, parallel: int) -> dict[str, floa
     }
 
 
-async def storm_run(url: str, trials: int, parallel: int) -> dict[str, Any]:
+async def storm_run(url: str, provider: str, trials: int, parallel: int) -> dict[str, Any]:
     tasks = {
         f"t{i}": Meta("agent", "echo", model="bench-model", max_iterations=3) for i in range(trials)
     }
     trace = Trace()
     runner = corral.CorralRunner(
         tasks,
-        {"agent": ToolAgent(OpenAICompatible("bench-model", base_url=url))},
+        {"agent": ToolAgent(client(url, provider))},
         {"echo": Echo()},
         store=corral.MemoryStore(),
         max_retries=0,
@@ -147,14 +158,14 @@ async def storm_run(url: str, trials: int, parallel: int) -> dict[str, Any]:
     }
 
 
-def with_server(rate: float, work: Any, *args: Any) -> Any:
+def with_server(rate: float, provider: str, work: Any, *args: Any) -> Any:
     ctx = multiprocessing.get_context("spawn")
     urls, stop = ctx.Queue(), ctx.Event()
-    child = ctx.Process(target=serve, args=(rate, urls, stop), daemon=True)
+    child = ctx.Process(target=serve, args=(rate, urls, stop, provider), daemon=True)
     child.start()
     try:
         url = urls.get(timeout=30)
-        return anyio.run(work, url, *args)
+        return anyio.run(work, url, provider, *args)
     finally:
         stop.set()
         child.join(10)
@@ -166,10 +177,12 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--storm-parallel", type=int, default=32)
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
     args = parser.parse_args()
+    provider = args.provider
     results = {
-        "client": with_server(0.0, client_overhead, args.calls, args.parallel),
-        "storm": with_server(0.1, storm_run, args.trials, args.storm_parallel),
+        "client": with_server(0.0, provider, client_overhead, args.calls, args.parallel),
+        "storm": with_server(0.1, provider, storm_run, args.trials, args.storm_parallel),
     }
     print(json.dumps(results, indent=1))
 

@@ -1,4 +1,6 @@
-"""Peak memory of a run against the number of tasks: a dict of tasks vs a TaskSource.
+"""Peak memory of a run against the number of tasks: a dict of tasks vs a TaskSource
+vs a dataset read by `corral.datasets.from_jsonl` (scored by `corral.scorers.exact`
+against each row's target, so every evaluation reads its task's target too).
 
     python bench/streaming_memory.py [--tasks 10000 50000 100000 --prompt 2000]
 
@@ -20,7 +22,7 @@ from pathlib import Path
 import anyio
 
 import corral
-from corral import BenchmarkTaskMetadata, Final
+from corral import BenchmarkTaskMetadata, Final, datasets, scorers
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 
@@ -48,7 +50,19 @@ def child(kind: str, tasks: int, prompt: int) -> None:
             }
             f.write(json.dumps(row) + "\n")
     source: corral.TaskSource | dict[str, BenchmarkTaskMetadata]
-    if kind == "source":
+    environment = FakeEnvironment()
+    if kind == "dataset":  # a plain dataset: its own fields, mapped to tasks
+        data = tmp / "data.jsonl"
+        with open(data, "w") as f:
+            for i in range(tasks):
+                row = {"id": f"q-{i:07d}", "question": "x" * prompt, "answer": str(prompt)}
+                f.write(json.dumps(row) + "\n")
+        jsonl.unlink()
+        source = datasets.from_jsonl(
+            data, agent_id="a", environment_id="e", input="question", target="answer"
+        )
+        environment = FakeEnvironment(evaluate=scorers.exact())
+    elif kind == "source":
         source = corral.TaskSource.jsonl(jsonl)
     else:  # what a user does without a source: every task in a dict
         source = {}
@@ -61,7 +75,7 @@ def child(kind: str, tasks: int, prompt: int) -> None:
     runner = corral.CorralRunner(
         source,
         {"a": ScriptedAgent(lambda s: Final(len(s.inputs["prompt"])))},
-        {"e": FakeEnvironment()},
+        {"e": environment},
         store=tmp / "store.db",
     )
 
@@ -70,6 +84,9 @@ def child(kind: str, tasks: int, prompt: int) -> None:
 
     anyio.run(go)
     print(json.dumps({"kind": kind, "tasks": tasks, "peak_rss_mb": round(peak.rss_mb, 1)}))
+
+
+KINDS = ("dict", "source", "dataset")
 
 
 def main() -> None:
@@ -82,7 +99,7 @@ def main() -> None:
         child(args.child[0], int(args.child[1]), args.prompt)
         return
     rows = {}
-    for kind in ("dict", "source"):
+    for kind in KINDS:
         for n in args.tasks:
             out = subprocess.run(
                 [sys.executable, __file__, "--prompt", str(args.prompt), "--child", kind, str(n)],
@@ -91,11 +108,17 @@ def main() -> None:
                 check=True,
             )
             rows[(kind, n)] = json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
-    print(f"{'tasks':>8} {'dict MB':>9} {'source MB':>10}   (prompt {args.prompt} chars per task)")
+    print(
+        f"{'tasks':>8} {'dict MB':>9} {'source MB':>10} {'dataset MB':>11}"
+        f"   (prompt {args.prompt} chars per task)"
+    )
     for n in args.tasks:
-        print(f"{n:>8} {rows[('dict', n)]:>9.1f} {rows[('source', n)]:>10.1f}")
+        print(
+            f"{n:>8} {rows[('dict', n)]:>9.1f} {rows[('source', n)]:>10.1f}"
+            f" {rows[('dataset', n)]:>11.1f}"
+        )
     first, last = args.tasks[0], args.tasks[-1]
-    for kind in ("dict", "source"):
+    for kind in KINDS:
         per = (rows[(kind, last)] - rows[(kind, first)]) * 1024 / (last - first)
         print(f"{kind}: {per:.2f} KB of peak RSS per extra task")
 

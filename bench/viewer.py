@@ -5,8 +5,9 @@
 For each size: a store of that many finished trials (5 commits each, written
 straight through the store API), ``corral view`` started cold, then Chromium
 (/usr/bin/chromium, headless) opens the benchmark's page. "first screen" is from
-navigation to the trial list's first page drawn; "summary" to pass@k drawn (the
-whole benchmark read); "warm" a second visit once loaded; "filtered" a deep link
+navigation to the trial list's first page drawn (the Trials tab, shown first);
+"summary" to pass@k drawn (the whole benchmark read: with it the other tabs and
+the charts); "warm" a second visit once loaded; "filtered" a deep link
 to a filtered, sorted page 2 once loaded. Then the export of ``--export-trials`` trials: its size.
 """
 

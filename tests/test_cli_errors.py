@@ -125,7 +125,7 @@ def test_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     def full(*args: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", "reports/bench.json")
 
-    monkeypatch.setattr("corral._runner._write_report", full)
+    monkeypatch.setattr("corral._runner.write_report", full)
     line = _one_error_line(_run(tmp_path, _bench(tmp_path)), 1)
     assert "No space left on device: 'reports/bench.json'" in line
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from corral._runner import report_file_name
+from corral.report._files import report_file_name
 
 from .test_cli_wording import BENCH, cli, ran
 

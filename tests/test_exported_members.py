@@ -8,6 +8,7 @@ import pytest
 
 import corral
 import corral.agents
+import corral.datasets
 import corral.executor
 import corral.history
 import corral.models
@@ -15,6 +16,7 @@ import corral.progress
 import corral.report
 import corral.runtime
 import corral.scheduler
+import corral.scorers
 import corral.store
 import corral.testing
 import corral.view
@@ -33,6 +35,8 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.models, set()),
         (corral.agents, set()),
         (corral.view, set()),
+        (corral.scorers, set()),
+        (corral.datasets, set()),
         # The engine's packages: what they hand the runner, the CLI and each other.
         (corral.executor, set()),
         (corral.history, set()),
@@ -48,6 +52,8 @@ def isort_key(name: str) -> tuple[int, str]:
         "corral.models",
         "corral.agents",
         "corral.view",
+        "corral.scorers",
+        "corral.datasets",
         "corral.executor",
         "corral.history",
         "corral.progress",

@@ -1,5 +1,6 @@
 """A hostile endpoint never hangs a run or blows its memory: `OpenAICompatible` and
-`ToolAgent` against `HostileChatServer` over real HTTP on 127.0.0.1."""
+`ToolAgent` against `HostileChatServer` over real HTTP on 127.0.0.1 (and
+`Anthropic` against `FakeAnthropicServer`, where the case is not OpenAI's own)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import pytest
 import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
-from corral.models import OpenAICompatible
+from corral.models import Anthropic, OpenAICompatible
 from corral.runtime._ratelimit import as_rate_limit
-from corral.testing import ChatReply, FakeEnvironment, HostileChatServer, HostileReply
+from corral.testing import (
+    ChatReply,
+    FakeAnthropicServer,
+    FakeEnvironment,
+    FakeModelServer,
+    HostileChatServer,
+    HostileReply,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -23,11 +31,31 @@ NO_HANG = 10.0
 MB = 1024 * 1024
 
 
+#: The model clients, each against its API's fake.
+PROVIDERS = ("openai", "anthropic")
+
+
 def client(server: HostileChatServer, **kwargs: Any) -> OpenAICompatible:
     return OpenAICompatible("m", base_url=server.url, api_key="", **kwargs)
 
 
-async def run_one(model: OpenAICompatible, **runner: Any) -> corral.TrialRecord:
+def hostile(provider: str, reply: Any) -> FakeModelServer:
+    """A fake of ``provider``'s API that answers every request with ``reply`` (or
+    each with the next of a list of replies)."""
+    if provider == "openai":
+        return HostileChatServer(reply)
+    return FakeAnthropicServer(reply if isinstance(reply, list) else lambda body: reply)
+
+
+def model_for(
+    provider: str, server: FakeModelServer, **kwargs: Any
+) -> OpenAICompatible | Anthropic:
+    if provider == "openai":
+        return OpenAICompatible("m", base_url=server.url, api_key="", **kwargs)
+    return Anthropic("m", base_url=server.url, api_key="", **kwargs)
+
+
+async def run_one(model: OpenAICompatible | Anthropic, **runner: Any) -> corral.TrialRecord:
     """One trial of a ToolAgent on ``model``; its record."""
     tasks = {"t": Meta("a", "e", model="m")}
     run = corral.CorralRunner(
@@ -58,9 +86,10 @@ def test_a_refusal_with_status_429_is_not_a_rate_limit() -> None:
     assert as_rate_limit(corral.RateLimited("slow down", retry_after=1)) is not None
 
 
-async def test_retry_after_zero_forever_ends_the_trial() -> None:
-    with HostileChatServer(ChatReply.rate_limited(0)) as server:
-        record = await run_one(client(server))  # the default caps
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_retry_after_zero_forever_ends_the_trial(provider: str) -> None:
+    with hostile(provider, ChatReply.rate_limited(0)) as server:
+        record = await run_one(model_for(provider, server))  # the default caps
     assert str(record.status) == "error" and record.error is not None
     assert record.error.startswith("RateLimited: HTTP 429")
     assert "still rate limited after 100 waits (max_deferrals=100)" in record.error
@@ -78,9 +107,11 @@ async def test_retry_after_zero_forever_ends_the_trial() -> None:
     ],
     ids=["1e9", "1e300", "ms-1e15", "99999h", "year-9999"],
 )
-async def test_absurd_waits_are_capped(reply: ChatReply) -> None:
-    with HostileChatServer(reply) as server:
-        record = await run_one(client(server), max_rate_limit_wait=0.01, max_deferrals=2)
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_absurd_waits_are_capped(provider: str, reply: ChatReply) -> None:
+    with hostile(provider, reply) as server:
+        model = model_for(provider, server)
+        record = await run_one(model, max_rate_limit_wait=0.01, max_deferrals=2)
     assert str(record.status) == "error" and record.error is not None
     assert "waited 0.01 s (max_rate_limit_wait)" in record.error
     assert server.calls == 3
@@ -91,13 +122,15 @@ async def test_absurd_waits_are_capped(reply: ChatReply) -> None:
     [HostileReply.slow_headers(20), HostileReply.slow_body(20), HostileReply.endless(0.05)],
     ids=["slow-headers", "slow-body", "endless"],
 )
-async def test_one_deadline_bounds_the_whole_request(reply: HostileReply) -> None:
-    with HostileChatServer(reply) as server:
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_one_deadline_bounds_the_whole_request(provider: str, reply: HostileReply) -> None:
+    with hostile(provider, reply) as server:
+        model = model_for(provider, server, timeout=0.5)
         start = anyio.current_time()
         with anyio.fail_after(NO_HANG), pytest.raises(corral.ModelUnavailable) as caught:
-            await client(server, timeout=0.5).complete(HELLO)
+            await model.complete(HELLO)
         took = anyio.current_time() - start
-    assert f"{server.url}/chat/completions" in str(caught.value)
+    assert model.url in str(caught.value) and model.url.startswith(server.url)
     assert "within the timeout of 0.5 s" in str(caught.value)
     assert 0.5 <= took < 2.5  # the deadline, and slack for a loaded machine
 

@@ -12,10 +12,16 @@ import pytest
 import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
-from corral.models import OpenAICompatible
-from corral.testing import ChatReply, ConcurrencyGauge, HostileChatServer, HostileReply
+from corral.models import Anthropic, OpenAICompatible
+from corral.testing import (
+    ChatReply,
+    ConcurrencyGauge,
+    HostileChatServer,
+    HostileReply,
+    chat_request,
+)
 
-from .test_model_hardening import HELLO, client
+from .test_model_hardening import HELLO, PROVIDERS, client, hostile, model_for
 
 pytestmark = pytest.mark.anyio
 
@@ -38,6 +44,56 @@ async def test_a_malformed_reply_names_the_endpoint_and_the_fault(reply: Any, na
     message = str(caught.value)
     assert f"from {server.url}/chat/completions is not a chat completion" in message
     assert named in message
+
+
+def message(**fields: Any) -> HostileReply:
+    """A Messages API reply with these fields."""
+    return HostileReply.raw({"type": "message", "role": "assistant", "content": [], **fields})
+
+
+@pytest.mark.parametrize(
+    ("reply", "named"),
+    [
+        (message(content=5), "content is 5, not a list"),
+        (message(content=[7]), "a content block that is not an object: 7"),
+        (message(content=[{"type": "tool_use", "input": {}}]), "a tool_use block without a name"),
+        (message(content=[{"type": "text", "text": {"a": 1}}]), "a text block whose text is"),
+        (message(content=[{"type": "thinking"}]), "a thinking block whose thinking is None"),
+        (message(usage={"input_tokens": 10**30}), "usage.input_tokens"),
+        (message(usage={"cache_read_input_tokens": -5}), "usage.cache_read_input_tokens"),
+        (message(usage={"cache_creation_input_tokens": 2.5}), "usage.cache_creation_input"),
+        (HostileReply.raw({"choices": []}), "content is None, not a list"),
+        (HostileReply.raw([1, 2]), "the body is not a JSON object"),
+    ],
+    ids=[
+        "content-int",
+        "block-int",
+        "tool-no-name",
+        "text-object",
+        "thinking-none",
+        "input-tokens",
+        "cache-read",
+        "cache-write",
+        "openai-body",
+        "array",
+    ],
+)
+async def test_a_malformed_messages_reply_names_the_endpoint_and_the_fault(
+    reply: HostileReply, named: str
+) -> None:
+    with hostile("anthropic", reply) as server:
+        with pytest.raises(corral.ModelUnavailable) as caught:
+            await model_for("anthropic", server).complete(HELLO)
+    text = str(caught.value)
+    assert f"from {server.url}/v1/messages is not a Messages API reply" in text
+    assert named in text
+
+
+async def test_tool_input_that_is_not_an_object_reaches_the_agent_as_written() -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "echo", "input": "oops"}
+    with hostile("anthropic", message(content=[use, {"type": "mystery"}])) as server:
+        response = await model_for("anthropic", server).complete(HELLO)
+    assert response.content is None and response.tool_calls[0].arguments == '"oops"'
 
 
 async def test_content_that_is_not_text_is_kept_as_json() -> None:
@@ -67,13 +123,14 @@ class Echo:
         return corral.Evaluation(1.0, True)
 
 
-async def test_the_tool_calls_of_one_turn_are_bounded() -> None:
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_the_tool_calls_of_one_turn_are_bounded(provider: str) -> None:
     many = ChatReply.tools(*[("echo", {"i": i}) for i in range(5000)])
-    with HostileChatServer([many, ChatReply.text("done")]) as server:
+    with hostile(provider, [many, ChatReply.text("done")]) as server:
         env = Echo()
         runner = corral.CorralRunner(
             {"t": Meta("a", "e")},
-            {"a": ToolAgent(client(server), max_tool_calls=8)},
+            {"a": ToolAgent(model_for(provider, server), max_tool_calls=8)},
             {"e": env},
             store=corral.MemoryStore(),
         )
@@ -89,14 +146,16 @@ async def test_the_tool_calls_of_one_turn_are_bounded() -> None:
         )
         assert len(effects) == 9 and effects.count(refusal) == 1
         # The model sees the refusal as the answer to the last call of that turn.
-        last = server.requests[-1]["messages"]
+        request = server.requests[-1]
+        last = (request if provider == "openai" else chat_request(request))["messages"]
         assert last[-1]["role"] == "tool" and last[-1]["content"] == refusal
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
-def test_a_bad_bound_is_refused(bad: object) -> None:
+@pytest.mark.parametrize("model", [OpenAICompatible, Anthropic])
+def test_a_bad_bound_is_refused(model: type[OpenAICompatible | Anthropic], bad: object) -> None:
     with pytest.raises(corral.ConfigError, match="max_tool_calls"):
-        ToolAgent(OpenAICompatible("m", api_key=""), max_tool_calls=bad)  # type: ignore[arg-type]
+        ToolAgent(model("m", api_key=""), max_tool_calls=bad)  # type: ignore[arg-type]
 
 
 def with_usage(prompt_tokens: Any) -> HostileReply:

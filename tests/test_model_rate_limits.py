@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import corral
-from corral.testing import ChatReply, FakeChatServer
+from corral.testing import ChatReply, FakeAnthropicServer, FakeChatServer, chat_request
 
 from .tool_bench import Ledger, agent, ledger_model, tasks
 
@@ -24,7 +24,8 @@ TASKS = 60
 class Storm:
     """429 (retry-after-ms) to every other one of the first calls, then the model."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
         self.lock = threading.Lock()
         self.seen = 0
         self.limited = 0
@@ -36,7 +37,7 @@ class Storm:
             self.limited += storm
         if storm:
             return ChatReply.rate_limited(retry_after_ms=20)
-        return ledger_model(body)
+        return ledger_model(body if self.provider == "openai" else chat_request(body))
 
 
 class Watch:
@@ -52,13 +53,15 @@ class Watch:
         self.effective.append(self.info.statistics().effective_by_model["storm-model"])
 
 
-async def test_rate_limit_storm() -> None:
-    storm = Storm()
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_rate_limit_storm(provider: str) -> None:
+    storm = Storm(provider)
     watch = Watch()
-    with FakeChatServer(storm) as server:
+    fake = FakeChatServer if provider == "openai" else FakeAnthropicServer
+    with fake(storm) as server:
         runner = corral.CorralRunner(
             tasks(TASKS, model="storm-model"),
-            {"teller": agent(server.url)},
+            {"teller": agent(server.url, provider)},
             {"ledger": Ledger()},
             store=corral.MemoryStore(),
             max_retries=0,  # a 429 counted as a failed attempt would end its trial

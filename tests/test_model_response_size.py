@@ -10,10 +10,10 @@ import anyio
 import pytest
 
 import corral
-from corral.models import OpenAICompatible
+from corral.models import Anthropic, OpenAICompatible
 from corral.testing import HostileChatServer, HostileReply
 
-from .test_model_hardening import HELLO, MB, NO_HANG, client
+from .test_model_hardening import HELLO, MB, NO_HANG, PROVIDERS, client, hostile, model_for
 
 pytestmark = pytest.mark.anyio
 
@@ -28,15 +28,17 @@ pytestmark = pytest.mark.anyio
     ],
     ids=["bomb", "huge", "bomb-1MB", "huge-1MB"],
 )
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_the_decoded_body_is_capped_while_read(
-    reply: HostileReply, kwargs: dict[str, Any]
+    provider: str, reply: HostileReply, kwargs: dict[str, Any]
 ) -> None:
     limit = kwargs.get("max_response_bytes", 16 * MB)
-    with HostileChatServer(reply) as server:
+    with hostile(provider, reply) as server:
+        model = model_for(provider, server, **kwargs)
         with anyio.fail_after(NO_HANG), pytest.raises(corral.ModelError) as caught:
-            await client(server, **kwargs).complete(HELLO)
+            await model.complete(HELLO)
     message = str(caught.value)
-    assert f"{server.url}/chat/completions" in message
+    assert model.url in message
     assert f"more than max_response_bytes={limit}" in message
 
 
@@ -46,14 +48,19 @@ async def test_a_body_under_the_cap_is_read_whole() -> None:
     assert response.content == "a" * MB
 
 
-async def test_a_huge_error_body_is_cut_not_read_whole() -> None:
-    body = {"error": {"message": "overloaded " + "x" * (4 * MB)}}
-    with HostileChatServer(HostileReply.raw(body, status=503)) as server:
-        with pytest.raises(corral.ModelUnavailable, match="HTTP 503 .*overloaded x+\\.\\.\\."):
-            await client(server, max_response_bytes=MB).complete(HELLO)
+@pytest.mark.parametrize(("provider", "status"), [("openai", 503), ("anthropic", 529)])
+async def test_a_huge_error_body_is_cut_not_read_whole(provider: str, status: int) -> None:
+    body = {"type": "error", "error": {"message": "overloaded " + "x" * (4 * MB)}}
+    with hostile(provider, HostileReply.raw(body, status=status)) as server:
+        model = model_for(provider, server, max_response_bytes=MB)
+        with pytest.raises(
+            corral.ModelUnavailable, match=f"HTTP {status} .*overloaded x+\\.\\.\\."
+        ):
+            await model.complete(HELLO)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "16MB"])
-def test_a_bad_size_cap_is_refused(bad: object) -> None:
+@pytest.mark.parametrize("model", [OpenAICompatible, Anthropic])
+def test_a_bad_size_cap_is_refused(model: type[OpenAICompatible | Anthropic], bad: object) -> None:
     with pytest.raises(corral.ConfigError, match="max_response_bytes"):
-        OpenAICompatible("m", base_url="http://127.0.0.1:9/v1", max_response_bytes=bad)  # type: ignore[arg-type]
+        model("m", base_url="http://127.0.0.1:9/v1", max_response_bytes=bad)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -198,6 +199,20 @@ def test_retry_after_forms() -> None:
     assert retry_after({"retry-after": "soon"}, now) is None
     unknown_zone = email.utils.formatdate(now + 5).replace("+0000", "-0000")
     assert retry_after({"retry-after": unknown_zone}, now) == pytest.approx(5, abs=1)
+
+
+def test_anthropics_reset_times() -> None:
+    now = datetime(2026, 12, 2, 1, 0, 0, tzinfo=UTC).timestamp()
+    at = "anthropic-ratelimit-"
+    requests = {at + "requests-remaining": "12", at + "requests-reset": "2026-12-02T01:00:50Z"}
+    tokens = {at + "tokens-remaining": "0", at + "tokens-reset": "2026-12-02T01:00:07.5Z"}
+    headers = {**requests, **tokens}
+    assert retry_after(headers, now) == 7.5  # only the exhausted one counts
+    assert retry_after({**headers, "retry-after": "3"}, now) == 3  # retry-after first
+    past = {"anthropic-ratelimit-tokens-reset": "2026-12-02T00:59:00+00:00"}
+    assert retry_after(past, now) == 0
+    for bad in ("soon", "9999-99-99T00:00:00Z", "99999-01-01T00:00:00Z"):
+        assert retry_after({"anthropic-ratelimit-tokens-reset": bad}, now) is None
     assert [duration(t) for t in ("20ms", "1h2m3s", "1.5", "3x", "")] == [
         0.02,
         3723,
@@ -284,3 +299,10 @@ def test_fake_server_serves_plain_sync_code() -> None:
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(request, timeout=5)
         assert caught.value.code == 500 and b"no reply scripted" in caught.value.read()
+
+
+async def test_reasoning_content_is_the_replys_reasoning(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.text("4", reasoning="2 + 2 is 4."), ChatReply.text("no thoughts"))
+    model = client(server)
+    assert (await model.complete(HELLO)).reasoning == "2 + 2 is 4."
+    assert (await model.complete(HELLO)).reasoning is None

@@ -151,3 +151,24 @@ def test_ray_hosts_open_the_coordinator_s_store_through_open_store(tmp_path: Pat
 
 def test_a_folder_is_no_store_to_read(tmp_path: Path) -> None:
     assert "(not a file)" in _refused("list", "--store", tmp_path)
+
+
+def test_what_a_backend_can_do_is_asked_of_its_capabilities_not_its_class(
+    tmp_path: Path,
+) -> None:
+    from corral.executor._stores import check_reach, check_store
+    from corral.store import FileStore, SharedStore
+
+    lite = SQLiteStore(tmp_path / "s.db")
+    pg = PostgresStore("postgresql://me@db.example/bench")
+    memory = MemoryStore()
+    assert [isinstance(s, SharedStore) for s in (lite, pg, memory)] == [True, True, False]
+    assert [isinstance(s, FileStore) for s in (lite, pg, memory)] == [True, False, False]
+    assert (lite.host_access("b").reach, pg.host_access("b").reach) == ("machine", "network")
+    assert pg.host_access("b").epoch is None  # no claim held: nothing for hosts to join
+    with pytest.raises(ConfigError, match="Ray hosts cannot write"):
+        check_store(memory)
+    with pytest.raises(ConfigError, match="a file on this machine"):
+        check_reach(lite, all_local=False)
+    check_reach(pg, all_local=False)
+    check_reach(lite, all_local=True)

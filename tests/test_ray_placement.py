@@ -83,7 +83,7 @@ def remote_with(hosts: list[_Host], *, cap: int | None) -> RayRemote:
     remote._observed = False
     plan = SimpleNamespace(task_ids=["t0"], light=lambda t: BenchmarkTaskMetadata("agent", "env"))
     remote._loop = SimpleNamespace(  # type: ignore[assignment]
-        plan=plan, to_evaluate=lambda t, r: (None, 3)
+        plan=plan, to_evaluate=lambda t, r: (None, 3), facts=lambda t: None
     )
     return remote
 

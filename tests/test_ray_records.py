@@ -103,3 +103,34 @@ async def test_a_deferred_trial_keeps_its_failed_attempts_on_hosts(tmp_path: Pat
     assert ray_failed == local_failed
     assert comparable(on_ray) == comparable(local)
     assert on_ray.retries == local.retries == {"completed": 1}
+
+
+class EchoAgent:
+    async def act(self, session: corral.AgentSession) -> Final:
+        return Final(session.inputs["answer"])
+
+
+async def test_a_scorer_on_a_host_sees_the_task_as_written_and_its_target(
+    tmp_path: Path,
+) -> None:
+    from corral import scorers
+
+    tasks = {
+        "q": BenchmarkTaskMetadata("a", "e", inputs={"answer": "42"}, target="42"),
+        "r": BenchmarkTaskMetadata("a", "e", inputs={"answer": "41"}, target="42"),
+    }
+    environment = SizedEnvironment()
+    environment.evaluate = scorers.combine(  # type: ignore[method-assign]
+        scorers.exact(), scorers.scorer(lambda t: t.task_id == "q" and t.model == "m2", name="as")
+    )
+    runner = corral.CorralRunner(
+        tasks, {"a": EchoAgent()}, {"e": environment}, store=tmp_path / "s.db"
+    )
+    report = await runner.run("facts", models=["m1", "m2"], executor=corral.RayExecutor(hosts=1))
+    scores = {t: r.trials[0].evaluation.scores for t, r in report.tasks.items()}  # type: ignore[union-attr]
+    assert scores == {
+        "q@m1": {"exact": 1.0, "as": 0.0},
+        "q@m2": {"exact": 1.0, "as": 1.0},
+        "r@m1": {"exact": 0.0, "as": 0.0},
+        "r@m2": {"exact": 0.0, "as": 0.0},
+    }

@@ -21,8 +21,8 @@ from corral import (
     TrialStatus,
 )
 from corral._records import TrialTable, evaluation_of
-from corral._runner import report_file_name, report_path
 from corral.report import build_report
+from corral.report._files import report_file_name, report_path
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 

@@ -26,9 +26,9 @@ from corral import (
     RetryPolicy,
     TrialRecord,
 )
-from corral._runner import report_path
 from corral.cli import main
 from corral.cli._inspect import rebuild_report
+from corral.report._files import report_path
 from corral.store import copy_benchmarks, open_store
 from corral.testing import FakeEnvironment, ScriptedAgent
 

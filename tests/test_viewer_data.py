@@ -13,15 +13,18 @@ from corral import (
     Commit,
     ConfigError,
     CorralRunner,
+    Evaluation,
     Final,
     MemoryStore,
     ToolEffect,
     TrialKey,
+    TrialRecord,
 )
 from corral._turns import declared_order
 from corral.runtime import AgentSession
 from corral.testing import FakeEnvironment, Gate, ScriptedAgent
 from corral.view._cache import ViewCache
+from corral.view._charts import histogram
 from corral.view._index import Row, TrialQuery, select
 from corral.view._timeline import diff, state_changes, timeline
 
@@ -55,6 +58,15 @@ def test_sorting_keeps_missing_values_last_either_way() -> None:
     assert [(r.task_id, r.trial) for r in down] == [("c", 0), ("b", 0), ("a", 0), ("a", 1)]
     assert select(rows, TrialQuery()) is rows  # the store's order, nothing copied
     assert [r.task_id for r in select(rows, TrialQuery(task="a"))] == ["a", "a"]
+
+
+def test_histogram_bins_from_least_to_greatest() -> None:
+    h = histogram([0.0, 0.1, 0.5, 1.0, float("nan")], bins=4)
+    assert h["bins"] == [2, 0, 1, 1]  # the greatest in the last bin; NaN left out
+    assert (h["count"], h["low"], h["high"], h["median"]) == (4, 0.0, 1.0, 0.3)
+    assert h["mean"] == pytest.approx(0.4)
+    assert histogram([3.0, 3.0])["bins"] == [2]  # one value: one bin
+    assert histogram([])["count"] == 0 and histogram([])["bins"] == []
 
 
 def test_state_diff_by_path() -> None:
@@ -139,6 +151,60 @@ async def test_a_live_benchmark_reloads_and_serves_the_last_load_meanwhile() -> 
         await cache.get("b")
         third = await cache.newest("b")
         assert [r.status for r in third.rows] == ["completed", "running"]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_rescore_of_a_finished_benchmark_reloads_it() -> None:
+    """A rescore changes no count of finished trials; the run it records is what the
+    viewer sees (before, the old pass@1 was served until the viewer restarted)."""
+    strict = {"on": False}
+
+    def score(trial: TrialRecord) -> Evaluation:
+        passed = not strict["on"] or trial.trial == 0
+        return Evaluation(float(passed), passed)
+
+    store = MemoryStore()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(lambda session: Final(1))},
+        {"e": FakeEnvironment(evaluate=score)},
+        store=store,
+    )
+    await runner.run("b", trials_per_task=2)
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, refresh=2.0, clock=clock)
+        first = await cache.newest("b")
+        assert first.report is not None and first.report.pass_at_k[1] == 1.0
+        strict["on"] = True
+        await runner.rescore("b")
+        clock.now = 1.0
+        assert await cache.get("b") is first  # asked at most once per refresh
+        clock.now = 2.0
+        second = await cache.newest("b")
+        assert second is not first and second.version > first.version
+        assert second.report is not None and second.report.pass_at_k[1] == 0.5
+        clock.now = 10.0  # nothing new since: no reload
+        assert await cache.get("b") is second
+        tg.cancel_scope.cancel()
+
+
+async def test_requests_at_once_share_one_load() -> None:
+    """Two pages asking at once (the summary and the list) start one load, not two
+    (two would tell a page its data changed when nothing did)."""
+    store = MemoryStore()
+    await store.register_benchmark("b", CONFIG)
+    got: list[object] = []
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg)
+
+        async def ask() -> None:
+            got.append(await cache.get("b"))
+
+        async with anyio.create_task_group() as both:
+            both.start_soon(ask)
+            both.start_soon(ask)
+        assert got[0] is got[1] and (await cache.newest("b")).version == 1
         tg.cancel_scope.cancel()
 
 

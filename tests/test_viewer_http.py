@@ -18,7 +18,7 @@ from corral.cli import main
 from corral.cli._view import listening_socket
 
 from . import pg
-from .viewer_stores import HOSTILE, hostile_run, real_runs, serving
+from .viewer_stores import HOSTILE, hostile_run, models_run, real_runs, serving
 
 pg_dsn = pg.pg_dsn  # a database of each test's own
 
@@ -28,6 +28,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("viewer") / "store.db"
     real_runs(path)
     hostile_run(path)
+    models_run(path)
     return path
 
 
@@ -50,7 +51,7 @@ def api(client: httpx.Client, name: str, **params: Any) -> Any:
 def test_benchmarks_list_each_with_its_configuration_and_progress(client: httpx.Client) -> None:
     api(client, "benchmark", id="base", wait="1")  # loaded: pass@k is known
     listed = {b["benchmark_id"]: b for b in api(client, "benchmarks")["benchmarks"]}
-    assert set(listed) == {"base", "better", "hostile"}
+    assert set(listed) == {"base", "better", "hostile", "models"}
     base = listed["base"]
     assert (base["finished"], base["total"]) == (28, 28)
     assert base["config"]["models"] == ["model-0", "model-1"]
@@ -145,8 +146,48 @@ def test_compare_pairs_the_shared_tasks(client: httpx.Client) -> None:
     assert len(back["paired"][0]["regressed"]) == 6
 
 
+def test_a_several_models_run_has_a_column_per_model_and_charts(client: httpx.Client) -> None:
+    s = api(client, "benchmark", id="models", wait="1")
+    columns = s["models"]
+    assert columns["models"] == ["large", "small"]
+    first = columns["rows"][0]
+    assert first["task"] == "job-0"
+    assert (first["models"]["small"]["passed"], first["models"]["large"]["passed"]) == (2, 3)
+    assert first["models"]["large"]["task_id"] == "job-0@large"
+    assert columns["means"]["large"]["pass_at_k"]["1"] == 0.75
+    assert columns["means"]["small"]["pass_at_k"]["1"] == 0.5
+    assert api(client, "benchmark", id="base", wait="1")["models"] is None  # one model a task
+    charts = s["charts"]
+    assert charts["score"]["count"] == 24 and sum(charts["score"]["bins"]) == 24
+    assert charts["pass_rate"]["count"] == 6 and charts["pass_rate"]["mean"] == 0.625
+    assert sum(charts["duration"]["bins"]) == charts["duration"]["count"] == 24
+
+
+def test_compare_two_models_of_one_run_with_each_side_s_means(client: httpx.Client) -> None:
+    c = api(client, "compare", a="models", b="models", ma="small", mb="large")
+    assert (c["model_a"], c["model_b"], c["shared"]) == ("small", "large", 3)
+    assert [t["task_id"] for t in c["tasks"]] == ["job-0", "job-1", "job-2"]
+    assert c["tasks"][0]["a"]["task_id"] == "job-0@small"
+    first = c["paired"][0]
+    assert (first["a"]["value"], first["b"]["value"]) == (0.5, 0.75)  # each side's mean
+    assert first["difference"]["value"] == pytest.approx(0.25)
+    assert {t["outcome"] for t in c["tasks"]} == {"improved"}
+    response = client.get("/api/compare", params={"a": "models", "b": "models", "ma": "small"})
+    assert response.status_code == 400 and "mb" in response.json()["error"]
+    response = client.get(
+        "/api/compare", params={"a": "models", "b": "models", "ma": "x", "mb": "y"}
+    )
+    assert response.status_code == 400 and "'x'" in response.json()["error"]
+
+
+def test_costs_are_written_with_significant_digits(client: httpx.Client) -> None:
+    rows = api(client, "trials", id="base", size=5)["rows"]
+    assert all(r["cost_text"] == "$0" for r in rows)  # nothing spent: not 0.0000
+    assert api(client, "benchmark", id="base", wait="1")["usage"]["cost_text"] == "$0"
+
+
 def test_every_response_carries_a_strict_policy(client: httpx.Client) -> None:
-    for path in ("/", "/static/app.js", "/static/app.css", "/api/benchmarks"):
+    for path in ("/", "/static/app.js", "/static/charts.js", "/static/app.css", "/api/benchmarks"):
         response = client.get(path)
         assert response.status_code == 200
         policy = response.headers["content-security-policy"]
@@ -199,6 +240,10 @@ def test_hostile_values_arrive_as_plain_json_data(client: httpx.Client) -> None:
     assert {r["task_id"] for r in rows} == set(HOSTILE)
     trial = api(client, "trial", id="hostile", task=HOSTILE[0], trial=0)
     assert trial["timeline"][1]["payload"]["arguments"]["text"] == HOSTILE[0]
+    summary = api(client, "benchmark", id="hostile", wait="1")
+    assert (summary["tags"], summary["note"]) == (list(HOSTILE), " ".join(HOSTILE))
+    assert summary["provenance"]["corral_version"]
+    assert api(client, "benchmark", id="base", wait="1")["tags"] == []
 
 
 def test_export_is_one_self_contained_file(store: Path, tmp_path: Path) -> None:
@@ -211,7 +256,9 @@ def test_export_is_one_self_contained_file(store: Path, tmp_path: Path) -> None:
         == 0
     )
     page = out.read_text()
-    assert "http://" not in page.replace("http-equiv", "") and "https://" not in page
+    # SVG's namespace is a name, never fetched: no other address is in the page.
+    names = page.replace("http-equiv", "").replace('"http://www.w3.org/2000/svg"', "")
+    assert "http://" not in names and "https://" not in page
     data = re.search(r'<script type="application/json" id="corral-data">(.*?)</script>', page, re.S)
     assert data is not None
     assert "<" not in data.group(1)  # nothing inside can close the element

@@ -16,7 +16,7 @@ import corral
 from corral import Action, Evaluation, ToolEffect, TrialRecord
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
-from corral.models import OpenAICompatible
+from corral.models import Anthropic, OpenAICompatible
 from corral.testing import ChatReply
 
 LOOKUP = corral.Tool(
@@ -96,9 +96,11 @@ def tasks(n: int, model: str | None = None) -> dict[str, Meta]:
     }
 
 
-def agent(url: str) -> ToolAgent:
+def agent(url: str, provider: str = "openai") -> ToolAgent:
+    """The teller on the model at ``url``: OpenAI-compatible, or ``"anthropic"``."""
+    client = OpenAICompatible if provider == "openai" else Anthropic
     return ToolAgent(
-        OpenAICompatible("teller-model", base_url=url, timeout=10, prices={"input": 1.0}),
+        client("teller-model", base_url=url, timeout=10, prices={"input": 1.0}),
         system_prompt="You are a bank teller. Use the tools.",
         parse_final=int,
         seed=11,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,10 @@ async def run_benchmark(
     outputs: dict[str, Any],
     passing: float,
     details: Any = None,
+    **labels: Any,
 ) -> None:
-    """A real run: each task's trials pass while ``trial / trials < passing``."""
+    """A real run: each task's trials pass while ``trial / trials < passing``; ``labels``:
+    its ``tags`` and ``note``."""
 
     def score(trial: TrialRecord) -> Evaluation:
         passed = trial.trial / 4 < passing and trial.status == "completed"
@@ -79,7 +82,7 @@ async def run_benchmark(
     runner = CorralRunner(
         tasks, {"agent": _agent(outputs)}, {"env": env}, store=SQLiteStore(path), max_retries=0
     )
-    await runner.run(benchmark_id, trials_per_task=4, k_values=(1, 2, 4), max_parallel=8)
+    await runner.run(benchmark_id, trials_per_task=4, k_values=(1, 2, 4), max_parallel=8, **labels)
 
 
 def plain_tasks(count: int = 6) -> dict[str, BenchmarkTaskMetadata]:
@@ -103,6 +106,37 @@ def real_runs(path: Path) -> None:
     anyio.run(run_benchmark, path, "better", tasks, outputs, 0.75)
 
 
+async def _models_run(path: Path, benchmark_id: str, strict: bool) -> None:
+    def score(trial: TrialRecord) -> Evaluation:
+        large = trial.task_id.endswith("@large")
+        passed = trial.trial < (3 if large else 1 if strict else 2)
+        return Evaluation(float(passed), passed)
+
+    env = FakeEnvironment("env", state={"written": []}, effect=_effect, evaluate=score)
+    tasks = {
+        f"job-{i}": BenchmarkTaskMetadata("agent", "env", inputs={"text": f"job {i}"})
+        for i in range(3)
+    }
+    runner = CorralRunner(tasks, {"agent": _agent({})}, {"env": env}, store=SQLiteStore(path))
+    if strict:
+        await runner.rescore(benchmark_id, k_values=(1, 2, 4))
+    else:
+        await runner.run(
+            benchmark_id, trials_per_task=4, k_values=(1, 2, 4), models=["small", "large"]
+        )
+
+
+def models_run(path: Path, benchmark_id: str = "models") -> None:
+    """A several-models run: three tasks each on ``small`` (trials 0-1 pass) and ``large``
+    (trials 0-2 pass)."""
+    anyio.run(_models_run, path, benchmark_id, False)
+
+
+def rescore_models_run(path: Path, benchmark_id: str = "models") -> None:
+    """`models_run` rescored more strictly: ``small`` passes trial 0 only (pass@1 1/4)."""
+    anyio.run(_models_run, path, benchmark_id, True)
+
+
 def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
     """A real run whose task ids, inputs, outputs, observations, states, errors and
     evaluation details are all hostile text."""
@@ -112,7 +146,15 @@ def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
     }
     outputs: dict[str, Any] = {text: {"answer": text, "link": text} for text in HOSTILE}
     outputs[HOSTILE[2]] = ValueError(HOSTILE[2] + HOSTILE[1])
-    anyio.run(run_benchmark, path, benchmark_id, tasks, outputs, 0.5, " ".join(HOSTILE))
+    anyio.run(
+        partial(run_benchmark, tags=HOSTILE, note=" ".join(HOSTILE)),
+        path,
+        benchmark_id,
+        tasks,
+        outputs,
+        0.5,
+        " ".join(HOSTILE),
+    )
 
 
 async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int, steps: bool) -> None:

@@ -21,6 +21,7 @@ from ._errors import (
 from ._protocols import Agent, Environment, Observer
 from ._run_info import RunInfo
 from ._runner import CorralRunner
+from ._sandbox import SandboxResult, sandbox
 from ._sources import TaskSource
 from ._subprocess import SubprocessResult, subprocess
 from ._tools import Tool
@@ -95,6 +96,7 @@ __all__ = [
     "RetryPolicy",
     "RunInfo",
     "SQLiteStore",
+    "SandboxResult",
     "ScopeStatistics",
     "Scores",
     "Statistics",
@@ -117,5 +119,6 @@ __all__ = [
     "open_store",
     "pass_at_k",
     "pass_hat_k",
+    "sandbox",
     "subprocess",
 ]

@@ -20,7 +20,14 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ChatResponse:
-    """A chat completion: the text, the tool calls, and the usage (with its cost)."""
+    """A chat completion: the text, the tool calls, and the usage (with its cost).
+
+    ``reasoning`` is the model's thinking when the provider returns it (Anthropic's
+    thinking blocks, or a message's ``reasoning_content`` or ``reasoning``);
+    ``usage.input_tokens`` counts every prompt token, of which ``cache_read_tokens``
+    were read from and ``cache_write_tokens`` written to the provider's prompt
+    cache (when it says).
+    """
 
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -28,10 +35,14 @@ class ChatResponse:
     finish_reason: str | None = None
     #: The assistant message as the server sent it.
     message: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    reasoning: str | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class ChatModel(Protocol):
-    """An OpenAI-style chat model (`corral.models.OpenAICompatible`, or a user's own).
+    """An OpenAI-style chat model (`corral.models.OpenAICompatible`,
+    `corral.models.Anthropic`, or a user's own).
 
     ``model`` names the model asked when a call names none.
     """
@@ -85,12 +96,15 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
         cost = input_tokens * prices.get("input", 0.0) + output_tokens * prices.get("output", 0.0)
         cost /= 1e6
     finish = choice.get("finish_reason")
+    # vLLM, SGLang, DeepSeek and OpenRouter put a reasoning model's thinking here.
+    reasoning = message.get("reasoning_content", message.get("reasoning"))
     return ChatResponse(
         content=content,
         tool_calls=tuple(calls),
         usage=Usage(input_tokens, output_tokens, cost),
         finish_reason=finish if isinstance(finish, str) else None,
         message=message,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
     )
 
 

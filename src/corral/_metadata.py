@@ -43,6 +43,13 @@ def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
         check_json(meta.inputs, f"task {task_id!r} inputs")
     except NotSerializableError as exc:
         raise ConfigError(str(exc)) from None
+    if not isinstance(meta.metadata, Mapping):
+        raise ConfigError(f"task {task_id!r} metadata must be a mapping, not {meta.metadata!r}")
+    for name in ("target", "metadata"):
+        try:
+            check_json(getattr(meta, name), f"task {task_id!r} {name}")
+        except NotSerializableError as exc:
+            raise ConfigError(str(exc)) from None
     for parent in meta.dependencies:
         if parent in meta.inputs:
             raise ConfigError(

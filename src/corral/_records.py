@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from . import history
-from ._types import UNCHANGED, Commit, Evaluation, TrialRecord, Usage
+from ._types import (
+    NO_USAGE,
+    UNCHANGED,
+    BenchmarkTaskMetadata,
+    Commit,
+    Evaluation,
+    TrialRecord,
+    Usage,
+)
+
+_NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 
 
 def evaluation_of(commit: Commit) -> Evaluation | None:
@@ -111,13 +123,25 @@ _SHARED_EVALUATIONS = 256
 
 
 def _sharing_key(
-    score: Any, passed: bool, details: Mapping[str, Any]
-) -> tuple[type, float, bool] | None:
+    score: Any, passed: bool, details: Mapping[str, Any], scores: Mapping[str, float] = _NO_DETAILS
+) -> tuple[Any, ...] | None:
     """What equal evaluations without details share (None: this one is kept apart)."""
     # 1 and 1.0, or 0.0 and -0.0, are different JSON: the type and sign are kept.
-    if details or type(score) not in (int, float) or (score == 0 and math.copysign(1.0, score) < 0):
+    if details or not _plain(score):
         return None
-    return (type(score), score, passed)
+    if not scores:
+        return (type(score), score, passed)
+    # Named scores in their order (JSON keeps it), each with its type.
+    named = []
+    for name, value in scores.items():
+        if not _plain(value):
+            return None
+        named.append((name, type(value), value))
+    return (type(score), score, passed, tuple(named))
+
+
+def _plain(value: Any) -> bool:
+    return type(value) in (int, float) and not (value == 0 and math.copysign(1.0, value) < 0)
 
 
 class TrialTable(Mapping[tuple[str, int], TrialRecord]):
@@ -132,7 +156,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         self._count = 0
         # Evaluations without details, by (score type, score, passed): most trials of a
         # run share a handful (an `Evaluation` is frozen). Bounded, as scores may vary.
-        self._evaluations: dict[tuple[type, float, bool], Evaluation] = {}
+        self._evaluations: dict[tuple[Any, ...], Evaluation] = {}
 
     def add(self, record: TrialRecord) -> None:
         """Keep ``record`` as a report needs it: without its state, and sharing an
@@ -154,7 +178,9 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         """An equal evaluation kept earlier, or None to keep this one."""
         if evaluation is None:
             return None
-        key = _sharing_key(evaluation.score, evaluation.passed, evaluation.details)
+        key = _sharing_key(
+            evaluation.score, evaluation.passed, evaluation.details, evaluation.scores
+        )
         if key is None:
             return None
         kept = self._evaluations.get(key)
@@ -162,13 +188,20 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
             self._evaluations[key] = evaluation
         return None if kept is evaluation else kept
 
-    def evaluation(self, score: float, passed: bool, details: Mapping[str, Any]) -> Evaluation:
+    def evaluation(
+        self,
+        score: float,
+        passed: bool,
+        details: Mapping[str, Any],
+        scores: Mapping[str, float] = _NO_DETAILS,
+        usage: Usage = NO_USAGE,
+    ) -> Evaluation:
         """An `Evaluation` of these values: one kept already if there is one (so `add`
         keeps a record that has it as it is). Safe from another thread: at worst, equal
         evaluations end up kept twice."""
-        key = _sharing_key(score, passed, details)
+        key = None if usage else _sharing_key(score, passed, details, scores)
         kept = None if key is None else self._evaluations.get(key)
-        return Evaluation(score, passed, details) if kept is None else kept
+        return Evaluation(score, passed, details, scores, usage) if kept is None else kept
 
     def remove(self, task_id: str, trial: int) -> None:
         """Forget a trial's record (it was reopened for a fresh attempt)."""
@@ -202,3 +235,31 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
 
     def __len__(self) -> int:
         return self._count
+
+
+class ScoringFacts(NamedTuple):
+    """What the scorer is told of a trial's task beside the record itself."""
+
+    task: str
+    model: str | None
+    environment: str
+    inputs: Mapping[str, Any]
+    target: Any
+    metadata: Mapping[str, Any]
+
+
+def scoring_facts(task: str, meta: BenchmarkTaskMetadata) -> ScoringFacts:
+    """``meta``'s facts for its scorer; ``task`` is the id as written (no ``@model``)."""
+    return ScoringFacts(
+        task, meta.model, meta.environment_id, meta.inputs, meta.target, meta.metadata
+    )
+
+
+def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
+    """The record ``evaluate`` is given: ``record`` with its task's facts, and its
+    ``task_id`` the id as written (a several-models run's ``add@gpt-x`` is ``add``,
+    with ``model`` saying which)."""
+    if facts is None:
+        return record
+    # The facts' names are the record's own fields.
+    return dataclasses.replace(record, task_id=facts.task, **facts._asdict())

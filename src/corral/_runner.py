@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from . import history
 from ._budget import NO_BUDGET, Budget, check_budget
@@ -23,6 +24,8 @@ from ._observers import Observers
 from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
+from ._run_meta import RunMeta
+from ._selection import select_samples
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
@@ -30,11 +33,12 @@ from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import RayExecutor, check_executor, remote_for
 from .history import StoredConfig
 from .report import BenchmarkReport, build_report
+from .report._files import check_report_file, report_path, whole_report, write_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._limits import positive_int
 from .scheduler._plan import across_models, check_models, scoring_plan
-from .store import CommitStore, SQLiteStore, TrialKey, open_store
+from .store import CommitStore, TrialKey, open_store
 from .store._config_diff import first_difference
 from .store._decode import MAX_TRIALS_PER_TASK
 from .store._runs import RunRecord
@@ -225,6 +229,13 @@ class CorralRunner:
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         report_file: str | os.PathLike[str] | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
+        source: str | os.PathLike[str] | None = None,
+        limit: int | None = None,
+        shuffle: bool = False,
+        seed: int | None = None,
+        sample_ids: Sequence[str] | None = None,
     ) -> BenchmarkReport:
         """Run (or resume) ``benchmark_id`` and return its report.
 
@@ -273,7 +284,24 @@ class CorralRunner:
         on every backend. ``report_file`` (default: ``reports/ID.json`` beside an
         SQLite store, none otherwise) is where the report of the whole benchmark is
         also written as JSON.
+
+        ``tags`` (labels to find the run by: ``corral list --tag``) and ``note`` (free
+        text) are recorded with the run, with Corral's version and, for ``source``
+        (the benchmark's file), its path and git commit; the report gives them.
+
+        ``sample_ids`` runs the tasks of these ids (as ``task_ids`` does);
+        ``shuffle`` draws them in an order fixed by ``seed`` (default 0), and
+        ``limit`` keeps the first N: ``limit=50, shuffle=True, seed=1`` is the same
+        50 tasks in every run (dependencies added as for ``task_ids``).
         """
+        task_ids = select_samples(
+            self.tasks,
+            task_ids,
+            limit=limit,
+            shuffle=shuffle,
+            seed=seed,
+            sample_ids=sample_ids,
+        )
         if order not in ("critical_path", "fifo"):
             raise ConfigError(f"order must be 'critical_path' or 'fifo', not {order!r}")
         _check_benchmark_id(benchmark_id)
@@ -286,7 +314,8 @@ class CorralRunner:
                 f"max_value_bytes must be a positive integer, not {max_value_bytes!r}"
             )
         reruns = _rerun_statuses(rerun)
-        export = _check_report_file(report_file)
+        export = check_report_file(report_file)
+        meta = RunMeta.of(tags, note, source)
         limits = Limits.resolve(
             max_parallel=max_parallel,
             max_parallel_per_task=max_parallel_per_task,
@@ -337,6 +366,7 @@ class CorralRunner:
             executor=executor,
             max_value_bytes=max_value_bytes,
             report_file=export,
+            meta=meta,
         )
 
     async def rescore(
@@ -351,6 +381,8 @@ class CorralRunner:
         observers: Sequence[Observer] = (),
         scopes: ConcurrencyScopes | None = None,
         report_file: str | os.PathLike[str] | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
     ) -> BenchmarkReport:
         """Evaluate the finished trials of ``benchmark_id`` again with the current
         environments' ``evaluate`` and return the report of the rescored tasks.
@@ -360,10 +392,11 @@ class CorralRunner:
         some tasks (ids as recorded, ``task@model`` in a several-models run);
         ``failed_only`` to trials that did not pass (or whose scoring failed).
         A changed scorer is not a changed configuration: the stored one is used.
-        ``report_file`` as for `run`.
+        ``report_file``, ``tags`` and ``note`` as for `run`.
         """
         _check_benchmark_id(benchmark_id)
-        export = _check_report_file(report_file)
+        export = check_report_file(report_file)
+        meta = RunMeta.of(tags, note, None)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
         limits = Limits.resolve(
@@ -376,7 +409,7 @@ class CorralRunner:
         if config is None:
             hint = did_you_mean(benchmark_id, known)
             raise ConfigError(f"no benchmark {benchmark_id!r} in {self.store!r}{hint}")
-        plan = scoring_plan(benchmark_id, config, task_ids)
+        plan = scoring_plan(benchmark_id, config, task_ids, self.tasks)
         self._check_same_tasks(benchmark_id, config, plan.task_ids)
         ks = _check_ks(k_values, plan.trials_per_task)
         limits.check_keys((), (), self._evaluation_keys())
@@ -384,7 +417,16 @@ class CorralRunner:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")
         return await self._run(
-            benchmark_id, plan, limits, ks, "fifo", scopes, observers, resume, report_file=export
+            benchmark_id,
+            plan,
+            limits,
+            ks,
+            "fifo",
+            scopes,
+            observers,
+            resume,
+            report_file=export,
+            meta=meta,
         )
 
     def _check_same_tasks(
@@ -437,6 +479,7 @@ class CorralRunner:
         executor: RayExecutor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         report_file: Path | None = None,
+        meta: RunMeta | None = None,
     ) -> BenchmarkReport:
         # The one folding of errors: a failure every task heard is raised once.
         with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
@@ -444,6 +487,10 @@ class CorralRunner:
             notify = Observers(watchers)
             started = time.time()
             kind = "rescore" if resume.rescoring else "run"
+            meta = meta or RunMeta()
+            # Only a benchmark file asks git (in a thread): without one nothing blocks, and
+            # a run starts without a thread hop (tests wait for all tasks to block).
+            meta = await anyio.to_thread.run_sync(meta.read) if meta.provenance else meta.read()
             eval_keys = tuple(
                 self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
             )
@@ -538,12 +585,15 @@ class CorralRunner:
                     stopped=stopped,
                     budgets=_budgets(budget, run_cost_limit),
                 )
+                report = replace(
+                    report, tags=meta.tags, note=meta.note, provenance=dict(meta.provenance)
+                )
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
                 path = report_file or report_path(self.store, benchmark_id)
-                whole = report if path is None else await _whole_report(self.store, record, report)
+                whole = report if path is None else await whole_report(self.store, record, report)
             if path is not None:
-                _write_report(path, whole)
+                write_report(path, whole)
             return report
 
 
@@ -564,6 +614,9 @@ def _run_record(
         timings=report.timings,
         counts=report.counts,
         span=(report.started_at, report.finished_at),
+        tags=report.tags,
+        note=report.note,
+        provenance=report.provenance,
     )
 
 
@@ -715,73 +768,3 @@ def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:
     if not isinstance(store, CommitStore):
         raise ConfigError(f"store must be a path or a CommitStore, not {store!r}")
     return store
-
-
-def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
-    """Where a run's JSON report is written unless ``report_file`` says otherwise: beside
-    a store that lives in a file (none for another store)."""
-    if isinstance(store, SQLiteStore):
-        return store.path.parent / "reports" / report_file_name(benchmark_id)
-    return None
-
-
-_PLAIN_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,99}")
-
-
-def report_file_name(benchmark_id: str) -> str:
-    """A file name for ``benchmark_id``'s report that no other id gets, on any file system.
-
-    A plain id (lower-case ASCII letters, digits, ``._-``, at most 100) is its own
-    name; any other id gets a readable prefix and a hash of the whole id after
-    a ``~``, which no plain id has. Upper case counts as not plain (``Run`` and
-    ``run`` are one file on a case-insensitive file system), but the prefix keeps
-    it: the hash keeps the names apart, and the id stays readable.
-    """
-    if _PLAIN_NAME.fullmatch(benchmark_id):
-        return f"{benchmark_id}.json"
-    prefix = "".join(
-        c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in benchmark_id
-    )
-    digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return f"{prefix[:60].lstrip('.')}~{digest}.json"
-
-
-async def _whole_report(
-    store: CommitStore, record: RunRecord, report: BenchmarkReport
-) -> BenchmarkReport:
-    """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
-    run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
-    file never shrinks to a subset."""
-    config = await store.benchmark_config(report.benchmark_id)
-    if config is None or set(StoredConfig.decode(config).tasks) == set(report.tasks):
-        return report
-    return build_report(
-        report.benchmark_id,
-        config,
-        await store.summaries(report.benchmark_id),
-        k_values=report.k_values,
-        added=record.added,
-        resumed=report.resumed,
-        timings=report.timings,
-        stopped=report.stopped,
-        budgets=report.budgets,
-    )
-
-
-def _check_report_file(report_file: object) -> Path | None:
-    if report_file is None:
-        return None
-    if not isinstance(report_file, str | os.PathLike) or not os.fspath(report_file):
-        raise ConfigError(f"report_file must be a file path, not {report_file!r}")
-    path = Path(report_file)
-    if path.is_dir():
-        raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
-    return path
-
-
-def _write_report(path: Path, report: BenchmarkReport) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w") as f:
-        report.write_json(f)
-    os.replace(tmp, path)

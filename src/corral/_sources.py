@@ -32,6 +32,8 @@ _FIELDS = (
     "dependencies",
     "inputs",
     *BUDGET_NAMES,
+    "target",
+    "metadata",
 )
 _CACHE = 1024
 
@@ -42,7 +44,8 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
     Each line is one task: ``{"id": "t1", "agent_id": "...", "environment_id":
     "...", "model": "...", "max_iterations": 10, "dependencies": [...],
     "inputs": {...}}`` (``id``, ``agent_id`` and ``environment_id`` required;
-    ``token_limit``, ``cost_limit`` and ``working_time_limit`` optional).
+    ``token_limit``, ``cost_limit``, ``working_time_limit``, ``target`` and
+    ``metadata`` optional).
     Every line is validated when the source is built; a malformed one is a
     `ConfigError` naming the file and line number. Reading a task later checks
     that its line is still the one indexed: a file changed under a running
@@ -329,7 +332,19 @@ def _as_row(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
         "dependencies": list(meta.dependencies),
         "inputs": dict(meta.inputs),
         **{n: getattr(meta, n) for n in BUDGET_NAMES if getattr(meta, n) is not None},
+        **sample_fields(meta),
     }
+
+
+def sample_fields(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
+    """``meta``'s target and metadata as a task line or a stored configuration keeps
+    them: absent when unset, so a task without them reads as it did before them."""
+    out: dict[str, Any] = {}
+    if meta.target is not None:
+        out["target"] = meta.target
+    if meta.metadata:
+        out["metadata"] = dict(meta.metadata)
+    return out
 
 
 def _remove(path: str) -> None:

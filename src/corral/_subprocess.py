@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from subprocess import DEVNULL, PIPE, CalledProcessError
 
@@ -73,41 +73,31 @@ async def subprocess(
     `ConfigError` for an empty command or a timeout that is not a positive number.
     """
     command = _command(args)
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise ConfigError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    if timeout is not None:
+        check_seconds("timeout", timeout, " or None")
     data = input.encode() if isinstance(input, str) else input
-    async with ConcurrencyScopes.current().subprocess_scope():
-        # Shielded: a cancellation must not land between the fork and our holding the process.
-        with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
-                command,
-                stdin=DEVNULL if data is None else PIPE,
-                stdout=PIPE,
-                stderr=PIPE,
-                cwd=cwd,
-                env=None if env is None else {**os.environ, **env},
-                start_new_session=True,
-            )
-        try:
-            with anyio.move_on_after(timeout) as deadline:
-                stdout, stderr, returncode = await _communicate(process, data)
-            if deadline.cancelled_caught:
-                raise TimeoutError(f"{command!r} did not finish within {timeout} s")
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                # Kill the group before reaping the leader, whose pid names the group.
-                _kill_group(process)
-                await process.aclose()
-            raise
-        await process.aclose()
+    ended = await run_bounded(
+        command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **env}
+    )
+    if ended.timed_out:
+        raise TimeoutError(f"{command!r} did not finish within {timeout} s")
+    stdout, stderr, returncode = ended.stdout, ended.stderr, ended.returncode
     if check and returncode != 0:
         raise CalledProcessError(returncode, command, stdout, stderr)
     return SubprocessResult(command, returncode, stdout, stderr)
+
+
+def check_seconds(name: str, value: object, alternative: str = "") -> None:
+    """`ConfigError` naming ``name`` unless ``value`` is a positive, finite number."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(
+            f"{name} must be a positive number of seconds{alternative}, not {value!r}"
+        )
 
 
 def _command(args: Command) -> str | tuple[str, ...]:
@@ -122,13 +112,92 @@ def _command(args: Command) -> str | tuple[str, ...]:
     return tuple(os.fspath(arg) for arg in args)
 
 
-async def _communicate(process: Process, data: bytes | None) -> tuple[bytes, bytes, int]:
-    out: list[bytes] = []
-    err: list[bytes] = []
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How a process run by `run_bounded` ended."""
+
+    stdout: bytes
+    stderr: bytes
+    returncode: int
+    #: Killed (with its group) when ``timeout`` ran out.
+    timed_out: bool = False
+    #: Killed (with its group) when a stream wrote more than ``max_output`` bytes.
+    overflowed: bool = False
+
+
+async def run_bounded(
+    command: str | tuple[str, ...],
+    data: bytes | None,
+    timeout: float | None,  # noqa: ASYNC109
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
+    max_output: int | None = None,
+    kill: Callable[[Process], None] | None = None,
+) -> Ended:
+    """Run ``command`` in its own session under the run's subprocess bound.
+
+    On timeout, on more than ``max_output`` bytes on either stream (the rest
+    is read and dropped), or on cancellation the whole process group is killed
+    with SIGKILL (or ``kill(process)`` is called) and the command reaped; a
+    cancellation then propagates.
+    """
+    stop = _kill_group if kill is None else kill
+    async with ConcurrencyScopes.current().subprocess_scope():
+        # Shielded: a cancellation must not land between the fork and our holding the process.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                command,
+                stdin=DEVNULL if data is None else PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+        out: list[bytes] = []
+        err: list[bytes] = []
+        overflowed = False
+
+        def overflow() -> None:
+            nonlocal overflowed
+            if not overflowed:
+                overflowed = True
+                stop(process)
+
+        try:
+            with anyio.move_on_after(timeout) as deadline:
+                returncode = await _communicate(process, data, (out, err), max_output, overflow)
+            if deadline.cancelled_caught:
+                stop(process)
+                with anyio.CancelScope(shield=True):
+                    await process.aclose()
+                killed = -signal.SIGKILL if process.returncode is None else process.returncode
+                return Ended(b"".join(out), b"".join(err), killed, timed_out=True)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                # Kill the group before reaping the leader, whose pid names the group.
+                stop(process)
+                await process.aclose()
+            raise
+        await process.aclose()
+    return Ended(b"".join(out), b"".join(err), returncode, overflowed=overflowed)
+
+
+async def _communicate(
+    process: Process,
+    data: bytes | None,
+    streams: tuple[list[bytes], list[bytes]],
+    limit: int | None,
+    overflow: Callable[[], None],
+) -> int:
+    out, err = streams
     # Read both pipes while writing input, so a command blocked on a full pipe cannot deadlock us.
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_drain, process.stdout, out)
-        tg.start_soon(_drain, process.stderr, err)
+        tg.start_soon(_drain, process.stdout, out, limit, overflow)
+        tg.start_soon(_drain, process.stderr, err, limit, overflow)
         if process.stdin is not None:
             try:
                 if data:
@@ -137,13 +206,32 @@ async def _communicate(process: Process, data: bytes | None) -> tuple[bytes, byt
                 pass  # the command closed its input without reading it all, as `cat /dev/null` does
             finally:
                 await process.stdin.aclose()
-    return b"".join(out), b"".join(err), await process.wait()
+    return await process.wait()
 
 
-async def _drain(stream: ByteReceiveStream | None, chunks: list[bytes]) -> None:
-    if stream is not None:
-        async for chunk in stream:
+async def _drain(
+    stream: ByteReceiveStream | None,
+    chunks: list[bytes],
+    limit: int | None,
+    overflow: Callable[[], None],
+) -> None:
+    if stream is None:
+        return
+    size = 0
+    async for chunk in stream:
+        if limit is None:
             chunks.append(chunk)
+            continue
+        if size < limit:
+            chunks.append(chunk[: limit - size])
+        size += len(chunk)
+        if size > limit:
+            overflow()
+
+
+def kill_group(process: Process) -> None:
+    """SIGKILL to the process group of ``process`` (run in a session of its own)."""
+    _kill_group(process)
 
 
 def _kill_group(process: Process) -> None:

@@ -49,6 +49,11 @@ class BenchmarkTaskMetadata:
     token_limit: int | None = None
     cost_limit: float | None = None
     working_time_limit: float | None = None
+    #: What the scorer compares the output with (`TrialRecord.target`); never shown
+    #: to the agent.
+    target: Any = None
+    #: Anything else the scorer may use (`TrialRecord.metadata`); never shown to the agent.
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         if isinstance(self.dependencies, str):
@@ -87,15 +92,6 @@ class ToolEffect:
 
 
 @dataclass(frozen=True, slots=True)
-class Evaluation:
-    """The score of one finished trial."""
-
-    score: float
-    passed: bool
-    details: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
-
-
-@dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens and cost, summed over steps and trials."""
 
@@ -124,6 +120,23 @@ class Usage:
 
 
 NO_USAGE: _Final = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The score of one finished trial.
+
+    ``scores`` names several scores of one trial (``{"accuracy": 1.0, "f1": 0.6}``):
+    each a finite number. ``usage`` is what scoring itself spent (a graded-by-model
+    scorer's calls): it is recorded with the evaluation and counts against the run's
+    budgets. A scorer that abstains from a named score leaves it out.
+    """
+
+    score: float
+    passed: bool
+    details: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    usage: Usage = field(default=NO_USAGE, compare=False)
 
 
 class TrialKey(NamedTuple):
@@ -198,6 +211,20 @@ class TrialRecord:
     limit: str | None = None
     #: Seconds the trial spent working (not queued, deferred or in backoff), as recorded.
     working_time: float | None = None
+    # What the scorer is told of the task (filled in on the record ``evaluate`` gets;
+    # the report's records leave them out, as they leave out states).
+    #: The task id as written (``add``, never ``add@gpt-x``).
+    task: str | None = field(default=None, compare=False)
+    #: The model the trial ran on (None: the task names none).
+    model: str | None = field(default=None, compare=False)
+    #: The environment id that scores it.
+    environment: str | None = field(default=None, compare=False)
+    #: The task's own inputs (not its parents' outputs).
+    inputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, repr=False, compare=False)
+    #: The task's `BenchmarkTaskMetadata.target`.
+    target: Any = field(default=None, repr=False, compare=False)
+    #: The task's `BenchmarkTaskMetadata.metadata`.
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -213,9 +240,7 @@ class TrialRecord:
             "trial": self.trial,
             "status": str(self.status),
             "output": self.output,
-            "evaluation": None
-            if ev is None
-            else {"score": ev.score, "passed": ev.passed, "details": dict(ev.details)},
+            "evaluation": None if ev is None else _evaluation_dict(ev),
             "error": self.error,
             "attempts": self.attempts,
             "commits": self.commits,
@@ -227,3 +252,10 @@ class TrialRecord:
             "limit": self.limit,
             "working_time": self.working_time,
         }
+
+
+def _evaluation_dict(ev: Evaluation) -> dict[str, Any]:
+    out = {"score": ev.score, "passed": ev.passed, "details": dict(ev.details)}
+    if ev.scores:  # absent without named scores, as before there were any
+        out["scores"] = dict(ev.scores)
+    return out

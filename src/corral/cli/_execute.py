@@ -18,11 +18,12 @@ import click
 from rich.console import Console
 
 from .._protocols import Observer
-from .._runner import CorralRunner, RunInfo, report_path
+from .._runner import CorralRunner, RunInfo
 from .._terminal import SafeConsole
 from .._types import EVALUATED_STATUSES, Commit, TrialStatus
 from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
+from ..report._files import report_path
 from ..store import TrialKey
 from ._progress import Progress, print_notes
 from ._tables import report_renderables

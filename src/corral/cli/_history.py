@@ -214,8 +214,9 @@ def describe(commit: Commit) -> str:
             after = f" after {tries} attempts" if isinstance(tries, int) and tries > 1 else ""
             return f"evaluation failed{after}: {p.error}"
         verdict = "passed" if p.passed else "failed"
-        details = p.details
-        return f"{verdict} · score {p.score}" + (f" · {compact(details)}" if details else "")
+        details, scores = p.details, p.scores
+        named = f" · scores {compact(scores)}" if scores else ""
+        return f"{verdict} · score {p.score}{named}" + (f" · {compact(details)}" if details else "")
     assert isinstance(p, ReopenPayload)
     previous = p.previous_status
     why = (p.reason or "?") + (

@@ -12,13 +12,14 @@ from typing import Any, TypeVar
 import anyio
 import click
 from rich.table import Table
+from rich.text import Text
 
 from .._errors import ConfigError, StoreError
-from .._runner import report_path
 from .._types import TrialRecord
 from ..history import StoredConfig
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._build import records_from
+from ..report._files import report_path
 from ..report._passk import default_ks
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ..store._open import shown_address
@@ -87,6 +88,9 @@ async def rebuild_report(
             stopped=last.stopped,
             timings=dict(last.timings),
         )
+    if runs:  # the last run's (or rescore's) labels and provenance, whatever changed since
+        last = runs[-1]
+        report = replace(report, tags=last.tags, note=last.note, provenance=dict(last.provenance))
     return report
 
 
@@ -181,20 +185,34 @@ def show_command(benchmark_id: str, task: str, trial: int, store: str, as_json: 
 
 @click.command("list")
 @store_option
-def list_command(store: str) -> None:
-    """List the benchmarks in the store, with trials finished / total.
+@click.option(
+    "--tag",
+    "wanted",
+    multiple=True,
+    help="Only benchmarks with a run tagged so (repeatable: every tag must be there).",
+)
+def list_command(store: str, wanted: tuple[str, ...]) -> None:
+    """List the benchmarks in the store, with trials finished / total and their runs' tags.
 
     A trial is finished as in `corral report` (and as a resume sees it): it ended and,
     if its status is scored, it was scored.
     """
 
-    async def job(opened: CommitStore) -> list[tuple[BenchmarkInfo, int]]:
-        return [(b, await count_finished(opened, b)) for b in await opened.benchmarks()]
+    async def job(opened: CommitStore) -> list[tuple[BenchmarkInfo, int, tuple[str, ...]]]:
+        found = []
+        for b in await opened.benchmarks():
+            tags = tuple(
+                dict.fromkeys(t for run in await opened.runs(b.benchmark_id) for t in run.tags)
+            )
+            if all(t in tags for t in wanted):
+                found.append((b, await count_finished(opened, b), tags))
+        return found
 
     benchmarks = with_store(store, job)
     console = make_console()
     if not benchmarks:
-        console.print(f"no benchmarks in {shown_address(store)}")
+        tagged = f" tagged {', '.join(map(repr, wanted))}" if wanted else ""
+        console.print(f"no benchmarks{tagged} in {shown_address(store)}")
         return
     table = Table(title=f"benchmarks in {shown_address(store)}", title_justify="left")
     table.add_column("benchmark", no_wrap=True)
@@ -202,13 +220,15 @@ def list_command(store: str) -> None:
     table.add_column("tasks", justify="right")
     table.add_column("trials/task", justify="right")
     table.add_column("finished", justify="right")
-    for b, finished in benchmarks:
+    table.add_column("tags")
+    for b, finished, tags in benchmarks:
         table.add_row(
             b.benchmark_id,
             datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
             str(len(StoredConfig.decode(b.config).tasks)),
             str(StoredConfig.decode(b.config).trials_per_task),
             f"{finished}/{b.trials}",
+            Text(" ".join(tags)),
         )
     console.print(table)
 

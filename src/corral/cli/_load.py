@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -43,15 +46,21 @@ def split_target(target: str) -> tuple[Path, str]:
     return Path(target), DEFAULT_OBJECT
 
 
-def load_benchmark(target: str) -> tuple[Benchmark, Path]:
+def load_benchmark(target: str, base_url: str | None = None) -> tuple[Benchmark, Path]:
     """The `Benchmark` that ``target`` names, and the file it came from.
 
-    The object may be a Benchmark or a function of no arguments returning one.
-    A missing file or object, or one of the wrong type, is a `ConfigError`;
-    an exception raised by the file itself (or by the function) is a
-    `BenchmarkFileError` carrying the user's own frames of its traceback.
+    ``target`` is a file, or the dotted name of an importable module (a built-in
+    benchmark: ``corral.benchmarks.humaneval``). The object may be a Benchmark
+    or a function returning one, called with no arguments, or with
+    ``base_url=`` when one is given (``--base-url``). A missing file or
+    object, or one of the wrong type, is a `ConfigError`; an exception raised
+    by the file itself (or by the function) is a `BenchmarkFileError` carrying
+    the user's own frames of its traceback.
     """
     path, name = split_target(target)
+    if not path.is_file() and _is_module_name(str(path)):
+        module = _users(f"{str(path)!r} failed to import", importlib.import_module, str(path))
+        return _benchmark_of(module, path, name, base_url), Path(module.__file__ or str(path))
     if not path.is_file():
         raise ConfigError(f"no such benchmark file: {str(path)!r}")
     module_name = benchmark_module(path)
@@ -71,6 +80,20 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
         raise
     finally:
         sys.path.remove(folder)
+    return _benchmark_of(module, path, name, base_url), path
+
+
+def _is_module_name(text: str) -> bool:
+    """Whether ``text`` names an importable module (and not a file that is missing)."""
+    if text.endswith(".py") or not all(part.isidentifier() for part in text.split(".")):
+        return False
+    try:
+        return importlib.util.find_spec(text) is not None
+    except ImportError:  # a parent package is missing
+        return False
+
+
+def _benchmark_of(module: object, path: Path, name: str, base_url: str | None) -> Benchmark:
     obj: object = module
     for part in name.split("."):
         if not hasattr(obj, part):
@@ -79,6 +102,8 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
                 "or name another object with FILE:OBJECT"
             )
         obj = getattr(obj, part)
+    if base_url is not None:
+        obj = _with_base_url(obj, f"{str(path)}:{name}", base_url)
     if not isinstance(obj, Benchmark) and callable(obj):
         obj = _users(f"{str(path)}:{name}() raised", obj)
         if obj is None:  # a function that forgot its return
@@ -93,7 +118,21 @@ def load_benchmark(target: str) -> tuple[Benchmark, Path]:
             f"{str(path)}:{name}: run_defaults must be a mapping of run() arguments, "
             f"not {obj.run_defaults!r}"
         )
-    return obj, path
+    return obj
+
+
+def _with_base_url(obj: object, where: str, base_url: str) -> Callable[[], object]:
+    """``obj`` called with ``base_url=``: it must be a function taking one."""
+    try:
+        parameters = inspect.signature(obj).parameters if callable(obj) else {}
+    except (TypeError, ValueError):
+        parameters = {}
+    if isinstance(obj, Benchmark) or "base_url" not in parameters:
+        raise ConfigError(
+            f"--base-url needs {where} to be a function taking base_url, not {type(obj).__name__}"
+        )
+    assert callable(obj)
+    return functools.partial(obj, base_url=base_url)
 
 
 def _users(what: str, call: Callable[..., T], *args: object) -> T:

@@ -6,7 +6,7 @@ import contextlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +16,7 @@ import click
 from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
 from .._runner import DEFAULT_STORE, CorralRunner
-from ..demo import build_demo, check_endpoint, demo_retry_policy, demo_server
+from ..demo import PROVIDERS, build_demo, check_endpoint, demo_retry_policy, demo_server
 from ..executor import RayExecutor, default_log_file
 from ..report._passk import default_ks
 from ..runtime import RetryPolicy
@@ -80,11 +80,31 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     return values or None
 
 
+def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--tag`` (repeatable) and ``--note``: recorded with the run, shown by ``corral
+    report``, ``corral list --tag`` finds it."""
+    command = click.option(
+        "--note", help="Free text recorded with the run (shown by corral report)."
+    )(command)
+    return click.option(
+        "--tag",
+        "run_tags",
+        multiple=True,
+        help="A label recorded with the run; corral list --tag finds it (repeatable).",
+    )(command)
+
+
 @click.command("run")
 @click.argument("target", metavar="FILE[:OBJECT]")
 @click.option("--benchmark-id", help="Id to record under (default: the file's stem).")
 @store_option
 @click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
+@click.option(
+    "--sample-id", "sample_ids", multiple=True, help="Run only this sample (task id; repeatable)."
+)
+@click.option("--limit", type=int, help="Run only the first N tasks (after --shuffle).")
+@click.option("--shuffle", is_flag=True, default=None, help="Draw the tasks in a seeded order.")
+@click.option("--seed", type=int, help="The seed of --shuffle (default 0): the same sample.")
 @click.option("--trials", type=int, help="Trials per task.")
 @k_option
 @click.option(
@@ -212,11 +232,21 @@ def _given(values: tuple[str, ...]) -> tuple[str, ...] | None:
     "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
+@click.option(
+    "--base-url",
+    help="The model endpoint, for a benchmark whose function takes base_url "
+    "(corral.benchmarks.humaneval); OPENAI_API_KEY is its key.",
+)
+@tag_options
 def run_command(
     target: str,
     benchmark_id: str | None,
     store: str,
     tasks: tuple[str, ...],
+    sample_ids: tuple[str, ...],
+    limit: int | None,
+    shuffle: bool | None,
+    seed: int | None,
     trials: int | None,
     ks: tuple[int, ...],
     max_parallel: int | None,
@@ -255,17 +285,25 @@ def run_command(
     hosts: int | None,
     ray_timeout: float | None,
     verbose: bool,
+    base_url: str | None,
+    run_tags: tuple[str, ...],
+    note: str | None,
 ) -> int:
     """Run (or resume) the benchmark that FILE defines.
 
-    OBJECT (default: benchmark) is a corral.Benchmark, or a function of no
-    arguments returning one. Its run_defaults are the defaults of these flags;
+    FILE may also be a module name (corral.benchmarks.humaneval). OBJECT
+    (default: benchmark) is a corral.Benchmark, or a function returning one
+    (given --base-url, if set). Its run_defaults are the defaults of these flags;
     NAME=N limits are merged into them. Running again with the same
     --benchmark-id resumes.
     """
     shown = progress_choice(progress, no_progress)
     flags: dict[str, Any] = {
         "task_ids": _given(tasks),
+        "sample_ids": _given(sample_ids),
+        "limit": limit,
+        "shuffle": shuffle,
+        "seed": seed,
         "trials_per_task": trials,
         "k_values": ks or None,
         "max_parallel": max_parallel,
@@ -294,14 +332,20 @@ def run_command(
         "working_time_limit": working_time_limit,
         "run_cost_limit": run_cost_limit,
         "report_file": report_file,
+        "tags": run_tags or None,
+        "note": note,
     }
     ray = _executor(executor, ray_address, hosts, ray_timeout)
     if ray is not None and verbose:
         click.echo(f"Ray's logs: {ray.log_file}", err=True)
-    benchmark, path = load_benchmark(target)
-    if ray is not None:  # hosts cannot import the file by its name: its code travels along
-        ray.pickle_by_value(sys.modules[benchmark_module(path)])
+    benchmark, path = load_benchmark(target, base_url)
+    file_module = sys.modules.get(benchmark_module(path))
+    if ray is not None and file_module is not None:
+        # Hosts cannot import the file by its name: its code travels along (a module
+        # imported by name, they import alike).
+        ray.pickle_by_value(file_module)
     runner_kwargs, run_kwargs = merge_settings(benchmark.run_defaults, flags)
+    run_kwargs["source"] = path
     runner = _runner(benchmark, open_store(store, durability), executor=ray, **runner_kwargs)
     try:
         return run_benchmark(
@@ -370,6 +414,7 @@ def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRu
 @durability_option
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@tag_options
 def rescore_command(
     benchmark_id: str,
     target: str,
@@ -385,6 +430,8 @@ def rescore_command(
     progress: str | None,
     no_progress: bool,
     as_json: bool,
+    run_tags: tuple[str, ...],
+    note: str | None,
 ) -> int:
     """Score BENCHMARK_ID's finished trials again with the scorers FILE defines now.
 
@@ -406,6 +453,8 @@ def rescore_command(
         "k_values": _rescore_ks(runner.store, benchmark_id, ks, benchmark.run_defaults),
         "max_parallel_evaluations": max_parallel_evaluations,
         "max_parallel_evaluations_by_environment": max_parallel_evaluations_by_environment,
+        "tags": run_tags or None,
+        "note": note,
     }
     return run_benchmark(
         make_console(),
@@ -455,10 +504,19 @@ async def _stored_trials(store: CommitStore, benchmark_id: str) -> int | None:
 @click.option("--fast", is_flag=True, help="No simulated latency (same results, instantly).")
 @click.option(
     "--base-url",
-    help="Run the same tasks on a real OpenAI-compatible endpoint (with --model); "
-    "OPENAI_API_KEY is its key. Default: a local scripted server.",
+    help="Run the same tasks on a real endpoint (with --model); OPENAI_API_KEY "
+    "(or ANTHROPIC_API_KEY) is its key. Default: a local scripted server.",
 )
 @click.option("--model", "model_names", multiple=True, help="A model at --base-url (repeatable).")
+@click.option(
+    "--provider",
+    type=click.Choice(PROVIDERS),
+    default="openai",
+    show_default=True,
+    help="The API the models speak: openai (any OpenAI-compatible endpoint) or "
+    "anthropic (the Messages API, through corral.models.Anthropic; with --model and "
+    "no --base-url, Anthropic's own).",
+)
 def demo_command(
     store: str,
     durability: str,
@@ -468,6 +526,7 @@ def demo_command(
     fast: bool,
     base_url: str | None,
     model_names: tuple[str, ...],
+    provider: str,
 ) -> int:
     """Run the built-in demo: tool-calling agents, no network, no keys.
 
@@ -477,7 +536,9 @@ def demo_command(
     in error on purpose, to show how errors look: the demo still exits 0 once
     it has run. With --base-url and --model, the same tasks run on a real model,
     after one first call to each (an unreachable endpoint or a refused key is an
-    error, exit 2), and it exits as `corral run` does.
+    error, exit 2), and it exits as `corral run` does. --provider anthropic
+    speaks Anthropic's Messages API instead: to a local scripted server, or with
+    --model to Claude (ANTHROPIC_API_KEY; --base-url for another endpoint).
     """
     shown = progress_choice(progress, no_progress)
     if importlib.util.find_spec("httpx") is None:
@@ -485,19 +546,28 @@ def demo_command(
             "corral demo needs httpx: install the models extra, "
             "pip install 'corral[models]' (in a checkout: pip install -e '.[models]')"
         )
-    if (base_url is None) != (not model_names):
-        raise ConfigError("give --base-url and --model together (or neither, for the local demo)")
+    if (base_url is not None and not model_names) or (
+        model_names and base_url is None and provider == "openai"
+    ):
+        raise ConfigError(
+            "give --base-url and --model together (or neither, for the local demo; "
+            "with --provider anthropic, --model alone is Anthropic's API)"
+        )
     latency = 0.0 if fast else 1.0
     with contextlib.ExitStack() as stack:
-        if base_url is None:
-            url = stack.enter_context(demo_server(latency))
-            benchmark = build_demo(url, latency, api_key="")  # never send a real key to it
+        if not model_names:
+            url = stack.enter_context(demo_server(latency, provider))
+            # Never send a real key to it.
+            benchmark = build_demo(url, latency, api_key="", provider=provider)
             policy = demo_retry_policy(latency)
+            where = None
         else:
-            benchmark = build_demo(base_url, latency, models=model_names)
-            check_endpoint(benchmark, base_url)
+            benchmark = build_demo(base_url, latency, models=model_names, provider=provider)
+            client: Any = getattr(next(iter(benchmark.agents.values())), "model", None)
+            where = base_url or str(getattr(client, "base_url", provider))
+            check_endpoint(benchmark, where)
             policy = RetryPolicy(max_retries=2, backoff_base=2.0)
-        return _demo(benchmark, policy, store, durability, benchmark_id, shown, base_url)
+        return _demo(benchmark, policy, store, durability, benchmark_id, shown, where, provider)
 
 
 def _demo(
@@ -508,6 +578,7 @@ def _demo(
     benchmark_id: str | None,
     progress: Progress,
     base_url: str | None,
+    provider: str,
 ) -> int:
     if benchmark_id is None:
         benchmark_id = f"demo-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
@@ -531,6 +602,8 @@ def _demo(
     where = f"the models at {base_url}"
     if base_url is None:
         where = "scripted models on 127.0.0.1 (--base-url URL --model NAME for a real one)"
+    if provider == "anthropic":
+        where += " over Anthropic's Messages API"
     console.print(f"ToolAgent with {where}", style="dim", highlight=False)
     code = run_benchmark(console, runner, benchmark_id, defaults, progress=progress)
     store_flag = "" if store == DEFAULT_STORE else f" --store {store}"

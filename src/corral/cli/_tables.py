@@ -9,6 +9,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from .._costs import format_cost
+from .._run_meta import shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
 from ..report._metrics import Metric
 
@@ -135,7 +137,7 @@ def report_summary(
         grid.add_row(
             "usage",
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
-            + (f" · ${usage.cost:.4f}" if usage.cost else ""),
+            + (f" · {format_cost(usage.cost)}" if usage.cost else ""),
         )
     budgets = budget_line(report)
     if budgets:
@@ -147,6 +149,11 @@ def report_summary(
             "kept as scored (not scored again)" if rescore else "reused from an earlier run"
         )
     grid.add_row("time", time)
+    if report.tags or report.note:
+        tags = " ".join(f"#{t}" for t in report.tags)
+        grid.add_row("run", Text(" · ".join(x for x in (tags, report.note or "") if x)))
+    if report.provenance:
+        grid.add_row("from", shown_provenance(report.provenance))
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid

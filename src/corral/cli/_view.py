@@ -56,7 +56,8 @@ def view_command(
     """Browse the store's results in a web browser (read-only, loopback by default).
 
     With --export ID -o FILE.html, write that benchmark as one self-contained page
-    (data inline, no server, no network) to share; comparing needs the server.
+    (data inline, no server, no network) to share; it compares the models of a
+    several-models run, but comparing two benchmarks needs the server.
     """
     # The viewer builds on the CLI's readers (history, k values): imported when used.
     from ..view import export_html

@@ -5,9 +5,11 @@ search (sequential tool calls, sloppy guesses, reflective retries after a
 failed trial) and a calculator service (parallel tool calls, flaky calls that
 are retried, a grader with an answer key), plus a ``bid-plan -> bid-build ->
 bid-verify`` chain whose children read their parent's output. The models are
-a scripted OpenAI-compatible server on 127.0.0.1 (`demo_server`), or any real
-endpoint. Every choice is seeded per (task, trial, turn), so results are
-deterministic; ``latency`` scales the simulated waits (0 for tests).
+a scripted server on 127.0.0.1 (`demo_server`, OpenAI-compatible or Anthropic's
+Messages API), or any real endpoint of either. Every choice is seeded per (task,
+trial, turn), so results are deterministic (the Messages API sends no seed: there,
+the trials of a task answer alike); ``latency`` scales the simulated waits (0 for
+tests).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from .._benchmark import Benchmark
-from .._errors import CorralError
+from .._errors import ConfigError, CorralError
 from ..runtime import RetryPolicy
 from ._calculator import CalculatorEnvironment
 from ._models import MODELS, Pace
@@ -29,6 +32,7 @@ from ._tasks import demo_tasks
 __all__ = [
     "PROBE_TIMEOUT",
     "SYSTEM_PROMPT",
+    "PROVIDERS",
     "DemoModel",
     "build_demo",
     "check_endpoint",
@@ -44,27 +48,42 @@ SYSTEM_PROMPT = (
 )
 
 
-@contextmanager
-def demo_server(latency: float = 1.0) -> Iterator[str]:
-    """Serve the demo's scripted models on 127.0.0.1; yields the base URL."""
-    from ..testing import FakeChatServer
+#: The APIs the demo speaks: `corral.models.OpenAICompatible`'s and `corral.models.Anthropic`'s.
+PROVIDERS = ("openai", "anthropic")
 
-    with FakeChatServer(DemoModel(latency)) as server:
-        yield server.url
+
+@contextmanager
+def demo_server(latency: float = 1.0, provider: str = "openai") -> Iterator[str]:
+    """Serve the demo's scripted models on 127.0.0.1 with ``provider``'s API; yields
+    the base URL."""
+    from ..testing import FakeAnthropicServer, FakeChatServer, chat_request
+
+    script = DemoModel(latency)
+    if provider == "anthropic":
+        with FakeAnthropicServer(lambda body: script(chat_request(body))) as server:
+            yield server.url
+    else:
+        with FakeChatServer(script) as server:
+            yield server.url
 
 
 def build_demo(
-    base_url: str,
+    base_url: str | None,
     latency: float = 1.0,
     models: Sequence[str] = tuple(MODELS),
     api_key: str | None = None,
+    provider: str = "openai",
 ) -> Benchmark:
-    """The demo benchmark on the models at ``base_url``, with its run settings
-    (4 trials, k = 1, 2, 4, limits). One agent per model (each with its prices).
-    ``api_key=None`` reads ``OPENAI_API_KEY``; ``""`` sends no key."""
+    """The demo benchmark on the models at ``base_url`` (None: the provider's own),
+    with its run settings (4 trials, k = 1, 2, 4, limits). One agent per model
+    (each with its prices), on ``provider``'s client. ``api_key=None`` reads the
+    provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``); ``""`` sends
+    no key."""
+    if provider not in PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
     try:
         from ..agents import ToolAgent
-        from ..models import OpenAICompatible
+        from ..models import Anthropic, OpenAICompatible
     except ImportError as exc:
         raise CorralError(
             "the demo needs httpx: pip install 'corral[models]' (or -e '.[models]')"
@@ -77,7 +96,9 @@ def build_demo(
         prices = None
         if simulated is not None:
             prices = {"input": simulated.input_price, "output": simulated.output_price}
-        client = OpenAICompatible(name, base_url=base_url, api_key=api_key, prices=prices)
+        client: Any = (OpenAICompatible if provider == "openai" else Anthropic)(
+            name, base_url=base_url, api_key=api_key, prices=prices
+        )
         agents[name] = ToolAgent(
             client, SYSTEM_PROMPT, parse_final=parse_answer, seed=2026, reflect=True
         )

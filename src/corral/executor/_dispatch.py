@@ -142,7 +142,15 @@ class RayRemote:
         else:
             record, seq = loop.to_evaluate(t, r)
             light = loop.plan.light(t)
-            job = EvalJob(t, r, loop.plan.task_ids[t], light.environment_id, record, seq)
+            job = EvalJob(
+                t,
+                r,
+                loop.plan.task_ids[t],
+                light.environment_id,
+                record,
+                seq,
+                facts=loop.facts(t),
+            )
             if self._observed:
                 self._heard[(job.task_id, r)] = seq
             ran_on = self._ran_on.pop((t, r), None)

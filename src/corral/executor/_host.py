@@ -29,8 +29,7 @@ from ..runtime._evaluate import evaluate_trial
 from ..runtime._handoff import Handoff
 from ..runtime._retry import RetryPolicy
 from ..runtime._trial import Deferred, TrialPlan, load_previous, run_trial
-from ..store import PostgresStore
-from ..store._protocol import CommitStore, TrialKey
+from ..store._protocol import CommitStore, SharedStore, TrialKey
 from ..store._summary import SummaryBuilder
 from ._jobs import EvalJob, ExecJob, Job, Notice, Result
 from ._scopes import SharedScopes
@@ -308,6 +307,7 @@ class Host:
             acks=acks,
             time_limit=self.spec.evaluation_timeout,
             max_value_bytes=self.spec.max_value_bytes,
+            facts=job.facts,
         )
 
 
@@ -324,9 +324,9 @@ def _ignore(key: TrialKey, commit: Commit) -> None:
 
 
 def _joined(store: CommitStore, spec: HostSpec) -> AbstractAsyncContextManager[Any]:
-    """Write under the coordinator's claim: PostgreSQL's epoch; SQLite needs nothing
-    (its file lock is the coordinator's, and hosts write without taking it)."""
-    if isinstance(store, PostgresStore) and spec.store.epoch is not None:
+    """Write under the coordinator's claim (PostgreSQL's epoch); a store whose claim
+    hosts need not join (SQLite's file lock) gives no epoch."""
+    if isinstance(store, SharedStore) and spec.store.epoch is not None:
         return store.joined(spec.benchmark_id, spec.store.epoch)
     return nullcontext()
 

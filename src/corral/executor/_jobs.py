@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._budget import NO_BUDGET, Budget
+from .._records import ScoringFacts
 from .._types import NO_USAGE, BenchmarkTaskMetadata, TrialRecord, Usage
 from ..runtime._trial import Previous
 
@@ -64,6 +65,8 @@ class EvalJob:
     seq: int
     #: Sent again after its host died: the evaluation may have landed already.
     may_have_history: bool = False
+    #: What the scorer is told of the task (`corral._records.for_scorer`).
+    facts: ScoringFacts | None = None
 
 
 Job = ExecJob | EvalJob

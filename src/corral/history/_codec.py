@@ -94,6 +94,8 @@ def _terminal(p: Any) -> dict[str, Any]:
 def _evaluation(p: Any) -> dict[str, Any]:
     if p.passed is not None:
         out: dict[str, Any] = {"score": p.score, "passed": p.passed, "details": p.details}
+        if p.scores:  # absent when there are none, as in histories written before
+            out["scores"] = p.scores
     else:
         out = {"error": p.error, "error_type": p.error_type}
         if p.traceback is not None:
@@ -189,6 +191,7 @@ def _decode_evaluation(p: Mapping[str, Any]) -> EvaluationPayload:
         get("traceback"),
         get("attempts"),
         get("trial_status"),
+        get("scores"),
     )
 
 

@@ -95,6 +95,8 @@ class EvaluationPayload:
     attempts: int | None = None
     #: ``"limit"`` when the trial scored ended over budget (scored, never a pass).
     trial_status: str | None = None
+    #: Named scores (absent in histories written before them, and when there are none).
+    scores: Mapping[str, float] | None = None
 
     @property
     def evaluation(self) -> Evaluation | None:
@@ -102,7 +104,9 @@ class EvaluationPayload:
         if self.passed is None:
             return None
         # Most scorers give no details: one shared empty mapping, not a dict per trial.
-        return Evaluation(self.score, self.passed, self.details or _NO_DETAILS)
+        return Evaluation(
+            self.score, self.passed, self.details or _NO_DETAILS, self.scores or _NO_DETAILS
+        )
 
 
 @dataclass(frozen=True, slots=True)

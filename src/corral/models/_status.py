@@ -7,7 +7,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from datetime import UTC
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from .._errors import ModelError, ModelUnavailable, RateLimited
@@ -15,6 +15,8 @@ from .._errors import ModelError, ModelUnavailable, RateLimited
 #: Statuses that a later attempt may not meet (besides 5xx): OpenAI's SDK retries these too.
 _TRANSIENT = frozenset({408, 409})
 _MAX_MESSAGE = 500
+#: Unavailable, or overloaded (Anthropic's 529): with a wait, a rate limit.
+_BUSY = frozenset({503, 529})
 
 
 def status_error(
@@ -27,7 +29,7 @@ def status_error(
         if _code(body) == "insufficient_quota":  # out of credit: waiting will not help
             return ModelError(message, status_code=status)
         return RateLimited(message, retry_after=wait)
-    if status == 503 and wait is not None:
+    if status in _BUSY and wait is not None:
         return RateLimited(message, retry_after=wait)
     if status >= 500 or status in _TRANSIENT:
         return ModelUnavailable(message, status_code=status)
@@ -68,7 +70,8 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
 
     Read from ``retry-after-ms``, then ``retry-after`` (seconds or an HTTP date),
     then the ``x-ratelimit-reset-*`` headers (``1s``, ``6m0s``, ``20ms``; the
-    longest of those whose ``x-ratelimit-remaining-*`` is exhausted or unknown).
+    longest of those whose ``x-ratelimit-remaining-*`` is exhausted or unknown)
+    and Anthropic's ``anthropic-ratelimit-*-reset`` (an RFC 3339 time, likewise).
     """
     lower = {k.lower(): v for k, v in headers.items()}
     millis = _number(lower.get("retry-after-ms"))
@@ -84,13 +87,35 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
             return max(0.0, when - now)
     resets = []
     for name, text in lower.items():
-        if not name.startswith("x-ratelimit-reset-"):
+        if name.startswith("x-ratelimit-reset-"):
+            remaining = _number(lower.get("x-ratelimit-remaining-" + name[18:]))
+            seconds = duration(text)
+        elif name.startswith(_ANTHROPIC) and name.endswith("-reset"):
+            remaining = _number(lower.get(name[: -len("reset")] + "remaining"))
+            when = _iso_time(text)
+            seconds = None if when is None else max(0.0, when - now)
+        else:
             continue
-        remaining = _number(lower.get("x-ratelimit-remaining-" + name[18:]))
-        seconds = duration(text)
         if seconds is not None and (remaining is None or remaining < 1):
             resets.append(seconds)
     return max(resets) if resets else None
+
+
+_ANTHROPIC = "anthropic-ratelimit-"
+
+
+def _iso_time(text: str) -> float | None:
+    """``2026-12-02T01:00:30Z`` (RFC 3339) as a timestamp; None if unreadable."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    try:
+        return when.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _number(text: str | None) -> float | None:

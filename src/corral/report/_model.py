@@ -116,6 +116,11 @@ class BenchmarkReport:
     means: dict[str, dict[int, float]] = field(default_factory=dict)
     #: The same per model: by metric name, then model, then k.
     means_by_model: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
+    #: The (last) run's tags and note, as ``run(tags=..., note=...)`` gave them.
+    tags: tuple[str, ...] = ()
+    note: str | None = None
+    #: Where that run came from: ``corral_version``, ``benchmark_file``, ``git_commit``.
+    provenance: dict[str, str] = field(default_factory=dict)
     # What `scores` and `scores_by_model` computed, so each bootstrap runs once.
     _intervals: dict[str | None, Scores] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -232,6 +237,9 @@ class BenchmarkReport:
             "budgets": dict(self.budgets),
             "limited": dict(self.limited),
             "working_seconds": self.working_seconds,
+            "tags": list(self.tags),
+            "note": self.note,
+            "provenance": dict(self.provenance),
         }
         if tasks:
             out["tasks"] = {

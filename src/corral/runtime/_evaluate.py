@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 import anyio
 
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
-from .._records import with_evaluation
-from .._types import Commit, Evaluation, TrialRecord, TrialStatus
+from .._records import ScoringFacts, for_scorer, with_evaluation
+from .._types import NO_USAGE, Commit, Evaluation, TrialRecord, TrialStatus, Usage
 from ..history import EvaluationPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
+from ._session import add_usage
 
 
 async def evaluate_trial(
@@ -29,23 +32,27 @@ async def evaluate_trial(
     acks: Acks,
     time_limit: float | None = None,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    facts: ScoringFacts | None = None,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
     ``time_limit`` bounds each call of ``evaluate``; a call that outlives it is a failed
     evaluation, not retried (a hung scorer would hang again). Details taking more than
     ``max_value_bytes`` of JSON are a failed evaluation too. Returns the record
-    with ``evaluation`` (or ``error``) filled in.
+    with ``evaluation`` (or ``error``) filled in. ``facts`` are what the scorer is told
+    of the task (`for_scorer`); the record returned is ``record``'s own.
     """
+    scored = for_scorer(record, facts)
+    usage: Usage = NO_USAGE
     attempt = 0
     limited = 0
     while True:
         try:
             if time_limit is None:
-                evaluation = await environment.evaluate(record)
+                evaluation = await environment.evaluate(scored)
             else:
                 with anyio.move_on_after(time_limit) as scope:
-                    evaluation = await environment.evaluate(record)
+                    evaluation = await environment.evaluate(scored)
                 if scope.cancelled_caught:
                     text = f"TimeoutError: evaluate() exceeded evaluation_timeout of {time_limit} s"
                     payload = evaluation_failed(
@@ -53,6 +60,7 @@ async def evaluate_trial(
                     )
                     break
             payload = _payload(evaluation, max_value_bytes)
+            usage = add_usage(NO_USAGE, evaluation.usage)
             break
         except Exception as exc:
             if (slow_down := as_rate_limit(exc)) is not None:
@@ -71,7 +79,8 @@ async def evaluate_trial(
     if record.status == TrialStatus.LIMIT:
         # Scored, but never a pass: said here too, for observers that see only this commit.
         payload = replace(payload, trial_status=str(TrialStatus.LIMIT))
-    commit = ours = Commit(seq, "evaluation", encode(payload), time.time())
+    # What scoring spent (a model-graded scorer's calls) counts like any commit's usage.
+    commit = ours = Commit(seq, "evaluation", encode(payload), time.time(), usage)
     while True:
         try:
             handle = store.enqueue(key, [commit])
@@ -102,4 +111,26 @@ def _payload(evaluation: object, limit: int) -> EvaluationPayload:
     if not isinstance(evaluation.passed, bool):
         raise TypeError(f"Evaluation.passed must be a bool, not {evaluation.passed!r}")
     details = check_json(evaluation.details, "Evaluation.details", limit)
-    return EvaluationPayload(score, evaluation.passed, details)
+    # Absent when there are none, as in histories written before named scores.
+    scores = check_scores(evaluation.scores) if evaluation.scores else None
+    if not isinstance(evaluation.usage, Usage):
+        raise TypeError(f"Evaluation.usage must be a corral.Usage, not {evaluation.usage!r}")
+    return EvaluationPayload(score, evaluation.passed, details, scores=scores)
+
+
+def check_scores(scores: object) -> dict[str, float]:
+    """``scores`` as stored: a mapping of names to finite numbers, else a TypeError."""
+    if not isinstance(scores, Mapping):
+        raise TypeError(f"Evaluation.scores must be a mapping of names to numbers, not {scores!r}")
+    out: dict[str, float] = {}
+    for name, value in scores.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Evaluation.scores names must be non-empty strings, not {name!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise TypeError(f"Evaluation.scores[{name!r}] must be a finite number, not {value!r}")
+        out[name] = value
+    return out

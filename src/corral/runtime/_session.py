@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -60,6 +61,9 @@ class AgentSession:
         self.task_id = task_id
         self.trial = trial
         self.attempt = attempt
+        # The target and metadata are the scorer's: an agent never sees them.
+        if metadata.target is not None or metadata.metadata:
+            metadata = dataclasses.replace(metadata, target=None, metadata={})
         self.metadata = metadata
         self.model = metadata.model
         self.inputs = inputs

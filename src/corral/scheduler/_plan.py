@@ -10,10 +10,9 @@ from typing import Any, overload
 from .._errors import ConfigError
 from .._ids import check_id
 from .._json import check_json
-from .._sources import TaskSource
+from .._sources import TaskSource, sample_fields
 from .._suggest import did_you_mean
 from .._types import BenchmarkTaskMetadata
-from ..history import StoredConfig, StoredTask
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +42,14 @@ class RunPlan:
         """
         view = self.metadata
         if isinstance(view, SourceView):
-            source = view.source
-            tasks = {
-                t: StoredTask.of(source.skeleton(t), source.inputs_digest(t)) for t in self.task_ids
-            }
+            tasks = {}
+            for task_id in self.task_ids:
+                entry = metadata_dict(view.source.skeleton(task_id))
+                entry["inputs"] = view.source.inputs_digest(task_id)
+                tasks[task_id] = entry
         else:
-            tasks = {t: stored_task(m) for t, m in zip(self.task_ids, view, strict=True)}
-        return StoredConfig(self.trials_per_task, tasks).encode()
+            tasks = {t: metadata_dict(m) for t, m in zip(self.task_ids, view, strict=True)}
+        return {"trials_per_task": self.trials_per_task, "tasks": tasks}
 
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
@@ -85,9 +85,19 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
         return self.source[self.task_ids[index]]
 
 
-def stored_task(meta: BenchmarkTaskMetadata) -> StoredTask:
-    # The inputs as JSON will store them (tuples as lists), so a resumed run compares equal.
-    return StoredTask.of(meta, check_json(meta.inputs, "inputs"))
+def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
+    return {
+        "agent_id": meta.agent_id,
+        "environment_id": meta.environment_id,
+        "model": meta.model,
+        "max_iterations": meta.max_iterations,
+        "dependencies": list(meta.dependencies),
+        # As JSON will store it (tuples as lists), so a resumed run compares equal.
+        "inputs": check_json(meta.inputs, "inputs"),
+        # Part of what a resumed run must match (scores against another target would
+        # mix); absent when unset, so a configuration stored before them still matches.
+        **check_json(sample_fields(meta), "target and metadata"),
+    }
 
 
 def build_plan(
@@ -258,11 +268,17 @@ def across_models(plan: RunPlan, models: Sequence[str]) -> RunPlan:
 
 
 def scoring_plan(
-    benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str] | None
+    benchmark_id: str,
+    config: Mapping[str, Any],
+    task_ids: Sequence[str] | None,
+    written: Mapping[str, BenchmarkTaskMetadata] | None = None,
 ) -> RunPlan:
     """The plan of a rescore: a stored benchmark's tasks (or some of them), with their
-    recorded metadata and no dependencies (scoring one trial needs no other)."""
-    stored = StoredConfig.decode(config).tasks
+    recorded metadata and no dependencies (scoring one trial needs no other).
+
+    ``written`` (the runner's tasks, checked against the stored ones afterwards) gives
+    each task's inputs, target and metadata for its scorer, and its id as written."""
+    stored: Mapping[str, Any] = config.get("tasks", {})
     if task_ids is not None:
         if isinstance(task_ids, str) or not isinstance(task_ids, Sequence) or not task_ids:
             raise ConfigError(
@@ -273,11 +289,40 @@ def scoring_plan(
                 hint = did_you_mean(str(task_id), stored)
                 raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
     chosen = set(stored if task_ids is None else task_ids)
-    # The agent id may be missing: a rescore never asks the agent.
-    tasks = {t: stored[t].metadata() for t in stored if t in chosen}
-    return build_plan(
-        tasks,
-        None,
-        include_dependencies=True,
-        trials_per_task=StoredConfig.decode(config).trials_per_task,
+    tasks: dict[str, BenchmarkTaskMetadata] = {}
+    names: dict[str, str] = {}
+    for task_id, entry in stored.items():
+        if task_id not in chosen:
+            continue
+        model = entry.get("model")
+        name = _as_written(task_id, model, written)
+        names[task_id] = name
+        source = written.get(name) if written is not None else None
+        tasks[task_id] = BenchmarkTaskMetadata(
+            entry.get("agent_id", ""),  # a rescore never asks the agent
+            entry["environment_id"],
+            model=model,
+            max_iterations=entry.get("max_iterations", 10),
+            inputs=source.inputs if source is not None else {},
+            target=source.target if source is not None else None,
+            metadata=source.metadata if source is not None else {},
+        )
+    plan = build_plan(
+        tasks, None, include_dependencies=True, trials_per_task=int(config["trials_per_task"])
     )
+    return dataclasses.replace(plan, output_names=tuple(names[t] for t in plan.task_ids))
+
+
+def _as_written(
+    task_id: str, model: object, written: Mapping[str, BenchmarkTaskMetadata] | None
+) -> str:
+    """A stored task id as its file writes it: ``add@gpt-x`` of a several-models run
+    is ``add`` (when the file has no task ``add@gpt-x`` of its own)."""
+    suffix = f"@{model}"
+    if (
+        isinstance(model, str)
+        and task_id.endswith(suffix)
+        and (written is None or task_id not in written)
+    ):
+        return task_id[: -len(suffix)]
+    return task_id

@@ -26,7 +26,7 @@ from .._budget import NO_BUDGET, Budget
 from .._errors import CorralError, unwrap_single
 from .._json import DEFAULT_MAX_VALUE_BYTES
 from .._protocols import Agent, Environment
-from .._records import TrialTable, record_of
+from .._records import ScoringFacts, TrialTable, record_of, scoring_facts
 from .._types import (
     EVALUATED_STATUSES,
     NO_USAGE,
@@ -562,9 +562,14 @@ class RunLoop:
             acks=self.acks,
             time_limit=self.evaluation_timeout,
             max_value_bytes=self.max_value_bytes,
+            facts=self.facts(t),
         )
         await self._finishing()
         self.evaluated(t, r, record, record.state)
+
+    def facts(self, t: int) -> ScoringFacts:
+        """What task t's scorer is told of it (its inputs read now, for a streamed task)."""
+        return scoring_facts(self.plan.output_name(t), self.plan.metadata[t])
 
     def evaluated(self, t: int, r: int, record: TrialRecord, state: Any) -> None:
         """Trial (t, r)'s evaluation ended: ``record`` is its final record, ``state`` its

@@ -249,9 +249,16 @@ _PAYLOAD_FIELDS: Mapping[str, tuple[tuple[str, Callable[[Any], bool], str], ...]
         ("passed", lambda v: isinstance(v, bool), "true or false"),
         ("score", _is_number, "a number"),
         ("details", lambda v: v is None or isinstance(v, dict), "an object"),
+        ("scores", lambda v: v is None or _named_numbers(v), "an object of numbers"),
         ("attempts", *_COUNT),
     ),
 }
+
+
+def _named_numbers(v: Any) -> bool:
+    return isinstance(v, dict) and all(
+        isinstance(k, str) and _is_number(x) and not isinstance(x, bool) for k, x in v.items()
+    )
 
 
 def _terminal_fine(p: Any) -> bool:
@@ -284,6 +291,7 @@ def _evaluation_fine(p: Any) -> bool:
         and (details is None or type(details) is dict)
         and "worked" not in p
         and "attempts" not in p
+        and "scores" not in p
     )
 
 

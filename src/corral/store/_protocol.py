@@ -2,6 +2,10 @@
 
 Appends are keyed by (benchmark, task, trial, seq); nothing here relies on a
 feature only SQLite has (`store/postgres.py` implements it over the network).
+
+What only some backends can do is a capability protocol here (`SharedStore`,
+`FileStore`), so callers outside ``store/`` ask what a store can do, never
+which class it is.
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
@@ -157,3 +162,41 @@ class CommitStore(Protocol):
         """The benchmark's run records, oldest first (none in a store written before
         Corral kept them)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class HostAccess:
+    """How a worker host in another process opens a store and writes under the
+    coordinator's claim (picklable)."""
+
+    #: What `open_store` takes, with its keyword options.
+    address: str
+    options: tuple[tuple[str, Any], ...]
+    #: Who can open it: processes on this machine only, or any machine.
+    reach: Literal["machine", "network"]
+    #: The coordinator's claim hosts write under (PostgreSQL's fencing epoch);
+    #: None where hosts need nothing to write (SQLite's file lock is the
+    #: coordinator's, and hosts write without taking it).
+    epoch: int | None = None
+
+
+@runtime_checkable
+class SharedStore(Protocol):
+    """A store other processes (Ray hosts) open by address and write to."""
+
+    read_only: bool
+
+    def host_access(self, benchmark_id: str) -> HostAccess:
+        """The address hosts open, with the claim this store holds on ``benchmark_id``."""
+        ...
+
+    def joined(self, benchmark_id: str, epoch: int) -> AbstractAsyncContextManager[None]:
+        """Write ``benchmark_id`` under a claim another process holds (its ``epoch``)."""
+        ...
+
+
+@runtime_checkable
+class FileStore(Protocol):
+    """A store that lives in one file on this machine (exports go beside it)."""
+
+    path: Path

@@ -37,6 +37,12 @@ class RunRecord:
     #: while the store still gives these, no commit changed the run's tasks since.
     counts: Mapping[str, int] = field(default_factory=dict)
     span: tuple[float, float] = (0.0, 0.0)
+    #: The user's labels and note for the run (``run(tags=..., note=...)``).
+    tags: tuple[str, ...] = ()
+    note: str | None = None
+    #: Where the run came from: ``corral_version``, and for a benchmark file its
+    #: ``benchmark_file`` and ``git_commit`` (see `corral._run_meta.provenance`).
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +58,9 @@ class RunRecord:
             "timings": dict(self.timings),
             "counts": dict(self.counts),
             "span": list(self.span),
+            "tags": list(self.tags),
+            "note": self.note,
+            "provenance": dict(self.provenance),
         }
 
     @classmethod
@@ -74,6 +83,9 @@ class RunRecord:
                 timings=_numbers(data.get("timings", {})),
                 counts={str(k): int(v) for k, v in dict(data.get("counts", {})).items()},
                 span=(float(first), float(last)),
+                tags=tuple(_texts(data.get("tags", ()))),
+                note=_text_or_none(data.get("note")),
+                provenance={str(k): str(v) for k, v in dict(data.get("provenance", {})).items()},
             )
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a run record ({exc}): {data!r:.200}") from None
@@ -87,3 +99,15 @@ def _numbers(data: Any) -> dict[str, float]:
             raise TypeError(f"{name!r} is {value!r}, not a number")
         out[str(name)] = value
     return out
+
+
+def _texts(data: Any) -> list[str]:
+    if isinstance(data, str) or not all(isinstance(t, str) for t in data):
+        raise TypeError(f"tags {data!r} are not a list of strings")
+    return list(data)
+
+
+def _text_or_none(data: Any) -> str | None:
+    if data is not None and not isinstance(data, str):
+        raise TypeError(f"the note {data!r} is not text")
+    return data

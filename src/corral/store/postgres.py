@@ -29,7 +29,7 @@ from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_config
 from ._decode import decode_benchmark, decode_commit, decode_run
-from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import RowFolder
 
@@ -335,6 +335,11 @@ class PostgresStore:
     def claim_epoch(self, benchmark_id: str) -> int | None:
         """The fencing epoch of this store's claim on ``benchmark_id`` (None: not held)."""
         return self._epochs.get(benchmark_id)
+
+    def host_access(self, benchmark_id: str) -> HostAccess:
+        """Hosts anywhere connect to the server, and write under this store's claim."""
+        options = (("synchronous_commit", self.synchronous_commit), ("retry_for", self.retry_for))
+        return HostAccess(self.dsn, options, "network", self.claim_epoch(benchmark_id))
 
     @asynccontextmanager
     async def joined(self, benchmark_id: str, epoch: int) -> AsyncIterator[None]:

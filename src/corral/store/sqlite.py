@@ -35,7 +35,7 @@ from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config
 from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
-from ._protocol import BenchmarkInfo, TrialKey, TrialSummary
+from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._sqlite_file import (
     SCHEMA_VERSION,
@@ -167,6 +167,17 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+    def host_access(self, benchmark_id: str) -> HostAccess:
+        """Processes on this machine open the file; the coordinator's file lock covers them."""
+        options = (("synchronous", self.synchronous),)
+        return HostAccess(str(self.path.absolute()), options, "machine")
+
+    @asynccontextmanager
+    async def joined(self, benchmark_id: str, epoch: int) -> AsyncIterator[None]:
+        """Nothing to join: the claim is the coordinator's file lock, and hosts write
+        beside it without taking it."""
+        yield
 
     # -- lifecycle ---------------------------------------------------------
 

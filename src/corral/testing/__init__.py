@@ -15,8 +15,9 @@ gauges, and wait until every task is blocked before asserting::
     gauge.assert_ok()
 """
 
+from ._anthropic_server import FakeAnthropicServer, chat_request
 from ._blocked import wait_all_tasks_blocked
-from ._chat_server import ChatReply, FakeChatServer
+from ._chat_server import ChatReply, FakeChatServer, FakeModelServer
 from ._fakes import (
     Execution,
     FakeEnvironment,
@@ -38,13 +39,16 @@ __all__ = [
     "ConcurrencyGauge",
     "Corruption",
     "Execution",
+    "FakeAnthropicServer",
     "FakeChatServer",
     "FakeEnvironment",
+    "FakeModelServer",
     "Gate",
     "HostileChatServer",
     "HostileReply",
     "LaggingStore",
     "ScriptedAgent",
+    "chat_request",
     "default_agent_keys",
     "echo",
     "hostile_replies",

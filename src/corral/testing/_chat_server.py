@@ -1,4 +1,5 @@
-"""`FakeChatServer`: a scriptable OpenAI-compatible chat endpoint on 127.0.0.1.
+"""`FakeChatServer`: a scriptable OpenAI-compatible chat endpoint on 127.0.0.1, and
+the plumbing every fake model server shares (`FakeModelServer`).
 
 It runs the standard library's threading HTTP server in a daemon thread, so
 it needs no dependency and serves sync and async tests (either backend) alike.
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BufferedIOBase
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
@@ -30,6 +31,11 @@ class ChatReply:
     tool_calls: tuple[tuple[str, Any], ...] = ()
     #: (prompt tokens, completion tokens); None: about four characters a token.
     usage: tuple[int, int] | None = None
+    #: The model's thinking: a thinking block from `FakeAnthropicServer`, the
+    #: message's ``reasoning_content`` from `FakeChatServer`.
+    reasoning: str | None = None
+    #: Prompt tokens (read from, written to) the prompt cache (`FakeAnthropicServer`).
+    cache: tuple[int, int] = (0, 0)
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
     #: The message of an error body (``{"error": {"message": ...}}``).
@@ -42,10 +48,15 @@ class ChatReply:
 
     @classmethod
     def text(
-        cls, content: str, *, usage: tuple[int, int] | None = None, delay: float = 0.0
+        cls,
+        content: str,
+        *,
+        usage: tuple[int, int] | None = None,
+        delay: float = 0.0,
+        reasoning: str | None = None,
     ) -> ChatReply:
         """A reply without tool calls."""
-        return cls(content=content, usage=usage, delay=delay)
+        return cls(content=content, usage=usage, delay=delay, reasoning=reasoning)
 
     @classmethod
     def tools(
@@ -54,9 +65,16 @@ class ChatReply:
         content: str | None = None,
         usage: tuple[int, int] | None = None,
         delay: float = 0.0,
+        reasoning: str | None = None,
     ) -> ChatReply:
         """A reply with one tool call per ``(name, arguments)``; several are parallel."""
-        return cls(content=content, tool_calls=tuple(calls), usage=usage, delay=delay)
+        return cls(
+            content=content,
+            tool_calls=tuple(calls),
+            usage=usage,
+            delay=delay,
+            reasoning=reasoning,
+        )
 
     @classmethod
     def failure(
@@ -119,8 +137,10 @@ Reply = ChatReply | RawReply
 Script = Callable[[dict[str, Any]], Reply]
 
 
-class FakeChatServer:
-    """An OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1.
+class FakeModelServer:
+    """A model endpoint on 127.0.0.1 answering ``POST`` requests with scripted replies;
+    a subclass says which paths it serves and how a reply is written (`render`,
+    `error_body`), and may refuse a request the real API would (`refuse`).
 
     Each request is answered by the next reply given to `enqueue` (or the
     ``script`` list), else by calling ``script`` with the request's JSON body. A
@@ -131,6 +151,10 @@ class FakeChatServer:
     I/O: a test driving it must not use an autojumping clock (trio's
     ``MockClock(autojump_threshold=0)`` would expire the client's timeouts).
     """
+
+    #: The paths served, and the one that begins the base URL.
+    paths: tuple[str, ...] = ()
+    prefix = ""
 
     def __init__(self, script: Script | Iterable[Reply] | None = None) -> None:
         self._queue: deque[Reply] = deque()
@@ -150,9 +174,9 @@ class FakeChatServer:
 
     @property
     def url(self) -> str:
-        """The base URL (``http://127.0.0.1:PORT/v1``), once started."""
+        """The base URL (``http://127.0.0.1:PORT`` and the prefix), once started."""
         if self._url is None:
-            raise RuntimeError("the FakeChatServer is not started")
+            raise RuntimeError(f"the {type(self).__name__} is not started")
         return self._url
 
     def enqueue(self, *replies: Reply) -> None:
@@ -160,13 +184,13 @@ class FakeChatServer:
         with self._lock:
             self._queue.extend(replies)
 
-    def start(self) -> FakeChatServer:
+    def start(self) -> Self:
         self._closed.clear()
         server = _Server(("127.0.0.1", 0), _Handler)
         server.fake = self
         self._server = server
         host, port = server.server_address[:2]
-        self._url = f"http://{host!s}:{port}/v1"
+        self._url = f"http://{host!s}:{port}{self.prefix}"
         # A short poll: `close` waits for the serving loop to notice, up to one poll.
         self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
@@ -180,7 +204,7 @@ class FakeChatServer:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> FakeChatServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -195,18 +219,46 @@ class FakeChatServer:
                 return self._queue.popleft()
             script = self._script
         if script is None:
-            return ChatReply.failure(500, "FakeChatServer: no reply scripted for this request")
+            return ChatReply.failure(
+                500, f"{type(self).__name__}: no reply scripted for this request"
+            )
         try:
             return script(body)
         except Exception as exc:  # the script's bug, shown to the client
-            return ChatReply.failure(500, f"FakeChatServer script failed: {exc!r}")
+            return ChatReply.failure(500, f"{type(self).__name__} script failed: {exc!r}")
+
+    def refuse(self, body: dict[str, Any], headers: Mapping[str, str]) -> str | None:
+        """Why the real API would answer this request 400, or None."""
+        return None
+
+    def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+        """The body of a successful reply to ``request`` (the ``number``-th)."""
+        raise NotImplementedError
+
+    def error_body(self, status: int, message: str, code: str | None) -> bytes:
+        """The body of an error answer."""
+        raise NotImplementedError
+
+
+class FakeChatServer(FakeModelServer):
+    """An OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1 (``url`` ends
+    in ``/v1``); a `FakeModelServer` (see it for the scripting)."""
+
+    paths = ("/v1/chat/completions", "/chat/completions")
+    prefix = "/v1"
+
+    def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+        return _completion(request, reply, number)
+
+    def error_body(self, status: int, message: str, code: str | None) -> bytes:
+        return _error_body(message, code)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     request_queue_size = 256
-    fake: FakeChatServer
+    fake: FakeModelServer
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -222,15 +274,20 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fake = self.server.fake
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-            self._send(404, _error_body(f"no route {self.path}", None), {})
+        if self.path.rstrip("/") not in fake.paths:
+            self._send(404, fake.error_body(404, f"no route {self.path}", None), {})
             return
         try:
             body = json.loads(raw)
         except ValueError:
-            self._send(400, _error_body("the request body is not JSON", None), {})
+            self._send(400, fake.error_body(400, "the request body is not JSON", None), {})
             return
-        reply = fake._reply_to(body, {k.lower(): v for k, v in self.headers.items()})
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        refused = fake.refuse(body, headers)
+        if refused is not None:
+            self._send(400, fake.error_body(400, refused, None), {})
+            return
+        reply = fake._reply_to(body, headers)
         if not isinstance(reply, ChatReply):
             self.close_connection = True  # what it wrote may not end where HTTP expects
             try:
@@ -245,9 +302,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay > 0:
             fake._closed.wait(reply.delay)  # a slow model, that a closing server cuts short
         if reply.status >= 300 or reply.error:  # an error body, whatever the status
-            self._send(reply.status, _error_body(reply.error, reply.error_code), reply.headers)
+            error = fake.error_body(reply.status, reply.error, reply.error_code)
+            self._send(reply.status, error, reply.headers)
             return
-        data = _completion(body, reply, fake.calls)
+        data = fake.render(body, reply, fake.calls)
         if reply.fault == "drop":
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -276,6 +334,8 @@ def _error_body(message: str, code: str | None) -> bytes:
 
 def _completion(request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {

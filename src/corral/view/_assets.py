@@ -6,11 +6,18 @@ import base64
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 from typing import Any
 
-_MEDIA = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+_MEDIA = {
+    "charts.js": "text/javascript; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+#: The scripts, in the order they run (app.js draws with charts.js's functions).
+SCRIPTS = ("charts.js", "app.js")
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -34,7 +41,7 @@ _PAGE = """<!doctype html>
 
 @cache
 def asset(name: str) -> tuple[bytes, str]:
-    """A static file's bytes and media type (only the viewer's own two names exist)."""
+    """A static file's bytes and media type (only the viewer's own names exist)."""
     return (files(__package__) / "static" / name).read_bytes(), _MEDIA[name]
 
 
@@ -42,7 +49,7 @@ def shell() -> str:
     """The page every served URL starts from: the script renders the route in its hash."""
     return _PAGE.format(
         head='<link rel="stylesheet" href="/static/app.css">',
-        body='<script src="/static/app.js"></script>',
+        body="\n".join(f'<script src="/static/{name}"></script>' for name in SCRIPTS),
     )
 
 
@@ -53,7 +60,7 @@ def standalone(data: Any) -> str:
     the data is JSON in a non-executed script element, with ``<`` escaped so no
     value can close that element.
     """
-    script = asset("app.js")[0].decode()
+    script = "\n".join(asset(name)[0].decode() for name in SCRIPTS)
     style = asset("app.css")[0].decode()
     policy = (
         f"default-src 'none'; script-src '{_sha256(script)}'; style-src '{_sha256(style)}'; "
@@ -78,6 +85,11 @@ def to_json(value: Any) -> bytes:
     except ValueError:
         text = json.dumps(_finite(value), separators=(",", ":"), default=str)
     return text.encode()
+
+
+def by_k(values: Mapping[int, float]) -> dict[str, float]:
+    """Values by k as JSON keys them (strings)."""
+    return {str(k): v for k, v in values.items()}
 
 
 def inline_json(value: Any) -> str:

@@ -4,15 +4,17 @@ A load reads the store's ``scan`` in the background; the list in scan order is
 served from the rows loaded so far, everything else once the load is done. While
 a benchmark is live (some trial unfinished) its data is reloaded when older than
 ``refresh`` seconds (or three times as long as a load takes); a finished one when
-its count of finished trials changes (a rescore of a finished benchmark, which
-changes no count, shows once the viewer restarts).
-Until a reload is done, the previous load keeps being served.
+its count of finished trials changes (a rerun reopening a trial) or a run is
+recorded (a rescore, a resume: each records its run once done), each looked up at
+most once per ``refresh`` seconds. Until a reload is done, the previous load keeps
+being served; each load has a new ``version``, so a page knows its data changed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -24,14 +26,23 @@ from ..history import StoredConfig
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._passk import default_ks
 from ..store import CommitStore
+from ._charts import charts
 from ._index import Row, facets, row_of
 
 
 class Loaded:
     """One load of a benchmark: its rows (growing while loading) and, once done, its report."""
 
-    def __init__(self, benchmark_id: str, config: Mapping[str, Any], now: float) -> None:
+    def __init__(
+        self, benchmark_id: str, config: Mapping[str, Any], now: float, version: int = 0
+    ) -> None:
         self.benchmark_id = benchmark_id
+        #: Which load of the benchmark this is (the viewer's count, from 1).
+        self.version = version
+        #: Wall-clock time the load started (what a page shows as "updated").
+        self.loaded_at = time.time()
+        #: Runs recorded when the load started (a new one means the data changed).
+        self.runs = 0
         self.config = config
         self.stored = StoredConfig.decode(config)
         self.trials_per_task = self.stored.trials_per_task
@@ -47,6 +58,8 @@ class Loaded:
         self._by_key: dict[tuple[str, int], Row] | None = None
         #: Trials per model, environment and status, once loaded.
         self.facets: dict[str, dict[str, int]] = {}
+        #: The distributions the page draws (`charts`), once loaded.
+        self.charts: dict[str, Any] = {}
 
     def find(self, task_id: str, trial: int) -> Row | None:
         """A trial's row (by a dict built once the load is done; until then by search)."""
@@ -77,6 +90,9 @@ class Loaded:
         tasks = self.stored.tasks
         meta = {t: (m.model, str(m.environment_id)) for t, m in tasks.items()}
         table = TrialTable(self.trials_per_task)
+        # Runs first: a run recorded while the trials are read is seen as new next time.
+        runs = await store.runs(self.benchmark_id)
+        self.runs = len(runs)
         async for chunk in store.scan(self.benchmark_id):
             for s in chunk:
                 task = meta.get(s.task_id)
@@ -89,12 +105,18 @@ class Loaded:
             self._progress.set()
             self._progress = anyio.Event()
         self.facets = facets(self.rows)
+        last = runs[-1] if runs else None
         self.report = build_report(
             self.benchmark_id,
             self.config,
             records=table,
             k_values=default_ks(self.trials_per_task),
         )
+        if last is not None:  # the last run's labels and provenance, as `corral report`
+            self.report = replace(
+                self.report, tags=last.tags, note=last.note, provenance=dict(last.provenance)
+            )
+        self.charts = charts(self.rows, self.report)
 
     async def at_least(self, rows: int) -> None:
         """Wait until ``rows`` rows are loaded, or the load is over."""
@@ -133,6 +155,9 @@ class ViewCache:
         self._pending: dict[str, Loaded] = {}  # a load in progress
         self._finished: dict[str, int] = {}  # finished trials per benchmark, as last counted
         self._counted_at = float("-inf")
+        self._runs: dict[str, tuple[float, int]] = {}  # runs per benchmark, and when counted
+        self._versions = 0  # loads started
+        self._lock = anyio.Lock()
 
     async def finished_counts(self) -> dict[str, int]:
         """Finished trials per benchmark id (the store is asked at most once per refresh)."""
@@ -144,6 +169,11 @@ class ViewCache:
 
     async def get(self, benchmark_id: str) -> Loaded:
         """The latest load of the benchmark (maybe still loading); a `ConfigError` if unknown."""
+        # One at a time: two requests at once must not both start a load.
+        async with self._lock:
+            return await self._get(benchmark_id)
+
+    async def _get(self, benchmark_id: str) -> Loaded:
         current = self._current.get(benchmark_id)
         pending = self._pending.get(benchmark_id)
         if pending is not None and pending.done.is_set():
@@ -155,7 +185,9 @@ class ViewCache:
             config = await self.store.benchmark_config(benchmark_id)
             if config is None:
                 raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
-            pending = self._pending[benchmark_id] = Loaded(benchmark_id, config, self._clock())
+            self._versions += 1
+            pending = Loaded(benchmark_id, config, self._clock(), self._versions)
+            self._pending[benchmark_id] = pending
             self._tg.start_soon(pending.fill, self.store)
         return current if current is not None else pending  # type: ignore[return-value]
 
@@ -172,5 +204,18 @@ class ViewCache:
         every = max(self.refresh, 3 * loaded.took)
         if loaded.failure is not None or (loaded.live and self._clock() - loaded.started >= every):
             return True
+        if loaded.report is None:
+            return False
         counted = (await self.finished_counts()).get(loaded.benchmark_id)
-        return loaded.report is not None and counted != loaded.report.finished
+        return counted != loaded.report.finished or await self._runs_count(loaded) != loaded.runs
+
+    async def _runs_count(self, loaded: Loaded) -> int:
+        """Runs recorded for the benchmark (the store is asked at most once per refresh)."""
+        now = self._clock()
+        at, count = self._runs.get(loaded.benchmark_id, (float("-inf"), 0))
+        if at < loaded.started:  # the load's own count is the newer
+            at, count = loaded.started, loaded.runs
+        if now - at >= self.refresh:
+            count = len(await self.store.runs(loaded.benchmark_id))
+            self._runs[loaded.benchmark_id] = (now, count)
+        return count

@@ -10,11 +10,16 @@ from ..store import CommitStore
 from . import _pages
 from ._assets import standalone
 from ._cache import Loaded
+from ._compare import compare, models_of
+
+#: Models of a several-models run whose every pair the export holds compared (the first).
+MODELS_PAIRED = 4
 
 
 async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     """Everything the viewer's pages show of one benchmark: its summary, every trial's
-    row, and every task's and trial's page (comparing needs the server)."""
+    row, every task's and trial's page, and each pair of its models compared
+    (comparing two benchmarks needs the server)."""
     config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
@@ -30,7 +35,11 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
         trials[f"{r.task_id}\u0000{r.trial}"] = page
         chains[r.task_id][r.trial] = page["previous_trial"]
     tasks = {t: await _pages.task_page(store, loaded, t, chains[t]) for t in loaded.stored.tasks}
+    assert loaded.report is not None
+    models = models_of(loaded.report)[:MODELS_PAIRED]
+    pairs = [(a, b) for a in models for b in models if a != b]
     return {
+        "compare": {f"{a}\u0000{b}": compare(loaded, loaded, (a, b)) for a, b in pairs},
         "benchmarks": [entry],
         "summary": _pages.summary(loaded),
         "rows": [r.to_dict() for r in loaded.rows],

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .._costs import format_cost
 from .._errors import ConfigError
 from .._types import TrialRecord
 from ..store._protocol import TrialSummary
@@ -37,7 +38,7 @@ class Row(NamedTuple):
     commits: int
 
     def to_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return {**self._asdict(), "cost_text": format_cost(self.cost)}
 
 
 #: Sort keys of the list: the column each sorts by ("" is the store's order: task, trial).

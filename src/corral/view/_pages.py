@@ -10,16 +10,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import history
+from .._costs import format_cost
 from .._errors import ConfigError
 from .._history import load_history
 from .._types import Commit
 from ..history import SetupPayload, StoredConfig
 from ..report import BenchmarkReport
-from ..report import compare as compare_reports
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
+from ._assets import by_k
 from ._cache import Loaded
+from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
 
@@ -43,15 +45,11 @@ def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ks(values: Mapping[int, float]) -> dict[str, float]:
-    return {str(k): v for k, v in values.items()}
-
-
 def _metrics(
     report: BenchmarkReport, values: Mapping[str, Mapping[int, float]]
 ) -> dict[str, dict[str, float]]:
     """Each of the report's metrics' values by k, under its JSON key (``pass_at_k``...)."""
-    return {m.key: _ks(values.get(m.name, {})) for m in report.metrics}
+    return {m.key: by_k(values.get(m.name, {})) for m in report.metrics}
 
 
 def _metric_list(metrics: Sequence[Metric]) -> list[dict[str, str]]:
@@ -69,10 +67,11 @@ def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -
         "total": info.trials,
         "pass_at_k": None,
         "errors": None,
+        "version": None if loaded is None else loaded.version,
     }
     report = None if loaded is None else loaded.report
     if report is not None:
-        out["pass_at_k"] = _ks(report.pass_at_k)
+        out["pass_at_k"] = by_k(report.pass_at_k)
         out["errors"] = report.counts.get("error", 0)
     return out
 
@@ -87,6 +86,8 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         "ready": loaded.report is not None,
         "live": loaded.live,
         "interval": INTERVALS,
+        "version": loaded.version,
+        "loaded_at": loaded.loaded_at,
     }
     report = loaded.report
     if report is None:
@@ -98,9 +99,9 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         # Bootstraps: once per load (the report keeps what it computed).
         scores=report.scores.to_dict(),
         scores_by_model={m: sc.to_dict() for m, sc in report.scores_by_model.items()},
-        by_model={m: _ks(v) for m, v in report.by_model.items()},
+        by_model={m: by_k(v) for m, v in report.by_model.items()},
         counts=report.counts,
-        usage=report.usage.to_dict(),
+        usage={**report.usage.to_dict(), "cost_text": format_cost(report.usage.cost)},
         started_at=report.started_at,
         finished_at=report.finished_at,
         errors=[g.to_dict() for g in report.errors],
@@ -108,6 +109,11 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         tasks=_task_stats(report),
         tasks_total=len(report.tasks),
         facets=loaded.facets,
+        charts=loaded.charts,
+        models=model_columns(report),
+        tags=list(report.tags),
+        note=report.note,
+        provenance=dict(report.provenance),
     )
     return out
 
@@ -204,6 +210,9 @@ async def trial_page(
     data = history.to_dict()
     del data["commits"]  # the timeline holds each commit whole
     data["timeline"] = timeline(history.commits)
+    for entry in data["timeline"]:
+        if entry["usage"] is not None:
+            entry["usage"]["cost_text"] = format_cost(entry["usage"]["cost"])
     data["previous_trial"] = previous_trial(history.commits)
     row = loaded.find(task_id, trial)
     data["row"] = None if row is None else row.to_dict()
@@ -226,59 +235,3 @@ def _neighbour(rows: list[Row], position: int | None, step: int) -> dict[str, An
         return None
     r = rows[position + step]
     return {"task_id": r.task_id, "trial": r.trial}
-
-
-def compare(a: Loaded, b: Loaded) -> dict[str, Any]:
-    """Two benchmarks side by side on the tasks they share (both must have loaded): a is
-    the baseline, b the candidate. ``paired`` is `corral.compare` for each k both have;
-    each task's outcome (improved, regressed, tied) is by the smallest."""
-    ra, rb = a.report, b.report
-    assert ra is not None and rb is not None
-    shared = [t for t in ra.tasks if t in rb.tasks]
-    ks = [k for k in ra.k_values if k in rb.k_values]
-    paired = _paired(ra, rb, ks)
-    outcomes = {}
-    if paired:
-        outcomes = {t: "improved" for t in paired[0]["improved"]}
-        outcomes.update({t: "regressed" for t in paired[0]["regressed"]})
-        outcomes.update({t: "tied" for t in paired[0]["tied"]})
-    rows = []
-    for task_id in shared:
-        ta, tb = ra.tasks[task_id], rb.tasks[task_id]
-        rows.append(
-            {
-                "task_id": task_id,
-                "a": {
-                    "passed": ta.passed,
-                    "trials": len(ta.trials),
-                    "pass_at_k": _ks(ta.pass_at_k),
-                },
-                "b": {
-                    "passed": tb.passed,
-                    "trials": len(tb.trials),
-                    "pass_at_k": _ks(tb.pass_at_k),
-                },
-                "outcome": outcomes.get(task_id, "incomplete"),
-            }
-        )
-    return {
-        "a": a.benchmark_id,
-        "b": b.benchmark_id,
-        "shared": len(shared),
-        "only_a": len(ra.tasks) - len(shared),
-        "only_b": len(rb.tasks) - len(shared),
-        "k_values": ks,
-        "tasks": rows,
-        "paired": paired,
-    }
-
-
-def _paired(ra: BenchmarkReport, rb: BenchmarkReport, ks: list[int]) -> list[dict[str, Any]]:
-    """`corral.compare` for each k both have: the difference with its paired interval."""
-    out = []
-    for k in ks:
-        try:
-            out.append(compare_reports(ra, rb, k=k).to_dict())
-        except ConfigError:  # no shared task with k finished trials on both sides
-            continue
-    return out

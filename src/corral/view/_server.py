@@ -1,4 +1,4 @@
-"""The viewer's web app (Starlette): a page shell, two static files, and a read-only JSON API.
+"""The viewer's web app (Starlette): a page shell, its static files, and a read-only JSON API.
 
 Only the routes below exist: every other path is a 404, every method but GET and
 HEAD a 405, and no URL ever names a file (the static files are looked up by
@@ -24,6 +24,7 @@ from ..store import CommitStore
 from . import _pages
 from ._assets import asset, shell, to_json
 from ._cache import Loaded, LoadFailed, ViewCache
+from ._compare import compare
 from ._hosts import LOOPBACK_HOSTS
 from ._index import TrialQuery
 
@@ -87,6 +88,7 @@ def create_app(
 
     routes = [
         Route("/", page),
+        Route("/static/charts.js", static("charts.js")),
         Route("/static/app.js", static("app.js")),
         Route("/static/app.css", static("app.css")),
         Route("/api/benchmarks", api(_benchmarks)),
@@ -95,6 +97,7 @@ def create_app(
         Route("/api/task", api(_task)),
         Route("/api/trial", api(_trial)),
         Route("/api/compare", api(_compare)),
+        Route("/api/version", api(_version)),
     ]
     hosts = Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts, www_redirect=False)
     return Starlette(routes=routes, lifespan=lifespan, middleware=[hosts])
@@ -165,4 +168,13 @@ async def _trial(request: Request, cache: ViewCache) -> Any:
 async def _compare(request: Request, cache: ViewCache) -> Any:
     a = await _ready(cache, _param(request, "a"))
     b = await _ready(cache, _param(request, "b"))
-    return _pages.compare(a, b)
+    ma, mb = request.query_params.get("ma"), request.query_params.get("mb")
+    if bool(ma) != bool(mb):
+        raise ConfigError("comparing models needs both ma (A's model) and mb (B's model)")
+    return compare(a, b, (ma, mb) if ma and mb else None)
+
+
+async def _version(request: Request, cache: ViewCache) -> Any:
+    """Which load of the benchmark is served (a page polls it to redraw when it changes)."""
+    loaded = await cache.get(_param(request, "id"))
+    return {"version": loaded.version, "loaded_at": loaded.loaded_at, "live": loaded.live}

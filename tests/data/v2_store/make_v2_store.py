@@ -1,7 +1,9 @@
 """Make tests/data/v2_store with Corral 636b00a (before the history package): the demo,
 and an API benchmark with tool actions, retries, errors, a budget, a failed scorer,
 reruns (reopen commits) and an unfinished resume; then what `list`, `report` and
-`show` printed for it, in expected/ (tests/test_v2_store.py compares them)."""
+`show` printed for it, in expected/ (tests/test_v2_store.py compares them). The
+store was made by 636b00a; expected/ was printed by main at a12b91d (the last main
+before the history package; `make_v2_store.py DIR --expected`), whose output adds columns."""
 
 import os
 import shutil
@@ -99,10 +101,19 @@ def make(out):
         shutil.rmtree(out / name, ignore_errors=True)
     store = out / "store.db"
     anyio.run(runs, store)
-    env = {**os.environ, "CORRAL_STORE": "store.db", "COLUMNS": "200", "NO_COLOR": "1"}
-
     demo = ("demo", "--fast", "--no-progress", "--benchmark-id", "demo")
-    subprocess.run([sys.executable, "-m", "corral", *demo], env=env, cwd=out, check=True)
+    subprocess.run([sys.executable, "-m", "corral", *demo], env=ENV, cwd=out, check=True)
+    expect(out)
+
+
+ENV = {**os.environ, "CORRAL_STORE": "store.db", "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def expect(out):
+    """What this Corral prints of the store in ``out``, into ``out``/expected (run with
+    ``--expected`` by the Corral the history package is checked against)."""
+    env = ENV
+    shutil.rmtree(out / "expected", ignore_errors=True)
     expected = out / "expected"
     expected.mkdir()
     for name, args in COMMANDS.items():
@@ -120,4 +131,7 @@ def make(out):
 
 
 if __name__ == "__main__":
-    make(Path(sys.argv[1]))
+    if sys.argv[2:] == ["--expected"]:
+        expect(Path(sys.argv[1]))
+    else:
+        make(Path(sys.argv[1]))

@@ -12,6 +12,10 @@
   let timer = null; // a pending refresh of a live page
   let keys = null; // the current page's keyboard handler
   let generation = 0; // renders started; a stale one draws nothing
+  const Charts = window.CorralCharts;
+  const versions = {}; // the load of each benchmark last drawn (the server's version)
+  let updated = null; // {id, at}: the benchmark whose data changed under an open page
+  const comparing = {}; // the benchmarks chosen to compare on the benchmarks page
 
   // -- building the page from data, as text ----------------------------------------
   function el(tag, attrs, ...kids) {
@@ -153,7 +157,11 @@
       const near = (i) => (at < 0 || i < 0 || i >= rows.length ? null : { task_id: rows[i].task_id, trial: rows[i].trial });
       return Object.assign({}, EXPORT.trials[key], { previous: near(at - 1), next: near(at + 1), position: at < 0 ? null : at, listed: rows.length });
     }
-    throw new Error("comparing needs the server: run corral view");
+    if (name === "compare" && p.a === p.b && p.ma && p.mb) {
+      const key = p.ma + "\u0000" + p.mb;
+      if (Object.hasOwn(EXPORT.compare || {}, key)) return EXPORT.compare[key];
+    }
+    throw new Error("comparing benchmarks needs the server: run corral view");
   }
 
   // -- routing ----------------------------------------------------------------------
@@ -172,7 +180,9 @@
     clearTimeout(timer);
     keys = null;
     const mine = ++generation;
-    const { path, params } = current();
+    let { path, params } = current();
+    // An export holds one benchmark: it opens on it, not on a one-line list.
+    if (EXPORT && (path === "/" || !PAGES[path])) [path, params] = ["/benchmark", { id: EXPORT.summary.benchmark_id }];
     const page = PAGES[path] || benchmarksPage;
     statusLine.textContent = "loading…";
     try {
@@ -199,6 +209,37 @@
     }, seconds * 1000);
   }
 
+  // Redraw the page once the benchmark's data changes in the store (a rescore, a
+  // resume): the server's version of it is asked every few seconds.
+  function watch(id, known) {
+    if (EXPORT) return;
+    const mine = generation;
+    timer = setTimeout(async () => {
+      if (mine !== generation) return;
+      let now = known;
+      try { now = (await get("version", { id: id })).version; } catch (error) { /* asked again */ }
+      if (mine !== generation) return;
+      if (known !== undefined && now !== known) {
+        versions[id] = now;
+        updated = { id: id, at: new Date() };
+        later(0);
+      } else watch(id, now);
+    }, 3000);
+  }
+
+  // The visible mark of data that changed while its page was open.
+  function updatedMark(id) {
+    if (!updated || updated.id !== id) return null;
+    return el("span", { id: "updated", class: "updated", title: "the store changed: this page was redrawn" },
+      "updated " + updated.at.toISOString().slice(11, 19) + " UTC");
+  }
+
+  // A new version of a benchmark's data since it was last drawn marks the page updated.
+  function noteVersion(id, version) {
+    if (versions[id] !== undefined && versions[id] !== version) updated = { id: id, at: new Date() };
+    versions[id] = version;
+  }
+
   // -- pages ------------------------------------------------------------------------
   async function benchmarksPage() {
     document.getElementById("where").textContent = "";
@@ -210,12 +251,18 @@
         el("td", {}, b.config.tasks + " tasks × " + b.config.trials_per_task + " · models " +
           (b.config.models.join(", ") || "–") + " · environments " + b.config.environments.join(", ")),
         el("td", { class: "n" }, num(b.finished) + " / " + num(b.total)),
-        el("td", {}, b.pass_at_k ? passAtK(b.pass_at_k) : "loading…"),
+        el("td", {}, b.pass_at_k ? passAtK(b.pass_at_k) : "loading…", " ", b.version ? updatedMark(b.benchmark_id) : null),
         el("td", { class: "n" }, num(b.errors))));
+    for (const b of data.benchmarks) if (b.version) noteVersion(b.benchmark_id, b.version);
     if (data.benchmarks.some((b) => b.finished < b.total || b.pass_at_k === null)) later(2);
+    else later(3); // a rescore or a resume changes a finished one
     const ids = data.benchmarks.map((b) => b.benchmark_id);
-    const pick = (name, chosen) => el("select", { name: name, "aria-label": name },
-      ids.map((id) => el("option", { value: id, selected: id === chosen }, id)));
+    // The choices survive the page's redraws (it redraws every few seconds).
+    const pick = (name, first) => {
+      const chosen = ids.includes(comparing[name]) ? comparing[name] : first;
+      return el("select", { name: name, "aria-label": name, onchange: (event) => { comparing[name] = event.target.value; } },
+        ids.map((id) => el("option", { value: id, selected: id === chosen }, id)));
+    };
     const a = pick("a", ids[0]);
     const b = pick("b", ids[1] || ids[0]);
     const go = el("button", { type: "button", id: "compare",
@@ -227,21 +274,62 @@
     ];
   }
 
-  async function benchmarkPage(p, fresh) {
+  const TABS = [["errors", "Errors"], ["tasks", "Tasks"], ["models", "Models"], ["charts", "Charts"], ["trials", "Trials"]];
+
+  async function benchmarkPage(p) {
     const id = p.id;
     document.getElementById("where").textContent = id;
     const listParams = Object.assign({ id: id }, p);
+    delete listParams.tab;
     const [summary, list] = await Promise.all([get("benchmark", { id: id }), get("trials", listParams)]);
     if (!summary.ready) {
       // Draw again once the whole benchmark is read (the server answers then).
       const mine = generation;
       get("benchmark", { id: id, wait: "1" }).then(() => { if (mine === generation) render(); }, () => later(2));
     } else if (summary.live) later(2);
+    else watch(id, summary.version);
+    if (summary.version) noteVersion(id, summary.version);
     if (list.partial) summary.loaded = Math.max(summary.loaded, list.total); // read meanwhile
-    const nodes = [el("h1", {}, id), overview(summary)];
-    nodes.push(filters(p, summary), trialList(id, p, list));
-    if (summary.ready) nodes.push(details(id, summary));
-    return nodes;
+    const panels = {
+      errors: summary.ready ? errorsPanel(id, summary) : loadingNote(),
+      tasks: summary.ready ? tasksPanel(id, summary) : loadingNote(),
+      models: summary.ready && summary.models ? modelsPanel(id, summary) : null,
+      charts: summary.ready ? chartsPanel(summary) : loadingNote(),
+      trials: [filters(p, summary), trialList(id, p, list)],
+    };
+    const errors = summary.ready ? summary.errors.reduce((n, g) => n + g.count, 0) + summary.evaluation_errors.reduce((n, g) => n + g.count, 0) : null;
+    const counts = { errors: errors, tasks: summary.config.tasks, models: summary.models ? summary.models.models.length : null,
+      trials: list.partial ? null : list.total };
+    return [el("h1", {}, id, " ", updatedMark(id)), overview(summary), tabs(p, panels, counts, errors)];
+  }
+
+  function loadingNote() {
+    return el("p", { class: "note" }, "loading: shown once the whole benchmark is read");
+  }
+
+  // Sections of the benchmark page as tabs at its top (the trial list is one of them):
+  // the chosen one is kept in the URL without a redraw.
+  function tabs(p, panels, counts, errors) {
+    const shown = TABS.filter(([name]) => panels[name] !== null);
+    let chosen = shown.some(([name]) => name === p.tab) ? p.tab : "trials";
+    const buttons = {}, boxes = {};
+    const choose = (name) => {
+      chosen = name;
+      for (const [other] of shown) {
+        buttons[other].setAttribute("aria-selected", String(other === name));
+        boxes[other].hidden = other !== name;
+      }
+      const next = Object.assign({}, p, { tab: name === "trials" ? "" : name });
+      history.replaceState(null, "", link("/benchmark", next));
+    };
+    for (const [name, label] of shown) {
+      const count = counts[name];
+      buttons[name] = el("button", { type: "button", role: "tab", id: "tab-" + name, class: name === "errors" && errors ? "tab has-errors" : "tab",
+        "aria-selected": String(name === chosen), onclick: () => choose(name) },
+        label + (count === null || count === undefined ? "" : " (" + num(count) + ")"));
+      boxes[name] = el("section", { id: "panel-" + name, role: "tabpanel", hidden: name !== chosen }, panels[name]);
+    }
+    return [el("nav", { class: "tabs", role: "tablist", id: "tabs" }, shown.map(([name]) => buttons[name])), shown.map(([name]) => boxes[name])];
   }
 
   function overview(s) {
@@ -255,11 +343,17 @@
     const counts = Object.entries(s.counts).filter(([, n]) => n).map(([k, n]) => k + " " + num(n)).join(" · ");
     lines.push(
       el("p", { class: "big", id: "passk" }, passAtK(s.pass_at_k)),
-      scoresTable(s.scores, s.scores_by_model, s.metrics),
+      el("div", { class: "side" }, scoresTable(s.scores, s.scores_by_model, s.metrics), passKChart(s)),
       el("p", { class: "note" }, "95% intervals: " + s.interval.method + " (" + num(s.interval.resamples) + " resamples, seed " + s.interval.seed + ")"),
       el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
       el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
-        " output tokens · cost " + num(s.usage.cost, 4) + " · " + when(s.started_at) + " → " + when(s.finished_at)));
+        " output tokens · cost " + s.usage.cost_text + " · " + when(s.started_at) + " → " + when(s.finished_at)));
+    const run = [(s.tags || []).map((t) => "#" + t).join(" "), s.note || ""].filter((x) => x).join(" · ");
+    const from = s.provenance || {};
+    const origin = [from.corral_version ? "corral " + from.corral_version : "",
+      from.benchmark_file ? from.benchmark_file.split("/").pop() + (from.git_commit ? " @ " + from.git_commit.slice(0, 12) : "") : ""];
+    if (run) lines.push(el("p", { id: "run-tags" }, "run: " + run));
+    if (origin.some((x) => x)) lines.push(el("p", { class: "note", id: "provenance" }, "from " + origin.filter((x) => x).join(" · ")));
     return el("section", { id: "overview" }, lines);
   }
 
@@ -321,19 +415,21 @@
         el("td", { class: "err" }, r.error === null ? "" : r.error.slice(0, 160)),
         el("td", { class: "n" }, r.duration === null ? "–" : num(r.duration, 2) + " s"),
         el("td", { class: "n" }, num(r.tokens)),
+        el("td", { class: "n" }, r.cost_text),
         el("td", { class: "n" }, r.score === null ? "–" : num(r.score, 3) + (r.passed ? " ✓" : " ✗"))));
     const page = Number(p.page || 0);
     const pages = Math.max(1, Math.ceil(list.total / list.size));
-    const at = (n) => link("/benchmark", Object.assign({}, p, { page: n || "" }));
+    const at = (n) => link("/benchmark", Object.assign({}, p, { page: n || "", tab: "" }));
     const pager = el("p", { class: "pager" },
       page > 0 ? el("a", { href: at(page - 1), id: "prev-page" }, "← previous") : null, " ",
       "page " + (page + 1) + " of " + (list.partial ? "…" : num(pages)) + " · " +
         num(list.total) + (list.partial ? " trials loaded so far of " + num(list.expected) : " trials"), " ",
       page + 1 < pages || list.partial ? el("a", { href: at(page + 1), id: "next-page" }, "next →") : null);
-    const body = table(["task", "trial", "model", "environment", "status", "error", "duration", "tokens", "score"], rows, { id: "trials" });
+    const body = table(["task", "trial", "model", "environment", "status", "error", "duration", "tokens", "cost", "score"], rows, { id: "trials" });
     let selected = -1;
     const trs = Array.from(body.querySelectorAll("tbody tr"));
     keys = (event) => {
+      if (!body.isConnected || body.closest("[hidden]")) return false; // another tab is shown
       if (event.key === "j" || event.key === "ArrowDown") selected = Math.min(trs.length - 1, selected + 1);
       else if (event.key === "k" || event.key === "ArrowUp") selected = Math.max(0, selected - 1);
       else if (event.key === "Enter" && selected >= 0) { location.hash = trs[selected].dataset.href; return true; }
@@ -345,7 +441,16 @@
     return el("section", { id: "list" }, el("h2", {}, "Trials"), pager, body);
   }
 
-  function details(id, s) {
+  // pass@k by k with its 95% interval: over all tasks, and per model.
+  function passKChart(s) {
+    const key = s.metrics[0].key;
+    const points = (sc) => Object.entries(sc[key] || {}).map(([k, e]) => ({ k: Number(k), value: e.value, low: e.low, high: e.high }));
+    const series = [{ name: "all tasks", points: points(s.scores) }].concat(
+      Object.entries(s.scores_by_model).map(([model, sc]) => ({ name: model, points: points(sc) })));
+    return Charts.byK("chart-passk", s.metrics[0].name + " by k, with 95% intervals", series);
+  }
+
+  function errorsPanel(id, s) {
     const example = (e) => {
       const at = e.lastIndexOf("#");
       return el("a", { href: trialLink(id, e.slice(0, at), e.slice(at + 1)) }, e);
@@ -353,19 +458,77 @@
     const groups = (title, list) => list.length ? [el("h2", {}, title), table(["count", "message", "examples"],
       list.map((g) => el("tr", {}, el("td", { class: "n" }, num(g.count)), el("td", { class: "err" }, fold(g.message)),
         el("td", {}, g.examples.map((e) => [example(e), " "])))), { class: "errors" })] : [];
+    const none = s.errors.length || s.evaluation_errors.length ? null : el("p", { class: "note" }, "no errors");
+    return el("div", { id: "details" }, groups("Errors", s.errors), groups("Failed evaluations", s.evaluation_errors), none);
+  }
+
+  function tasksPanel(id, s) {
     const tasks = s.tasks.map((t) => el("tr", {},
       el("td", {}, el("a", { href: link("/task", { id: id, task: t.task_id }) }, t.task_id)),
       el("td", {}, t.model || "–"), el("td", {}, t.environment),
       el("td", { class: "n" }, t.passed + " / " + t.trials),
       s.metrics.map((m) => el("td", {}, metricValues(m, t[m.key])))));
-    return el("section", { id: "details" },
-      groups("Errors", s.errors), groups("Failed evaluations", s.evaluation_errors),
-      el("h2", {}, "Tasks" + (s.tasks_total > s.tasks.length ? " (first " + s.tasks.length + " of " + num(s.tasks_total) + ")" : "")),
-      table(["task", "model", "environment", "passed"].concat(s.metrics.map((m) => m.name)), tasks, { id: "tasks" }));
+    return [el("h2", {}, "Tasks" + (s.tasks_total > s.tasks.length ? " (first " + s.tasks.length + " of " + num(s.tasks_total) + ")" : "")),
+      table(["task", "model", "environment", "passed"].concat(s.metrics.map((m) => m.name)), tasks, { id: "tasks" })];
+  }
+
+  // A several-models run: each task with one column per model, its best marked.
+  function modelsPanel(id, s) {
+    const mv = s.models, first = s.metrics[0];
+    const rate = (c) => (c && c.trials ? c.passed / c.trials : -1);
+    const rows = mv.rows.map((r) => {
+      const best = Math.max(...mv.models.map((m) => rate(r.models[m])));
+      return el("tr", {}, el("td", {}, r.task), mv.models.map((m) => {
+        const c = r.models[m];
+        if (!c) return el("td", { class: "n" }, "–");
+        return el("td", { class: "n" + (rate(c) === best && mv.models.length > 1 ? " best" : "") },
+          el("a", { href: link("/task", { id: id, task: c.task_id }) }, c.passed + " / " + c.trials),
+          el("div", { class: "sub" }, metricValues(first, c[first.key])));
+      }));
+    });
+    const means = el("tr", { class: "means" }, el("td", {}, "mean of " + num(mv.tasks_total) + " tasks"),
+      mv.models.map((m) => el("td", { class: "n" }, metricValues(first, mv.means[m][first.key]))));
+    const pick = (name, chosen) => el("select", { name: name, "aria-label": name },
+      mv.models.map((m) => el("option", { value: m, selected: m === chosen }, m)));
+    const a = pick("ma", mv.models[0]);
+    const b = pick("mb", mv.models[1]);
+    const go = el("button", { type: "button", id: "compare-models",
+      onclick: () => { location.hash = link("/compare", { a: id, b: id, ma: a.value, mb: b.value }); } }, "compare");
+    return [
+      el("p", { class: "compare" }, "Compare model A ", a, " (baseline) with model B ", b, " on the same tasks ", go),
+      el("h2", {}, "Tasks by model" + (mv.tasks_total > mv.rows.length ? " (first " + mv.rows.length + " of " + num(mv.tasks_total) + ")" : "")),
+      table(["task"].concat(mv.models), [rows, means], { id: "models" }),
+    ];
+  }
+
+  function chartsPanel(s) {
+    const ch = s.charts;
+    const shownTasks = s.tasks.slice(0, 60);
+    return el("div", { class: "charts" },
+      Charts.bars("chart-tasks", "Pass rate per task" + (s.tasks_total > shownTasks.length ? " (first " + shownTasks.length + " of " + num(s.tasks_total) + ")" : ""),
+        shownTasks.map((t) => ({ label: t.task_id, value: t.trials ? t.passed / t.trials : null, note: t.passed + " / " + t.trials }))),
+      Charts.histogram("chart-pass-rate", "Tasks by pass rate", ch.pass_rate, "", 2),
+      Charts.histogram("chart-score", "Score per trial", ch.score, "", 2),
+      Charts.histogram("chart-duration", "Latency per trial (seconds)", ch.duration, " s", 2),
+      Charts.histogram("chart-tokens", "Tokens per trial", ch.tokens, "", 0));
+  }
+
+  // A task's or trial's page is redrawn when a finished benchmark's data changes.
+  async function watched(p, data) {
+    const [page, v] = await Promise.all([data, EXPORT ? null : get("version", { id: p.id })]);
+    if (v && !v.live) watch(p.id, v.version);
+    if (v) noteVersion(p.id, v.version);
+    return page;
+  }
+
+  // A task's limits, those it sets ("· max_iterations 10 · cost_limit 0.5").
+  function limits(m) {
+    return ["max_iterations", "token_limit", "cost_limit", "working_time_limit"]
+      .filter((name) => m[name] !== null && m[name] !== undefined).map((name) => " · " + name + " " + m[name]).join("");
   }
 
   async function taskPage(p) {
-    const t = await get("task", { id: p.id, task: p.task });
+    const t = await watched(p, get("task", { id: p.id, task: p.task }));
     document.getElementById("where").textContent = p.id;
     const m = t.metadata;
     const taskLinks = (ids) => ids.length ? ids.map((x) => [el("a", { href: link("/task", { id: p.id, task: x }) }, x), " "]) : "none";
@@ -378,9 +541,8 @@
         : el("a", { href: trialLink(p.id, t.task_id, x.previous) }, "saw trial #" + x.previous))));
     return [
       el("p", {}, el("a", { href: link("/benchmark", { id: p.id }) }, "← " + p.id)),
-      el("h1", {}, t.task_id),
-      el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") +
-        " · max_iterations " + m.max_iterations),
+      el("h1", {}, t.task_id, " ", updatedMark(p.id)),
+      el("p", {}, "agent " + m.agent_id + " · environment " + m.environment_id + " · model " + (m.model || "–") + limits(m)),
       el("p", {}, "parents: ", taskLinks(t.parents)), el("p", {}, "children: ", taskLinks(t.children)),
       t.metrics.map((m, i) => el("p", { class: i ? null : "big" }, metricValues(m, t[m.key]))),
       el("h2", {}, "Inputs"), fold(m.inputs),
@@ -413,14 +575,14 @@
       if ("passed" in pl) body.push(el("div", {}, "score " + pl.score + " · " + (pl.passed ? "passed" : "failed")), fold(pl.details || {}));
       else body.push(el("div", { class: "err" }, "evaluation failed"), fold(pl.error));
     } else body.push(fold(pl));
-    const usage = c.usage ? " · " + num(c.usage.input_tokens) + " in / " + num(c.usage.output_tokens) + " out tokens, cost " + num(c.usage.cost, 4) : "";
+    const usage = c.usage ? " · " + num(c.usage.input_tokens) + " in / " + num(c.usage.output_tokens) + " out tokens, cost " + c.usage.cost_text : "";
     return el("li", { class: "commit kind-" + c.kind },
       el("div", { class: "head" }, "#" + c.seq + " " + c.kind + " · +" + num(c.since_start, 3) + " s (gap " + num(c.gap, 3) + " s)" + usage),
       body);
   }
 
   async function trialPage(p) {
-    const t = await get("trial", p);
+    const t = await watched(p, get("trial", p));
     document.getElementById("where").textContent = p.id;
     const keep = listState(p);
     const nav = (x, label, idName) => x ? el("a", { href: trialLink(p.id, x.task_id, x.trial, keep), id: idName }, label) : null;
@@ -446,12 +608,13 @@
       el("p", {}, el("a", { href: link("/benchmark", Object.assign({ id: p.id }, keep)) }, "← trial list"), " ",
         nav(t.previous, "← previous (k)", "previous-trial"), " ", nav(t.next, "next (j) →", "next-trial"),
         t.position === null ? "" : " · " + (t.position + 1) + " of " + num(t.listed)),
-      el("h1", {}, el("a", { href: link("/task", { id: p.id, task: t.task_id }) }, t.task_id), " #" + t.trial),
-      el("p", {}, "agent " + t.metadata.agent_id + " · environment " + t.metadata.environment_id + " · model " + (t.metadata.model || "–")),
+      el("h1", {}, el("a", { href: link("/task", { id: p.id, task: t.task_id }) }, t.task_id), " #" + t.trial, " ", updatedMark(p.id)),
+      el("p", {}, "agent " + t.metadata.agent_id + " · environment " + t.metadata.environment_id + " · model " + (t.metadata.model || "–") + limits(t.metadata)),
+      el("details", { id: "task-inputs" }, el("summary", {}, "the task's inputs"), fold(t.metadata.inputs)),
       t.row ? el("p", { id: "outcome", class: "big" }, el("span", { class: "status-" + t.row.status }, t.row.status),
         t.row.score === null ? "" : " · score " + num(t.row.score, 3) + (t.row.passed ? " (passed)" : " (failed)"),
         t.row.duration === null ? "" : " · " + num(t.row.duration, 2) + " s",
-        " · " + num(t.row.tokens) + " tokens · cost " + num(t.row.cost, 4) + " · " + num(t.row.commits) + " commits" +
+        " · " + num(t.row.tokens) + " tokens · cost " + t.row.cost_text + " · " + num(t.row.commits) + " commits" +
         (t.row.attempts > 1 ? " · " + t.row.attempts + " attempts" : "")) : el("p", { id: "outcome" }, "not started"),
       parents.length ? el("ul", {}, parents) : null,
       el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items),
@@ -461,16 +624,26 @@
   }
 
   async function comparePage(p) {
-    const c = await get("compare", { a: p.a, b: p.b });
-    document.getElementById("where").textContent = p.a + " vs " + p.b;
-    const side = (id, taskId, x) => el("td", {}, el("a", { href: link("/task", { id: id, task: taskId }) }, x.passed + " / " + x.trials), " ", passAtK(x.pass_at_k));
+    const c = await get("compare", { a: p.a, b: p.b, ma: p.ma || "", mb: p.mb || "" });
+    const name = (id, model) => id + (model ? " · model " + model : "");
+    document.getElementById("where").textContent = name(p.a, p.ma) + " vs " + name(p.b, p.mb);
+    const side = (id, x) => el("td", {}, el("a", { href: link("/task", { id: id, task: x.task_id }) }, x.passed + " / " + x.trials), " ", passAtK(x.pass_at_k));
     const rows = c.tasks.map((t) => el("tr", { class: "outcome-" + t.outcome },
-      el("td", {}, t.task_id), side(c.a, t.task_id, t.a), side(c.b, t.task_id, t.b), el("td", {}, t.outcome)));
+      el("td", {}, t.task_id), side(c.a, t.a), side(c.b, t.b), el("td", {}, t.outcome)));
+    const est = (e) => num(e.value, 3) + " [" + num(e.low, 3) + ", " + num(e.high, 3) + "]";
+    const means = c.paired.map((x) => el("tr", {}, el("td", {}, x.metric), el("td", { class: "n" }, num(x.shared)),
+      el("td", { class: "n" }, est(x.a)), el("td", { class: "n" }, est(x.b)), el("td", { class: "n" }, est(x.difference))));
+    const points = (side) => c.paired.map((x) => ({ k: x.k, value: x[side].value, low: x[side].low, high: x[side].high }));
+    const where = (id, model) => [el("a", { href: link("/benchmark", { id: id }) }, id), model ? " · model " + model : ""];
     return [
-      el("h1", {}, "Compare: B against A"),
-      el("p", {}, "A: ", el("a", { href: link("/benchmark", { id: c.a }) }, c.a), " · B: ", el("a", { href: link("/benchmark", { id: c.b }) }, c.b)),
+      el("h1", {}, c.model_a && c.a === c.b ? "Compare models: B against A" : "Compare: B against A"),
+      el("p", {}, "A: ", where(c.a, c.model_a), " · B: ", where(c.b, c.model_b)),
       el("p", {}, c.shared + " shared tasks (" + c.only_a + " only in A, " + c.only_b + " only in B); each task's outcome by pass@" + (c.k_values[0] || "–")),
       c.paired.length ? c.paired.map(paired) : el("p", { class: "note" }, "no shared task has enough finished trials to compare"),
+      c.paired.length ? el("div", { class: "side" },
+        table(["metric", "tasks", "A mean [95%]", "B mean [95%]", "B − A [95%]"], means, { id: "means" }),
+        Charts.byK("chart-compare", "pass@k by k: each side's mean over the shared tasks", [
+          { name: "A: " + name(c.a, c.model_a), points: points("a") }, { name: "B: " + name(c.b, c.model_b), points: points("b") }])) : null,
       table(["task", "A passed · pass@k", "B passed · pass@k", "B against A"], rows, { id: "compared" }),
     ];
   }

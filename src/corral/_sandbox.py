@@ -1,0 +1,359 @@
+"""`corral.sandbox`: run untrusted (model-written) code under bubblewrap, bounded."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Final, Literal
+
+import anyio
+from anyio.abc import Process
+
+from ._errors import ConfigError, CorralError
+from ._sandbox_setup import (
+    FIRST_UID,
+    UIDS,
+    WORKDIR,
+    Limits,
+    bwrap_command,
+    encode_files,
+    interpreter_folders,
+    wrapper_command,
+)
+from ._subprocess import (
+    Command,
+    Ended,
+    SubprocessResult,
+    _command,
+    check_seconds,
+    kill_group,
+    run_bounded,
+)
+
+Isolation = Literal["bubblewrap", "none"]
+
+#: Why a sandboxed command was stopped or failed, as `SandboxResult.reason` names it.
+REASONS: Final = {
+    "timeout": "ran past its wall-clock timeout (its processes were killed)",
+    "output": "wrote more output than allowed (its processes were killed)",
+    "cpu_seconds": "used up its CPU seconds",
+    "memory": "ran out of memory",
+    "processes": "could not start another process (the process limit)",
+    "file_size": "wrote a file larger than allowed",
+    "disk": "filled its work folder",
+    "signal": "was killed by a signal",
+}
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxResult(SubprocessResult):
+    """How a sandboxed command ended: `corral.SubprocessResult` plus why it stopped.
+
+    ``reason`` is None when the command exited on its own (with any status),
+    else one of ``timeout``, ``output``, ``cpu_seconds``, ``memory``,
+    ``processes``, ``file_size``, ``disk`` or ``signal``; ``describe`` says it
+    in words. ``memory``, ``processes`` and ``disk`` are read from the error
+    output of a command that failed (``MemoryError``, ``Resource temporarily
+    unavailable``, ``No space left on device``). ``truncated``: a stream was cut
+    at ``max_output`` bytes.
+    """
+
+    reason: str | None = None
+    truncated: bool = False
+
+    @property
+    def describe(self) -> str:
+        """The reason in words, or how the command exited."""
+        if self.reason is not None:
+            return REASONS[self.reason]
+        return f"exited with status {self.returncode}"
+
+
+async def sandbox(
+    command: Command,
+    *,
+    # The command's own deadline (a result, not an exception): the wait for a slot is not counted.
+    timeout: float,  # noqa: ASYNC109
+    memory: int | None = 1024 * MIB,
+    cpu_seconds: float | None = None,
+    processes: int | None = 64,
+    file_size: int | None = 64 * MIB,
+    disk: int = 64 * MIB,
+    max_output: int = 1 * MIB,
+    network: bool = False,
+    files: Mapping[str, str | bytes] | None = None,
+    env: Mapping[str, str] | None = None,
+    input: bytes | str | None = None,
+    read_only: Sequence[str | os.PathLike[str]] = (),
+    isolation: Isolation = "bubblewrap",
+) -> SandboxResult:
+    """Run ``command`` (a program and its arguments, or a shell line) isolated and bounded.
+
+    Under bubblewrap (Debian's ``bubblewrap``) the command sees the system
+    (``/usr``, ``/etc``, ...) and this Python's folders read-only, nothing of the
+    user's files, no network unless ``network=True`` (a new network namespace:
+    not even 127.0.0.1), and a private writable work folder ``/sandbox`` (its
+    current directory and ``HOME``) holding ``files`` (name -> text or bytes),
+    which is memory of at most ``disk`` bytes, as is its ``/tmp``, and is gone
+    when the command ends. ``read_only`` adds host folders it may read.
+
+    Limits per process: ``memory`` bytes of address space, ``cpu_seconds``
+    (default: ``timeout`` rounded up), ``file_size`` bytes per file written;
+    ``processes`` at once for the whole sandbox. ``timeout`` (seconds, wall
+    clock) kills every process of the sandbox; so does more than ``max_output``
+    bytes on stdout or stderr. Neither raises: the result says why
+    (`SandboxResult.reason`), with the output up to then.
+
+    It waits for a slot of the same bound as `corral.subprocess`
+    (``max_subprocesses``). Without bubblewrap it is a `ConfigError`, unless
+    ``isolation="none"``: the command then runs here, in a temporary folder
+    deleted afterwards, with the time, output, CPU, memory and file-size limits
+    but no process limit and no isolation at all.
+    """
+    argv = _argv(command)
+    check_seconds("timeout", timeout)
+    for name, value in (
+        ("memory", memory),
+        ("processes", processes),
+        ("file_size", file_size),
+        ("disk", disk),
+        ("max_output", max_output),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value <= 0
+        ):
+            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    if cpu_seconds is None:
+        cpu_seconds = timeout
+    check_seconds("cpu_seconds", cpu_seconds)
+    limits = Limits(math.ceil(cpu_seconds), memory, processes, file_size)
+    work_files = _files(files)
+    data = input.encode() if isinstance(input, str) else input
+    extra_env = dict(env or {})
+    for key, text in extra_env.items():
+        if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:
+            raise ConfigError(f"env must map names to text, not {key!r}: {text!r}")
+    if isolation == "none":
+        return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
+    if isolation != "bubblewrap":
+        raise ConfigError(f"isolation must be 'bubblewrap' or 'none', not {isolation!r}")
+    bwrap = _bwrap()
+    shown = _read_only(read_only)
+    as_root = os.geteuid() == 0
+    fd = _memfd(encode_files(work_files)) if work_files else None
+    try:
+        inner = wrapper_command(
+            argv,
+            workdir=WORKDIR,
+            limits=limits,
+            # As root, a uid of its own: root is never held to a process limit.
+            uid=FIRST_UID + random.randrange(UIDS) if as_root else None,
+            files_fd=fd,
+            isolated=True,
+        )
+        outer = bwrap_command(
+            bwrap,
+            inner,
+            network=network,
+            disk=disk,
+            read_only=[*interpreter_folders(), *shown],
+            env=_environment(WORKDIR, extra_env),
+            as_root=as_root,
+        )
+        ended = await run_bounded(
+            tuple(outer),
+            data,
+            timeout,
+            pass_fds=() if fd is None else (fd,),
+            max_output=max_output,
+            kill=_kill_sandbox,
+        )
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if _bwrap_failed(ended):
+        message = ended.stderr.decode("utf-8", "replace").strip()
+        raise CorralError(f"bubblewrap could not start the sandbox: {message}")
+    return _result(argv, ended, from_bwrap=True)
+
+
+async def _unisolated(
+    argv: tuple[str, ...],
+    timeout: float,  # noqa: ASYNC109
+    limits: Limits,
+    files: Mapping[str, str | bytes],
+    data: bytes | None,
+    env: Mapping[str, str],
+    max_output: int,
+) -> SandboxResult:
+    folder = await anyio.to_thread.run_sync(tempfile.mkdtemp, None, "corral-sandbox-")
+    try:
+        fd = _memfd(encode_files(files)) if files else None
+        try:
+            inner = wrapper_command(
+                argv, workdir=folder, limits=limits, uid=None, files_fd=fd, isolated=False
+            )
+            environment = _environment(folder, {"PATH": os.environ.get("PATH", ""), **env})
+            ended = await run_bounded(
+                tuple(inner),
+                data,
+                timeout,
+                cwd=folder,
+                env=environment,
+                pass_fds=() if fd is None else (fd,),
+                max_output=max_output,
+            )
+        finally:
+            if fd is not None:
+                os.close(fd)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+    return _result(argv, ended, from_bwrap=False)
+
+
+def _result(argv: tuple[str, ...], ended: Ended, *, from_bwrap: bool) -> SandboxResult:
+    returncode = ended.returncode
+    # bubblewrap reports a command killed by signal N as status 128 + N; as
+    # corral.subprocess (and Python), a negative status names the signal.
+    if from_bwrap and 128 < returncode < 128 + 65:
+        returncode = 128 - returncode
+    return SandboxResult(
+        argv,
+        returncode,
+        ended.stdout,
+        ended.stderr,
+        reason=_reason(ended, returncode),
+        truncated=ended.overflowed,
+    )
+
+
+def _reason(ended: Ended, returncode: int) -> str | None:
+    if ended.timed_out:
+        return "timeout"
+    if ended.overflowed:
+        return "output"
+    if returncode == -signal.SIGXCPU:
+        return "cpu_seconds"
+    if returncode == -signal.SIGXFSZ:
+        return "file_size"
+    if returncode == 0:
+        return None
+    tail = ended.stderr[-4096:]
+    for reason, marks in _MARKS:
+        if any(mark in tail for mark in marks):
+            return reason
+    return "signal" if returncode < 0 else None
+
+
+# What a failing command's last words say of a limit it met.
+_MARKS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
+    ("memory", (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")),
+    ("processes", (b"Resource temporarily unavailable",)),
+    ("disk", (b"No space left on device",)),
+    ("file_size", (b"File too large",)),
+)
+
+
+def _argv(command: Command) -> tuple[str, ...]:
+    checked = _command(command)
+    return ("/bin/sh", "-c", checked) if isinstance(checked, str) else checked
+
+
+def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:
+    if files is None:
+        return {}
+    if not isinstance(files, Mapping):
+        raise ConfigError(f"files must be a mapping of file name to content, not {files!r}")
+    checked: dict[str, str | bytes] = {}
+    for name, content in files.items():
+        path = PurePosixPath(name) if isinstance(name, str) else None
+        if (
+            path is None
+            or not name
+            or path.is_absolute()
+            or ".." in path.parts
+            or str(path) in ("", ".")
+        ):
+            raise ConfigError(f"files: {name!r} is not a relative file name inside the work folder")
+        if not isinstance(content, str | bytes):
+            kind = type(content).__name__
+            raise ConfigError(f"files[{name!r}] must be text or bytes, not {kind}")
+        checked[str(path)] = content
+    return checked
+
+
+def _read_only(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    shown = [os.fspath(path) for path in paths]
+    for path in shown:
+        if not os.path.isabs(path) or not os.path.exists(path):
+            raise ConfigError(f"read_only: {path!r} is not an existing absolute path")
+    return shown
+
+
+def _environment(home: str, extra: Mapping[str, str]) -> dict[str, str]:
+    path = f"{os.path.dirname(os.path.abspath(sys.executable))}:/usr/local/bin:/usr/bin:/bin"
+    return {"PATH": path, "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8", **extra}
+
+
+def _bwrap() -> str:
+    found = shutil.which("bwrap")
+    if found is None:
+        raise ConfigError(
+            "corral.sandbox needs bubblewrap (the bwrap program; on Debian or Ubuntu: "
+            "apt-get install bubblewrap), or isolation='none' to run the command "
+            "without isolation"
+        )
+    return found
+
+
+def _bwrap_failed(ended: Ended) -> bool:
+    """bubblewrap itself refused (no user namespaces in a container, say): not the command."""
+    return (
+        ended.returncode == 1
+        and not ended.stdout
+        and not ended.timed_out
+        and ended.stderr.startswith(b"bwrap: ")
+    )
+
+
+def _kill_sandbox(process: Process) -> None:
+    """Kill the sandbox's pid 1, which ends every process in it; bubblewrap then reaps
+    it and exits. Killing bubblewrap too would leave its child for the host's init to
+    reap. Before bubblewrap has a child, its process group."""
+    try:
+        text = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
+    except OSError:
+        text = ""
+    pids = [int(pid) for pid in text.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended meanwhile
+    if not pids:
+        kill_group(process)
+
+
+def _memfd(data: bytes) -> int:
+    """A file descriptor holding ``data``, read from its start, that the command inherits."""
+    fd = os.memfd_create("corral-sandbox-files", 0)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -1,0 +1,55 @@
+"""Which tasks a run takes: ``sample_ids``, a seeded ``shuffle`` and a ``limit``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._errors import ConfigError
+from ._suggest import did_you_mean
+
+
+def select_samples(
+    tasks: Mapping[str, Any],
+    task_ids: Sequence[str] | None,
+    *,
+    limit: int | None,
+    shuffle: bool,
+    seed: int | None,
+    sample_ids: Sequence[str] | None,
+) -> Sequence[str] | None:
+    """The task ids to run (None: all of them, as before), or a `ConfigError` naming
+    the bad argument.
+
+    ``sample_ids`` picks tasks by id (like ``task_ids``; not both); ``shuffle``
+    orders the candidates by ``seed`` (0 if None) before ``limit`` keeps the first
+    N, so the same seed always draws the same sample. Only ids are read: a streamed
+    source's tasks are never parsed here.
+    """
+    if not isinstance(shuffle, bool):
+        raise ConfigError(f"shuffle must be True or False, not {shuffle!r}")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"seed must be an integer, not {seed!r}")
+        if not shuffle:
+            raise ConfigError(f"seed={seed!r} orders a shuffle: give shuffle=True too")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be a positive integer, not {limit!r}")
+    if sample_ids is not None:
+        if task_ids is not None:
+            raise ConfigError("give task_ids or sample_ids, not both")
+        if isinstance(sample_ids, str) or not isinstance(sample_ids, Sequence) or not sample_ids:
+            raise ConfigError(f"sample_ids must be a non-empty list of ids, not {sample_ids!r}")
+        for sample in sample_ids:
+            if sample not in tasks:
+                raise ConfigError(
+                    f"unknown sample id {sample!r} in sample_ids{did_you_mean(str(sample), tasks)}"
+                )
+        task_ids = list(dict.fromkeys(sample_ids))
+    if not shuffle and limit is None:
+        return task_ids
+    chosen = list(tasks) if task_ids is None else list(task_ids)
+    if shuffle:
+        random.Random(0 if seed is None else seed).shuffle(chosen)
+    return chosen if limit is None else chosen[:limit]

@@ -1,0 +1,176 @@
+"""`from_jsonl`, `from_csv`, `from_hf`: a dataset read row by row into a `TaskSource`
+(spooled to its task file as it is read, so memory stays bounded)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError
+from .._json import loads
+from .._sources import TaskSource
+from ._fields import Fields, FieldSpec, Row, SampleFunction
+
+
+def from_jsonl(
+    path: str | os.PathLike[str],
+    sample: SampleFunction | None = None,
+    *,
+    agent_id: str,
+    environment_id: str,
+    id: str | None = "id",
+    input: FieldSpec = "input",
+    target: str | None = "target",
+    metadata: FieldSpec = None,
+    spool_dir: str | os.PathLike[str] | None = None,
+    **task: Any,
+) -> TaskSource:
+    """Tasks from a JSONL file, one record a line.
+
+    ``id``, ``input``, ``target`` and ``metadata`` name each record's fields: ``id``
+    its task id (None: an id from the record's content, the same in every run),
+    ``input`` the prompt (``inputs["prompt"]``; a list of fields keeps each under
+    its name, a mapping renames them), ``target`` what scorers compare with (None:
+    no target), ``metadata`` the fields kept for the scorer. Or ``sample``, a
+    function of the record returning ``{"id", "input", "target", "metadata"}``
+    (or None to skip it). Every task gets ``agent_id``, ``environment_id`` and any
+    other `BenchmarkTaskMetadata` field given (``model=``, ``max_iterations=``,
+    budgets).
+    """
+    fields = _fields(sample, id, input, target, metadata, agent_id, environment_id, task)
+    return _source(fields, _jsonl_rows(Path(path)), spool_dir)
+
+
+def from_csv(
+    path: str | os.PathLike[str],
+    sample: SampleFunction | None = None,
+    *,
+    agent_id: str,
+    environment_id: str,
+    id: str | None = "id",
+    input: FieldSpec = "input",
+    target: str | None = "target",
+    metadata: FieldSpec = None,
+    delimiter: str = ",",
+    spool_dir: str | os.PathLike[str] | None = None,
+    **task: Any,
+) -> TaskSource:
+    """Tasks from a CSV file with a header row, as `from_jsonl` (every value is text)."""
+    fields = _fields(sample, id, input, target, metadata, agent_id, environment_id, task)
+    return _source(fields, _csv_rows(Path(path), delimiter), spool_dir)
+
+
+def from_hf(
+    path: str,
+    sample: SampleFunction | None = None,
+    *,
+    agent_id: str,
+    environment_id: str,
+    split: str = "test",
+    name: str | None = None,
+    id: str | None = "id",
+    input: FieldSpec = "input",
+    target: str | None = "target",
+    metadata: FieldSpec = None,
+    load_options: Mapping[str, Any] | None = None,
+    spool_dir: str | os.PathLike[str] | None = None,
+    **task: Any,
+) -> TaskSource:
+    """Tasks from a Hugging Face dataset (``pip install 'corral[hf]'``), as
+    `from_jsonl`: ``datasets.load_dataset(path, name, split=split, streaming=True,
+    **load_options)`` read row by row (``from_hf("json", data_files=...)`` reads
+    local files through the library: pass ``load_options={"data_files": ...}``)."""
+    fields = _fields(sample, id, input, target, metadata, agent_id, environment_id, task)
+    try:
+        import datasets  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        raise ConfigError(
+            "from_hf needs the Hugging Face datasets package: pip install 'corral[hf]'"
+        ) from None
+    options = {"streaming": True, **(load_options or {})}
+    try:
+        rows = datasets.load_dataset(path, name, split=split, **options)
+    except Exception as exc:  # the library's own errors: a missing dataset, split, file
+        raise ConfigError(
+            f"Hugging Face dataset {path!r} (split {split!r}) cannot be loaded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    where = f"{path}[{split}]"
+    return _source(fields, ((f"{where} row {n}", row) for n, row in enumerate(rows)), spool_dir)
+
+
+def _fields(
+    sample: SampleFunction | None,
+    id: str | None,
+    input: FieldSpec,
+    target: str | None,
+    metadata: FieldSpec,
+    agent_id: str,
+    environment_id: str,
+    task: Mapping[str, Any],
+) -> Fields:
+    defaulted = (id, input, target, metadata) == ("id", "input", "target", None)
+    unknown = sorted(set(task) - _TASK_FIELDS)
+    if unknown:
+        raise ConfigError(
+            f"unknown dataset argument(s) {', '.join(map(repr, unknown))}; tasks take "
+            f"{', '.join(sorted(_TASK_FIELDS))}"
+        )
+    return Fields(
+        sample,
+        id=id,
+        input=input,
+        target=target,
+        metadata=metadata,
+        task={"agent_id": agent_id, "environment_id": environment_id, **task},
+        defaulted=defaulted,
+    )
+
+
+_TASK_FIELDS = frozenset(
+    {"model", "max_iterations", "token_limit", "cost_limit", "working_time_limit"}
+)
+
+
+def _source(
+    fields: Fields,
+    rows: Iterator[tuple[str, Row]],
+    spool_dir: str | os.PathLike[str] | None,
+) -> TaskSource:
+    return TaskSource.from_iterable(fields.tasks(rows), spool_dir=spool_dir)
+
+
+def _opened(path: Path, **options: Any) -> Any:
+    try:
+        return open(path, encoding="utf-8", **options)
+    except OSError as exc:
+        raise ConfigError(f"dataset {str(path)!r} cannot be read: {exc}") from None
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
+    with _opened(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = loads(line)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: not a JSON object ({exc})") from None
+            yield where, row
+
+
+def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
+    if not isinstance(delimiter, str) or len(delimiter) != 1:
+        raise ConfigError(f"delimiter must be one character, not {delimiter!r}")
+    with _opened(path, newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        for row in reader:
+            if None in row:  # more values than the header names
+                raise ConfigError(
+                    f"{path}:{reader.line_num}: more values than the header has fields"
+                )
+            yield f"{path}:{reader.line_num}", row

@@ -1,0 +1,291 @@
+"""What every HTTP model client shares: settings checked up front, a pooled connection
+pool sized to the run, one deadline per request, a capped read, errors by status."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from .._chat import ChatResponse
+from .._errors import ConfigError, ModelError, ModelUnavailable
+from ._status import status_error
+
+#: Connections of a client used outside a run (``async with model:``).
+DEFAULT_CONNECTIONS = 64
+#: The largest decoded reply read by default (a chat completion is rarely 1 MB).
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: Of an error body, only a message is shown: read no more than this of it.
+_ERROR_BODY_BYTES = 64 * 1024
+
+
+class HTTPModel:
+    """The transport of a model client; a subclass sets ``url`` and the headers and
+    turns a decoded 2xx body into a `ChatResponse` (`parse`, a ValueError if it is
+    not one). ``reply_kind`` names what a reply should be, in errors."""
+
+    reply_kind = "a reply"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        url_path: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        max_response_bytes: int,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(f"model must be a non-empty string, not {model!r}")
+        self.model = model
+        self.base_url = check_base_url(base_url)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ConfigError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        self.timeout = float(timeout)
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
+            raise ConfigError(
+                f"max_response_bytes must be a positive integer, not {max_response_bytes!r}"
+            )
+        self.max_response_bytes = max_response_bytes
+        self.url = self.base_url + url_path
+        self._headers = {"content-type": "application/json", **headers}
+        self._client: httpx.AsyncClient | None = None
+        self._users = 0
+        #: The size of the pool open now (None: none is open).
+        self.connections: int | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"
+
+    def parse(self, body: object) -> ChatResponse:
+        raise NotImplementedError
+
+    def request_body(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> dict[str, Any]:
+        """The JSON body `complete` sends (``options`` are its keywords)."""
+        raise NotImplementedError
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> ChatResponse:
+        """One call: the reply's text, tool calls and usage (with cost)."""
+        body = self.request_body(
+            messages,
+            tools=tools,
+            model=model,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+        )
+        return await self.post(body)
+
+    # -- the connection pool -------------------------------------------------------
+
+    def run_context(self, info: Any) -> Any:
+        """The pool a run uses (the runner enters it through the agent that holds
+        this model), sized to the most requests the run can have in flight."""
+        return self.pool(pool_size(info))
+
+    async def __aenter__(self) -> Self:
+        await self._open(DEFAULT_CONNECTIONS)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._close()
+
+    @asynccontextmanager
+    async def pool(self, connections: int) -> AsyncIterator[None]:
+        """Share one pool of ``connections`` connections while inside (re-entrant:
+        the first to enter opens it, the last to leave closes it)."""
+        await self._open(connections)
+        try:
+            yield
+        finally:
+            await self._close()
+
+    async def _open(self, connections: int) -> None:
+        if self._client is None:
+            self._client = self._new_client(connections)
+            self.connections = connections
+        self._users += 1
+
+    async def _close(self) -> None:
+        self._users -= 1
+        if self._users == 0 and self._client is not None:
+            client, self._client = self._client, None
+            self.connections = None
+            with anyio.CancelScope(shield=True):  # a cancelled run still closes its sockets
+                await client.aclose()
+
+    def _new_client(self, connections: int) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=self._headers,
+            # Waiting for a free connection is queueing, not a failure of the endpoint.
+            timeout=httpx.Timeout(self.timeout, pool=None),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        )
+
+    # -- one request ---------------------------------------------------------------
+
+    async def post(self, body: Mapping[str, Any]) -> ChatResponse:
+        """Send ``body`` as JSON to ``url``; the reply parsed, or Corral's error."""
+        content = json.dumps(body, ensure_ascii=False).encode()
+        if self._client is not None:
+            return await self._send(self._client, content)
+        async with self._new_client(1) as client:
+            return await self._send(client, content)
+
+    async def _send(self, client: httpx.AsyncClient, content: bytes) -> ChatResponse:
+        url = self.url
+        # httpx bounds each read only: a reply trickling in a byte at a time, or one
+        # that never ends, would never time out. So one deadline covers the whole
+        # exchange, from the first byte sent (waiting for a pooled connection before
+        # that is queueing, not a slow endpoint).
+        with anyio.CancelScope() as deadline:
+
+            async def trace(event: str, info: Mapping[str, Any]) -> None:
+                if event.endswith("send_request_headers.started") and deadline.deadline == math.inf:
+                    deadline.deadline = anyio.current_time() + self.timeout
+
+            try:
+                async with client.stream(
+                    "POST", url, content=content, extensions={"trace": trace}
+                ) as response:
+                    ok = response.status_code < 300
+                    body = await self._read(response, ok)
+            except httpx.TimeoutException as exc:
+                raise self._timed_out(exc) from exc
+            except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
+                raise ModelUnavailable(
+                    f"connection to {url} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        if deadline.cancelled_caught:
+            raise self._timed_out(None)
+        if response.status_code >= 300:
+            raise status_error(response.status_code, response.headers, body, url)
+        try:
+            return self.parse(json.loads(body))
+        except ValueError as exc:  # a proxy's error page, a cut body: worth another try
+            raise ModelUnavailable(
+                f"HTTP {response.status_code} from {url} is not {self.reply_kind}: {exc}",
+                status_code=response.status_code,
+            ) from exc
+
+    async def _read(self, response: httpx.Response, ok: bool) -> bytes:
+        """The decoded body, counted as it comes: past the cap, a reply is an error
+        and an error body is cut (only its message is shown)."""
+        limit = self.max_response_bytes if ok else _ERROR_BODY_BYTES
+        parts: list[bytes] = []
+        size = 0
+        async for part in response.aiter_bytes():
+            size += len(part)
+            if size > limit:
+                if not ok:
+                    parts.append(part[: limit - size + len(part)])
+                    break
+                raise ModelError(
+                    f"the reply from {self.url} has more than max_response_bytes={limit} "
+                    f"bytes (decoded): not read further",
+                    status_code=response.status_code,
+                )
+            parts.append(part)
+        return b"".join(parts)
+
+    def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
+        why = "" if exc is None else f" ({type(exc).__name__})"
+        return ModelUnavailable(
+            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}"
+        )
+
+
+def pool_size(info: Any) -> int:
+    """The most model requests a run can have in flight: its executions (bounded by
+    ``max_parallel`` and, when every model of the run has one, the sum of the
+    per-model limits) plus its evaluations (a scorer may ask a model too)."""
+    limits = info.limits
+    plan = info.plan
+    executions = limits.max_parallel
+    models = {plan.light(t).model for t in range(len(plan.task_ids))}
+    by_model = limits.max_parallel_by_model
+    if models and all(m is not None and m in by_model for m in models):
+        executions = min(executions, sum(by_model[m] for m in models if m is not None))
+    total: int = min(limits.max_parallel_total, executions + limits.max_parallel_evaluations)
+    return max(1, total)
+
+
+def check_base_url(base_url: object) -> str:
+    if not isinstance(base_url, str):
+        raise ConfigError(f"base_url must be an http(s) URL, not {base_url!r}")
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"base_url must be an http:// or https:// URL, not {base_url!r}")
+    return base_url.strip().rstrip("/")
+
+
+def check_api_key(api_key: object) -> str | None:
+    if api_key is not None and not isinstance(api_key, str):
+        raise ConfigError("api_key must be a string or None")
+    return api_key or None
+
+
+def check_prices(prices: object, keys: Collection[str]) -> dict[str, float] | None:
+    """Dollars per million tokens by kind; only ``keys`` are known."""
+    if prices is None:
+        return None
+    if not isinstance(prices, Mapping):
+        raise ConfigError(
+            f"prices must be a mapping like {{'input': 2.5, 'output': 10}}, not {prices!r}"
+        )
+    out = {}
+    for key, value in prices.items():
+        if key not in keys:
+            expected = ", ".join(repr(k) for k in keys)
+            raise ConfigError(
+                f"prices has unknown key {key!r}; expected {expected} (dollars per million tokens)"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ConfigError(f"prices[{key!r}] must be a non-negative number, not {value!r}")
+        out[key] = float(value)
+    return out
+
+
+def check_extra_body(extra_body: object, reserved: Collection[str]) -> dict[str, Any]:
+    """The fields merged into every request; none of ``reserved`` (each call's own)."""
+    if extra_body is None:
+        return {}
+    if not isinstance(extra_body, Mapping):
+        raise ConfigError(f"extra_body must be a mapping, not {extra_body!r}")
+    for key in reserved:
+        if key in extra_body:
+            raise ConfigError(f"extra_body may not set {key!r}: each call sends its own")
+    try:
+        json.dumps(extra_body)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"extra_body is not JSON: {exc}") from None
+    return dict(extra_body)

@@ -1,0 +1,220 @@
+"""Corral's OpenAI-style chat turns as Anthropic Messages API requests, and its
+replies as `ChatResponse` (no HTTP here).
+
+System messages become the top-level ``system``; an assistant's ``tool_calls``
+become ``tool_use`` blocks and each ``tool`` message a ``tool_result`` block of
+the user turn after it; consecutive turns of one role are joined (the API wants
+them alternating). A content list is passed on as blocks, so an assistant
+message as Anthropic sent it (`ChatResponse.message`, thinking blocks and
+signatures included) goes back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._chat import ChatResponse, ToolCall, _count, _shown
+from .._errors import ConfigError
+from .._types import Usage
+
+#: Where the arguments of a call the API cannot take (not a JSON object) are kept.
+RAW_ARGUMENTS = "arguments"
+#: Cache prices from the input price when not given: Anthropic's multipliers
+#: (a read costs a tenth of an input token, a 5-minute write a quarter more).
+CACHE_READ_FACTOR = 0.1
+CACHE_WRITE_FACTOR = 1.25
+
+
+def convert_messages(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """The ``system`` field (None if there is none) and the ``messages`` list."""
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ConfigError(f"messages[{index}] must be a mapping, not {_shown(message)}")
+        role = message.get("role")
+        content = message.get("content")
+        if role in ("system", "developer"):
+            system.extend(_blocks(content, index))
+        elif role == "user":
+            _join(turns, "user", _blocks(content, index))
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise ConfigError(f"messages[{index}].tool_calls must be a list")
+            _join(turns, "assistant", _blocks(content, index) + [_tool_use(c) for c in calls])
+        elif role == "tool":
+            result = {
+                "type": "tool_result",
+                "tool_use_id": str(message.get("tool_call_id") or ""),
+                "content": content if isinstance(content, str) else _blocks(content, index),
+            }
+            _join(turns, "user", [result])
+        else:
+            raise ConfigError(f"messages[{index}] has role {role!r}; the Messages API has no such")
+    if not system:
+        return None, turns
+    if all(set(block) == {"type", "text"} for block in system):
+        return "\n\n".join(block["text"] for block in system), turns
+    return system, turns
+
+
+def _join(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": blocks})
+
+
+def _blocks(content: object, index: int) -> list[dict[str, Any]]:
+    """A message's content as content blocks (empty text is left out: the API
+    refuses an empty text block)."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise ConfigError(
+            f"messages[{index}].content must be a string or a list, not {_shown(content)}"
+        )
+    blocks = []
+    for part in content:
+        if isinstance(part, str):
+            part = {"type": "text", "text": part}
+        if not isinstance(part, Mapping):
+            raise ConfigError(f"messages[{index}] has a part that is not a mapping: {part!r}")
+        if part.get("type") == "image_url":
+            blocks.append(_image(part.get("image_url")))
+        elif part.get("type") != "text" or part.get("text"):
+            blocks.append(dict(part))  # Anthropic's own blocks, as they are
+    return blocks
+
+
+def _image(image_url: object) -> dict[str, Any]:
+    url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
+    if not isinstance(url, str):
+        raise ConfigError(f"an image_url part without a url: {_shown(image_url)}")
+    if url.startswith("data:") and ";base64," in url:
+        media_type, data = url[5:].split(";base64,", 1)
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _tool_use(call: object) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(call, Mapping) or not isinstance(function, Mapping):
+        raise ConfigError(f"a tool call without a function: {_shown(call)}")
+    text = function.get("arguments")
+    try:
+        arguments = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError:
+        arguments = None
+    if isinstance(text, Mapping):
+        arguments = dict(text)
+    if not isinstance(arguments, dict):  # input must be an object: keep what was written
+        arguments = {RAW_ARGUMENTS: text}
+    return {
+        "type": "tool_use",
+        "id": str(call.get("id") or ""),
+        "name": str(function.get("name") or ""),
+        "input": arguments,
+    }
+
+
+def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI function tools (`corral.Tool.to_openai`) as Anthropic tools; a tool
+    already in Anthropic's shape (or a server tool) is passed on as it is."""
+    out = []
+    for tool in tools:
+        function = tool.get("function")
+        if tool.get("type") != "function" or not isinstance(function, Mapping):
+            out.append(dict(tool))
+            continue
+        spec: dict[str, Any] = {"name": function.get("name")}
+        if function.get("description"):
+            spec["description"] = function["description"]
+        spec["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+        out.append(spec)
+    return out
+
+
+def cache_prices(prices: Mapping[str, float] | None) -> dict[str, float] | None:
+    """Prices with the cache's filled in from the input price (see the factors)."""
+    if prices is None:
+        return None
+    out = dict(prices)
+    if "input" in out:
+        out.setdefault("cache_read", out["input"] * CACHE_READ_FACTOR)
+        out.setdefault("cache_write", out["input"] * CACHE_WRITE_FACTOR)
+    return out
+
+
+def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatResponse:
+    """A Messages API reply as a `ChatResponse`; ValueError if it is not one."""
+    if not isinstance(body, Mapping):
+        raise ValueError("the body is not a JSON object")
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise ValueError(f"content is {_shown(content)}, not a list")
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        if not isinstance(block, Mapping):
+            raise ValueError(f"a content block that is not an object: {_shown(block)}")
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(_text(block, "text"))
+        elif kind == "thinking":
+            thoughts.append(_text(block, "thinking"))
+        elif kind == "tool_use":
+            calls.append(_tool_call(block))
+        # Other blocks (redacted thinking, server tools) stay in `message` only.
+    usage = body.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    fresh = _count(usage, "input_tokens")
+    read = _count(usage, "cache_read_input_tokens")
+    written = _count(usage, "cache_creation_input_tokens")
+    output = _count(usage, "output_tokens")
+    cost = 0.0
+    if prices:
+        cost = (
+            fresh * prices.get("input", 0.0)
+            + read * prices.get("cache_read", 0.0)
+            + written * prices.get("cache_write", 0.0)
+            + output * prices.get("output", 0.0)
+        ) / 1e6
+    stop = body.get("stop_reason")
+    return ChatResponse(
+        content="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        usage=Usage(fresh + read + written, output, cost),
+        finish_reason=stop if isinstance(stop, str) else None,
+        message={"role": "assistant", "content": content},
+        reasoning="\n\n".join(thoughts) if thoughts else None,
+        cache_read_tokens=read,
+        cache_write_tokens=written,
+    )
+
+
+def _text(block: Mapping[str, Any], key: str) -> str:
+    text = block.get(key)
+    if not isinstance(text, str):
+        raise ValueError(f"a {block.get('type')} block whose {key} is {_shown(text)}")
+    return text
+
+
+def _tool_call(block: Mapping[str, Any]) -> ToolCall:
+    name = block.get("name")
+    if not isinstance(name, str):
+        raise ValueError(f"a tool_use block without a name: {_shown(block)}")
+    arguments = block.get("input")
+    text = "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(str(block.get("id") or ""), name, text)

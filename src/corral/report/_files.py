@@ -1,0 +1,90 @@
+"""The report file: a JSON export of a benchmark's report, written where a run is asked
+to (``report_file=``), by default beside a store that lives in a file.
+
+The report itself lives in the store (run records); this file is a copy for
+tools that read JSON, so every backend gives the same `corral report`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from .._errors import ConfigError
+from ..history import StoredConfig
+from ..store import CommitStore, FileStore
+from ..store._runs import RunRecord
+from ._build import build_report
+from ._model import BenchmarkReport
+
+
+def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
+    """Where a run's JSON report is written unless ``report_file`` says otherwise: beside
+    a store that lives in a file (none for another store)."""
+    if isinstance(store, FileStore):
+        return store.path.parent / "reports" / report_file_name(benchmark_id)
+    return None
+
+
+_PLAIN_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,99}")
+
+
+def report_file_name(benchmark_id: str) -> str:
+    """A file name for ``benchmark_id``'s report that no other id gets, on any file system.
+
+    A plain id (lower-case ASCII letters, digits, ``._-``, at most 100) is its own
+    name; any other id gets a readable prefix and a hash of the whole id after
+    a ``~``, which no plain id has. Upper case counts as not plain (``Run`` and
+    ``run`` are one file on a case-insensitive file system), but the prefix keeps
+    it: the hash keeps the names apart, and the id stays readable.
+    """
+    if _PLAIN_NAME.fullmatch(benchmark_id):
+        return f"{benchmark_id}.json"
+    prefix = "".join(
+        c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in benchmark_id
+    )
+    digest = hashlib.sha256(benchmark_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"{prefix[:60].lstrip('.')}~{digest}.json"
+
+
+async def whole_report(
+    store: CommitStore, record: RunRecord, report: BenchmarkReport
+) -> BenchmarkReport:
+    """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
+    run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
+    file never shrinks to a subset."""
+    config = await store.benchmark_config(report.benchmark_id)
+    if config is None or set(StoredConfig.decode(config).tasks) == set(report.tasks):
+        return report
+    return build_report(
+        report.benchmark_id,
+        config,
+        await store.summaries(report.benchmark_id),
+        k_values=report.k_values,
+        added=record.added,
+        resumed=report.resumed,
+        timings=report.timings,
+        stopped=report.stopped,
+        budgets=report.budgets,
+    )
+
+
+def check_report_file(report_file: object) -> Path | None:
+    if report_file is None:
+        return None
+    if not isinstance(report_file, str | os.PathLike) or not os.fspath(report_file):
+        raise ConfigError(f"report_file must be a file path, not {report_file!r}")
+    path = Path(report_file)
+    if path.is_dir():
+        raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
+    return path
+
+
+def write_report(path: Path, report: BenchmarkReport) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w") as f:
+        report.write_json(f)
+    os.replace(tmp, path)

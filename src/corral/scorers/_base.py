@@ -1,0 +1,87 @@
+"""What every scorer shares: a name, the trial's output as text, its targets, and
+the `Evaluation` a verdict becomes (or an abstention)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import ConfigError
+from .._ids import check_id
+from .._types import NO_USAGE, Evaluation, TrialRecord, Usage
+
+
+class Scorer:
+    """A scorer: ``await scorer(trial)`` is the trial's `Evaluation`, with its score
+    under ``scores[scorer.name]`` too. Usable as an environment's ``evaluate``
+    (``evaluate = corral.scorers.exact()`` in its class, or assigned to an instance),
+    or with others in `combine`.
+    """
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        check_id("scorer name", name)
+        self.name = name
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<corral.scorers {type(self).__name__} {self.name!r}>"
+
+    def verdict(
+        self,
+        score: float,
+        passed: bool,
+        details: Mapping[str, Any] | None = None,
+        usage: Usage = NO_USAGE,
+    ) -> Evaluation:
+        """The evaluation of a score: ``scores`` names it."""
+        return Evaluation(float(score), passed, details or {}, {self.name: float(score)}, usage)
+
+    def abstain(self, reason: str, usage: Usage = NO_USAGE, **details: Any) -> Evaluation:
+        """No verdict (the grader gave no grade, say): not passed, score 0, and no named
+        score, so a mean over ``scores[name]`` leaves this trial out."""
+        return Evaluation(0.0, False, {"abstained": reason, **details}, {}, usage)
+
+
+def as_text(value: Any) -> str:
+    """A trial's output (or a target) as the text scorers compare: a string as it is,
+    None as "", anything else as JSON (numbers as written: ``8``, ``2.5``)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def targets_of(trial: TrialRecord, scorer: str) -> list[Any]:
+    """The trial's acceptable answers: its target, or each of a list of them."""
+    target = trial.target
+    if target is None:
+        raise ConfigError(
+            f"task {trial.task or trial.task_id!r} has no target: scorer {scorer!r} compares "
+            "the output with one (BenchmarkTaskMetadata(..., target=...), or 'target' on "
+            "its task line)"
+        )
+    if isinstance(target, list | tuple):
+        if not target:
+            raise ConfigError(f"task {trial.task or trial.task_id!r} has an empty list of targets")
+        return list(target)
+    return [target]
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalized(text: str, *, ignore_case: bool) -> str:
+    """``text`` without surrounding or repeated whitespace (and lower-cased if asked)."""
+    text = _SPACES.sub(" ", text).strip()
+    return text.casefold() if ignore_case else text

@@ -1,0 +1,136 @@
+"""`code_tests`: score a program by running it with its tests in `corral.sandbox`."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._errors import ConfigError
+from .._sandbox import MIB, Isolation, sandbox
+from .._types import Evaluation, TrialRecord
+
+#: What a failed evaluation's ``details["stderr"]`` keeps of the error output (its end).
+STDERR_TAIL = 2000
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_code(text: object) -> str:
+    """The code in a model's answer: its first fenced block (```python ... ```), else
+    the whole text. Anything but text is an empty program."""
+    if not isinstance(text, str):
+        return ""
+    found = _FENCE.search(text)
+    return found.group(1) if found else text
+
+
+Part = str | Callable[[TrialRecord], str]
+
+
+class CodeTests:
+    """The scorer `code_tests` returns: ``await scorer(trial)`` is an `Evaluation`."""
+
+    def __init__(
+        self,
+        tests: Part | None,
+        program: Callable[[TrialRecord], str] | None,
+        command: Sequence[str] | None,
+        file_name: str,
+        files: Mapping[str, str | bytes],
+        limits: Mapping[str, Any],
+    ) -> None:
+        for name, value in (("tests", tests), ("program", program)):
+            if value is not None and not isinstance(value, str) and not callable(value):
+                raise ConfigError(f"{name} must be text or a function of the trial, not {value!r}")
+        if not isinstance(file_name, str) or not file_name or "/" in file_name:
+            raise ConfigError(f"file_name must be a plain file name, not {file_name!r}")
+        self.tests = tests
+        self.program = program
+        self.file_name = file_name
+        self.command = (sys.executable, file_name) if command is None else tuple(command)
+        self.files = dict(files)
+        self.limits = dict(limits)
+
+    def __repr__(self) -> str:
+        return f"code_tests(command={list(self.command)!r})"
+
+    def source(self, trial: TrialRecord) -> str:
+        """The file that runs: the program, then its tests."""
+        program = extract_code(trial.output) if self.program is None else self.program(trial)
+        return f"{program}\n\n{self._tests(trial)}\n"
+
+    def _tests(self, trial: TrialRecord) -> str:
+        tests: Any = self.tests
+        if tests is None:  # the sample's target, once the scorer sees one
+            tests = getattr(trial, "target", None)
+            if not isinstance(tests, str):
+                raise ConfigError(
+                    "code_tests() was given no tests and the trial has no target holding them"
+                )
+            return tests
+        return tests if isinstance(tests, str) else str(tests(trial))
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        files = {**self.files, self.file_name: self.source(trial)}
+        result = await sandbox(self.command, files=files, **self.limits)
+        if result.success and result.reason is None:
+            return Evaluation(1.0, True, {"returncode": 0})
+        reason = result.reason or "tests_failed"
+        stderr = result.stderr[-STDERR_TAIL:]
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+        message = result.describe if result.reason else f"the tests failed: {last or 'no output'}"
+        return Evaluation(
+            0.0,
+            False,
+            {
+                "reason": reason,
+                "message": message,
+                "returncode": result.returncode,
+                "stderr": stderr,
+            },
+        )
+
+
+def code_tests(
+    tests: Part | None = None,
+    *,
+    program: Callable[[TrialRecord], str] | None = None,
+    command: Sequence[str] | None = None,
+    file_name: str = "main.py",
+    files: Mapping[str, str | bytes] | None = None,
+    timeout: float = 10.0,
+    memory: int | None = 1024 * MIB,
+    cpu_seconds: float | None = None,
+    processes: int | None = 64,
+    max_output: int = 64 * 1024,
+    isolation: Isolation = "bubblewrap",
+) -> CodeTests:
+    """A scorer that runs the trial's program with its tests in `corral.sandbox`.
+
+    The program is ``program(trial)``, by default the code in the trial's output
+    (its first fenced block, else all of it); ``tests`` (text, a function of the
+    trial, or by default the trial's target) follow it in ``file_name``, which
+    ``command`` runs (default: this Python) in the sandbox's work folder beside
+    ``files``. It passes (score 1.0) when the command exits 0 within its
+    limits; otherwise ``details`` holds the ``reason`` (``tests_failed``, or the
+    sandbox's: ``timeout``, ``memory``, ``processes``, ...), a ``message``, the
+    exit status and the end of the error output. Use it as an environment's
+    ``evaluate`` (``return await self.scorer(trial)``) or call it from one.
+    """
+    return CodeTests(
+        tests,
+        program,
+        command,
+        file_name,
+        files or {},
+        {
+            "timeout": timeout,
+            "memory": memory,
+            "cpu_seconds": cpu_seconds,
+            "processes": processes,
+            "max_output": max_output,
+            "isolation": isolation,
+        },
+    )

@@ -1,0 +1,168 @@
+"""`model_graded`: a chat model grades the output against the target."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import string
+from collections.abc import Mapping
+
+from .._chat import ChatModel
+from .._errors import ConfigError
+from .._types import Evaluation, TrialRecord
+from ._base import Scorer, as_text
+
+DEFAULT_TEMPLATE = """You are grading an answer to a task.
+
+[Task]
+{input}
+
+[Answer to grade]
+{output}
+
+[Correct answer]
+{target}
+
+Is the answer to grade correct? Compare it with the correct answer; ignore style and
+wording. Reply with your reasoning, then a last line that is exactly GRADE: C if it is
+correct, GRADE: P if it is partly correct, or GRADE: I if it is incorrect."""
+
+DEFAULT_GRADE_PATTERN = r"GRADE:\s*([CPI])"
+DEFAULT_GRADES: Mapping[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0}
+#: The fields a template may use.
+FIELDS = ("input", "output", "target", "metadata", "task", "model")
+
+
+class _ModelGraded(Scorer):
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        template: str,
+        grade: re.Pattern[str],
+        grades: Mapping[str, float] | None,
+        threshold: float,
+        max_tokens: int | None,
+        grader_model: str | None,
+    ) -> None:
+        super().__init__(name)
+        self.model = model
+        self.template = template
+        self.grade = grade
+        self.grades = grades
+        self.threshold = threshold
+        self.max_tokens = max_tokens
+        self.grader_model = grader_model
+
+    def prompt(self, trial: TrialRecord) -> str:
+        inputs = dict(trial.inputs)
+        # The prompt alone when it is all there is; else every input, as JSON.
+        asked = as_text(inputs["prompt"] if set(inputs) == {"prompt"} else inputs)
+        values = {
+            "input": asked,
+            "output": as_text(trial.output),
+            "target": as_text(trial.target),
+            "metadata": json.dumps(dict(trial.metadata), ensure_ascii=False, sort_keys=True),
+            "task": trial.task or trial.task_id,
+            "model": trial.model or "",
+        }
+        return self.template.format_map(values)
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        reply = await self.model.complete(
+            [{"role": "user", "content": self.prompt(trial)}],
+            model=self.grader_model,
+            max_tokens=self.max_tokens,
+            temperature=0.0,
+        )
+        text = reply.content or ""
+        found = self.grade.findall(text)
+        if not found:  # no grade given: no verdict rather than a made-up one
+            return self.abstain("the grader gave no grade", reply.usage, grader=text[-2000:])
+        last = found[-1] if isinstance(found[-1], str) else found[-1][0]
+        score = self._score(last.strip())
+        if score is None:
+            return self.abstain(
+                f"the grader's grade {last!r} is not one of the grades",
+                reply.usage,
+                grader=text[-2000:],
+            )
+        details = {"grade": last, "grader": text[-2000:]}
+        return self.verdict(score, score >= self.threshold, details, reply.usage)
+
+    def _score(self, grade: str) -> float | None:
+        if self.grades is not None:
+            return self.grades.get(grade, self.grades.get(grade.upper()))
+        try:
+            value = float(grade)
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+
+def model_graded(
+    model: ChatModel,
+    *,
+    template: str = DEFAULT_TEMPLATE,
+    grade_pattern: str = DEFAULT_GRADE_PATTERN,
+    grades: Mapping[str, float] | None = DEFAULT_GRADES,
+    threshold: float = 1.0,
+    max_tokens: int | None = None,
+    grader_model: str | None = None,
+    name: str = "model_graded",
+) -> Scorer:
+    """A chat model (any `corral.models.ChatModel`: ``OpenAICompatible``, ...) grades
+    the output. ``template`` is formatted with ``{input}`` (the task's inputs: its
+    ``prompt`` alone if that is all), ``{output}``, ``{target}``, ``{metadata}``,
+    ``{task}`` and ``{model}``, and sent as one user message at temperature 0. The
+    last match of ``grade_pattern`` in the reply (its first group) is the grade:
+    mapped through ``grades`` (C/P/I to 1/0.5/0 by default), or read as a number
+    when ``grades`` is None. The trial passes when the score is at least
+    ``threshold``. A reply without a grade abstains (no named score).
+
+    The grader's calls run inside ``evaluate``: under the run's evaluation limits
+    (``max_parallel_evaluations``, ``evaluation_timeout``), retried like any
+    evaluation (a 429 waits). Their tokens and cost are recorded on the evaluation:
+    in the report's usage, and counted against ``run_cost_limit``.
+    """
+    if not callable(getattr(model, "complete", None)):
+        raise ConfigError(f"model must be a chat model with a complete() method, not {model!r}")
+    if not isinstance(template, str):
+        raise ConfigError(f"template must be a string, not {template!r}")
+    used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    unknown = sorted(used - set(FIELDS))
+    if unknown:
+        raise ConfigError(
+            f"template field {{{unknown[0]}}} is not one of {', '.join(FIELDS)} "
+            "(write {{ and }} for literal braces)"
+        )
+    try:
+        grade = re.compile(grade_pattern)
+    except (re.error, TypeError) as exc:
+        raise ConfigError(
+            f"grade_pattern {grade_pattern!r} is not a regular expression: {exc}"
+        ) from None
+    if grade.groups < 1:
+        raise ConfigError(f"grade_pattern {grade_pattern!r} needs a group around the grade")
+    if grades is not None:
+        if not isinstance(grades, Mapping) or not grades:
+            raise ConfigError(f"grades must map grades to scores, not {grades!r}")
+        for key, value in grades.items():
+            if (
+                not isinstance(key, str)
+                or isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise ConfigError(f"grades must map text to numbers, not {key!r}: {value!r}")
+        grades = {k: float(v) for k, v in grades.items()}
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise ConfigError(f"threshold must be a number, not {threshold!r}")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise ConfigError(f"max_tokens must be a positive integer or None, not {max_tokens!r}")
+    return _ModelGraded(
+        name, model, template, grade, grades, float(threshold), max_tokens, grader_model
+    )

@@ -1,0 +1,165 @@
+"""Scorers that compare text: `exact`, `includes`, `pattern`, `choice`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .._errors import ConfigError
+from .._types import Evaluation, TrialRecord
+from ._base import Scorer, as_text, normalized, targets_of
+
+
+class _Text(Scorer):
+    """A scorer comparing texts, in lower case if asked."""
+
+    def __init__(self, name: str, ignore_case: bool) -> None:
+        super().__init__(name)
+        self.ignore_case = ignore_case
+
+
+class _Exact(_Text):
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        said = normalized(as_text(trial.output), ignore_case=self.ignore_case)
+        for target in targets_of(trial, self.name):
+            if trial.output == target or said == normalized(
+                as_text(target), ignore_case=self.ignore_case
+            ):
+                return self.verdict(1.0, True)
+        return self.verdict(0.0, False)
+
+
+def exact(*, ignore_case: bool = False, name: str = "exact") -> Scorer:
+    """Passes when the output is the target (or one of a list of targets): equal as
+    values, or as text once surrounding and repeated whitespace is dropped
+    (``ignore_case`` compares case-insensitively)."""
+    return _Exact(name, _flag("ignore_case", ignore_case))
+
+
+class _Includes(_Text):
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        said = normalized(as_text(trial.output), ignore_case=self.ignore_case)
+        for target in targets_of(trial, self.name):
+            if normalized(as_text(target), ignore_case=self.ignore_case) in said:
+                return self.verdict(1.0, True)
+        return self.verdict(0.0, False)
+
+
+def includes(*, ignore_case: bool = False, name: str = "includes") -> Scorer:
+    """Passes when the output's text contains the target's (or one of the targets')."""
+    return _Includes(name, _flag("ignore_case", ignore_case))
+
+
+class _Pattern(Scorer):
+    def __init__(self, name: str, regex: re.Pattern[str], group: int | str) -> None:
+        super().__init__(name)
+        self.regex = regex
+        self.group = group
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        match = self.regex.search(as_text(trial.output))
+        if match is None:
+            return self.verdict(0.0, False, {"found": None})
+        found = match.group(self.group)
+        if trial.target is None:  # no target: the pattern's presence is the verdict
+            return self.verdict(1.0, True, {"found": found})
+        ok = any(
+            found is not None and found.strip() == as_text(t).strip()
+            for t in targets_of(trial, self.name)
+        )
+        return self.verdict(float(ok), ok, {"found": found})
+
+
+def pattern(
+    regex: str | re.Pattern[str],
+    *,
+    group: int | str = 0,
+    ignore_case: bool = False,
+    name: str = "pattern",
+) -> Scorer:
+    """Searches the output for ``regex`` and compares ``group`` of the first match with
+    the target (or, for a task without a target, passes when it matches). The text
+    found is in ``details["found"]``.
+
+    ``pattern(r"ANSWER:\\s*(\\S+)", group=1)`` reads the answer after ``ANSWER:``.
+    """
+    flags = re.IGNORECASE if _flag("ignore_case", ignore_case) else 0
+    try:
+        compiled = re.compile(regex, flags) if isinstance(regex, str) else regex
+    except re.error as exc:
+        raise ConfigError(f"pattern {regex!r} is not a regular expression: {exc}") from None
+    if not isinstance(compiled, re.Pattern):
+        raise ConfigError(f"pattern must be a regular expression, not {regex!r}")
+    if isinstance(group, bool) or not isinstance(group, int | str):
+        raise ConfigError(f"group must be a group number or name, not {group!r}")
+    if isinstance(group, int) and not 0 <= group <= compiled.groups:
+        raise ConfigError(
+            f"group {group} is not in pattern {compiled.pattern!r} "
+            f"(it has {compiled.groups} group(s))"
+        )
+    if isinstance(group, str) and group not in compiled.groupindex:
+        raise ConfigError(f"group {group!r} is not named in pattern {compiled.pattern!r}")
+    return _Pattern(name, compiled, group)
+
+
+# "Answer: B", "answer is (B)", "**B**", "B) ...", "B." at the start, or a lone letter.
+_CHOICE_PATTERNS = (
+    r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\**([{letters}])\b",
+    r"^\s*\(?\**([{letters}])\**\s*(?:[).:]|$)",
+    r"\(([{letters}])\)",
+    r"\b([{letters}])\b",
+)
+
+
+class _Choice(Scorer):
+    def __init__(self, name: str, letters: str) -> None:
+        super().__init__(name)
+        self.letters = letters
+        # A lone letter counts only in capitals ("a cat" chose nothing).
+        self.regexes = [
+            re.compile(
+                p.format(letters=re.escape(letters)),
+                re.MULTILINE | (re.IGNORECASE if p is not _CHOICE_PATTERNS[-1] else 0),
+            )
+            for p in _CHOICE_PATTERNS
+        ]
+
+    def chosen(self, text: str) -> str | None:
+        for regex in self.regexes:
+            found = regex.search(text)
+            if found is not None:
+                return found.group(1).upper()
+        return None
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        wanted = {self._letter(t, trial) for t in targets_of(trial, self.name)}
+        chosen = self.chosen(as_text(trial.output))
+        ok = chosen in wanted
+        return self.verdict(float(ok), ok, {"chosen": chosen})
+
+    def _letter(self, target: Any, trial: TrialRecord) -> str:
+        if isinstance(target, int) and not isinstance(target, bool):
+            if 0 <= target < len(self.letters):
+                return self.letters[target].upper()
+        elif isinstance(target, str) and target.strip().upper() in self.letters.upper():
+            if len(target.strip()) == 1:
+                return target.strip().upper()
+        raise ConfigError(
+            f"task {trial.task or trial.task_id!r} target {target!r} is not one of the "
+            f"choices {self.letters!r} (a letter, or its index from 0)"
+        )
+
+
+def choice(*, letters: str = "ABCDEFGHIJ", name: str = "choice") -> Scorer:
+    """A multiple-choice answer: reads the letter the output chose (``Answer: B``,
+    ``(B)``, ``B) ...``, a lone ``B``) and passes when it is the target (a letter, or
+    its index from 0). The letter read is in ``details["chosen"]``."""
+    if not isinstance(letters, str) or not letters.isalpha() or len(set(letters)) != len(letters):
+        raise ConfigError(f"letters must be distinct letters, not {letters!r}")
+    return _Choice(name, letters.upper())
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, not {value!r}")
+    return value

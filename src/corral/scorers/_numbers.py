@@ -1,0 +1,137 @@
+"""Scorers that measure rather than match: `numeric` (a number within a tolerance)
+and `f1` (token overlap)."""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from typing import Any
+
+from .._errors import ConfigError
+from .._types import Evaluation, TrialRecord
+from ._base import Scorer, as_text, targets_of
+
+# 1,234.5  -3  .5  2e-3  +7  (a thousands comma only between groups of three digits)
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def numbers_in(text: str) -> list[float]:
+    """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5)."""
+    out = []
+    for match in _NUMBER.finditer(text):
+        written = match.group(0)
+        if not any(c.isdigit() for c in written) or written[0] in "eE":
+            continue
+        try:
+            out.append(float(written.replace(",", "")))
+        except ValueError:
+            continue
+    return out
+
+
+def number_of(value: Any, which: str) -> float | None:
+    """``value`` as a number: itself if it is one, else the ``which`` ("first" or
+    "last") number written in its text; None if there is none."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    found = numbers_in(as_text(value))
+    if not found:
+        return None
+    return found[0] if which == "first" else found[-1]
+
+
+class _Numeric(Scorer):
+    def __init__(self, name: str, abs_tol: float, rel_tol: float, which: str) -> None:
+        super().__init__(name)
+        self.abs_tol = abs_tol
+        self.rel_tol = rel_tol
+        self.which = which
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        wanted = []
+        for target in targets_of(trial, self.name):
+            number = number_of(target, "last")
+            if number is None:
+                raise ConfigError(
+                    f"task {trial.task or trial.task_id!r} target {target!r} is not a number"
+                )
+            wanted.append(number)
+        got = number_of(trial.output, self.which)
+        if got is None:
+            return self.verdict(0.0, False, {"found": None})
+        ok = any(math.isclose(got, w, rel_tol=self.rel_tol, abs_tol=self.abs_tol) for w in wanted)
+        return self.verdict(float(ok), ok, {"found": got})
+
+
+def numeric(
+    *,
+    abs_tol: float = 0.0,
+    rel_tol: float = 1e-9,
+    which: str = "last",
+    name: str = "numeric",
+) -> Scorer:
+    """Passes when the output's number is within ``abs_tol`` or ``rel_tol`` (as
+    `math.isclose`) of the target. An output that is not a number gives the
+    ``which`` ("last", the default, or "first") number written in its text
+    (``"so the total is $1,234.50."`` gives 1234.5); the number read is in
+    ``details["found"]`` (None: the output has none, and the trial fails)."""
+    for label, tol in (("abs_tol", abs_tol), ("rel_tol", rel_tol)):
+        if (
+            isinstance(tol, bool)
+            or not isinstance(tol, int | float)
+            or not math.isfinite(tol)
+            or tol < 0
+        ):
+            raise ConfigError(f"{label} must be a non-negative number, not {tol!r}")
+    if which not in ("first", "last"):
+        raise ConfigError(f"which must be 'first' or 'last', not {which!r}")
+    return _Numeric(name, float(abs_tol), float(rel_tol), which)
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def tokens(text: str) -> list[str]:
+    """``text``'s words as SQuAD compares them: lower case, without punctuation or
+    articles."""
+    return _ARTICLES.sub(" ", text.casefold().translate(_PUNCTUATION)).split()
+
+
+def token_f1(said: str, target: str) -> float:
+    """The F1 of the words two texts share (1.0 when both have none)."""
+    a, b = tokens(said), tokens(target)
+    if not a or not b:
+        return float(a == b)
+    common = sum((Counter(a) & Counter(b)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(a), common / len(b)
+    return 2 * precision * recall / (precision + recall)
+
+
+class _F1(Scorer):
+    def __init__(self, name: str, threshold: float) -> None:
+        super().__init__(name)
+        self.threshold = threshold
+
+    async def __call__(self, trial: TrialRecord) -> Evaluation:
+        said = as_text(trial.output)
+        best = max(token_f1(said, as_text(t)) for t in targets_of(trial, self.name))
+        return self.verdict(best, best >= self.threshold)
+
+
+def f1(*, threshold: float = 0.5, name: str = "f1") -> Scorer:
+    """The token-overlap F1 of the output and the target (the best over a list of
+    targets), as SQuAD scores it: words compared in lower case, without punctuation
+    or articles. The score is the F1; the trial passes when it is at least
+    ``threshold``."""
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 <= threshold <= 1
+    ):
+        raise ConfigError(f"threshold must be a number from 0 to 1, not {threshold!r}")
+    return _F1(name, float(threshold))

