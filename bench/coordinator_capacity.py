@@ -41,8 +41,8 @@ from ray_executor import cell, init_ray
 import corral
 from corral import Evaluation, TrialRecord, TrialStatus
 from corral.executor import _dispatch
-from corral.executor._jobs import EvalJob
 from corral.executor._wire import dumps, loads
+from corral.runtime._jobs import EvalJob, Evaluated, Executed
 
 #: The commits a throughput trial has before its evaluation: setup, action,
 #: tool_effect, terminal.
@@ -56,7 +56,7 @@ class LoadHost:
     latency = 0.0
 
     def __init__(self, spec: bytes, index: int) -> None:
-        self.done: list[tuple[Any, ...]] = []
+        self.done: list[Any] = []
         self.wake = asyncio.Event()
         self.closing = asyncio.Event()
         self.spread = random.Random(index)
@@ -91,9 +91,9 @@ class LoadHost:
                 finished_at=now,
                 working_time=self.latency,
             )
-            self.done.append(("e", job.t, job.r, record, 1))
+            self.done.append(Evaluated(job.t, job.r, record, 1))
         else:
-            self.done.append(("v", job.t, job.r, TrialStatus.COMPLETED, 1, _COMMITS))
+            self.done.append(Executed(job.t, job.r, TrialStatus.COMPLETED, 1, _COMMITS, None))
         self.wake.set()
 
     async def exchange(self, batch: bytes) -> bytes:
@@ -113,17 +113,17 @@ class LoadHost:
 
 
 class RoundCounter:
-    """Counts the hosts' answers the coordinator reads (`RayRemote._answer`, wrapped)."""
+    """Counts the hosts' answers the coordinator reads (`RayExecution._answer`, wrapped)."""
 
     def __init__(self) -> None:
         self.rounds = 0
-        inner = _dispatch.RayRemote._answer
+        inner = _dispatch.RayExecution._answer
 
-        def answer(remote: Any, host: Any, answer: Any) -> None:
+        def answer(remote: Any, host: Any, answer: Any, results: Any) -> None:
             self.rounds += 1
-            inner(remote, host, answer)
+            inner(remote, host, answer, results)
 
-        _dispatch.RayRemote._answer = answer  # type: ignore[method-assign]
+        _dispatch.RayExecution._answer = answer  # type: ignore[method-assign]
 
 
 def calibration_ms() -> float:

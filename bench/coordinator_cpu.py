@@ -29,7 +29,7 @@ import anyio
 from ray_executor import cell, init_ray, store_for
 
 import corral
-from corral.executor._dispatch import RayRemote
+from corral.executor._dispatch import RayExecution
 
 
 def thread_cpu() -> dict[tuple[str, str], int]:
@@ -74,22 +74,22 @@ def by_thread(
 
 class DispatchClock:
     """The process's CPU while the Ray executor dispatches (from the hosts' creation to
-    the last result: `RayRemote.run`, wrapped), i.e. without the run's set-up and its
+    the last result: `RayExecution._run`, wrapped), i.e. without the run's set-up and its
     report: the part that bounds how many trials/s one coordinator can drive."""
 
     def __init__(self) -> None:
         self.reset()
-        inner = RayRemote.run
+        inner = RayExecution._run
 
-        async def run(remote: RayRemote, loop: Any) -> None:
+        async def run(remote: RayExecution) -> None:
             started, wall = time.process_time(), time.perf_counter()
             try:
-                await inner(remote, loop)
+                await inner(remote)
             finally:
                 self.cpu += time.process_time() - started
                 self.wall += time.perf_counter() - wall
 
-        RayRemote.run = run  # type: ignore[method-assign]
+        RayExecution._run = run  # type: ignore[method-assign]
 
     def reset(self) -> None:
         """Start counting again (for the next run)."""

@@ -84,7 +84,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
         if "pg_dsn" in fixtures:
             item.add_marker(pytest.mark.postgres)
-        if "ray_cluster" in fixtures or module == "test_ray_cli":  # test_ray_cli starts its own
+        callspec = getattr(item, "callspec", None)
+        on_ray = callspec is not None and callspec.params.get("executor_kind") == "ray"
+        # test_ray_cli starts its own Ray; an executor contract test asks for it by name.
+        if "ray_cluster" in fixtures or module == "test_ray_cli" or on_ray:
             item.add_marker(pytest.mark.ray)
             item.add_marker(pytest.mark.slow)
         if module == "test_viewer_browser":

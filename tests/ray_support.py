@@ -9,7 +9,9 @@ agents waits on the board, never on time.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
+import random
 from collections import Counter
 from collections.abc import Hashable
 from typing import Any
@@ -86,7 +88,10 @@ class Board:
 
 
 async def call(ref: Any) -> Any:
-    """Await a Ray call from any event loop (trio has no awaitable ObjectRef)."""
+    """Await a Ray call from any event loop (trio has no awaitable ObjectRef), or a
+    `LocalBoard`'s."""
+    if isinstance(ref, _LocalCall):
+        return await ref.result()
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: trio
@@ -96,6 +101,35 @@ async def call(ref: Any) -> Any:
     import ray
 
     return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
+
+
+class LocalBoard:
+    """A `Board` in this process, called as a Ray actor is (``board.step.remote(...)``,
+    awaited with `call`): the same agents serve tests of any executor."""
+
+    def __init__(self, limits: dict[Any, int] | None = None, gate_open: bool = True) -> None:
+        self._board = Board()
+        self._board.reset(limits, gate_open)
+
+    def __getattr__(self, name: str) -> _LocalMethod:
+        return _LocalMethod(getattr(self._board, name))
+
+
+class _LocalMethod:
+    def __init__(self, method: Any) -> None:
+        self.method = method
+
+    def remote(self, *args: Any) -> _LocalCall:
+        return _LocalCall(self.method, args)
+
+
+class _LocalCall:
+    def __init__(self, method: Any, args: tuple[Any, ...]) -> None:
+        self.method, self.args = method, args
+
+    async def result(self) -> Any:
+        value = self.method(*self.args)
+        return await value if inspect.isawaitable(value) else value
 
 
 class Boards:
@@ -125,6 +159,8 @@ class Boards:
 def _here() -> tuple[int, Any]:
     import ray
 
+    if not ray.is_initialized():  # in process, without Ray (asking would start one)
+        return os.getpid(), None
     try:
         actor = ray.get_runtime_context().current_actor
     except Exception:  # in the coordinator (the in-process reference run)
@@ -276,3 +312,37 @@ class PlainEnvironment:
 
     async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
         return Evaluation(1.0, True)
+
+
+def limits_of(rng: random.Random) -> dict[str, Any]:
+    return {
+        "max_parallel": rng.randint(2, 6),
+        "max_parallel_per_task": rng.randint(1, 2),
+        "max_parallel_evaluations": rng.randint(1, 3),
+        "max_parallel_by_model": {"m0": rng.randint(1, 3)},
+        "max_parallel_by_environment": {"env1": rng.randint(1, 2)},
+    }
+
+
+def gauge_limits(limits: dict[str, Any]) -> dict[Any, int]:
+    out: dict[Any, int] = {
+        "exec": limits["max_parallel"],
+        "eval": limits["max_parallel_evaluations"],
+        "total": limits["max_parallel"] + limits["max_parallel_evaluations"],
+        ("model", "m0"): limits["max_parallel_by_model"]["m0"],
+        ("env", "env1"): limits["max_parallel_by_environment"]["env1"],
+    }
+    for i in range(12):
+        out[("task", f"t{i}")] = limits["max_parallel_per_task"]
+    return out
+
+
+def family() -> dict[str, BenchmarkTaskMetadata]:
+    meta = BenchmarkTaskMetadata("agent", "env0", model="m0", max_iterations=3)
+    return {
+        "a": meta,
+        "b": BenchmarkTaskMetadata("agent", "env1", dependencies=("a",)),
+        "c": BenchmarkTaskMetadata("agent", "env0", dependencies=("a",)),
+        "d": BenchmarkTaskMetadata("agent", "env1", max_iterations=1),  # never answers
+        "e": BenchmarkTaskMetadata("agent", "env0", dependencies=("d",)),
+    }

@@ -85,3 +85,11 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(corral.testing, name) is not None, name
     for name in corral.view.__all__:
         assert getattr(corral.view, name) is not None, name
+
+
+def test_the_executors_are_public() -> None:
+    # SPEC section 5: any Executor runs a benchmark's trials; LocalExecutor is the default.
+    assert {"Executor", "LocalExecutor", "RayExecutor"} <= set(corral.__all__)
+    assert isinstance(corral.LocalExecutor(), corral.Executor)
+    assert isinstance(corral.RayExecutor(), corral.Executor)
+    assert not isinstance(object(), corral.Executor)

@@ -25,6 +25,8 @@ from .ray_support import (
     PlainEnvironment,
     call,
     comparable,
+    gauge_limits,
+    limits_of,
     tasks,
 )
 
@@ -61,29 +63,6 @@ class Seen:
 
     def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
         self.commits.append((key.task_id, key.trial, commit.seq, commit.kind))
-
-
-def limits_of(rng: random.Random) -> dict[str, Any]:
-    return {
-        "max_parallel": rng.randint(2, 6),
-        "max_parallel_per_task": rng.randint(1, 2),
-        "max_parallel_evaluations": rng.randint(1, 3),
-        "max_parallel_by_model": {"m0": rng.randint(1, 3)},
-        "max_parallel_by_environment": {"env1": rng.randint(1, 2)},
-    }
-
-
-def gauge_limits(limits: dict[str, Any]) -> dict[Any, int]:
-    out: dict[Any, int] = {
-        "exec": limits["max_parallel"],
-        "eval": limits["max_parallel_evaluations"],
-        "total": limits["max_parallel"] + limits["max_parallel_evaluations"],
-        ("model", "m0"): limits["max_parallel_by_model"]["m0"],
-        ("env", "env1"): limits["max_parallel_by_environment"]["env1"],
-    }
-    for i in range(12):
-        out[("task", f"t{i}")] = limits["max_parallel_per_task"]
-    return out
 
 
 @pytest.mark.parametrize(
@@ -218,7 +197,7 @@ def test_bad_executor_options_are_refused() -> None:
     ):
         with pytest.raises(corral.ConfigError):
             corral.RayExecutor(**bad)
-    with pytest.raises(corral.ConfigError, match="executor must be a RayExecutor"):
+    with pytest.raises(corral.ConfigError, match="executor must be an Executor"):
         corral.CorralRunner({}, {}, {}, store=":memory:", executor="ray")  # type: ignore[arg-type]
 
 

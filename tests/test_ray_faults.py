@@ -1,4 +1,4 @@
-"""The Ray executor under failure: a host killed mid-run, a run cancelled mid-run, a
+"""The Ray executor under failure: a host killed mid-run, a
 zombie host fenced off; and dependencies with reflective trials across hosts."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import corral
 from corral import BenchmarkTaskMetadata, Commit, TrialKey
 
 from . import pg
-from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, tasks
+from .ray_support import BoardAgent, BoardEnvironment, Boards, call, comparable, family, tasks
 
 pytestmark = [
     pytest.mark.anyio,
@@ -226,37 +226,7 @@ async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
     assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
 
 
-async def test_a_cancelled_run_stops_every_host_and_resumes_to_the_same_report(
-    sqlite: str, tmp_path: Path, boards: Boards
-) -> None:
-    gated = boards.get(gate_open=False)
-    executor = corral.RayExecutor(hosts=2)
-    with anyio.CancelScope() as scope:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                lambda: runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
-            )
-            await call(gated.wait_steps.remote(4))
-            scope.cancel()
-    seen = await call(gated.report.remote())
-    assert seen["active"] == 0  # every tool call had ended when run() returned
-    assert len(seen["steps"]) == 4
-    await call(gated.open.remote())
-    report = await runner(gated, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
-    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
-    steps = (await call(gated.report.remote()))["steps"]
-    assert len(steps) == 12 and max(steps.values()) <= 2
-
-
-def family() -> dict[str, BenchmarkTaskMetadata]:
-    meta = BenchmarkTaskMetadata("agent", "env0", model="m0", max_iterations=3)
-    return {
-        "a": meta,
-        "b": BenchmarkTaskMetadata("agent", "env1", dependencies=("a",)),
-        "c": BenchmarkTaskMetadata("agent", "env0", dependencies=("a",)),
-        "d": BenchmarkTaskMetadata("agent", "env1", max_iterations=1),  # never answers
-        "e": BenchmarkTaskMetadata("agent", "env0", dependencies=("d",)),
-    }
+# A cancelled run, then resumed: tests/test_executor_contract.py (every executor).
 
 
 async def test_dependencies_and_reflective_trials_across_hosts(

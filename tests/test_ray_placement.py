@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import random
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,11 +14,10 @@ import pytest
 import corral
 from corral import BenchmarkTaskMetadata, TrialRecord
 from corral._records import TrialTable
-from corral.executor._dispatch import RayRemote, _Host, choose
-from corral.executor._host import _unscored
-from corral.executor._jobs import EvalJob
+from corral.executor._dispatch import RayExecution, _Host, choose
 from corral.executor._wire import dumps, loads
-from corral.scheduler._admission import Start, StartKind
+from corral.executor._work import _unscored
+from corral.runtime._jobs import EvalJob
 
 
 def host(index: int, load: int, *, answered: bool) -> _Host:
@@ -74,25 +72,25 @@ def test_no_host_ever_holds_more_than_trials_per_host(seed: int) -> None:
     assert job > 1000
 
 
-def remote_with(hosts: list[_Host], *, cap: int | None) -> RayRemote:
-    remote = RayRemote.__new__(RayRemote)  # no Ray: `start` places jobs on these hosts
-    remote.executor = SimpleNamespace(trials_per_host=cap)  # type: ignore[assignment]
+def remote_with(hosts: list[_Host], *, cap: int | None) -> RayExecution:
+    remote = RayExecution.__new__(RayExecution)  # no Ray: `submit` places jobs on these hosts
+    remote.trials_per_host = cap
     remote.hosts = hosts
     remote._busy = 0
     remote._ran_on = {}
     remote._observed = False
-    plan = SimpleNamespace(task_ids=["t0"], light=lambda t: BenchmarkTaskMetadata("agent", "env"))
-    remote._loop = SimpleNamespace(  # type: ignore[assignment]
-        plan=plan, to_evaluate=lambda t, r: (None, 3), facts=lambda t: None
-    )
     return remote
+
+
+def evaluation(t: int, r: int) -> EvalJob:
+    return EvalJob(t, r, f"t{t}", "env", None, 3)
 
 
 def test_an_evaluation_goes_to_the_host_that_kept_its_record() -> None:
     ran, other = host(0, 0, answered=True), host(1, 0, answered=True)
     remote = remote_with([ran, other], cap=2)
     remote._ran_on[(0, 1)] = ran
-    remote.start(Start(StartKind.EVALUATE, 0, 1))
+    remote.submit(evaluation(0, 1))
     (job,) = ran.outbox
     assert isinstance(job, EvalJob) and job.record is None and job.seq == 3
     assert not other.outbox and remote.busy == 1
@@ -105,7 +103,7 @@ def test_an_evaluation_elsewhere_reads_the_store_and_the_keeper_drops_its_record
     ran, other = host(0, 2 if why == "full" else 0, answered=True), host(1, 0, answered=True)
     remote = remote_with([ran, other] if why == "full" else [other], cap=2)
     remote._ran_on[(0, 1)] = ran
-    remote.start(Start(StartKind.EVALUATE, 0, 1))
+    remote.submit(evaluation(0, 1))
     (job,) = other.outbox
     assert isinstance(job, EvalJob) and job.record is None  # the host reads the store
     assert ran.outbox == ([(0, 1)] if why == "full" else [])

@@ -208,8 +208,8 @@ async def test_rescore_gives_the_scorer_the_same_facts() -> None:
 
 def test_a_ray_hosts_evaluation_job_carries_the_facts() -> None:
     from corral._records import scoring_facts
-    from corral.executor._jobs import EvalJob
     from corral.executor._wire import dumps, loads
+    from corral.runtime._jobs import EvalJob
 
     meta = Meta("a", "e", model="m", inputs={"q": 1}, target=[1, 2], metadata={"k": "v"})
     job = EvalJob(0, 1, "sum@m", "e", None, 3, facts=scoring_facts("sum", meta))

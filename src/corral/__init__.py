@@ -39,7 +39,7 @@ from ._types import (
     TrialStatus,
     Usage,
 )
-from .executor import RayExecutor
+from .executor import Executor, LocalExecutor, RayExecutor
 from .report import (
     BenchmarkReport,
     Comparison,
@@ -83,8 +83,10 @@ __all__ = [
     "Environment",
     "Estimate",
     "Evaluation",
+    "Executor",
     "Final",
     "Limits",
+    "LocalExecutor",
     "MemoryStore",
     "ModelError",
     "ModelUnavailable",

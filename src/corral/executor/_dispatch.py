@@ -1,4 +1,4 @@
-"""The coordinator's side of the Ray executor: admitted starts out in batches, results in.
+"""The coordinator's side of the Ray executor: admitted jobs out in batches, results in.
 
 A slot is freed only when the coordinator knows the work ended: its result
 arrived, or its host is confirmed dead (Ray says so); then its running trials
@@ -12,12 +12,10 @@ run's spend) of every commit past the last one it heard of.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-import uuid
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -26,17 +24,16 @@ import anyio.to_thread
 
 from .._concurrency import ScopeStatistics
 from .._errors import CorralError
-from ..scheduler._admission import Start, StartKind
-from ..store._protocol import TrialKey
-from ._host import HostActor, HostSpec
-from ._jobs import EvalJob, ExecJob, Job, Notice, Result
+from .._types import Evaluation
+from ..runtime._acks import Acks
+from ..runtime._jobs import Evaluated, Executed, Job, Postponed, Result, TrialJob
+from ..store._protocol import CommitStore, TrialKey
+from ._host import Failed, HostActor, HostSpec, Notice
 from ._logs import plain
-from ._ray import RayExecutor, import_ray
+from ._owner import import_ray
+from ._protocol import Deliver
 from ._scopes import hub
 from ._wire import dumps, loads
-
-if TYPE_CHECKING:
-    from ..scheduler._run import RunLoop
 
 #: Concurrent calls a host serves: serve, submit, exchange, close or cancel, pid.
 _HOST_CALLS = 16
@@ -60,19 +57,36 @@ class _Host:
         self.poll: Any = None
 
 
-class RayRemote:
-    """`scheduler.Remote` on Ray hosts (see `RunLoop`)."""
+class RayExecution:
+    """A run's `Execution` on Ray hosts (see `RayExecutor`): ``hosts`` host actors, each
+    running up to ``trials_per_host`` jobs (None: what admission gives it)."""
 
-    def __init__(self, executor: RayExecutor, spec: HostSpec) -> None:
+    def __init__(
+        self,
+        spec: HostSpec,
+        store: CommitStore,
+        acks: Acks,
+        deliver: Deliver,
+        evaluation: Callable[..., Evaluation],
+        *,
+        hosts: int,
+        trials_per_host: int | None,
+        max_host_restarts: int,
+        host_options: Mapping[str, Any],
+    ) -> None:
         self.ray = import_ray()
-        self.executor = executor
-        self._hub_name = f"corral-scopes-{uuid.uuid4().hex}"
-        self._spec = self.ray.cloudpickle.dumps(dataclasses.replace(spec, scope_hub=self._hub_name))
+        self.hosts_wanted = hosts
+        self.trials_per_host = trials_per_host
+        self.max_host_restarts = max_host_restarts
+        self._store, self._acks, self._deliver, self._evaluation = store, acks, deliver, evaluation
+        self._benchmark_id = spec.work.benchmark_id
+        self._hub_name = spec.scope_hub
+        self._spec = self.ray.cloudpickle.dumps(spec)
         self._actor_class = self.ray.remote(HostActor).options(
             max_restarts=0,
             max_task_retries=0,
             max_concurrency=_HOST_CALLS,
-            **executor.host_options,
+            **host_options,
         )
         self.hosts: list[_Host] = []
         self._made = 0
@@ -80,18 +94,18 @@ class RayRemote:
         self._busy = 0
         #: The host each trial to be evaluated ran on (it kept the trial's record).
         self._ran_on: dict[tuple[int, int], _Host] = {}
-        self._loop: RunLoop | None = None
+        self._closing = False
         self._wakeup = anyio.Event()
         #: Hosts' answers as they arrive (appended by Ray's thread): (host, answer).
         self._answers: deque[tuple[_Host, Any]] = deque()
         self._call_soon: Callable[[Callable[[], None]], object] = _unset
         #: The named scopes as the run's hub last reported them (for observers such as
         #: the live display; final once the run is over).
-        self.scope_statistics: dict[str, ScopeStatistics] = {}
+        self._scope_statistics: dict[str, ScopeStatistics] = {}
         self._scopes_final = False
         #: Ray's thread (periodic readings) and `_stop`'s (the final one) both write them.
         self._scopes_lock = threading.Lock()
-        self._observed = spec.notify
+        self._observed = spec.work.observed
         #: With observers: the sequence number past the last commit they heard of, for
         #: each trial a host runs or evaluates, by (task id, trial).
         self._heard: dict[tuple[str, int], int] = {}
@@ -110,52 +124,20 @@ class RayRemote:
 
     # -- out ---------------------------------------------------------------
 
-    def start(self, start: Start) -> None:
-        loop = self._loop
-        assert loop is not None
-        t, r = start.task, start.round
-        job: Job
-        if start.kind == StartKind.EXECUTE:
-            found = loop.deferred(t, r)
-            if found is None:
-                try:
-                    meta, inputs = loop.trial_inputs(t, r)
-                except CorralError as exc:
-                    self._busy += 1
-                    loop._spawn(self._unreadable, t, r, exc)
-                    return
-                previous, reload = loop.previous_of(t, r)
-                found = ExecJob(
-                    t,
-                    r,
-                    loop.plan.task_ids[t],
-                    meta,
-                    inputs,
-                    previous,
-                    reload,
-                    loop.may_have_history(t, r),
-                    budget=loop.budget.under(meta),
-                )
-            job = found
+    def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
+        return self._scope_statistics
+
+    def submit(self, job: Job) -> None:
+        t, r = job.t, job.r
+        if isinstance(job, TrialJob):
             if self._observed and (job.task_id, r) not in self._heard:  # not deferred
-                self._heard[(job.task_id, r)] = loop.head_of(t, r)
+                self._heard[(job.task_id, r)] = job.head
         else:
-            record, seq = loop.to_evaluate(t, r)
-            light = loop.plan.light(t)
-            job = EvalJob(
-                t,
-                r,
-                loop.plan.task_ids[t],
-                light.environment_id,
-                record,
-                seq,
-                facts=loop.facts(t),
-            )
             if self._observed:
-                self._heard[(job.task_id, r)] = seq
+                self._heard[(job.task_id, r)] = job.seq
             ran_on = self._ran_on.pop((t, r), None)
             if ran_on is not None:
-                cap = self.executor.trials_per_host
+                cap = self.trials_per_host
                 if ran_on in self.hosts and (cap is None or len(ran_on.jobs) < cap):
                     self._place(job, ran_on)  # it kept the record
                     return
@@ -166,7 +148,7 @@ class RayRemote:
     def _place(self, job: Job, host: _Host | None = None) -> None:
         if host is None:
             hosts = self.hosts
-            host = hosts[0] if len(hosts) == 1 else choose(hosts, self.executor.trials_per_host)
+            host = hosts[0] if len(hosts) == 1 else choose(hosts, self.trials_per_host)
         host.jobs[(job.t, job.r)] = job
         host.outbox.append(job)
         self._busy += 1
@@ -181,47 +163,45 @@ class RayRemote:
                 host.outbox = []
         self._wakeup.set()
 
-    async def _unreadable(self, t: int, r: int, exc: CorralError) -> None:
-        assert self._loop is not None
-        try:
-            await self._loop.unreadable(t, r, exc)
-        finally:
-            self._busy -= 1
-        self._loop.admit()
+    def close(self) -> None:
+        self._closing = True
+        self._wakeup.set()
 
     # -- in ----------------------------------------------------------------
 
-    async def run(self, loop: RunLoop) -> None:
-        self._loop = loop
+    def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._call_soon = thread_caller()
+        for _ in range(self.hosts_wanted):
+            self._new_host()
+        tg.start_soon(self._run)
+
+    async def _run(self) -> None:
         cancelled = True
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 if self._observed:
                     tg.start_soon(self._watch_scopes)
-                await self._serve(loop)
+                await self._serve()
                 tg.cancel_scope.cancel()
             cancelled = False
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._stop, cancelled)
 
-    async def _serve(self, loop: RunLoop) -> None:
-        for _ in range(self.executor.hosts):
-            self._new_host()
-        loop.admit()
+    async def _serve(self) -> None:
         answers = self._answers
-        while not (loop.admission.complete and not self._busy):
+        while not self._closing:
             if not answers:  # a host answers, or everything waits out a rate limit
                 await self._wakeup.wait()
                 self._wakeup = anyio.Event()
                 continue
+            results: list[Result] = []
             while answers:
                 host, answer = answers.popleft()
                 if host in self.hosts:  # not one replaced meanwhile
-                    self._answer(host, answer)
-            loop.admit()
+                    self._answer(host, answer, results)
+            self._deliver(results)  # the run loop admits once for the whole batch
 
     async def _watch_scopes(self) -> None:
         """Keep `scope_statistics` fresh for the observers: ask the hub twice a second
@@ -246,15 +226,14 @@ class RayRemote:
     def _read_scopes(self, statistics: dict[str, ScopeStatistics], *, final: bool) -> None:
         with self._scopes_lock:
             if not self._scopes_final:
-                self.scope_statistics = statistics
+                self._scope_statistics = statistics
                 self._scopes_final = final
 
     def _poll(self, host: _Host, jobs: bytes) -> None:
         """Send ``host`` its long poll; its answer wakes the run loop (from Ray's thread,
         which also unpickles it, so the loop has no thread to hop to and back)."""
         host.poll = host.actor.exchange.remote(jobs)
-        assert self._loop is not None
-        evaluation = self._loop.records.evaluation
+        evaluation = self._evaluation
 
         def arrived(future: Any) -> None:
             try:
@@ -272,7 +251,7 @@ class RayRemote:
     def _wake(self) -> None:
         self._wakeup.set()
 
-    def _answer(self, host: _Host, answer: Any) -> None:
+    def _answer(self, host: _Host, answer: Any, results: list[Result]) -> None:
         if isinstance(answer, BaseException):
             if isinstance(answer, self.ray.exceptions.RayActorError):
                 self._replace(host, answer)
@@ -281,40 +260,32 @@ class RayRemote:
                 # The host's own error, without Ray's wrapping (a traceback in colour).
                 raise answer.cause
             raise answer
-        results, notices = answer
+        done, notices = answer
         host.poll = None
         if notices:
             self._tell(notices)
-        loop = self._loop
-        assert loop is not None
-        for result in results:
-            self._finish(loop, host, result)
+        for result in done:
+            self._finish(host, result, results)
 
-    def _finish(self, loop: RunLoop, host: _Host, result: Result) -> None:
-        kind, t, r = result[0], result[1], result[2]
+    def _finish(self, host: _Host, result: Result | Failed, results: list[Result]) -> None:
+        if type(result) is Failed:
+            raise result.error
+        if type(result) is Postponed:
+            t, r = result.job.t, result.job.r
+        else:
+            assert type(result) is Executed or type(result) is Evaluated
+            t, r = result.t, result.r
         job = host.jobs.pop((t, r))
         self._busy -= 1
-        if self._observed and kind != "d":  # a deferred trial goes on later
+        if self._observed and type(result) is not Postponed:  # a deferred trial goes on later
             del self._heard[(job.task_id, r)]
-        if kind == "v":
-            self._ran_on[(t, r)] = host
-            loop.ended(t, r, result[3], result[4], result[5], None)
-        elif kind == "x":
-            loop.executed(t, r, job, result[3])
-        elif kind == "e":
-            loop.evaluated(t, r, result[3], result[4])
-        elif kind == "d":
-            assert isinstance(job, ExecJob)
-            job.scratch, job.carried_usage, job.worked, job.failed_attempts = result[4:8]
-            loop.executed(t, r, job, result[3])
-        else:
-            raise result[3]
+        if type(result) is Executed and result.record is None:
+            self._ran_on[(t, r)] = host  # it kept the record for the evaluation
+        results.append(result)
 
     def _tell(self, notices: list[Notice]) -> None:
-        loop = self._loop
-        assert loop is not None
-        benchmark_id = loop.benchmark_id
-        durable, heard = loop.acks.durable, self._heard
+        benchmark_id = self._benchmark_id
+        durable, heard = self._acks.durable, self._heard
         for task_id, trial, commits in notices:
             heard[(task_id, trial)] = commits[-1].seq + 1
             durable(TrialKey(benchmark_id, task_id, trial), commits)
@@ -324,10 +295,10 @@ class RayRemote:
         if getattr(error, "actor_init_failed", False):  # a new host would fail the same way
             raise CorralError(f"a Ray host could not start: {plain(error)}") from error
         self._restarts += 1
-        if self._restarts > self.executor.max_host_restarts:
+        if self._restarts > self.max_host_restarts:
             raise CorralError(
                 f"Ray hosts died {self._restarts} times in this run (more than "
-                f"max_host_restarts={self.executor.max_host_restarts}); the last: {plain(error)}"
+                f"max_host_restarts={self.max_host_restarts}); the last: {plain(error)}"
             ) from error
         self.hosts.remove(dead)
         scopes = hub(self._hub_name, create=False)
@@ -349,16 +320,14 @@ class RayRemote:
     async def _read_back(self, jobs: list[Job]) -> None:
         """Tell of the commits of a dead host's ``jobs`` nobody heard of (read from the
         store: nothing writes them meanwhile), then send the jobs on."""
-        loop = self._loop
-        assert loop is not None
         for job in jobs:
-            key = TrialKey(loop.benchmark_id, job.task_id, job.r)
+            key = TrialKey(self._benchmark_id, job.task_id, job.r)
             heard = self._heard[(job.task_id, job.r)]
-            unheard = [c for c in await loop.store.history(key) if c.seq >= heard]
+            unheard = [c for c in await self._store.history(key) if c.seq >= heard]
             if unheard:
                 self._tell([(job.task_id, job.r, unheard)])
         self._resend(jobs)
-        loop.admit()  # a commit read back may have stopped admission (run_cost_limit)
+        self._deliver(())  # a commit read back may have stopped admission (run_cost_limit)
 
     def _resend(self, jobs: list[Job]) -> None:
         for job in jobs:
@@ -388,7 +357,7 @@ class RayRemote:
 
 def choose(hosts: list[_Host], cap: int | None) -> _Host:
     """The host for the next job: the least loaded of those that answered (their next
-    jobs go with the long poll `RayRemote.flush` sends them anyway; a separate `submit`
+    jobs go with the long poll `RayExecution.flush` sends them anyway; a separate `submit`
     costs a Ray call), unless another is lighter by more than a quarter of its load, or
     it holds ``cap`` jobs (``trials_per_host``) already."""
     lightest = min(hosts, key=_load)
@@ -415,4 +384,4 @@ def thread_caller() -> Callable[[Callable[[], None]], object]:
 
 
 def _unset(fn: Callable[[], None]) -> object:
-    raise AssertionError("RayRemote.run has not started")
+    raise AssertionError("RayExecution.run has not started")

@@ -18,6 +18,16 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from .._errors import ConfigError
+
+
+def import_ray() -> types.ModuleType:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError("the Ray executor needs Ray: pip install 'corral[ray]'") from exc
+    return ray
+
 
 class RayOwner:
     def __init__(self) -> None:

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import os
 import types
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+
 from .._errors import ConfigError
+from .._types import Evaluation
+from ..runtime._acks import Acks
 from ..scheduler._limits import positive_int
+from ..store._protocol import CommitStore
+from ._dispatch import RayExecution
+from ._host import HostSpec
 from ._logs import RayLog, plain
-from ._owner import RayOwner
+from ._owner import RayOwner, import_ray
+from ._protocol import Deliver, Work
+from ._stores import check_reach, check_store, spec_of
 
 #: Actor options Corral sets itself: Corral's retries stay the only retries.
 _OWN_OPTIONS = ("max_restarts", "max_task_retries", "max_concurrency")
-
-
-def import_ray() -> types.ModuleType:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ConfigError("the Ray executor needs Ray: pip install 'corral[ray]'") from exc
-    return ray
 
 
 class RayExecutor:
@@ -111,6 +113,39 @@ class RayExecutor:
     def capacity(self) -> int | None:
         """Trials and evaluations the hosts run at once (None: no bound of their own)."""
         return None if self.trials_per_host is None else self.hosts * self.trials_per_host
+
+    async def prepare(self, work: Work, store: CommitStore) -> int | None:
+        """Refuse (`ConfigError`) what hosts could not run, before anything runs or is
+        written: objects that do not pickle, a store hosts cannot reach; then start or
+        join Ray. Returns `capacity`."""
+        self.check_picklable({"agent": work.agents, "environment": work.environments})
+        check_store(store)  # before Ray starts: nothing to connect to for a store it cannot use
+        all_local = await anyio.to_thread.run_sync(self.connect)
+        check_reach(store, all_local=all_local)
+        return self.capacity
+
+    def start(
+        self,
+        work: Work,
+        store: CommitStore,
+        acks: Acks,
+        deliver: Deliver,
+        evaluation: Callable[..., Evaluation],
+    ) -> RayExecution:
+        """The run's hosts-to-be, once the coordinator holds the benchmark's claim."""
+        hub_name = f"corral-scopes-{uuid.uuid4().hex}"
+        spec = HostSpec(work, spec_of(store, work.benchmark_id), hub_name)
+        return RayExecution(
+            spec,
+            store,
+            acks,
+            deliver,
+            evaluation,
+            hosts=self.hosts,
+            trials_per_host=self.trials_per_host,
+            max_host_restarts=self.max_host_restarts,
+            host_options=self.host_options,
+        )
 
     def check_picklable(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
         """`ConfigError` naming the first object that cannot be sent to a host."""

@@ -19,8 +19,7 @@ from typing import Any
 
 from .._budget import Budget
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, TrialRecord, Usage
-from ..runtime._trial import Deferred, Previous, TrialOutcome
-from ._jobs import EvalJob, ExecJob
+from ..runtime._jobs import Deferred, EvalJob, Evaluated, Executed, Postponed, Previous, TrialJob
 
 
 def _flat(cls: type) -> Callable[[Any], tuple[Any, ...]]:
@@ -56,11 +55,13 @@ _TABLE: dict[type, Callable[[Any], Any]] = {
             Commit,
             Evaluation,
             TrialRecord,
-            TrialOutcome,
             Deferred,
             Previous,
-            ExecJob,
+            TrialJob,
             EvalJob,
+            Executed,
+            Postponed,
+            Evaluated,
         )
     },
     Usage: _usage,

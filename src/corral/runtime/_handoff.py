@@ -1,8 +1,9 @@
 """A worker task waiting to be handed its next piece of work (reused, not respawned).
 
 Starting a task per trial costs more than the trial's own bookkeeping (anyio's
-task spawning), so both the run loop and a Ray host keep the tasks that ran out
-of work waiting here for the next one; ``None`` tells a waiting task to end.
+task spawning), so the worker pool (`executor/_pool.py`, in process and on each
+Ray host) keeps the tasks that ran out of work waiting here for the next one;
+``None`` tells a waiting task to end.
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from .._budget import NO_BUDGET, Budget, Exceeded
+from .._budget import Exceeded
 from .._errors import unwrap_single
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Agent, Environment
@@ -25,9 +25,7 @@ from .._types import (
     NO_USAGE,
     UNCHANGED,
     Action,
-    BenchmarkTaskMetadata,
     Commit,
-    Evaluation,
     Final,
     ToolEffect,
     TrialRecord,
@@ -46,6 +44,7 @@ from ..history import (
 )
 from ..store._protocol import CommitStore, Pending, TrialKey
 from ._acks import Acks
+from ._jobs import Deferred, Previous, TrialJob
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
@@ -53,48 +52,23 @@ from ._session import AgentSession, add_usage
 from ._workclock import WorkClock
 
 
-@dataclass(frozen=True, slots=True)
-class Previous:
-    """The earlier trial a reflective session sees."""
-
-    trial: int
-    evaluation: Evaluation | None
-    state: Any
-
-
 @dataclass(slots=True)
 class TrialPlan:
-    """Everything one trial's runtime needs."""
+    """Everything one trial's runtime needs: its job, and what the place that runs it
+    supplies."""
 
+    job: TrialJob
     key: TrialKey
-    metadata: BenchmarkTaskMetadata
     agent: Agent
     environment: Environment
-    inputs: Mapping[str, Any]
     store: CommitStore
     policy: RetryPolicy
     trial_timeout: float | None
     #: Tells the observers of durable commits; the trial's last commits go here to be
     #: acknowledged after it returns.
     acks: Acks
-    previous: Previous | None = None
-    may_have_history: bool = False
-    #: Attempts already used before a rate limit deferred this trial.
-    first_attempt: int = 0
-    #: How many times a rate limit has deferred this trial (for its backoff).
-    deferrals: int = 0
-    #: The agent's scratch, kept while a rate limit defers the trial.
-    scratch: dict[str, Any] | None = None
-    #: Usage recorded before a rate limit that no commit has carried yet.
-    carried_usage: Usage = NO_USAGE
-    #: What the trial may spend (the task's budgets over the run's).
-    budget: Budget = NO_BUDGET
-    #: Seconds worked before a rate limit deferred this trial (its commits may hold less).
-    worked: float = 0.0
     #: The most bytes of JSON one recorded value may take.
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
-    #: The errors of the attempts that failed and were retried (see `history.FAILED_ATTEMPTS`).
-    failed_attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -127,7 +101,7 @@ class _Writer:
         self.session = session
         self.clock = clock
         #: The trial's budget, or None when it has none (checked once, not per step).
-        self.budget = plan.budget if plan.budget else None
+        self.budget = plan.job.budget if plan.job.budget else None
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
@@ -232,36 +206,27 @@ class TrialOutcome:
     previous_trial: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Deferred:
-    """The trial hit a rate limit: wait ``delay`` seconds, then continue from its head."""
-
-    delay: float
-    attempt: int
-    retry_after: float | None
-
-
 async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     """Run (or continue) one trial until it has a terminal commit, or a rate limit.
 
     Its working time runs from here until it returns, except while it waits out a
     retry's backoff; a ``working_time_limit`` cuts an attempt at its deadline.
     """
-    attempt = plan.first_attempt
+    attempt = plan.job.first_attempt
     # Usage recorded in an attempt that ended before a commit could carry it rides
     # on the next commit, so the report counts every token spent.
-    carried = plan.carried_usage
-    scratch = plan.scratch
+    carried = plan.job.carried_usage
+    scratch = plan.job.scratch
     projection = Projection()
-    if plan.may_have_history:
+    if plan.job.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
-        if len(projection.failed_attempts) > len(plan.failed_attempts):  # resumed
-            plan.failed_attempts = [dict(f) for f in projection.failed_attempts]
+        if len(projection.failed_attempts) > len(plan.job.failed_attempts):  # resumed
+            plan.job.failed_attempts = [dict(f) for f in projection.failed_attempts]
     # A resumed trial goes on counting its attempts (and its retries left).
-    attempt = max(attempt, len(plan.failed_attempts))
-    clock = WorkClock(max(plan.worked, projection.worked))
+    attempt = max(attempt, len(plan.job.failed_attempts))
+    clock = WorkClock(max(plan.job.worked, projection.worked))
     clock.start()
-    working_limit = plan.budget.working_time_limit
+    working_limit = plan.job.budget.working_time_limit
     while projection.terminal is None:
         session = await _session(plan, projection, attempt, scratch)
         session._usage, carried = carried, NO_USAGE
@@ -289,15 +254,15 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         carried = session.take_usage()
         limited = as_rate_limit(error) if error is not None else None
         if limited is not None and (
-            gave_up := plan.policy.rate_limit_exhausted(limited, plan.deferrals)
+            gave_up := plan.policy.rate_limit_exhausted(limited, plan.job.deferrals)
         ):
             error = gave_up  # ends the trial below, naming the rate limit
         elif limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
-            plan.scratch, plan.carried_usage = session.scratch, carried
+            plan.job.scratch, plan.job.carried_usage = session.scratch, carried
             clock.stop()
-            plan.worked = clock.spent  # waiting out the rate limit is not work
-            delay = plan.policy.rate_limit_wait(limited.retry_after, plan.deferrals)
+            plan.job.worked = clock.spent  # waiting out the rate limit is not work
+            delay = plan.policy.rate_limit_wait(limited.retry_after, plan.job.deferrals)
             return Deferred(delay, attempt, limited.retry_after)
         # An interrupted append may still have landed: the store's history, which
         # includes every append handed to it, is the truth from here on.
@@ -317,7 +282,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
             await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif error is not None and plan.policy.retryable(error, attempt):
-            plan.failed_attempts.append({"attempt": attempt + 1, **error_fields(error)})
+            plan.job.failed_attempts.append({"attempt": attempt + 1, **error_fields(error)})
             clock.stop()  # a backoff is not work
             await anyio.sleep(plan.policy.delay(attempt))
             clock.start()
@@ -337,7 +302,7 @@ def _deadline(timeout: float | None) -> float:
 async def _session(
     plan: TrialPlan, projection: Projection, attempt: int, scratch: dict[str, Any] | None
 ) -> AgentSession:
-    previous = plan.previous
+    previous = plan.job.previous
     if projection.has_setup and projection.previous_trial != (previous and previous.trial):
         # Resumed: the setup commit recorded which earlier trial this one saw.
         previous = await load_previous(plan.store, plan.key, projection.previous_trial)
@@ -345,8 +310,8 @@ async def _session(
         benchmark_id=plan.key.benchmark_id,
         task_id=plan.key.task_id,
         trial=plan.key.trial,
-        metadata=plan.metadata,
-        inputs=plan.inputs,
+        metadata=plan.job.metadata,
+        inputs=plan.job.inputs,
         attempt=attempt,
         previous_evaluation=previous.evaluation if previous else None,
         previous_state=previous.state if previous else None,
@@ -386,7 +351,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         # finish it with the same step keys before the agent decides anything new.
         missing = [(seq, action, step_key(plan.key, seq)) for seq, action in turn.missing]
         await _execute(writer, session, missing, turn.state_before)
-    max_iterations = plan.metadata.max_iterations
+    max_iterations = plan.job.metadata.max_iterations
     while projection.iteration < max_iterations:
         if writer.over_budget():
             return
@@ -554,13 +519,14 @@ def _stamp(plan: TrialPlan, projection: Projection, kind: str, worked: float) ->
     """What a trial's commit records beside its own value (every writer of one calls this):
     the working time (it survives a crash with the commit), the budgets that applied
     (`corral show`), and the failed attempts' errors."""
-    budget = plan.budget.to_dict() if plan.budget and kind in _BUDGETED else None
-    failed = plan.failed_attempts
+    budget = plan.job.budget
+    stamped = budget.to_dict() if budget and kind in _BUDGETED else None
+    failed = plan.job.failed_attempts
     # The terminal carries them all; so does an attempt's first commit after a failure,
     # which keeps them durable if the process dies before the terminal.
     if failed and (kind == "terminal" or len(projection.failed_attempts) < len(failed)):
-        return Stamp(worked, budget, tuple(failed))
-    return Stamp(worked, budget)
+        return Stamp(worked, stamped, tuple(failed))
+    return Stamp(worked, stamped)
 
 
 _BUDGETED = frozenset({"setup", "terminal"})

@@ -3,6 +3,7 @@
 from ._admission import Admission, Statistics
 from ._limits import Limits
 from ._plan import RunPlan, build_plan
-from ._run import Resume, RunLoop
+from ._resume import Resume
+from ._run import RunLoop
 
 __all__ = ["Admission", "Limits", "Resume", "RunLoop", "RunPlan", "Statistics", "build_plan"]

@@ -1,0 +1,105 @@
+"""The executor seam: where admitted work runs, and how its results come back.
+
+Admission stays in the run loop, so the limits are exact whatever runs the
+work: the loop submits each admitted job (`TrialJob`, `EvalJob`) to the run's
+`Execution` and reacts to the typed results (`Executed`, `Postponed`,
+`Evaluated`) the execution delivers. An `Executor` is the reusable setting a
+user passes (``run(..., executor=...)``); it makes one `Execution` per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from .._concurrency import ScopeStatistics
+    from .._protocols import Agent, Environment
+    from .._types import Evaluation
+    from ..runtime._acks import Acks
+    from ..runtime._jobs import Job, Result
+    from ..runtime._retry import RetryPolicy
+    from ..store._protocol import CommitStore
+
+#: Receives a batch of results (on the run's event loop, never from another thread);
+#: the run loop admits what they free once per batch.
+Deliver = Callable[["Sequence[Result]"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What every job of one run is run with, wherever it runs (picklable, but for
+    agents and environments that are not)."""
+
+    benchmark_id: str
+    agents: Mapping[str, Agent]
+    environments: Mapping[str, Environment]
+    policy: RetryPolicy
+    trial_timeout: float | None
+    evaluation_timeout: float | None
+    max_backlog: int
+    max_value_bytes: int
+    #: Whether anyone (observers, a run_cost_limit) hears of durable commits.
+    observed: bool = False
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Where a run's admitted trials and evaluations run (`LocalExecutor`,
+    `RayExecutor`). The run loop keeps admission; an executor runs what it is handed.
+    """
+
+    async def prepare(self, work: Work, store: CommitStore) -> int | None:
+        """Before anything runs or is written: refuse (`ConfigError`) what it could not
+        run; return how many jobs it runs at once (None: no bound of its own)."""
+        ...
+
+    def start(
+        self,
+        work: Work,
+        store: CommitStore,
+        acks: Acks,
+        deliver: Deliver,
+        evaluation: Callable[..., Evaluation],
+    ) -> Execution:
+        """The run's execution, once the run holds the benchmark's claim on ``store``.
+        ``acks`` are the run's acknowledgements (what its observers hear); ``evaluation``
+        makes the `Evaluation` of a result that crosses a process (shared between equal
+        ones)."""
+        ...
+
+
+class Execution(Protocol):
+    """One run's execution: jobs in (`submit`), results out (the ``deliver`` it was
+    made with), between `start` and `close`."""
+
+    @property
+    def busy(self) -> int:
+        """Jobs submitted whose result has not been delivered yet."""
+        ...
+
+    def submit(self, job: Job) -> None:
+        """Take one admitted job; it may wait for the next `flush` to be sent."""
+        ...
+
+    def flush(self) -> None:
+        """Send what `submit` took since the last flush (called after every admission)."""
+        ...
+
+    def close(self) -> None:
+        """Nothing more will be submitted (and nothing is busy): its tasks end."""
+        ...
+
+    def start(self, tg: TaskGroup) -> None:
+        """Start taking jobs, its tasks in ``tg`` (the run loop's), until `close`. Once
+        ``tg`` is cancelled, nothing handed to it runs any more. A job's failure (the
+        store's, say) is raised in ``tg`` and fails the run."""
+        ...
+
+    def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
+        """The named concurrency scopes its workers share elsewhere (a Ray host's), for
+        observers; empty when they are this process's own."""
+        ...

@@ -1,0 +1,126 @@
+"""One job run to its result: the part of running work every executor shares.
+
+The same code runs a trial or an evaluation in this process (`LocalExecutor`)
+and on a Ray host; only what the place supplies differs (its store
+connection, its acknowledgements), and whether records cross a process
+(``remote``: a trial's record stays where it ran until its evaluation, and
+records travel without their states).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._records import with_evaluation, without_state
+from .._types import EVALUATED_STATUSES, Commit, TrialRecord
+from ..runtime._acks import Acks
+from ..runtime._evaluate import evaluate_trial
+from ..runtime._jobs import (
+    Deferred,
+    EvalJob,
+    Evaluated,
+    Executed,
+    Job,
+    Postponed,
+    Result,
+    TrialJob,
+)
+from ..runtime._trial import TrialPlan, load_previous, run_trial
+from ..store._protocol import CommitStore, TrialKey
+from ..store._summary import SummaryBuilder
+from ._protocol import Work
+
+
+class JobRunner:
+    """Runs jobs of one run with ``store`` and ``acks`` (see the module's note)."""
+
+    __slots__ = ("_ended", "acks", "remote", "store", "work")
+
+    def __init__(self, work: Work, store: CommitStore, acks: Acks, *, remote: bool) -> None:
+        self.work = work
+        self.store = store
+        self.acks = acks
+        self.remote = remote
+        #: ``remote``: records of trials run here, until their evaluation comes, by (t, r).
+        self._ended: dict[tuple[int, int], TrialRecord] = {}
+
+    def drop(self, t: int, r: int) -> None:
+        """Trial (t, r)'s evaluation runs elsewhere: forget the record kept for it."""
+        self._ended.pop((t, r), None)
+
+    async def run(self, job: Job) -> Result:
+        key = TrialKey(self.work.benchmark_id, job.task_id, job.r)
+        if isinstance(job, TrialJob):
+            return await self._execute(job, key)
+        return await self._evaluate(job, key)
+
+    async def _execute(self, job: TrialJob, key: TrialKey) -> Result:
+        work, meta = self.work, job.metadata
+        if job.reload is not None:
+            job.previous = await load_previous(self.store, key, job.reload)
+            job.reload = None
+        plan = TrialPlan(
+            job=job,
+            key=key,
+            agent=work.agents[meta.agent_id],
+            environment=work.environments[meta.environment_id],
+            store=self.store,
+            policy=work.policy,
+            trial_timeout=work.trial_timeout,
+            acks=self.acks,
+            max_value_bytes=work.max_value_bytes,
+        )
+        outcome = await run_trial(plan)
+        if isinstance(outcome, Deferred):
+            # It continues later from the store's head, with the inputs it already had.
+            job.may_have_history = True
+            job.first_attempt = outcome.attempt
+            job.deferrals += 1
+            return Postponed(job, outcome)
+        record: TrialRecord | None = outcome.record
+        assert record is not None
+        status, output = record.status, record.output
+        if self.remote and status in EVALUATED_STATUSES:
+            # Kept here for its evaluation, which the coordinator sends here if it can.
+            self._ended[(job.t, job.r)] = record
+            record = None
+        return Executed(job.t, job.r, status, output, outcome.next_seq, record)
+
+    async def _evaluate(self, job: EvalJob, key: TrialKey) -> Result:
+        record = job.record or self._ended.pop((job.t, job.r), None)
+        if record is None or job.may_have_history:
+            # Its execution ran elsewhere (or where something died), or it was sent
+            # again after its host died and may have landed: the store tells.
+            history = await self.store.history(key)
+            if record is None:
+                record = _unscored(key, history[: job.seq])
+            if len(history) > job.seq and history[job.seq].kind == "evaluation":
+                return self._evaluated(job, with_evaluation(record, history[job.seq]))
+        work = self.work
+        record = await evaluate_trial(
+            work.environments[job.environment_id],
+            record,
+            key=key,
+            seq=job.seq,
+            store=self.store,
+            policy=work.policy,
+            acks=self.acks,
+            time_limit=work.evaluation_timeout,
+            max_value_bytes=work.max_value_bytes,
+            facts=job.facts,
+        )
+        return self._evaluated(job, record)
+
+    def _evaluated(self, job: EvalJob, record: TrialRecord) -> Evaluated:
+        # Across a process, the state apart: the coordinator's report keeps records
+        # without one.
+        sent = without_state(record) if self.remote else record
+        return Evaluated(job.t, job.r, sent, record.state)
+
+
+def _unscored(key: TrialKey, history: list[Commit]) -> Any:
+    """The record a scorer is given, from the trial's commits before its evaluation."""
+    builder = SummaryBuilder(key.task_id, key.trial)
+    for commit in history:
+        builder.add(commit)
+    return builder.build().record()

@@ -1,0 +1,127 @@
+"""What an executor is given and gives back: admitted jobs out, typed results in.
+
+A job is one admitted execution (`TrialJob`) or evaluation (`EvalJob`), built
+by the run loop and run wherever its executor runs it (a worker task here, a
+Ray host). `TrialJob` is everything a trial carries from one start to the
+next (a rate limit's deferral hands the same job back, scratch and all); what
+the place it runs on supplies (agent, environment, store) is `TrialPlan`'s.
+A result is one of `Executed`, `Postponed`, `Evaluated`; the run loop reacts
+to nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._budget import NO_BUDGET, Budget
+from .._records import ScoringFacts
+from .._types import NO_USAGE, BenchmarkTaskMetadata, Evaluation, TrialRecord, TrialStatus, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """The earlier trial a reflective session sees."""
+
+    trial: int
+    evaluation: Evaluation | None
+    state: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The trial hit a rate limit: wait ``delay`` seconds, then continue from its head."""
+
+    delay: float
+    attempt: int
+    retry_after: float | None
+
+
+@dataclass(slots=True)
+class TrialJob:
+    """One trial execution, as admitted: trial ``r`` of task ``t`` (``task_id``)."""
+
+    t: int
+    r: int
+    task_id: str
+    metadata: BenchmarkTaskMetadata
+    inputs: Mapping[str, Any]
+    previous: Previous | None = None
+    #: The earlier trial to read from the store for the reflective session (None: none,
+    #: or ``previous`` is it).
+    reload: int | None = None
+    may_have_history: bool = False
+    #: Attempts already used before a rate limit deferred this trial.
+    first_attempt: int = 0
+    #: How many times a rate limit has deferred this trial (for its backoff).
+    deferrals: int = 0
+    #: The agent's scratch, kept while a rate limit defers the trial.
+    scratch: dict[str, Any] | None = None
+    #: Usage recorded before a rate limit that no commit has carried yet.
+    carried_usage: Usage = NO_USAGE
+    #: What the trial may spend (the task's budgets over the run's).
+    budget: Budget = NO_BUDGET
+    #: Seconds worked before a rate limit deferred this trial (its commits may hold less).
+    worked: float = 0.0
+    #: The errors of the attempts that failed and were retried (see `_attempt_errors`).
+    failed_attempts: list[dict[str, Any]] = field(default_factory=list)
+    #: The sequence number of this run's first commit of the trial: the commits before
+    #: it, earlier runs recorded (and their observers heard of).
+    head: int = 0
+
+
+@dataclass(slots=True)
+class EvalJob:
+    """One evaluation: score the trial and commit it at ``seq``. ``record`` None: the
+    place that ran the trial kept its record, or (elsewhere) the store has it."""
+
+    t: int
+    r: int
+    task_id: str
+    environment_id: str
+    record: TrialRecord | None
+    seq: int
+    #: Sent again after its host died: the evaluation may have landed already.
+    may_have_history: bool = False
+    #: What the scorer is told of the task (`corral._records.for_scorer`).
+    facts: ScoringFacts | None = None
+
+
+Job = TrialJob | EvalJob
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """Trial (t, r)'s execution ended with ``status``. ``record`` may be None only for a
+    status that is evaluated: the place that ran it keeps it for the evaluation."""
+
+    t: int
+    r: int
+    status: TrialStatus
+    output: Any
+    #: The sequence number of the trial's next commit (its evaluation's).
+    next_seq: int
+    record: TrialRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Postponed:
+    """A rate limit deferred ``job``: it goes on (the same job) after ``deferred.delay``."""
+
+    job: TrialJob
+    deferred: Deferred
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """Trial (t, r)'s evaluation ended: ``record`` is its final record, ``state`` its
+    final state (None: the record's own)."""
+
+    t: int
+    r: int
+    record: TrialRecord
+    state: Any = None
+
+
+Result = Executed | Postponed | Evaluated

@@ -1,0 +1,122 @@
+"""Resume: what earlier runs of the same benchmark left, folded into compact form."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .._records import TrialTable
+from .._types import EVALUATED_STATUSES, TrialRecord, TrialStatus
+from ..runtime._jobs import Previous
+from ..store._protocol import TrialSummary
+from ._admission import STATUS_CODES, Phase
+from ._plan import RunPlan
+
+
+class Resume:
+    """What an earlier run of the same benchmark left, folded chunk by chunk into compact form.
+
+    ``rerun`` names statuses whose trials get a fresh attempt (each gets a reopen
+    marker, see `reopen`), together with their unreachable descendants. With
+    ``rescore`` (``"all"`` or ``"failed"``) nothing executes: the finished trials
+    to score (all evaluated statuses, or those that did not pass) are evaluated again.
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        *,
+        rerun: frozenset[TrialStatus] = frozenset(),
+        rescore: str | None = None,
+    ) -> None:
+        n = plan.trials_per_task
+        self.plan = plan
+        self._rerun = rerun
+        self._rescore = rescore
+        self._index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
+        self.phases = [bytearray(n) for _ in plan.task_ids]
+        self.statuses = [bytearray(n) for _ in plan.task_ids]
+        self.previous: list[Previous | None] = [None] * len(plan.task_ids)
+        self.outputs: dict[tuple[int, int], Any] = {}
+        self.partial: set[tuple[int, int]] = set()
+        #: Where this run's commits of a partial trial start (what earlier runs left).
+        self.heads: dict[tuple[int, int], int] = {}
+        self.pending_evals: dict[tuple[int, int], tuple[TrialRecord | None, int]] = {}
+        self.finished = 0
+        #: The cost every run of the benchmark recorded so far (for ``run_cost_limit``).
+        self.cost = 0.0
+        #: Records (without states) of the trials an earlier run finished, for the report.
+        self.records = TrialTable(plan.trials_per_task)
+        #: Trials to reopen: (t, r) -> (the sequence number of its marker, its last status).
+        self.reopen: dict[tuple[int, int], tuple[int, TrialStatus]] = {}
+        self._unreachable_seq: dict[tuple[int, int], int] = {}
+
+    def absorb(self, summaries: Iterable[TrialSummary]) -> None:
+        plan, n = self.plan, self.plan.trials_per_task
+        for s in summaries:
+            t = self._index.get(s.task_id)
+            if t is None or not 0 <= s.trial < n:
+                continue
+            r = s.trial
+            self.cost += s.usage.cost
+            if s.terminal is None:
+                self.partial.add((t, r))
+                self.heads[(t, r)] = s.next_seq
+                continue
+            record = s.record()
+            if record.status in self._rerun:
+                self.reopen[(t, r)] = (s.next_seq, record.status)
+                self.partial.add((t, r))
+                self.heads[(t, r)] = s.next_seq + 1  # after its reopen marker
+                continue
+            self.statuses[t][r] = STATUS_CODES[record.status]
+            if record.status == TrialStatus.UNREACHABLE:
+                self._unreachable_seq[(t, r)] = s.next_seq
+            if record.status == TrialStatus.COMPLETED and plan.children[t]:
+                self.outputs[(t, r)] = record.output
+            if record.status in EVALUATED_STATUSES and self._to_score(s, record):
+                self.phases[t][r] = Phase.ENDED
+                # The scorer gets the trial as it ended, not an earlier score.
+                unscored = record if s.evaluation is None else s.record(scored=False)
+                self.pending_evals[(t, r)] = (unscored, s.next_seq)
+                continue
+            self.phases[t][r] = Phase.DONE
+            self.finished += 1
+            self.records.add(record)
+            best = self.previous[t]
+            if best is None or best.trial < r:
+                self.previous[t] = Previous(r, record.evaluation, record.state)
+
+    @property
+    def rescoring(self) -> bool:
+        return self._rescore is not None
+
+    def _to_score(self, summary: TrialSummary, record: TrialRecord) -> bool:
+        if self._rescore is None:
+            return summary.evaluation is None
+        return self._rescore == "all" or not record.passed
+
+    def settle(self) -> None:
+        """After the last chunk: reopen the unreachable descendants of reopened trials
+        (their parents may now give an output); with ``rescore``, nothing else runs."""
+        todo = list(self.reopen)
+        while todo:
+            t, r = todo.pop()
+            for c in self.plan.children[t]:
+                seq = self._unreachable_seq.pop((c, r), None)
+                if seq is None:
+                    continue
+                self.phases[c][r] = Phase.PENDING
+                self.statuses[c][r] = 0
+                self.finished -= 1
+                self.records.remove(self.plan.task_ids[c], r)
+                self.partial.add((c, r))
+                self.reopen[(c, r)] = (seq, TrialStatus.UNREACHABLE)
+                self.heads[(c, r)] = seq + 1
+                todo.append((c, r))
+        if self._rescore is not None:
+            for phases in self.phases:
+                for r, phase in enumerate(phases):
+                    if phase == Phase.PENDING:  # unfinished: left for a later run
+                        phases[r] = Phase.DONE
+            self.partial.clear()

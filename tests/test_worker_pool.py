@@ -1,0 +1,62 @@
+"""The one worker pool (in process and on every Ray host): tasks are reused, a job
+submitted while a worker delivers goes to that worker, and closing ends them all."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from corral.executor._pool import WorkerPool
+from corral.runtime._acks import Acks
+from corral.testing import wait_all_tasks_blocked
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_job_submitted_while_a_worker_delivers_is_that_workers() -> None:
+    delivered: list[int] = []
+    pool: WorkerPool[int, int]
+
+    async def run(job: int) -> int:
+        await anyio.lowlevel.checkpoint()
+        return job
+
+    def deliver(result: int) -> None:
+        delivered.append(result)
+        if result < 99:
+            pool.submit(result + 1)  # what the run loop does: the freed slot's next job
+        else:
+            pool.close()
+
+    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
+    async with anyio.create_task_group() as tg:
+        pool.start(tg)
+        pool.submit(0)
+    assert delivered == list(range(100))
+    assert pool.workers == 1
+
+
+async def test_idle_workers_are_reused_and_close_ends_them() -> None:
+    gate = anyio.Event()
+    delivered: list[int] = []
+
+    async def run(job: int) -> int:
+        await gate.wait()
+        return job
+
+    pool: WorkerPool[int, int] = WorkerPool(run, delivered.append, Acks(lambda k, c: None))
+    async with anyio.create_task_group() as tg:
+        pool.start(tg)
+        for job in range(4):
+            pool.submit(job)
+        gate.set()
+        await wait_all_tasks_blocked()  # all four idle now
+        gate = anyio.Event()
+        gate.set()
+        for job in range(4, 8):
+            pool.submit(job)
+        await wait_all_tasks_blocked()
+        pool.close()
+    assert sorted(delivered) == list(range(8))
+    assert pool.workers == 4
