@@ -10,6 +10,7 @@ import corral
 import corral.agents
 import corral.datasets
 import corral.executor
+import corral.history
 import corral.models
 import corral.progress
 import corral.report
@@ -38,6 +39,7 @@ def isort_key(name: str) -> tuple[int, str]:
         (corral.datasets, set()),
         # The engine's packages: what they hand the runner, the CLI and each other.
         (corral.executor, set()),
+        (corral.history, set()),
         (corral.progress, set()),
         (corral.report, set()),
         (corral.runtime, set()),
@@ -53,6 +55,7 @@ def isort_key(name: str) -> tuple[int, str]:
         "corral.scorers",
         "corral.datasets",
         "corral.executor",
+        "corral.history",
         "corral.progress",
         "corral.report",
         "corral.runtime",

@@ -63,6 +63,7 @@ def test_the_walk_sees_the_tree() -> None:
 ENGINE = (
     "corral.agents",
     "corral.executor",
+    "corral.history",
     "corral.models",
     "corral.progress",
     "corral.report",
@@ -94,8 +95,13 @@ ENGINE = (
                 "corral.view",
             ),
         ),
+        # The commit schema sits below everything that reads or writes commits.
+        (
+            ("corral.history",),
+            (*(p for p in ENGINE if p != "corral.history"), "corral._records", "corral._history"),
+        ),
     ],
-    ids=["engine-not-cli", "engine-not-runner", "store-at-the-bottom"],
+    ids=["engine-not-cli", "engine-not-runner", "store-at-the-bottom", "history-below-all"],
 )
 def test_no_upward_import(importers: tuple[str, ...], forbidden: tuple[str, ...]) -> None:
     assert _offenders(importers, forbidden) == []

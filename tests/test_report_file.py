@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ import corral
 from corral import (
     AgentSession,
     BenchmarkTaskMetadata,
+    Commit,
     CorralRunner,
     Evaluation,
     Final,
@@ -179,7 +181,7 @@ def test_a_table_shares_equal_evaluations_without_details_but_keeps_their_json()
     trial = iter(range(16))
 
     def kept(score: float, passed: bool, details: dict[str, int] | None = None) -> Evaluation:
-        evaluation = evaluation_of({"score": score, "passed": passed, "details": details or {}})
+        evaluation = scored({"score": score, "passed": passed, "details": details or {}})
         assert evaluation is not None
         r = next(trial)
         table.add(
@@ -197,7 +199,12 @@ def test_a_table_shares_equal_evaluations_without_details_but_keeps_their_json()
     assert kept(0.5, True, {"n": 1}) is not kept(0.5, True, {"n": 1})
     assert dict(kept(0.5, True, {"n": 1}).details) == {"n": 1}
     assert dict(kept(0.5, True).details) == {}
-    assert evaluation_of({"error": "boom"}) is None
+    assert scored({"error": "boom"}) is None
+
+
+def scored(payload: dict[str, Any]) -> Evaluation | None:
+    """The evaluation a stored evaluation payload records."""
+    return evaluation_of(Commit(0, "evaluation", payload, 0.0))
 
 
 def test_report_file_names_never_collide_and_always_fit() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from ._errors import ConfigError
 from ._suggest import did_you_mean
 from ._types import Commit
+from .history import StoredConfig, TrialFold, terminal_of
 from .store import CommitStore, TrialKey
 
 
@@ -67,26 +68,28 @@ async def load_history(
         config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise await no_benchmark(store, benchmark_id, "the store")
-    tasks = config["tasks"]
+    stored = StoredConfig.decode(config)
+    tasks = stored.tasks
     if task_id not in tasks:
         hint = did_you_mean(task_id, tasks)
         raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
-    trials = int(config["trials_per_task"])
+    trials = stored.trials_per_task
     if not 0 <= trial < trials:
         raise ConfigError(
             f"trial {trial} is out of range: benchmark {benchmark_id!r} has trials 0..{trials - 1}"
         )
     parents = {}
-    for parent in tasks[task_id].get("dependencies", []):
+    for parent in tasks[task_id].dependencies:
         history = await store.history(TrialKey(benchmark_id, parent, trial))
-        terminal = last_of_kind(latest_attempt(history), "terminal")
-        parents[parent] = (
-            ParentResult(None, None)
-            if terminal is None
-            else ParentResult(terminal.payload.get("status"), terminal.payload.get("output"))
-        )
+        terminal = TrialFold.of(history).terminal
+        if terminal is None:
+            parents[parent] = ParentResult(None, None)
+        else:
+            ended = terminal_of(terminal)
+            parents[parent] = ParentResult(str(ended.status), ended.output)
     commits = await store.history(TrialKey(benchmark_id, task_id, trial))
-    return TrialHistory(benchmark_id, task_id, trial, tasks[task_id], parents, commits)
+    metadata = stored.entry(task_id)  # shown as stored (`corral show --json`)
+    return TrialHistory(benchmark_id, task_id, trial, metadata, parents, commits)
 
 
 async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:
@@ -96,16 +99,3 @@ async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> Con
     return ConfigError(
         f"no benchmark {benchmark_id!r} in {where}{did_you_mean(benchmark_id, known)}"
     )
-
-
-def latest_attempt(commits: list[Commit]) -> list[Commit]:
-    """The commits after the last ``reopen`` marker: the attempt the report uses."""
-    for i in range(len(commits) - 1, -1, -1):
-        if commits[i].kind == "reopen":
-            return commits[i + 1 :]
-    return commits
-
-
-def last_of_kind(commits: list[Commit], kind: str) -> Commit | None:
-    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts)."""
-    return next((c for c in reversed(commits) if c.kind == kind), None)

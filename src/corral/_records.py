@@ -8,28 +8,23 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from . import history
 from ._types import (
     NO_USAGE,
+    UNCHANGED,
     BenchmarkTaskMetadata,
     Commit,
     Evaluation,
     TrialRecord,
-    TrialStatus,
     Usage,
 )
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 
 
-def evaluation_of(payload: Any) -> Evaluation | None:
+def evaluation_of(commit: Commit) -> Evaluation | None:
     """The `Evaluation` an evaluation commit records, or None if scoring failed."""
-    if not isinstance(payload, dict) or "passed" not in payload:
-        return None
-    # Most scorers give no details: one shared empty mapping, not a dict per trial.
-    details = payload.get("details") or _NO_DETAILS
-    # Named scores: absent in histories written before them, and when a scorer has none.
-    scores = payload.get("scores") or _NO_DETAILS
-    return Evaluation(payload["score"], payload["passed"], details, scores)
+    return history.evaluation_of(commit).evaluation
 
 
 def record_of(
@@ -42,35 +37,44 @@ def record_of(
     started_at: float,
     usage: Usage,
     keep_state: bool = True,
+    ended: history.TerminalPayload | None = None,
 ) -> TrialRecord:
-    payload = terminal.payload
+    """The record of a trial that ended with ``terminal`` (``ended``: its payload, if the
+    caller has it, whose stamp need not be filled in) and, if given, was scored by
+    ``evaluation``."""
+    payload = history.terminal_of(terminal) if ended is None else ended
+    state = payload.state
     record = TrialRecord(
         task_id=task_id,
         trial=trial,
-        status=TrialStatus(payload["status"]),
-        output=payload.get("output"),
-        error=payload.get("error"),
-        attempts=payload.get("attempts", 1),
+        status=payload.status,
+        output=payload.output,
+        error=payload.error,
+        attempts=payload.attempts,
         commits=commits - (evaluation is not None),
         started_at=started_at,
         finished_at=terminal.created_at,
         usage=usage,
-        state=payload.get("state") if keep_state else None,
-        traceback=payload.get("traceback"),
-        limit=payload.get("limit"),
-        working_time=payload.get("worked"),
+        state=None if not keep_state or state is UNCHANGED else state,
+        traceback=payload.traceback,
+        limit=payload.limit,
+        working_time=history.worked_of(terminal),
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
 
-def with_evaluation(record: TrialRecord, commit: Commit) -> TrialRecord:
-    """``record`` once its evaluation commit exists."""
-    evaluation = evaluation_of(commit.payload)
+def with_evaluation(
+    record: TrialRecord, commit: Commit, scored: history.EvaluationPayload | None = None
+) -> TrialRecord:
+    """``record`` once its evaluation commit exists (``scored``: its payload, if the
+    caller has it)."""
+    payload = history.evaluation_of(commit) if scored is None else scored
+    evaluation = payload.evaluation
     error, evaluation_error, trace = record.error, None, record.traceback
     if evaluation is None:
-        evaluation_error = str(commit.payload.get("error"))
+        evaluation_error = str(payload.error)
         error = f"evaluation failed: {evaluation_error}"
-        trace = commit.payload.get("traceback")
+        trace = payload.traceback
     return TrialRecord(
         task_id=record.task_id,
         trial=record.trial,

@@ -12,6 +12,7 @@ from typing import Any, Unpack
 
 import anyio.to_thread
 
+from . import history
 from ._budget import Budget
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError, unwrap_single
@@ -29,6 +30,7 @@ from ._suggest import did_you_mean
 from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import Execution, Executor, LocalExecutor, Work
+from .history import StoredConfig
 from .report import BenchmarkReport, build_report
 from .report._files import check_report_file, report_path, whole_report, write_report
 from .runtime._retry import RetryPolicy
@@ -414,8 +416,8 @@ class CorralRunner:
             f"benchmark {benchmark_id!r} did not run with these tasks "
             "({}): rescore it with the file it ran with; only the scorer may change"
         )
-        stored: Mapping[str, Any] = config["tasks"]
-        trials = int(config["trials_per_task"])
+        stored = StoredConfig.decode(config)
+        trials = stored.trials_per_task
         bases: dict[str, None] = {}
         models = set()
         for task_id in task_ids:
@@ -429,9 +431,12 @@ class CorralRunner:
                 hint = did_you_mean(task_id, self.tasks)
                 raise ConfigError(refusal.format(f"this file has no task {task_id!r}{hint}"))
         plan, _ = self.prepare(list(bases), trials, models=sorted(models) or None)
-        now = plan.config()["tasks"]
-        before = {"trials_per_task": trials, "tasks": {t: stored[t] for t in task_ids}}
-        after = {"trials_per_task": trials, "tasks": {t: now.get(t, {}) for t in task_ids}}
+        now = StoredConfig.decode(plan.config())
+        before = {"trials_per_task": trials, "tasks": {t: stored.entry(t) for t in task_ids}}
+        after = {
+            "trials_per_task": trials,
+            "tasks": {t: now.entry(t) if t in now.tasks else {} for t in task_ids},
+        }
         if before != after:
             raise ConfigError(refusal.format(first_difference(before, after)))
 
@@ -632,8 +637,7 @@ async def _reopen(
     handed = []
     for (t, r), (seq, status) in trials.items():
         key = TrialKey(benchmark_id, plan.task_ids[t], r)
-        payload = {"reason": "rerun", "previous_status": str(status)}
-        commit = Commit(seq, "reopen", payload, now)
+        commit = Commit(seq, "reopen", history.encode(history.reopen(status)), now)
         handed.append((store.enqueue(key, [commit]), key, commit))
     for handle, key, commit in handed:
         await handle.wait()

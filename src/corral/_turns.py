@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import history
 from ._types import Commit
 
 
@@ -30,7 +31,6 @@ def declared_order(commits: Sequence[Commit]) -> list[Commit]:
 
 
 def _action_seq(effect: Commit) -> int:
-    payload = effect.payload
-    seq = payload.get("action_seq") if isinstance(payload, dict) else None
+    seq = history.action_seq_of(effect)
     # An effect's action comes before it: an unreadable one sorts as its own seq.
-    return seq if isinstance(seq, int) else effect.seq
+    return effect.seq if seq is None else seq

@@ -7,15 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 from typing import Final as _Final
 
 from ._errors import ConfigError
-
-CommitKind = Literal["setup", "action", "tool_effect", "terminal", "evaluation", "reopen"]
-#: ``reopen`` marks a finished trial given a fresh attempt (``run(..., rerun=...)``):
-#: everything before it stays in the history; the trial starts again after it.
-COMMIT_KINDS: _Final = ("setup", "action", "tool_effect", "terminal", "evaluation", "reopen")
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -12,7 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .. import history
 from .._tools import INVALID_JSON
+from ..history import ActionPayload, CommitKind, ToolEffectPayload
 from ..runtime import AgentSession
 
 #: How the user turn begins its note on the previous trial (``reflect=True``).
@@ -52,48 +54,51 @@ def conversation(
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
     messages.append({"role": "user", "content": user})
-    turns: list[list[Any]] = []
+    turns: list[list[tuple[int, ActionPayload]]] = []
     effects: dict[int, Any] = {}
     turn_no = None
     for commit in session.history:
-        payload = commit.payload
-        if commit.kind == "action":
-            if payload["turn"] != turn_no:
-                turn_no = payload["turn"]
+        if commit.kind == CommitKind.ACTION:
+            action = history.decode(commit)
+            assert isinstance(action, ActionPayload)
+            if action.turn != turn_no:
+                turn_no = action.turn
                 turns.append([])
-            turns[-1].append(commit)
-        elif commit.kind == "tool_effect":
-            effects[payload["action_seq"]] = payload["observation"]
+            turns[-1].append((commit.seq, action))
+        elif commit.kind == CommitKind.TOOL_EFFECT:
+            effect = history.decode(commit)
+            assert isinstance(effect, ToolEffectPayload)
+            effects[effect.action_seq] = effect.observation
     for actions in turns:
         messages.append(
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [_tool_call(a.payload) for a in actions],
+                "tool_calls": [_tool_call(a) for _, a in actions],
             }
         )
-        for action in actions:
-            if action.seq in effects:  # every one, when the agent is asked
+        for seq, action in actions:
+            if seq in effects:  # every one, when the agent is asked
                 messages.append(
                     {
                         "role": "tool",
-                        "tool_call_id": call_id(action.payload["step_key"]),
-                        "content": _text(effects[action.seq]),
+                        "tool_call_id": call_id(str(action.step_key)),
+                        "content": _text(effects[seq]),
                     }
                 )
     return messages
 
 
-def _tool_call(payload: Mapping[str, Any]) -> dict[str, Any]:
-    arguments = payload["arguments"]
+def _tool_call(payload: ActionPayload) -> dict[str, Any]:
+    arguments = payload.arguments
     if isinstance(arguments, Mapping) and INVALID_JSON in arguments:
         text = str(arguments[INVALID_JSON])  # what the model wrote, as it wrote it
     else:
         text = json.dumps(arguments, ensure_ascii=False)
     return {
-        "id": call_id(payload["step_key"]),
+        "id": call_id(str(payload.step_key)),
         "type": "function",
-        "function": {"name": payload["tool"], "arguments": text},
+        "function": {"name": payload.tool, "arguments": text},
     }
 
 

@@ -11,12 +11,26 @@ from rich.table import Table
 from rich.text import Text
 
 # load_history and no_benchmark are re-exported: their home before they moved.
-from .._history import TrialHistory, last_of_kind, latest_attempt
+from .._history import TrialHistory
 from .._history import load_history as load_history
 from .._history import no_benchmark as no_benchmark
 from .._terminal import clean
-from .._types import Commit, Usage
-from ..runtime._attempt_errors import recorded
+from .._types import UNCHANGED, Commit, Usage
+from ..history import (
+    ActionPayload,
+    CommitKind,
+    EvaluationPayload,
+    ReopenPayload,
+    SetupPayload,
+    StoredTask,
+    TerminalPayload,
+    ToolEffectPayload,
+    decode,
+    failed_attempts_of,
+    last_of_kind,
+    latest_attempt,
+    status_of,
+)
 
 #: Characters of one rendered value before it is cut short.
 VALUE_WIDTH = 100
@@ -31,17 +45,23 @@ def render_history(history: TrialHistory) -> RenderableType:
     for c in commits:
         if c.kind == "reopen":
             run, shown = run + 1, 0
-        failed = recorded(c)
+        failed = failed_attempts_of(c)
         for f in failed[shown:]:  # each retried attempt's error, before the last
-            errors += ["", _error(c, run if reopened else None, f)]
+            what = f"attempt {f.get('attempt')} failed"
+            error = (f.get("error"), f.get("error_type"), f.get("traceback"))
+            errors += ["", _error(c, run if reopened else None, what, *error)]
         shown = max(shown, len(failed))
-        if _failure(c):
-            errors += ["", _error(c, run if reopened else None)]
+        failure = _failure(c)
+        if failure is not None:
+            what = "evaluation error" if c.kind == CommitKind.EVALUATION else "error"
+            p = failure
+            error = (p.error, p.error_type, p.traceback)
+            errors += ["", _error(c, run if reopened else None, what, *error)]
     return Group(_header(history), _commits(commits), *errors)
 
 
 def _header(history: TrialHistory) -> Table:
-    meta = history.metadata
+    meta = StoredTask.decode(history.metadata)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
@@ -53,14 +73,14 @@ def _header(history: TrialHistory) -> Table:
     )
     grid.add_row(
         "task",
-        f"agent {meta.get('agent_id')} · environment {meta.get('environment_id')} · "
-        f"model {meta.get('model') or '-'} · max_iterations {meta.get('max_iterations')}",
+        f"agent {meta.agent_id} · environment {meta.environment_id} · "
+        f"model {meta.model or '-'} · max_iterations {meta.max_iterations}",
     )
     grid.add_row("outcome", _outcome(history.commits))
     grid.add_row("budget", budget_text(latest_attempt(history.commits)))
     if history.commits:
         grid.add_row("started", _timestamp(history.commits[0].created_at))
-    grid.add_row("inputs", compact(meta.get("inputs", {})))
+    grid.add_row("inputs", compact({} if meta.inputs is None else meta.inputs))
     for parent, result in history.parents.items():
         grid.add_row(
             f"from {parent}",
@@ -84,10 +104,7 @@ def _outcome(commits: list[Commit]) -> str:
         evaluation = last_of_kind(latest, "evaluation")
         if evaluation is not None:
             verdict = describe(evaluation)
-            limited = (
-                isinstance(terminal.payload, dict) and terminal.payload.get("status") == "limit"
-            )
-            if limited and verdict.startswith("passed"):
+            if status_of(terminal) == "limit" and verdict.startswith("passed"):
                 verdict += " (over budget: never counts as passed)"
             parts.append(verdict)
     # "attempts" are retries within one run of the trial; "runs" are its reruns.
@@ -107,11 +124,13 @@ def budget_text(commits: list[Commit]) -> str:
     worked = 0.0
     ended = None
     for c in commits:
-        p = c.payload
-        if isinstance(p, dict) and c.kind in ("setup", "action", "tool_effect", "terminal"):
-            budget = p.get("budget", budget)
-            worked = p.get("worked", worked)
-            ended = p.get("limit", ended)
+        if isinstance(c.payload, dict) and c.kind in _STAMPED:
+            p = decode(c)
+            assert isinstance(p, _STAMPED_PAYLOADS)
+            budget = dict(p.stamp.budget) if p.stamp.budget is not None else budget
+            worked = p.stamp.worked if p.stamp.worked is not None else worked
+            if isinstance(p, TerminalPayload) and p.limit is not None:
+                ended = p.limit
     usage = sum((c.usage for c in commits), Usage())
     spent = {
         "token_limit": f"{usage.input_tokens + usage.output_tokens:,} tokens",
@@ -160,82 +179,80 @@ def _commits(commits: list[Commit]) -> Table:
     return table
 
 
+_STAMPED = frozenset({"setup", "action", "tool_effect", "terminal"})
+_STAMPED_PAYLOADS = (SetupPayload, ActionPayload, ToolEffectPayload, TerminalPayload)
+
+
 def describe(commit: Commit) -> str:
     """One line for one commit's payload."""
-    p = commit.payload
-    kind = commit.kind
-    if not isinstance(p, dict):
-        return compact(p)
-    if kind == "setup":
-        seen = p.get("previous_trial")
-        return f"state {compact(p.get('state'))}" + (
-            f" · sees trial {seen}" if seen is not None else ""
-        )
-    if kind == "action":
-        arguments = ", ".join(f"{k}={compact(v)}" for k, v in (p.get("arguments") or {}).items())
-        return (
-            f"{p.get('tool')}({arguments}) · turn {p.get('turn')}.{p.get('index')} "
-            f"· key {str(p.get('step_key'))[:17]}"
-        )
-    if kind == "tool_effect":
-        text = f"#{p.get('action_seq')} -> {compact(p.get('observation'))}"
-        return text + (f" · state <- {compact(p['state'])}" if "state" in p else "")
-    if kind == "terminal":
-        parts = [str(p.get("status"))]
-        if p.get("output") is not None:
-            parts.append(f"output {compact(p['output'])}")
-        if p.get("error"):
-            parts.append(f"error {p['error']}")
-        parts.append(f"attempts {p.get('attempts')}")
-        failed = recorded(commit)
+    if not isinstance(commit.payload, dict):
+        return compact(commit.payload)
+    p = decode(commit)
+    if isinstance(p, SetupPayload):
+        seen = p.previous_trial
+        return f"state {compact(p.state)}" + (f" · sees trial {seen}" if seen is not None else "")
+    if isinstance(p, ActionPayload):
+        arguments = ", ".join(f"{k}={compact(v)}" for k, v in (p.arguments or {}).items())
+        return f"{p.tool}({arguments}) · turn {p.turn}.{p.index} · key {str(p.step_key)[:17]}"
+    if isinstance(p, ToolEffectPayload):
+        text = f"#{p.action_seq} -> {compact(p.observation)}"
+        return text + (f" · state <- {compact(p.state)}" if p.state is not UNCHANGED else "")
+    if isinstance(p, TerminalPayload):
+        parts = [str(p.status)]
+        if p.output is not None:
+            parts.append(f"output {compact(p.output)}")
+        if p.error:
+            parts.append(f"error {p.error}")
+        parts.append(f"attempts {p.attempts}")
+        failed = failed_attempts_of(commit)
         if failed:
             parts.append(f"{len(failed)} failed and retried (errors below)")
         return " · ".join(parts)
-    if kind == "evaluation":
-        if "passed" not in p:
-            tries = p.get("attempts")
+    if isinstance(p, EvaluationPayload):
+        if p.passed is None:
+            tries = p.attempts
             after = f" after {tries} attempts" if isinstance(tries, int) and tries > 1 else ""
-            return f"evaluation failed{after}: {p.get('error')}"
-        verdict = "passed" if p["passed"] else "failed"
-        details, scores = p.get("details"), p.get("scores")
+            return f"evaluation failed{after}: {p.error}"
+        verdict = "passed" if p.passed else "failed"
+        details, scores = p.details, p.scores
         named = f" · scores {compact(scores)}" if scores else ""
-        return f"{verdict} · score {p.get('score')}{named}" + (
-            f" · {compact(details)}" if details else ""
-        )
-    if kind == "reopen":
-        previous = p.get("previous_status")
-        why = p.get("reason", "?") + (
-            f"; the earlier run ended {previous}" if previous is not None else ""
-        )
-        return f"reopened ({why})"
-    return compact(p)
+        return f"{verdict} · score {p.score}{named}" + (f" · {compact(details)}" if details else "")
+    assert isinstance(p, ReopenPayload)
+    previous = p.previous_status
+    why = (p.reason or "?") + (
+        f"; the earlier run ended {previous}" if previous is not None else ""
+    )
+    return f"reopened ({why})"
 
 
-def _failure(commit: Commit) -> bool:
+def _failure(commit: Commit) -> TerminalPayload | EvaluationPayload | None:
     """A terminal that records an error, or an evaluation that failed."""
-    p = commit.payload
-    if not isinstance(p, dict) or not p.get("error"):
-        return False
-    return commit.kind == "terminal" or (commit.kind == "evaluation" and "passed" not in p)
+    if not isinstance(commit.payload, dict) or commit.kind not in _FAILING:
+        return None
+    p = decode(commit)
+    assert isinstance(p, TerminalPayload | EvaluationPayload)
+    if not p.error or (isinstance(p, EvaluationPayload) and p.passed is not None):
+        return None
+    return p
 
 
-def _error(commit: Commit, run: int | None, failed: dict[str, Any] | None = None) -> Table:
-    """A stored error in full: its type, message and trimmed traceback (``failed``: one
-    of a terminal's failed attempts, else the commit's own error)."""
-    p = commit.payload if failed is None else failed
+_FAILING = frozenset({"terminal", "evaluation"})
+
+
+def _error(
+    commit: Commit, run: int | None, what: str, error: Any, error_type: Any, trace: Any
+) -> Table:
+    """A stored error in full: ``what`` failed, its type, message and trimmed traceback."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    what = "evaluation error" if commit.kind == "evaluation" else "error"
-    if failed is not None:
-        what = f"attempt {failed.get('attempt')} failed"
     where = f"seq {commit.seq}" + (f", run {run}" if run is not None else "")
     # rich's Text drops BEL, CR and BS silently: escaped first, they read as elsewhere.
-    grid.add_row(what, Text.assemble((clean(str(p["error"])), "bold red"), f"  ({where})"))
-    if p.get("error_type"):
-        grid.add_row("type", clean(str(p["error_type"])))
-    if p.get("traceback"):
-        grid.add_row("traceback", Text(clean(str(p["traceback"]).rstrip())))
+    grid.add_row(what, Text.assemble((clean(str(error)), "bold red"), f"  ({where})"))
+    if error_type:
+        grid.add_row("type", clean(str(error_type)))
+    if trace:
+        grid.add_row("traceback", Text(clean(str(trace).rstrip())))
     return grid
 
 

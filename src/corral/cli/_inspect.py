@@ -16,6 +16,7 @@ from rich.text import Text
 
 from .._errors import ConfigError, StoreError
 from .._types import TrialRecord
+from ..history import StoredConfig
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._build import records_from
 from ..report._files import report_path
@@ -63,7 +64,7 @@ async def rebuild_report(
     config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise await no_benchmark(store, benchmark_id, _where(store))
-    trials = int(config["trials_per_task"])
+    trials = StoredConfig.decode(config).trials_per_task
     if not ks:
         ks = default_ks(trials)
     for k in ks:
@@ -105,7 +106,8 @@ def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any])
             return []
         span = (saved["started_at"], saved["finished_at"])
         # The file holds the whole benchmark: its figures describe every task.
-        fields = {"kind": "run", "started": 0, "ended": 0, "task_ids": list(config["tasks"])}
+        task_ids = list(StoredConfig.decode(config).tasks)
+        fields = {"kind": "run", "started": 0, "ended": 0, "task_ids": task_ids}
         return [
             RunRecord.from_dict(
                 {**saved, **fields, "span": span, "added": saved.get("added_by_dependencies", ())}
@@ -118,18 +120,12 @@ def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any])
 def _describes(run: RunRecord, config: Mapping[str, Any], records: Records) -> bool:
     """True if no commit changed ``run``'s tasks since it ended: the store gives its
     tasks the counts and span its report had."""
-    tasks: Mapping[str, Any] = config["tasks"]
+    stored = StoredConfig.decode(config)
+    tasks = stored.tasks
     if not all(t in tasks for t in run.task_ids):
         return False
-    mine = build_report(
-        "",
-        {
-            "trials_per_task": config["trials_per_task"],
-            "tasks": {t: tasks[t] for t in run.task_ids},
-        },
-        records=records,
-        k_values=(1,),
-    )
+    ran = StoredConfig(stored.trials_per_task, {t: tasks[t] for t in run.task_ids})
+    mine = build_report("", ran.encode(), records=records, k_values=(1,))
     return mine.counts == run.counts and (mine.started_at, mine.finished_at) == run.span
 
 
@@ -140,8 +136,8 @@ def _where(store: CommitStore) -> str:
 
 async def count_finished(store: CommitStore, info: BenchmarkInfo) -> int:
     """Finished trials of a benchmark as its report (and a resume) counts them."""
-    tasks = info.config.get("tasks", {})
-    trials = int(info.config.get("trials_per_task", 0))
+    stored = StoredConfig.decode(info.config)
+    tasks, trials = stored.tasks, stored.trials_per_task
     finished = 0
     async for chunk in store.scan(info.benchmark_id):
         for s in chunk:
@@ -229,8 +225,8 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
         table.add_row(
             b.benchmark_id,
             datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            str(len(b.config.get("tasks", {}))),
-            str(b.config.get("trials_per_task")),
+            str(len(StoredConfig.decode(b.config).tasks)),
+            str(StoredConfig.decode(b.config).trials_per_task),
             f"{finished}/{b.trials}",
             Text(" ".join(tags)),
         )

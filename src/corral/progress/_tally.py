@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .._records import evaluation_of
+from .. import history
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
 from ..store._protocol import TrialKey
 
@@ -128,8 +128,8 @@ class Tally:
             if key is not None:
                 self._started[key] = commit.created_at
         elif kind == "terminal":
-            payload = commit.payload
-            status = str(payload.get("status"))
+            payload = history.terminal_of(commit)
+            status = str(payload.status)
             self.statuses[status] = self.statuses.get(status, 0) + 1
             lanes = () if key is None else self._lanes_of(key.task_id)
             # A trial resumed mid-way has no setup in this run: no duration to learn.
@@ -143,18 +143,19 @@ class Tally:
                 self.unscored += 1
                 for lane in lanes:
                     lane.finished += 1
-            if payload.get("attempts", 1) > 1:
+            if payload.attempts > 1:
                 self.retried += 1
-            limit = payload.get("limit")
+            limit = payload.limit
             if limit is not None:
                 self.limits[limit] = self.limits.get(limit, 0) + 1
         elif kind == "evaluation":
-            evaluation = evaluation_of(commit.payload)
+            scored = history.evaluation_of(commit)
+            evaluation = scored.evaluation
             passed = (
                 evaluation is not None
                 and bool(evaluation.passed)
                 # A trial that overran its budget is scored but never passes.
-                and commit.payload.get("trial_status") != "limit"
+                and scored.trial_status != "limit"
             )
             if evaluation is None:
                 self.evaluation_failures += 1

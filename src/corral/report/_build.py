@@ -8,7 +8,8 @@ from itertools import pairwise
 from typing import Any
 
 from .._records import TrialTable
-from .._types import EVALUATED_STATUSES, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from ..history import StoredConfig, finished_and_scored
 from ..store._protocol import TrialSummary
 from ._errors import ENDING_STATUSES, ErrorGroups, ending_message
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
@@ -19,11 +20,7 @@ from ._scores import task_means
 def is_finished(summary: TrialSummary) -> bool:
     """What a resume leaves alone: a terminal commit and, if its status is scored, an
     evaluation (a trial still to be scored is evaluated by the next run)."""
-    terminal = summary.terminal
-    if terminal is None:
-        return False
-    status = terminal.payload.get("status") if isinstance(terminal.payload, dict) else None
-    return summary.evaluation is not None or status not in EVALUATED_STATUSES
+    return finished_and_scored(summary.terminal, summary.evaluation)
 
 
 def records_from(
@@ -71,7 +68,7 @@ def build_report(
     at_name, hat_name = PASS_AT_K.name, PASS_HAT_K.name
     # Values of the metrics a TaskReport has no field of.
     extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
-    trials_per_task = int(config["trials_per_task"])
+    trials_per_task = StoredConfig.decode(config).trials_per_task
     if records is None:
         records = records_from(summaries)
     by_task = _by_task(records, trials_per_task)
@@ -182,8 +179,8 @@ def _task_meta(
 ) -> Iterator[tuple[str, str | None, str]]:
     """(task id, model, environment id) of every task, in order."""
     if metadata is None:
-        for task_id, meta in config["tasks"].items():
-            yield task_id, meta.get("model"), meta.get("environment_id", "")
+        for task_id, meta in StoredConfig.decode(config).tasks.items():
+            yield task_id, meta.model, meta.environment_id
     else:
         for task_id, task in metadata:
             yield task_id, task.model, task.environment_id

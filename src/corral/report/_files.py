@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from .._errors import ConfigError
+from ..history import StoredConfig
 from ..store import CommitStore, FileStore
 from ..store._runs import RunRecord
 from ._build import build_report
@@ -55,7 +56,7 @@ async def whole_report(
     run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
     file never shrinks to a subset."""
     config = await store.benchmark_config(report.benchmark_id)
-    if config is None or set(config["tasks"]) == set(report.tasks):
+    if config is None or set(StoredConfig.decode(config).tasks) == set(report.tasks):
         return report
     return build_report(
         report.benchmark_id,

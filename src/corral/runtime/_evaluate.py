@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
 
 import anyio
 
@@ -13,6 +13,7 @@ from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
 from .._types import NO_USAGE, Commit, Evaluation, TrialRecord, TrialStatus, Usage
+from ..history import EvaluationPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
@@ -53,12 +54,10 @@ async def evaluate_trial(
                 with anyio.move_on_after(time_limit) as scope:
                     evaluation = await environment.evaluate(scored)
                 if scope.cancelled_caught:
-                    payload = {
-                        "error": f"TimeoutError: evaluate() exceeded evaluation_timeout of "
-                        f"{time_limit} s",
-                        "error_type": "TimeoutError",
-                        "attempts": attempt + 1,
-                    }
+                    text = f"TimeoutError: evaluate() exceeded evaluation_timeout of {time_limit} s"
+                    payload = evaluation_failed(
+                        {"error": text, "error_type": "TimeoutError"}, attempts=attempt + 1
+                    )
                     break
             payload = _payload(evaluation, max_value_bytes)
             usage = add_usage(NO_USAGE, evaluation.usage)
@@ -75,13 +74,13 @@ async def evaluate_trial(
                 await anyio.sleep(policy.delay(attempt))
                 attempt += 1
                 continue
-            payload = {**error_fields(exc), "attempts": attempt + 1}
+            payload = evaluation_failed(error_fields(exc), attempts=attempt + 1)
             break
     if record.status == TrialStatus.LIMIT:
         # Scored, but never a pass: said here too, for observers that see only this commit.
-        payload["trial_status"] = str(TrialStatus.LIMIT)
+        payload = replace(payload, trial_status=str(TrialStatus.LIMIT))
     # What scoring spent (a model-graded scorer's calls) counts like any commit's usage.
-    commit = Commit(seq, "evaluation", payload, time.time(), usage)
+    commit = ours = Commit(seq, "evaluation", encode(payload), time.time(), usage)
     while True:
         try:
             handle = store.enqueue(key, [commit])
@@ -100,10 +99,10 @@ async def evaluate_trial(
                 break
             await anyio.sleep(policy.delay(attempt))
             attempt += 1
-    return with_evaluation(record, commit)
+    return with_evaluation(record, commit, payload if commit is ours else None)
 
 
-def _payload(evaluation: object, limit: int) -> dict[str, Any]:
+def _payload(evaluation: object, limit: int) -> EvaluationPayload:
     if not isinstance(evaluation, Evaluation):
         raise TypeError(f"evaluate() returned {evaluation!r}, not an Evaluation")
     score = check_json(evaluation.score, "Evaluation.score")
@@ -111,16 +110,12 @@ def _payload(evaluation: object, limit: int) -> dict[str, Any]:
         raise TypeError(f"Evaluation.score must be a number, not {score!r}")
     if not isinstance(evaluation.passed, bool):
         raise TypeError(f"Evaluation.passed must be a bool, not {evaluation.passed!r}")
-    payload = {
-        "score": score,
-        "passed": evaluation.passed,
-        "details": check_json(evaluation.details, "Evaluation.details", limit),
-    }
-    if evaluation.scores:  # absent when there are none, as in histories written before
-        payload["scores"] = check_scores(evaluation.scores)
+    details = check_json(evaluation.details, "Evaluation.details", limit)
+    # Absent when there are none, as in histories written before named scores.
+    scores = check_scores(evaluation.scores) if evaluation.scores else None
     if not isinstance(evaluation.usage, Usage):
         raise TypeError(f"Evaluation.usage must be a corral.Usage, not {evaluation.usage!r}")
-    return payload
+    return EvaluationPayload(score, evaluation.passed, details, scores=scores)
 
 
 def check_scores(scores: object) -> dict[str, float]:

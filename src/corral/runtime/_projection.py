@@ -1,12 +1,22 @@
-"""Rebuilding a trial's state from its commit history: the one place that reads commits."""
+"""Rebuilding a trial's state from its commit history (the history's fold, and the
+state, steps and turns the runtime resumes from)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._types import NO_USAGE, UNCHANGED, Action, Commit, Step, ToolEffect, Usage
-from . import _attempt_errors
+from .. import history
+from .._types import UNCHANGED, Action, Commit, Step, ToolEffect
+from ..history import (
+    ActionPayload,
+    CommitKind,
+    Payload,
+    SetupPayload,
+    TerminalPayload,
+    ToolEffectPayload,
+    TrialFold,
+)
 
 
 @dataclass(slots=True)
@@ -23,96 +33,88 @@ class PendingTurn:
         return [(seq, a) for seq, a in self.actions if seq not in self.effects]
 
 
-@dataclass(slots=True)
-class Projection:
-    """What a history means: state, steps, turns, and whether the trial has ended."""
+class Projection(TrialFold):
+    """What a history means: the fold's views (terminal, evaluation, usage, failed
+    attempts), and the state, steps and turns of the latest attempt."""
 
-    commits: list[Commit] = field(default_factory=list)
-    has_setup: bool = False
-    state: Any = None
-    previous_trial: int | None = None
-    steps: list[Step] = field(default_factory=list)
-    iteration: int = 0
-    turn: PendingTurn | None = None
-    terminal: Commit | None = None
-    evaluation: Commit | None = None
-    #: Usage of the attempts before the latest ``reopen`` (their commits are not kept).
-    earlier_usage: Usage = NO_USAGE
-    #: Usage since the latest ``reopen`` (what budgets count).
-    usage: Usage = NO_USAGE
-    #: The errors of the attempts that failed and were retried (since the latest ``reopen``).
-    failed_attempts: list[dict[str, Any]] = field(default_factory=list)
+    __slots__ = (
+        "history",
+        "has_setup",
+        "state",
+        "previous_trial",
+        "steps",
+        "iteration",
+        "turn",
+        "ended",
+    )
 
-    @property
-    def next_seq(self) -> int:
-        return self.commits[-1].seq + 1 if self.commits else 0
+    def __init__(self) -> None:
+        super().__init__()
+        #: The latest attempt's commits (from its ``reopen`` marker on).
+        self.history: list[Commit] = []
+        self.has_setup = False
+        self.state: Any = None
+        self.previous_trial: int | None = None
+        self.steps: list[Step] = []
+        self.iteration = 0
+        self.turn: PendingTurn | None = None
+        #: The latest attempt's terminal payload (that of the fold's `terminal`; as its
+        #: writer gave it, so without its stamp: read that from the commit).
+        self.ended: TerminalPayload | None = None
 
-    @classmethod
-    def of(cls, commits: list[Commit]) -> Projection:
-        projection = cls()
-        for commit in commits:
-            projection.apply(commit)
-        return projection
-
-    def apply(self, commit: Commit) -> None:
-        self.commits.append(commit)
-        payload = commit.payload
+    def apply(self, commit: Commit, payload: Payload | None = None) -> None:
+        """Fold ``commit`` in (``payload``: its typed payload, if the caller has it)."""
+        TrialFold.apply(self, commit)
         kind = commit.kind
-        usage = commit.usage
-        if usage is not NO_USAGE and usage:
-            self.usage = self.usage + usage
-        failed = _attempt_errors.recorded(commit)
-        if failed:  # each such commit carries all so far
-            self.failed_attempts = failed
-        if kind == "setup":
+        if kind == CommitKind.SETUP:
+            setup = history.decode(commit) if payload is None else payload
+            assert isinstance(setup, SetupPayload)
             self.has_setup = True
-            self.state = payload["state"]
-            self.previous_trial = payload.get("previous_trial")
-        elif kind == "action":
-            if payload["turn"] != (self.turn.number if self.turn else -1):
+            self.state = setup.state
+            self.previous_trial = setup.previous_trial
+        elif kind == CommitKind.ACTION:
+            action = history.decode(commit) if payload is None else payload
+            assert isinstance(action, ActionPayload)
+            if action.turn != (self.turn.number if self.turn else -1):
                 self._close_turn()
-                self.turn = PendingTurn(payload["turn"], state_before=self.state)
-                self.iteration = payload["turn"] + 1
+                self.turn = PendingTurn(action.turn, state_before=self.state)
+                self.iteration = action.turn + 1
             assert self.turn is not None
-            action = Action(payload["tool"], payload["arguments"])
-            self.turn.actions.append((commit.seq, action))
-        elif kind == "tool_effect":
+            self.turn.actions.append((commit.seq, Action(action.tool, action.arguments)))
+        elif kind == CommitKind.TOOL_EFFECT:
             assert self.turn is not None, "tool_effect without an action"
-            effect = ToolEffect(
-                payload["observation"], payload["state"] if "state" in payload else UNCHANGED
-            )
-            self.turn.effects[payload["action_seq"]] = effect
+            effect = history.decode(commit) if payload is None else payload
+            assert isinstance(effect, ToolEffectPayload)
+            self.turn.effects[effect.action_seq] = ToolEffect(effect.observation, effect.state)
             if not self.turn.missing:
                 self._close_turn()
-        elif kind == "terminal":
+        elif kind == CommitKind.TERMINAL:
             self._close_turn()
-            self.terminal = commit
-            if "state" in payload:
-                self.state = payload["state"]
-        elif kind == "evaluation":
-            self.evaluation = commit  # a rescore appends another: the latest counts
-        elif kind == "reopen":
+            end = history.terminal_of(commit) if payload is None else payload
+            assert isinstance(end, TerminalPayload)
+            self.ended = end
+            state = end.state
+            if state is not UNCHANGED:
+                self.state = state
+        elif kind == CommitKind.REOPEN:
             # A fresh attempt of a finished trial: it starts over from setup. The
             # history before the marker stays in the store, not in the session;
-            # what it spent still counts.
-            if self.usage:
-                self.earlier_usage = self.earlier_usage + self.usage
-            self.usage = NO_USAGE
-            self.commits = [commit]
+            # what it spent still counts (the fold's `earlier_usage`).
+            self.history = []
             self.has_setup = False
-            self.state = self.previous_trial = self.turn = None
+            self.state = self.previous_trial = self.turn = self.ended = None
             self.steps = []
-            self.failed_attempts = []
             self.iteration = 0
-            self.terminal = self.evaluation = None
+        self.history.append(commit)
 
     @property
     def worked(self) -> float:
         """Seconds of work the latest commit since the latest ``reopen`` recorded."""
-        for commit in reversed(self.commits):
-            payload = commit.payload
-            if isinstance(payload, dict) and "worked" in payload and commit.kind != "evaluation":
-                return float(payload["worked"])
+        for commit in reversed(self.history):
+            if commit.kind != CommitKind.EVALUATION:
+                worked = history.worked_of(commit)
+                if worked is not None:
+                    return float(worked)
         return 0.0
 
     def _close_turn(self) -> None:

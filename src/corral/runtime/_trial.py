@@ -32,8 +32,17 @@ from .._types import (
     TrialStatus,
     Usage,
 )
+from ..history import (
+    ActionPayload,
+    Payload,
+    SetupPayload,
+    Stamp,
+    TerminalPayload,
+    ToolEffectPayload,
+    encode,
+    terminal,
+)
 from ..store._protocol import CommitStore, Pending, TrialKey
-from . import _attempt_errors
 from ._acks import Acks
 from ._jobs import Deferred, Previous, TrialJob
 from ._projection import Projection
@@ -111,15 +120,15 @@ class _Writer:
             pending.popleft()
             self.told = commits[-1].seq + 1  # the acks tell the observers, or end the run
 
-    def stage(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
+    def stage(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
         now = time.time()
         worked = round(self.clock.spent, 6)
         commits = []
         for kind, payload, usage in items:
-            _stamp(self.plan, self.projection, kind, payload, worked)
-            commit = Commit(self.next_seq, kind, payload, now, usage)
+            stamp = _stamp(self.plan, self.projection, kind, worked)
+            commit = Commit(self.next_seq, kind, encode(payload, stamp), now, usage)
             commits.append(commit)
-            self.projection.apply(commit)
+            self.projection.apply(commit, payload)
             self.next_seq += 1
         self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
         _sync(self.session, self.projection)
@@ -160,7 +169,7 @@ class _Writer:
             pending.popleft()
             self._tell(commits)
 
-    async def commit(self, items: Sequence[tuple[str, Any, Usage]]) -> list[Commit]:
+    async def commit(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
         commits = self.stage(items)
         await self.flush()
         return commits
@@ -184,7 +193,7 @@ class _Writer:
 def _sync(session: AgentSession, projection: Projection) -> None:
     session.state = projection.state
     session.steps = projection.steps
-    session.history = projection.commits
+    session.history = projection.history
     session.iteration = projection.iteration
 
 
@@ -212,7 +221,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     if plan.job.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
         if len(projection.failed_attempts) > len(plan.job.failed_attempts):  # resumed
-            plan.job.failed_attempts = list(projection.failed_attempts)
+            plan.job.failed_attempts = [dict(f) for f in projection.failed_attempts]
     # A resumed trial goes on counting its attempts (and its retries left).
     attempt = max(attempt, len(plan.job.failed_attempts))
     clock = WorkClock(max(plan.job.worked, projection.worked))
@@ -318,7 +327,7 @@ async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) ->
     if trial is None:
         return None
     earlier = Projection.of(await store.history(TrialKey(key.benchmark_id, key.task_id, trial)))
-    evaluation = evaluation_of(earlier.evaluation.payload) if earlier.evaluation else None
+    evaluation = evaluation_of(earlier.evaluation) if earlier.evaluation else None
     return Previous(trial, evaluation, earlier.state)
 
 
@@ -328,11 +337,10 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
     session.tools = tools_of(plan.environment, session)  # inside the attempt: may raise
     if not projection.has_setup:
         state = await plan.environment.setup(session)
-        payload = {
-            "state": check_json(state, "the state returned by setup", limit),
-            "previous_trial": session.previous_trial,
-        }
-        writer.stage([("setup", payload, session.take_usage())])
+        setup = SetupPayload(
+            check_json(state, "the state returned by setup", limit), session.previous_trial
+        )
+        writer.stage([("setup", setup, session.take_usage())])
     # Budgets are checked after every commit that may carry usage, and before a
     # resumed trial does anything (its budget may have been lowered since).
     if writer.over_budget():
@@ -371,16 +379,14 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         for index, action in enumerate(actions):
             seq = writer.next_seq + index
             key = step_key(plan.key, seq)
-            payload = {
-                "tool": check_json(action.tool, "Action.tool", limit),
-                "arguments": check_json(
-                    action.arguments, f"the arguments of {action.tool!r}", limit
-                ),
-                "turn": turn_no,
-                "index": index,
-                "step_key": key,
-            }
-            items.append(("action", payload, usage if index == 0 else Usage()))
+            declared = ActionPayload(
+                check_json(action.tool, "Action.tool", limit),
+                check_json(action.arguments, f"the arguments of {action.tool!r}", limit),
+                turn_no,
+                index,
+                key,
+            )
+            items.append(("action", declared, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
         await writer.commit(items)
         if writer.over_budget():  # the turn's model call overran: its tools never run
@@ -441,15 +447,12 @@ async def _execute(
             view.step_key = None
         if not isinstance(effect, ToolEffect):
             raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
-        payload: dict[str, Any] = {
-            "action_seq": seq,
-            "observation": check_json(
-                effect.observation, f"the observation of {action.tool!r}", limit
-            ),
-        }
-        if effect.state is not UNCHANGED:
-            payload["state"] = check_json(effect.state, f"the state after {action.tool!r}", limit)
-        writer.stage([("tool_effect", payload, view.take_usage())])
+        observation = check_json(effect.observation, f"the observation of {action.tool!r}", limit)
+        state = effect.state
+        if state is not UNCHANGED:
+            state = check_json(state, f"the state after {action.tool!r}", limit)
+        done = ToolEffectPayload(seq, observation, state)
+        writer.stage([("tool_effect", done, view.take_usage())])
 
     if len(actions) == 1 and session.state is state_before:
         # One action: the session itself is its view (its usage was taken by the
@@ -487,19 +490,10 @@ def _terminal(
     state: Any,
     output: Any = None,
     failure: Mapping[str, Any] | Exceeded | None = None,
-) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "status": str(status),
-        "output": output,
-        "error": None,
-        "attempts": attempt + 1,
-        "state": state,
-    }
+) -> TerminalPayload:
     if isinstance(failure, Exceeded):
-        payload.update(failure.fields())
-    elif failure:
-        payload.update(failure)
-    return payload
+        failure = failure.fields()
+    return terminal(status, attempts=attempt + 1, state=state, output=output, failure=failure)
 
 
 async def _end(
@@ -514,43 +508,43 @@ async def _end(
     """Commit the terminal of a trial whose attempt failed, timed out or overran."""
     now = time.time()
     payload = _terminal(status, attempt, projection.state, failure=failure)
-    _stamp(plan, projection, "terminal", payload, round(clock.spent, 6))
-    commit = Commit(projection.next_seq, "terminal", payload, now, usage)
+    stamp = _stamp(plan, projection, "terminal", round(clock.spent, 6))
+    commit = Commit(projection.next_seq, "terminal", encode(payload, stamp), now, usage)
     await plan.store.append(plan.key, [commit])
-    projection.apply(commit)
+    projection.apply(commit, payload)
     plan.acks.durable(plan.key, [commit])
 
 
-def _stamp(
-    plan: TrialPlan, projection: Projection, kind: str, payload: dict[str, Any], worked: float
-) -> None:
-    """What a trial's commit records beside its own value (every writer of one calls this)."""
-    payload["worked"] = worked  # working time survives a crash with the commit
-    if plan.job.budget and (kind == "setup" or kind == "terminal"):
-        payload["budget"] = plan.job.budget.to_dict()  # what applied (`corral show`)
+def _stamp(plan: TrialPlan, projection: Projection, kind: str, worked: float) -> Stamp:
+    """What a trial's commit records beside its own value (every writer of one calls this):
+    the working time (it survives a crash with the commit), the budgets that applied
+    (`corral show`), and the failed attempts' errors."""
+    budget = plan.job.budget
+    stamped = budget.to_dict() if budget and kind in _BUDGETED else None
     failed = plan.job.failed_attempts
     # The terminal carries them all; so does an attempt's first commit after a failure,
     # which keeps them durable if the process dies before the terminal.
     if failed and (kind == "terminal" or len(projection.failed_attempts) < len(failed)):
-        payload[_attempt_errors.KEY] = list(failed)
+        return Stamp(worked, stamped, tuple(failed))
+    return Stamp(worked, stamped)
+
+
+_BUDGETED = frozenset({"setup", "terminal"})
 
 
 def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     terminal = projection.terminal
     assert terminal is not None
     # Shared while nothing was used: no object per trial.
-    usage = (
-        projection.usage + projection.earlier_usage
-        if projection.earlier_usage
-        else projection.usage
-    )
+    usage = projection.spend
     record = record_of(
         plan.key.task_id,
         plan.key.trial,
         terminal=terminal,
         evaluation=None,
-        commits=len(projection.commits),
-        started_at=projection.commits[0].created_at,
+        commits=projection.commits,
+        started_at=projection.started_at,
+        ended=projection.ended,
         usage=usage,
     )
     return TrialOutcome(record, projection.next_seq, projection.previous_trial)

@@ -31,6 +31,7 @@ from .._types import (
     TrialRecord,
     TrialStatus,
 )
+from ..history import encode, terminal
 from ..runtime._acks import Acks, Notify
 from ..runtime._jobs import EvalJob, Evaluated, Executed, Postponed, Result, TrialJob
 from ..runtime._retry import error_fields
@@ -302,14 +303,8 @@ class RunLoop:
         if (t, r) in self._partial or (t, r) in self._reopened:
             history = await self.store.history(key)
             seq = history[-1].seq + 1 if history else 0
-        payload = {
-            "status": str(TrialStatus.ERROR),
-            "output": None,
-            "attempts": 0,
-            "state": None,
-            **error_fields(exc),
-        }
-        commit = Commit(seq, "terminal", payload, time.time())
+        payload = terminal(TrialStatus.ERROR, attempts=0, failure=error_fields(exc))
+        commit = Commit(seq, "terminal", encode(payload), time.time())
         await self.store.append(key, [commit])
         self.acks.durable(key, [commit])
         self._partial.discard((t, r))
@@ -329,19 +324,20 @@ class RunLoop:
         self._handoffs.drop_inputs(t, r)
         parent_id = self.plan.task_ids[p]
         parent_status = self.admission.status_of(p, r)
-        payload = {
-            "status": str(TrialStatus.UNREACHABLE),
-            "output": None,
-            "error": f"parent {parent_id!r} trial {r} ended {parent_status}, with no valid output",
-            "attempts": 0,
-            "state": None,
-            "cause": {"task_id": parent_id, "status": str(parent_status)},
-        }
+        payload = terminal(
+            TrialStatus.UNREACHABLE,
+            attempts=0,
+            failure={
+                "error": f"parent {parent_id!r} trial {r} ended {parent_status}, "
+                "with no valid output"
+            },
+            cause={"task_id": parent_id, "status": str(parent_status)},
+        )
         key = self._key(t, r)
         # A reopened trial's history goes on after its reopen marker.
         reopened = self._reopened.get((t, r))
         seq = 0 if reopened is None else reopened[0] + 1
-        commit = Commit(seq, "terminal", payload, time.time())
+        commit = Commit(seq, "terminal", encode(payload), time.time())
         await self.store.append(key, [commit])
         self.acks.durable(key, [commit])
         self._remember(

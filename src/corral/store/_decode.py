@@ -15,6 +15,7 @@ from typing import Any
 
 from .._errors import StoreCorrupt
 from .._types import NO_USAGE, Commit, TrialStatus, Usage
+from ..history import KINDS
 from ._runs import RunRecord
 
 #: More trials of one task than any benchmark runs: a stored count above it is damage
@@ -23,7 +24,6 @@ MAX_TRIALS_PER_TASK = 1_000_000
 #: Timestamps from 1970 up to the end of year 9999 (what `datetime` can show).
 _LATEST = 253_402_300_800.0
 _BIGINT = 1 << 63
-KINDS = frozenset({"setup", "action", "tool_effect", "terminal", "evaluation", "reopen"})
 _STATUSES = frozenset(str(s) for s in TrialStatus)
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
 from .._types import TrialKey as TrialKey  # re-exported: its home before it moved
+from ..history import StoredConfig
 from ._runs import RunRecord
 
 
@@ -68,7 +69,8 @@ class BenchmarkInfo:
     def of(
         cls, benchmark_id: str, created_at: float, config: Mapping[str, Any], finished: int
     ) -> BenchmarkInfo:
-        trials = len(config.get("tasks", {})) * int(config.get("trials_per_task", 0))
+        stored = StoredConfig.decode(config)
+        trials = len(stored.tasks) * stored.trials_per_task
         return cls(benchmark_id, created_at, config, trials, finished)
 
 

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 
 from .._errors import ConfigError, StoreCorrupt
 from .._records import TrialTable
+from ..history import StoredConfig
 from ..report import BenchmarkReport, build_report, is_finished
 from ..report._passk import default_ks
 from ..store import CommitStore
@@ -43,8 +44,9 @@ class Loaded:
         #: Runs recorded when the load started (a new one means the data changed).
         self.runs = 0
         self.config = config
-        self.trials_per_task = int(config["trials_per_task"])
-        self.expected = len(config["tasks"]) * self.trials_per_task
+        self.stored = StoredConfig.decode(config)
+        self.trials_per_task = self.stored.trials_per_task
+        self.expected = len(self.stored.tasks) * self.trials_per_task
         self.rows: list[Row] = []
         self.started = now
         self.done = anyio.Event()
@@ -85,8 +87,8 @@ class Loaded:
             self._progress.set()
 
     async def _fill(self, store: CommitStore) -> None:
-        tasks = self.config["tasks"]
-        meta = {t: (m.get("model"), str(m.get("environment_id", ""))) for t, m in tasks.items()}
+        tasks = self.stored.tasks
+        meta = {t: (m.model, str(m.environment_id)) for t, m in tasks.items()}
         table = TrialTable(self.trials_per_task)
         # Runs first: a run recorded while the trials are read is seen as new next time.
         runs = await store.runs(self.benchmark_id)

@@ -29,12 +29,12 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     info = next(b for b in await store.benchmarks() if b.benchmark_id == benchmark_id)
     entry = _pages.benchmark_entry(info, info.finished, loaded)
     trials = {}
-    chains: dict[str, dict[int, int | None]] = {t: {} for t in config["tasks"]}
+    chains: dict[str, dict[int, int | None]] = {t: {} for t in loaded.stored.tasks}
     for r in loaded.rows:
         page = await _pages.trial_page(store, loaded, r.task_id, r.trial, None)
         trials[f"{r.task_id}\u0000{r.trial}"] = page
         chains[r.task_id][r.trial] = page["previous_trial"]
-    tasks = {t: await _pages.task_page(store, loaded, t, chains[t]) for t in config["tasks"]}
+    tasks = {t: await _pages.task_page(store, loaded, t, chains[t]) for t in loaded.stored.tasks}
     assert loaded.report is not None
     models = models_of(loaded.report)[:MODELS_PAIRED]
     pairs = [(a, b) for a in models for b in models if a != b]

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import history
 from .._costs import format_cost
 from .._errors import ConfigError
 from .._history import load_history
 from .._types import Commit
+from ..history import SetupPayload, StoredConfig
 from ..report import BenchmarkReport
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
@@ -32,13 +34,14 @@ INTERVALS = interval_info()
 
 
 def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
-    tasks = config.get("tasks", {})
+    stored = StoredConfig.decode(config)
+    tasks = stored.tasks.values()
     return {
-        "tasks": len(tasks),
-        "trials_per_task": int(config.get("trials_per_task", 0)),
-        "models": sorted({str(m.get("model")) for m in tasks.values() if m.get("model")}),
-        "environments": sorted({str(m.get("environment_id", "")) for m in tasks.values()}),
-        "agents": sorted({str(m.get("agent_id", "")) for m in tasks.values()}),
+        "tasks": len(stored.tasks),
+        "trials_per_task": stored.trials_per_task,
+        "models": sorted({str(m.model) for m in tasks if m.model}),
+        "environments": sorted({str(m.environment_id) for m in tasks}),
+        "agents": sorted({str(m.agent_id) for m in tasks}),
     }
 
 
@@ -154,10 +157,10 @@ async def task_page(
     """A task: metadata, parents and children, and its trials by round with whose
     evaluation each was shown (the reflective chain: read from each trial's setup
     unless ``previous`` gives it by trial)."""
-    tasks = loaded.config["tasks"]
+    config = loaded.stored
+    tasks = config.tasks
     if task_id not in tasks:
         raise ConfigError(f"benchmark {loaded.benchmark_id!r} has no task {task_id!r}")
-    meta = tasks[task_id]
     out_trials = []
     for trial in range(min(loaded.trials_per_task, CHAIN_TRIALS)):
         if previous is None:
@@ -173,9 +176,9 @@ async def task_page(
     return {
         "benchmark_id": loaded.benchmark_id,
         "task_id": task_id,
-        "metadata": meta,
-        "parents": list(meta.get("dependencies", [])),
-        "children": [t for t, m in tasks.items() if task_id in m.get("dependencies", [])],
+        "metadata": config.entry(task_id),
+        "parents": list(tasks[task_id].dependencies),
+        "children": [t for t, m in tasks.items() if task_id in m.dependencies],
         "trials": out_trials,
         "more_trials": max(0, loaded.trials_per_task - CHAIN_TRIALS),
         "metrics": _metric_list(METRICS if report is None else report.metrics),
@@ -190,9 +193,11 @@ async def task_page(
 def previous_trial(commits: Sequence[Commit]) -> int | None:
     """The earlier trial whose evaluation this one was shown (recorded with its setup)."""
     setup = next((c for c in commits if c.kind == "setup"), None)
-    if setup is None or not isinstance(setup.payload, dict):
+    if setup is None:
         return None
-    saw = setup.payload.get("previous_trial")
+    payload = history.decode(setup)
+    assert isinstance(payload, SetupPayload)
+    saw = payload.previous_trial
     return saw if isinstance(saw, int) else None
 
 

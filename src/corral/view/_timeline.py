@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import history
 from .._turns import declared_order
-from .._types import Commit
+from .._types import UNCHANGED, Commit
+from ..history import SetupPayload, ToolEffectPayload
 
 #: Changes of one state diff listed before the rest is summed up as a count.
 MAX_CHANGES = 200
@@ -50,12 +52,18 @@ def state_changes(commits: Sequence[Commit]) -> dict[int, tuple[Any, Any]]:
     out: dict[int, tuple[Any, Any]] = {}
     state: Any = None
     for c in declared_order(commits):
-        payload = c.payload if isinstance(c.payload, dict) else {}
-        if c.kind in ("setup", "tool_effect") and "state" in payload:
-            if c.kind == "tool_effect":
-                out[c.seq] = (state, payload["state"])
-            state = payload["state"]
+        if isinstance(c.payload, dict) and c.kind in _STATEFUL:
+            p = history.decode(c)
+            assert isinstance(p, SetupPayload | ToolEffectPayload)
+            if p.state is UNCHANGED:
+                continue
+            if isinstance(p, ToolEffectPayload):
+                out[c.seq] = (state, p.state)
+            state = p.state
     return out
+
+
+_STATEFUL = frozenset({"setup", "tool_effect"})
 
 
 def diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
