@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .pg import pg_dsn, pg_pool  # noqa: F401  (a database per test, from a shared few)
+
 if TYPE_CHECKING:
     from .ray_support import Boards
 

@@ -14,8 +14,6 @@ from corral import BenchmarkTaskMetadata, Final, NotSerializableError, TrialStat
 from corral._json import MAX_INT_DIGITS, check_json, dumps, loads
 from corral.testing import FakeEnvironment, ScriptedAgent
 
-from . import pg
-
 M = BenchmarkTaskMetadata
 INT64_MAX = 2**63 - 1
 
@@ -27,7 +25,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     elif request.param == "memory":
         yield corral.MemoryStore()
     else:
-        yield from pg.fresh_database()
+        yield request.getfixturevalue("pg_dsn")
 
 
 def usage_agent(usage: dict[str, dict[str, Any]]) -> ScriptedAgent:
