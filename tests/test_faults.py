@@ -7,7 +7,6 @@ is asked once per recorded turn, and every action keeps its step key.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -15,7 +14,7 @@ import pytest
 
 import corral
 from corral import Commit, RetryPolicy, TrialKey
-from corral.store import RunRecord
+from corral.testing import FaultStore
 
 from .durable_bench import Log, comparable, runner
 
@@ -30,84 +29,6 @@ class Fault(Exception):
 
 class Crash(BaseException):
     """The process dying at a commit point: the run stops and is run again."""
-
-
-class FaultStore:
-    """Wraps a store; fails the ``nth`` append of ``kind`` to TARGET, before or after it lands."""
-
-    def __init__(
-        self, inner: corral.CommitStore, kind: str, *, nth: int, after: bool, exc: BaseException
-    ) -> None:
-        self.inner, self.kind, self.nth, self.after, self.exc = inner, kind, nth, after, exc
-        self.seen = 0
-        self.fired = False
-
-    def opened(self) -> Any:
-        return self.inner.opened()
-
-    def claim(self, benchmark_id: str) -> Any:
-        return self.inner.claim(benchmark_id)
-
-    async def register_benchmark(
-        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
-    ) -> bool:
-        return await self.inner.register_benchmark(benchmark_id, config, created_at=created_at)
-
-    def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Any:
-        hit = key == TARGET and any(c.kind == self.kind for c in commits)
-        if hit:
-            self.seen += 1
-        fire = hit and self.seen == self.nth and not self.fired
-        if fire and not self.after:
-            self.fired = True
-            raise self.exc
-        landed = self.inner.enqueue(key, commits)
-        if not fire:
-            return landed
-        self.fired = True
-        return Landed(landed, self.exc)
-
-    async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
-        await self.enqueue(key, commits).wait()
-
-    async def history(self, key: TrialKey) -> list[Commit]:
-        return await self.inner.history(key)
-
-    async def summaries(self, benchmark_id: str) -> list[corral.store.TrialSummary]:
-        return await self.inner.summaries(benchmark_id)
-
-    def scan(self, benchmark_id: str) -> Any:
-        return self.inner.scan(benchmark_id)
-
-    async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
-        return await self.inner.benchmark_config(benchmark_id)
-
-    async def benchmarks(self) -> list[corral.store.BenchmarkInfo]:
-        return await self.inner.benchmarks()
-
-    async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
-        await self.inner.record_run(benchmark_id, record)
-
-    async def runs(self, benchmark_id: str) -> list[RunRecord]:
-        return await self.inner.runs(benchmark_id)
-
-
-class Landed:
-    """The commits landed, but the caller hears a failure (the acknowledgement is lost)."""
-
-    def __init__(self, inner: Any, exc: BaseException) -> None:
-        self.inner, self.exc = inner, exc
-
-    def done(self) -> bool:
-        return True
-
-    def check(self) -> None:
-        self.inner.check()
-        raise self.exc
-
-    async def wait(self) -> None:
-        await self.inner.wait()
-        raise self.exc
 
 
 # (commit kind, which one of that kind for the target trial, fail after it landed?)
@@ -150,7 +71,7 @@ def check_log(log: Log, store: corral.MemoryStore, *, asked_twice_allowed: int =
 async def test_transient_fault_is_retried_in_the_run(point: str) -> None:
     kind, nth, after = POINTS[point]
     memory = corral.MemoryStore()
-    store = FaultStore(memory, kind, nth=nth, after=after, exc=Fault(point))
+    store = FaultStore(memory, kind=kind, key=TARGET, nth=nth, after=after, error=Fault(point))
     log = Log(None)
     report = await runner(store, log, TASKS, retry_policy=NO_WAIT).run(
         "b", trials_per_task=TRIALS, k_values=(1, 2)
@@ -176,7 +97,7 @@ async def test_crash_then_resume_equals_uninterrupted(point: str) -> None:
     kind, nth, after = POINTS[point]
     memory = corral.MemoryStore()
     log = Log(None)
-    store = FaultStore(memory, kind, nth=nth, after=after, exc=Crash(point))
+    store = FaultStore(memory, kind=kind, key=TARGET, nth=nth, after=after, error=Crash(point))
     with pytest.raises(BaseException) as info:
         await runner(store, log, TASKS, retry_policy=NO_WAIT).run(
             "b", trials_per_task=TRIALS, k_values=(1, 2), max_parallel=2

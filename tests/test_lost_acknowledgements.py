@@ -18,12 +18,13 @@ import pytest
 import corral
 from corral import Commit, RetryPolicy, TrialKey
 from corral._errors import StoreError
+from corral.testing import FaultStore
 
 from .durable_bench import Log, comparable
 from .durable_bench import runner as fault_runner
 from .test_acknowledged_commits import RUN, rows, runner
 from .test_faults import TARGET as FAULT_TARGET
-from .test_faults import TASKS, TRIALS, Fault, FaultStore
+from .test_faults import TASKS, TRIALS, Fault
 
 pytestmark = pytest.mark.anyio
 TARGET = ("t0", 0)
@@ -106,7 +107,7 @@ async def test_a_commit_that_landed_without_its_acknowledgement_is_heard_of_once
     kind: str,
 ) -> None:
     memory = corral.MemoryStore()
-    store = FaultStore(memory, kind, nth=1, after=True, exc=Fault(kind))
+    store = FaultStore(memory, kind=kind, key=FAULT_TARGET, after=True, error=Fault(kind))
     heard = Heard()
     policy = RetryPolicy(max_retries=3, backoff_base=0)
     await fault_runner(store, Log(None), TASKS, retry_policy=policy).run(

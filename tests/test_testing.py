@@ -5,12 +5,25 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from corral import Action, BenchmarkTaskMetadata, Evaluation, Final, ToolEffect, TrialRecord
+from corral import (
+    Action,
+    BenchmarkTaskMetadata,
+    Commit,
+    ConfigError,
+    Evaluation,
+    Final,
+    MemoryStore,
+    StoreError,
+    ToolEffect,
+    TrialKey,
+    TrialRecord,
+)
 from corral import TrialStatus as S
 from corral.runtime import AgentSession
 from corral.testing import (
     ConcurrencyGauge,
     FakeEnvironment,
+    FaultStore,
     Gate,
     ScriptedAgent,
     wait_all_tasks_blocked,
@@ -176,3 +189,28 @@ async def test_wait_all_tasks_blocked_lets_runnable_tasks_finish() -> None:
         tg.start_soon(busy)
         await wait_all_tasks_blocked()
         assert len(steps) == 50
+
+
+async def test_fault_store_fails_the_nth_matching_append_once_before_or_after_it_lands() -> None:
+    key, other = TrialKey("b", "t", 0), TrialKey("b", "u", 0)
+    terminal = [Commit(0, "terminal", {}, 0.0)]
+    for after in (False, True):
+        memory = MemoryStore()
+        store = FaultStore(memory, kind="terminal", key=key, nth=2, after=after)
+        await store.append(other, terminal)  # another trial: not counted
+        await store.append(key, [Commit(0, "action", {}, 0.0)])  # another kind: not counted
+        await store.append(key, [Commit(1, "terminal", {}, 0.0)])
+        assert (store.seen, store.fired) == (1, False)
+        with pytest.raises(StoreError, match="injected fault at terminal"):
+            await store.append(key, [Commit(2, "terminal", {}, 0.0)])
+        assert store.fired
+        landed = [c.seq for c in await memory.history(key)]
+        assert landed == ([0, 1, 2] if after else [0, 1])
+        await store.append(key, [Commit(len(landed), "terminal", {}, 0.0)])  # once only
+        assert await store.history(key) == await memory.history(key)
+
+
+@pytest.mark.parametrize("nth", [0, -1, 1.5, True])
+def test_fault_store_refuses_a_bad_nth(nth: object) -> None:
+    with pytest.raises(ConfigError, match=f"nth must be an integer >= 1, got {nth!r}"):
+        FaultStore(MemoryStore(), kind="terminal", nth=nth)  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from ._fakes import (
     echo,
     passed_if_completed,
 )
+from ._fault_store import FaultStore
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
 from ._hostile import HostileChatServer, HostileReply, hostile_replies
@@ -40,6 +41,7 @@ __all__ = [
     "Execution",
     "FakeChatServer",
     "FakeEnvironment",
+    "FaultStore",
     "Gate",
     "HostileChatServer",
     "HostileReply",
