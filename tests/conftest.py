@@ -8,9 +8,9 @@ subprocesses) and ``support/`` (helpers and the child scripts the system tests r
 
 Markers, given here in one place: ``postgres`` (a real PostgreSQL server: the `pg_dsn`
 fixture or a ``postgres`` parameter), ``ray`` (a local Ray), ``browser`` (Debian's
-Chromium), and ``slow`` for everything in ``system/`` and the few long statistical checks
-marked so where they are, so that ``pytest -m "not slow"`` runs the unit and contract
-tests in under a minute."""
+Chromium), and ``slow`` for everything in ``system/``; a few tests elsewhere are marked
+``slow`` where they are (one that starts a process, or a long statistical check), so that
+``pytest -m "not slow"`` runs the unit and contract tests in under a minute."""
 
 from __future__ import annotations
 

@@ -132,6 +132,7 @@ def test_a_bad_retry_window_is_a_config_error(bad: str) -> None:
         PostgresStore(f"postgresql://h/db?{bad}")
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_the_cli_says_it_is_retrying_on_stderr() -> None:
     uri = f"postgresql://postgres@127.0.0.1:{_closed_port()}/db?retry_for=0.3"
     done = subprocess.run(

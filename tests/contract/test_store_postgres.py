@@ -95,6 +95,7 @@ def test_a_password_never_reaches_a_message() -> None:
     assert "secret" not in repr(PostgresStore("postgresql://me:secret@h/db"))
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_importing_corral_does_not_import_psycopg() -> None:
     code = "import sys, corral; print('psycopg' in sys.modules)"
     out = subprocess.run(
@@ -167,6 +168,7 @@ def _start(code: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # starts a process: a system test
 async def test_a_claim_held_by_a_killed_process_does_not_block(pg_dsn: str) -> None:
     child = _start(_HOLD_CLAIM, pg_dsn)
     try:

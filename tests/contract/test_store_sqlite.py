@@ -102,6 +102,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.slow  # starts a process: a system test
 async def test_a_hard_link_in_another_folder_meets_another_process_claim(
     tmp_path: Path,
 ) -> None:

@@ -478,6 +478,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts a process: a system test
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_spend_survives_kill_9(tmp_path: Path) -> None:
     script, store = tmp_path / "child.py", tmp_path / "s.db"

@@ -297,6 +297,7 @@ def test_progress_is_plain_when_stdout_is_not_a_terminal(tmp_path: Path, store: 
     assert "\x1b[" not in out and "12/12 trials (100%)" in out
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_python_dash_m_corral() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "corral", "--help"], capture_output=True, text=True, timeout=60

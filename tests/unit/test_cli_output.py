@@ -36,6 +36,7 @@ def closed_stdout(*args: object) -> subprocess.CompletedProcess[str]:
         os.close(write)
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_a_closed_pipe_is_not_a_failure(tmp_path: Path) -> None:
     bench = tmp_path / "clean.py"
     bench.write_text(BENCH.replace('("ok", "bad")', '("ok",)'))
@@ -45,6 +46,7 @@ def test_a_closed_pipe_is_not_a_failure(tmp_path: Path) -> None:
         assert (done.returncode, done.stderr) == (0, ""), args
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_a_closed_pipe_keeps_a_failed_runs_exit_code(tmp_path: Path) -> None:
     bench = tmp_path / "mathbench.py"
     bench.write_text(BENCH)
@@ -77,6 +79,7 @@ def test_a_mixed_case_id_keeps_its_case_in_the_report_file_name(tmp_path: Path) 
     assert (store.parent / "reports" / "mathbench.json").is_file()  # plain ids: as they are
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_json_and_help_to_a_closed_pipe_are_not_a_failure(tmp_path: Path) -> None:
     """click's own echo (not rich's console) meets the closed pipe here."""
     bench = tmp_path / "clean.py"

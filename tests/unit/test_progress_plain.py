@@ -53,6 +53,7 @@ GATED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_run_to_a_pipe_prints_plain_progress_while_it_runs(tmp_path: Path) -> None:
     bench = tmp_path / "bench.py"
     bench.write_text(GATED)
@@ -197,6 +198,7 @@ def _cli(*args: Any, env: dict[str, str] | None = None) -> Result:
     )
 
 
+@pytest.mark.slow  # the whole demo (84 trials): a system test
 def test_demo_shows_plain_progress_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
     out = _cli("demo", "--fast", "--store", tmp_path / "s.db").output
     assert re.search(r"^corral demo-\S+: \d+ trials · max_parallel", out, re.M), out

@@ -116,6 +116,7 @@ async def test_a_failed_first_attempt_leaves_the_run_and_the_rebuilt_report_equa
     assert ran.commits == 3  # setup, terminal, evaluation
 
 
+@pytest.mark.slow  # starts a process: a system test
 def test_a_failed_attempt_survives_a_kill_9_of_its_retry(tmp_path: Path) -> None:
     """Attempt 1 fails after its setup; the retry's action is durable, then kill -9.
     The resumed trial still records (and shows, and counts) the failed attempt."""
