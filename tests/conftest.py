@@ -6,7 +6,7 @@ every store backend, and the runner against the limits' reference model, must ke
 ``system/`` (killed processes, restarted servers, Ray, the browser, whole benchmarks in
 subprocesses) and ``support/`` (helpers and the child scripts the system tests run).
 
-Markers, given here in one place: ``postgres`` (a real PostgreSQL server: the `pg_dsn`
+Markers, given here by folder and fixture: ``postgres`` (a real PostgreSQL server: the `pg_dsn`
 fixture or a ``postgres`` parameter), ``ray`` (a local Ray), ``browser`` (Debian's
 Chromium), and ``slow`` for everything in ``system/``; a few tests elsewhere are marked
 ``slow`` where they are (one that starts a process, or a long statistical check), so that
