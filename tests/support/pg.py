@@ -112,12 +112,15 @@ def _emptied(name: str) -> bool:
                 "WHERE datname = %s AND pid <> pg_backend_pid()",
                 (name,),
             )
-            admin.execute(f'ALTER DATABASE "{name}" RESET ALL')
             row = admin.execute(
-                "SELECT datallowconn FROM pg_database WHERE datname = %s", (name,)
+                "SELECT datallowconn, EXISTS (SELECT 1 FROM pg_db_role_setting"
+                "  WHERE setdatabase = d.oid) FROM pg_database d WHERE datname = %s",
+                (name,),
             ).fetchone()
             if not (row and row[0]):
                 return False
+            if row[1]:  # a test's ALTER DATABASE ... SET (read-only transactions, ...)
+                admin.execute(f'ALTER DATABASE "{name}" RESET ALL')
         with psycopg.connect(_admin_dsn(name), autocommit=True) as conn:
             conn.execute("DROP SCHEMA IF EXISTS corral CASCADE")
             return _is_empty(conn)
