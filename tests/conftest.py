@@ -72,6 +72,14 @@ def boards(ray_cluster: None) -> Iterator[Boards]:
 SLOW_FOLDERS = frozenset({"system"})
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m "not slow"`` the slow folders are not even imported (Ray, Playwright)."""
+    if config.getoption("markexpr", "") != "not slow":
+        return None
+    here = Path(__file__).resolve().parent
+    return collection_path.resolve() in {here / folder for folder in SLOW_FOLDERS} or None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).resolve().parent
     for item in items:

@@ -94,6 +94,7 @@ def _demo(*args: Any) -> str:
     return result.output
 
 
+@pytest.mark.slow  # the whole demo (84 trials): a system test
 def test_demo_runs_and_prints_the_pass_at_k_table(store: Path) -> None:
     out = _demo("--store", store, "--benchmark-id", "d")
     for column in ("pass@1", "pass@2", "pass@4"):
