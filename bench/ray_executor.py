@@ -58,16 +58,28 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+SERVER = os.environ.get("CORRAL_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+
+class _Dropped:
+    """Drops the benchmark's database on close."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def close(self) -> None:
+        from postgres_store import drop_database
+
+        drop_database(SERVER, self.name)
+
+
 def store_for(kind: str, tmp: Path, n: int) -> tuple[Any, Any]:
     if kind == "sqlite":
         return corral.SQLiteStore(tmp / f"store{n}.db"), None
-    import sys
+    from postgres_store import fresh_database  # psycopg: imported only for this store
 
-    sys.path.insert(0, str(HERE.parent))
-    from tests import pg
-
-    databases = pg.fresh_database()
-    return corral.PostgresStore(next(databases)), databases
+    name = fresh_database(SERVER)
+    return corral.PostgresStore(f"{SERVER}/{name}"), _Dropped(name)
 
 
 class CommitCounter:

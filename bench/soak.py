@@ -29,14 +29,12 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
+from durable_bench import Log, comparable, runner  # bench/, beside this file
 
 import corral
 from corral.store.postgres import is_postgres_dsn
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.durable_bench import Log, comparable, runner  # noqa: E402
 
 BENCHMARK = "soak"
 

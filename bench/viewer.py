@@ -14,18 +14,14 @@ to a filtered, sorted page 2 once loaded. Then the export of ``--export-trials``
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
+from viewer_stores import big_store, serving  # bench/, beside this file
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.viewer_stores import big_store, serving  # noqa: E402
-
-from corral.cli import main  # noqa: E402
+from corral.cli import main
 
 TRIALS_PER_TASK = 10
 

@@ -1,11 +1,16 @@
 """Every async test (``pytest.mark.anyio``) runs once on asyncio and once on trio; the Ray
-tests share one local Ray (`ray_cluster`).
+tests share one local Ray (`ray_cluster`); the PostgreSQL tests a few databases (`pg_dsn`).
 
-Markers, given here in one place: ``postgres`` (a real PostgreSQL server), ``ray`` (a local
-Ray), ``browser`` (Debian's Chromium), and ``slow`` for the system tests (Ray, the browser,
-killed processes, restarted servers, subprocess runs of whole benchmarks) and the few long
-statistical checks, so that ``pytest -m "not slow"`` runs the unit and contract tests in
-under a minute."""
+The tests are filed by subject: ``unit/`` (one part, in process), ``contract/`` (what
+every store backend, and the runner against the limits' reference model, must keep),
+``system/`` (killed processes, restarted servers, Ray, the browser, whole benchmarks in
+subprocesses) and ``support/`` (helpers and the child scripts the system tests run).
+
+Markers, given here by folder and fixture: ``postgres`` (a real PostgreSQL server: the `pg_dsn`
+fixture or a ``postgres`` parameter), ``ray`` (a local Ray), ``browser`` (Debian's
+Chromium), and ``slow`` for everything in ``system/``; a few tests elsewhere are marked
+``slow`` where they are (one that starts a process, or a long statistical check), so that
+``pytest -m "not slow"`` runs the unit and contract tests in under a minute."""
 
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .support.pg import pg_dsn, pg_pool  # noqa: F401  (a database per test, from a shared few)
+
 if TYPE_CHECKING:
-    from .ray_support import Boards
+    from .support.ray_support import Boards
 
 
 @pytest.fixture(scope="module", params=["asyncio", "trio"])
@@ -52,45 +59,49 @@ def ray_cluster() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def boards(ray_cluster: None) -> Iterator[Boards]:
-    """The Ray tests' board actors (`tests.ray_support`), shared within a module."""
-    from .ray_support import Boards
+    """The Ray tests' board actors (`tests.support.ray_support`), shared within a module."""
+    from .support.ray_support import Boards
 
     made = Boards()
     yield made
     made.close()
 
 
-# Whole modules of system tests: they kill processes, restart servers or run whole
-# benchmarks in subprocesses.
-SYSTEM_MODULES = frozenset(
-    {
-        "test_cli_interrupt",
-        "test_kill9",
-        "test_operator_cli",
-        "test_pg_faults",
-        "test_pg_logging",
-        "test_pg_restart",
-        "test_ray_cli",
-        "test_task_cancel",
-        "test_tool_agent_kill9",
-        "test_viewer_browser",
-    }
-)
+# ``slow`` by folder: the system tests kill processes, restart servers, start Ray or a
+# browser, or run whole benchmarks in subprocesses.
+SLOW_FOLDERS = frozenset({"system"})
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m "not slow"`` the slow folders are not even imported (Ray, Playwright)."""
+    if config.getoption("markexpr", "") != "not slow":
+        return None
+    here = Path(__file__).resolve().parent
+    return collection_path.resolve() in {here / folder for folder in SLOW_FOLDERS} or None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).resolve().parent
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        module = item.module.__name__.rpartition(".")[2] if item.module else ""
-        if "pg_dsn" in fixtures:
-            item.add_marker(pytest.mark.postgres)
+        path = Path(item.path).resolve()
+        folder = path.relative_to(here).parts[0] if path.is_relative_to(here) else ""
         callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        if "pg_dsn" in fixtures or any(p == "postgres" for p in params if isinstance(p, str)):
+            item.add_marker(pytest.mark.postgres)
         on_ray = callspec is not None and callspec.params.get("executor_kind") == "ray"
-        # test_ray_cli starts its own Ray; an executor contract test asks for it by name.
-        if "ray_cluster" in fixtures or module == "test_ray_cli" or on_ray:
+        # test_ray_cli starts a Ray of its own; an executor contract test asks for it by
+        # name; test_ray_stores (unit) needs none. Every Ray test is slow.
+        if (
+            "ray_cluster" in fixtures
+            or on_ray
+            or (folder == "system" and path.name.startswith("test_ray_"))
+        ):
             item.add_marker(pytest.mark.ray)
             item.add_marker(pytest.mark.slow)
-        if module == "test_viewer_browser":
+            item.add_marker(pytest.mark.ray)
+        if "browser" in fixtures:
             item.add_marker(pytest.mark.browser)
-        if module in SYSTEM_MODULES:
+        if folder in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)

@@ -26,6 +26,7 @@ from ._fakes import (
     echo,
     passed_if_completed,
 )
+from ._fault_store import FaultStore
 from ._gate import Gate
 from ._gauge import ConcurrencyGauge
 from ._hostile import HostileChatServer, HostileReply, hostile_replies
@@ -43,6 +44,7 @@ __all__ = [
     "FakeChatServer",
     "FakeEnvironment",
     "FakeModelServer",
+    "FaultStore",
     "Gate",
     "HostileChatServer",
     "HostileReply",

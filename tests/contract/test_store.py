@@ -1,0 +1,259 @@
+"""One contract every commit store backend passes (memory and SQLite alike)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import (
+    BenchmarkBusyError,
+    Commit,
+    CommitConflictError,
+    CommitStore,
+    ConfigError,
+    MemoryStore,
+    PostgresStore,
+    SQLiteStore,
+    TrialKey,
+    Usage,
+)
+from corral.store import RunRecord
+
+from ..support import pg
+
+pytestmark = pytest.mark.anyio
+
+pg_dsn = pg.pg_dsn  # the fixture, for the postgres backend
+K = TrialKey("bench", "task", 0)
+CONFIG = {"trials_per_task": 2, "tasks": {"task": {"agent_id": "a", "environment_id": "e"}}}
+
+
+def commit(seq: int, kind: str = "action", payload: Any = None, **usage: Any) -> Commit:
+    if payload is None:
+        payload = {"tool": "t", "arguments": {"n": seq, "nested": [1, 2.5, None, True]}}
+    return Commit(seq, kind, payload, created_at=1000.0 + seq, usage=Usage(**usage))
+
+
+def trial(seq0: int = 0, *, passed: bool = True) -> list[Commit]:
+    """A finished, evaluated trial: setup, one action and effect, terminal, evaluation."""
+    return [
+        commit(seq0, "setup", {"state": {"x": 1}, "previous_trial": None}, input_tokens=1),
+        commit(seq0 + 1, "action", input_tokens=10, output_tokens=2, cost=0.5),
+        commit(seq0 + 2, "tool_effect", {"action_seq": 1, "observation": "ok"}, cost=0.25),
+        commit(
+            seq0 + 3,
+            "terminal",
+            {
+                "status": "completed",
+                "output": "done",
+                "error": None,
+                "attempts": 1,
+                "state": {"x": 2},
+            },
+        ),
+        commit(seq0 + 4, "evaluation", {"score": 1.0, "passed": passed, "details": {}}),
+    ]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[CommitStore]:
+    made: CommitStore
+    if backend == "postgres":
+        made = PostgresStore(request.getfixturevalue("pg_dsn"))
+    else:
+        made = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    async with made.opened():
+        yield made
+
+
+class TestCommitStoreContract:
+    async def test_an_unknown_trial_has_no_history(self, store: CommitStore) -> None:
+        assert await store.history(K) == []
+
+    async def test_appends_come_back_as_written(self, store: CommitStore) -> None:
+        first, rest = trial()[:1], trial()[1:]
+        await store.append(K, first)
+        await store.append(K, rest)
+        assert await store.history(K) == trial()
+        assert await store.history(K._replace(trial=1)) == []
+
+    async def test_an_append_lands_whole_or_not_at_all(self, store: CommitStore) -> None:
+        await store.append(K, [commit(0), commit(1)])
+        with pytest.raises(CommitConflictError):
+            await store.append(K, [commit(2), commit(1)])  # 2 is new, 1 is taken
+        assert [c.seq for c in await store.history(K)] == [0, 1]
+        with pytest.raises(CommitConflictError):
+            await store.append(K, [commit(2), commit(2)])
+        assert [c.seq for c in await store.history(K)] == [0, 1]
+        await store.append(K, [commit(2)])
+        assert [c.seq for c in await store.history(K)] == [0, 1, 2]
+
+    async def test_a_raced_append_fails_alone(self, store: CommitStore) -> None:
+        await store.append(K, [commit(0)])
+        others = [K._replace(task_id=f"other{i}") for i in range(3)]
+        # Handed over together, so SQLite writes them in one batch.
+        pending = [
+            store.enqueue(K, [commit(1, payload={"writer": "a"})]),
+            *[store.enqueue(key, [commit(0)]) for key in others],
+            store.enqueue(K, [commit(1, payload={"writer": "b"})]),
+        ]
+        errors: list[BaseException | None] = []
+        for p in pending:
+            try:
+                await p.wait()
+                errors.append(None)
+            except CommitConflictError as exc:
+                errors.append(exc)
+        assert errors[:4] == [None] * 4 and isinstance(errors[4], CommitConflictError)
+        assert [c.payload for c in await store.history(K)][1] == {"writer": "a"}
+        for key in others:
+            assert [c.seq for c in await store.history(key)] == [0]
+
+    async def test_after_a_conflict_appends_fail_until_the_history_is_read(
+        self, store: CommitStore
+    ) -> None:
+        await store.append(K, [commit(0)])
+        with pytest.raises(CommitConflictError):
+            await store.append(K, [commit(0)])
+        with pytest.raises(CommitConflictError):  # no gap: the writer must look first
+            await store.append(K, [commit(1)])
+        await store.append(K._replace(trial=1), [commit(0)])  # other trials are unaffected
+        assert len(await store.history(K)) == 1
+        await store.append(K, [commit(1)])
+        assert len(await store.history(K)) == 2
+
+    async def test_summaries_count_commits_sum_usage_and_find_the_ends(
+        self, store: CommitStore
+    ) -> None:
+        await store.append(K, trial())
+        await store.append(K._replace(trial=1), trial()[:2])  # unfinished
+        await store.append(K._replace(benchmark_id="elsewhere"), trial())
+        summaries = {s.trial: s for s in await store.summaries("bench")}
+        assert sorted(summaries) == [0, 1]
+        done, open_ = summaries[0], summaries[1]
+        assert (done.task_id, done.commits, done.started_at) == ("task", 5, 1000.0)
+        assert done.usage == Usage(11, 2, 0.75)
+        assert done.terminal == trial()[3] and done.evaluation == trial()[4]
+        assert (open_.commits, open_.terminal, open_.evaluation) == (2, None, None)
+        scanned = [s async for chunk in store.scan("bench") for s in chunk]
+        assert sorted(scanned, key=lambda s: s.trial) == [done, open_]
+        assert await store.summaries("nothing") == []
+
+    async def test_a_benchmark_is_registered_once_with_one_config(self, store: CommitStore) -> None:
+        assert await store.benchmark_config("bench") is None
+        assert await store.register_benchmark("bench", CONFIG) is False
+        assert await store.register_benchmark("bench", CONFIG) is True
+        assert await store.benchmark_config("bench") == CONFIG
+        with pytest.raises(ConfigError, match="trials_per_task was 2, now 3"):
+            await store.register_benchmark("bench", {**CONFIG, "trials_per_task": 3})
+        changed = {
+            "trials_per_task": 2,
+            "tasks": {"task": {"agent_id": "b", "environment_id": "e"}},
+        }
+        with pytest.raises(ConfigError, match="task 'task' agent_id was 'a', now 'b'"):
+            await store.register_benchmark("bench", changed)
+        assert await store.benchmark_config("bench") == CONFIG
+        await store.append(K, trial())
+        [info] = await store.benchmarks()
+        assert (info.benchmark_id, info.config, info.trials, info.finished) == (
+            "bench",
+            CONFIG,
+            2,
+            1,
+        )
+
+    async def test_run_records_come_back_in_order_per_benchmark(self, store: CommitStore) -> None:
+        assert await store.runs("bench") == []
+        first = RunRecord("run", 1.0, 2.5, ("task", "é/t"), ("task",), 3, (1, 2))
+        second = RunRecord(
+            "rescore",
+            3.0,
+            4.0,
+            ("task",),
+            budgets={"token_limit": 1000, "cost_limit": 0.5},
+            stopped="fail_on_error: 3 errors",
+            timings={"run_seconds": 0.25},
+            counts={"completed": 1, "unfinished": 1},
+            span=(1.0000001, 2.123456789),
+        )
+        for benchmark_id in ("bench", "other"):
+            await store.register_benchmark(benchmark_id, CONFIG)
+        await store.append(K, trial())
+        await store.record_run("bench", first)
+        await store.record_run("other", second)
+        await store.record_run("bench", second)
+        assert await store.runs("bench") == [first, second]
+        assert await store.runs("other") == [second]
+        assert type((await store.runs("bench"))[1].budgets["token_limit"]) is int
+        assert await store.history(K) == trial()  # a run record is no commit
+
+    async def test_one_live_claim_per_benchmark(self, store: CommitStore) -> None:
+        async with store.claim("bench"), store.claim("other"):
+            with pytest.raises(BenchmarkBusyError):
+                async with store.claim("bench"):
+                    pass
+        async with store.claim("bench"):  # released with its holder
+            pass
+
+    async def test_history_is_a_snapshot_of_what_was_appended(self, store: CommitStore) -> None:
+        payload = {"state": {"items": [1]}}
+        await store.append(K, [commit(0, "setup", payload)])
+        payload["state"]["items"].append(2)
+        (await store.history(K))[0].payload["state"]["items"].append(3)
+        assert (await store.history(K))[0].payload == {"state": {"items": [1]}}
+
+
+async def test_sqlite_appends_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "store.db"  # parent folders are created
+    first = SQLiteStore(path)
+    async with first.opened():
+        await first.register_benchmark("bench", CONFIG)
+        await first.append(K, trial())
+    again = SQLiteStore(path)
+    async with again.opened():
+        assert await again.history(K) == trial()
+        assert await again.register_benchmark("bench", CONFIG) is True
+        assert [s.commits for s in await again.summaries("bench")] == [5]
+
+
+async def test_sqlite_keys_commits_by_trial_and_seq(tmp_path: Path) -> None:
+    # The primary key makes a raced append fail loudly (a network database can do the same).
+    store = SQLiteStore(tmp_path / "s.db")
+    async with store.opened():
+        await store.append(K, [commit(0)])
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute(
+                "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, "
+                "created_at) VALUES ('bench', 'task', 0, 0, 'action', '{}', 0)"
+            )
+
+
+@pytest.mark.parametrize("bad", ["directory", "under-a-file", "not-a-database"])
+async def test_a_sqlite_path_that_cannot_hold_a_store_is_refused(tmp_path: Path, bad: str) -> None:
+    path = {
+        "directory": tmp_path,
+        "under-a-file": tmp_path / "file.txt" / "store.db",
+        "not-a-database": tmp_path / "notes.txt",
+    }[bad]
+    (tmp_path / "file.txt").write_text("a file, not a folder")
+    (tmp_path / "notes.txt").write_text("x" * 4096)
+    with pytest.raises(ConfigError, match=str(path)):
+        async with SQLiteStore(path).opened():
+            pass
+
+
+def test_stores_are_commit_stores(tmp_path: Path) -> None:
+    assert isinstance(MemoryStore(), CommitStore)
+    assert isinstance(SQLiteStore(tmp_path / "unused.db"), CommitStore)

@@ -1,0 +1,236 @@
+"""PostgresStore beyond the shared contract: schema, claims across processes, fencing, runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+from bench.durable_bench import Log, comparable, runner
+
+import corral
+from corral import (
+    BenchmarkBusyError,
+    ConfigError,
+    MemoryStore,
+    PostgresStore,
+    StoreError,
+    TrialKey,
+)
+from corral._runner import _store
+from corral.store import _pg_writer
+
+from ..support import pg
+from ..support.pg import backend_pids, leaves, terminate, wait_for_server
+from .test_store import CONFIG, K, trial
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+pg_dsn = pg.pg_dsn  # a database of each test's own
+
+
+async def test_appends_survive_reopening_and_a_uri_string_is_a_postgres_store(
+    pg_dsn: str,
+) -> None:
+    first = _store(pg_dsn)
+    assert isinstance(first, PostgresStore)
+    async with first.opened():
+        await first.register_benchmark("bench", CONFIG)
+        await first.append(K, trial())
+    again = PostgresStore(pg_dsn.replace("postgresql://", "postgres://"))
+    async with again.opened():
+        assert await again.history(K) == trial()
+        assert await again.register_benchmark("bench", CONFIG) is True
+        assert [s.commits for s in await again.summaries("bench")] == [5]
+
+
+async def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
+    async with PostgresStore(pg_dsn).opened():
+        pass
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE corral.meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99, newer than"):
+        async with PostgresStore(pg_dsn).opened():
+            pass
+
+
+def test_a_uri_of_another_database_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="mysql://x/y"):
+        PostgresStore("mysql://x/y")
+
+
+@pytest.fixture
+def no_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    def retried(seconds: float) -> None:
+        raise AssertionError(f"retried (backoff {seconds} s) an error no retry can fix")
+
+    monkeypatch.setattr(_pg_writer.time, "sleep", retried)
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [("sslmode=nonsense-x", 'sslmode value: "nonsense-x"'), ("port=99999", "port number")],
+)
+def test_a_bad_connection_option_is_a_config_error_at_once(
+    pg_dsn: str, option: str, named: str, no_retries: None
+) -> None:
+    # libpq checks these values only when connecting: refused there, never retried.
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        anyio.run(_open, PostgresStore(f"{pg_dsn}?{option}"))
+
+
+async def _open(store: PostgresStore) -> None:
+    async with store.opened():
+        pass
+
+
+def test_a_password_never_reaches_a_message() -> None:
+    assert "secret" not in repr(PostgresStore("postgresql://me:secret@h/db"))
+
+
+@pytest.mark.slow  # starts a process: a system test
+def test_importing_corral_does_not_import_psycopg() -> None:
+    code = "import sys, corral; print('psycopg' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
+
+
+async def test_a_second_store_gets_benchmark_busy(pg_dsn: str) -> None:
+    one, two = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    async with one.opened(), two.opened():
+        async with one.claim("bench"):
+            with pytest.raises(BenchmarkBusyError, match="another live runner"):
+                async with two.claim("bench"):
+                    pass
+            async with two.claim("other"):  # other benchmarks are free
+                await two.append(K._replace(benchmark_id="other"), trial())
+        async with two.claim("bench"):
+            await two.append(K, trial())
+
+
+async def test_a_fenced_off_writer_cannot_append(pg_dsn: str) -> None:
+    old, new = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    async with new.opened():
+        # A failed write batch ends the run that holds the store open (the waiting
+        # append and the flush loop may both report it).
+        with pytest.raises((StoreError, ExceptionGroup)) as caught:
+            async with old.opened(), old.claim("bench"):
+                await old.append(K, trial()[:2])
+                # The old runner's session ends (a partition the server gave up on)
+                # and a new runner claims the benchmark while the old one still runs.
+                terminate(pg_dsn, "corral claim")
+                async with new.claim("bench"):
+                    await old.append(K, trial()[2:])
+        errors = leaves(caught.value)
+        assert all(
+            isinstance(e, StoreError) and "claimed by another runner" in str(e) for e in errors
+        )
+        assert await new.history(K) == trial()[:2]
+        async with new.claim("bench"):
+            await new.append(K, trial()[2:])
+        assert await new.history(K) == trial()
+
+
+_HOLD_CLAIM = textwrap.dedent(
+    """
+    import sys, anyio, corral
+
+    async def main():
+        store = corral.PostgresStore(sys.argv[1])
+        async with store.opened(), store.claim("bench"):
+            print("claimed", flush=True)
+            await anyio.sleep_forever()
+
+    anyio.run(main)
+    """
+)
+
+
+def _start(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+@pytest.mark.slow  # starts a process: a system test
+async def test_a_claim_held_by_a_killed_process_does_not_block(pg_dsn: str) -> None:
+    child = _start(_HOLD_CLAIM, pg_dsn)
+    try:
+        assert child.stdout is not None
+        assert await anyio.to_thread.run_sync(child.stdout.readline) == "claimed\n"
+        # The child's session, read before our own refused claim adds a session that
+        # may linger a moment after it closed.
+        [pid] = backend_pids(pg_dsn, "corral claim")
+        store = PostgresStore(pg_dsn)
+        async with store.opened():
+            with pytest.raises(BenchmarkBusyError):
+                async with store.claim("bench"):
+                    pass
+            child.send_signal(signal.SIGKILL)
+            await anyio.to_thread.run_sync(child.wait)
+            # The server ends the session once it reads the closed socket.
+            wait_for_server(
+                pg_dsn, "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", (pid,)
+            )
+            async with store.claim("bench"):
+                await store.append(K, trial())
+    finally:
+        child.kill()
+        child.wait()
+
+
+async def test_a_run_and_its_resume_on_postgres_equal_a_memory_run(pg_dsn: str) -> None:
+    class StopAfter:
+        """Cancels the first run after a few acknowledged commits."""
+
+        def __init__(self, scope: anyio.CancelScope, after: int) -> None:
+            self.scope, self.left = scope, after
+
+        def on_commit(self, key: TrialKey, commit: corral.Commit) -> None:
+            self.left -= 1
+            if self.left == 0:
+                self.scope.cancel()
+
+    args = {"trials_per_task": 2, "k_values": (1, 2), "max_parallel": 4}
+    with anyio.CancelScope() as scope:
+        await runner(pg_dsn, Log(None), 6).run("pg", observers=[StopAfter(scope, 40)], **args)
+    assert scope.cancelled_caught
+    final = await runner(pg_dsn, Log(None), 6).run("pg", **args)
+    reference = await runner(MemoryStore(), Log(None), 6).run("pg", **args)
+    assert final.resumed > 0
+    assert comparable(final) == comparable(reference)
+    store = PostgresStore(pg_dsn)
+    async with store.opened():
+        [info] = await store.benchmarks()
+        assert (info.benchmark_id, info.trials, info.finished) == ("pg", 12, 12)
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://me@h/db?password=secret",
+        "postgresql://me@h/db?sslmode=require&password=secret&retry_for=x",
+        "postgresql://me:secret@h/db?application_name=a@b",
+    ],
+)
+def test_a_password_in_the_query_never_reaches_a_message_either(dsn: str) -> None:
+    try:
+        assert "secret" not in repr(PostgresStore(dsn))
+    except ConfigError as exc:  # the bad retry_for: its message names the URI too
+        assert "secret" not in str(exc)

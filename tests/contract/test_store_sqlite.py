@@ -1,0 +1,400 @@
+"""The SQLite store's file under attack: other paths to it, foreign, corrupt, read-only,
+vanished and full files; and `benchmarks()` agreeing with a resume about reopened trials."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from bench.durable_bench import Log, runner
+
+import corral
+from corral import (
+    BenchmarkBusyError,
+    BenchmarkTaskMetadata,
+    Commit,
+    CommitStore,
+    ConfigError,
+    CorralRunner,
+    Final,
+    MemoryStore,
+    RetryPolicy,
+    SQLiteStore,
+    StoreError,
+    TrialKey,
+)
+from corral.store._sqlite_file import open_error, store_error
+from corral.testing import FakeEnvironment, Gate, ScriptedAgent
+
+from .test_store import CONFIG, trial
+
+pytestmark = pytest.mark.anyio
+K = TrialKey("bench", "task", 0)
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+async def make_store(path: Path) -> None:
+    store = SQLiteStore(path)
+    async with store.opened():
+        await store.register_benchmark("bench", CONFIG)
+        await store.append(K, trial())
+
+
+# -- the one-writer claim ------------------------------------------------------
+
+SECOND_PATHS: dict[str, Callable[[Path], Path]] = {
+    "symlink": lambda p: _link(p, os.symlink, "link.db"),
+    "hard link": lambda p: _link(p, os.link, "hard.db"),
+    "hard link in another folder": lambda p: _link(p, os.link, "sub/hard.db"),
+    "dir/..": lambda p: p.parent / "sub" / ".." / p.name,
+    "symlinked folder": lambda p: _link(p.parent, os.symlink, "alias") / p.name,
+}
+
+
+def _link(target: Path, how: Callable[[Path, Path], None], name: str) -> Path:
+    link = target.parent / name
+    how(target, link)
+    return link
+
+
+@pytest.mark.parametrize("second", list(SECOND_PATHS))
+async def test_a_second_path_to_the_store_file_cannot_bypass_the_claim(
+    tmp_path: Path, second: str
+) -> None:
+    path = tmp_path / "d" / "store.db"
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    await make_store(path)
+    other = SECOND_PATHS[second](path)
+    first, again = SQLiteStore(path), SQLiteStore(other)
+    async with first.opened(), again.opened(), first.claim("bench"):
+        with pytest.raises(BenchmarkBusyError, match="'bench'"):
+            async with again.claim("bench"):
+                pass
+        async with again.claim("another"):  # other benchmarks are not held
+            pass
+
+
+HOLDER = """
+import sys, anyio, corral
+from corral import Commit, TrialKey
+
+async def main():
+    store = corral.SQLiteStore(sys.argv[1])
+    async with store.opened(), store.claim("bench"):
+        await store.append(TrialKey("bench", "task", 1), [Commit(0, "setup", {}, 1.0)])
+        print("claimed", flush=True)
+        sys.stdin.readline()
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow  # starts a process: a system test
+async def test_a_hard_link_in_another_folder_meets_another_process_claim(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "d" / "store.db"
+    (tmp_path / "elsewhere").mkdir()
+    await make_store(path)
+    link = tmp_path / "elsewhere" / "hard.db"
+    os.link(path, link)
+    command = [sys.executable, "-c", HOLDER, str(path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    async with await anyio.open_process(command, env=env) as holder:
+        assert holder.stdin is not None and holder.stdout is not None
+        said = b""
+        while not said.endswith(b"\n"):
+            said += await holder.stdout.receive()
+        assert said == b"claimed\n"
+        second = SQLiteStore(link)
+        async with second.opened():
+            with pytest.raises(BenchmarkBusyError, match="'bench' is being run by .*pid"):
+                async with second.claim("bench"):
+                    pass
+        await holder.stdin.send(b"\n")
+        assert await holder.wait() == 0
+
+
+async def test_a_moved_store_keeps_its_claims_beside_its_new_place(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new" / "sub").mkdir(parents=True)
+    await make_store(tmp_path / "old" / "store.db")
+    moved = tmp_path / "new" / "store.db"
+    os.rename(tmp_path / "old" / "store.db", moved)
+    (tmp_path / "old").rmdir()  # nothing left behind, nothing made there again
+    first = SQLiteStore(moved)
+    async with first.opened():  # its new home is recorded
+        pass
+    again = SQLiteStore(_link(moved, os.link, "sub/hard.db"))
+    async with first.opened(), again.opened(), first.claim("bench"):
+        with pytest.raises(BenchmarkBusyError, match="'bench'"):
+            async with again.claim("bench"):
+                pass
+    assert (tmp_path / "new" / ".corral-claims").is_dir()
+    assert not (tmp_path / "old").exists()
+
+
+# -- what is at the path -------------------------------------------------------
+
+
+async def test_a_foreign_sqlite_file_is_refused_and_never_modified(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("INSERT INTO users VALUES ('ada')")
+        db.commit()
+    before = digest(path)
+    with pytest.raises(ConfigError, match=f"{path}.*not a Corral store.*users"):
+        async with SQLiteStore(path).opened():
+            pass
+    with pytest.raises(ConfigError, match="not a Corral store"):
+        async with SQLiteStore(path, read_only=True).opened():
+            pass
+    assert digest(path) == before
+    assert sorted(os.listdir(tmp_path)) == ["app.db"]  # no -wal, no locks
+
+
+async def test_a_corrupt_file_is_refused_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    await make_store(path)
+    data = bytearray(path.read_bytes())
+    data[100:4096] = os.urandom(4096 - 100)  # the schema page, after the header
+    path.write_bytes(bytes(data))
+    before = digest(path)
+    with pytest.raises(ConfigError, match=f"{path}.*corrupt") as info:
+        async with SQLiteStore(path).opened():
+            pass
+    assert "\n" not in str(info.value)
+    assert digest(path) == before
+
+
+async def test_a_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    await make_store(path)
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+        db.commit()
+    with pytest.raises(ConfigError, match=f"{path}.*schema version 99"):
+        async with SQLiteStore(path).opened():
+            pass
+
+
+# -- read-only -----------------------------------------------------------------
+
+
+async def test_a_read_only_store_reads_everything_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    await make_store(path)
+    before = digest(path)
+    store = SQLiteStore(path, read_only=True)
+    async with store.opened():
+        assert await store.history(K) == trial()
+        assert [s.commits for s in await store.summaries("bench")] == [5]
+        assert [len(chunk) async for chunk in store.scan("bench")] == [1]
+        assert await store.benchmark_config("bench") == CONFIG
+        assert [(b.benchmark_id, b.finished) for b in await store.benchmarks()] == [("bench", 1)]
+        with pytest.raises(StoreError, match="read-only"):
+            store.enqueue(K, trial(5))
+        with pytest.raises(StoreError, match="read-only"):
+            await store.register_benchmark("other", CONFIG)
+        with pytest.raises(StoreError, match="read-only"):
+            async with store.claim("bench"):
+                pass
+    assert digest(path) == before
+
+
+async def test_a_read_only_store_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "missing.db"
+    with pytest.raises(ConfigError, match=f"no store at '{path}'"):
+        async with SQLiteStore(path, read_only=True).opened():
+            pass
+    assert not path.exists()
+
+
+@pytest.mark.skipif(ROOT, reason="root writes to a chmod 444 file and folder anyway")
+@pytest.mark.parametrize("what", ["file", "folder"])
+async def test_a_store_the_os_will_not_let_us_write(tmp_path: Path, what: str) -> None:
+    path = tmp_path / "ro" / "store.db"
+    await make_store(path)
+    target = path if what == "file" else path.parent
+    mode = target.stat().st_mode
+    target.chmod(0o444 if what == "file" else 0o555)
+    try:
+        with pytest.raises(corral.CorralError, match=f"{path}.*(read-only|cannot)"):
+            async with SQLiteStore(path).opened():
+                pass
+        store = SQLiteStore(path, read_only=True)
+        async with store.opened():
+            assert await store.history(K) == trial()
+    finally:
+        target.chmod(mode)
+
+
+# -- vanished, full ------------------------------------------------------------
+
+
+async def test_a_store_deleted_while_open_fails_the_next_append(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store = SQLiteStore(path)
+    # The failed batch ends the store's use too (appends nobody waits for fail with it).
+    with pytest.raises(StoreError, match=f"{path}.*deleted or replaced"):
+        async with store.opened():
+            await store.append(K, trial()[:1])
+            path.unlink()  # SQLite would write on to the unlinked file: every commit lost
+            with pytest.raises(StoreError, match=f"{path}.*deleted or replaced"):
+                await store.append(K, trial()[1:])
+
+
+class FillsUp(SQLiteStore):
+    """The writer may grow the file by a few pages only: a disk that fills up."""
+
+    def _configure_writer(self, writer: sqlite3.Connection) -> None:
+        pages = writer.execute("PRAGMA page_count").fetchone()[0]
+        writer.execute(f"PRAGMA max_page_count = {pages + 4}")
+
+
+async def test_a_full_disk_is_one_store_error_naming_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    await make_store(path)
+    store = FillsUp(path)
+    with pytest.raises(StoreError) as ended:
+        async with store.opened():
+            with pytest.raises(StoreError) as info:
+                for seq in range(5, 200):
+                    await store.append(K, [Commit(seq, "action", {"blob": "x" * 4000}, 1.0)])
+    message = str(info.value)
+    assert str(path) in message and "disk full" in message and "\n" not in message
+    assert str(ended.value) == message
+    again = SQLiteStore(path)
+    async with again.opened():  # what landed before is intact, without a gap
+        seqs = [c.seq for c in await again.history(K)]
+    assert seqs[:5] == [0, 1, 2, 3, 4] and seqs == list(range(len(seqs)))
+
+
+async def test_a_run_on_a_full_disk_ends_with_that_error(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    await make_store(path)
+    with pytest.raises(BaseException) as info:
+        await runner(FillsUp(path), Log(None), 40).run("b", trials_per_task=3)
+    # Every trial waiting on the batch hears the same error (the runner may group them).
+    found = leaves(info.value)
+    assert {str(leaf) for leaf in found} == {str(found[0])}
+    assert isinstance(found[0], StoreError) and "disk full" in str(found[0])
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+# -- finished trials, with reopenings -------------------------------------------
+
+
+def commits(*kinds: str) -> list[Commit]:
+    payload: dict[str, Any] = {"status": "completed", "output": 1, "error": None, "attempts": 1}
+    return [Commit(seq, kind, dict(payload), 1.0 + seq) for seq, kind in enumerate(kinds)]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_reopened_trial_is_unfinished_until_it_ends_again(
+    tmp_path: Path, backend: str
+) -> None:
+    store: CommitStore = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    histories = {
+        "ended": ("setup", "terminal", "evaluation"),
+        "reopened": ("setup", "terminal", "evaluation", "reopen", "setup"),
+        "ended again": ("setup", "terminal", "reopen", "setup", "terminal", "evaluation"),
+        "running": ("setup", "action"),
+    }
+    async with store.opened():
+        await store.register_benchmark("bench", CONFIG)
+        for task_id, kinds in histories.items():
+            await store.append(TrialKey("bench", task_id, 0), commits(*kinds))
+        [info] = await store.benchmarks()
+    assert info.finished == 2  # "ended" and "ended again"
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        sqlite3.OperationalError("database or disk is full"),
+        OSError(errno.ENOSPC, "No space left on device"),
+    ],
+)
+def test_a_full_disk_reads_as_such_whichever_layer_saw_it(exc: BaseException) -> None:
+    error = store_error(Path("/data/store.db"), exc)
+    assert isinstance(error, StoreError)
+    assert str(error).startswith("store '/data/store.db' cannot be written: disk full")
+    assert isinstance(open_error(Path("/data/store.db"), exc), StoreError)  # not bad input
+
+
+@pytest.mark.anyio
+async def test_concurrent_runs_on_one_sqlite_store_survive_the_first_finishing(
+    tmp_path: Path,
+) -> None:
+    gates = {"first": Gate(), "second": Gate()}
+    started = {"first": anyio.Event(), "second": anyio.Event()}
+    first_done = anyio.Event()
+
+    async def decide(session: corral.AgentSession) -> Final:
+        started[session.benchmark_id].set()
+        await gates[session.benchmark_id].wait()
+        return Final(1)
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=tmp_path / "store.db",
+        retry_policy=RetryPolicy(max_retries=0),
+    )
+    reports: dict[str, corral.BenchmarkReport] = {}
+
+    async def go(benchmark_id: str) -> None:
+        reports[benchmark_id] = await runner.run(benchmark_id)
+        if benchmark_id == "first":
+            first_done.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go, "first")  # opens the store
+            await started["first"].wait()
+            tg.start_soon(go, "second")  # shares it
+            await started["second"].wait()
+            gates["first"].open()
+            await first_done.wait()  # the opener is done and has left opened()
+            gates["second"].open()
+    assert reports["second"].tasks["t"].trials[0].status == "completed"
+
+
+@pytest.mark.anyio
+async def test_rerun_with_tuple_inputs_resumes_on_sqlite(tmp_path: Path) -> None:
+    tasks = {"t": BenchmarkTaskMetadata("a", "e", inputs={"xs": (1, 2)})}
+
+    def make() -> CorralRunner:
+        return CorralRunner(
+            tasks,
+            {"a": ScriptedAgent()},
+            {"e": FakeEnvironment()},
+            store=tmp_path / "store.db",
+            retry_policy=RetryPolicy(max_retries=0),
+        )
+
+    first = await make().run("b")
+    second = await make().run("b")  # same tasks, same metadata: must resume
+    assert second.resumed == 1
+    assert second.pass_at_k == first.pass_at_k

@@ -1,0 +1,148 @@
+"""Stores for the viewer's tests: real runs, several models, hostile text (the very large
+one is `bench.viewer_stores.big_store`)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from corral import (
+    Action,
+    BenchmarkTaskMetadata,
+    CorralRunner,
+    Evaluation,
+    Final,
+    SQLiteStore,
+    ToolEffect,
+    TrialRecord,
+)
+from corral.runtime import AgentSession
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+#: Text that runs script if a page ever treats data as markup or a link.
+HOSTILE = (
+    '<script>alert("script")</script>',
+    "</script><script>alert('close')</script>",
+    "<img src=x onerror=alert('img')>",
+    "javascript:alert('link')",
+    '"><svg onload=alert("svg")>',
+    "<!--<script>alert('comment')</script>",
+)
+
+
+def _agent(outputs: dict[str, Any]) -> ScriptedAgent:
+    """One tool call (the task's text), then the task's output; a task whose output is an
+    exception raises it."""
+
+    def decide(session: AgentSession) -> Action | Final:
+        if session.iteration == 0:
+            return Action("write", {"text": session.inputs.get("text", ""), "n": session.trial})
+        output = outputs.get(session.task_id, "done")
+        if isinstance(output, Exception):
+            raise output
+        return Final(output)
+
+    return ScriptedAgent(decide)
+
+
+def _effect(action: Action, session: AgentSession) -> ToolEffect:
+    text = action.arguments["text"]
+    return ToolEffect({"wrote": text}, state={"written": [text], "count": 1})
+
+
+async def run_benchmark(
+    path: Path,
+    benchmark_id: str,
+    tasks: dict[str, BenchmarkTaskMetadata],
+    outputs: dict[str, Any],
+    passing: float,
+    details: Any = None,
+    **labels: Any,
+) -> None:
+    """A real run: each task's trials pass while ``trial / trials < passing``; ``labels``:
+    its ``tags`` and ``note``."""
+
+    def score(trial: TrialRecord) -> Evaluation:
+        passed = trial.trial / 4 < passing and trial.status == "completed"
+        return Evaluation(1.0 if passed else 0.0, passed, {"note": details} if details else {})
+
+    env = FakeEnvironment("env", state={"written": []}, effect=_effect, evaluate=score)
+    runner = CorralRunner(
+        tasks, {"agent": _agent(outputs)}, {"env": env}, store=SQLiteStore(path), max_retries=0
+    )
+    await runner.run(benchmark_id, trials_per_task=4, k_values=(1, 2, 4), max_parallel=8, **labels)
+
+
+def plain_tasks(count: int = 6) -> dict[str, BenchmarkTaskMetadata]:
+    tasks = {
+        f"task-{i}": BenchmarkTaskMetadata(
+            "agent", "env", model=f"model-{i % 2}", inputs={"text": f"input {i}"}
+        )
+        for i in range(count)
+    }
+    tasks["child"] = BenchmarkTaskMetadata(
+        "agent", "env", model="model-0", dependencies=("task-0",)
+    )
+    return tasks
+
+
+def real_runs(path: Path) -> None:
+    """Two benchmarks of the same tasks, ``base`` and a better ``better``; one task fails."""
+    tasks = plain_tasks()
+    outputs: dict[str, Any] = {"task-5": ValueError("the tool broke on row 7")}
+    anyio.run(run_benchmark, path, "base", tasks, outputs, 0.5)
+    anyio.run(run_benchmark, path, "better", tasks, outputs, 0.75)
+
+
+async def _models_run(path: Path, benchmark_id: str, strict: bool) -> None:
+    def score(trial: TrialRecord) -> Evaluation:
+        large = trial.model == "large"
+        passed = trial.trial < (3 if large else 1 if strict else 2)
+        return Evaluation(float(passed), passed)
+
+    env = FakeEnvironment("env", state={"written": []}, effect=_effect, evaluate=score)
+    tasks = {
+        f"job-{i}": BenchmarkTaskMetadata("agent", "env", inputs={"text": f"job {i}"})
+        for i in range(3)
+    }
+    runner = CorralRunner(tasks, {"agent": _agent({})}, {"env": env}, store=SQLiteStore(path))
+    if strict:
+        await runner.rescore(benchmark_id, k_values=(1, 2, 4))
+    else:
+        await runner.run(
+            benchmark_id, trials_per_task=4, k_values=(1, 2, 4), models=["small", "large"]
+        )
+
+
+def models_run(path: Path, benchmark_id: str = "models") -> None:
+    """A several-models run: three tasks each on ``small`` (trials 0-1 pass) and ``large``
+    (trials 0-2 pass)."""
+    anyio.run(_models_run, path, benchmark_id, False)
+
+
+def rescore_models_run(path: Path, benchmark_id: str = "models") -> None:
+    """`models_run` rescored more strictly: ``small`` passes trial 0 only (pass@1 1/4)."""
+    anyio.run(_models_run, path, benchmark_id, True)
+
+
+def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
+    """A real run whose task ids, inputs, outputs, observations, states, errors and
+    evaluation details are all hostile text."""
+    tasks = {
+        text: BenchmarkTaskMetadata("agent", "env", model=text, inputs={"text": text})
+        for text in HOSTILE
+    }
+    outputs: dict[str, Any] = {text: {"answer": text, "link": text} for text in HOSTILE}
+    outputs[HOSTILE[2]] = ValueError(HOSTILE[2] + HOSTILE[1])
+    anyio.run(
+        partial(run_benchmark, tags=HOSTILE, note=" ".join(HOSTILE)),
+        path,
+        benchmark_id,
+        tasks,
+        outputs,
+        0.5,
+        " ".join(HOSTILE),
+    )

@@ -1,0 +1,154 @@
+"""Ctrl-C in `corral run`: the run stops, says how to resume, and the store stays whole."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ..support.child_lines import Lines
+
+BENCHMARK = textwrap.dedent(
+    """
+    import os, sys
+    import anyio
+    import corral
+    from corral import BenchmarkTaskMetadata as Meta, Final
+    from corral.testing import FakeEnvironment
+
+    class Agent:
+        async def act(self, session):
+            if os.environ.get("BLOCK") and session.task_id == "t3":
+                print("blocked", file=sys.stderr, flush=True)
+                await anyio.Event().wait()  # until cancelled
+            return Final(session.task_id)
+
+    benchmark = corral.Benchmark(
+        tasks={f"t{i}": Meta("a", "e") for i in range(6)},
+        agents={"a": Agent()},
+        environments={"e": FakeEnvironment()},
+        run_defaults={"max_parallel": 1},
+    )
+    """
+)
+
+
+def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path: Path) -> None:
+    bench, store = tmp_path / "bench.py", tmp_path / "store.db"
+    bench.write_text(BENCHMARK)
+    command = [
+        sys.executable,
+        "-m",
+        "corral",
+        "run",
+        str(bench),
+        "--store",
+        str(store),
+        "--no-progress",
+    ]
+    child = subprocess.Popen(
+        command,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "BLOCK": "1"},
+    )
+    assert child.stderr is not None
+    assert child.stderr.readline().strip() == "blocked"  # t0..t2 are done, t3 is running
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == 130
+    assert "interrupted: resume with the same command" in err
+    assert "Traceback" not in err
+
+    db = sqlite3.connect(store)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    done = db.execute("SELECT COUNT(*) FROM commits WHERE kind = 'evaluation'").fetchone()[0]
+    assert done == 3
+    db.close()
+
+    again = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "BLOCK"},
+    )
+    assert again.returncode == 0, again.stderr
+    assert "resuming bench: 3 of 6 trials done" in again.stderr
+    assert "completed 6" in again.stdout
+
+
+BLOCKING = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    import anyio
+    import corral
+    from corral import BenchmarkTaskMetadata as Meta, Final
+    from corral.testing import FakeEnvironment
+
+    class Agent:
+        async def act(self, session):
+            if session.task_id == "t2":
+                # t0 and t1 are finished; wait until the store has them (a Ctrl-C
+                # counts durable trials), then block.
+                db = sqlite3.connect(sys.argv[sys.argv.index("--store") + 1])
+                query = "SELECT COUNT(*) FROM commits WHERE kind = 'evaluation'"
+                while db.execute(query).fetchone()[0] < 2:
+                    await anyio.sleep(0.01)
+                db.close()
+                print("blocked", file=sys.stderr, flush=True)
+                if "{HOW}" == "loop":
+                    time.sleep(3600)  # blocks the event loop itself
+                else:
+                    await anyio.to_thread.run_sync(time.sleep, 3600)  # a worker thread
+            return Final(session.task_id)
+
+    benchmark = corral.Benchmark(
+        tasks={f"t{i}": Meta("a", "e") for i in range(4)},
+        agents={"a": Agent()},
+        environments={"e": FakeEnvironment()},
+        run_defaults={"max_parallel": 1},
+    )
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["loop", "thread"])
+def test_a_second_ctrl_c_exits_at_once_while_user_code_blocks(tmp_path: Path, how: str) -> None:
+    bench, store = tmp_path / "bench.py", tmp_path / "store.db"
+    bench.write_text(BLOCKING.replace("{HOW}", how))
+    command = [sys.executable, "-m", "corral", "run", str(bench), "--store", str(store)]
+    child = subprocess.Popen(command + ["--no-progress"], stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None
+    lines = Lines(child.stderr)
+    try:
+        lines.until("blocked")  # t0 and t1 are done; t2 blocks
+        child.send_signal(signal.SIGINT)
+        # Trials count once observers heard they are durable: with the event loop
+        # blocked right after t1's commits landed, that may not have happened yet.
+        stopping = lines.until("stopping")
+        assert re.fullmatch(
+            r"stopping: ([0-2]) of 4 trials done; Ctrl-C again to exit at once", stopping
+        ), stopping
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=30) == 130
+        rest = lines.rest()
+    finally:
+        child.kill()
+    assert re.match(r"interrupted at once \([0-2] of 4 trials done\)", rest), rest
+    assert len(rest.strip().splitlines()) == 1 and "Traceback" not in rest
+
+    db = sqlite3.connect(store)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    done = db.execute("SELECT COUNT(*) FROM commits WHERE kind = 'evaluation'").fetchone()[0]
+    kinds = db.execute("SELECT kind, COUNT(*) FROM commits GROUP BY kind").fetchall()
+    assert done == 2, kinds
+    db.close()

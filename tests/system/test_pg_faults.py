@@ -1,0 +1,111 @@
+"""PostgresStore under faults: a writer's session ended mid-batch, a COMMIT whose outcome
+was lost, a lasting outage. Nothing acknowledged is lost, nothing lands twice, and a
+retry never turns into a false conflict."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+
+from corral import PostgresStore, StoreError
+from corral.store._pg_writer import PgWriter
+
+from ..contract.test_store import K, trial
+from ..support import pg
+from ..support.pg import backend_pids, leaves, terminate, wait_for_server
+
+pytestmark = pytest.mark.anyio
+pg_dsn = pg.pg_dsn
+
+
+async def test_a_commit_whose_outcome_was_lost_is_not_written_twice(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = PgWriter._transaction
+    drops = [1]
+
+    def committed_then_dropped(
+        self: PgWriter, conn: psycopg.Connection[Any], benchmarks: Collection[str], rows: Any
+    ) -> None:
+        real(self, conn, benchmarks, rows)  # the server committed...
+        if drops:
+            drops.pop()
+            conn.close()  # ...and the connection died before the client heard it
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(PgWriter, "_transaction", committed_then_dropped)
+    store = PostgresStore(pg_dsn)
+    async with store.opened():
+        await store.append(K, trial()[:3])  # no CommitConflictError from the retry
+        await store.append(K, trial()[3:])
+        assert await store.history(K) == trial()
+    assert not drops
+
+
+async def test_the_writer_terminated_during_a_batch(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn)
+    async with store.opened(), store.claim("bench"):
+        await store.append(K, trial()[:1])
+        with psycopg.connect(pg_dsn) as blocker:
+            # Holds the claim row, so the writer's next batch waits inside its transaction.
+            blocker.execute("SELECT * FROM corral.claims FOR UPDATE")
+            pending = [store.enqueue(K._replace(trial=t), trial()) for t in range(1, 4)]
+            pending.append(store.enqueue(K, trial()[1:]))
+            [writer] = backend_pids(pg_dsn, "corral writer")
+            # In a thread: the event loop must stay free to hand the batch over.
+            await anyio.to_thread.run_sync(
+                wait_for_server,
+                pg_dsn,
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                (writer,),
+            )
+            terminate(pg_dsn, "corral writer")
+            blocker.rollback()
+        for p in pending:
+            await p.wait()  # ridden through: reconnected, checked, written once
+        for t in range(4):
+            assert await store.history(K._replace(trial=t)) == trial()
+    # Closed on the way out: the server ends the session once it reads the closed socket.
+    wait_for_server(
+        pg_dsn,
+        "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+        "AND datname = current_database())",
+        ("corral writer",),
+    )
+
+
+async def test_a_lasting_outage_is_a_store_error_and_keeps_what_was_acknowledged(
+    pg_dsn: str,
+) -> None:
+    database = pg_dsn.rsplit("/", 1)[1]
+    admin = pg_dsn.rsplit("/", 1)[0] + "/postgres"
+    store = PostgresStore(pg_dsn, retry_for=0.5)
+    try:
+        with pytest.raises((StoreError, ExceptionGroup)) as caught:
+            async with store.opened():
+                await store.append(K, trial()[:2])
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+                terminate_all(admin, database)
+                await store.append(K, trial()[2:])
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+    assert all(
+        isinstance(e, StoreError) and "stayed unreachable" in str(e) for e in leaves(caught.value)
+    )
+    again = PostgresStore(pg_dsn)
+    async with again.opened():
+        assert await again.history(K) == trial()[:2]
+
+
+def terminate_all(admin: str, database: str) -> None:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = %s",
+            (database,),
+        )

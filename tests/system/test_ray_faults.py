@@ -1,0 +1,312 @@
+"""The Ray executor under failure: a host killed mid-run, a
+zombie host fenced off; and dependencies with reflective trials across hosts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import corral
+from corral import BenchmarkTaskMetadata, Commit, TrialKey
+
+from ..support import pg
+from ..support.ray_support import (
+    BoardAgent,
+    BoardEnvironment,
+    Boards,
+    call,
+    comparable,
+    family,
+    tasks,
+)
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.usefixtures("ray_cluster"),
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+]
+
+
+@pytest.fixture
+def sqlite(tmp_path: Path) -> str:
+    return str(tmp_path / "store.db")
+
+
+@pytest.fixture
+def postgres() -> Iterator[str]:
+    yield from pg.fresh_database()
+
+
+def runner(b: Any, store: Any, task_set: dict[str, BenchmarkTaskMetadata]) -> corral.CorralRunner:
+    env = BoardEnvironment(b, gauged=False)
+    return corral.CorralRunner(
+        task_set, {"agent": BoardAgent(b)}, {"env0": env, "env1": env}, store=store
+    )
+
+
+RUN = {"trials_per_task": 2, "max_parallel": 4, "max_parallel_per_task": 1}
+
+
+async def reference(
+    boards: Boards, tmp_path: Path, task_set: dict[str, BenchmarkTaskMetadata]
+) -> Any:
+    return await runner(boards.get(1), tmp_path / "reference.db", task_set).run("bench", **RUN)
+
+
+@pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
+async def test_a_host_killed_mid_run_changes_nothing_in_the_report(
+    how: str, sqlite: str, postgres: str, tmp_path: Path, boards: Boards
+) -> None:
+    import ray
+
+    store = postgres if how == "ray.kill" else sqlite
+    gated = boards.get(gate_open=False)
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await runner(gated, store, tasks(6)).run(
+            "bench", **RUN, executor=corral.RayExecutor(hosts=2)
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        # Four tool calls wait at the gate, two on each host: kill the host of one.
+        where = await call(gated.wait_steps.remote(4))
+        pid, actor = next(iter(where.values()))
+        if how == "ray.kill":
+            ray.kill(actor)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+    steps = (await call(gated.report.remote()))["steps"]
+    assert len(steps) == 12
+    # The dead host's steps ran again on another host (same keys), none more than that.
+    assert max(steps.values()) == 2
+
+
+class Announced:
+    """An observer: how often it heard of each commit, and the run's spend at its end."""
+
+    def __init__(self) -> None:
+        self.heard: Counter[tuple[str, int, int]] = Counter()
+        self.spent: float | None = None
+
+    def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        self.heard[(key.task_id, key.trial, commit.seq)] += 1
+
+    def on_run_end(self, info: Any) -> None:
+        self.spent = info.spent()
+
+
+async def stored(path: str) -> set[tuple[str, int, int]]:
+    """Every commit of the benchmark ``bench`` of `tasks(6)`, as (task, trial, seq)."""
+    store = corral.SQLiteStore(path, read_only=True)
+    async with store.opened():
+        return {
+            (task_id, r, c.seq)
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+        }
+
+
+async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, boards: Boards) -> None:
+    """A run resumes the 4 trials an earlier one left half done, and both its hosts die
+    before their first answer: what they made durable is read back, so observers hear
+    of every commit of this run once (none of the earlier run's), and the run's spend
+    is what the store holds."""
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    seen = Announced()
+    costly = corral.CorralRunner(
+        tasks(6),
+        {"agent": BoardAgent(gated, cost=1.0)},
+        {"env0": env, "env1": env},
+        store=sqlite,
+    )
+    executor = corral.RayExecutor(hosts=2)
+    with anyio.CancelScope() as scope:  # the earlier run: 4 setups and actions recorded
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: costly.run("bench", **RUN, executor=executor))
+            await call(gated.wait_steps.remote(4))
+            scope.cancel()
+    earlier = await stored(sqlite)
+    gated = boards.get(gate_open=False)  # the same board afresh: where this run's steps run
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await costly.run(
+            "bench", **RUN, run_cost_limit=100.0, executor=executor, observers=[seen]
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        where = await call(gated.wait_steps.remote(4))
+        for pid in {pid for pid, _ in where.values()}:
+            os.kill(pid, signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None and report.counts["completed"] == 12
+    assert seen.heard == Counter((await stored(sqlite)) - earlier)
+    assert seen.spent == report.usage.cost == 12.0
+
+
+async def test_the_scopes_outlive_the_host_that_made_them(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    import ray
+
+    gated = boards.get(limits={("scope", "api"): 1}, gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    scoped = corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
+    )
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await call(gated.wait_steps.remote(4))  # every agent has used the scope by now
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+        os.kill(await call(ray.get_actor(name).maker.remote()), signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+    seen = await call(gated.report.remote())
+    assert seen["violations"] == [] and seen["peaks"][("scope", "api")] == 1
+    assert not [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+
+
+async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    """The hub is infrastructure: its death is not the agents' failure. The run stops,
+    records no trial as an error, and a rerun resumes to the uninterrupted report."""
+    import ray
+
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    scoped = corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
+    )
+    failure: BaseException | None = None
+
+    async def run() -> None:
+        nonlocal failure
+        try:
+            await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+        except corral.CorralError as exc:
+            failure = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await call(gated.wait_steps.remote(4))  # each agent asks the hub again to answer
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+        ray.kill(ray.get_actor(name))
+        await call(gated.open.remote())
+    assert failure is not None and "scope" in str(failure) and "again" in str(failure)
+    assert "\x1b[" not in str(failure)
+    store = corral.SQLiteStore(sqlite, read_only=True)
+    async with store.opened():
+        terminals = [
+            c
+            for task_id in tasks(6)
+            for r in range(2)
+            for c in await store.history(TrialKey("bench", task_id, r))
+            if c.kind == "terminal"
+        ]
+    assert all(c.payload["status"] == "completed" for c in terminals)
+    report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+
+
+# A cancelled run, then resumed: tests/test_executor_contract.py (every executor).
+
+
+async def test_dependencies_and_reflective_trials_across_hosts(
+    postgres: str, tmp_path: Path, boards: Boards
+) -> None:
+    b = boards.get()
+    limits = {"trials_per_task": 3, "max_parallel": 4, "max_parallel_per_task": 1}
+    report = await runner(b, postgres, family()).run(
+        "family", **limits, executor=corral.RayExecutor(hosts=2)
+    )
+    expected = await runner(b, tmp_path / "reference.db", family()).run("family", **limits)
+    assert comparable(report) == comparable(expected)
+    assert report.counts["unreachable"] == 3
+    # Each trial of b saw a's output, and (reflective) its own previous trial's score.
+    outputs = [t.output for t in report.tasks["b"].trials]
+    assert [o["previous"] for o in outputs] == [None, 1.0, 2.0]
+    assert all("a" in o["inputs"] for o in outputs)
+
+
+async def test_a_zombie_host_cannot_write_once_the_claim_moved(postgres: str) -> None:
+    """A host writes under its coordinator's epoch; a new claim (the coordinator died, the
+    benchmark was run again) fences it off."""
+    coordinator, host, successor = (corral.PostgresStore(postgres) for _ in range(3))
+    key = TrialKey("z", "t", 0)
+    async with coordinator.opened(), host.opened(), coordinator.claim("z"):
+        epoch = coordinator.claim_epoch("z")
+        assert epoch is not None
+        async with host.joined("z", epoch):
+            await host.append(key, [Commit(0, "setup", {}, time.time())])
+    # The coordinator is gone; the benchmark is run again, and its old host lives on.
+    async with successor.opened(), successor.claim("z"):
+        with pytest.raises(BaseException) as caught:  # its append fails, and its store with it
+            async with host.opened(), host.joined("z", epoch):
+                await host.append(key, [Commit(1, "terminal", {}, time.time())])
+        assert all("claimed by another runner" in str(e) for e in pg.leaves(caught.value))
+        assert [c.seq for c in await successor.history(key)] == [0]
+
+
+class StallingAgent:
+    """Task ``stall`` never decides (it honours cancellation); the others answer at once."""
+
+    async def act(self, session: corral.AgentSession) -> Any:
+        if session.task_id == "stall":
+            await anyio.sleep_forever()
+        return corral.Final(session.task_id)
+
+
+class ScoringEnvironment:
+    async def setup(self, session: corral.AgentSession) -> None:
+        return None
+
+    async def execute(self, action: corral.Action, session: corral.AgentSession) -> Any:
+        raise AssertionError("no tool is called")
+
+    async def evaluate(self, trial: corral.TrialRecord) -> corral.Evaluation:
+        return corral.Evaluation(score=1.0, passed=trial.output is not None)
+
+
+async def test_trial_timeout_holds_on_hosts(sqlite: str) -> None:
+    task_set = {
+        name: BenchmarkTaskMetadata(agent_id="a", environment_id="e") for name in ("stall", "ok")
+    }
+    runner = corral.CorralRunner(
+        task_set,
+        {"a": StallingAgent()},
+        {"e": ScoringEnvironment()},
+        store=sqlite,
+        trial_timeout=1.0,
+    )
+    report = await runner.run(
+        "timeouts", trials_per_task=2, max_parallel=4, executor=corral.RayExecutor(hosts=2)
+    )
+    assert [str(t.status) for t in report.tasks["stall"].trials] == ["timeout", "timeout"]
+    assert [str(t.status) for t in report.tasks["ok"].trials] == ["completed", "completed"]
+    assert all(t.evaluation is not None for t in report.tasks["stall"].trials)  # evaluated

@@ -1,0 +1,288 @@
+"""`corral.models.Anthropic` over real HTTP on 127.0.0.1 against `FakeAnthropicServer`:
+the request it sends, the reply it reads (text, thinking, tool use, cache usage
+and cost), errors by status, and a `ToolAgent` trial end to end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import corral
+from corral import BenchmarkTaskMetadata as Meta
+from corral.agents import ToolAgent
+from corral.models import Anthropic
+from corral.testing import ChatReply, FakeAnthropicServer
+
+from ..support.tool_bench import Ledger, balance_of
+
+pytestmark = pytest.mark.anyio
+
+HELLO = [{"role": "user", "content": "hello"}]
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "The ledger id of an account.",
+        "parameters": {"type": "object", "properties": {"account": {"type": "integer"}}},
+    },
+}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as fake:
+        yield fake
+
+
+def client(server: FakeAnthropicServer, **kwargs: Any) -> Anthropic:
+    return Anthropic("claude-test", base_url=server.url, **{"api_key": "sk-ant-test", **kwargs})
+
+
+async def test_the_request_speaks_the_messages_api(server: FakeAnthropicServer) -> None:
+    server.enqueue(ChatReply.text("hi"))
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "look up 7"},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [
+                {"id": "call_a", "function": {"name": "lookup", "arguments": '{"account": 7}'}},
+                {"id": "call_b", "function": {"name": "lookup", "arguments": "not json"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_a", "content": "L7"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "error: bad arguments"},
+    ]
+    response = await client(server).complete(
+        messages, tools=[TOOL], temperature=0.5, seed=3, model="claude-other"
+    )
+    assert response.content == "hi"
+    (body,) = server.requests
+    assert body["model"] == "claude-other" and body["max_tokens"] == 4096
+    assert body["system"] == "Be brief." and body["temperature"] == 0.5
+    assert "seed" not in body  # the Messages API has none
+    assert body["tools"] == [
+        {
+            "name": "lookup",
+            "description": "The ledger id of an account.",
+            "input_schema": TOOL["function"]["parameters"],
+        }
+    ]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "look up 7"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "call_a", "name": "lookup", "input": {"account": 7}},
+                {
+                    "type": "tool_use",
+                    "id": "call_b",
+                    "name": "lookup",
+                    "input": {"arguments": "not json"},
+                },
+            ],
+        },
+        {  # both results in one user turn
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_a", "content": "L7"},
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "error: bad arguments"},
+            ],
+        },
+    ]
+    headers = server.headers[0]
+    assert headers["x-api-key"] == "sk-ant-test" and headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in headers
+
+
+async def test_thinking_tool_use_and_cache_usage_with_cost(server: FakeAnthropicServer) -> None:
+    server.enqueue(
+        ChatReply(
+            content="Two lookups.",
+            tool_calls=(("lookup", {"account": 1}), ("lookup", {"account": 2})),
+            reasoning="Both accounts are needed.",
+            usage=(100, 20),
+            cache=(1000, 200),
+        )
+    )
+    prices = {"input": 3.0, "output": 15.0}
+    response = await client(server, prices=prices).complete(HELLO, tools=[TOOL])
+    assert response.content == "Two lookups."
+    assert response.reasoning == "Both accounts are needed."
+    assert [(c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
+        ("lookup", {"account": 1}),
+        ("lookup", {"account": 2}),
+    ]
+    assert response.finish_reason == "tool_use"
+    assert response.cache_read_tokens == 1000 and response.cache_write_tokens == 200
+    assert response.usage.input_tokens == 100 + 1000 + 200 and response.usage.output_tokens == 20
+    # A cache read costs 0.1 and a write 1.25 times an input token unless priced.
+    expected = (100 * 3.0 + 1000 * 0.3 + 200 * 3.75 + 20 * 15.0) / 1e6
+    assert response.usage.cost == pytest.approx(expected)
+    priced = {**prices, "cache_read": 1.0, "cache_write": 2.0}
+    server.enqueue(ChatReply(content="x", usage=(10, 1), cache=(100, 100)))
+    response = await client(server, prices=priced).complete(HELLO)
+    assert response.usage.cost == pytest.approx((10 * 3 + 100 * 1 + 100 * 2 + 15) / 1e6)
+
+
+async def test_the_reply_goes_back_as_it_came_thinking_signed(
+    server: FakeAnthropicServer,
+) -> None:
+    server.enqueue(ChatReply.tools(("lookup", {"account": 1}), reasoning="think"))
+    server.enqueue(ChatReply.text("done"))
+    model = client(server)
+    first = await model.complete(HELLO, tools=[TOOL])
+    call = first.tool_calls[0]
+    answer = {"role": "tool", "tool_call_id": call.id, "content": "L1"}
+    second = await model.complete([*HELLO, dict(first.message), answer])
+    assert second.content == "done"
+    assistant = server.requests[1]["messages"][1]
+    assert assistant["content"][0] == {
+        "type": "thinking",
+        "thinking": "think",
+        "signature": "fake-signature-1",
+    }
+
+
+async def test_environment_supplies_key_and_base_url(
+    server: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
+    server.enqueue(ChatReply.text("a"))
+    model = Anthropic("m", version="2024-01-01", beta=["feature-a", "feature-b"])
+    assert (await model.complete(HELLO)).content == "a"
+    headers = server.headers[0]
+    assert headers["x-api-key"] == "from-env" and headers["anthropic-version"] == "2024-01-01"
+    assert headers["anthropic-beta"] == "feature-a,feature-b"
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")
+    assert Anthropic("m").url == "https://api.anthropic.com/v1/messages"
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "wait"),
+    [
+        (ChatReply.rate_limited(7), corral.RateLimited, 7.0),
+        (ChatReply.failure(529, "Overloaded"), corral.ModelUnavailable, None),
+        (ChatReply.failure(529, "Overloaded", headers={"retry-after": "3"}), corral.RateLimited, 3),
+        (ChatReply.failure(500, "Internal"), corral.ModelUnavailable, None),
+        (ChatReply.failure(401, "invalid x-api-key"), corral.ModelError, None),
+        (ChatReply.failure(400, "prompt is too long"), corral.ModelError, None),
+    ],
+    ids=["429", "529", "529-retry-after", "500", "401", "400"],
+)
+async def test_errors_by_status(
+    server: FakeAnthropicServer, reply: ChatReply, error: type[Exception], wait: float | None
+) -> None:
+    server.enqueue(reply)
+    with pytest.raises(error) as caught:
+        await client(server).complete(HELLO)
+    assert f"HTTP {reply.status} from {server.url}/v1/messages: {reply.error}" in str(caught.value)
+    if isinstance(caught.value, corral.RateLimited):
+        assert caught.value.retry_after == wait
+    else:
+        assert getattr(caught.value, "status_code", None) == reply.status
+
+
+async def test_the_fake_refuses_what_the_api_refuses(server: FakeAnthropicServer) -> None:
+    model = client(server)
+    call = {"id": "call_a", "function": {"name": "lookup", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call]}
+    unanswered = [*HELLO, asked, {"role": "user", "content": "and?"}]
+    with pytest.raises(corral.ModelError, match="tool_use ids without tool_result"):
+        await model.complete(unanswered)
+    no_bound = Anthropic("m", base_url=server.url, extra_body={"max_tokens": None})
+    with pytest.raises(corral.ModelError, match="max_tokens"):
+        await no_bound.complete(HELLO)
+    async with httpx.AsyncClient() as raw:
+        for content in (b"[1, 2]", b"{"):
+            answer = await raw.post(server.url + "/v1/messages", content=content)
+            assert answer.status_code == 400
+            assert answer.json()["error"]["type"] == "invalid_request_error"
+        missing = await raw.post(server.url + "/v1/messages", json={"messages": []})
+        assert "anthropic-version" in missing.json()["error"]["message"]
+    assert server.calls == 0  # refused before any reply was scripted
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"model": ""}, "model"),
+        ({"base_url": "ftp://x"}, "base_url"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"prices": {"cached": 1}}, "prices"),
+        ({"prices": {"cache_read": -1}}, "cache_read"),
+        ({"extra_body": {"system": "x"}}, "system"),
+        ({"version": ""}, "version"),
+        ({"beta": "one"}, "beta"),
+        ({"timeout": 0}, "timeout"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, Any], named: str) -> None:
+    settings = {"model": "m", "base_url": "http://127.0.0.1:9", **kwargs}
+    with pytest.raises(corral.ConfigError, match=named):
+        Anthropic(**settings)
+
+
+def test_a_message_the_api_cannot_take_is_refused() -> None:
+    model = Anthropic("m", base_url="http://127.0.0.1:9", api_key="")
+    with pytest.raises(corral.ConfigError, match="role 'function'"):
+        model.request_body([{"role": "function", "content": "x"}])
+    cached = {"type": "text", "text": "cached", "cache_control": {}}
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA"}}
+    body = model.request_body(
+        [{"role": "system", "content": [cached]}, {"role": "user", "content": [image]}]
+    )
+    assert body["system"] == [{"type": "text", "text": "cached", "cache_control": {}}]
+    assert body["messages"][0]["content"] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}}
+    ]
+
+
+def ledger_in_messages(body: dict[str, Any]) -> ChatReply:
+    """`tool_bench.ledger_model` on Messages API requests: both lookups of a two-account
+    task at once (parallel tool use), then each balance, then the sum."""
+    last = body["messages"][-1]["content"]
+    results = [b for b in last if b["type"] == "tool_result"]
+    if not results:
+        inputs = json.loads(last[0]["text"].split("Inputs:\n", 1)[1])
+        calls = [("lookup", {"account": a}) for a in inputs["accounts"]]
+        return ChatReply.tools(*calls, reasoning="Two accounts: look both up.", usage=(50, 10))
+    values = [json.loads(r["content"]) for r in results]
+    if all(isinstance(v, dict) for v in values):
+        return ChatReply.tools(*[("balance", {"ledger": v["ledger"]}) for v in values])
+    return ChatReply.text(str(sum(values)), usage=(100, 3), reasoning="Add them.")
+
+
+async def test_a_tool_agent_trial_end_to_end(server: FakeAnthropicServer) -> None:
+    server._script = ledger_in_messages
+    model = client(server, prices={"input": 3.0, "output": 15.0})
+    agent = ToolAgent(model, "Answer with the total balance.", parse_final=int)
+    tasks = {
+        "pair": Meta(
+            "teller", "ledger", model="claude-test", inputs={"prompt": "Sum", "accounts": [3, 4]}
+        )
+    }
+
+    class Summed(Ledger):
+        async def evaluate(self, trial: corral.TrialRecord) -> corral.Evaluation:
+            passed = trial.output == balance_of(3) + balance_of(4)
+            return corral.Evaluation(float(passed), passed)
+
+    runner = corral.CorralRunner(
+        tasks, {"teller": agent}, {"ledger": Summed()}, store=corral.MemoryStore()
+    )
+    report = await runner.run("anthropic")
+    record = report.tasks["pair"].trials[0]
+    assert str(record.status) == "completed" and record.passed, record.error
+    assert server.calls == 3
+    assert all(r["system"] == "Answer with the total balance." for r in server.requests)
+    assert {t["name"] for t in server.requests[0]["tools"]} == {"lookup", "balance"}
+    assert record.usage.input_tokens > 0 and record.usage.cost > 0
+    assert model.connections is None  # the run's pool is closed

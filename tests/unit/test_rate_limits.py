@@ -1,0 +1,185 @@
+"""Adaptive limits: a rate-limited trial gives its slots back, waits, and continues from its head.
+
+Virtual time (trio's MockClock) makes the waits instant and exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+import trio
+from trio.testing import MockClock
+
+import corral
+from corral import (
+    Action,
+    BenchmarkTaskMetadata,
+    CorralRunner,
+    Final,
+    MemoryStore,
+    RateLimited,
+    RetryPolicy,
+)
+from corral import BenchmarkTaskMetadata as Meta
+from corral.runtime._ratelimit import as_rate_limit
+from corral.testing import ConcurrencyGauge, FakeEnvironment, ScriptedAgent
+
+
+@pytest.fixture
+def anyio_backend() -> Any:
+    return ("trio", {"clock": MockClock(autojump_threshold=0)})
+
+
+class Watch:
+    def __init__(self) -> None:
+        self.info: corral.RunInfo | None = None
+        self.effective: list[int] = []
+
+    def on_run_start(self, info: corral.RunInfo) -> None:
+        self.info = info
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        assert self.info is not None
+        self.effective.append(self.info.statistics().effective_by_model.get("slow", -1))
+
+
+@pytest.mark.anyio
+async def test_rate_limited_trial_continues_from_its_head_without_a_failed_attempt() -> None:
+    asked: list[tuple[str, int, int]] = []
+    limited: set[str] = set()
+
+    def decide(session: corral.AgentSession) -> Any:
+        asked.append((session.task_id, session.trial, session.iteration))
+        if session.iteration == 1 and session.task_id not in limited:
+            limited.add(session.task_id)
+            raise corral.RateLimited("429 from provider", retry_after=30)
+        if session.iteration == 0:
+            return Action("step", {})
+        return Final(len(session.steps))
+
+    env = FakeEnvironment()
+    tasks = {f"t{i}": Meta("a", "e", model="slow") for i in range(6)}
+    watch = Watch()
+    runner = corral.CorralRunner(
+        tasks, {"a": ScriptedAgent(decide)}, {"e": env}, store=corral.MemoryStore(), max_retries=0
+    )
+    start = trio.current_time()
+    report = await runner.run(
+        "b", max_parallel=4, max_parallel_by_model={"slow": 4}, observers=[watch]
+    )
+    elapsed = trio.current_time() - start
+    assert report.counts["completed"] == 6
+    for task in report.tasks.values():
+        trial = task.trials[0]
+        assert trial.attempts == 1 and trial.error is None and trial.output == 1
+    assert len(env.executions) == 6  # the action before the rate limit was not re-executed
+    assert sorted(asked).count(("t0", 0, 0)) == 1
+    assert elapsed >= 30
+    assert min(x for x in watch.effective if x > 0) < 4  # shrank...
+    assert watch.effective[-1] <= 4  # ...never above the configured limit
+
+
+@pytest.mark.anyio
+async def test_waiting_trials_hold_no_slot_so_other_models_run() -> None:
+    gauge = ConcurrencyGauge({"all": 2})
+    first = {"busy": True}
+
+    async def decide(session: corral.AgentSession) -> Final:
+        if session.model == "limited" and first["busy"]:
+            raise corral.RateLimited(retry_after=1000)
+        with gauge.hold("all", session.model):
+            await anyio.sleep(1)
+        return Final(session.model)
+
+    tasks = {f"l{i}": Meta("a", "e", model="limited") for i in range(2)}
+    tasks.update({f"f{i}": Meta("a", "e", model="free") for i in range(6)})
+    runner = corral.CorralRunner(
+        tasks,
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=corral.MemoryStore(),
+        max_rate_limit_wait=1000,  # the default cap is 600 s
+    )
+
+    async def lift() -> None:
+        await anyio.sleep(500)
+        first["busy"] = False
+
+    start = trio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lift)
+        report = await runner.run("b", max_parallel=2)
+    gauge.assert_ok()
+    assert report.counts["completed"] == 8
+    # The six free-model trials ran (2 at a time, 1 s each) while the limited ones waited.
+    assert gauge.peak("free") == 2
+    assert trio.current_time() - start == pytest.approx(1001, abs=1)
+
+
+class HTTPStatusError(Exception):
+    """Shaped like httpx.HTTPStatusError."""
+
+    def __init__(self, status: int, headers: dict[str, str]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.response = type("Response", (), {"status_code": status, "headers": headers})()
+
+
+def test_http_429s_are_recognised() -> None:
+    limited = as_rate_limit(HTTPStatusError(429, {"retry-after": "7"}))
+    assert limited is not None and limited.retry_after == 7
+    assert as_rate_limit(HTTPStatusError(500, {})) is None
+    assert as_rate_limit(ValueError("nope")) is None
+    sdk = type("RateLimitError", (Exception,), {"__module__": "openai._exceptions"})
+    assert as_rate_limit(sdk("slow down")) is not None
+
+
+@pytest.mark.anyio
+async def test_rate_limited_scorer_waits_without_failing() -> None:
+    calls = {"n": 0}
+
+    def score(trial: corral.TrialRecord) -> corral.Evaluation:
+        calls["n"] += 1
+        if calls["n"] <= 3:
+            raise corral.RateLimited(retry_after=5)
+        return corral.Evaluation(1.0, True)
+
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment(evaluate=score)},
+        store=corral.MemoryStore(),
+        max_retries=0,
+    )
+    start = trio.current_time()
+    report = await runner.run("b")
+    assert report.tasks["t"].trials[0].evaluation == corral.Evaluation(1.0, True)
+    assert trio.current_time() - start == pytest.approx(15)
+
+
+@pytest.mark.anyio
+async def test_scratch_survives_a_rate_limit() -> None:
+    limited: list[int] = []
+
+    def decide(session: corral.AgentSession) -> Action | Final:
+        if session.iteration == 0:
+            session.scratch["plan"] = "from turn 0"
+            return Action("go", {})
+        if not limited:
+            limited.append(1)
+            raise RateLimited(retry_after=0)
+        return Final(session.scratch.get("plan"))
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=MemoryStore(),
+        retry_policy=RetryPolicy(max_retries=0),
+    )
+    with anyio.fail_after(5):
+        report = await runner.run("b")
+    trial = report.tasks["t"].trials[0]
+    assert trial.attempts == 1
+    assert trial.output == "from turn 0"

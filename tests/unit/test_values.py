@@ -1,0 +1,253 @@
+"""The values a run records are JSON Corral can read back: lone surrogates, deep or
+cyclic values are refused where they are made, failing only their trial; the text
+Corral records itself keeps a lone surrogate as its escape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import corral
+from corral import Action, BenchmarkTaskMetadata, ConfigError, Evaluation, Final, ToolEffect
+from corral import NotSerializableError as Unrecordable
+from corral._json import MAX_DEPTH, check_json, dumps, loads, recordable_text
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+M = BenchmarkTaskMetadata
+LONE = "\ud800"
+
+
+def nested(depth: int, leaf: Any = 1) -> Any:
+    """``depth`` levels of containers, lists and dicts alternating, around ``leaf``."""
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+# -- lone surrogates -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        (LONE, "v is '\\ud800'"),
+        ({"a": ["ok", f"x{LONE}y"]}, "v['a'][1] is 'x\\ud800y'"),
+        ({f"k{LONE}": 1}, "v has key 'k\\ud800'"),
+        ({"a": {LONE: None}}, "v['a'] has key '\\ud800'"),
+        (("é", "\udfff"), "v[1] is '\\udfff'"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_naming_where(value: Any, named: str) -> None:
+    with pytest.raises(Unrecordable, match="surrogate") as info:
+        check_json(value, "v")
+    assert named in str(info.value)
+
+
+def test_a_long_bad_string_is_shown_truncated() -> None:
+    with pytest.raises(Unrecordable) as info:
+        check_json("x" * 10_000 + LONE, "v")
+    assert len(str(info.value)) < 300
+
+
+def test_valid_unicode_and_str_subclasses_pass_unchanged() -> None:
+    class Name(str):
+        pass
+
+    value = {"é": ["日本語", "👩\u200d💻", "\U0001f600", Name("n")], "ascii": "plain"}
+    assert check_json(value, "v") == value
+    assert loads(dumps(check_json(value, "v"))) == value
+
+
+def test_text_corral_records_itself_keeps_a_lone_surrogate_as_its_escape() -> None:
+    assert recordable_text("plain") == "plain" and recordable_text("é😀") == "é😀"
+    assert recordable_text(f"bad {LONE}!") == "bad \\ud800!"
+    check_json(recordable_text(f"bad {LONE}!"), "v")
+
+
+def history_is_json(store: Path) -> None:
+    """Every payload stored reads back as JSON (what a resume does)."""
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            for column in columns:
+                for (cell,) in db.execute(f"SELECT {column} FROM {table}"):
+                    if isinstance(cell, str) and cell[:1] in "{[":
+                        json.loads(cell)
+
+
+def placed(where: str, bad: Any) -> tuple[ScriptedAgent, FakeEnvironment]:
+    """An agent and environment that put ``bad`` at ``where`` in task 'bad' only."""
+
+    def value(task_id: str) -> Any:
+        return bad if task_id == "bad" else "fine"
+
+    def decide(session: corral.AgentSession) -> Any:
+        if session.iteration == 0:
+            return Action("tool", {"x": value(session.task_id) if where == "arguments" else 1})
+        return Final(value(session.task_id) if where == "output" else "done")
+
+    def effect(action: Action, session: corral.AgentSession) -> ToolEffect:
+        if where == "observation":
+            return ToolEffect(value(session.task_id))
+        if where == "state":
+            return ToolEffect("o", state={"s": value(session.task_id)})
+        return ToolEffect("o")
+
+    def score(trial: corral.TrialRecord) -> Evaluation:
+        details = {"why": value(trial.task_id)} if where == "details" else None
+        return Evaluation(1.0, True, details)
+
+    return ScriptedAgent(decide), FakeEnvironment(effect=effect, evaluate=score)
+
+
+WHERE = ["arguments", "observation", "state", "output", "details"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", WHERE)
+async def test_a_recorded_lone_surrogate_fails_only_its_trial_and_resumes(
+    tmp_path: Path, where: str
+) -> None:
+    agent, env = placed(where, f"bad {LONE}")
+    tasks = {t: M("a", "e") for t in ("ok1", "bad", "ok2")}
+    store = tmp_path / "store.db"
+    run = corral.CorralRunner(tasks, {"a": agent}, {"e": env}, store=store, max_retries=0)
+    report = await run.run("b")
+    statuses = {t: task.trials[0].status for t, task in report.tasks.items()}
+    if where == "details":  # the trial ran; only its evaluation failed
+        assert report.tasks["bad"].trials[0].evaluation is None
+    else:
+        assert statuses["bad"] == corral.TrialStatus.ERROR
+        error = report.tasks["bad"].trials[0].error
+        assert error is not None and "NotSerializableError" in error and "surrogate" in error
+    assert statuses["ok1"] == statuses["ok2"] == corral.TrialStatus.COMPLETED
+    history_is_json(store)
+    again = await corral.CorralRunner(
+        tasks, {"a": agent}, {"e": env}, store=store, max_retries=0
+    ).run("b")
+    assert {t: task.trials[0].status for t, task in again.tasks.items()} == statuses
+
+
+def test_a_lone_surrogate_in_task_inputs_is_a_config_error_naming_the_task() -> None:
+    tasks = {"t": M("a", "e", inputs={"p": ["x", LONE]})}
+    with pytest.raises(ConfigError, match=r"task 't' inputs\['p'\]\[1\].*surrogate"):
+        corral.CorralRunner(tasks, {"a": ScriptedAgent()}, {"e": FakeEnvironment()})
+
+
+def line(task_id: str = "t", **fields: Any) -> dict[str, Any]:
+    return {"id": task_id, "agent_id": "a", "environment_id": "e", **fields}
+
+
+def write(path: Path, *rows: dict[str, Any] | str) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_a_lone_surrogate_in_a_task_line_is_a_config_error_naming_file_line_and_task(
+    tmp_path: Path,
+) -> None:
+    # json.dumps writes the lone surrogate as the escape \ud800, which json.loads accepts.
+    path = write(tmp_path / "t.jsonl", line("ok"), line("t", inputs={"p": LONE}))
+    with pytest.raises(ConfigError, match="surrogate") as info:
+        corral.TaskSource.jsonl(path)
+    assert f"{path}:2" in str(info.value) and "task 't'" in str(info.value)
+
+
+def test_a_lone_surrogate_in_a_spooled_task_names_the_task(tmp_path: Path) -> None:
+    items = [("ok", M("a", "e")), ("t", M("a", "e", inputs={"p": LONE}))]
+    with pytest.raises(ConfigError, match=r"task source item 2 \(task 't'\)\['inputs'\]"):
+        corral.TaskSource.from_iterable(items, spool_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the spool file went with the error
+
+
+# -- depth and cycles --------------------------------------------------------------
+
+
+def test_a_value_at_the_depth_limit_round_trips_and_one_past_it_is_refused() -> None:
+    at_limit = nested(MAX_DEPTH)
+    assert loads(dumps(check_json(at_limit, "v"))) == at_limit
+    # Inside a commit payload, inside whatever the store wraps it in, it still reads back.
+    assert loads(dumps(nested(10, check_json(at_limit, "v")))) == nested(MAX_DEPTH + 10)
+    for past in (nested(MAX_DEPTH + 1), nested(100_000)):
+        with pytest.raises(Unrecordable, match=f"more than {MAX_DEPTH} levels"):
+            check_json(past, "v")
+
+
+def test_a_value_that_contains_itself_is_refused() -> None:
+    loop: list[Any] = [1]
+    loop.append(loop)
+    mapping: dict[str, Any] = {"a": {}}
+    mapping["a"]["b"] = mapping
+    for value, named in ((loop, "v contains itself at v[1]"), (mapping, "v['a']['b']")):
+        with pytest.raises(Unrecordable, match="contains itself") as info:
+            check_json(value, "v")
+        assert named in str(info.value)
+
+
+def test_deep_task_inputs_are_config_errors(tmp_path: Path) -> None:
+    deep = {"t": M("a", "e", inputs={"p": nested(10_000)})}
+    with pytest.raises(ConfigError, match="task 't' inputs"):
+        corral.CorralRunner(deep, {"a": ScriptedAgent()}, {"e": FakeEnvironment()})
+    for depth in (MAX_DEPTH + 1, 100_000):
+        text = '{"id": "t", "agent_id": "a", "environment_id": "e", "inputs": '
+        text += "[" * depth + "]" * depth + "}"
+        path = write(tmp_path / "deep.jsonl", line("ok"), text)
+        with pytest.raises(ConfigError) as info:
+            corral.TaskSource.jsonl(path)
+        assert f"{path}:2" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_a_deep_observation_fails_the_attempt_and_one_at_the_limit_resumes(
+    tmp_path: Path,
+) -> None:
+    def effect(action: Action, session: corral.AgentSession) -> ToolEffect:
+        depth = 5_000 if session.task_id == "deep" else MAX_DEPTH
+        return ToolEffect(nested(depth))
+
+    def decide(session: corral.AgentSession) -> Any:
+        if session.iteration == 0:
+            return Action("tool")
+        return Final(session.steps[-1].effect.observation)
+
+    tasks = {"deep": M("a", "e"), "limit": M("a", "e")}
+    store = tmp_path / "store.db"
+
+    def make() -> corral.CorralRunner:
+        env = FakeEnvironment(effect=effect)
+        return corral.CorralRunner(tasks, {"a": ScriptedAgent(decide)}, {"e": env}, store=store)
+
+    first = await make().run("b")
+    [deep] = first.tasks["deep"].trials
+    assert deep.status == corral.TrialStatus.ERROR and deep.error is not None
+    assert "NotSerializableError" in deep.error and "levels" in deep.error
+    [limit] = first.tasks["limit"].trials
+    assert limit.status == corral.TrialStatus.COMPLETED and limit.output == nested(MAX_DEPTH)
+    again = await make().run("b")
+    assert again.tasks["limit"].trials[0].output == nested(MAX_DEPTH)
+
+
+@pytest.mark.anyio
+async def test_an_error_message_with_a_lone_surrogate_is_recorded_escaped(tmp_path: Path) -> None:
+    def decide(session: Any) -> Final:
+        raise ValueError("bad \ud800 input")
+
+    run = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=tmp_path / "store.db",
+        max_retries=0,
+    )
+    for _ in range(2):  # and the store reads back on resume
+        report = await run.run("b")
+        [trial] = report.tasks["t"].trials
+        assert trial.error == "ValueError: bad \\ud800 input"
+        assert trial.traceback is not None and "\\ud800" in trial.traceback
