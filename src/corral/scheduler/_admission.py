@@ -173,7 +173,8 @@ class Admission:
         self._held_unseen: set[int] = set()
         self._waited: dict[int, None] = {}
         self._waits = 0
-        #: Set by `stop`: no new trial is admitted (``fail_on_error`` was exceeded).
+        #: Set by `stop`: no new trial is admitted (a stop rule held: ``fail_on_error``
+        #: exceeded, or ``run_cost_limit`` reached).
         self.stopped = False
 
         for t in range(tasks):

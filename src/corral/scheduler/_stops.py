@@ -25,7 +25,8 @@ class StopRules:
     ) -> None:
         self._stop_admission = stop
         #: Trial errors and failed evaluations this run may have before it stops
-        #: admitting trials (``fail_on_error``); None: never stop.
+        #: admitting trials (``fail_on_error``; ``run_cost_limit`` is the other stop rule);
+        #: None: never stop.
         self.error_budget = error_budget
         self.errors = 0
         #: Cost recorded by every run of this benchmark; at ``run_cost_limit``, admission stops.
