@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,36 +15,95 @@ from .memory import MemoryStore
 from .postgres import PostgresStore, masked_uri
 from .sqlite import SQLiteStore
 
-#: What an address may be, for messages.
-KNOWN = "a file path, sqlite:///PATH, postgresql://[USER@]HOST/DATABASE or memory:"
-
 # Anything that looks like a URI is one: "mysql://..." must never become a folder.
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """One entry of the registry: a backend, the URI schemes that name it, the keyword
+    options it takes (beyond ``read_only`` and ``create``) and how an address opens it."""
+
+    name: str
+    schemes: tuple[str, ...]
+    options: frozenset[str]
+    #: How messages show its addresses.
+    shown: str
+    #: ``open(address, read_only, create, options)``, the address with its scheme in
+    #: lower case.
+    open: Callable[[str, bool, bool, dict[str, Any]], CommitStore]
+
+
+def _open_memory(text: str, read_only: bool, create: bool, options: dict[str, Any]) -> CommitStore:
+    return MemoryStore()
+
+
+def _open_postgres(
+    text: str, read_only: bool, create: bool, options: dict[str, Any]
+) -> CommitStore:
+    return PostgresStore(text, read_only=read_only, create=create, **options)
+
+
+def _open_sqlite(text: str, read_only: bool, create: bool, options: dict[str, Any]) -> CommitStore:
+    if text.startswith("sqlite://"):
+        # No parameters: a "?mode=ro" must not silently become part of a file name.
+        if not text.startswith("sqlite:///") or "?" in text or "#" in text:
+            raise ConfigError(
+                f"an SQLite address is sqlite:///PATH (three slashes, no parameters), not {text!r}"
+            )
+        text = text.removeprefix("sqlite:///")
+    path = Path(text)
+    if (read_only or not create) and not path.is_file():
+        why = "not a file" if path.exists() else "no such file"
+        raise ConfigError(f"no store at {str(path)!r} ({why})")
+    return SQLiteStore(path, read_only=read_only, **options)
+
+
+#: The registry: a new backend is its module in ``store/`` plus one entry here (and one
+#: parameter of the store contract suite). A path with no scheme is SQLite; ``memory:``
+#: (or ``:memory:``) is the memory store.
+BACKENDS: tuple[Backend, ...] = (
+    Backend(
+        "sqlite",
+        ("sqlite",),
+        frozenset({"synchronous"}),
+        "a file path, sqlite:///PATH",
+        _open_sqlite,
+    ),
+    Backend(
+        "postgresql",
+        ("postgresql", "postgres"),
+        frozenset({"synchronous_commit", "retry_for", "readers"}),
+        "postgresql://[USER@]HOST/DATABASE",
+        _open_postgres,
+    ),
+    Backend("memory", (), frozenset(), "memory:", _open_memory),
+)
+_BY_NAME = {b.name: b for b in BACKENDS}
+_BY_SCHEME = {scheme: b for b in BACKENDS for scheme in b.schemes}
 _MEMORY = ("memory:", ":memory:")
 
-#: The keyword options each backend takes (beyond read_only and create).
-_OPTIONS = {
-    "sqlite": {"synchronous"},
-    "postgresql": {"synchronous_commit", "retry_for", "readers"},
-    "memory": set(),
-}
+#: What an address may be, for messages.
+KNOWN = " or ".join((", ".join(b.shown for b in BACKENDS[:-1]), BACKENDS[-1].shown))
 
 
 def scheme_of(address: str | os.PathLike[str]) -> str:
-    """The backend an address names: ``"sqlite"``, ``"postgresql"`` or ``"memory"``;
+    """The backend an address names (``"sqlite"``, ``"postgresql"``, ``"memory"``, ...);
     a `ConfigError` listing the known ones for any other scheme."""
+    return _backend(address).name
+
+
+def _backend(address: str | os.PathLike[str]) -> Backend:
     text = os.fspath(address)
     if text.lower() in _MEMORY:
-        return "memory"
+        return _BY_NAME["memory"]
     match = _URI.match(text)
     if match is None:
-        return "sqlite"  # a path
-    scheme = match.group(1).lower()  # schemes are case-insensitive (RFC 3986)
-    if scheme in ("postgresql", "postgres"):
-        return "postgresql"
-    if scheme == "sqlite":
-        return "sqlite"
-    raise ConfigError(f"unknown store address {text!r}: a store is {KNOWN}")
+        return _BY_NAME["sqlite"]  # a path
+    found = _BY_SCHEME.get(match.group(1).lower())  # schemes are case-insensitive (RFC 3986)
+    if found is None:
+        raise ConfigError(f"unknown store address {text!r}: a store is {KNOWN}")
+    return found
 
 
 def shown_address(address: str | os.PathLike[str]) -> str:
@@ -71,27 +132,12 @@ def open_store(
     """
     if not isinstance(address, str | os.PathLike):
         raise ConfigError(f"a store address is a path or a URI, not {address!r}")
-    kind = scheme_of(address)
-    if unknown := sorted(set(options) - _OPTIONS[kind]):
+    backend = _backend(address)
+    if unknown := sorted(set(options) - backend.options):
         raise ConfigError(
-            f"{', '.join(unknown)} is not an option of a {kind} store "
-            f"(it takes: {', '.join(sorted(_OPTIONS[kind])) or 'none'})"
+            f"{', '.join(unknown)} is not an option of a {backend.name} store "
+            f"(it takes: {', '.join(sorted(backend.options)) or 'none'})"
         )
-    # libpq, and the prefixes below, know schemes in lower case only.
+    # libpq, and the prefixes above, know schemes in lower case only.
     text = _URI.sub(lambda m: m.group(0).lower(), os.fspath(address), count=1)
-    if kind == "memory":
-        return MemoryStore()
-    if kind == "postgresql":
-        return PostgresStore(text, read_only=read_only, create=create, **options)
-    if text.startswith("sqlite://"):
-        # No parameters: a "?mode=ro" must not silently become part of a file name.
-        if not text.startswith("sqlite:///") or "?" in text or "#" in text:
-            raise ConfigError(
-                f"an SQLite address is sqlite:///PATH (three slashes, no parameters), not {text!r}"
-            )
-        text = text.removeprefix("sqlite:///")
-    path = Path(text)
-    if (read_only or not create) and not path.is_file():
-        why = "not a file" if path.exists() else "no such file"
-        raise ConfigError(f"no store at {str(path)!r} ({why})")
-    return SQLiteStore(path, read_only=read_only, **options)
+    return backend.open(text, read_only, create, options)
