@@ -153,14 +153,22 @@ def test_the_tests_are_the_target_and_the_agent_never_sees_them() -> None:
     assert not hasattr(environment, "problems")  # the tasks hold them, not the environment
 
 
+def corral_run(url: str, models: str, task_ids: Sequence[str], trials: int, store: Path) -> Any:
+    """``corral run corral.benchmarks.humaneval`` by module name; its JSON report."""
+    args = ["run", "corral.benchmarks.humaneval", "--base-url", url, "--model", models]
+    for task in task_ids:
+        args += ["--task", task]
+    args += ["--trials", str(trials), "-k", "1", "--store", str(store / "store.db")]
+    result = CliRunner().invoke(
+        main, [*args, "--progress", "none", "--json"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
 def test_corral_run_runs_it_by_module_name(server_factory: Any, tmp_path: Path) -> None:
     url = server_factory(answering(lambda task, n: n == 0))
-    args = ["run", "corral.benchmarks.humaneval", "--base-url", url, "--model", "fake"]
-    args += ["--task", "HumanEval/0", "--task", "HumanEval/1", "--trials", "2", "-k", "1"]
-    args += ["--store", str(tmp_path / "store.db"), "--progress", "none", "--json"]
-    result = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = corral_run(url, "fake", ["HumanEval/0", "HumanEval/1"], 2, tmp_path)
     assert report["benchmark_id"] == "humaneval"
     assert sorted(report["tasks"]) == ["HumanEval/0@fake", "HumanEval/1@fake"]
     assert report["pass_at_k"]["1"] == 0.5
@@ -171,12 +179,7 @@ def test_several_models_score_each_task_with_its_own_tests(
 ) -> None:
     """Each model's copy of a task (``HumanEval/0@a``) is scored with that task's tests."""
     url = server_factory(answering(lambda task, n: True))
-    args = ["run", "corral.benchmarks.humaneval", "--base-url", url, "--model", "a,b"]
-    args += ["--task", "HumanEval/0", "--task", "HumanEval/2", "--trials", "1", "-k", "1"]
-    args += ["--store", str(tmp_path / "store.db"), "--progress", "none", "--json"]
-    result = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = corral_run(url, "a,b", ["HumanEval/0", "HumanEval/2"], 1, tmp_path)
     assert sorted(report["tasks"]) == [f"HumanEval/{n}@{m}" for n in (0, 2) for m in "ab"]
     assert report["pass_at_k"]["1"] == 1.0
-    assert report["counts"] == {"completed": 4}
+    assert report["counts"]["completed"] == 4
