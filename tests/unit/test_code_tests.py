@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from corral import ConfigError, TrialRecord, TrialStatus
+from corral.scorers import combine, scorer
 from corral.scorers._code_tests import code_tests, extract_code
 
 pytestmark = [
@@ -23,8 +24,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def trial(output: object) -> TrialRecord:
-    return TrialRecord("add", 0, TrialStatus.COMPLETED, output=output)
+def trial(output: object, target: object = None) -> TrialRecord:
+    return TrialRecord("add", 0, TrialStatus.COMPLETED, output=output, target=target, task="add")
 
 
 def test_extract_code_takes_the_first_fenced_block() -> None:
@@ -37,7 +38,7 @@ def test_extract_code_takes_the_first_fenced_block() -> None:
 async def test_a_right_program_passes_and_a_wrong_one_says_why() -> None:
     scorer = code_tests(TESTS)
     right = await scorer(trial("```python\ndef add(a, b):\n    return a + b\n```"))
-    assert (right.passed, right.score) == (True, 1.0)
+    assert (right.passed, right.score, right.scores) == (True, 1.0, {"tests": 1.0})
     wrong = await scorer(trial("def add(a, b):\n    return a - b\n"))
     assert (wrong.passed, wrong.score, wrong.details["reason"]) == (False, 0.0, "tests_failed")
     assert wrong.details["message"] == "the tests failed: AssertionError"
@@ -64,8 +65,36 @@ async def test_program_tests_command_and_files_are_the_callers() -> None:
     assert (await scorer(trial(None))).passed
 
 
+async def test_the_tests_are_the_target_by_default() -> None:
+    scorer = code_tests()
+    right = await scorer(trial("def add(a, b):\n    return a + b\n", target=TESTS))
+    assert right.passed
+    wrong = await scorer(trial("def add(a, b):\n    return a * b\n", target=TESTS))
+    assert (wrong.passed, wrong.details["reason"]) == (False, "tests_failed")
+
+
+async def test_it_joins_a_combination_under_its_name() -> None:
+    short = scorer(lambda t: len(str(t.output)) < 40, name="short")
+    both = combine(code_tests(), short)
+    assert both.name == "tests"
+    right = await both(trial("def add(a, b):\n    return a + b\n", target=TESTS))
+    assert (right.passed, right.scores) == (True, {"tests": 1.0, "short": 1.0})
+    wrong = await both(trial("def add(a, b):\n    return a - b  # " + "x" * 40, target=TESTS))
+    assert (wrong.passed, wrong.scores) == (False, {"tests": 0.0, "short": 0.0})
+    assert wrong.details["tests"]["reason"] == "tests_failed"
+    renamed = combine(code_tests(name="unit"), code_tests(lambda t: "assert add(0, 0) == 0\n"))
+    assert (await renamed(trial("def add(a, b):\n    return a - b\n", target=TESTS))).scores == {
+        "unit": 0.0,
+        "tests": 1.0,
+    }
+
+
 async def test_without_tests_or_a_target_it_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="no tests"):
+    with pytest.raises(ConfigError, match="no tests.* task 'add' .*target is None"):
         await code_tests()(trial("x = 1"))
+    with pytest.raises(ConfigError, match="target is 3"):
+        await code_tests()(trial("x = 1", target=3))
+    with pytest.raises(ConfigError, match="scorer name"):
+        code_tests(name="")
     with pytest.raises(ConfigError, match="file_name"):
         code_tests(TESTS, file_name="a/b.py")

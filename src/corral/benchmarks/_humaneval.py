@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -64,36 +63,28 @@ def completion(problem: Problem, answer: object) -> str:
     return f"{problem.prompt}{extract_code(answer)}"
 
 
+def program(trial: TrialRecord) -> str:
+    """The program a trial's reply makes, as `completion` makes it: the prompt (its
+    task's ``metadata["prompt"]``) continued by the reply's code."""
+    prompt = trial.metadata.get("prompt")
+    if not isinstance(prompt, str):
+        raise ConfigError(
+            f"task {trial.task or trial.task_id!r} has no HumanEval prompt in its metadata "
+            f"(its metadata has only {sorted(trial.metadata)})"
+        )
+    return prompt + extract_code(trial.output)
+
+
 class HumanEvalEnvironment:
     """No tools: the agent answers once, and `evaluate` runs the prompt, the answer
-    and the problem's tests in `corral.sandbox` (`corral.scorers.code_tests`)."""
+    and the problem's tests (the task's target) in `corral.sandbox`
+    (`corral.scorers.code_tests`)."""
 
     name = "humaneval"
     tools: tuple[Any, ...] = ()
 
-    def __init__(
-        self,
-        problems: Mapping[str, Problem],
-        *,
-        timeout: float = 10.0,
-        isolation: Isolation = "bubblewrap",
-    ) -> None:
-        # The problems are held here, by task id, since a trial's record carries no
-        # target or metadata yet.
-        self.problems = dict(problems)
-        self.scorer = code_tests(
-            lambda trial: self.problem(trial).check,
-            program=lambda trial: completion(self.problem(trial), trial.output),
-            timeout=timeout,
-            isolation=isolation,
-        )
-
-    def problem(self, trial: TrialRecord) -> Problem:
-        """The trial's problem (a several-models run names its tasks ``task@model``)."""
-        found = self.problems.get(trial.task_id)
-        if found is None:
-            found = self.problems[trial.task_id.split("@", 1)[0]]
-        return found
+    def __init__(self, *, timeout: float = 10.0, isolation: Isolation = "bubblewrap") -> None:
+        self.scorer = code_tests(program=program, timeout=timeout, isolation=isolation)
 
     async def setup(self, session: AgentSession) -> Any:
         return None

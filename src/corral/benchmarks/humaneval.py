@@ -81,15 +81,16 @@ def benchmark(
             environment_id="humaneval",
             max_iterations=1,
             inputs={"prompt": problem.prompt},
+            # For the scorer alone: the tests, and what the program is made of.
+            target=problem.check,
+            metadata={"prompt": problem.prompt, "entry_point": problem.entry_point},
         )
         for task_id, problem in problems.items()
     }
     return Benchmark(
         tasks=tasks,
         agents={"completion": agent},
-        environments={
-            "humaneval": HumanEvalEnvironment(problems, timeout=timeout, isolation=isolation)
-        },
+        environments={"humaneval": HumanEvalEnvironment(timeout=timeout, isolation=isolation)},
         run_defaults={
             "trials_per_task": 10,
             "k_values": (1, 10),

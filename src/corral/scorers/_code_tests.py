@@ -10,6 +10,7 @@ from typing import Any
 from .._errors import ConfigError
 from .._sandbox import MIB, Isolation, sandbox
 from .._types import Evaluation, TrialRecord
+from ._base import Scorer
 
 #: What a failed evaluation's ``details["stderr"]`` keeps of the error output (its end).
 STDERR_TAIL = 2000
@@ -29,11 +30,13 @@ def extract_code(text: object) -> str:
 Part = str | Callable[[TrialRecord], str]
 
 
-class CodeTests:
-    """The scorer `code_tests` returns: ``await scorer(trial)`` is an `Evaluation`."""
+class CodeTests(Scorer):
+    """The scorer `code_tests` returns: ``await scorer(trial)`` is an `Evaluation`,
+    its score under ``scores[name]`` too (so it goes in `combine` like the others)."""
 
     def __init__(
         self,
+        name: str,
         tests: Part | None,
         program: Callable[[TrialRecord], str] | None,
         command: Sequence[str] | None,
@@ -41,9 +44,10 @@ class CodeTests:
         files: Mapping[str, str | bytes],
         limits: Mapping[str, Any],
     ) -> None:
-        for name, value in (("tests", tests), ("program", program)):
+        super().__init__(name)
+        for part, value in (("tests", tests), ("program", program)):
             if value is not None and not isinstance(value, str) and not callable(value):
-                raise ConfigError(f"{name} must be text or a function of the trial, not {value!r}")
+                raise ConfigError(f"{part} must be text or a function of the trial, not {value!r}")
         if not isinstance(file_name, str) or not file_name or "/" in file_name:
             raise ConfigError(f"file_name must be a plain file name, not {file_name!r}")
         self.tests = tests
@@ -54,7 +58,7 @@ class CodeTests:
         self.limits = dict(limits)
 
     def __repr__(self) -> str:
-        return f"code_tests(command={list(self.command)!r})"
+        return f"code_tests(name={self.name!r}, command={list(self.command)!r})"
 
     def source(self, trial: TrialRecord) -> str:
         """The file that runs: the program, then its tests."""
@@ -63,25 +67,25 @@ class CodeTests:
 
     def _tests(self, trial: TrialRecord) -> str:
         tests: Any = self.tests
-        if tests is None:  # the sample's target, once the scorer sees one
-            tests = getattr(trial, "target", None)
-            if not isinstance(tests, str):
+        if tests is None:  # the task's target
+            if not isinstance(trial.target, str):
                 raise ConfigError(
-                    "code_tests() was given no tests and the trial has no target holding them"
+                    f"code_tests() was given no tests and task {trial.task or trial.task_id!r} "
+                    f"has no target holding them (its target is {trial.target!r}, not text)"
                 )
-            return tests
+            return trial.target
         return tests if isinstance(tests, str) else str(tests(trial))
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         files = {**self.files, self.file_name: self.source(trial)}
         result = await sandbox(self.command, files=files, **self.limits)
         if result.success and result.reason is None:
-            return Evaluation(1.0, True, {"returncode": 0})
+            return self.verdict(1.0, True, {"returncode": 0})
         reason = result.reason or "tests_failed"
         stderr = result.stderr[-STDERR_TAIL:]
         last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         message = result.describe if result.reason else f"the tests failed: {last or 'no output'}"
-        return Evaluation(
+        return self.verdict(
             0.0,
             False,
             {
@@ -106,6 +110,7 @@ def code_tests(
     processes: int | None = 64,
     max_output: int = 64 * 1024,
     isolation: Isolation = "bubblewrap",
+    name: str = "tests",
 ) -> CodeTests:
     """A scorer that runs the trial's program with its tests in `corral.sandbox`.
 
@@ -116,10 +121,12 @@ def code_tests(
     ``files``. It passes (score 1.0) when the command exits 0 within its
     limits; otherwise ``details`` holds the ``reason`` (``tests_failed``, or the
     sandbox's: ``timeout``, ``memory``, ``processes``, ...), a ``message``, the
-    exit status and the end of the error output. Use it as an environment's
-    ``evaluate`` (``return await self.scorer(trial)``) or call it from one.
+    exit status and the end of the error output. Its score is under
+    ``scores[name]`` too. Use it as an environment's ``evaluate`` (``return await
+    self.scorer(trial)``), call it from one, or put it in `combine`.
     """
     return CodeTests(
+        name,
         tests,
         program,
         command,
