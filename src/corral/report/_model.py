@@ -75,7 +75,9 @@ class BenchmarkReport:
     """What a run produced. ``pass_at_k`` and ``pass_hat_k`` are means over every task
     in the run; ``scores`` gives them again with their 95% confidence intervals, and
     ``scores_by_model`` per model (both computed on first use: a bootstrap, about
-    0.04 s each whatever the number of tasks).
+    0.04 s each whatever the number of tasks). ``named_scores`` (and
+    ``named_scores_by_model``) give the mean of each named score of the evaluations
+    with the same interval, also on first use.
 
     ``started_at`` and ``finished_at`` span the recorded work: the first commit of a
     finished trial and the last terminal or evaluation commit, over every run of this
