@@ -221,7 +221,10 @@ def _values(
 
 
 def _known_scores(report_a: BenchmarkReport, report_b: BenchmarkReport) -> str:
-    known = sorted({name for r in (report_a, report_b) for name in r.named_scores})
+    # From the tasks, not ``report.named_scores``: no bootstrap to name them.
+    known = sorted(
+        {name for r in (report_a, report_b) for t in r.tasks.values() for name in t.named_scores}
+    )
     return f" (their named scores: {', '.join(map(repr, known)) or 'none'})"
 
 
