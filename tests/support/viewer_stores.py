@@ -101,7 +101,9 @@ async def _models_run(path: Path, benchmark_id: str, strict: bool) -> None:
     def score(trial: TrialRecord) -> Evaluation:
         large = trial.model == "large"
         passed = trial.trial < (3 if large else 1 if strict else 2)
-        return Evaluation(float(passed), passed)
+        # A named score, from which the last trial abstains.
+        quality = {"quality": 0.8 if large else 0.4} if trial.trial < 3 else {}
+        return Evaluation(float(passed), passed, {}, quality)
 
     env = FakeEnvironment("env", state={"written": []}, effect=_effect, evaluate=score)
     tasks = {
@@ -119,7 +121,8 @@ async def _models_run(path: Path, benchmark_id: str, strict: bool) -> None:
 
 def models_run(path: Path, benchmark_id: str = "models") -> None:
     """A several-models run: three tasks each on ``small`` (trials 0-1 pass) and ``large``
-    (trials 0-2 pass)."""
+    (trials 0-2 pass), with a named score ``quality`` (0.4 on small, 0.8 on large; trial 3
+    abstains)."""
     anyio.run(_models_run, path, benchmark_id, False)
 
 

@@ -289,11 +289,19 @@ def test_models_side_by_side_and_compared(url: str, watched: Watched) -> None:
     first = page.locator("#models tbody tr").first.locator("td").all_inner_texts()
     assert first[0] == "job-0" and first[1].startswith("3 / 4") and first[2].startswith("2 / 4")
     assert "pass@1 0.750" in page.locator("#models tr.means").inner_text()
+    # A row per named score in the scores table: overall, then each model.
+    named = page.locator("#scores tr.named-score")
+    expect(named).to_have_count(3)
+    assert named.first.locator("td").all_inner_texts()[:2] == ["all tasks", "quality"]
+    assert named.first.locator("td").nth(2).inner_text().startswith("0.600 [")
     watched.shot("7-models")
     assert "B − A on pass@1: 0.250" in _compare(page, "#compare-models", ma="small", mb="large")
     means = page.locator("#means tbody tr").first.locator("td").all_inner_texts()
     assert means[:4] == ["pass@1", "3", "0.500 [0.500, 0.500]", "0.750 [0.750, 0.750]"]
     assert page.locator("#chart-compare circle").count() == 6  # k = 1, 2, 4: A and B
+    # The named score, paired beside pass@k.
+    assert "B − A on score:quality: 0.400" in page.locator("p.paired").last.inner_text()
+    assert "score:quality" in page.locator("#means tbody tr").last.inner_text()
     watched.shot("8-compare-models")
     watched.assert_clean()
 

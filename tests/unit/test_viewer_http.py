@@ -173,6 +173,17 @@ def test_compare_two_models_of_one_run_with_each_side_s_means(client: httpx.Clie
     assert (first["a"]["value"], first["b"]["value"]) == (0.5, 0.75)  # each side's mean
     assert first["difference"]["value"] == pytest.approx(0.25)
     assert {t["outcome"] for t in c["tasks"]} == {"improved"}
+    # Each named score both sides have, paired the same way.
+    [quality] = c["named"]
+    assert (quality["metric"], quality["shared"]) == ("score:quality", 3)
+    assert quality["difference"]["value"] == pytest.approx(0.4)
+    # The benchmark page gives each named score overall and per model.
+    named = api(client, "benchmark", id="models", wait="1")["named_scores"]
+    assert list(named) == ["quality"]
+    assert (named["quality"]["value"], named["quality"]["tasks"]) == (pytest.approx(0.6), 6)
+    assert named["quality"]["by_model"]["small"]["value"] == pytest.approx(0.4)
+    assert api(client, "benchmark", id="base", wait="1")["named_scores"] == {}
+    assert api(client, "compare", a="base", b="better")["named"] == []
     response = client.get("/api/compare", params={"a": "models", "b": "models", "ma": "small"})
     assert response.status_code == 400 and "mb" in response.json()["error"]
     response = client.get(

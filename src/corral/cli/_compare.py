@@ -44,10 +44,12 @@ LISTED = 10
 @click.option("-k", "--k", "k", type=int, default=1, show_default=True, help="The k of the metric.")
 @click.option(
     "--metric",
-    type=click.Choice([m.name for m in METRICS]),
     default=METRICS[0].name,
     show_default=True,
-    help=" or ".join(f"{m.name} ({m.description})" for m in METRICS) + ".",
+    metavar="METRIC",
+    help=", ".join(f"{m.name} ({m.description})" for m in METRICS)
+    + " or score:NAME (the named score NAME of the evaluations: each task's mean over "
+    "its trials that have it).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_command(
@@ -61,7 +63,8 @@ def compare_command(
     metric: str,
     as_json: bool,
 ) -> None:
-    """Compare pass@k (or pass^k) of BENCHMARK_B against BENCHMARK_A on the tasks both ran.
+    """Compare pass@k (pass^k, a named score) of BENCHMARK_B against BENCHMARK_A on the
+    tasks both ran.
 
     Prints each side's mean over the shared tasks, the difference B - A with its
     95% paired-bootstrap interval, and the tasks B improved, regressed or tied
@@ -142,7 +145,7 @@ def render_comparison(c: Comparison) -> RenderableType:
         ("tied", c.tied),
         ("only in A", c.only_a),
         ("only in B", c.only_b),
-        (f"< {c.k} trials", c.incomplete),
+        (f"< {c.k} trials" if c.score is None else "without it", c.incomplete),
     ):
         if tasks or label in ("improved", "regressed", "tied"):
             grid.add_row(label, Text(_listed(tasks)))

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from .._costs import format_cost
 from .._run_meta import shown_provenance
-from ..report import BenchmarkReport, ErrorGroup, Estimate, Scores, TaskReport
+from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
 from ..report._metrics import Metric
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
@@ -92,6 +92,34 @@ def scores_table(report: BenchmarkReport) -> Table | None:
             metric.label(k),
             *(estimate(s.estimates.get(metric.name, {}).get(k)) for _, s in columns),
         )
+    return table
+
+
+def named_scores_table(report: BenchmarkReport) -> Table | None:
+    """Each named score's mean over the tasks that have it with its 95% interval, one
+    row per score: over every task, then each model of a run over several models
+    (None without named scores)."""
+    overall = report.named_scores
+    if not overall:
+        return None
+    columns: list[tuple[str, dict[str, NamedScore]]] = [("all", overall)]
+    by_model = report.named_scores_by_model
+    if len(by_model) > 1:
+        columns += list(by_model.items())
+    table = Table(
+        title="named scores: means over the tasks that have them with 95% intervals "
+        "(bootstrap over tasks) · tasks",
+        title_justify="left",
+    )
+    table.add_column("")
+    for name, _ in columns:
+        table.add_column(Text(name), justify="right", no_wrap=True)
+    for name in overall:
+        cells = []
+        for _, scores in columns:
+            found = scores.get(name)
+            cells.append("-" if found is None else f"{estimate(found.estimate)} · {found.tasks:,}")
+        table.add_row(name, *cells)
     return table
 
 
@@ -304,9 +332,9 @@ def report_renderables(
 ) -> list[RenderableType]:
     table = models_table(report)
     out: list[RenderableType] = [table if table is not None else report_table(report)]
-    scores = scores_table(report)
-    if scores is not None:
-        out.append(scores)
+    for means in (scores_table(report), named_scores_table(report)):
+        if means is not None:
+            out.append(means)
     errors = errors_table(report)
     if errors is not None:
         out.append(errors)

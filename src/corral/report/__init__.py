@@ -4,6 +4,7 @@ from ._build import build_report, is_finished, records_from
 from ._compare import Comparison, compare
 from ._errors import ErrorGroup
 from ._model import BenchmarkReport, TaskReport
+from ._named import NamedScore, named_scores
 from ._passk import pass_at_k, pass_hat_k
 from ._scores import Estimate, Scores, task_scores
 
@@ -12,11 +13,13 @@ __all__ = [
     "Comparison",
     "ErrorGroup",
     "Estimate",
+    "NamedScore",
     "Scores",
     "TaskReport",
     "build_report",
     "compare",
     "is_finished",
+    "named_scores",
     "pass_at_k",
     "pass_hat_k",
     "records_from",

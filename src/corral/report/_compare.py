@@ -9,17 +9,11 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._suggest import did_you_mean
-from ._bootstrap import (
-    RESAMPLES,
-    SEED,
-    bootstrap_means,
-    grouped,
-    percentile_interval,
-    weighted_mean,
-)
+from ._bootstrap import RESAMPLES, SEED
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
 from ._model import BenchmarkReport, TaskReport
-from ._scores import Estimate, interval_info
+from ._named import SCORE_PREFIX, score_name, task_named_scores
+from ._scores import Estimate, interval_info, mean_interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +55,15 @@ class Comparison:
     seed: int = SEED
     #: The compared metric (pass^k when ``hat``, if not given).
     measure: Metric | None = None
+    #: The compared named score (``Evaluation.scores``), if one is compared: then
+    #: ``incomplete`` lists the shared tasks that lack it on a side, and k is unused.
+    score: str | None = None
 
     @property
     def metric(self) -> str:
-        """``"pass@1"``, ``"pass^4"``...: what is compared."""
+        """``"pass@1"``, ``"pass^4"``, ``"score:accuracy"``...: what is compared."""
+        if self.score is not None:
+            return SCORE_PREFIX + self.score
         measure = self.measure or (PASS_HAT_K if self.hat else PASS_AT_K)
         return measure.label(self.k)
 
@@ -109,7 +108,8 @@ def compare(
     metrics: Sequence[Metric] = METRICS,
 ) -> Comparison:
     """Compare pass@k (``metric="pass^k"``: pass^k; any metric of ``metrics`` by its
-    name) of ``report_b`` against ``report_a`` on the tasks they share.
+    name; ``metric="score:NAME"``: the named score NAME, each task's mean over its
+    trials that have it) of ``report_b`` against ``report_a`` on the tasks they share.
 
     ``model`` restricts both sides to that model's tasks; ``models=(m_a, m_b)``
     compares model m_a's tasks in a with model m_b's in b, so
@@ -134,8 +134,10 @@ def compare(
                 f"k = {k!r} is outside 1..{report.trials_per_task} "
                 f"(trials_per_task of {report.benchmark_id!r})"
             )
-    measure = metric_named(metric, metrics)
-    estimator = measure.estimator
+    score = score_name(metric)
+    measure = metric_named(metric, metrics) if score is None else None
+    if score == "":
+        raise ConfigError(f"metric {metric!r} names no score: give score:NAME")
     tasks_a = _keyed(report_a, model_a)
     tasks_b = _keyed(report_b, model_b)
     if model_a is None and model_b is None and tasks_a.keys().isdisjoint(tasks_b):
@@ -154,29 +156,28 @@ def compare(
         task_b = tasks_b.get(key)
         if task_b is None:
             continue
-        if len(task_a.trials) < k or len(task_b.trials) < k:
+        pair = _values(task_a, task_b, measure, score, k)
+        if pair is None:
             incomplete.append(key)
             continue
-        va = estimator(len(task_a.trials), task_a.passed, k)
-        vb = estimator(len(task_b.trials), task_b.passed, k)
+        va, vb = pair
         for counter, value in zip(values, (va, vb, vb - va), strict=True):
             counter[(value,)] += 1
         shared.append(key)
         (improved if vb > va else regressed if vb < va else tied).append(key)
     if not shared:
+        having = (
+            f"with at least {k} finished trial{'' if k == 1 else 's'}"
+            if score is None
+            else f"with the score {score!r} on both sides" + _known_scores(report_a, report_b)
+        )
         raise ConfigError(
             f"{_side(report_a, model_a)} and {_side(report_b, model_b)} share no task "
-            f"with at least {k} finished trial{'' if k == 1 else 's'}"
+            + having
             + (f" ({len(incomplete)} shared tasks have fewer)" if incomplete else "")
             + _models_hint(report_a, report_b)
         )
-    total = len(shared)
-    estimates = []
-    for counter in values:
-        counts, columns = grouped(counter)
-        dist = bootstrap_means(counts, columns, resamples=resamples, seed=seed)[0]
-        mean = weighted_mean(counts, columns[0])
-        estimates.append(Estimate(mean, *percentile_interval(dist, mean, total)))
+    estimates = [mean_interval(counter, resamples=resamples, seed=seed) for counter in values]
     return Comparison(
         benchmark_a=report_a.benchmark_id,
         benchmark_b=report_b.benchmark_id,
@@ -197,7 +198,34 @@ def compare(
         resamples=resamples,
         seed=seed,
         measure=measure,
+        score=score,
     )
+
+
+def _values(
+    task_a: TaskReport, task_b: TaskReport, measure: Metric | None, score: str | None, k: int
+) -> tuple[float, float] | None:
+    """The compared value of each side's task, or None when a side has none (fewer
+    than k finished trials; no trial with the named score)."""
+    if measure is not None:
+        if len(task_a.trials) < k or len(task_b.trials) < k:
+            return None
+        estimator = measure.estimator
+        return (
+            estimator(len(task_a.trials), task_a.passed, k),
+            estimator(len(task_b.trials), task_b.passed, k),
+        )
+    va = task_named_scores(task_a.trials).get(score or "")
+    vb = task_named_scores(task_b.trials).get(score or "")
+    return None if va is None or vb is None else (va, vb)
+
+
+def _known_scores(report_a: BenchmarkReport, report_b: BenchmarkReport) -> str:
+    # From the tasks, not ``report.named_scores``: no bootstrap to name them.
+    known = sorted(
+        {name for r in (report_a, report_b) for t in r.tasks.values() for name in t.named_scores}
+    )
+    return f" (their named scores: {', '.join(map(repr, known)) or 'none'})"
 
 
 def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:

@@ -9,6 +9,7 @@ from typing import IO, Any
 from .._types import TrialRecord, Usage
 from ._errors import ErrorGroup
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
+from ._named import NamedScore, named_scores, task_named_scores
 from ._scores import Scores, interval_info, task_scores
 
 
@@ -45,6 +46,12 @@ class TaskReport:
     def passed(self) -> int:
         return sum(1 for t in self.trials if t.passed)
 
+    @property
+    def named_scores(self) -> dict[str, float]:
+        """Each named score (``Evaluation.scores``): the mean over this task's trials
+        that have it (a scorer that abstained is left out), by name."""
+        return task_named_scores(self.trials)
+
     def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
         out: dict[str, Any] = {
             "task_id": self.task_id,
@@ -56,6 +63,9 @@ class TaskReport:
         for metric in metrics:
             out[metric.key] = _by_k(values.get(metric.name, {}))
         out["passed"] = self.passed
+        named = self.named_scores
+        if named:  # absent without named scores, as before there were any
+            out["named_scores"] = named
         out["trials"] = [t.to_dict() for t in self.trials]
         return out
 
@@ -65,7 +75,9 @@ class BenchmarkReport:
     """What a run produced. ``pass_at_k`` and ``pass_hat_k`` are means over every task
     in the run; ``scores`` gives them again with their 95% confidence intervals, and
     ``scores_by_model`` per model (both computed on first use: a bootstrap, about
-    0.04 s each whatever the number of tasks).
+    0.04 s each whatever the number of tasks). ``named_scores`` (and
+    ``named_scores_by_model``) give the mean of each named score of the evaluations
+    with the same interval, also on first use.
 
     ``started_at`` and ``finished_at`` span the recorded work: the first commit of a
     finished trial and the last terminal or evaluation commit, over every run of this
@@ -125,6 +137,9 @@ class BenchmarkReport:
     _intervals: dict[str | None, Scores] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _named: dict[str | None, dict[str, NamedScore]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         # One dict per figure: `means` and `means_by_model` hold the built-ins' fields.
@@ -157,6 +172,45 @@ class BenchmarkReport:
                 outcomes, self.k_values, metrics=self.metrics
             )
         return scores
+
+    @property
+    def named_scores(self) -> dict[str, NamedScore]:
+        """The mean over tasks of every named score (``Evaluation.scores``) with its 95%
+        interval, by name: a task's value is the mean over its trials that have the
+        score, the mean is over the tasks that have it (see `corral.report._named`).
+        Empty when no trial has a named score."""
+        return self._named_of(None)
+
+    @property
+    def named_scores_by_model(self) -> dict[str, dict[str, NamedScore]]:
+        """The same per model, for every model with a named score, in ``by_model``'s
+        order."""
+        models = dict.fromkeys(t.model for t in self.tasks.values() if t.model is not None)
+        found = {model: self._named_of(model) for model in models}
+        return {model: scores for model, scores in found.items() if scores}
+
+    def _named_of(self, model: str | None) -> dict[str, NamedScore]:
+        scores = self._named.get(model)
+        if scores is None:
+            trials = (t.trials for t in self.tasks.values() if model is None or t.model == model)
+            scores = self._named[model] = named_scores(trials)
+        return scores
+
+    def named_scores_dict(self) -> dict[str, Any]:
+        """``named_scores`` as JSON: by name, its mean, interval and tasks, and
+        ``by_model`` the same per model (an empty mapping without named scores)."""
+        by_model = self.named_scores_by_model
+        return {
+            name: score.to_dict()
+            | {
+                "by_model": {
+                    model: of_model[name].to_dict()
+                    for model, of_model in by_model.items()
+                    if name in of_model
+                }
+            }
+            for name, score in self.named_scores.items()
+        }
 
     @property
     def retries(self) -> dict[str, int]:
@@ -214,6 +268,7 @@ class BenchmarkReport:
         for metric in self.metrics:
             by_model = self.means_by_model.get(metric.name, {})
             out[metric.by_model_key] = {model: _by_k(ks) for model, ks in by_model.items()}
+        out["named_scores"] = self.named_scores_dict()
         out |= {
             "interval": interval_info(),
             "counts": dict(self.counts),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,17 @@ class Scores:
             values = self.estimates.get(metric.name, {})
             out[metric.key] = {str(k): e.to_dict() for k, e in values.items()}
         return out
+
+
+def mean_interval(
+    values: Mapping[tuple[float, ...], int], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> Estimate:
+    """The mean of ``{(value,): how many tasks have it}`` with its 95% bootstrap interval
+    over those tasks (at least one)."""
+    counts, columns = grouped(values)
+    dist = bootstrap_means(counts, columns, resamples=resamples, seed=seed)[0]
+    mean = weighted_mean(counts, columns[0])
+    return Estimate(mean, *percentile_interval(dist, mean, sum(counts)))
 
 
 def task_scores(

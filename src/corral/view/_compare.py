@@ -9,6 +9,7 @@ from typing import Any
 from .._errors import ConfigError
 from ..report import BenchmarkReport, TaskReport
 from ..report import compare as compare_reports
+from ..report._named import SCORE_PREFIX
 from ._assets import by_k
 from ._cache import Loaded
 
@@ -75,7 +76,8 @@ def compare(a: Loaded, b: Loaded, models: tuple[str, str] | None = None) -> dict
     """Two benchmarks side by side on the tasks they share (both must have loaded), or
     with ``models`` two models (a's, b's) of them, as `corral.compare` pairs them: a is
     the baseline, b the candidate. ``paired`` is `corral.compare` for each k both have
-    (each side's mean and the difference, with intervals); each task's outcome
+    (each side's mean and the difference, with intervals), ``named`` the same for each
+    named score both have; each task's outcome
     (improved, regressed, tied) is by the smallest."""
     ra, rb = a.report, b.report
     assert ra is not None and rb is not None
@@ -88,6 +90,16 @@ def compare(a: Loaded, b: Loaded, models: tuple[str, str] | None = None) -> dict
             paired.append(compare_reports(ra, rb, k=k, models=models).to_dict())
         except ConfigError:  # no shared task with k finished trials on both sides
             continue
+    # Each named score both sides have, paired the same way (k plays no part).
+    named = []
+    for score in ra.named_scores:
+        if score in rb.named_scores:
+            try:
+                named.append(
+                    compare_reports(ra, rb, metric=SCORE_PREFIX + score, models=models).to_dict()
+                )
+            except ConfigError:  # no shared task has the score on both sides
+                continue
     outcomes = {}
     if paired:
         for outcome in ("improved", "regressed", "tied"):
@@ -112,4 +124,5 @@ def compare(a: Loaded, b: Loaded, models: tuple[str, str] | None = None) -> dict
         "k_values": ks,
         "tasks": rows,
         "paired": paired,
+        "named": named,
     }

@@ -99,6 +99,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         # Bootstraps: once per load (the report keeps what it computed).
         scores=report.scores.to_dict(),
         scores_by_model={m: sc.to_dict() for m, sc in report.scores_by_model.items()},
+        named_scores=report.named_scores_dict(),
         by_model={m: by_k(v) for m, v in report.by_model.items()},
         counts=report.counts,
         usage={**report.usage.to_dict(), "cost_text": format_cost(report.usage.cost)},

@@ -3,7 +3,9 @@ and an API benchmark with tool actions, retries, errors, a budget, a failed scor
 reruns (reopen commits) and an unfinished resume; then what `list`, `report` and
 `show` printed for it, in expected/ (tests/test_v2_store.py compares them). The
 store was made by 636b00a; expected/ was printed by main at a12b91d (the last main
-before the history package; `make_v2_store.py DIR --expected`), whose output adds columns."""
+before the history package; `make_v2_store.py DIR --expected`), whose output adds columns;
+the JSON reports (report-*.txt) have since gained one line each, `"named_scores": {}`
+(no named scores: an empty mapping, every other key as it was)."""
 
 import os
 import shutil

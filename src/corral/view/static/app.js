@@ -343,7 +343,7 @@
     const counts = Object.entries(s.counts).filter(([, n]) => n).map(([k, n]) => k + " " + num(n)).join(" · ");
     lines.push(
       el("p", { class: "big", id: "passk" }, passAtK(s.pass_at_k)),
-      el("div", { class: "side" }, scoresTable(s.scores, s.scores_by_model, s.metrics), passKChart(s)),
+      el("div", { class: "side" }, scoresTable(s.scores, s.scores_by_model, s.metrics, s.named_scores || {}), passKChart(s)),
       el("p", { class: "note" }, "95% intervals: " + s.interval.method + " (" + num(s.interval.resamples) + " resamples, seed " + s.interval.seed + ")"),
       el("p", {}, "status: " + counts + (s.live ? " · live: refreshing" : "")),
       el("p", {}, "usage: " + num(s.usage.input_tokens) + " input tokens · " + num(s.usage.output_tokens) +
@@ -357,14 +357,21 @@
     return el("section", { id: "overview" }, lines);
   }
 
-  // Each metric (pass@k, pass^k...) with its 95% intervals, overall and per model.
-  function scoresTable(scores, byModel, metrics) {
+  // Each metric (pass@k, pass^k...) with its 95% intervals, overall and per model; then
+  // a row per named score (Evaluation.scores): its mean over the tasks that have it.
+  function scoresTable(scores, byModel, metrics, named) {
     const est = (e) => e ? num(e.value, 3) + " [" + num(e.low, 3) + ", " + num(e.high, 3) + "]" : "–";
     const rows = [];
     for (const [who, sc] of [["all tasks", scores]].concat(Object.entries(byModel))) {
       for (const k of Object.keys(sc[metrics[0].key])) {
         rows.push(el("tr", {}, el("td", {}, who), el("td", { class: "n" }, k),
           metrics.map((m) => el("td", {}, est((sc[m.key] || {})[k])))));
+      }
+    }
+    for (const [score, e] of Object.entries(named)) {
+      for (const [who, x] of [["all tasks", e]].concat(Object.entries(e.by_model))) {
+        rows.push(el("tr", { class: "named-score" }, el("td", {}, who), el("td", {}, score),
+          el("td", { colspan: metrics.length }, est(x) + " · " + num(x.tasks) + " tasks")));
       }
     }
     return table(["tasks", "k"].concat(metrics.map((m) => m.name + " [95% interval]")), rows, { id: "scores" });
@@ -631,7 +638,8 @@
     const rows = c.tasks.map((t) => el("tr", { class: "outcome-" + t.outcome },
       el("td", {}, t.task_id), side(c.a, t.a), side(c.b, t.b), el("td", {}, t.outcome)));
     const est = (e) => num(e.value, 3) + " [" + num(e.low, 3) + ", " + num(e.high, 3) + "]";
-    const means = c.paired.map((x) => el("tr", {}, el("td", {}, x.metric), el("td", { class: "n" }, num(x.shared)),
+    const named = c.named || [];
+    const means = c.paired.concat(named).map((x) => el("tr", {}, el("td", {}, x.metric), el("td", { class: "n" }, num(x.shared)),
       el("td", { class: "n" }, est(x.a)), el("td", { class: "n" }, est(x.b)), el("td", { class: "n" }, est(x.difference))));
     const points = (side) => c.paired.map((x) => ({ k: x.k, value: x[side].value, low: x[side].low, high: x[side].high }));
     const where = (id, model) => [el("a", { href: link("/benchmark", { id: id }) }, id), model ? " · model " + model : ""];
@@ -640,10 +648,11 @@
       el("p", {}, "A: ", where(c.a, c.model_a), " · B: ", where(c.b, c.model_b)),
       el("p", {}, c.shared + " shared tasks (" + c.only_a + " only in A, " + c.only_b + " only in B); each task's outcome by pass@" + (c.k_values[0] || "–")),
       c.paired.length ? c.paired.map(paired) : el("p", { class: "note" }, "no shared task has enough finished trials to compare"),
-      c.paired.length ? el("div", { class: "side" },
+      named.map(paired),
+      c.paired.length || named.length ? el("div", { class: "side" },
         table(["metric", "tasks", "A mean [95%]", "B mean [95%]", "B − A [95%]"], means, { id: "means" }),
-        Charts.byK("chart-compare", "pass@k by k: each side's mean over the shared tasks", [
-          { name: "A: " + name(c.a, c.model_a), points: points("a") }, { name: "B: " + name(c.b, c.model_b), points: points("b") }])) : null,
+        c.paired.length ? Charts.byK("chart-compare", "pass@k by k: each side's mean over the shared tasks", [
+          { name: "A: " + name(c.a, c.model_a), points: points("a") }, { name: "B: " + name(c.b, c.model_b), points: points("b") }]) : null) : null,
       table(["task", "A passed · pass@k", "B passed · pass@k", "B against A"], rows, { id: "compared" }),
     ];
   }
@@ -651,7 +660,7 @@
   // The paired comparison (corral.compare): B − A on the shared tasks, with its interval.
   function paired(x) {
     const d = x.difference;
-    return el("p", { class: "big paired", id: "paired-" + x.k }, "B − A on " + x.metric + ": " + num(d.value, 3) +
+    return el("p", { class: "big paired", id: "paired-" + (x.metric.startsWith("score:") ? x.metric : x.k) }, "B − A on " + x.metric + ": " + num(d.value, 3) +
       " [" + num(d.low, 3) + ", " + num(d.high, 3) + "]" + (x.significant ? " (significant)" : " (not significant)") +
       " · improved " + x.improved.length + " · regressed " + x.regressed.length + " · tied " + x.tied.length);
   }

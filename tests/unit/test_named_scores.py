@@ -1,0 +1,246 @@
+"""Named scores (``Evaluation.scores``) in the report: each name's mean over the tasks
+that have it with the same bootstrap interval as pass@k, overall and per model, in the
+JSON, the CLI tables and `compare` (paired)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from corral import BenchmarkReport, ConfigError, Evaluation, TrialRecord, TrialStatus, compare
+from corral.cli import main
+from corral.report import build_report, named_scores
+from corral.report._bootstrap import bootstrap_means, grouped, percentile_interval
+from corral.report._named import task_named_scores
+
+from ..support.reports import hand_made_report
+
+Scored = Mapping[str, float]
+
+
+def trial(task: str, r: int, scores: Scored, passed: bool = True) -> TrialRecord:
+    return TrialRecord(
+        task, r, TrialStatus.COMPLETED, evaluation=Evaluation(float(passed), passed, {}, scores)
+    )
+
+
+def scored_report(
+    tasks: Mapping[str, Sequence[Scored]], benchmark_id: str = "b"
+) -> BenchmarkReport:
+    """A report whose task ``t`` has a trial per item of ``tasks[t]`` with those named
+    scores (a task ``x@m`` is on model ``m``)."""
+    config = {
+        "trials_per_task": max(len(v) for v in tasks.values()),
+        "tasks": {
+            t: {"environment_id": "e", "model": t.rpartition("@")[2] if "@" in t else None}
+            for t in tasks
+        },
+    }
+    records = {
+        (t, r): trial(t, r, scores)
+        for t, trials in tasks.items()
+        for r, scores in enumerate(trials)
+    }
+    return build_report(benchmark_id, config, records=records, k_values=(1,))
+
+
+def test_a_task_s_score_is_the_mean_over_its_trials_that_have_it() -> None:
+    trials = [
+        trial("t", 0, {"acc": 1.0, "f1": 0.5}),
+        trial("t", 1, {"acc": 0.0}),  # abstained from f1: left out, not counted 0
+        TrialRecord("t", 2, TrialStatus.ERROR),  # no evaluation
+        trial("t", 3, {"acc": 1.0, "f1": 0.25}),
+    ]
+    assert task_named_scores(trials) == {"acc": pytest.approx(2 / 3), "f1": pytest.approx(0.375)}
+    assert task_named_scores([trial("t", 0, {})]) == {}
+
+
+def test_the_mean_is_over_the_tasks_that_have_the_score_with_a_bootstrap_interval() -> None:
+    values = [0.1, 0.4, 0.4, 0.9, 1.0, 0.0, 0.7, 0.4]
+    tasks = [[trial(f"t{i}", 0, {"acc": v})] for i, v in enumerate(values)]
+    tasks.append([trial("quiet", 0, {})])  # no named score: not counted
+    tasks.append([trial("half", 0, {"f1": 0.5})])
+    found = named_scores(tasks)
+    assert list(found) == ["acc", "f1"]
+    acc = found["acc"]
+    assert acc.tasks == len(values)
+    assert acc.estimate.value == pytest.approx(sum(values) / len(values))
+    # The same expanded percentile bootstrap over tasks as pass@k's.
+    counts, columns = grouped(Counter((v,) for v in values))
+    dist = bootstrap_means(counts, columns)[0]
+    low, high = percentile_interval(dist, acc.estimate.value, len(values))
+    assert (acc.estimate.low, acc.estimate.high) == (low, high)
+    assert acc.estimate.low < acc.estimate.value < acc.estimate.high
+    assert named_scores(tasks) == found  # deterministic
+    # One task: nothing to resample.
+    assert found["f1"].tasks == 1
+    assert found["f1"].estimate.to_dict() == {"value": 0.5, "low": 0.5, "high": 0.5}
+
+
+def test_equal_scores_give_a_point_interval() -> None:
+    found = named_scores([[trial(f"t{i}", 0, {"acc": 0.2})] for i in range(5)])
+    assert found["acc"].estimate.to_dict() == {"value": 0.2, "low": 0.2, "high": 0.2}
+
+
+def test_a_report_without_named_scores_has_the_same_json_keys_and_an_empty_mapping() -> None:
+    report = hand_made_report("plain", {"t1": [True, False], "t2": [True, True]})
+    out = report.to_dict()
+    assert out["named_scores"] == {}
+    assert report.named_scores == {} and report.named_scores_by_model == {}
+    assert "named_scores" not in out["tasks"]["t1"]
+    assert list(out)[:8] == [
+        "benchmark_id",
+        "trials_per_task",
+        "k_values",
+        "pass_at_k",
+        "pass_hat_k",
+        "scores",
+        "scores_by_model",
+        "by_model",
+    ]
+
+
+def test_the_report_gives_each_score_overall_and_per_model() -> None:
+    report = scored_report(
+        {
+            "q1@a": [{"acc": 1.0, "f1": 1.0}, {"acc": 0.0, "f1": 0.5}],
+            "q2@a": [{"acc": 1.0, "f1": 0.8}, {"acc": 1.0, "f1": 0.6}],
+            "q1@b": [{"acc": 0.0, "f1": 0.2}, {"acc": 0.0}],
+            "q2@b": [{"acc": 0.0, "f1": 0.4}, {"acc": 1.0, "f1": 0.0}],
+        }
+    )
+    assert report.named_scores["acc"].estimate.value == pytest.approx((0.5 + 1 + 0 + 0.5) / 4)
+    assert report.named_scores["f1"].estimate.value == pytest.approx((0.75 + 0.7 + 0.2 + 0.2) / 4)
+    by_model = report.named_scores_by_model
+    assert list(by_model) == ["a", "b"]
+    assert by_model["a"]["acc"].estimate.value == pytest.approx(0.75)
+    assert by_model["b"]["f1"].estimate.value == pytest.approx(0.2)
+    out = json.loads(json.dumps(report.to_dict()))
+    acc = out["named_scores"]["acc"]
+    assert set(acc) == {"value", "low", "high", "tasks", "by_model"}
+    assert acc["tasks"] == 4 and set(acc["by_model"]) == {"a", "b"}
+    assert acc["by_model"]["a"]["value"] == pytest.approx(0.75)
+    assert out["tasks"]["q1@a"]["named_scores"] == {"acc": 0.5, "f1": 0.75}
+    # pass@k is untouched beside them.
+    assert out["pass_at_k"] == {"1": 1.0}
+
+
+def test_compare_pairs_a_named_score_over_the_shared_tasks() -> None:
+    a = scored_report({"t1": [{"f1": 0.2}], "t2": [{"f1": 0.5}], "t3": [{"f1": 0.9}], "t4": [{}]})
+    b = scored_report(
+        {"t1": [{"f1": 0.6}], "t2": [{"f1": 0.5}], "t3": [{"f1": 0.7}], "t4": [{"f1": 1.0}]}
+    )
+    c = compare(a, b, metric="score:f1")
+    assert c.metric == "score:f1" and c.score == "f1"
+    assert c.shared == ("t1", "t2", "t3")
+    assert c.incomplete == ("t4",)  # no f1 on a's side
+    assert c.a.value == pytest.approx((0.2 + 0.5 + 0.9) / 3)
+    assert c.b.value == pytest.approx((0.6 + 0.5 + 0.7) / 3)
+    assert c.difference.value == pytest.approx((0.4 + 0.0 - 0.2) / 3)
+    assert (c.improved, c.regressed, c.tied) == (("t1",), ("t3",), ("t2",))
+    assert c.to_dict()["metric"] == "score:f1"
+    with pytest.raises(ConfigError, match=r"'acc'.*their named scores: 'f1'"):
+        compare(a, b, metric="score:acc")
+    with pytest.raises(ConfigError, match="score:NAME"):
+        compare(a, b, metric="score:")
+    with pytest.raises(ConfigError, match="pass@k"):
+        compare(a, b, metric="nonsense")
+
+
+BENCH = textwrap.dedent(
+    """
+    import corral
+    from corral import BenchmarkTaskMetadata, Final
+    from corral.scorers import combine, exact, f1
+
+    ANSWERS = {"a": "the cat sat", "b": "the cat"}
+
+    class Agent:
+        async def act(self, session):
+            # Model a answers right; model b leaves out a word.
+            return Final(ANSWERS[session.model])
+
+    class Env:
+        name = "env"
+
+        async def setup(self, session):
+            return None
+
+        async def execute(self, action, session):
+            return corral.ToolEffect(None)
+
+        evaluate = combine(exact(), f1())
+
+    benchmark = corral.Benchmark(
+        tasks={
+            f"q{i}": BenchmarkTaskMetadata("agent", "env", model="a", target="the cat sat")
+            for i in range(3)
+        },
+        agents={"agent": Agent()},
+        environments={"env": Env()},
+        run_defaults={"trials_per_task": 2, "k_values": (1, 2)},
+    )
+    """
+)
+
+
+def test_the_cli_shows_named_scores_per_model_in_its_tables_json_and_compare(
+    tmp_path: Path,
+) -> None:
+    bench = tmp_path / "bench.py"
+    bench.write_text(BENCH, encoding="utf-8")
+    store = str(tmp_path / "s.db")
+    args = ["run", str(bench), "--store", store, "--no-progress", "--model", "a,b"]
+    args += ["--benchmark-id", "two"]
+    result = CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output[result.output.index("{") :])
+    named = out["named_scores"]
+    assert list(named) == ["exact", "f1"]
+    assert named["exact"]["value"] == 0.5 and named["exact"]["tasks"] == 6
+    assert named["exact"]["by_model"]["a"] == {"value": 1.0, "low": 1.0, "high": 1.0, "tasks": 3}
+    assert named["exact"]["by_model"]["b"]["value"] == 0.0
+    # "cat" of "cat sat": f1 drops articles.
+    assert named["f1"]["by_model"]["b"]["value"] == pytest.approx(2 / 3)
+    # `corral report` reads them back from the store, in its table.
+    shown = CliRunner().invoke(main, ["report", "two", "--store", store], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert "named scores" in shown.output
+    line = next(x for x in shown.output.splitlines() if "│ f1 " in x)
+    assert "0.83 [" in line and "1.00 [1.00, 1.00]" in line and "0.67 [0.67, 0.67]" in line
+    again = CliRunner().invoke(
+        main, ["report", "two", "--store", store, "--json"], catch_exceptions=False
+    )
+    assert json.loads(again.output[again.output.index("{") :])["named_scores"] == named
+    # compare, paired over the shared tasks: model b against model a.
+    compared = CliRunner().invoke(
+        main,
+        ["compare", "two", "--models", "a", "b", "--metric", "score:f1", "--store", store],
+        catch_exceptions=False,
+    )
+    assert compared.exit_code == 0, compared.output
+    assert "score:f1" in compared.output and "-0.333" in compared.output
+    as_json = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "two",
+            "--models",
+            "a",
+            "b",
+            "--metric",
+            "score:exact",
+            "--json",
+            "--store",
+            store,
+        ],
+        catch_exceptions=False,
+    )
+    c = json.loads(as_json.output)
+    assert (c["metric"], c["shared"], c["difference"]["value"]) == ("score:exact", 3, -1.0)
