@@ -129,6 +129,23 @@ def test_the_report_gives_each_score_overall_and_per_model() -> None:
     assert out["tasks"]["q1@a"]["named_scores"] == {"acc": 0.5, "f1": 0.75}
     # pass@k is untouched beside them.
     assert out["pass_at_k"] == {"1": 1.0}
+    # The report's `scores` gives them too, beside pass@k and pass^k (SPEC section 5).
+    assert report.scores["acc"] == report.named_scores["acc"].estimate
+    assert "f1" in report.scores and "nope" not in report.scores
+    assert report.scores_by_model["b"]["f1"] == by_model["b"]["f1"].estimate
+    assert out["scores"]["acc"] == {k: acc[k] for k in ("value", "low", "high", "tasks")}
+    assert out["scores_by_model"]["a"]["acc"]["value"] == pytest.approx(0.75)
+    with pytest.raises(KeyError, match="'acc', 'f1'"):
+        report.scores["nope"]
+
+
+def test_a_named_score_called_like_a_metric_stays_out_of_the_scores_keys() -> None:
+    report = scored_report({"q1": [{"tasks": 1.0, "pass_at_k": 0.5}], "q2": [{"tasks": 0.0}]})
+    out = report.to_dict()
+    assert out["scores"]["tasks"] == {"1": 2}  # the count of tasks per k, as before
+    assert set(out["scores"]["pass_at_k"]) == {"1"}
+    assert report.scores["tasks"].value == pytest.approx(0.5)
+    assert set(out["named_scores"]) == {"tasks", "pass_at_k"}
 
 
 def test_compare_pairs_a_named_score_over_the_shared_tasks() -> None:

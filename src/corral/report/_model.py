@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from .._types import TrialRecord, Usage
@@ -168,8 +168,11 @@ class BenchmarkReport:
                 for t in self.tasks.values()
                 if model is None or t.model == model
             ]
-            scores = self._intervals[model] = task_scores(
-                outcomes, self.k_values, metrics=self.metrics
+            named = self._named_of(model)
+            scores = self._intervals[model] = replace(
+                task_scores(outcomes, self.k_values, metrics=self.metrics),
+                named={name: score.estimate for name, score in named.items()},
+                named_tasks={name: score.tasks for name, score in named.items()},
             )
         return scores
 

@@ -58,6 +58,22 @@ class Scores:
     #: By metric name, then k.
     estimates: dict[str, dict[int, Estimate]]
     metrics: tuple[Metric, ...] = field(default=METRICS, repr=False)
+    #: Each named score (``Evaluation.scores``): its mean over the tasks that have it,
+    #: with its 95% interval, by name (``scores["accuracy"]`` reads one).
+    named: dict[str, Estimate] = field(default_factory=dict)
+    #: How many tasks each named score's mean is over.
+    named_tasks: dict[str, int] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Estimate:
+        """A named score's estimate; a `KeyError` names the known ones."""
+        try:
+            return self.named[name]
+        except KeyError:
+            known = ", ".join(map(repr, self.named)) or "none"
+            raise KeyError(f"no named score {name!r} (the report has: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.named
 
     @property
     def pass_at_k(self) -> dict[int, Estimate]:
@@ -72,6 +88,11 @@ class Scores:
         for metric in self.metrics:
             values = self.estimates.get(metric.name, {})
             out[metric.key] = {str(k): e.to_dict() for k, e in values.items()}
+        # Named scores beside the metrics, by name (one that a metric's key or "tasks"
+        # takes is only in the report's ``named_scores``).
+        for name, estimate in self.named.items():
+            if name not in out:
+                out[name] = estimate.to_dict() | {"tasks": self.named_tasks.get(name, 0)}
         return out
 
 
