@@ -7,11 +7,13 @@ for whoever reads the report later. Both are checked before anything runs.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ._errors import ConfigError
 
@@ -116,6 +118,8 @@ class RunMeta:
     tags: tuple[str, ...] = ()
     note: str | None = None
     provenance: Mapping[str, str] = field(default_factory=dict)
+    #: Each agent's generation settings, by agent id (`generation_of`).
+    generation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tags: object, note: object, source: object) -> RunMeta:
@@ -129,3 +133,35 @@ class RunMeta:
         """With its provenance read (Corral's version; the file's git commit)."""
         file = self.provenance.get("benchmark_file")
         return replace(self, provenance=provenance(None if file is None else Path(file)))
+
+
+def generation_of(agents: Mapping[str, object]) -> dict[str, dict[str, Any]]:
+    """Each agent's generation settings (the model it calls, temperature, ...), by agent
+    id, from an agent's ``generation_settings()`` (`corral.agents.ToolAgent` has one);
+    agents without one are left out. Settings that are not a JSON object are a
+    `ConfigError` naming the agent, before the run starts."""
+    found: dict[str, dict[str, Any]] = {}
+    for agent_id, agent in agents.items():
+        hook = getattr(agent, "generation_settings", None)
+        if not callable(hook):
+            continue
+        settings = hook()
+        try:
+            if not isinstance(settings, Mapping):
+                raise TypeError(f"{type(settings).__name__}, not a mapping")
+            found[agent_id] = json.loads(json.dumps(dict(settings), allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"agent {agent_id!r}: generation_settings() must give a JSON object ({exc})"
+            ) from None
+    return found
+
+
+def shown_generation(generation: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line per agent: ``agent: gpt-x (temperature 0.8, max_tokens 512)``."""
+    lines = []
+    for agent, settings in generation.items():
+        rest = ", ".join(f"{k} {v}" for k, v in settings.items() if k != "model")
+        model = settings.get("model", "?")
+        lines.append(f"{agent}: {model}" + (f" ({rest})" if rest else ""))
+    return "\n".join(lines)

@@ -23,7 +23,7 @@ from ._protocols import Agent, Environment, Observer
 from ._resources import run_contexts
 from ._run_config import RunConfig, RunSettings, Timeouts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
-from ._run_meta import RunMeta
+from ._run_meta import RunMeta, generation_of
 from ._selection import select_samples
 from ._sources import TaskSource
 from ._suggest import did_you_mean
@@ -305,7 +305,7 @@ class CorralRunner:
         """
         _check_benchmark_id(benchmark_id)
         config = self.config(config, **settings)
-        meta = RunMeta.of(tags, note, source)
+        meta = replace(RunMeta.of(tags, note, source), generation=generation_of(self.agents))
         task_ids = select_samples(
             self.tasks,
             config.task_ids,
@@ -538,7 +538,11 @@ class CorralRunner:
                     budgets=_budgets(budget, run_cost_limit),
                 )
                 report = replace(
-                    report, tags=meta.tags, note=meta.note, provenance=dict(meta.provenance)
+                    report,
+                    tags=meta.tags,
+                    note=meta.note,
+                    provenance=dict(meta.provenance),
+                    generation={agent: dict(s) for agent, s in meta.generation.items()},
                 )
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
@@ -580,6 +584,7 @@ def _run_record(
         tags=report.tags,
         note=report.note,
         provenance=report.provenance,
+        generation=report.generation,
     )
 
 

@@ -134,3 +134,61 @@ async def test_a_store_written_before_run_metadata_reads_without_it(tmp_path: Pa
         for info in await store.benchmarks():
             report = await rebuild_report(store, info.benchmark_id)
             assert (report.tags, report.note, report.provenance) == ((), None, {})
+
+
+@pytest.mark.anyio
+async def test_a_tool_agent_s_generation_settings_are_recorded_with_the_run() -> None:
+    from corral import BenchmarkTaskMetadata, CorralRunner, Final
+    from corral.agents import ToolAgent
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    class Model:  # a chat model as ToolAgent needs one; never called here
+        model = "gpt-x"
+        base_url = "http://127.0.0.1:9/v1"
+
+        async def complete(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("not called")
+
+    agent = ToolAgent(Model(), "be brief", max_tokens=64, temperature=0.5, seed=3)  # type: ignore[arg-type]
+    store = MemoryStore()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("plain", "e")},
+        {"plain": ScriptedAgent(lambda s: Final(1)), "tool": agent},
+        {"e": FakeEnvironment("e")},
+        store=store,
+    )
+    report = await runner.run("b")
+    settings = report.generation["tool"]
+    assert (settings["model"], settings["client"], settings["temperature"]) == (
+        "gpt-x",
+        "Model",
+        0.5,
+    )
+    assert (settings["max_tokens"], settings["seed"]) == (64, 3)
+    assert len(settings["system_prompt_sha256"]) == 16 and "plain" not in report.generation
+    async with store.opened():
+        again = await rebuild_report(store, "b")
+    assert again.generation == report.generation
+    assert report.to_dict()["generation"]["tool"]["model"] == "gpt-x"
+
+
+@pytest.mark.anyio
+async def test_generation_settings_that_are_not_json_are_refused_before_the_run() -> None:
+    from corral import BenchmarkTaskMetadata, CorralRunner, Final
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    class Odd(ScriptedAgent):
+        def generation_settings(self) -> dict[str, object]:
+            return {"temperature": float("nan")}
+
+    store = MemoryStore()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": Odd(lambda s: Final(1))},
+        {"e": FakeEnvironment("e")},
+        store=store,
+    )
+    with pytest.raises(ConfigError, match="agent 'a': generation_settings"):
+        await runner.run("b")
+    async with store.opened():
+        assert await store.benchmarks() == []

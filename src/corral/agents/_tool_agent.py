@@ -90,6 +90,24 @@ class ToolAgent:
     def __repr__(self) -> str:
         return f"ToolAgent({self.model!r})"
 
+    def generation_settings(self) -> dict[str, Any]:
+        """What this agent generates with, recorded with each run: the model client, the
+        model and endpoint it calls, and the sampling settings that are set (the system
+        prompt by its hash)."""
+        model = self.model
+        settings: dict[str, Any] = {
+            "model": getattr(model, "model", None),
+            "client": type(model).__name__,
+            "base_url": getattr(model, "base_url", None),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+        }
+        if self.system_prompt is not None:
+            digest = hashlib.sha256(self.system_prompt.encode("utf-8", "surrogatepass"))
+            settings["system_prompt_sha256"] = digest.hexdigest()[:16]
+        return {k: v for k, v in settings.items() if isinstance(v, str | int | float)}
+
     def run_context(self, info: Any) -> Any:
         """The model's run-scoped resources (its connection pool), if it has any."""
         hook = getattr(self.model, "run_context", None)

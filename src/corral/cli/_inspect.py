@@ -88,10 +88,8 @@ async def rebuild_report(
             stopped=last.stopped,
             timings=dict(last.timings),
         )
-    if runs:  # the last run's (or rescore's) labels and provenance, whatever changed since
-        last = runs[-1]
-        report = replace(report, tags=last.tags, note=last.note, provenance=dict(last.provenance))
-    return report
+    # The last run's (or rescore's) labels and provenance, whatever changed since.
+    return report.labelled(runs[-1] if runs else None)
 
 
 def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any]) -> list[RunRecord]:

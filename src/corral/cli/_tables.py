@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._costs import format_cost
-from .._run_meta import shown_provenance
+from .._run_meta import shown_generation, shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
 from ..report._metrics import Metric
 
@@ -182,6 +182,8 @@ def report_summary(
         grid.add_row("run", Text(" · ".join(x for x in (tags, report.note or "") if x)))
     if report.provenance:
         grid.add_row("from", shown_provenance(report.provenance))
+    if report.generation:
+        grid.add_row("models", Text(shown_generation(report.generation)))
     if json_path is not None:
         grid.add_row("report", str(json_path))
     return grid

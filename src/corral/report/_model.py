@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from .._types import TrialRecord, Usage
+from ..store._runs import RunRecord
 from ._errors import ErrorGroup
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 from ._named import NamedScore, named_scores, task_named_scores
@@ -133,6 +134,8 @@ class BenchmarkReport:
     note: str | None = None
     #: Where that run came from: ``corral_version``, ``benchmark_file``, ``git_commit``.
     provenance: dict[str, str] = field(default_factory=dict)
+    #: That run's agents' generation settings (model, temperature, ...), by agent id.
+    generation: dict[str, dict[str, Any]] = field(default_factory=dict)
     # What `scores` and `scores_by_model` computed, so each bootstrap runs once.
     _intervals: dict[str | None, Scores] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -198,6 +201,19 @@ class BenchmarkReport:
             trials = (t.trials for t in self.tasks.values() if model is None or t.model == model)
             scores = self._named[model] = named_scores(trials)
         return scores
+
+    def labelled(self, run: RunRecord | None) -> BenchmarkReport:
+        """This report with ``run``'s tags, note, provenance and generation settings
+        (the run it describes; None: none)."""
+        if run is None:
+            return self
+        return replace(
+            self,
+            tags=tuple(run.tags),
+            note=run.note,
+            provenance=dict(run.provenance),
+            generation={agent: dict(s) for agent, s in run.generation.items()},
+        )
 
     def named_scores_dict(self) -> dict[str, Any]:
         """``named_scores`` as JSON: by name, its mean, interval and tasks, and
@@ -298,6 +314,7 @@ class BenchmarkReport:
             "tags": list(self.tags),
             "note": self.note,
             "provenance": dict(self.provenance),
+            "generation": {agent: dict(s) for agent, s in self.generation.items()},
         }
         if tasks:
             out["tasks"] = {

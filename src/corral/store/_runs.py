@@ -43,6 +43,9 @@ class RunRecord:
     #: Where the run came from: ``corral_version``, and for a benchmark file its
     #: ``benchmark_file`` and ``git_commit`` (see `corral._run_meta.provenance`).
     provenance: Mapping[str, str] = field(default_factory=dict)
+    #: Each agent's generation settings (model, temperature, ...), by agent id, as its
+    #: ``generation_settings()`` gave them.
+    generation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class RunRecord:
             "tags": list(self.tags),
             "note": self.note,
             "provenance": dict(self.provenance),
+            "generation": {agent: dict(s) for agent, s in self.generation.items()},
         }
 
     @classmethod
@@ -86,6 +90,10 @@ class RunRecord:
                 tags=tuple(_texts(data.get("tags", ()))),
                 note=_text_or_none(data.get("note")),
                 provenance={str(k): str(v) for k, v in dict(data.get("provenance", {})).items()},
+                generation={
+                    str(agent): dict(settings)
+                    for agent, settings in dict(data.get("generation", {})).items()
+                },
             )
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a run record ({exc}): {data!r:.200}") from None

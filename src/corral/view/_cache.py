@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -112,10 +111,7 @@ class Loaded:
             records=table,
             k_values=default_ks(self.trials_per_task),
         )
-        if last is not None:  # the last run's labels and provenance, as `corral report`
-            self.report = replace(
-                self.report, tags=last.tags, note=last.note, provenance=dict(last.provenance)
-            )
+        self.report = self.report.labelled(last)  # the last run's tags, as `corral report`
         self.charts = charts(self.rows, self.report)
 
     async def at_least(self, rows: int) -> None:

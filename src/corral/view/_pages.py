@@ -115,6 +115,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         tags=list(report.tags),
         note=report.note,
         provenance=dict(report.provenance),
+        generation={agent: dict(s) for agent, s in report.generation.items()},
     )
     return out
 

@@ -4,8 +4,9 @@ reruns (reopen commits) and an unfinished resume; then what `list`, `report` and
 `show` printed for it, in expected/ (tests/test_v2_store.py compares them). The
 store was made by 636b00a; expected/ was printed by main at a12b91d (the last main
 before the history package; `make_v2_store.py DIR --expected`), whose output adds columns;
-the JSON reports (report-*.txt) have since gained one line each, `"named_scores": {}`
-(no named scores: an empty mapping, every other key as it was)."""
+the JSON reports (report-*.txt) have since gained two lines each, `"named_scores": {}`
+and `"generation": {}` (no named scores, no agent with generation settings: empty
+mappings, every other key as it was)."""
 
 import os
 import shutil

@@ -354,6 +354,9 @@
       from.benchmark_file ? from.benchmark_file.split("/").pop() + (from.git_commit ? " @ " + from.git_commit.slice(0, 12) : "") : ""];
     if (run) lines.push(el("p", { id: "run-tags" }, "run: " + run));
     if (origin.some((x) => x)) lines.push(el("p", { class: "note", id: "provenance" }, "from " + origin.filter((x) => x).join(" · ")));
+    const gen = Object.entries(s.generation || {}).map(([agent, g]) => agent + ": " + (g.model || "?") +
+      Object.entries(g).filter(([k]) => k !== "model").map(([k, v]) => " · " + k + " " + v).join(""));
+    if (gen.length) lines.push(el("p", { class: "note", id: "generation" }, "models: " + gen.join("; ")));
     return el("section", { id: "overview" }, lines);
   }
 
