@@ -15,6 +15,7 @@ import httpx
 
 from .._chat import ChatResponse
 from .._errors import ConfigError, ModelError, ModelUnavailable
+from .._subprocess import check_seconds
 from ._status import status_error
 
 #: Connections of a client used outside a run (``async with model:``).
@@ -45,13 +46,7 @@ class HTTPModel:
             raise ConfigError(f"model must be a non-empty string, not {model!r}")
         self.model = model
         self.base_url = check_base_url(base_url)
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise ConfigError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        check_seconds("timeout", timeout)
         self.timeout = float(timeout)
         if (
             isinstance(max_response_bytes, bool)
