@@ -473,7 +473,7 @@ class CorralRunner:
             async with self.store.opened(), self.store.claim(benchmark_id):
                 # A rescore keeps the stored configuration; a run registers its own.
                 existed = resume.rescoring or await self.store.register_benchmark(
-                    benchmark_id, plan.config()
+                    benchmark_id, plan.stored_config()
                 )
                 if existed:
                     async for chunk in self.store.scan(benchmark_id):

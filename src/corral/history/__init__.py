@@ -17,7 +17,7 @@ from ._codec import (
     terminal_of,
     worked_of,
 )
-from ._config import StoredConfig, StoredTask, StoredTasks
+from ._config import PIECE, ConfigStream, StoredConfig, StoredConfigText, StoredTask, StoredTasks
 from ._fold import TrialFold, finished_and_scored, last_of_kind, latest_attempt
 from ._kinds import KINDS, CommitKind
 from ._payloads import (
@@ -44,7 +44,10 @@ __all__ = [
     "ReopenPayload",
     "SetupPayload",
     "Stamp",
+    "PIECE",
+    "ConfigStream",
     "StoredConfig",
+    "StoredConfigText",
     "StoredTask",
     "StoredTasks",
     "TerminalPayload",

@@ -5,14 +5,20 @@ what it reads (``store/_decode.py``: ``trials_per_task`` an integer, each task a
 object naming its environment, the known fields well typed); `StoredConfig.decode`
 reads such an object, a missing field as its default; `encode` writes the keys
 every earlier Corral wrote, in their order.
+
+A run writes its configuration as a stream (`ConfigStream`: JSON text in pieces,
+one task's entry at a time) and a store reads a stored one back the same way
+(`StoredConfigText`): a hundred thousand tasks' metadata is never one dict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._json import dumps
 from .._types import BenchmarkTaskMetadata
 
 
@@ -124,3 +130,188 @@ class StoredConfig:
         else:
             entries = {t: task.encode() for t, task in tasks.items()}
         return {"trials_per_task": self.trials_per_task, "tasks": entries}
+
+
+#: What a stream writes or reads at a time: about this many characters of JSON.
+PIECE = 1 << 16
+
+
+class ConfigStream:
+    """A configuration to store, produced one task at a time: its text is written in
+    pieces of about `PIECE` characters and compared with a stored one task by task.
+
+    ``tasks`` returns a fresh iterator of ``(task_id, entry)`` on each call, each entry
+    as JSON will store it (what `StoredTask.encode` writes, plus ``target`` and
+    ``metadata`` when set).
+    """
+
+    __slots__ = ("trials_per_task", "_tasks", "_whole")
+
+    def __init__(
+        self,
+        trials_per_task: int,
+        tasks: Callable[[], Iterable[tuple[str, Mapping[str, Any]]]],
+    ) -> None:
+        self.trials_per_task = trials_per_task
+        self._tasks = tasks
+        self._whole: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any] | ConfigStream) -> ConfigStream:
+        """``config`` as a stream; a configuration given whole (a copy's, a test's) is
+        written as it is, any other key kept."""
+        if isinstance(config, ConfigStream):
+            return config
+        tasks: Mapping[str, Any] = config.get("tasks", {})
+        stream = cls(config.get("trials_per_task", 0), tasks.items)
+        stream._whole = config
+        return stream
+
+    def tasks(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        return iter(self._tasks())
+
+    def text(self) -> Iterator[str]:
+        """The configuration's JSON text (what ``dumps`` of it writes), in pieces."""
+        if self._whole is not None:
+            yield dumps(dict(self._whole))
+            return
+        batch = [f'{{"trials_per_task":{dumps(self.trials_per_task)},"tasks":{{']
+        size = len(batch[0])
+        comma = ""
+        for task_id, entry in self.tasks():
+            piece = f"{comma}{dumps(task_id)}:{dumps(entry)}"
+            comma = ","
+            batch.append(piece)
+            size += len(piece)
+            if size >= PIECE:
+                yield "".join(batch)
+                batch.clear()
+                size = 0
+        batch.append("}}")
+        yield "".join(batch)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The whole configuration (what an error message or an in-memory store needs)."""
+        if self._whole is not None:
+            return dict(self._whole)
+        return {"trials_per_task": self.trials_per_task, "tasks": dict(self.tasks())}
+
+
+class StoredConfigText:
+    """A stored configuration read from its JSON text in pieces: `tasks` yields each
+    task's entry as it is reached and keeps none; the other top-level keys
+    (``trials_per_task``) are in `header` once `tasks` is exhausted.
+
+    Text that is not such an object raises `ValueError` saying why.
+    """
+
+    def __init__(self, pieces: Iterable[str]) -> None:
+        self._pieces = iter(pieces)
+        self._text = ""
+        self._at = 0
+        self._ended = False
+        self.header: dict[str, Any] = {}
+        #: Whether the configuration has a ``tasks`` object (read by `tasks`).
+        self.has_tasks = False
+
+    def tasks(self) -> Iterator[tuple[str, Any]]:
+        self._expect("{")
+        if self._peek() == "}":
+            self._at += 1
+            self._check_end()
+            return
+        while True:
+            key = self._value()
+            if not isinstance(key, str):
+                raise ValueError(f"expected a key, not {key!r}")
+            self._expect(":")
+            if key == "tasks" and self._peek() == "{":
+                self.has_tasks = True
+                yield from self._entries()
+            else:
+                self.header[key] = self._value()
+            if self._next_of(",}") == "}":
+                self._check_end()
+                return
+
+    def _entries(self) -> Iterator[tuple[str, Any]]:
+        self._expect("{")
+        if self._peek() == "}":
+            self._at += 1
+            return
+        while True:
+            task_id = self._value()
+            if not isinstance(task_id, str):
+                raise ValueError(f"expected a task id, not {task_id!r}")
+            self._expect(":")
+            yield task_id, self._value()
+            if self._next_of(",}") == "}":
+                return
+
+    # -- reading the text ---------------------------------------------------------
+
+    def _more(self) -> bool:
+        """Read the next piece; False at the end of the text."""
+        piece = next(self._pieces, None)
+        if piece is None:
+            self._ended = True
+            return False
+        self._text = self._text[self._at :] + piece
+        self._at = 0
+        return True
+
+    def _peek(self) -> str:
+        """The next character that is not white space ("" at the end)."""
+        while True:
+            text, at = self._text, self._at
+            while at < len(text) and text[at] in " \t\n\r":
+                at += 1
+            self._at = at
+            if at < len(text):
+                return text[at]
+            if not self._more():
+                return ""
+
+    def _expect(self, char: str) -> None:
+        if self._peek() != char:
+            raise ValueError(f"expected {char!r} at {self._shown()}")
+        self._at += 1
+
+    def _next_of(self, chars: str) -> str:
+        char = self._peek()
+        if not char or char not in chars:
+            raise ValueError(f"expected one of {chars!r} at {self._shown()}")
+        self._at += 1
+        return char
+
+    def _value(self) -> Any:
+        self._peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self._text, self._at)
+            except json.JSONDecodeError as exc:
+                if self._ended or not self._more():
+                    raise ValueError(str(exc)) from None
+                continue
+            except RecursionError:
+                raise ValueError("it is nested too deeply") from None
+            # A number at the end of a piece may go on in the next one.
+            if end == len(self._text) and not self._ended and self._more():
+                continue
+            self._at = end
+            return value
+
+    def _check_end(self) -> None:
+        if self._peek():
+            raise ValueError(f"extra data at {self._shown()}")
+
+    def _shown(self) -> str:
+        return repr(self._text[self._at : self._at + 20]) if self._at < len(self._text) else "end"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Corral never writes NaN or Infinity (JSON has neither): one read back is damage.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)

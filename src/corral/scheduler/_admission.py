@@ -133,10 +133,13 @@ class Admission:
         evaluations = [c for c in self.counters if c.limit.phase is LimitPhase.EVALUATION]
         # Per task: its bucket under each phase's limits (the counters it needs), and
         # the (in use, index) pairs its slots take.
-        self._bucket = [tuple(c.of[t] for c in executions) for t in range(tasks)]
-        self._eval_bucket = [tuple(c.of[t] for c in evaluations) for t in range(tasks)]
-        self._slots = [_slots(executions, t) for t in range(tasks)]
-        self._eval_slots = [_slots(evaluations, t) for t in range(tasks)]
+        # Most tasks share their buckets and slots: one object each, not one per task.
+        self._bucket = _shared([tuple(c.of[t] for c in executions) for t in range(tasks)])
+        self._eval_bucket = _shared([tuple(c.of[t] for c in evaluations) for t in range(tasks)])
+        slots = {b: _slots(executions, b) for b in set(self._bucket)}
+        self._slots = [slots[b] for b in self._bucket]
+        eval_slots = {b: _slots(evaluations, b) for b in set(self._eval_bucket)}
+        self._eval_slots = [eval_slots[b] for b in self._eval_bucket]
         # Per bucket: the (in use, effective cap, index) it must find room in, and its
         # scarcity (the smallest configured cap, for the critical-path order).
         self._checks: dict[Bucket, tuple[tuple[list[int], list[int], int], ...]] = {}
@@ -567,9 +570,15 @@ class Admission:
 Bucket = tuple[int, ...]
 
 
-def _slots(counters: list[KeyedCounter], t: int) -> tuple[tuple[list[int], int], ...]:
-    """Task t's slots under ``counters``: (the counter's in-use array, its index)."""
-    return tuple((c.used, c.of[t]) for c in counters if c.of[t] >= 0)
+def _slots(counters: list[KeyedCounter], bucket: Bucket) -> tuple[tuple[list[int], int], ...]:
+    """A bucket's slots under ``counters``: (the counter's in-use array, its index)."""
+    return tuple((c.used, i) for c, i in zip(counters, bucket, strict=True) if i >= 0)
+
+
+def _shared(buckets: list[Bucket]) -> list[Bucket]:
+    """``buckets`` with each distinct bucket one object."""
+    one: dict[Bucket, Bucket] = {}
+    return [one.setdefault(b, b) for b in buckets]
 
 
 def _checks(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -13,6 +13,7 @@ from .._json import check_json
 from .._sources import TaskSource, sample_fields
 from .._suggest import did_you_mean
 from .._types import BenchmarkTaskMetadata
+from ..history import ConfigStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,21 +36,29 @@ class RunPlan:
         return self.output_names[t] if self.output_names else self.task_ids[t]
 
     def config(self) -> dict[str, Any]:
-        """The benchmark's configuration as stored: what a resumed run must match.
+        """The benchmark's configuration as stored, whole (see `stored_config`)."""
+        return self.stored_config().as_dict()
+
+    def stored_config(self) -> ConfigStream:
+        """The benchmark's configuration as stored: what a resumed run must match,
+        produced one task at a time (a store writes and compares it in pieces).
 
         A streamed source's inputs are kept as a digest: a million prompts are
         never held in memory, and a changed one is still detected.
         """
+        return ConfigStream(self.trials_per_task, self._stored_tasks)
+
+    def _stored_tasks(self) -> Iterator[tuple[str, dict[str, Any]]]:
         view = self.metadata
         if isinstance(view, SourceView):
-            tasks = {}
+            source = view.source
             for task_id in self.task_ids:
-                entry = metadata_dict(view.source.skeleton(task_id))
-                entry["inputs"] = view.source.inputs_digest(task_id)
-                tasks[task_id] = entry
+                entry = metadata_dict(source.skeleton(task_id))
+                entry["inputs"] = source.inputs_digest(task_id)
+                yield task_id, entry
         else:
-            tasks = {t: metadata_dict(m) for t, m in zip(self.task_ids, view, strict=True)}
-        return {"trials_per_task": self.trials_per_task, "tasks": tasks}
+            for task_id, meta in zip(self.task_ids, view, strict=True):
+                yield task_id, metadata_dict(meta)
 
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""

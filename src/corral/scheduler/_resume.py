@@ -33,7 +33,8 @@ class Resume:
         self.plan = plan
         self._rerun = rerun
         self._rescore = rescore
-        self._index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
+        # Task ids to positions, built when an earlier run left something to absorb.
+        self._index: dict[str, int] | None = None
         self.phases = [bytearray(n) for _ in plan.task_ids]
         self.statuses = [bytearray(n) for _ in plan.task_ids]
         self.previous: list[Previous | None] = [None] * len(plan.task_ids)
@@ -53,8 +54,11 @@ class Resume:
 
     def absorb(self, summaries: Iterable[TrialSummary]) -> None:
         plan, n = self.plan, self.plan.trials_per_task
+        index = self._index
+        if index is None:
+            index = self._index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
         for s in summaries:
-            t = self._index.get(s.task_id)
+            t = index.get(s.task_id)
             if t is None or not 0 <= s.trial < n:
                 continue
             r = s.trial
@@ -99,6 +103,7 @@ class Resume:
     def settle(self) -> None:
         """After the last chunk: reopen the unreachable descendants of reopened trials
         (their parents may now give an output); with ``rescore``, nothing else runs."""
+        self._index = None
         todo = list(self.reopen)
         while todo:
             t, r = todo.pop()

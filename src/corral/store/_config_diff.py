@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._errors import ConfigError
+from .._json import dumps
+from ..history import ConfigStream, StoredConfigText
+from ._decode import config_problem, task_problem
 
 
 def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -22,6 +26,86 @@ def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping
         f"({detail}); use a new benchmark id, or run it again with the same tasks, "
         "metadata and trials_per_task"
     )
+
+
+def check_same_stream(
+    benchmark_id: str,
+    stored: StoredConfigText | Mapping[str, Any],
+    new: ConfigStream,
+    whole: Callable[[], Mapping[str, Any]],
+) -> None:
+    """`check_same_config` of a stored configuration read in pieces and a new one
+    produced task by task, neither held whole.
+
+    Unless the stream shows them the same and the stored one sound, ``whole`` reads
+    the stored configuration whole (checked as the store checks it: damage raises
+    `StoreCorrupt`) and `check_same_config` decides and names the difference, as it
+    always has.
+    """
+    if not isinstance(stored, StoredConfigText):
+        stored = _as_read(stored)
+    try:
+        same = _same_stream(stored, new)
+    except ValueError:  # not JSON, or not a configuration: ``whole`` says so
+        same = False
+    if not same:
+        check_same_config(benchmark_id, whole(), new.as_dict())
+
+
+def _same_stream(stored: StoredConfigText, new: ConfigStream) -> bool:
+    """True if every task of ``new`` is stored with the same entry (the same tasks in
+    the same order compare without keeping anything; a stored task the new one skips
+    is kept as a digest until it is asked for), the trials per task agree and every
+    stored task is sound."""
+    entries = _checked(stored.tasks())
+    skipped: dict[str, bytes] = {}
+    same = True
+    for task_id, entry in new.tasks():
+        if task_id in skipped:
+            same = skipped.pop(task_id) == _digest(entry)
+        else:
+            same = False
+            for old_id, old in entries:
+                if old_id == task_id:
+                    same = old == entry
+                    break
+                skipped[old_id] = _digest(old)
+        if not same:
+            break
+    if not same:
+        return False
+    for _ in entries:  # the rest is read for the checks (and the trailing keys)
+        pass
+    header = dict(stored.header, tasks={} if stored.has_tasks else stored.header.get("tasks"))
+    return (
+        config_problem(header) is None
+        and stored.header.get("trials_per_task") == new.trials_per_task
+    )
+
+
+def _as_read(config: Mapping[str, Any]) -> StoredConfigText:
+    """A configuration held whole, seen as if read from its text."""
+    tasks = config.get("tasks")
+    read = StoredConfigText(())
+    read.header = {k: v for k, v in config.items() if k != "tasks"}
+    if isinstance(tasks, Mapping):
+        read.has_tasks = True
+        read.tasks = lambda: iter(tasks.items())  # type: ignore[method-assign]
+    else:
+        read.header["tasks"] = tasks
+        read.tasks = lambda: iter(())  # type: ignore[method-assign]
+    return read
+
+
+def _checked(entries: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    for task_id, entry in entries:
+        if task_problem(task_id, entry) is not None:
+            raise ValueError(f"task {task_id!r} is damaged")
+        yield task_id, entry
+
+
+def _digest(entry: Any) -> bytes:
+    return hashlib.blake2b(dumps(entry).encode(), digest_size=16).digest()
 
 
 def _subset(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

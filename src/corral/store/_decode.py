@@ -39,6 +39,12 @@ def _is_time(value: Any) -> bool:
     return _is_number(value) and 0 <= value < _LATEST
 
 
+def check_created(where: str, benchmark_id: str, created_at: Any) -> None:
+    """Raise `StoreCorrupt` unless a benchmark's creation time is a time."""
+    if not _is_time(created_at):
+        raise corrupt(where, benchmark_id, f"its creation time {created_at!r} is not a time")
+
+
 def corrupt(where: str, benchmark_id: Any, what: str) -> StoreCorrupt:
     """The error for ``benchmark_id`` in the store ``where``, ``what`` saying what is wrong."""
     return StoreCorrupt(f"benchmark {benchmark_id!r} in {where} is corrupt: {what}")
@@ -77,8 +83,7 @@ def decode_benchmark(
     if not isinstance(benchmark_id, str):
         raise corrupt(where, benchmark_id, "its id is not text")
     config = decode_config(where, benchmark_id, config_text)
-    if not _is_time(created_at):
-        raise corrupt(where, benchmark_id, f"its creation time {created_at!r} is not a time")
+    check_created(where, benchmark_id, created_at)
     return benchmark_id, float(created_at), config
 
 
@@ -91,13 +96,13 @@ def decode_config(where: str, benchmark_id: str, text: Any) -> dict[str, Any]:
         raise corrupt(where, benchmark_id, f"its configuration is not JSON ({exc})") from None
     if not isinstance(config, dict):
         raise corrupt(where, benchmark_id, "its configuration is not a JSON object")
-    problem = _config_problem(config)
+    problem = config_problem(config)
     if problem is not None:
         raise corrupt(where, benchmark_id, f"its configuration's {problem}")
     return config
 
 
-def _config_problem(config: dict[str, Any]) -> str | None:
+def config_problem(config: dict[str, Any]) -> str | None:
     if "trials_per_task" not in config:
         return "trials_per_task is missing"
     trials = config["trials_per_task"]
@@ -107,13 +112,21 @@ def _config_problem(config: dict[str, Any]) -> str | None:
     if not isinstance(tasks, dict):
         return f"tasks is {_shown(tasks)}, not an object"
     for task_id, meta in tasks.items():
-        if not isinstance(meta, dict):
-            return f"task {task_id!r} is {_shown(meta)}, not an object"
-        if "environment_id" not in meta:  # a rescore needs it, and every run records it
-            return f"task {task_id!r} has no environment_id"
-        for name, ok, wanted in _TASK_FIELDS:
-            if name in meta and not ok(meta[name]):
-                return f"task {task_id!r} has {name} {_shown(meta[name])}, not {wanted}"
+        problem = task_problem(task_id, meta)
+        if problem is not None:
+            return problem
+    return None
+
+
+def task_problem(task_id: str, meta: Any) -> str | None:
+    """What is wrong with one task of a stored configuration, if anything."""
+    if not isinstance(meta, dict):
+        return f"task {task_id!r} is {_shown(meta)}, not an object"
+    if "environment_id" not in meta:  # a rescore needs it, and every run records it
+        return f"task {task_id!r} has no environment_id"
+    for name, ok, wanted in _TASK_FIELDS:
+        if name in meta and not ok(meta[name]):
+            return f"task {task_id!r} has {name} {_shown(meta[name])}, not {wanted}"
     return None
 
 

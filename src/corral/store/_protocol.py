@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
 from .._types import TrialKey as TrialKey  # re-exported: its home before it moved
-from ..history import StoredConfig
+from ..history import ConfigStream, StoredConfig
 from ._runs import RunRecord
 
 
@@ -113,7 +113,11 @@ class CommitStore(Protocol):
         ...
 
     async def register_benchmark(
-        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+        self,
+        benchmark_id: str,
+        config: Mapping[str, Any] | ConfigStream,
+        *,
+        created_at: float | None = None,
     ) -> bool:
         """Record a benchmark's configuration; return True if it already existed.
 

@@ -13,7 +13,8 @@ import anyio
 from .._errors import BenchmarkBusyError, CommitConflictError
 from .._json import dumps, loads
 from .._types import Commit
-from ._config_diff import check_same_config
+from ..history import ConfigStream
+from ._config_diff import check_same_stream
 from ._decode import decode_run
 from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
 from ._runs import RunRecord
@@ -83,13 +84,20 @@ class MemoryStore:
             self._claimed.discard(benchmark_id)
 
     async def register_benchmark(
-        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+        self,
+        benchmark_id: str,
+        config: Mapping[str, Any] | ConfigStream,
+        *,
+        created_at: float | None = None,
     ) -> bool:
         await anyio.lowlevel.checkpoint()
+        stream = ConfigStream.of(config)
         if benchmark_id in self._configs:
-            check_same_config(benchmark_id, self._configs[benchmark_id][1], config)
+            stored = self._configs[benchmark_id][1]
+            check_same_stream(benchmark_id, stored, stream, lambda: stored)
             return True
-        self._configs[benchmark_id] = (time.time() if created_at is None else created_at, config)
+        created = time.time() if created_at is None else created_at
+        self._configs[benchmark_id] = (created, stream.as_dict())
         return False
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:

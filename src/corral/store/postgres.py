@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -26,9 +26,10 @@ import anyio.to_thread
 from .._errors import BenchmarkBusyError, ConfigError, StoreError, unwrap_single
 from .._json import dumps
 from .._types import Commit
+from ..history import ConfigStream, StoredConfigText
 from ._batching import Batch, BatchQueue, Slot
-from ._config_diff import check_same_config
-from ._decode import decode_benchmark, decode_commit, decode_run
+from ._config_diff import check_same_stream
+from ._decode import check_created, decode_benchmark, decode_commit, decode_run
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import RowFolder
@@ -65,13 +66,23 @@ SELECT b.benchmark_id, b.created_at, b.config, (
 
 # The row this statement inserted, or the one that was there: the statement's
 # snapshot does not see its own insert, so never both.
-_REGISTER = (
-    "WITH new AS (INSERT INTO corral.benchmarks (benchmark_id, config, created_at) "
-    "VALUES (%s, %s, %s) ON CONFLICT (benchmark_id) DO NOTHING "
-    "RETURNING config, created_at) "
-    "SELECT true, config, created_at FROM new UNION ALL "
-    "SELECT false, config, created_at FROM corral.benchmarks WHERE benchmark_id = %s"
+# Registering in pieces, in one transaction: the row is claimed with an empty
+# configuration (a concurrent registration waits on it, then finds it stored), the
+# text is copied in pieces into a temporary table and joined by the server.
+_CLAIM = (
+    "INSERT INTO corral.benchmarks (benchmark_id, config, created_at) VALUES (%s, '', %s) "
+    "ON CONFLICT (benchmark_id) DO NOTHING RETURNING true"
 )
+_PIECES = "CREATE TEMP TABLE corral_config_pieces (n integer, piece text) ON COMMIT DROP"
+_JOIN = (
+    "UPDATE corral.benchmarks SET config = "
+    "(SELECT string_agg(piece, '' ORDER BY n) FROM corral_config_pieces) "
+    "WHERE benchmark_id = %s"
+)
+_STORED = "SELECT created_at, length(config) FROM corral.benchmarks WHERE benchmark_id = %s"
+_PIECE = "SELECT substr(config, %s, %s) FROM corral.benchmarks WHERE benchmark_id = %s"
+#: Characters of a stored configuration read at a time (each read decompresses it).
+_READ_PIECE = 1 << 20
 
 # Numbered per benchmark in the order recorded; the claim keeps one writer per
 # benchmark, so two records never race for a number.
@@ -389,20 +400,62 @@ class PostgresStore:
         return conn
 
     async def register_benchmark(
-        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+        self,
+        benchmark_id: str,
+        config: Mapping[str, Any] | ConfigStream,
+        *,
+        created_at: float | None = None,
     ) -> bool:
         self._check_writable()
-        config = dict(config)
+        stream = ConfigStream.of(config)
         created = time.time() if created_at is None else created_at
-        rows: list[tuple[Any, ...]] = []
-        while not rows:  # empty only if another runner inserted it during the statement
-            rows = await self._read(
-                _REGISTER, (benchmark_id, dumps(config), created, benchmark_id), writes=True
-            )
-        if any(inserted for inserted, _, _ in rows):
-            return False
-        stored = decode_benchmark(self._where, benchmark_id, *rows[0][1:])[2]
-        check_same_config(benchmark_id, stored, config)
+        from ._pg_writer import retrying
+
+        def attempt(after_failure: bool) -> bool:
+            pool = self._pool
+            if pool is None:
+                raise StoreError(f"{self!r} is not open")
+            if after_failure:
+                pool.check()  # drop the connections the outage broke
+            with pool.connection() as conn, conn.transaction():
+                return self._register(conn, benchmark_id, stream, created)
+
+        return await anyio.to_thread.run_sync(
+            retrying, self._where, self.retry_for, attempt, limiter=self._read_limiter
+        )
+
+    def _register(
+        self, conn: psycopg.Connection[Any], benchmark_id: str, config: ConfigStream, created: float
+    ) -> bool:
+        """Store the configuration, or compare it with the stored one, in pieces."""
+        while True:
+            if conn.execute(_CLAIM, (benchmark_id, created)).fetchone() is not None:
+                conn.execute(_PIECES)
+                with conn.cursor().copy("COPY corral_config_pieces (n, piece) FROM STDIN") as copy:
+                    for n, piece in enumerate(config.text()):
+                        copy.write_row((n, piece))
+                conn.execute(_JOIN, (benchmark_id,))
+                return False
+            row = conn.execute(_STORED, (benchmark_id,)).fetchone()
+            if row is not None:  # None: deleted since the claim found it; claim again
+                break
+        stored_at, length = row
+        check_created(self._where, benchmark_id, stored_at)
+
+        def pieces() -> Iterator[str]:
+            for start in range(1, length + 1, _READ_PIECE):
+                found = conn.execute(_PIECE, (start, _READ_PIECE, benchmark_id)).fetchone()
+                yield "" if found is None else found[0]
+
+        def whole() -> Mapping[str, Any]:
+            found = conn.execute(
+                "SELECT config, created_at FROM corral.benchmarks WHERE benchmark_id = %s",
+                (benchmark_id,),
+            ).fetchone()
+            assert found is not None  # the claim above holds it
+            return decode_benchmark(self._where, benchmark_id, *found)[2]
+
+        check_same_stream(benchmark_id, StoredConfigText(pieces()), config, whole)
         return True
 
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:

@@ -10,13 +10,14 @@ asyncio's ``Task.cancel()`` abandons a worker thread mid-call.
 
 from __future__ import annotations
 
+import codecs
 import fcntl
 import hashlib
 import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -32,9 +33,10 @@ from .._errors import (
 )
 from .._json import dumps
 from .._types import Commit
+from ..history import PIECE, ConfigStream, StoredConfigText
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
-from ._config_diff import check_same_config
-from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
+from ._config_diff import check_same_config, check_same_stream
+from ._decode import check_created, corrupt, decode_benchmark, decode_commit, decode_run
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._sqlite_file import (
@@ -388,35 +390,61 @@ class SQLiteStore:
             os.close(fd)  # closing the descriptor releases the lock
 
     async def register_benchmark(
-        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+        self,
+        benchmark_id: str,
+        config: Mapping[str, Any] | ConfigStream,
+        *,
+        created_at: float | None = None,
     ) -> bool:
         if self.read_only:
             raise self._refuse_write(f"register benchmark {benchmark_id!r}")
-        config = dict(config)
+        stream = ConfigStream.of(config)
         created = time.time() if created_at is None else created_at
         return await self._use(
-            self._writer, lambda conn: self._register(conn, benchmark_id, config, created)
+            self._writer, lambda conn: self._register(conn, benchmark_id, stream, created)
         )
 
     def _register(
-        self, conn: sqlite3.Connection, benchmark_id: str, config: dict[str, Any], created: float
+        self, conn: sqlite3.Connection, benchmark_id: str, config: ConfigStream, created: float
     ) -> bool:
+        """Compare with the stored configuration, or store this one, in pieces: the
+        text is written into a value of its length and read back a piece at a time."""
         row = conn.execute(
-            "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+            "SELECT rowid, typeof(config), created_at FROM benchmarks WHERE benchmark_id = ?",
+            (benchmark_id,),
         ).fetchone()
         if row is not None:
-            stored = decode_benchmark(self._label, benchmark_id, *row)[2]
-            check_same_config(benchmark_id, stored, config)
+            rowid, kind, stored_at = row
+
+            def whole() -> Mapping[str, Any]:
+                found = conn.execute(
+                    "SELECT config, created_at FROM benchmarks WHERE rowid = ?", (rowid,)
+                ).fetchone()
+                return decode_benchmark(self._label, benchmark_id, *found)[2]
+
+            check_created(self._label, benchmark_id, stored_at)
+            if kind != "text":
+                check_same_config(benchmark_id, whole(), config.as_dict())
+                return True
+            with conn.blobopen("benchmarks", "config", rowid, readonly=True) as blob:
+                check_same_stream(benchmark_id, StoredConfigText(_read_text(blob)), config, whole)
             return True
         if conn.execute(
             "SELECT 1 FROM commits WHERE benchmark_id = ? LIMIT 1", (benchmark_id,)
         ).fetchone():
             # Its row was changed or deleted: a fresh start would collide with its commits.
             raise corrupt(self._label, benchmark_id, "it has commits but no configuration")
-        conn.execute(
-            "INSERT INTO benchmarks (benchmark_id, config, created_at) VALUES (?, ?, ?)",
-            (benchmark_id, dumps(config), created),
-        )
+        size = sum(len(piece.encode()) for piece in config.text())
+        with write_transaction(conn):
+            rowid = conn.execute(
+                "INSERT INTO benchmarks (benchmark_id, config, created_at) "
+                "VALUES (?, CAST(zeroblob(?) AS TEXT), ?)",
+                (benchmark_id, size, created),
+            ).lastrowid
+            assert rowid is not None
+            with conn.blobopen("benchmarks", "config", rowid) as blob:
+                for piece in config.text():
+                    blob.write(piece.encode())
         return False
 
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
@@ -531,3 +559,11 @@ def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
         u.output_tokens,
         u.cost,
     )
+
+
+def _read_text(blob: sqlite3.Blob) -> Iterator[str]:
+    """A stored configuration's text, a piece at a time."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    while data := blob.read(PIECE):
+        yield decoder.decode(data)
+    yield decoder.decode(b"", final=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._errors import ConfigError, StoreError
 from .._types import Commit
+from ..history import ConfigStream
 from ..store._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSummary
 from ..store._runs import RunRecord
 
@@ -86,7 +87,11 @@ class FaultStore:
         return self.inner.claim(benchmark_id)
 
     async def register_benchmark(
-        self, benchmark_id: str, config: Mapping[str, Any], *, created_at: float | None = None
+        self,
+        benchmark_id: str,
+        config: Mapping[str, Any] | ConfigStream,
+        *,
+        created_at: float | None = None,
     ) -> bool:
         return await self.inner.register_benchmark(benchmark_id, config, created_at=created_at)
 
