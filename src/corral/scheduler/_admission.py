@@ -97,8 +97,8 @@ class Admission:
         plan: RunPlan,
         limits: Limits,
         eval_keys: Sequence[str],
-        phases: list[bytearray] | None = None,
-        statuses: list[bytearray] | None = None,
+        phases: bytearray | None = None,
+        statuses: bytearray | None = None,
         *,
         critical_path: bool = True,
     ) -> None:
@@ -107,9 +107,11 @@ class Admission:
         self.plan = plan
         self.limits = limits
         self.rounds = n
-        self.phase = phases if phases is not None else [bytearray(n) for _ in range(tasks)]
-        # status[t][r]: how trial (t, r) ended, as a STATUS_CODES code (0: not ended).
-        self.status = statuses if statuses is not None else [bytearray(n) for _ in range(tasks)]
+        # phase[t * n + r]: trial (t, r)'s `Phase`; one array for every trial (an array
+        # per task costs some 60 bytes a task more).
+        self.phase = phases if phases is not None else bytearray(tasks * n)
+        # status[t * n + r]: how trial (t, r) ended, as a STATUS_CODES code (0: not ended).
+        self.status = statuses if statuses is not None else bytearray(tasks * n)
         self.sequential = limits.max_parallel_per_task == 1
         # Among ready trials, those on the longest remaining dependency chain go first
         # (then lower rounds, then task order); False gives plain FIFO by round and task.
@@ -182,7 +184,7 @@ class Admission:
 
         for t in range(tasks):
             for r in range(n):
-                p = self.phase[t][r]
+                p = self.phase[t * self.rounds + r]
                 if p == Phase.DONE:
                     self.finished += 1
                 elif p == Phase.ENDED:
@@ -198,9 +200,9 @@ class Admission:
     # -- readiness ---------------------------------------------------------
 
     def _advance(self, t: int) -> None:
-        phase = self.phase[t]
+        phase, base = self.phase, t * self.rounds
         r = self.next_round[t]
-        while r < self.rounds and phase[r] != Phase.PENDING:
+        while r < self.rounds and phase[base + r] != Phase.PENDING:
             r += 1
         self.next_round[t] = r
 
@@ -219,7 +221,10 @@ class Admission:
             held = (
                 r < self.rounds
                 and not self.task_queued[t]
-                and (not parents or all(self.phase[p][r] >= Phase.ENDED for p in parents))
+                and (
+                    not parents
+                    or all(self.phase[p * self.rounds + r] >= Phase.ENDED for p in parents)
+                )
             )
         if held:
             if t not in self._held:
@@ -251,14 +256,14 @@ class Admission:
         # At most one queued round per task: when it starts, `next_starts` considers
         # the task again, so the ready queue holds an entry per task, not per trial.
         room = min(per_task - self.task_running[t], 1) - self.task_queued[t]
-        phase = self.phase[t]
+        phase, base = self.phase, t * self.rounds
         orphan = not self.plan.parents[t]
         for r in range(self.next_round[t], self.rounds):
             if room <= 0 and orphan:
                 break  # no round can be queued, and without parents none is unreachable
             # Rounds past the task's room are still looked at: an unreachable one
             # is recorded at once, since it needs no slot.
-            if phase[r] == Phase.PENDING and self._try_round(t, r, queue=room > 0):
+            if phase[base + r] == Phase.PENDING and self._try_round(t, r, queue=room > 0):
                 room -= 1
 
     def _try_round(self, t: int, r: int, *, queue: bool = True) -> bool:
@@ -266,19 +271,19 @@ class Admission:
         it was queued. A round whose parent gave no valid output is marked unreachable."""
         cause = -1
         for p in self.plan.parents[t]:
-            if self.phase[p][r] < Phase.ENDED:
+            if self.phase[p * self.rounds + r] < Phase.ENDED:
                 return False
-            if self.status[p][r] != _COMPLETED and cause < 0:
+            if self.status[p * self.rounds + r] != _COMPLETED and cause < 0:
                 cause = p
         if cause >= 0:
-            self.phase[t][r] = Phase.RUNNING
+            self.phase[t * self.rounds + r] = Phase.RUNNING
             self.task_inflight[t] += 1
             self._advance(t)
             self._unreachable.append(Start(StartKind.UNREACHABLE, t, r, cause))
             return False
         if not queue or self.stopped:
             return False
-        self.phase[t][r] = Phase.QUEUED
+        self.phase[t * self.rounds + r] = Phase.QUEUED
         self.task_queued[t] += 1
         self._push_ready(t, r, resumed=False)
         return True
@@ -337,7 +342,7 @@ class Admission:
                 self.task_queued[t] -= 1
                 if self.task_running[t] >= self.limits.max_parallel_per_task:
                     # A resumed trial took the task's room meanwhile: back to pending.
-                    self.phase[t][r] = Phase.PENDING
+                    self.phase[t * self.rounds + r] = Phase.PENDING
                     self.next_round[t] = min(self.next_round[t], r)
                     continue
             elif self.task_running[t] >= self.limits.max_parallel_per_task:
@@ -431,7 +436,7 @@ class Admission:
             used[i] += 1
         if fresh:
             self.task_inflight[t] += 1
-            self.phase[t][r] = Phase.RUNNING
+            self.phase[t * self.rounds + r] = Phase.RUNNING
             self._advance(t)
 
     def _release_execution(self, t: int) -> None:
@@ -482,15 +487,15 @@ class Admission:
         self._ended(t, r, TrialStatus.UNREACHABLE)
 
     def _ended(self, t: int, r: int, status: TrialStatus) -> None:
-        self.phase[t][r] = Phase.ENDED
-        self.status[t][r] = STATUS_CODES[status]
+        self.phase[t * self.rounds + r] = Phase.ENDED
+        self.status[t * self.rounds + r] = STATUS_CODES[status]
         if status in EVALUATED_STATUSES:
             self._push_eval(t, r)
         else:
             self._done(t, r)
         self._consider(t)
         for child in self.plan.children[t]:
-            if self.phase[child][r] == Phase.PENDING:
+            if self.phase[child * self.rounds + r] == Phase.PENDING:
                 self._consider(child)
 
     def evaluation_ended(self, t: int, r: int) -> None:
@@ -501,12 +506,12 @@ class Admission:
         self._consider(t)
 
     def _done(self, t: int, r: int) -> None:
-        self.phase[t][r] = Phase.DONE
+        self.phase[t * self.rounds + r] = Phase.DONE
         self.task_inflight[t] -= 1
         self.finished += 1
 
     def status_of(self, t: int, r: int) -> TrialStatus | None:
-        return STATUS_OF_CODE.get(self.status[t][r])
+        return STATUS_OF_CODE.get(self.status[t * self.rounds + r])
 
     def stop(self) -> None:
         """Admit no new trial from now on. Running trials, trials waiting out a rate
@@ -522,7 +527,7 @@ class Admission:
                 if not fresh:  # started already, then deferred by a rate limit
                     kept.append(entry)
                     continue
-                self.phase[t][r] = Phase.PENDING
+                self.phase[t * self.rounds + r] = Phase.PENDING
                 self.task_queued[t] -= 1
                 self._ready_count -= 1
             if kept:

@@ -19,8 +19,9 @@ class Handoffs:
         self._previous = resumed.previous
         # A parent's output waits here until every child's same round has taken it.
         self._outputs: dict[tuple[int, int], list[Any]] = {}
+        n = plan.trials_per_task
         for (t, r), output in resumed.outputs.items():
-            waiting = sum(1 for c in plan.children[t] if resumed.phases[c][r] == Phase.PENDING)
+            waiting = sum(1 for c in plan.children[t] if resumed.phases[c * n + r] == Phase.PENDING)
             if waiting:
                 self._outputs[(t, r)] = [output, waiting]
 
@@ -58,12 +59,13 @@ class Handoffs:
 
     def previous_of(self, t: int, r: int, phases: bytearray) -> tuple[Previous | None, int | None]:
         """The earlier trial (t, r)'s reflective session sees, or (None, q) when it is
-        trial q, which must be read from the store. ``phases``: task t's (admission's)."""
+        trial q, which must be read from the store. ``phases``: admission's (every trial's)."""
         previous = self._previous[t]
         if previous is not None and previous.trial >= r:
             # Rounds finished out of order (a resumed run, or a later round's
             # parents ended first): this trial sees the latest *earlier* one.
-            earlier = [q for q in range(r) if phases[q] == Phase.DONE]
+            base = t * self.plan.trials_per_task
+            earlier = [q for q in range(r) if phases[base + q] == Phase.DONE]
             return None, earlier[-1] if earlier else None
         return previous, None
 

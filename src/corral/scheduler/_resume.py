@@ -35,8 +35,9 @@ class Resume:
         self._rescore = rescore
         # Task ids to positions, built when an earlier run left something to absorb.
         self._index: dict[str, int] | None = None
-        self.phases = [bytearray(n) for _ in plan.task_ids]
-        self.statuses = [bytearray(n) for _ in plan.task_ids]
+        #: Each trial's `Phase` and status code at ``t * trials_per_task + r`` (admission's).
+        self.phases = bytearray(len(plan.task_ids) * n)
+        self.statuses = bytearray(len(plan.task_ids) * n)
         self.previous: list[Previous | None] = [None] * len(plan.task_ids)
         self.outputs: dict[tuple[int, int], Any] = {}
         self.partial: set[tuple[int, int]] = set()
@@ -73,18 +74,18 @@ class Resume:
                 self.partial.add((t, r))
                 self.heads[(t, r)] = s.next_seq + 1  # after its reopen marker
                 continue
-            self.statuses[t][r] = STATUS_CODES[record.status]
+            self.statuses[t * n + r] = STATUS_CODES[record.status]
             if record.status == TrialStatus.UNREACHABLE:
                 self._unreachable_seq[(t, r)] = s.next_seq
             if record.status == TrialStatus.COMPLETED and plan.children[t]:
                 self.outputs[(t, r)] = record.output
             if record.status in EVALUATED_STATUSES and self._to_score(s, record):
-                self.phases[t][r] = Phase.ENDED
+                self.phases[t * n + r] = Phase.ENDED
                 # The scorer gets the trial as it ended, not an earlier score.
                 unscored = record if s.evaluation is None else s.record(scored=False)
                 self.pending_evals[(t, r)] = (unscored, s.next_seq)
                 continue
-            self.phases[t][r] = Phase.DONE
+            self.phases[t * n + r] = Phase.DONE
             self.finished += 1
             self.records.add(record)
             best = self.previous[t]
@@ -104,6 +105,7 @@ class Resume:
         """After the last chunk: reopen the unreachable descendants of reopened trials
         (their parents may now give an output); with ``rescore``, nothing else runs."""
         self._index = None
+        n = self.plan.trials_per_task
         todo = list(self.reopen)
         while todo:
             t, r = todo.pop()
@@ -111,8 +113,8 @@ class Resume:
                 seq = self._unreachable_seq.pop((c, r), None)
                 if seq is None:
                     continue
-                self.phases[c][r] = Phase.PENDING
-                self.statuses[c][r] = 0
+                self.phases[c * n + r] = Phase.PENDING
+                self.statuses[c * n + r] = 0
                 self.finished -= 1
                 self.records.remove(self.plan.task_ids[c], r)
                 self.partial.add((c, r))
@@ -120,8 +122,6 @@ class Resume:
                 self.heads[(c, r)] = seq + 1
                 todo.append((c, r))
         if self._rescore is not None:
-            for phases in self.phases:
-                for r, phase in enumerate(phases):
-                    if phase == Phase.PENDING:  # unfinished: left for a later run
-                        phases[r] = Phase.DONE
+            # Unfinished trials are left for a later run.
+            self.phases[:] = self.phases.replace(bytes([Phase.PENDING]), bytes([Phase.DONE]))
             self.partial.clear()

@@ -182,7 +182,7 @@ class RunLoop:
         except CorralError as exc:
             self._unreachable.append((t, r, exc))
             return None
-        previous, reload = self._handoffs.previous_of(t, r, self.admission.phase[t])
+        previous, reload = self._handoffs.previous_of(t, r, self.admission.phase)
         return TrialJob(
             t,
             r,
