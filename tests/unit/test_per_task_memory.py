@@ -42,3 +42,15 @@ def test_admission_shares_what_tasks_have_in_common() -> None:
     # Per task: its entry in the ready queue and a dozen lists of references, some
     # 220 bytes (a bucket and slots of its own took some 230 bytes a task more).
     assert _kept_per_task(lambda: Admission(plan, Limits.resolve(), keys)) < 260
+
+
+def test_planning_tasks_without_dependencies_builds_no_index() -> None:
+    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(N)}
+    tracemalloc.start()
+    plan = build_plan(tasks, None, include_dependencies=True, trials_per_task=1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # The plan's tuples and the ids in order (a dict and a set of the ids, and a list
+    # per task, took some 240 bytes a task).
+    assert peak / N < 80
+    assert plan.depth == (1,) * N and plan.children == ((),) * N

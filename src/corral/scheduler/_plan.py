@@ -148,6 +148,53 @@ def build_plan(
                 )
     _refuse_cycles(tasks)
 
+    if task_ids is None:  # every task: closed over its dependencies already
+        order = selected
+        added: set[str] = set()
+    else:
+        order, added = _closed(tasks, selected, include_dependencies)
+    # Most tasks have no dependencies: no index of ids, nor a list per task, for them.
+    index: dict[str, int] | None = None
+    parents_of: list[tuple[int, ...]] = []
+    children_of: dict[int, list[int]] = {}
+    for child, task_id in enumerate(order):
+        dependencies = tasks[task_id].dependencies
+        if not dependencies:
+            parents_of.append(())
+            continue
+        if index is None:
+            index = {t: i for i, t in enumerate(order)}
+        ps = tuple(index[p] for p in dependencies)
+        parents_of.append(ps)
+        for p in ps:
+            children_of.setdefault(p, []).append(child)
+    del index
+    parents = tuple(parents_of)
+    del parents_of
+    children = tuple(tuple(children_of[i]) if i in children_of else () for i in range(len(order)))
+    if children_of:
+        depth = [0] * len(order)
+        for i in reversed(_topological(parents, children)):
+            depth[i] = 1 + max((depth[c] for c in children[i]), default=0)
+    else:
+        depth = [1] * len(order)
+    ids = tuple(order)
+    return RunPlan(
+        task_ids=ids,
+        metadata=SourceView(source, ids) if source is not None else tuple(tasks[t] for t in ids),
+        parents=parents,
+        children=children,
+        depth=tuple(depth),
+        added=frozenset(added),
+        trials_per_task=trials_per_task,
+    )
+
+
+def _closed(
+    tasks: Mapping[str, BenchmarkTaskMetadata], selected: list[str], include_dependencies: bool
+) -> tuple[list[str], set[str]]:
+    """The selected tasks with every task they depend on, in the tasks' order, and
+    those added; without ``include_dependencies`` a missing one is a `ConfigError`."""
     chosen = set(selected)
     added: set[str] = set()
     stack = list(selected)
@@ -164,30 +211,12 @@ def build_plan(
             chosen.add(parent)
             added.add(parent)
             stack.append(parent)
-
-    order = [task_id for task_id in tasks if task_id in chosen]
-    index = {task_id: i for i, task_id in enumerate(order)}
-    parents = tuple(tuple(index[p] for p in tasks[t].dependencies) for t in order)
-    children: list[list[int]] = [[] for _ in order]
-    for child, ps in enumerate(parents):
-        for p in ps:
-            children[p].append(child)
-    depth = [0] * len(order)
-    for i in reversed(_topological(parents, children)):
-        depth[i] = 1 + max((depth[c] for c in children[i]), default=0)
-    ids = tuple(order)
-    return RunPlan(
-        task_ids=ids,
-        metadata=SourceView(source, ids) if source is not None else tuple(tasks[t] for t in ids),
-        parents=parents,
-        children=tuple(tuple(c) for c in children),
-        depth=tuple(depth),
-        added=frozenset(added),
-        trials_per_task=trials_per_task,
-    )
+    return [task_id for task_id in tasks if task_id in chosen], added
 
 
-def _topological(parents: tuple[tuple[int, ...], ...], children: list[list[int]]) -> list[int]:
+def _topological(
+    parents: tuple[tuple[int, ...], ...], children: tuple[tuple[int, ...], ...]
+) -> list[int]:
     waiting = [len(ps) for ps in parents]
     ready = [i for i, n in enumerate(waiting) if n == 0]
     order = []
@@ -203,9 +232,11 @@ def _topological(parents: tuple[tuple[int, ...], ...], children: list[list[int]]
 
 def _refuse_cycles(tasks: Mapping[str, BenchmarkTaskMetadata]) -> None:
     """Depth-first search; a back edge is a cycle, reported as its path."""
-    colour: dict[str, int] = {}  # 1: on the current path, 2: finished
+    # 1: on the current path, 2: finished; a task without dependencies is never on a
+    # cycle, and is left out.
+    colour: dict[str, int] = {}
     for root in tasks:
-        if root in colour:
+        if root in colour or not tasks[root].dependencies:
             continue
         path: list[str] = [root]
         iters = [iter(tasks[root].dependencies)]
