@@ -7,8 +7,9 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from corral import BenchmarkTaskMetadata, Limits
+from corral import BenchmarkTaskMetadata, Limits, TrialRecord, TrialStatus
 from corral.scheduler._admission import Admission
+from corral.scheduler._handoffs import Handoffs
 from corral.scheduler._plan import RunPlan, build_plan
 from corral.scheduler._resume import Resume
 
@@ -54,3 +55,19 @@ def test_planning_tasks_without_dependencies_builds_no_index() -> None:
     # per task, took some 240 bytes a task).
     assert peak / N < 80
     assert plan.depth == (1,) * N and plan.children == ((),) * N
+
+
+def test_no_state_is_kept_for_a_trial_no_later_trial_follows() -> None:
+    tasks = {"t": BenchmarkTaskMetadata("a", "e")}
+
+    def kept(trials: int, finished: list[int]) -> int | None:
+        plan = build_plan(tasks, None, include_dependencies=True, trials_per_task=trials)
+        handoffs = Handoffs(plan, Resume(plan))
+        for r in finished:
+            handoffs.finished(0, TrialRecord("t", r, TrialStatus.COMPLETED, state={"big": r}))
+        previous = handoffs._previous[0]
+        return None if previous is None else previous.trial
+
+    assert kept(1, [0]) is None  # a one-trial run keeps no final state per task
+    assert kept(3, [0, 2]) == 0  # the last trial's state is never handed on
+    assert kept(3, [1, 0]) == 1

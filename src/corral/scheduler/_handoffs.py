@@ -71,8 +71,10 @@ class Handoffs:
 
     def finished(self, t: int, record: TrialRecord, state: Any = None) -> None:
         """Keep the highest finished trial of each task (with its final state: ``state``,
-        else the record's) for reflective sessions."""
+        else the record's) for reflective sessions; not its last trial, which no later
+        trial follows (a one-trial run keeps no state at all)."""
         best = self._previous[t]
-        if best is None or best.trial < record.trial:
+        last = record.trial + 1 >= self.plan.trials_per_task
+        if not last and (best is None or best.trial < record.trial):
             final = record.state if state is None else state
             self._previous[t] = Previous(record.trial, record.evaluation, final)

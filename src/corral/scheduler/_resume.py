@@ -89,7 +89,7 @@ class Resume:
             self.finished += 1
             self.records.add(record)
             best = self.previous[t]
-            if best is None or best.trial < r:
+            if r + 1 < n and (best is None or best.trial < r):  # as `Handoffs.finished`
                 self.previous[t] = Previous(r, record.evaluation, record.state)
 
     @property
