@@ -15,8 +15,10 @@ before the run (the tasks and the runner already built). Phases:
   the run, up to ``on_run_start``;
 - run: the trials, up to ``on_run_end``;
 - report: building the report, up to ``run`` returning;
-- resume: a second ``run`` of the same benchmark (every trial already finished):
-  its whole peak, the stored configuration compared with the plan's.
+- resume: a second ``run`` of the same benchmark (every trial already finished), up
+  to ``on_run_start``: planning, the stored configuration compared with the plan's,
+  the finished trials read back;
+- resumed: the rest of that run (its report).
 
 Memory figures do not depend on the machine's load; wall times do (not shown).
 """
@@ -40,7 +42,7 @@ import corral
 from corral import BenchmarkTaskMetadata, Final
 from corral.testing import FakeEnvironment, ScriptedAgent
 
-PHASES = ("plan", "register", "run", "report", "resume")
+PHASES = ("plan", "register", "run", "report", "resume", "resumed")
 
 
 def _status(field: str) -> float:
@@ -102,8 +104,7 @@ class Marks:
         self.resuming = False
 
     def on_run_start(self, info: corral.RunInfo) -> None:
-        if not self.resuming:
-            self.phases.end("register")
+        self.phases.end("resume" if self.resuming else "register")
 
     def on_run_end(self, info: corral.RunInfo) -> None:
         if not self.resuming:
@@ -141,7 +142,7 @@ def child(store_kind: str, tasks: int, trials: int, parallel: int) -> dict[str, 
         await runner.run(
             benchmark, trials_per_task=trials, max_parallel=parallel, observers=[marks]
         )
-        phases.end("resume")
+        phases.end("resumed")
 
     anyio.run(go)
     return {
