@@ -210,11 +210,28 @@ class StoredConfigText:
         self._text = ""
         self._at = 0
         self._ended = False
+        self._held: Mapping[str, Any] | None = None
         self.header: dict[str, Any] = {}
         #: Whether the configuration has a ``tasks`` object (read by `tasks`).
         self.has_tasks = False
 
+    @classmethod
+    def held(cls, config: Mapping[str, Any]) -> StoredConfigText:
+        """A configuration held whole (an in-memory store's), read the same way."""
+        read = cls(())
+        read._held = config
+        return read
+
     def tasks(self) -> Iterator[tuple[str, Any]]:
+        if self._held is not None:
+            tasks = self._held.get("tasks")
+            self.header = {k: v for k, v in self._held.items() if k != "tasks"}
+            self.has_tasks = isinstance(tasks, Mapping)
+            if not self.has_tasks:
+                self.header["tasks"] = tasks
+                return
+            yield from tasks.items()  # type: ignore[union-attr]
+            return
         self._expect("{")
         if self._peek() == "}":
             self._at += 1

@@ -43,7 +43,7 @@ def check_same_stream(
     always has.
     """
     if not isinstance(stored, StoredConfigText):
-        stored = _as_read(stored)
+        stored = StoredConfigText.held(stored)
     try:
         same = _same_stream(stored, new)
     except ValueError:  # not JSON, or not a configuration: ``whole`` says so
@@ -81,20 +81,6 @@ def _same_stream(stored: StoredConfigText, new: ConfigStream) -> bool:
         config_problem(header) is None
         and stored.header.get("trials_per_task") == new.trials_per_task
     )
-
-
-def _as_read(config: Mapping[str, Any]) -> StoredConfigText:
-    """A configuration held whole, seen as if read from its text."""
-    tasks = config.get("tasks")
-    read = StoredConfigText(())
-    read.header = {k: v for k, v in config.items() if k != "tasks"}
-    if isinstance(tasks, Mapping):
-        read.has_tasks = True
-        read.tasks = lambda: iter(tasks.items())  # type: ignore[method-assign]
-    else:
-        read.header["tasks"] = tasks
-        read.tasks = lambda: iter(())  # type: ignore[method-assign]
-    return read
 
 
 def _checked(entries: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
