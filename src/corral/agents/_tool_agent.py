@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 from collections.abc import Callable
 from typing import Any
 
 from .._chat import ChatModel
+from .._checks import non_negative_number, positive_int
 from .._errors import ConfigError
 from .._tools import REFUSED
 from .._types import Action, Final
@@ -55,25 +55,12 @@ class ToolAgent:
             raise ConfigError(f"model must have an async complete() method, not {model!r}")
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigError(f"system_prompt must be a string, not {system_prompt!r}")
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-        ):
-            raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-        if temperature is not None and (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, int | float)
-            or not math.isfinite(temperature)
-            or temperature < 0
-        ):
-            raise ConfigError(f"temperature must be a number >= 0, not {temperature!r}")
+        positive_int("max_tokens", max_tokens, or_none=True)
+        if temperature is not None:
+            non_negative_number("temperature", temperature)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ConfigError(f"seed must be an integer, not {seed!r}")
-        if (
-            isinstance(max_tool_calls, bool)
-            or not isinstance(max_tool_calls, int)
-            or max_tool_calls < 1
-        ):
-            raise ConfigError(f"max_tool_calls must be a positive integer, not {max_tool_calls!r}")
+        positive_int("max_tool_calls", max_tool_calls)
         for name, value in (("parse_final", parse_final), ("prompt", prompt)):
             if value is not None and not callable(value):
                 raise ConfigError(f"{name} must be callable, not {value!r}")

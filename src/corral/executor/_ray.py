@@ -11,10 +11,10 @@ from typing import Any
 
 import anyio.to_thread
 
+from .._checks import positive_int
 from .._errors import ConfigError
 from .._types import Evaluation
 from ..runtime._acks import Acks
-from ..scheduler._limits import positive_int
 from ..store._protocol import CommitStore
 from ._dispatch import RayExecution
 from ._host import HostSpec

@@ -14,8 +14,8 @@ import anyio
 import httpx
 
 from .._chat import ChatResponse
+from .._checks import non_negative_number, positive_int, seconds
 from .._errors import ConfigError, ModelError, ModelUnavailable
-from .._subprocess import check_seconds
 from ._status import status_error
 
 #: Connections of a client used outside a run (``async with model:``).
@@ -46,17 +46,8 @@ class HTTPModel:
             raise ConfigError(f"model must be a non-empty string, not {model!r}")
         self.model = model
         self.base_url = check_base_url(base_url)
-        check_seconds("timeout", timeout)
-        self.timeout = float(timeout)
-        if (
-            isinstance(max_response_bytes, bool)
-            or not isinstance(max_response_bytes, int)
-            or max_response_bytes < 1
-        ):
-            raise ConfigError(
-                f"max_response_bytes must be a positive integer, not {max_response_bytes!r}"
-            )
-        self.max_response_bytes = max_response_bytes
+        self.timeout = float(seconds("timeout", timeout))
+        self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
         self.url = self.base_url + url_path
         self._headers = {"content-type": "application/json", **headers}
         self._client: httpx.AsyncClient | None = None
@@ -259,14 +250,7 @@ def check_prices(prices: object, keys: Collection[str]) -> dict[str, float] | No
             raise ConfigError(
                 f"prices has unknown key {key!r}; expected {expected} (dollars per million tokens)"
             )
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise ConfigError(f"prices[{key!r}] must be a non-negative number, not {value!r}")
-        out[key] = float(value)
+        out[key] = float(non_negative_number(f"prices[{key!r}]", value))
     return out
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from .._checks import non_negative_int, non_negative_number
 from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
@@ -95,15 +95,8 @@ class AgentSession:
         most `MAX_COST`; more is refused (`ConfigError` naming the value) and not added.
         """
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} must be a non-negative integer, not {value!r}")
-        if (
-            isinstance(cost, bool)
-            or not isinstance(cost, int | float)
-            or not math.isfinite(cost)
-            or cost < 0
-        ):
-            raise ConfigError(f"cost must be a non-negative number, not {cost!r}")
+            non_negative_int(name, value)
+        cost = non_negative_number("cost", cost)
         self._usage = add_usage(self._usage, Usage(input_tokens, output_tokens, float(cost)))
 
     def take_usage(self) -> Usage:
