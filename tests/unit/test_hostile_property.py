@@ -38,7 +38,7 @@ TRIAL_BOUND = (MAX_RETRIES + 1) * TRIAL_TIMEOUT + 1.0
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    return "asyncio"  # the client on both backends: test_model_hardening.py
+    return "asyncio"  # the client on both backends: test_models_waits.py, test_model_malformed.py
 
 
 def answer(body: dict[str, Any]) -> Any:
