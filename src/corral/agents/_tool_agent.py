@@ -126,17 +126,15 @@ class ToolAgent:
 
     async def act(self, session: AgentSession) -> list[Action] | Final:
         tools = session.tools or ()
-        response = await self.model.complete(
+        # Through the session: the call is recorded in the trial's history (messages,
+        # reply, text beside its tool calls, failed tries) and its usage added.
+        response = await session.chat(self.model).complete(
             self.messages(session),
             tools=[tool.to_openai() for tool in tools] or None,
             model=session.model,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             seed=self.trial_seed(session),
-        )
-        usage = response.usage
-        session.record_usage(
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
         )
         calls = response.tool_calls
         if calls:

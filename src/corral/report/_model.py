@@ -7,7 +7,9 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from .._types import TrialRecord, Usage
+from ..history import CallCounts
 from ..store._runs import RunRecord
+from ._calls import calls_by_model, calls_dict
 from ._errors import ErrorGroup
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 from ._named import NamedScore, named_scores, task_named_scores
@@ -243,6 +245,13 @@ class BenchmarkReport:
         return out
 
     @property
+    def model_calls(self) -> dict[str, CallCounts]:
+        """The model calls of the trials reported, counted per model: calls, failed
+        tries by kind (429, 5xx, timeout, dropped, refused), seconds waited on rate
+        limits (see `corral.report._calls`)."""
+        return calls_by_model(t for task in self.tasks.values() for t in task.trials)
+
+    @property
     def wall_seconds(self) -> float:
         return self.finished_at - self.started_at
 
@@ -300,6 +309,7 @@ class BenchmarkReport:
             "complete": self.complete,
             "resumed": self.resumed,
             "retries": self.retries,
+            "model_calls": calls_dict(self.model_calls),
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
             "stopped": self.stopped,

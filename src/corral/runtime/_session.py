@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
+from ._model_calls import CallLog, PendingCall, RecordedModel
+
+if TYPE_CHECKING:
+    from .._chat import ChatModel, ChatResponse, ToolCall
 
 
 class AgentSession:
@@ -20,7 +24,9 @@ class AgentSession:
     not recorded). Inside ``Environment.execute``, ``step_key`` is the
     idempotency key of the action being executed: the same on every
     re-execution, in any process. ``tools`` are the `Tool` objects the
-    environment declares (None when it declares none).
+    environment declares (None when it declares none). ``calls`` holds the model
+    calls recorded (`record_model_call`, or a model passed through `chat`) until
+    the trial's next commit carries them.
     """
 
     __slots__ = (
@@ -41,6 +47,7 @@ class AgentSession:
         "scratch",
         "step_key",
         "tools",
+        "calls",
         "_usage",
     )
 
@@ -56,6 +63,7 @@ class AgentSession:
         previous_evaluation: Evaluation | None = None,
         previous_state: Any = None,
         previous_trial: int | None = None,
+        calls: CallLog | None = None,
     ) -> None:
         self.benchmark_id = benchmark_id
         self.task_id = task_id
@@ -78,6 +86,7 @@ class AgentSession:
         self.step_key: str | None = None
         #: The tools the environment declares for this trial (None: it declares none).
         self.tools: tuple[Tool, ...] | None = None
+        self.calls = CallLog() if calls is None else calls
         self._usage: Usage = NO_USAGE
 
     def __repr__(self) -> str:
@@ -105,6 +114,74 @@ class AgentSession:
         ):
             raise ConfigError(f"cost must be a non-negative number, not {cost!r}")
         self._usage = add_usage(self._usage, Usage(input_tokens, output_tokens, float(cost)))
+
+    def record_model_call(
+        self,
+        messages: Sequence[Any],
+        response: ChatResponse | None = None,
+        *,
+        model: str | None = None,
+        endpoint: str | None = None,
+        latency: float | None = None,
+        text: str | None = None,
+        reasoning: str | None = None,
+        tool_calls: Sequence[ToolCall] = (),
+        finish_reason: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float = 0.0,
+        error: str | None = None,
+    ) -> None:
+        """Record one call to a model in the trial's history: the ``messages`` sent
+        and the reply (a `ChatResponse`, or its ``text``, ``reasoning``,
+        ``tool_calls``, ``finish_reason`` and usage), the ``model`` and ``endpoint``
+        asked, the ``latency`` in seconds. The record rides on the trial's next
+        commit (its actions, a tool's effect, or its terminal): in the history once,
+        or not at all if the process dies first. Only the messages beyond those the
+        trial's previous call began with are stored; each string is capped at the
+        recording limit, cut ones marked. Usage is not added to the trial's: call
+        `record_usage` for that (`chat` does both).
+        """
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+            raise ConfigError(f"messages must be a list of messages, not {type(messages).__name__}")
+        if latency is not None and not (isinstance(latency, int | float) and latency >= 0):
+            raise ConfigError(f"latency must be a number of seconds >= 0, not {latency!r}")
+        if response is not None:
+            usage = response.usage
+            text, reasoning = response.content, response.reasoning
+            finish_reason, tool_calls = response.finish_reason, response.tool_calls
+            counted = (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost,
+                response.cache_read_tokens,
+                response.cache_write_tokens,
+            )
+        else:
+            counted = (input_tokens, output_tokens, float(cost), 0, 0)
+        log = self.calls
+        failed, log.failed = tuple(log.failed), []
+        log.record(
+            PendingCall(
+                list(messages),
+                model,
+                endpoint,
+                text,
+                reasoning,
+                tuple(tool_calls),
+                finish_reason,
+                counted,
+                None if latency is None else float(latency),
+                failed,
+                error,
+            )
+        )
+
+    def chat(self, model: ChatModel) -> RecordedModel:
+        """``model`` with every call recorded (`record_model_call`) and its usage
+        added (`record_usage`); a try that fails with a model's error (a rate limit,
+        a 5xx, a timeout, a dropped connection) is recorded with the call after it."""
+        return RecordedModel(model, self)
 
     def take_usage(self) -> Usage:
         """The usage recorded since the last commit, which the next commit carries."""
