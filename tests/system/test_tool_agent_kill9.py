@@ -27,7 +27,7 @@ def test_kill9_between_action_and_effect_does_not_ask_the_model_again(tmp_path: 
     store = tmp_path / "store.db"
     with FakeChatServer(ledger_model) as server:
         acked = run_child_until_first(store, server.url, "action")
-        assert [a["kind"] for a in acked] == ["setup", "action"]
+        assert [a["kind"] for a in acked] == ["setup", "model_call", "action"]
         assert server.calls == 1  # the first turn was asked, recorded, not executed
 
         report = anyio.run(lambda: runner(store, server.url).run("kill"))
@@ -42,10 +42,13 @@ def test_kill9_between_action_and_effect_does_not_ask_the_model_again(tmp_path: 
     history = anyio.run(lambda: _history(store), backend="asyncio")
     assert [c.kind for c in history] == [
         "setup",
+        "model_call",
         "action",
         "tool_effect",
+        "model_call",
         "action",
         "tool_effect",
+        "model_call",
         "terminal",
         "evaluation",
     ]
