@@ -47,6 +47,8 @@ class PendingCall:
     latency: float | None
     failed: tuple[FailedTry, ...]
     error: str | None
+    #: The most characters of one recorded string (`check_record_chars`).
+    limit: int = DEFAULT_RECORD_CHARS
 
 
 class CallLog:
@@ -54,16 +56,15 @@ class CallLog:
     call: kept with the trial's job, so they outlive a failed attempt and a rate
     limit's deferral (and travel with the job to and from a Ray host)."""
 
-    __slots__ = ("pending", "failed", "chain", "chain_at", "limit")
+    __slots__ = ("pending", "failed", "chain", "chain_at")
 
-    def __init__(self, limit: int = DEFAULT_RECORD_CHARS) -> None:
+    def __init__(self) -> None:
         self.pending: list[PendingCall] = []
         self.failed: list[FailedTry] = []
         #: The previous call's messages, which the next call's are a delta on.
         self.chain: CallChain | None = None
         #: The sequence number of the call ``chain`` ends with (None: none).
         self.chain_at: int | None = None
-        self.limit = check_record_chars(limit)
 
     def trying(self) -> None:
         """A try begins: the wait since the last failed one is the wait it took."""
@@ -130,7 +131,7 @@ class CallLog:
                 model_call(
                     keep,
                     new,
-                    limit=self.limit,
+                    limit=call.limit,
                     model=call.model,
                     endpoint=call.endpoint,
                     text=call.text,
@@ -179,13 +180,16 @@ class RecordedModel:
     with its latency and usage (the usage recorded on the session too), each failed
     try kept until the call that follows it."""
 
-    __slots__ = ("inner", "session")
+    __slots__ = ("inner", "session", "record_chars")
 
-    def __init__(self, inner: ChatModel, session: AgentSession) -> None:
+    def __init__(
+        self, inner: ChatModel, session: AgentSession, record_chars: int = DEFAULT_RECORD_CHARS
+    ) -> None:
         if not callable(getattr(inner, "complete", None)):
             raise ConfigError(f"model must have an async complete() method, not {inner!r}")
         self.inner = inner
         self.session = session
+        self.record_chars = record_chars
 
     @property
     def model(self) -> str:
@@ -214,5 +218,6 @@ class RecordedModel:
             model=options.get("model") or getattr(self.inner, "model", None),
             endpoint=endpoint if isinstance(endpoint, str) else None,
             latency=latency,
+            record_chars=self.record_chars,
         )
         return response

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
-from ._model_calls import CallLog, PendingCall, RecordedModel
+from ..history import DEFAULT_RECORD_CHARS
+from ._model_calls import CallLog, PendingCall, RecordedModel, check_record_chars
 
 if TYPE_CHECKING:
     from .._chat import ChatModel, ChatResponse, ToolCall
@@ -131,6 +132,7 @@ class AgentSession:
         output_tokens: int = 0,
         cost: float = 0.0,
         error: str | None = None,
+        record_chars: int = DEFAULT_RECORD_CHARS,
     ) -> None:
         """Record one call to a model in the trial's history: the ``messages`` sent
         and the reply (a `ChatResponse`, or its ``text``, ``reasoning``,
@@ -138,9 +140,10 @@ class AgentSession:
         asked, the ``latency`` in seconds. The record rides on the trial's next
         commit (its actions, a tool's effect, or its terminal): in the history once,
         or not at all if the process dies first. Only the messages beyond those the
-        trial's previous call began with are stored; each string is capped at the
-        recording limit, cut ones marked. Usage is not added to the trial's: call
-        `record_usage` for that (`chat` does both).
+        trial's previous call began with are stored; each string is capped at
+        ``record_chars`` characters (32,768 by default), a cut one ending in
+        `corral.history.TRUNCATED` and the count of what was left out. Usage is not
+        added to the trial's: call `record_usage` for that (`chat` does both).
         """
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise ConfigError(f"messages must be a list of messages, not {type(messages).__name__}")
@@ -174,14 +177,16 @@ class AgentSession:
                 None if latency is None else float(latency),
                 failed,
                 error,
+                check_record_chars(record_chars),
             )
         )
 
-    def chat(self, model: ChatModel) -> RecordedModel:
+    def chat(self, model: ChatModel, *, record_chars: int = DEFAULT_RECORD_CHARS) -> RecordedModel:
         """``model`` with every call recorded (`record_model_call`) and its usage
         added (`record_usage`); a try that fails with a model's error (a rate limit,
-        a 5xx, a timeout, a dropped connection) is recorded with the call after it."""
-        return RecordedModel(model, self)
+        a 5xx, a timeout, a dropped connection) is recorded with the call after it.
+        ``record_chars``: as `record_model_call`'s."""
+        return RecordedModel(model, self, check_record_chars(record_chars))
 
     def take_usage(self) -> Usage:
         """The usage recorded since the last commit, which the next commit carries."""
