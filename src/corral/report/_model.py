@@ -309,7 +309,6 @@ class BenchmarkReport:
             "complete": self.complete,
             "resumed": self.resumed,
             "retries": self.retries,
-            "model_calls": calls_dict(self.model_calls),
             "timings": dict(self.timings),
             "added_by_dependencies": self.added_by_dependencies,
             "stopped": self.stopped,
@@ -326,6 +325,9 @@ class BenchmarkReport:
             "provenance": dict(self.provenance),
             "generation": {agent: dict(s) for agent, s in self.generation.items()},
         }
+        calls = self.model_calls
+        if calls:  # absent without any (as in reports written before they were recorded)
+            out["model_calls"] = calls_dict(calls)
         if tasks:
             out["tasks"] = {
                 task_id: task.to_dict(self.metrics) for task_id, task in self.tasks.items()

@@ -1,5 +1,5 @@
-"""A trial's model calls on their way into its history: what the session records, the
-tries that failed before a call got its reply, and the `ChatModel` that records itself.
+"""A trial's model calls on their way into its history: what the session records, and
+the tries that failed before a call got its reply.
 
 A call is not a commit of its own: its record waits here and is staged in the same
 append as the trial's next commit (the turn's actions, a tool's effect, the
@@ -11,11 +11,11 @@ asks the model again: no call is ever recorded twice.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._chat import ChatResponse, ToolCall
+from .._chat import ToolCall
 from .._errors import ConfigError, ModelError, ModelUnavailable, RateLimited
 from ..history import (
     DEFAULT_RECORD_CHARS,
@@ -26,9 +26,7 @@ from ..history import (
 )
 
 if TYPE_CHECKING:
-    from .._chat import ChatModel
     from ..history import TrialFold
-    from ._session import AgentSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,51 +171,3 @@ def check_record_chars(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigError(f"record_chars must be a positive integer, not {limit!r}")
     return limit
-
-
-class RecordedModel:
-    """A `ChatModel` whose calls the trial records (`AgentSession.chat`): each reply
-    with its latency and usage (the usage recorded on the session too), each failed
-    try kept until the call that follows it."""
-
-    __slots__ = ("inner", "session", "record_chars")
-
-    def __init__(
-        self, inner: ChatModel, session: AgentSession, record_chars: int = DEFAULT_RECORD_CHARS
-    ) -> None:
-        if not callable(getattr(inner, "complete", None)):
-            raise ConfigError(f"model must have an async complete() method, not {inner!r}")
-        self.inner = inner
-        self.session = session
-        self.record_chars = record_chars
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    async def complete(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResponse:
-        """The inner model's `complete`, recorded (``options``: its keywords)."""
-        session = self.session
-        log = session.calls
-        log.trying()
-        start = time.perf_counter()
-        try:
-            response = await self.inner.complete(messages, **options)
-        except Exception as exc:
-            log.fail(exc)
-            raise
-        latency = time.perf_counter() - start
-        usage = response.usage
-        session.record_usage(
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
-        )
-        endpoint = getattr(self.inner, "url", None) or getattr(self.inner, "base_url", None)
-        session.record_model_call(
-            messages,
-            response,
-            model=options.get("model") or getattr(self.inner, "model", None),
-            endpoint=endpoint if isinstance(endpoint, str) else None,
-            latency=latency,
-            record_chars=self.record_chars,
-        )
-        return response

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
 from ..history import DEFAULT_RECORD_CHARS
-from ._model_calls import CallLog, PendingCall, RecordedModel, check_record_chars
+from ._model_calls import CallLog, PendingCall, check_record_chars
 
 if TYPE_CHECKING:
     from .._chat import ChatModel, ChatResponse, ToolCall
@@ -226,3 +227,51 @@ def add_usage(total: Usage, more: Usage) -> Usage:
                 f"{name} {value!r}{added} is out of bounds: one step records at most {bound!r}"
             )
     return out
+
+
+class RecordedModel:
+    """A `ChatModel` whose calls the trial records (`AgentSession.chat`): each reply
+    with its latency and usage (the usage recorded on the session too), each failed
+    try kept until the call that follows it."""
+
+    __slots__ = ("inner", "session", "record_chars")
+
+    def __init__(
+        self, inner: ChatModel, session: AgentSession, record_chars: int = DEFAULT_RECORD_CHARS
+    ) -> None:
+        if not callable(getattr(inner, "complete", None)):
+            raise ConfigError(f"model must have an async complete() method, not {inner!r}")
+        self.inner = inner
+        self.session = session
+        self.record_chars = record_chars
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResponse:
+        """The inner model's `complete`, recorded (``options``: its keywords)."""
+        session = self.session
+        log = session.calls
+        log.trying()
+        start = time.perf_counter()
+        try:
+            response = await self.inner.complete(messages, **options)
+        except Exception as exc:
+            log.fail(exc)
+            raise
+        latency = time.perf_counter() - start
+        usage = response.usage
+        session.record_usage(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
+        )
+        endpoint = getattr(self.inner, "url", None) or getattr(self.inner, "base_url", None)
+        session.record_model_call(
+            messages,
+            response,
+            model=options.get("model") or getattr(self.inner, "model", None),
+            endpoint=endpoint if isinstance(endpoint, str) else None,
+            latency=latency,
+            record_chars=self.record_chars,
+        )
+        return response
