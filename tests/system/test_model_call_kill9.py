@@ -18,7 +18,7 @@ from corral.testing import FakeChatServer
 
 from ..support.stepped_child import Acked, run_child_until
 from ..support.tool_agent_child import runner
-from ..support.tool_bench import balance_of, ledger_model
+from ..support.tool_bench import LEDGER_HISTORY, balance_of, ledger_model
 
 
 def _kill_at(store: Path, url: str, kill: Any) -> Acked:
@@ -32,18 +32,7 @@ def _resume_and_check(store: Path, server: FakeChatServer) -> None:
     history = anyio.run(lambda: _history(store), backend="asyncio")
     kinds = [c.kind for c in history]
     # One record per turn, each just before what followed from it.
-    assert kinds == [
-        "setup",
-        "model_call",
-        "action",
-        "tool_effect",
-        "model_call",
-        "action",
-        "tool_effect",
-        "model_call",
-        "terminal",
-        "evaluation",
-    ]
+    assert kinds == LEDGER_HISTORY
     calls = transcript(history)
     sent = [request["messages"] for request in server.requests]
     rebuilt = [_whole(history, c.seq) for c in calls]
