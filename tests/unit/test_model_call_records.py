@@ -176,3 +176,10 @@ def test_a_message_in_anthropics_blocks_reads_as_text_reasoning_and_calls() -> N
     assert (message.role, message.text, message.reasoning) == ("assistant", "ok\n[image]", "hmm")
     assert message.tool_calls == (ToolCall("t1", "f", '{"a": 1}'),)
     assert chat_message("plain").role == "unknown"
+
+
+def test_a_call_that_failed_with_nothing_sent_leaves_the_chain_as_it_was() -> None:
+    chain = CallChain()
+    chain.apply(_call(0, ["a", "b"]))
+    assert chain.apply(_call(0, [], error="gave up")) == ["a", "b"]
+    assert chain.apply(_call(2, ["c"])) == ["a", "b", "c"]

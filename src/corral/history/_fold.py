@@ -194,7 +194,11 @@ class CallChain:
         return keep, list(sent[keep:])
 
     def apply(self, call: ModelCallPayload) -> list[Any]:
-        """Follow ``call``: its whole conversation (what a reader shows)."""
+        """Follow ``call``: its whole conversation (what a reader shows). A call that
+        failed for good with nothing sent recorded (its failed tries only) leaves the
+        chain as it was, as its writer did."""
+        if call.error is not None and not call.messages and not call.keep:
+            return self.messages
         keep = min(call.keep, len(self.messages))
         self.messages = self.messages[:keep] + list(call.messages)
         return self.messages
