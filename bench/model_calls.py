@@ -55,7 +55,9 @@ class Search:
         return Evaluation(1.0, True)
 
 
-def storage(turns: int) -> dict[str, Any]:
+def storage_run(turns: int) -> list[corral.Commit]:
+    """The commits of one ToolAgent trial of ``turns`` turns, run into SQLite."""
+
     def reply(body: dict[str, Any]) -> ChatReply:
         done = sum(1 for m in body["messages"] if m["role"] == "tool")
         if done >= turns - 1:
@@ -77,7 +79,11 @@ def storage(turns: int) -> dict[str, Any]:
             async with store.opened():
                 return await store.history(corral.TrialKey("storage", "t", 0))
 
-        commits = anyio.run(history)
+        return anyio.run(history)
+
+
+def storage(turns: int) -> dict[str, Any]:
+    commits = storage_run(turns)
     delta = whole = 0
     chain = CallChain()
     calls = 0
