@@ -340,8 +340,9 @@ async def _session(
         previous_evaluation=previous.evaluation if previous else None,
         previous_state=previous.state if previous else None,
         previous_trial=previous.trial if previous else None,
-        calls=_calls_of(plan.job),
+        calls=plan.job.calls,  # None: the session makes the trial's log, kept below
     )
+    plan.job.calls = session.calls
     if scratch is not None:
         session.scratch = scratch
     _sync(session, projection)
