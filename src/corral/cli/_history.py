@@ -244,7 +244,8 @@ def _call(p: ModelCallPayload) -> str:
     if p.latency is not None:
         parts.append(f"{p.latency:.2f} s")
     if p.failed:
-        parts.append(f"{len(p.failed)} failed tries ({', '.join(f.kind for f in p.failed)})")
+        tries = "try" if len(p.failed) == 1 else "tries"
+        parts.append(f"{len(p.failed)} failed {tries} ({', '.join(f.kind for f in p.failed)})")
     return " · ".join(parts)
 
 

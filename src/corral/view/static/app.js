@@ -578,7 +578,7 @@
       pl.previous_trial === null || pl.previous_trial === undefined ? null : el("div", {}, "saw trial #" + pl.previous_trial));
     else if (c.kind === "model_call") body.push(el("div", { class: "tool" }, "model " + (pl.model || "?") + " · " +
       (pl.messages || []).length + " new message(s)" + (pl.latency !== undefined ? " · " + num(pl.latency, 2) + " s" : "") +
-      (pl.failed ? " · " + pl.failed.length + " failed tries" : "")), pl.error ? fold(pl.error) : fold(pl.text || ""));
+      (pl.failed ? " · " + pl.failed.length + (pl.failed.length === 1 ? " failed try" : " failed tries") : "")), pl.error ? fold(pl.error) : fold(pl.text || ""));
     else if (c.kind === "action") body.push(el("div", { class: "tool" }, "tool " + pl.tool + (pl.index ? " (parallel #" + pl.index + ")" : "")), fold(pl.arguments));
     else if (c.kind === "tool_effect") {
       body.push(el("div", {}, "observation"), fold(pl.observation));
