@@ -1,20 +1,24 @@
 """Model calls recorded on a Ray host are recorded as in process: once each, with the
 failed tries of a rate limit that deferred the trial (its job goes back to the
-scheduler and out to a host again, its unrecorded tries with it)."""
+scheduler and out to a host again, its unrecorded tries with it), and once each
+when a host is killed between a call's record and its action's effect."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
 from corral.history import ModelCallPayload, decode
 from corral.testing import ChatReply, FakeChatServer
 
-from ..support.ray_support import comparable
-from ..support.tool_bench import Ledger, agent, ledger_model, tasks
+from ..support.ray_support import Boards, _here, call, comparable
+from ..support.tool_bench import LEDGER_HISTORY, Ledger, agent, ledger_model, tasks
 
 pytestmark = [
     pytest.mark.anyio,
@@ -78,3 +82,53 @@ async def test_calls_recorded_on_hosts_as_in_process(tmp_path: Path) -> None:
     counted = on_ray.model_calls["teller-model"]
     assert (counted.calls, dict(counted.failed)) == (9, {"429": 3})
     assert counted.rate_limit_wait > 0
+
+
+class GatedLedger(Ledger):
+    """The ledger, each trial's first tool call waiting at the board's gate."""
+
+    def __init__(self, board: Any) -> None:
+        super().__init__()
+        self.board = board
+
+    async def execute(self, action: corral.Action, session: corral.AgentSession) -> Any:
+        if action.tool == "lookup":
+            assert session.step_key is not None
+            pid, actor = _here()
+            try:
+                await call(self.board.step.remote(session.step_key, pid, actor))
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await call(self.board.left.remote())
+        return await super().execute(action, session)
+
+
+async def test_a_host_killed_after_a_record_lands_records_each_call_once(
+    tmp_path: Path, boards: Boards
+) -> None:
+    gated = boards.get(gate_open=False)
+    store = tmp_path / "store.db"
+    report: corral.BenchmarkReport | None = None
+    with FakeChatServer(ledger_model) as server:
+        runner = corral.CorralRunner(
+            tasks(2), {"teller": agent(server.url)}, {"ledger": GatedLedger(gated)}, store=store
+        )
+
+        async def run() -> None:
+            nonlocal report
+            report = await runner.run("killed", executor=corral.RayExecutor(hosts=2))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            # Both trials' first calls are recorded with their actions; the tools wait.
+            where = await call(gated.wait_steps.remote(2))
+            pid, _ = next(iter(where.values()))
+            os.kill(pid, signal.SIGKILL)
+            await call(gated.open.remote())
+        assert server.calls == 6  # the recorded turn was not asked again
+    assert report is not None and report.counts["completed"] == 2
+    sqlite = corral.SQLiteStore(store)
+    async with sqlite.opened():
+        for task in ("acct-1", "acct-2"):
+            history = await sqlite.history(corral.TrialKey("killed", task, 0))
+            assert [c.kind for c in history] == LEDGER_HISTORY
