@@ -139,7 +139,8 @@ async def test_a_call_that_fails_for_good_is_recorded_before_the_terminal() -> N
     (call,) = _calls(history)
     assert call.error is not None and "bad request" in call.error
     assert [f.kind for f in call.failed] == ["error"]
-    counted = report.model_calls["unknown"]
+    assert (call.model, call.endpoint) == ("teller-model", server.url + "/chat/completions")
+    counted = report.model_calls["teller-model"]
     assert (counted.calls, dict(counted.failed)) == (0, {"error": 1})
     assert str(report.tasks["acct-1"].trials[0].status) == "error"
     assert ModelError.__name__ in call.error

@@ -54,7 +54,7 @@ class CallLog:
     call: kept with the trial's job, so they outlive a failed attempt and a rate
     limit's deferral (and travel with the job to and from a Ray host)."""
 
-    __slots__ = ("pending", "failed", "chain", "chain_at")
+    __slots__ = ("pending", "failed", "chain", "chain_at", "asked")
 
     def __init__(self) -> None:
         self.pending: list[PendingCall] = []
@@ -63,6 +63,8 @@ class CallLog:
         self.chain: CallChain | None = None
         #: The sequence number of the call ``chain`` ends with (None: none).
         self.chain_at: int | None = None
+        #: The model and endpoint the last failed try asked.
+        self.asked: tuple[str | None, str | None] = (None, None)
 
     def trying(self) -> None:
         """A try begins: the wait since the last failed one is the wait it took."""
@@ -73,11 +75,15 @@ class CallLog:
                 last.kind, last.error, last.status, last.retry_after, waited, last.at
             )
 
-    def fail(self, error: BaseException) -> None:
-        """A try failed with ``error`` (a model's error: others are not a try's)."""
+    def fail(
+        self, error: BaseException, model: str | None = None, endpoint: str | None = None
+    ) -> None:
+        """A try of ``model`` at ``endpoint`` failed with ``error`` (a model's error:
+        others are not a try's)."""
         kind = failure_kind(error)
         if kind is None:
             return
+        self.asked = (model, endpoint)
         status = getattr(error, "status_code", None)  # a user's own error may have none
         told = error.retry_after if isinstance(error, RateLimited) else None
         text = f"{type(error).__name__}: {error}"
@@ -97,8 +103,7 @@ class CallLog:
             self.pending.append(
                 PendingCall(
                     [],
-                    None,
-                    None,
+                    *self.asked,
                     None,
                     None,
                     (),

@@ -253,24 +253,27 @@ class RecordedModel:
         """The inner model's `complete`, recorded (``options``: its keywords)."""
         session = self.session
         log = session.calls
+        inner = self.inner
+        model = options.get("model") or getattr(inner, "model", None)
+        endpoint = getattr(inner, "url", None) or getattr(inner, "base_url", None)
+        endpoint = endpoint if isinstance(endpoint, str) else None
         log.trying()
         start = time.perf_counter()
         try:
-            response = await self.inner.complete(messages, **options)
+            response = await inner.complete(messages, **options)
         except Exception as exc:
-            log.fail(exc)
+            log.fail(exc, model, endpoint)
             raise
         latency = time.perf_counter() - start
         usage = response.usage
         session.record_usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
         )
-        endpoint = getattr(self.inner, "url", None) or getattr(self.inner, "base_url", None)
         session.record_model_call(
             messages,
             response,
-            model=options.get("model") or getattr(self.inner, "model", None),
-            endpoint=endpoint if isinstance(endpoint, str) else None,
+            model=model,
+            endpoint=endpoint,
             latency=latency,
             record_chars=self.record_chars,
         )
