@@ -360,7 +360,7 @@
     const calls = Object.entries(s.model_calls || {});
     if (calls.length) {
       const kinds = Object.keys(calls[0][1].failed_tries);
-      lines.push(table(["model", "calls", "mean latency"].concat(kinds.map((k) => "failed: " + k), ["rate-limit wait"]),
+      lines.push(el("p", {}, "model calls per model, with the tries that failed before a reply:"), table(["model", "calls", "mean latency"].concat(kinds.map((k) => "failed: " + k), ["rate-limit wait"]),
         calls.map(([model, c]) => el("tr", {}, el("td", {}, model), el("td", { class: "n" }, num(c.calls)),
           el("td", { class: "n" }, c.mean_latency_seconds === null ? "–" : num(c.mean_latency_seconds, 2) + " s"),
           kinds.map((k) => el("td", { class: "n" }, num(c.failed_tries[k] || 0))),
