@@ -17,7 +17,7 @@ import corral
 from corral.history import ModelCallPayload, decode
 from corral.testing import ChatReply, FakeChatServer
 
-from ..support.ray_support import Boards, _here, call, comparable
+from ..support.ray_support import Boards, call, comparable, through_gate
 from ..support.tool_bench import LEDGER_HISTORY, Ledger, agent, ledger_model, tasks
 
 pytestmark = [
@@ -93,13 +93,7 @@ class GatedLedger(Ledger):
 
     async def execute(self, action: corral.Action, session: corral.AgentSession) -> Any:
         if action.tool == "lookup":
-            assert session.step_key is not None
-            pid, actor = _here()
-            try:
-                await call(self.board.step.remote(session.step_key, pid, actor))
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await call(self.board.left.remote())
+            await through_gate(self.board, session)
         return await super().execute(action, session)
 
 
