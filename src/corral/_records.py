@@ -59,6 +59,7 @@ def record_of(
         traceback=payload.traceback,
         limit=payload.limit,
         working_time=history.worked_of(terminal),
+        model_calls=history.model_calls_of(terminal),
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
@@ -92,6 +93,7 @@ def with_evaluation(
         evaluation_error=evaluation_error,
         limit=record.limit,
         working_time=record.working_time,
+        model_calls=record.model_calls,
     )
 
 
@@ -116,6 +118,7 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
         evaluation_error=record.evaluation_error,
         limit=record.limit,
         working_time=record.working_time,
+        model_calls=record.model_calls,
     )
 
 

@@ -12,7 +12,9 @@ from .._checks import non_negative_number, positive_int
 from .._errors import ConfigError
 from .._tools import REFUSED
 from .._types import Action, Final
+from ..history import DEFAULT_RECORD_CHARS
 from ..runtime import AgentSession
+from ..runtime._model_calls import check_record_chars
 from ._conversation import conversation, parse_arguments, user_message
 
 
@@ -50,6 +52,7 @@ class ToolAgent:
         reflect: bool = False,
         prompt: Callable[[AgentSession], str] | None = None,
         max_tool_calls: int = 64,
+        record_chars: int = DEFAULT_RECORD_CHARS,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
             raise ConfigError(f"model must have an async complete() method, not {model!r}")
@@ -73,6 +76,7 @@ class ToolAgent:
         self.reflect = reflect
         self.prompt = prompt
         self.max_tool_calls = max_tool_calls
+        self.record_chars = check_record_chars(record_chars)
 
     def __repr__(self) -> str:
         return f"ToolAgent({self.model!r})"
@@ -113,17 +117,15 @@ class ToolAgent:
 
     async def act(self, session: AgentSession) -> list[Action] | Final:
         tools = session.tools or ()
-        response = await self.model.complete(
+        # Through the session: the call is recorded in the trial's history (messages,
+        # reply, text beside its tool calls, failed tries) and its usage added.
+        response = await session.chat(self.model, record_chars=self.record_chars).complete(
             self.messages(session),
             tools=[tool.to_openai() for tool in tools] or None,
             model=session.model,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             seed=self.trial_seed(session),
-        )
-        usage = response.usage
-        session.record_usage(
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
         )
         calls = response.tool_calls
         if calls:

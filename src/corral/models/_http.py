@@ -174,7 +174,8 @@ class HTTPModel:
                 raise self._timed_out(exc) from exc
             except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
                 raise ModelUnavailable(
-                    f"connection to {url} failed: {type(exc).__name__}: {exc}"
+                    f"connection to {url} failed: {type(exc).__name__}: {exc}",
+                    failure_kind="dropped",
                 ) from exc
         if deadline.cancelled_caught:
             raise self._timed_out(None)
@@ -211,7 +212,8 @@ class HTTPModel:
     def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
         why = "" if exc is None else f" ({type(exc).__name__})"
         return ModelUnavailable(
-            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}"
+            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}",
+            failure_kind="timeout",
         )
 
 
