@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._chat import ToolCall
-from .._errors import ConfigError, ModelError, ModelUnavailable, RateLimited
+from .._checks import positive_int
+from .._errors import ModelError, ModelUnavailable, RateLimited
 from ..history import (
     DEFAULT_RECORD_CHARS,
     CallChain,
@@ -173,6 +174,4 @@ def failure_kind(error: BaseException) -> str | None:
 
 
 def check_record_chars(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"record_chars must be a positive integer, not {limit!r}")
-    return limit
+    return positive_int("record_chars", limit)
