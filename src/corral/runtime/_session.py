@@ -15,7 +15,7 @@ from ..history import DEFAULT_RECORD_CHARS
 from ._model_calls import CallLog, PendingCall, check_record_chars
 
 if TYPE_CHECKING:
-    from .._chat import ChatModel, ChatResponse, ToolCall
+    from .._chat import ChatModel, ChatResponse, ThinkingBlock, ToolCall
 
 
 class AgentSession:
@@ -143,14 +143,18 @@ class AgentSession:
         or not at all if the process dies first. Only the messages beyond those the
         trial's previous call began with are stored; each string is capped at
         ``record_chars`` characters (32,768 by default), a cut one ending in
-        `corral.history.TRUNCATED` and the count of what was left out. Usage is not
-        added to the trial's: call `record_usage` for that (`chat` does both).
+        `corral.history.TRUNCATED` and the count of what was left out; a response's
+        thinking blocks are kept whole and signed, for a resumed conversation to
+        send back. Usage is not added to the trial's: call `record_usage` for that
+        (`chat` does both).
         """
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise ConfigError(f"messages must be a list of messages, not {type(messages).__name__}")
         if latency is not None and not (isinstance(latency, int | float) and latency >= 0):
             raise ConfigError(f"latency must be a number of seconds >= 0, not {latency!r}")
+        thinking: tuple[ThinkingBlock, ...] = ()
         if response is not None:
+            thinking = response.thinking
             usage = response.usage
             text, reasoning = response.content, response.reasoning
             finish_reason, tool_calls = response.finish_reason, response.tool_calls
@@ -179,6 +183,7 @@ class AgentSession:
                 failed,
                 error,
                 check_record_chars(record_chars),
+                thinking,
             )
         )
 
