@@ -645,14 +645,29 @@
     return el("div", { class: "call-head", title: c.endpoint || "" }, parts.join(" · "));
   }
 
-  function transcriptView(calls) {
-    if (!calls || !calls.length) return el("p", { class: "note", id: "transcript" }, "no model calls recorded (an agent records them through session.chat(model) or session.record_model_call)");
-    return el("div", { id: "transcript" }, calls.map((c, i) => el("section", { class: "call" + (c.failed.length ? " has-failed" : ""), id: "call-" + c.seq },
-      callHead(c, i),
-      c.messages.map(chatMessage),
-      c.failed.map(failedTry),
-      c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
-        : el("div", { class: "msg gave-up" }, el("div", { class: "who" }, "gave up"), fold(c.error)))));
+  // Where a reopened trial (--rerun, --retry-errors) starts a fresh transcript.
+  function attemptHead(a) {
+    return el("div", { class: "attempt", id: "attempt-" + a.attempt }, "attempt " + a.attempt +
+      (a.seq === null ? "" : " (" + (a.reason || "reopened") + " at " + when(a.created_at) + " UTC" +
+        (a.previous_status ? ", after an attempt that ended " + a.previous_status : "") + ")"));
+  }
+
+  function transcriptView(entries) {
+    const calls = (entries || []).filter((c) => c.kind !== "attempt");
+    if (!calls.length && !(entries || []).length) return el("p", { class: "note", id: "transcript" }, "no model calls recorded (an agent records them through session.chat(model) or session.record_model_call)");
+    const out = entries.some((c) => c.kind === "attempt") ? [attemptHead({ attempt: 1, seq: null })] : [];
+    let number = 0;
+    for (const c of entries) {
+      if (c.kind === "attempt") { number = 0; out.push(attemptHead(c)); continue; }
+      out.push(el("section", { class: "call" + (c.failed.length ? " has-failed" : ""), id: "call-" + c.seq },
+        callHead(c, number++),
+        c.messages.map(chatMessage),
+        c.failed.map(failedTry),
+        c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
+          : el("div", { class: "msg gave-up" }, el("div", { class: "who" }, "gave up"), fold(c.error))));
+    }
+    if (!calls.length) out.push(el("p", { class: "note" }, "no model calls recorded in this attempt"));
+    return el("div", { id: "transcript" }, out);
   }
 
   async function trialPage(p) {
