@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from bench.viewer_stores import serving
+from playwright.sync_api import expect
 
 from ..support.transcript_run import (
     ANSWER,
@@ -72,8 +73,23 @@ def _check_transcript(watched: Watched, base: str, name: str) -> None:
     second.locator("details.reasoning summary").click()
     assert LAST_THOUGHT in second.locator(".role-assistant").inner_text()
     assert ANSWER in second.locator(".role-assistant").inner_text()
-    # Beside it, the timeline, with the model calls among the commits.
-    assert page.locator("#timeline li.kind-model_call").count() == 2
+    # Beside it, the timeline, with the model calls among the commits: summarised,
+    # a link to their place in the transcript, the stored record fetched when opened.
+    in_timeline = page.locator("#timeline li.kind-model_call")
+    assert in_timeline.count() == 2
+    summary = in_timeline.nth(0).locator(".tool").inner_text()
+    assert "model chat-model" in summary and "2 tool call(s): echo, echo" in summary
+    assert SYSTEM not in in_timeline.nth(0).inner_text()
+    route = page.evaluate("location.hash")
+    in_timeline.nth(1).locator("a.to-call").click()
+    assert page.evaluate("location.hash") == route  # scrolled, not navigated
+    in_timeline.nth(0).locator("details.raw-commit summary").click()
+    raw = in_timeline.nth(0).locator("details.raw-commit")
+    if name == "served":
+        raw.locator("details.fold summary").first.click()
+        expect(raw).to_contain_text(json.dumps(SYSTEM)[1:-1])  # as text, never markup
+    else:
+        assert "an export leaves the stored record out" in raw.inner_text()
     watched.shot("transcript-" + name)
     watched.assert_clean()
 
