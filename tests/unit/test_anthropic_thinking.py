@@ -102,7 +102,8 @@ async def test_the_reply_keeps_its_thinking_blocks_signed_and_redacted() -> None
         model = Anthropic("m", base_url=server.url, api_key="k", extra_body=THINKING)
         response = await model.complete(HELLO, tools=[TOOL])
     redacted, thought = response.thinking
-    assert isinstance(thought, ThinkingBlock) and redacted.redacted and redacted.data and "hidden" not in redacted.data
+    assert isinstance(thought, ThinkingBlock) and redacted.redacted
+    assert redacted.data and "hidden" not in redacted.data
     assert (thought.text, thought.signature) == ("think", thinking_signature("think"))
     assert response.reasoning == "think"  # the redacted block says nothing
     assert [b["type"] for b in response.message["content"]][:2] == [
