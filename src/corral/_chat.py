@@ -120,6 +120,12 @@ class ChatModel(Protocol):
     ) -> ChatResponse: ...
 
 
+def endpoint_of(model: object) -> str | None:
+    """The URL a model client calls (its ``url``, else its ``base_url``), if it says."""
+    endpoint = getattr(model, "url", None) or getattr(model, "base_url", None)
+    return endpoint if isinstance(endpoint, str) else None
+
+
 def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResponse:
     """A chat completion body as a `ChatResponse`; ValueError if it is not one."""
     if not isinstance(body, Mapping):

@@ -35,14 +35,19 @@ def render_transcript(history: TrialHistory) -> RenderableType:
     parts: list[RenderableType] = []
     if any(isinstance(e, TranscriptAttempt) for e in entries):
         parts.append(Rule(Text("attempt 1"), align="left", style="bold"))
-    number = 0
+    number = judged = 0
     for entry in entries:
         if isinstance(entry, TranscriptAttempt):
-            number = 0  # a reopened trial's conversation starts again
+            number = judged = 0  # a reopened trial's conversation starts again
             parts.append(Rule(Text(attempt_heading(entry)), align="left", style="bold"))
             continue
-        number += 1
-        parts.append(Rule(Text(_heading(number, entry)), align="left", style="dim"))
+        if entry.scorer:
+            judged += 1
+            heading = "scorer " + _heading(judged, entry)
+        else:
+            number += 1
+            heading = _heading(number, entry)
+        parts.append(Rule(Text(heading), align="left", style="dim"))
         parts.append(_messages(entry))
     if not any(isinstance(e, TranscriptCall) for e in entries):
         parts.append(

@@ -118,6 +118,8 @@ def _evaluation(p: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"score": p.score, "passed": p.passed, "details": p.details}
         if p.scores:  # absent when there are none, as in histories written before
             out["scores"] = p.scores
+        if p.model_calls:
+            out["model_calls"] = [_model_call(c) for c in p.model_calls]
     else:
         out = {"error": p.error, "error_type": p.error_type}
         if p.traceback is not None:
@@ -298,6 +300,7 @@ def _decode_evaluation(p: Mapping[str, Any]) -> EvaluationPayload:
         get("attempts"),
         get("trial_status"),
         get("scores"),
+        _each(get("model_calls"), _decode_model_call),
     )
 
 

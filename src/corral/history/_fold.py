@@ -16,7 +16,7 @@ from typing import Any, Self
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
 from ._codec import ChatMessage, chat_message, decode, failed_attempts_of, status_of
 from ._kinds import CommitKind
-from ._payloads import CallCounts, ModelCallPayload, ReopenPayload
+from ._payloads import CallCounts, EvaluationPayload, ModelCallPayload, ReopenPayload
 
 _REOPEN = CommitKind.REOPEN
 _TERMINAL = CommitKind.TERMINAL
@@ -218,6 +218,9 @@ class TranscriptCall:
     length: int
     #: The trial's attempt the call belongs to (1, then one more after each ``reopen``).
     attempt: int = 1
+    #: A call scoring made, recorded with the evaluation commit ``seq`` (its
+    #: messages whole: scorer calls share no conversation).
+    scorer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +261,9 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
                 )
             )
             continue
+        if commit.kind == _EVALUATION:
+            out.extend(_scorer_calls(commit, attempt))
+            continue
         if commit.kind != _MODEL_CALL:
             continue
         call = decode(commit)
@@ -275,4 +281,18 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
         replied = call.error is None
         at = commit.created_at
         out.append(TranscriptCall(commit.seq, at, call, tuple(sent), len(whole), attempt))
+    return out
+
+
+def _scorer_calls(commit: Commit, attempt: int) -> list[TranscriptCall]:
+    """The model calls an evaluation commit records (a graded-by-model scorer's)."""
+    if type(commit.payload) is not dict or "model_calls" not in commit.payload:
+        return []
+    judged = decode(commit)
+    assert isinstance(judged, EvaluationPayload)
+    out = []
+    for call in judged.model_calls:
+        sent = tuple(chat_message(m, {}) for m in call.messages)
+        at = commit.created_at
+        out.append(TranscriptCall(commit.seq, at, call, sent, len(sent), attempt, scorer=True))
     return out

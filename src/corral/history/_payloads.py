@@ -134,6 +134,8 @@ class EvaluationPayload:
     trial_status: str | None = None
     #: Named scores (absent in histories written before them, and when there are none).
     scores: Mapping[str, float] | None = None
+    #: The model calls scoring made (a graded-by-model scorer's), each whole (no delta).
+    model_calls: tuple[ModelCallPayload, ...] = ()
 
     @property
     def evaluation(self) -> Evaluation | None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._chat import endpoint_of
 from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
@@ -260,8 +261,7 @@ class RecordedModel:
         log = session.calls
         inner = self.inner
         model = options.get("model") or getattr(inner, "model", None)
-        endpoint = getattr(inner, "url", None) or getattr(inner, "base_url", None)
-        endpoint = endpoint if isinstance(endpoint, str) else None
+        endpoint = endpoint_of(inner)
         log.trying()
         start = time.perf_counter()
         try:

@@ -43,6 +43,7 @@ def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
         out.append(
             {
                 "kind": "call",
+                "scorer": entry.scorer,
                 "seq": entry.seq,
                 "created_at": entry.created_at,
                 "attempt": entry.attempt,

@@ -664,7 +664,7 @@
   }
 
   function callHead(c, i) {
-    const parts = ["call " + (i + 1), c.model || "model ?"];
+    const parts = [(c.scorer ? "scorer call " : "call ") + (i + 1), c.model || "model ?"];
     if (c.latency !== null && c.latency !== undefined) parts.push(num(c.latency, 2) + " s");
     parts.push(num(c.input_tokens) + " in / " + num(c.output_tokens) + " out tokens");
     if (c.cache_read_tokens || c.cache_write_tokens) parts.push("cache " + num(c.cache_read_tokens) + " read / " + num(c.cache_write_tokens) + " written");
@@ -686,10 +686,12 @@
     if (!calls.length && !(entries || []).length) return el("p", { class: "note", id: "transcript" }, "no model calls recorded (an agent records them through session.chat(model) or session.record_model_call)");
     const out = entries.some((c) => c.kind === "attempt") ? [attemptHead({ attempt: 1, seq: null })] : [];
     let number = 0;
+    let judged = 0;
     for (const c of entries) {
-      if (c.kind === "attempt") { number = 0; out.push(attemptHead(c)); continue; }
-      out.push(el("section", { class: "call" + (c.failed.length ? " has-failed" : ""), id: "call-" + c.seq },
-        callHead(c, number++),
+      if (c.kind === "attempt") { number = judged = 0; out.push(attemptHead(c)); continue; }
+      const id = c.scorer ? "scorer-call-" + c.seq + "-" + judged : "call-" + c.seq;
+      out.push(el("section", { class: "call" + (c.scorer ? " scorer" : "") + (c.failed.length ? " has-failed" : ""), id: id },
+        callHead(c, c.scorer ? judged++ : number++),
         c.messages.map(chatMessage),
         c.failed.map(failedTry),
         c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
