@@ -16,11 +16,14 @@ from ..support.transcript_run import (
     ANSWER,
     ARGUMENT,
     FAILURE,
+    GRADER_ASKS,
+    GRADER_SAYS,
     LAST_THOUGHT,
     PROMPT,
     SAID,
     SYSTEM,
     THOUGHT,
+    rerun_graded_run,
     transcript_run,
 )
 from .test_viewer_browser import Watched, _export, _query, browser, off_loop, watched
@@ -112,3 +115,29 @@ def test_the_transcript_of_a_tool_agent_trial_served(url: str, watched: Watched)
 def test_the_transcript_in_the_export(store: Path, watched: Watched, tmp_path: Path) -> None:
     out = _export(store, "chat", tmp_path)
     _check_transcript(watched, out.as_uri(), "export")
+
+
+def test_a_rerun_and_a_scorer_call_in_the_transcript(watched: Watched, tmp_path: Path) -> None:
+    path = tmp_path / "rerun.db"
+    off_loop(rerun_graded_run, path)
+    with serving(path) as url:
+        for base, name in ((url, "served"), (_export(path, "rerun", tmp_path).as_uri(), "export")):
+            page = watched.page
+            page.goto(base + "#/trial?" + _query(id="rerun", task="acct-1", trial="0"))
+            page.locator("#transcript section.call").first.wait_for()
+            marks = page.locator("#transcript .attempt")
+            assert marks.nth(0).inner_text() == "attempt 1"
+            second = marks.nth(1).inner_text()
+            assert second.startswith("attempt 2 (rerun at ") and "ended error" in second
+            heads = page.locator("#transcript .call-head").all_inner_texts()
+            assert [h.split(" · ")[0] for h in heads] == [
+                "call 1",
+                "call 1",
+                "call 2",
+                "call 3",
+                "scorer call 1",
+            ]
+            scorer = page.locator("#transcript section.call.scorer")
+            assert GRADER_ASKS in scorer.inner_text() and GRADER_SAYS in scorer.inner_text()
+            watched.shot("transcript-rerun-" + name)
+            watched.assert_clean()
