@@ -36,13 +36,16 @@ class FakeAnthropicServer(FakeModelServer):
     as ``tool_use`` blocks, its ``cache`` as the usage's cache read and write
     tokens, and an error in Anthropic's error shape (a 529 as
     ``overloaded_error``). A thinking block's ``signature`` is an HMAC of its
-    text (`thinking_signature`), and a redacted block's data is signed too. Like the real
-    API it answers 400 to a request without ``anthropic-version``,
-    ``max_tokens`` or messages, with a role other than user and assistant in
-    ``messages``, whose tool results do not answer the tool uses of the turn
-    before them, with a thinking block whose signature (or a redacted block
-    whose data) is not the one sent, or, with ``thinking`` enabled, whose last
-    assistant turn used tools without beginning with its thinking.
+    text (`thinking_signature`), and a redacted block's data is signed too.
+    Like the real API it answers 400 to a request without
+    ``anthropic-version``, ``max_tokens`` or messages, with a role other than
+    user and assistant in ``messages``, whose tool results do not answer the
+    tool uses of the turn before them, with a thinking block whose signature
+    (or a redacted block whose data) is not the one sent, or, with
+    ``thinking`` enabled, whose last assistant turn used tools without
+    beginning with its thinking (so a script for a thinking-enabled client
+    gives each tool-use reply its ``reasoning``, as the real model always
+    thinks first).
     """
 
     paths = ("/v1/messages",)
