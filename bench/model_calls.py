@@ -11,6 +11,9 @@ CPU: the recording path of one call, alone (``session.chat(model)`` over a model
 that answers at once, then staging: the delta, the cap, the payload, its JSON),
 for a conversation of ``--turns`` turns: Python function calls per call (cProfile,
 independent of load) and microseconds per call (wall time: depends on load).
+
+Page: the bytes of the trial page's JSON (timeline, transcript) and of the
+benchmark exported as one HTML file, for that trial.
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ class Search:
         return Evaluation(1.0, True)
 
 
-def storage_run(turns: int) -> list[corral.Commit]:
-    """The commits of one ToolAgent trial of ``turns`` turns, run into SQLite."""
+def storage_run(turns: int, keep: Path | None = None) -> list[corral.Commit]:
+    """The commits of one ToolAgent trial of ``turns`` turns, run into SQLite (the
+    store at ``keep``, if given, else a temporary one)."""
 
     def reply(body: dict[str, Any]) -> ChatReply:
         done = sum(1 for m in body["messages"] if m["role"] == "tool")
@@ -66,7 +70,7 @@ def storage_run(turns: int) -> list[corral.Commit]:
         return ChatReply.tools(("search", {"query": f"item {done}"}), content=said, usage=(900, 30))
 
     with tempfile.TemporaryDirectory() as folder, FakeChatServer(reply) as server:
-        path = Path(folder) / "store.db"
+        path = keep or Path(folder) / "store.db"
         model = OpenAICompatible("m", base_url=server.url)
         tasks = {"t": Meta("a", "e", max_iterations=turns + 1, inputs={"prompt": "Find it."})}
         runner = corral.CorralRunner(
@@ -195,13 +199,46 @@ def cpu(turns: int, calls: int) -> dict[str, Any]:
     }
 
 
+def page(turns: int) -> dict[str, Any]:
+    """The bytes of the viewer's JSON for the trial's page (its timeline and its
+    transcript) and of the whole exported HTML file (``corral view --export``)."""
+    from corral.view._export import export_data, export_html
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "store.db"
+        storage_run(turns, path)
+
+        async def measure() -> dict[str, Any]:
+            store = corral.SQLiteStore(path)
+            async with store.opened():
+                data = await export_data(store, "storage")
+                html = await export_html(store, "storage")
+            trial = data["trials"]["t\u00000"]
+            return {
+                "turns": turns,
+                "trial_page_json_bytes": len(json.dumps(trial)),
+                "timeline_json_bytes": len(json.dumps(trial["timeline"])),
+                "transcript_json_bytes": len(json.dumps(trial["transcript"])),
+                "export_html_bytes": len(html.encode()),
+            }
+
+        return anyio.run(measure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
     print(
-        json.dumps({"storage": storage(args.turns), "cpu": cpu(args.turns, args.calls)}, indent=1)
+        json.dumps(
+            {
+                "storage": storage(args.turns),
+                "page": page(args.turns),
+                "cpu": cpu(args.turns, args.calls),
+            },
+            indent=1,
+        )
     )
 
 

@@ -198,13 +198,16 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         details: Mapping[str, Any],
         scores: Mapping[str, float] = _NO_DETAILS,
         usage: Usage = NO_USAGE,
+        model_calls: tuple[Any, ...] = (),
     ) -> Evaluation:
         """An `Evaluation` of these values: one kept already if there is one (so `add`
         keeps a record that has it as it is). Safe from another thread: at worst, equal
         evaluations end up kept twice."""
-        key = None if usage else _sharing_key(score, passed, details, scores)
+        key = None if usage or model_calls else _sharing_key(score, passed, details, scores)
         kept = None if key is None else self._evaluations.get(key)
-        return Evaluation(score, passed, details, scores, usage) if kept is None else kept
+        if kept is None:
+            return Evaluation(score, passed, details, scores, usage, model_calls)
+        return kept
 
     def remove(self, task_id: str, trial: int) -> None:
         """Forget a trial's record (it was reopened for a fresh attempt)."""

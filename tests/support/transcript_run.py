@@ -79,3 +79,41 @@ def transcript_run(path: Path, benchmark_id: str = "chat") -> FakeChatServer:
         settings = {"max_retries": 1, "backoff_base": 0.01, "backoff_cap": 0.01}
         anyio.run(lambda: runner.run(benchmark_id, **settings))
     return server
+
+
+#: What the grader of `rerun_graded_run` is asked and answers (hostile, as text).
+GRADER_ASKS = "grade " + HOSTILE[2]
+GRADER_SAYS = "GRADE: C " + HOSTILE[3]
+
+
+def rerun_graded_run(path: Path, benchmark_id: str = "rerun") -> None:
+    """A ledger trial refused by its model the first time (an error), rerun
+    (``rerun=("error",)``) to its answer, then graded by a model (`model_graded`):
+    a transcript with two attempts and a scorer call."""
+    from corral import scorers
+
+    from .tool_bench import Ledger, agent, ledger_model, tasks
+
+    replies = iter([ChatReply.failure(400, "refused the first time")])
+    with (
+        FakeChatServer(lambda body: next(replies, None) or ledger_model(body)) as server,
+        FakeChatServer(lambda body: ChatReply.text(GRADER_SAYS, usage=(20, 4))) as grading,
+    ):
+        judge = scorers.model_graded(
+            OpenAICompatible("judge", base_url=grading.url), template=GRADER_ASKS + " {output}"
+        )
+
+        class Graded(Ledger):
+            evaluate = judge
+
+        async def run(**options: Any) -> None:
+            runner = corral.CorralRunner(
+                tasks(1),
+                {"teller": agent(server.url)},
+                {"ledger": Graded()},
+                store=corral.SQLiteStore(path),
+            )
+            await runner.run(benchmark_id, **options)
+
+        anyio.run(run)
+        anyio.run(lambda: run(rerun=("error",)))

@@ -10,16 +10,20 @@ from pathlib import Path
 
 import pytest
 from bench.viewer_stores import serving
+from playwright.sync_api import expect
 
 from ..support.transcript_run import (
     ANSWER,
     ARGUMENT,
     FAILURE,
+    GRADER_ASKS,
+    GRADER_SAYS,
     LAST_THOUGHT,
     PROMPT,
     SAID,
     SYSTEM,
     THOUGHT,
+    rerun_graded_run,
     transcript_run,
 )
 from .test_viewer_browser import Watched, _export, _query, browser, off_loop, watched
@@ -72,8 +76,23 @@ def _check_transcript(watched: Watched, base: str, name: str) -> None:
     second.locator("details.reasoning summary").click()
     assert LAST_THOUGHT in second.locator(".role-assistant").inner_text()
     assert ANSWER in second.locator(".role-assistant").inner_text()
-    # Beside it, the timeline, with the model calls among the commits.
-    assert page.locator("#timeline li.kind-model_call").count() == 2
+    # Beside it, the timeline, with the model calls among the commits: summarised,
+    # a link to their place in the transcript, the stored record fetched when opened.
+    in_timeline = page.locator("#timeline li.kind-model_call")
+    assert in_timeline.count() == 2
+    summary = in_timeline.nth(0).locator(".tool").inner_text()
+    assert "model chat-model" in summary and "2 tool call(s): echo, echo" in summary
+    assert SYSTEM not in in_timeline.nth(0).inner_text()
+    route = page.evaluate("location.hash")
+    in_timeline.nth(1).locator("a.to-call").click()
+    assert page.evaluate("location.hash") == route  # scrolled, not navigated
+    in_timeline.nth(0).locator("details.raw-commit summary").click()
+    raw = in_timeline.nth(0).locator("details.raw-commit")
+    if name == "served":
+        raw.locator("details.fold summary").first.click()
+        expect(raw).to_contain_text(json.dumps(SYSTEM)[1:-1])  # as text, never markup
+    else:
+        assert "an export leaves the stored record out" in raw.inner_text()
     watched.shot("transcript-" + name)
     watched.assert_clean()
 
@@ -96,3 +115,29 @@ def test_the_transcript_of_a_tool_agent_trial_served(url: str, watched: Watched)
 def test_the_transcript_in_the_export(store: Path, watched: Watched, tmp_path: Path) -> None:
     out = _export(store, "chat", tmp_path)
     _check_transcript(watched, out.as_uri(), "export")
+
+
+def test_a_rerun_and_a_scorer_call_in_the_transcript(watched: Watched, tmp_path: Path) -> None:
+    path = tmp_path / "rerun.db"
+    off_loop(rerun_graded_run, path)
+    with serving(path) as url:
+        for base, name in ((url, "served"), (_export(path, "rerun", tmp_path).as_uri(), "export")):
+            page = watched.page
+            page.goto(base + "#/trial?" + _query(id="rerun", task="acct-1", trial="0"))
+            page.locator("#transcript section.call").first.wait_for()
+            marks = page.locator("#transcript .attempt")
+            assert marks.nth(0).inner_text() == "attempt 1"
+            second = marks.nth(1).inner_text()
+            assert second.startswith("attempt 2 (rerun at ") and "ended error" in second
+            heads = page.locator("#transcript .call-head").all_inner_texts()
+            assert [h.split(" · ")[0] for h in heads] == [
+                "call 1",
+                "call 1",
+                "call 2",
+                "call 3",
+                "scorer call 1",
+            ]
+            scorer = page.locator("#transcript section.call.scorer")
+            assert GRADER_ASKS in scorer.inner_text() and GRADER_SAYS in scorer.inner_text()
+            watched.shot("transcript-rerun-" + name)
+            watched.assert_clean()

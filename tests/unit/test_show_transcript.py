@@ -57,3 +57,57 @@ def test_a_trial_without_model_calls_says_so(tmp_path: Path) -> None:
     args = ["show", "base", "task-0", "0", "--store", str(path), "--transcript"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0 and "no model calls recorded" in result.output
+
+
+def test_a_rerun_starts_a_fresh_transcript_marked_where_it_begins(tmp_path: Path) -> None:
+    import anyio
+
+    import corral
+    from corral import BenchmarkTaskMetadata as Meta
+    from corral.testing import ChatReply, FakeChatServer
+    from corral.view._transcript import transcript_data
+
+    from ..support.tool_bench import Ledger, agent, ledger_model, tasks
+
+    path = tmp_path / "store.db"
+    replies = iter([ChatReply.failure(400, "refused the first time")])
+    with FakeChatServer(lambda body: next(replies, None) or ledger_model(body)) as server:
+
+        async def run(**options: object) -> None:
+            task: dict[str, Meta] = tasks(1)
+            runner = corral.CorralRunner(
+                task,
+                {"teller": agent(server.url)},
+                {"ledger": Ledger()},
+                store=corral.SQLiteStore(path),
+            )
+            await runner.run("again", **options)
+
+        anyio.run(run)
+        anyio.run(lambda: run(rerun=("error",)))
+    args = ["show", "again", "acct-1", "0", "--store", str(path), "--transcript"]
+    result = CliRunner(env={"COLUMNS": "400", "NO_COLOR": "1"}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.index("attempt 1") < out.index("refused the first time") < out.index("attempt 2 (")
+    assert "attempt 2 (rerun at " in out and "after an attempt that ended error" in out
+    after = out[out.index("attempt 2 (") :]
+    assert after.count("call 1 ·") == 1 and "call 3 ·" in after  # numbered afresh
+    entries = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert [e["kind"] for e in entries] == ["call", "attempt", "call", "call", "call"]
+    assert (entries[1]["attempt"], entries[1]["reason"]) == (2, "rerun")
+
+    async def page() -> list[dict[str, object]]:
+        store = corral.SQLiteStore(path)
+        async with store.opened():
+            return transcript_data(await store.history(corral.TrialKey("again", "acct-1", 0)))
+
+    data = anyio.run(page)
+    assert [(e["kind"], e["attempt"]) for e in data] == [
+        ("call", 1),
+        ("attempt", 2),
+        ("call", 2),
+        ("call", 2),
+        ("call", 2),
+    ]
+    assert data[1]["previous_status"] == "error"

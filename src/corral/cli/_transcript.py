@@ -14,8 +14,16 @@ from rich.text import Text
 from .._costs import format_cost
 from .._history import TrialHistory
 from .._terminal import clean
-from ..history import ChatMessage, FailedTry, ModelCallPayload, TranscriptCall, transcript
+from ..history import (
+    ChatMessage,
+    FailedTry,
+    ModelCallPayload,
+    TranscriptAttempt,
+    TranscriptCall,
+    transcript,
+)
 from ..report._calls import FAILURE_NAMES
+from ._history import _timestamp
 
 #: Characters of reasoning shown before it is folded (``--json`` has it whole).
 REASONING_SHOWN = 400
@@ -23,22 +31,51 @@ _ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool
 
 
 def render_transcript(history: TrialHistory) -> RenderableType:
-    calls = transcript(history.commits)
-    if not calls:
-        return Text(
-            f"{history.task_id} #{history.trial}: no model calls recorded (an agent records "
-            "them through session.chat(model) or session.record_model_call)"
-        )
+    entries = transcript(history.commits)
     parts: list[RenderableType] = []
-    for number, call in enumerate(calls, 1):
-        parts.append(Rule(Text(_heading(number, call)), align="left", style="dim"))
-        parts.append(_messages(call))
+    if any(isinstance(e, TranscriptAttempt) for e in entries):
+        parts.append(Rule(Text("attempt 1"), align="left", style="bold"))
+    number = judged = 0
+    for entry in entries:
+        if isinstance(entry, TranscriptAttempt):
+            number = judged = 0  # a reopened trial's conversation starts again
+            parts.append(Rule(Text(attempt_heading(entry)), align="left", style="bold"))
+            continue
+        if entry.scorer:
+            judged += 1
+            heading = "scorer " + _heading(judged, entry)
+        else:
+            number += 1
+            heading = _heading(number, entry)
+        parts.append(Rule(Text(heading), align="left", style="dim"))
+        parts.append(_messages(entry))
+    if not any(isinstance(e, TranscriptCall) for e in entries):
+        parts.append(
+            Text(
+                f"{history.task_id} #{history.trial}: no model calls recorded (an agent records "
+                "them through session.chat(model) or session.record_model_call)"
+            )
+        )
     return Group(*parts)
 
 
+def attempt_heading(entry: TranscriptAttempt) -> str:
+    """Where a reopened trial's fresh transcript begins: ``attempt 2 (rerun at ...)``."""
+    why = clean(entry.reason or "reopened")
+    ended = entry.previous_status
+    after = f", after an attempt that ended {clean(ended)}" if ended else ""
+    return (
+        f"attempt {entry.attempt} ({why} at {_timestamp(entry.created_at)}, seq {entry.seq}{after})"
+    )
+
+
 def transcript_dict(history: TrialHistory) -> list[dict[str, Any]]:
-    """The transcript as JSON data (``--transcript --json``)."""
-    return [dataclasses.asdict(call) for call in transcript(history.commits)]
+    """The transcript as JSON data (``--transcript --json``): each call, and where each
+    reopened attempt begins (``"kind": "attempt"``)."""
+    return [
+        {"kind": "attempt" if isinstance(e, TranscriptAttempt) else "call", **dataclasses.asdict(e)}
+        for e in transcript(history.commits)
+    ]
 
 
 def _heading(number: int, entry: TranscriptCall) -> str:

@@ -24,6 +24,7 @@ from ._codec import (
 from ._config import StoredConfig, StoredTask, StoredTasks
 from ._fold import (
     CallChain,
+    TranscriptAttempt,
     TranscriptCall,
     TrialFold,
     counts_of,
@@ -79,6 +80,7 @@ __all__ = [
     "StoredTasks",
     "TerminalPayload",
     "ToolEffectPayload",
+    "TranscriptAttempt",
     "TranscriptCall",
     "TrialFold",
     "action_seq_of",

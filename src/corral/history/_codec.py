@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._chat import ToolCall
+from .._chat import THINKING_BLOCKS, ToolCall, thinking_blocks, thinking_text
 from .._types import UNCHANGED, Commit, TrialStatus
 from ._kinds import CommitKind
 from ._payloads import (
@@ -118,6 +118,8 @@ def _evaluation(p: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"score": p.score, "passed": p.passed, "details": p.details}
         if p.scores:  # absent when there are none, as in histories written before
             out["scores"] = p.scores
+        if p.model_calls:
+            out["model_calls"] = [_model_call(c) for c in p.model_calls]
     else:
         out = {"error": p.error, "error_type": p.error_type}
         if p.traceback is not None:
@@ -140,7 +142,9 @@ def _model_call(p: Any) -> dict[str, Any]:
         "messages": list(p.messages),
         "text": p.text,
     }
-    if p.reasoning is not None:
+    if p.thinking:  # the reasoning is their text: stored once
+        out["thinking"] = [b.as_dict() for b in p.thinking]
+    elif p.reasoning is not None:
         out["reasoning"] = p.reasoning
     if p.tool_calls:
         out["tool_calls"] = [
@@ -296,6 +300,7 @@ def _decode_evaluation(p: Mapping[str, Any]) -> EvaluationPayload:
         get("attempts"),
         get("trial_status"),
         get("scores"),
+        _each(get("model_calls"), _decode_model_call),
     )
 
 
@@ -310,13 +315,14 @@ def _decode_model_call(p: Mapping[str, Any]) -> ModelCallPayload:
     messages = get("messages")
     calls = get("tool_calls")
     failed = get("failed")
+    thinking = thinking_blocks(get("thinking"))
     return ModelCallPayload(
         _text(get("model")),
         _text(get("endpoint")),
         _int(get("keep")),
         tuple(messages) if isinstance(messages, list) else (),
         _text(get("text")),
-        _text(get("reasoning")),
+        _text(get("reasoning")) if not thinking else thinking_text(thinking),
         _each(calls, _tool_call),
         _text(get("finish_reason")),
         _int(get("input_tokens")),
@@ -328,6 +334,7 @@ def _decode_model_call(p: Mapping[str, Any]) -> ModelCallPayload:
         _each(failed, _decode_failed_try),
         _text(get("error")),
         _int(get("truncated")),
+        thinking,
     )
 
 
@@ -410,6 +417,10 @@ def worked_of(commit: Commit) -> float | None:
     return p.get("worked") if type(p) is dict else None
 
 
+#: How a reader shows thinking the provider sent redacted (its data is opaque).
+REDACTED = "[redacted thinking]"
+
+
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     """A recorded message as a reader shows it: its role, text, reasoning, tool calls,
@@ -434,6 +445,7 @@ def chat_message(raw: Any, names: dict[str, str] | None = None) -> ChatMessage:
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
+    _parts(raw.get(THINKING_BLOCKS), [], thoughts, [])
     _parts(raw.get("content"), texts, thoughts, calls)
     for key in ("reasoning_content", "reasoning"):
         if isinstance(raw.get(key), str):
@@ -479,6 +491,8 @@ def _parts(content: Any, texts: list[str], thoughts: list[str], calls: list[Tool
             texts.append(part["text"])
         elif kind == "thinking" and isinstance(part.get("thinking"), str):
             thoughts.append(part["thinking"])
+        elif kind == "redacted_thinking":
+            thoughts.append(REDACTED)
         elif kind == "tool_use" and isinstance(part, dict):
             called = str(part.get("id") or "")
             calls.append(ToolCall(called, str(part.get("name")), _shown(part.get("input"))))

@@ -16,7 +16,7 @@ from typing import Any, Self
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
 from ._codec import ChatMessage, chat_message, decode, failed_attempts_of, status_of
 from ._kinds import CommitKind
-from ._payloads import CallCounts, ModelCallPayload
+from ._payloads import CallCounts, EvaluationPayload, ModelCallPayload, ReopenPayload
 
 _REOPEN = CommitKind.REOPEN
 _TERMINAL = CommitKind.TERMINAL
@@ -216,17 +216,53 @@ class TranscriptCall:
     sent: tuple[ChatMessage, ...]
     #: How many messages the whole conversation of this call had.
     length: int
+    #: The trial's attempt the call belongs to (1, then one more after each ``reopen``).
+    attempt: int = 1
+    #: A call scoring made, recorded with the evaluation commit ``seq`` (its
+    #: messages whole: scorer calls share no conversation).
+    scorer: bool = False
 
 
-def transcript(commits: Sequence[Commit]) -> list[TranscriptCall]:
-    """A trial's model calls in order (each attempt after a ``reopen`` restarts it)."""
-    out: list[TranscriptCall] = []
+@dataclass(frozen=True, slots=True)
+class TranscriptAttempt:
+    """Where a trial reopened (``corral run --rerun`` or ``--retry-errors``) starts
+    a fresh transcript: the ``reopen`` commit's ``seq`` and time, the attempt it
+    begins, why (``reason``) and how the attempt before it ended."""
+
+    seq: int
+    created_at: float
+    attempt: int
+    reason: str | None
+    previous_status: str | None
+
+
+def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAttempt]:
+    """A trial's model calls in order, each ``reopen`` a `TranscriptAttempt` where
+    the conversation starts again."""
+    out: list[TranscriptCall | TranscriptAttempt] = []
     chain = CallChain()
     names: dict[str, str] = {}
     replied = False
+    attempt = 1
     for commit in commits:
         if commit.kind == _REOPEN:
             chain, replied = CallChain(), False
+            attempt += 1
+            why = decode(commit)
+            assert isinstance(why, ReopenPayload)
+            reason, previous = why.reason, why.previous_status
+            out.append(
+                TranscriptAttempt(
+                    commit.seq,
+                    commit.created_at,
+                    attempt,
+                    reason if isinstance(reason, str) else None,
+                    previous if isinstance(previous, str) else None,
+                )
+            )
+            continue
+        if commit.kind == _EVALUATION:
+            out.extend(_scorer_calls(commit, attempt))
             continue
         if commit.kind != _MODEL_CALL:
             continue
@@ -243,5 +279,20 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall]:
         for tool_call in call.tool_calls:
             names.setdefault(tool_call.id, tool_call.name)
         replied = call.error is None
-        out.append(TranscriptCall(commit.seq, commit.created_at, call, tuple(sent), len(whole)))
+        at = commit.created_at
+        out.append(TranscriptCall(commit.seq, at, call, tuple(sent), len(whole), attempt))
+    return out
+
+
+def _scorer_calls(commit: Commit, attempt: int) -> list[TranscriptCall]:
+    """The model calls an evaluation commit records (a graded-by-model scorer's)."""
+    if type(commit.payload) is not dict or "model_calls" not in commit.payload:
+        return []
+    judged = decode(commit)
+    assert isinstance(judged, EvaluationPayload)
+    out = []
+    for call in judged.model_calls:
+        sent = tuple(chat_message(m, {}) for m in call.messages)
+        at = commit.created_at
+        out.append(TranscriptCall(commit.seq, at, call, sent, len(sent), attempt, scorer=True))
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .._chat import ToolCall
+from .._chat import ThinkingBlock, ToolCall, thinking_text
 from .._types import UNCHANGED, Evaluation, TrialStatus
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
@@ -134,6 +134,8 @@ class EvaluationPayload:
     trial_status: str | None = None
     #: Named scores (absent in histories written before them, and when there are none).
     scores: Mapping[str, float] | None = None
+    #: The model calls scoring made (a graded-by-model scorer's), each whole (no delta).
+    model_calls: tuple[ModelCallPayload, ...] = ()
 
     @property
     def evaluation(self) -> Evaluation | None:
@@ -177,7 +179,10 @@ class ModelCallPayload:
     the reply is ``text``, ``reasoning``, ``tool_calls`` and ``finish_reason``;
     ``failed`` the tries before it that failed (``error`` set: the call failed for
     good, and has no reply). Strings longer than the recording cap end in
-    `TRUNCATED` (``truncated`` counts them).
+    `TRUNCATED` (``truncated`` counts them). ``thinking``: the reply's thinking
+    blocks as the provider sent them, signatures included, kept whole (the
+    provider refuses a changed one when the conversation goes back to it after a
+    resume); ``reasoning`` is then their text.
     """
 
     model: str | None = None
@@ -198,6 +203,7 @@ class ModelCallPayload:
     failed: tuple[FailedTry, ...] = ()
     error: str | None = None
     truncated: int = 0
+    thinking: tuple[ThinkingBlock, ...] = ()
 
 
 Payload = (
@@ -310,13 +316,17 @@ def model_call(
     latency: float | None = None,
     failed: tuple[FailedTry, ...] = (),
     error: str | None = None,
+    thinking: tuple[ThinkingBlock, ...] = (),
 ) -> ModelCallPayload:
     """A model call's payload, each recorded string capped at ``limit`` characters
     (``messages``: those sent beyond the previous call's first ``keep``; ``usage``:
-    input, output tokens, cost, cache-read and cache-write tokens)."""
+    input, output tokens, cost, cache-read and cache-write tokens) but for the
+    ``thinking`` blocks, kept whole (their text is the ``reasoning``)."""
     sent, cut = capped(list(messages), limit)
-    values, more = capped([text, reasoning, error], limit)
+    values, more = capped([text, None if thinking else reasoning, error], limit)
     cut += more
+    if thinking:
+        values[1] = thinking_text(thinking)
     calls = []
     for call in tool_calls:
         fields, more = capped([call.id, call.name, call.arguments], limit)
@@ -346,4 +356,5 @@ def model_call(
         tuple(tries),
         values[2],
         cut,
+        thinking,
     )

@@ -13,7 +13,7 @@ from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
 from .._types import NO_USAGE, Commit, Evaluation, TrialRecord, TrialStatus, Usage
-from ..history import EvaluationPayload, encode, evaluation_failed
+from ..history import EvaluationPayload, ModelCallPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
@@ -115,7 +115,14 @@ def _payload(evaluation: object, limit: int) -> EvaluationPayload:
     scores = check_scores(evaluation.scores) if evaluation.scores else None
     if not isinstance(evaluation.usage, Usage):
         raise TypeError(f"Evaluation.usage must be a corral.Usage, not {evaluation.usage!r}")
-    return EvaluationPayload(score, evaluation.passed, details, scores=scores)
+    calls = evaluation.model_calls
+    if not isinstance(calls, tuple) or not all(type(c) is ModelCallPayload for c in calls):
+        shown = repr(calls)[:200]
+        raise TypeError(
+            "Evaluation.model_calls must be a tuple of corral.history.ModelCallPayload "
+            f"(Scorer.ask makes them), not {shown}"
+        )
+    return EvaluationPayload(score, evaluation.passed, details, scores=scores, model_calls=calls)
 
 
 def check_scores(scores: object) -> dict[str, float]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._chat import ToolCall
+from .._chat import ThinkingBlock, ToolCall
 from .._checks import positive_int
 from .._errors import ModelError, ModelUnavailable, RateLimited
 from ..history import (
@@ -48,6 +48,7 @@ class PendingCall:
     error: str | None
     #: The most characters of one recorded string (`check_record_chars`).
     limit: int = DEFAULT_RECORD_CHARS
+    thinking: tuple[ThinkingBlock, ...] = ()
 
 
 class CallLog:
@@ -146,6 +147,7 @@ class CallLog:
                     latency=call.latency,
                     failed=call.failed,
                     error=call.error,
+                    thinking=call.thinking,
                 )
             )
             if call.error is None or call.messages:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._chat import endpoint_of
 from .._checks import non_negative_int, non_negative_number
 from .._errors import ConfigError
 from .._tools import Tool
@@ -15,7 +16,7 @@ from ..history import DEFAULT_RECORD_CHARS
 from ._model_calls import CallLog, PendingCall, check_record_chars
 
 if TYPE_CHECKING:
-    from .._chat import ChatModel, ChatResponse, ToolCall
+    from .._chat import ChatModel, ChatResponse, ThinkingBlock, ToolCall
 
 
 class AgentSession:
@@ -136,14 +137,18 @@ class AgentSession:
         or not at all if the process dies first. Only the messages beyond those the
         trial's previous call began with are stored; each string is capped at
         ``record_chars`` characters (32,768 by default), a cut one ending in
-        `corral.history.TRUNCATED` and the count of what was left out. Usage is not
-        added to the trial's: call `record_usage` for that (`chat` does both).
+        `corral.history.TRUNCATED` and the count of what was left out; a response's
+        thinking blocks are kept whole and signed, for a resumed conversation to
+        send back. Usage is not added to the trial's: call `record_usage` for that
+        (`chat` does both).
         """
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise ConfigError(f"messages must be a list of messages, not {type(messages).__name__}")
         if latency is not None and not (isinstance(latency, int | float) and latency >= 0):
             raise ConfigError(f"latency must be a number of seconds >= 0, not {latency!r}")
+        thinking: tuple[ThinkingBlock, ...] = ()
         if response is not None:
+            thinking = response.thinking
             usage = response.usage
             text, reasoning = response.content, response.reasoning
             finish_reason, tool_calls = response.finish_reason, response.tool_calls
@@ -172,6 +177,7 @@ class AgentSession:
                 failed,
                 error,
                 check_record_chars(record_chars),
+                thinking,
             )
         )
 
@@ -248,8 +254,7 @@ class RecordedModel:
         log = session.calls
         inner = self.inner
         model = options.get("model") or getattr(inner, "model", None)
-        endpoint = getattr(inner, "url", None) or getattr(inner, "base_url", None)
-        endpoint = endpoint if isinstance(endpoint, str) else None
+        endpoint = endpoint_of(inner)
         log.trying()
         start = time.perf_counter()
         try:

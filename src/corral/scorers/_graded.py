@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 import string
 from collections.abc import Mapping
 
-from .._chat import ChatModel
+from .._chat import ChatModel, ChatResponse
 from .._checks import is_number, positive_int
 from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
@@ -71,12 +72,16 @@ class _ModelGraded(Scorer):
         return self.template.format_map(values)
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
-        reply = await self.model.complete(
+        reply, call = await self.ask(
+            self.model,
             [{"role": "user", "content": self.prompt(trial)}],
             model=self.grader_model,
             max_tokens=self.max_tokens,
             temperature=0.0,
         )
+        return dataclasses.replace(self._graded(reply), model_calls=(call,))
+
+    def _graded(self, reply: ChatResponse) -> Evaluation:
         text = reply.content or ""
         found = self.grade.findall(text)
         if not found:  # no grade given: no verdict rather than a made-up one
@@ -125,7 +130,9 @@ def model_graded(
     The grader's calls run inside ``evaluate``: under the run's evaluation limits
     (``max_parallel_evaluations``, ``evaluation_timeout``), retried like any
     evaluation (a 429 waits). Their tokens and cost are recorded on the evaluation:
-    in the report's usage, and counted against ``run_cost_limit``.
+    in the report's usage, and counted against ``run_cost_limit``. Each call is
+    recorded with the evaluation (`Evaluation.model_calls`): the trial's transcript
+    shows it as a scorer call.
     """
     if not callable(getattr(model, "complete", None)):
         raise ConfigError(f"model must be a chat model with a complete() method, not {model!r}")

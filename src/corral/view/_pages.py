@@ -236,6 +236,21 @@ async def trial_page(
     return data
 
 
+async def commit_page(
+    store: CommitStore, loaded: Loaded, task_id: str, trial: int, seq: int
+) -> dict[str, Any]:
+    """One commit of a trial as stored (what the timeline summarises: a model call's
+    whole payload, fetched when asked for)."""
+    if task_id not in loaded.stored.tasks:
+        raise ConfigError(f"benchmark {loaded.benchmark_id!r} has no task {task_id!r}")
+    commits = await store.history(TrialKey(loaded.benchmark_id, task_id, trial))
+    commit = next((c for c in commits if c.seq == seq), None)
+    if commit is None:
+        raise ConfigError(f"{task_id} #{trial} has no commit {seq}")
+    usage = commit.usage.to_dict() if commit.usage else None
+    return {"seq": commit.seq, "kind": commit.kind, "usage": usage, "payload": commit.payload}
+
+
 def _neighbour(rows: list[Row], position: int | None, step: int) -> dict[str, Any] | None:
     if position is None or not 0 <= position + step < len(rows):
         return None

@@ -9,15 +9,28 @@ from typing import Any
 from .._chat import ToolCall
 from .._costs import format_cost
 from .._types import Commit
-from ..history import ChatMessage, FailedTry, transcript
+from ..history import ChatMessage, FailedTry, TranscriptAttempt, transcript
 from ..report._calls import FAILURE_NAMES
 
 
 def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
     """One entry per model call, in order: the messages it added to the conversation,
-    its failed tries, its reply (or the error it gave up with), latency, tokens, cost."""
-    out = []
+    its failed tries, its reply (or the error it gave up with), latency, tokens, cost;
+    and where a reopened trial's fresh transcript begins (``"kind": "attempt"``)."""
+    out: list[dict[str, Any]] = []
     for entry in transcript(commits):
+        if isinstance(entry, TranscriptAttempt):
+            out.append(
+                {
+                    "kind": "attempt",
+                    "seq": entry.seq,
+                    "created_at": entry.created_at,
+                    "attempt": entry.attempt,
+                    "reason": entry.reason,
+                    "previous_status": entry.previous_status,
+                }
+            )
+            continue
         call = entry.call
         reply = None
         if call.error is None:
@@ -29,8 +42,11 @@ def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
             }
         out.append(
             {
+                "kind": "call",
+                "scorer": entry.scorer,
                 "seq": entry.seq,
                 "created_at": entry.created_at,
+                "attempt": entry.attempt,
                 "model": call.model,
                 "endpoint": call.endpoint,
                 "latency": call.latency,
