@@ -35,6 +35,15 @@ from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config
 from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
+from ._heads import (
+    HEAD_COLUMNS,
+    RebuildProgress,
+    TrialHead,
+    changes_head,
+    decode_head,
+    folded_heads,
+    head_of,
+)
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._sqlite_file import (
@@ -81,7 +90,43 @@ CREATE TABLE IF NOT EXISTS runs (
     record TEXT NOT NULL,
     PRIMARY KEY (benchmark_id, run)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trial_heads (
+    benchmark_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    trial INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    done INTEGER NOT NULL,
+    status TEXT,
+    passed INTEGER NOT NULL,
+    score REAL,
+    scores TEXT,
+    error TEXT,
+    evaluation_error TEXT,
+    attempts INTEGER NOT NULL,
+    commits INTEGER NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    limit_name TEXT,
+    working_time REAL,
+    PRIMARY KEY (benchmark_id, task_id, trial)
+) WITHOUT ROWID;
 """
+
+_PUT_HEAD = (
+    f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS}) "
+    f"VALUES ({', '.join('?' * 20)})"
+)
+_HEADS_FIRST = (
+    f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? ORDER BY task_id, trial LIMIT ?"
+)
+_HEADS_NEXT = (
+    f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? "
+    "AND (task_id, trial) > (?, ?) ORDER BY task_id, trial LIMIT ?"
+)
+_DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 
 _INSERT = (
     "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
@@ -109,6 +154,8 @@ _SCAN_FIRST = _SCAN_COLUMNS + "ORDER BY task_id, trial, seq LIMIT ?"
 _SCAN_NEXT = (
     _SCAN_COLUMNS + "AND (task_id, trial, seq) > (?, ?, ?) ORDER BY task_id, trial, seq LIMIT ?"
 )
+_SCAN_TRIAL = _SCAN_COLUMNS + "AND task_id = ? AND trial = ? ORDER BY seq"
+_SCAN_TASK = _SCAN_COLUMNS + "AND task_id = ? ORDER BY trial, seq"
 
 # A trial is finished when its latest terminal commit comes after its latest
 # reopening (a rerun gives a finished trial a fresh attempt), as a resume decides.
@@ -164,6 +211,9 @@ class SQLiteStore:
         self._poisoned: set[TrialKey] = set()
         self._users = 0  # runs (or commands) holding the store open
         self._open_lock: anyio.Lock | None = None
+        # False for a store written before heads were kept, opened read-only: its
+        # heads are folded from the commits when asked (nothing is written).
+        self._has_heads = True
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -250,6 +300,7 @@ class SQLiteStore:
             raise open_error(self.path, exc) from exc
         if self.read_only:
             reader.execute("PRAGMA query_only = ON")
+            self._has_heads = _version(reader) == str(SCHEMA_VERSION)
         made.insert(0, reader)
         self._identity = identity(self.path)
 
@@ -263,13 +314,18 @@ class SQLiteStore:
         # changes.
         if new or _version(writer) != str(SCHEMA_VERSION):
             with write_transaction(writer):
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        writer.execute(statement)
-                writer.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
+                older = None if new else _version(writer)
+                if older != str(SCHEMA_VERSION):  # another writer may have been first
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            writer.execute(statement)
+                    if older is not None:
+                        # Written before heads were kept: they are folded once, here.
+                        rebuild_heads(writer, self._label)
+                    writer.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
         self._home = settle_home(writer, self.path)
         self._configure_writer(writer)
 
@@ -320,9 +376,18 @@ class SQLiteStore:
         try:
             with write_transaction(conn):
                 conn.executemany(_INSERT, rows)
+                self._put_heads(conn, requests)
         except sqlite3.IntegrityError:
             return self._write_one_by_one(conn, requests)
         return [None] * len(requests)
+
+    def _put_heads(self, conn: sqlite3.Connection, requests: list[_Request]) -> None:
+        """Refold the head of every trial these appends change, in their transaction."""
+        seen: set[TrialKey] = set()
+        for key, rows in requests:
+            if key not in seen and changes_head(row[4] for row in rows):
+                seen.add(key)
+                put_head(conn, self._label, key)
 
     def _write_one_by_one(
         self, conn: sqlite3.Connection, requests: list[_Request]
@@ -336,6 +401,7 @@ class SQLiteStore:
             try:
                 with write_transaction(conn):
                     conn.executemany(_INSERT, rows)
+                    self._put_heads(conn, [(key, rows)])
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
                 errors.append(
@@ -489,6 +555,46 @@ class SQLiteStore:
         if rest := folder.rest():
             yield rest
 
+    async def heads(self, benchmark_id: str, chunk: int = 8192) -> AsyncIterator[list[TrialHead]]:
+        """Every kept head of the benchmark, in (task id, trial) order, a chunk at a time
+        (a store written before heads were kept, opened read-only: folded from its
+        commits, in memory)."""
+        await self._queue.settle()
+        if not self._has_heads:
+            async for summaries in self.scan(benchmark_id):
+                yield [head_of(s) for s in summaries if s.terminal is not None]
+            return
+        label = self._label
+        after: tuple[Any, ...] | None = None
+        while True:
+            if after is None:
+                rows = await self._read(_HEADS_FIRST, (benchmark_id, chunk))
+            else:
+                rows = await self._read(_HEADS_NEXT, (benchmark_id, *after, chunk))
+            if not rows:
+                break
+            after = rows[-1][:2]
+            yield [decode_head(label, benchmark_id, row) for row in rows]
+            if len(rows) < chunk:
+                break
+
+    async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
+        """Trials finished as a report counts them (`TrialHead.done`)."""
+        if not self._has_heads:
+            found = 0
+            async for chunk in self.heads(benchmark_id):
+                found += sum(1 for h in chunk if h.done and h.trial < trials_per_task)
+            return found
+        rows = await self._read(_DONE, (benchmark_id, trials_per_task))
+        return int(rows[0][0])
+
+    async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
+        """The summaries of one task's trials, folded from its commits."""
+        await self._queue.settle()
+        rows = await self._read(_SCAN_TASK, (benchmark_id, task_id))
+        folder = RowFolder(self._label, benchmark_id)
+        return folder.fold(rows) + folder.rest()
+
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
             "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
@@ -512,6 +618,31 @@ class SQLiteStore:
 
         rows = await self._use(self._reader, read)
         return [decode_run(self._label, benchmark_id, text) for (text,) in rows]
+
+
+def put_head(conn: sqlite3.Connection, where: str, key: TrialKey) -> None:
+    """Refold ``key``'s head from its commits (the one fold) and write it."""
+    rows = conn.execute(_SCAN_TRIAL, tuple(key)).fetchall()
+    for head in folded_heads(where, key.benchmark_id, rows):
+        conn.execute(_PUT_HEAD, (key.benchmark_id, *head.row()))
+
+
+def rebuild_heads(conn: sqlite3.Connection, where: str) -> None:
+    """Fold the head of every trial of a store written before heads were kept (inside
+    the caller's transaction), saying so on stderr: it reads every commit once."""
+    progress = RebuildProgress(where)
+    for (benchmark_id,) in conn.execute("SELECT benchmark_id FROM benchmarks").fetchall():
+        folder = RowFolder(where, benchmark_id)
+        cursor = conn.execute(_SCAN_COLUMNS + "ORDER BY task_id, trial, seq", (benchmark_id,))
+        while True:
+            rows = cursor.fetchmany(4096)
+            summaries = folder.fold(rows) if rows else folder.rest()
+            put = [(benchmark_id, *head_of(s).row()) for s in summaries if s.terminal is not None]
+            conn.executemany(_PUT_HEAD, put)
+            progress.add(len(summaries))
+            if not rows:
+                break
+    progress.done()
 
 
 def _version(conn: sqlite3.Connection) -> str | None:
