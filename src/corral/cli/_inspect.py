@@ -17,11 +17,12 @@ from rich.text import Text
 from .._errors import ConfigError, StoreError
 from .._types import TrialRecord
 from ..history import StoredConfig
-from ..report import BenchmarkReport, build_report, is_finished
-from ..report._build import records_from
+from ..report import BenchmarkReport, is_finished
 from ..report._files import report_path
 from ..report._passk import default_ks
+from ..report._stored import stored_report
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
+from ..store._heads import HeadStore
 from ..store._open import shown_address
 from ..store._runs import RunRecord
 from ._execute import make_console, print_report
@@ -71,15 +72,14 @@ async def rebuild_report(
         if not 1 <= k <= trials:
             raise ConfigError(f"k = {k} is outside 1..{trials} (trials_per_task = {trials})")
     runs = await store.runs(benchmark_id) or _saved_run(store, benchmark_id, config)
-    records = records_from(await store.summaries(benchmark_id))
-    report = build_report(
+    report = await stored_report(
+        store,
         benchmark_id,
         config,
-        records=records,
         k_values=sorted(set(ks)),
         added=runs[-1].added if runs else (),
     )
-    if runs and _describes(runs[-1], config, records):
+    if runs and await _describes(store, runs[-1], config, report):
         last = runs[-1]
         report = replace(
             report,
@@ -115,15 +115,20 @@ def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any])
         return []
 
 
-def _describes(run: RunRecord, config: Mapping[str, Any], records: Records) -> bool:
+async def _describes(
+    store: CommitStore, run: RunRecord, config: Mapping[str, Any], report: BenchmarkReport
+) -> bool:
     """True if no commit changed ``run``'s tasks since it ended: the store gives its
-    tasks the counts and span its report had."""
-    stored = StoredConfig.decode(config)
-    tasks = stored.tasks
-    if not all(t in tasks for t in run.task_ids):
-        return False
-    ran = StoredConfig(stored.trials_per_task, {t: tasks[t] for t in run.task_ids})
-    mine = build_report("", ran.encode(), records=records, k_values=(1,))
+    tasks the counts and span its report had (``report``: the whole benchmark's)."""
+    if len(run.task_ids) == len(report.tasks) and all(t in report.tasks for t in run.task_ids):
+        mine = report
+    else:
+        stored = StoredConfig.decode(config)
+        tasks = stored.tasks
+        if not all(t in tasks for t in run.task_ids):
+            return False
+        ran = StoredConfig(stored.trials_per_task, {t: tasks[t] for t in run.task_ids})
+        mine = await stored_report(store, report.benchmark_id, ran.encode(), k_values=(1,))
     return mine.counts == run.counts and (mine.started_at, mine.finished_at) == run.span
 
 
@@ -136,6 +141,8 @@ async def count_finished(store: CommitStore, info: BenchmarkInfo) -> int:
     """Finished trials of a benchmark as its report (and a resume) counts them."""
     stored = StoredConfig.decode(info.config)
     tasks, trials = stored.tasks, stored.trials_per_task
+    if isinstance(store, HeadStore):
+        return await store.finished_trials(info.benchmark_id, trials)
     finished = 0
     async for chunk in store.scan(info.benchmark_id):
         for s in chunk:

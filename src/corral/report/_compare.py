@@ -12,7 +12,7 @@ from .._suggest import did_you_mean
 from ._bootstrap import RESAMPLES, SEED
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
 from ._model import BenchmarkReport, TaskReport
-from ._named import SCORE_PREFIX, score_name, task_named_scores
+from ._named import SCORE_PREFIX, score_name
 from ._scores import Estimate, interval_info, mean_interval
 
 
@@ -215,8 +215,8 @@ def _values(
             estimator(len(task_a.trials), task_a.passed, k),
             estimator(len(task_b.trials), task_b.passed, k),
         )
-    va = task_named_scores(task_a.trials).get(score or "")
-    vb = task_named_scores(task_b.trials).get(score or "")
+    va = task_a.named_scores.get(score or "")
+    vb = task_b.named_scores.get(score or "")
     return None if va is None or vb is None else (va, vb)
 
 

@@ -190,6 +190,15 @@ class HeadStore(Protocol):
         """The summaries of one task's trials (its records, read when shown)."""
         ...
 
+    async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
+        """Trials finished as a report counts them (`TrialHead.done`)."""
+        ...
+
+    def reader(self) -> Any:
+        """A store of the same data to read from another thread and event loop (this
+        one, if it has no tie to either)."""
+        ...
+
 
 async def heads_of(store: Any, benchmark_id: str) -> AsyncIterator[list[TrialHead]]:
     """``benchmark_id``'s heads: kept by the store, else folded from its `scan`."""

@@ -153,6 +153,10 @@ class MemoryStore:
             if key.benchmark_id == benchmark_id and head.done and key.trial < trials_per_task
         )
 
+    def reader(self) -> MemoryStore:
+        """This store: it has no tie to a thread or an event loop."""
+        return self
+
     async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
         await anyio.lowlevel.checkpoint()
         found = [

@@ -169,6 +169,7 @@ class PostgresStore:
         self.retry_for = float(retry_for)
         self.read_only = read_only
         self._create = create and not read_only
+        self._dsn = dsn
         # False for a database written before heads were kept, read without the right
         # to upgrade it: its heads are folded from the commits when asked.
         self._has_heads = True
@@ -511,6 +512,10 @@ class PostgresStore:
             return found
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
         return int(rows[0][0]) if rows else 0
+
+    def reader(self) -> PostgresStore:
+        """The same database, opened read-only with one reader connection."""
+        return PostgresStore(self._dsn, read_only=True, readers=1, retry_for=self.retry_for)
 
     async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
         """The summaries of one task's trials, folded from its commits."""

@@ -588,6 +588,10 @@ class SQLiteStore:
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
         return int(rows[0][0])
 
+    def reader(self) -> SQLiteStore:
+        """The same file, opened read-only (from any thread or event loop)."""
+        return SQLiteStore(self.path, read_only=True)
+
     async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
         """The summaries of one task's trials, folded from its commits."""
         await self._queue.settle()
