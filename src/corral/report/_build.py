@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
 from math import fsum
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from .._records import TrialTable
 from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..history import StoredConfig, finished_and_scored
-from ..store._heads import TrialHead
+from ..store._heads import TaskList, TrialHead
 from ..store._protocol import TrialSummary
 from ._errors import ENDING_STATUSES, ErrorGroup, ErrorGroups, ending_message
 from ._lazy import LazyTrials, RecordSource
@@ -108,7 +108,7 @@ def report_from_heads(
     """`build_report`'s report from the store's trial heads (one short row per trial,
     in any order): the same figures, each task's trials read from ``source`` only
     when they are used (`LazyTrials`). ``options``: `build_report`'s from ``k_values``."""
-    tally = HeadTally(config, metadata)
+    tally = HeadTally(task_list(config, metadata))
     tally.add(heads)
     return tally.report(benchmark_id, source, **options)
 
@@ -116,35 +116,30 @@ def report_from_heads(
 class HeadTally:
     """`report_from_heads` a chunk of heads at a time (a store gives them so)."""
 
-    def __init__(
-        self,
-        config: Mapping[str, Any],
-        metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None,
-    ) -> None:
-        self.trials_per_task = StoredConfig.decode(config).trials_per_task
-        self._meta = list(_task_meta(config, metadata))
+    def __init__(self, tasks: TaskList) -> None:
+        self.trials_per_task = tasks.trials_per_task
+        self._meta = tasks.tasks
         self._index = {task_id: i for i, (task_id, _, _) in enumerate(self._meta)}
         self._tally = _Tally()
-        # [finished, passed] and named score values by name, per task with a finished trial.
-        self._found: dict[str, tuple[list[int], dict[str, list[float]] | None]] = {}
+        # Finished and passed trials by task position; named score values by position,
+        # for the tasks that have any.
+        self._finished = array("l", bytes(array("l").itemsize * len(self._meta)))
+        self._passed = array("l", self._finished)
+        self._named: dict[int, dict[str, list[float]]] = {}
 
     def add(self, heads: Iterable[TrialHead]) -> None:
-        index, found, tally, n = self._index, self._found, self._tally, self.trials_per_task
+        index, tally, n = self._index, self._tally, self.trials_per_task
+        finished, passed = self._finished, self._passed
         for head in heads:
             position = index.get(head.task_id)
             if not head.done or position is None or not 0 <= head.trial < n:
                 continue
             tally.add(head.task_id, position, head)
-            entry = found.get(head.task_id)
-            if entry is None:
-                entry = found[head.task_id] = ([0, 0], None)
-            entry[0][0] += 1
-            entry[0][1] += head.passed
+            finished[position] += 1
+            if head.passed:
+                passed[position] += 1
             if head.scores:
-                named = entry[1]
-                if named is None:
-                    named = {}
-                    found[head.task_id] = (entry[0], named)
+                named = self._named.setdefault(position, {})
                 for name, value in head.scores.items():
                     named.setdefault(name, []).append(float(value))
 
@@ -163,22 +158,11 @@ class HeadTally:
         budgets: Mapping[str, float] | None = None,
         metrics: Sequence[Metric] = METRICS,
     ) -> BenchmarkReport:
-        found = self._found
-        tasks: list[_TaskRow] = []
-        for task_id, model, environment_id in self._meta:
-            entry = found.pop(task_id, None)
-            if entry is None:
-                none = LazyTrials(task_id, 0, 0, None, source)
-                tasks.append((task_id, model, environment_id, 0, 0, none))
-                continue
-            (n, passed), named = entry
-            means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
-            trials = LazyTrials(task_id, n, passed, means, source)
-            tasks.append((task_id, model, environment_id, n, passed, trials))
+        del self._index
         return _assemble(
             benchmark_id,
             self.trials_per_task,
-            tasks,
+            self._rows(source),
             self._tally,
             k_values=k_values,
             added=added,
@@ -190,6 +174,15 @@ class HeadTally:
             budgets=budgets,
             metrics=metrics,
         )
+
+    def _rows(self, source: RecordSource) -> Iterator[_TaskRow]:
+        finished, passed, found = self._finished, self._passed, self._named
+        for position, (task_id, model, environment_id) in enumerate(self._meta):
+            n, c = finished[position], passed[position]
+            named = found.pop(position, None)
+            means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
+            yield task_id, model, environment_id, n, c, LazyTrials(task_id, n, c, means, source)
+        self._meta = []
 
 
 #: A task of a report: id, model, environment, finished, passed, its trials.
@@ -315,7 +308,7 @@ _ERROR = str(TrialStatus.ERROR)
 def _assemble(
     benchmark_id: str,
     trials_per_task: int,
-    tasks: Sequence[_TaskRow],
+    tasks: Iterable[_TaskRow],
     tally: _Tally,
     *,
     k_values: Sequence[int],
@@ -338,16 +331,23 @@ def _assemble(
     extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
     added = set(added)
     reports: dict[str, TaskReport] = {}
-    outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
+    # How many tasks have each (finished, passed), over all and per model: what the
+    # means need (a huge report has few distinct outcomes).
+    outcomes: Counter[tuple[int, int]] = Counter()
+    of_models: dict[str, Counter[tuple[int, int]]] = {}
     # Each metric's values per distinct (n, passed), not per task: one dict per
     # metric and outcome, shared by the tasks that have it (a huge report has few).
     estimates: dict[tuple[int, int], dict[str, dict[int, float]]] = {}
     no_values: dict[int, float] = {}
+    no_extra: dict[str, dict[int, float]] = {}
     for task_id, model, environment_id, n, passed, trials in tasks:
-        outcomes[task_id] = (n, passed)
-        values = estimates.get((n, passed))
+        outcome = (n, passed)
+        outcomes[outcome] += 1
+        if model is not None:
+            of_models.setdefault(model, Counter())[outcome] += 1
+        values = estimates.get(outcome)
         if values is None:
-            values = estimates[(n, passed)] = {
+            values = estimates[outcome] = {
                 name: {k: f(n, passed, k) for k in k_values if k <= n}
                 for name, f in zip(names, estimators, strict=True)
             }
@@ -359,19 +359,16 @@ def _assemble(
             added_by_dependencies=task_id in added,
             model=model,
             environment_id=environment_id,
-            extra={name: values[name] for name in extra} if extra else {},
+            extra={name: values[name] for name in extra} if extra else no_extra,
         )
     del tasks
     # Means over the tasks with at least k finished trials: every task of a finished
     # run; in an interrupted one, a task with fewer has no pass@k yet and is left out
     # rather than counted 0.
-    means = task_means(outcomes.values(), k_values, metrics)
-    models = sorted({t.model for t in reports.values() if t.model is not None})
+    means = task_means(outcomes.elements(), k_values, metrics)
     by_model = {
-        model: task_means(
-            [outcomes[t.task_id] for t in reports.values() if t.model == model], k_values, metrics
-        )
-        for model in models
+        model: task_means(of_models[model].elements(), k_values, metrics)
+        for model in sorted(of_models)
     }
     means_by_model = {
         m.name: {model: of_model[m.name] for model, of_model in by_model.items()} for m in metrics
@@ -412,6 +409,15 @@ def _assemble(
         means_by_model=means_by_model,
         _retries=tally.retries,
     )
+
+
+def task_list(
+    config: Mapping[str, Any], metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None
+) -> TaskList:
+    """What a report needs of a benchmark's configuration (``metadata``: each task's, in
+    run order, in place of ``config["tasks"]``)."""
+    trials_per_task = StoredConfig.decode(config).trials_per_task
+    return TaskList(trials_per_task, list(_task_meta(config, metadata)))
 
 
 def _task_meta(

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar, overload
 import anyio
 
 from .._types import TrialRecord
+from ..history import finished_and_scored
 
 T = TypeVar("T")
 
@@ -142,8 +143,6 @@ class StoreRecords:
         return list(order[start : start + self.WINDOW])
 
     def _read(self, task_ids: list[str]) -> dict[str, list[TrialRecord]]:
-        from ._build import is_finished
-
         benchmark_id, n = self._benchmark_id, self._trials_per_task
 
         async def read() -> dict[str, list[TrialRecord]]:
@@ -154,7 +153,7 @@ class StoreRecords:
                     out[task_id] = [
                         s.record()
                         for s in await store.task_summaries(benchmark_id, task_id)
-                        if 0 <= s.trial < n and is_finished(s)
+                        if 0 <= s.trial < n and finished_and_scored(s.terminal, s.evaluation)
                     ]
             return out
 

@@ -12,16 +12,17 @@ kept has them rebuilt once, on its first writable open (`rebuild_heads`).
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._json import dumps
 from .._types import TrialRecord, Usage
 from ..history import CommitKind, finished_and_scored
-from ._decode import _json, corrupt
+from ._decode import _DECODER, MAX_TRIALS_PER_TASK, _json, corrupt
 from ._protocol import TrialSummary
 
 #: Kinds that never change a head once the trial has one: the work before a terminal.
@@ -178,6 +179,106 @@ def _scores(text: Any) -> dict[str, float]:
     return value
 
 
+class TaskList(NamedTuple):
+    """What a report needs of a benchmark's configuration: its trials per task and each
+    task's (id, model, environment id), in order."""
+
+    trials_per_task: int
+    tasks: list[tuple[str, str | None, str]]
+
+
+def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> TaskList | None:
+    """``rows`` of (task id, model, environment id, is an object) as a `TaskList`, the
+    model and environment strings shared; None if anything is not as a configuration
+    holds it (the caller then reads it whole, which says what is wrong)."""
+    if type(trials_per_task) is not int or not 1 <= trials_per_task <= MAX_TRIALS_PER_TASK:
+        return None
+    shared: dict[str, str] = {}
+    tasks = []
+    for task_id, model, environment, is_object in rows:
+        if not is_object or not isinstance(task_id, str) or not isinstance(environment, str):
+            return None
+        if model is not None and not isinstance(model, str):
+            return None
+        model = None if model is None else shared.setdefault(model, model)
+        tasks.append((task_id, model, shared.setdefault(environment, environment)))
+    return TaskList(trials_per_task, tasks)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def task_list_of_text(text: Any) -> TaskList | None:
+    """`TaskList` of a stored configuration's JSON text, read one task at a time (the
+    whole configuration of 100,000 tasks decoded is a hundred MB of dicts); None if
+    the text is not as Corral writes it (the caller then decodes it whole, which says
+    what is wrong)."""
+    if not isinstance(text, str):
+        return None
+    trials: Any = None
+    rows: list[tuple[Any, Any, Any, bool]] | None = None
+    try:
+        at = _open(text, 0)
+        while at is not None:
+            key, at = _key(text, at)
+            if key == "tasks" and text[at] == "{":
+                rows = []
+                inner = _open(text, at)
+                end = _SPACE.match(text, at + 1).end() + 1  # type: ignore[union-attr]  # if empty
+                while inner is not None:
+                    task_id, inner = _key(text, inner)
+                    meta, inner = _DECODER.raw_decode(text, inner)
+                    if isinstance(meta, dict):
+                        model, environment = meta.get("model"), meta.get("environment_id")
+                        rows.append((task_id, model, environment, True))
+                    else:
+                        rows.append((task_id, None, None, False))
+                    inner, end = _next(text, inner)
+                at = end
+            else:
+                value, at = _DECODER.raw_decode(text, at)
+                if key == "trials_per_task":
+                    trials = value
+            at, last = _next(text, at)
+        if text[last:].strip():
+            return None
+    except (ValueError, IndexError, RecursionError, UnboundLocalError):
+        return None
+    if rows is None or len({row[0] for row in rows}) != len(rows):
+        return None  # no tasks, or a repeated task id (decoded whole, the last counts)
+    return checked_task_list(trials, rows)
+
+
+def _open(text: str, at: int) -> int | None:
+    """Past the ``{`` at ``at``: where its first member starts (None: it is empty)."""
+    if text[at] != "{":
+        raise ValueError("not an object")
+    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]  # always matches
+    return None if text[at] == "}" else at
+
+
+def _key(text: str, at: int) -> tuple[str, int]:
+    """A member's key at ``at``, and where its value starts."""
+    key, at = _DECODER.raw_decode(text, at)
+    if not isinstance(key, str):
+        raise ValueError("a key that is not a string")
+    at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+    if text[at] != ":":
+        raise ValueError("no colon")
+    return key, _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+
+
+def _next(text: str, at: int) -> tuple[int | None, int]:
+    """After a member's value: where the next member starts (None: the object ended),
+    and where the object ends (past its ``}``)."""
+    at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+    if text[at] == ",":
+        return _SPACE.match(text, at + 1).end(), at  # type: ignore[union-attr]
+    if text[at] == "}":
+        return None, at + 1
+    raise ValueError("neither a comma nor the object's end")
+
+
 @runtime_checkable
 class HeadStore(Protocol):
     """A store that keeps trial heads (every backend of Corral's does)."""
@@ -192,6 +293,11 @@ class HeadStore(Protocol):
 
     async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
         """Trials finished as a report counts them (`TrialHead.done`)."""
+        ...
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        """What a report needs of the benchmark's configuration, read without decoding
+        it whole (None: no such benchmark, or one to read whole)."""
         ...
 
     def reader(self) -> Any:

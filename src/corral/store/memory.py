@@ -15,7 +15,7 @@ from .._json import dumps, loads
 from .._types import Commit
 from ._config_diff import check_same_config
 from ._decode import decode_run
-from ._heads import TrialHead, changes_head, head_of
+from ._heads import TaskList, TrialHead, changes_head, checked_task_list, head_of
 from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import SummaryBuilder
@@ -152,6 +152,23 @@ class MemoryStore:
             for key, head in self._heads.items()
             if key.benchmark_id == benchmark_id and head.done and key.trial < trials_per_task
         )
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        await anyio.lowlevel.checkpoint()
+        entry = self._configs.get(benchmark_id)
+        if entry is None:
+            return None
+        config = entry[1]
+        tasks = config.get("tasks")
+        if not isinstance(tasks, Mapping):
+            return None
+        rows = (
+            (t, m.get("model"), m.get("environment_id"), True)
+            if isinstance(m, Mapping)
+            else (t, None, None, False)
+            for t, m in tasks.items()
+        )
+        return checked_task_list(config.get("trials_per_task"), rows)
 
     def reader(self) -> MemoryStore:
         """This store: it has no tie to a thread or an event loop."""

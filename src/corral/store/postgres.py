@@ -29,7 +29,7 @@ from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_config
 from ._decode import decode_benchmark, decode_commit, decode_run
-from ._heads import HEAD_COLUMNS, TrialHead, decode_head, head_of
+from ._heads import HEAD_COLUMNS, TaskList, TrialHead, decode_head, head_of, task_list_of_text
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import RowFolder
@@ -512,6 +512,12 @@ class PostgresStore:
             return found
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
         return int(rows[0][0]) if rows else 0
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        rows = await self._read(
+            "SELECT config FROM corral.benchmarks WHERE benchmark_id = %s", (benchmark_id,)
+        )
+        return task_list_of_text(rows[0][0]) if rows else None
 
     def reader(self) -> PostgresStore:
         """The same database, opened read-only with one reader connection."""

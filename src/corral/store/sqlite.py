@@ -38,11 +38,13 @@ from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
 from ._heads import (
     HEAD_COLUMNS,
     RebuildProgress,
+    TaskList,
     TrialHead,
     changes_head,
     decode_head,
     folded_heads,
     head_of,
+    task_list_of_text,
 )
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
@@ -587,6 +589,12 @@ class SQLiteStore:
             return found
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
         return int(rows[0][0])
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        rows = await self._read(
+            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+        )
+        return task_list_of_text(rows[0][0]) if rows else None
 
     def reader(self) -> SQLiteStore:
         """The same file, opened read-only (from any thread or event loop)."""
