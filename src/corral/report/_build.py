@@ -114,7 +114,8 @@ def report_from_heads(
 
 
 class HeadTally:
-    """`report_from_heads` a chunk of heads at a time (a store gives them so)."""
+    """`report_from_heads` a chunk of heads at a time (a store gives them so). It takes
+    ``tasks`` over: their list is emptied as the report is made."""
 
     def __init__(self, tasks: TaskList) -> None:
         self.trials_per_task = tasks.trials_per_task
@@ -177,13 +178,17 @@ class HeadTally:
 
     def _rows(self, source: RecordSource) -> Iterator[_TaskRow]:
         finished, passed, found = self._finished, self._passed, self._named
-        for position, (task_id, model, environment_id) in enumerate(self._meta):
+        meta = self._meta
+        for position, (task_id, model, environment_id) in enumerate(meta):
+            meta[position] = _GONE  # each task's tuple freed once its report is made
             n, c = finished[position], passed[position]
             named = found.pop(position, None)
             means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
             yield task_id, model, environment_id, n, c, LazyTrials(task_id, n, c, means, source)
         self._meta = []
 
+
+_GONE = ("", None, "")
 
 #: A task of a report: id, model, environment, finished, passed, its trials.
 _TaskRow = tuple[str, str | None, str, int, int, Sequence[TrialRecord]]

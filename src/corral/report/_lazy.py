@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, overload
 
 import anyio
@@ -18,6 +19,7 @@ from .._types import TrialRecord
 from ..history import finished_and_scored
 
 T = TypeVar("T")
+_NO_SCORES: Mapping[str, float] = MappingProxyType({})
 
 
 class RecordSource(Protocol):
@@ -44,7 +46,7 @@ class LazyTrials(Sequence[TrialRecord]):
         self._count = count
         self.passed = passed
         #: The task's named scores (each the mean over its trials that have it).
-        self.named: Mapping[str, float] = named or {}
+        self.named: Mapping[str, float] = named or _NO_SCORES
         self._source = source
 
     def records(self) -> list[TrialRecord]:

@@ -11,18 +11,17 @@ kept has them rebuilt once, on its first writable open (`rebuild_heads`).
 
 from __future__ import annotations
 
+import json
 import math
-import re
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._json import dumps
-from .._types import TrialRecord, Usage
+from .._types import NO_USAGE, TrialRecord, Usage
 from ..history import CommitKind, finished_and_scored
-from ._decode import _DECODER, MAX_TRIALS_PER_TASK, _json, corrupt
+from ._decode import MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
 from ._protocol import TrialSummary
 
 #: Kinds that never change a head once the trial has one: the work before a terminal.
@@ -38,8 +37,7 @@ def changes_head(kinds: Iterable[str]) -> bool:
     return any(kind not in _WORK_KINDS for kind in kinds)
 
 
-@dataclass(frozen=True, slots=True)
-class TrialHead:
+class TrialHead(NamedTuple):
     """One trial as a report counts it: its latest attempt's outcome and every
     attempt's usage. ``done`` is `finished_and_scored` (what a report and a resume
     count); a trial whose latest attempt has no terminal has ``status`` None."""
@@ -147,27 +145,37 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
             named = _scores(scores)
         if not isinstance(task_id, str) or type(trial) is not int or type(next_seq) is not int:
             raise ValueError("its key is not (text, integer)")
+        if type(attempts) is not int or type(commits) is not int:
+            raise ValueError("its counts are not integers")
         return TrialHead(
             task_id,
             trial,
             next_seq,
-            bool(done),
+            done == 1,
             status,
-            bool(passed),
-            None if score is None else float(score),
+            passed == 1,
+            _real(score),
             named,
             error,
             evaluation_error,
-            int(attempts),
-            int(commits),
-            None if started_at is None else float(started_at),
-            None if finished_at is None else float(finished_at),
-            Usage(int(input_tokens), int(output_tokens), float(cost)),
+            attempts,
+            commits,
+            started_at if started_at is None or type(started_at) is float else float(started_at),
+            finished_at
+            if finished_at is None or type(finished_at) is float
+            else float(finished_at),
+            Usage(input_tokens, output_tokens, cost)
+            if input_tokens or output_tokens or cost
+            else NO_USAGE,
             limit,
-            None if working_time is None else float(working_time),
+            working_time,
         )
     except (ValueError, TypeError) as exc:
         raise corrupt(where, benchmark_id, f"a trial head {list(row[:2])}: {exc}") from None
+
+
+def _real(value: Any) -> float | None:
+    return value if value is None or type(value) is float else float(value)
 
 
 def _scores(text: Any) -> dict[str, float]:
@@ -205,78 +213,46 @@ def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> Ta
     return TaskList(trials_per_task, tasks)
 
 
-_SPACE = re.compile(r"[ \t\n\r]*")
+class _Meta(NamedTuple):
+    """A task's metadata as a report needs it (what `_compact` makes of a task's object)."""
+
+    model: Any
+    environment: Any
+
+
+def _compact(pairs: list[tuple[str, Any]]) -> Any:
+    """Each decoded JSON object: a task's (one with an ``environment_id``) as a `_Meta`,
+    so that no dict per task outlives its decoding; any other as a dict."""
+    found = dict(pairs)
+    if "environment_id" in found:
+        return _Meta(found.get("model"), found["environment_id"])
+    return found
+
+
+_COMPACT = json.JSONDecoder(object_pairs_hook=_compact, parse_constant=_refuse_constant)
 
 
 def task_list_of_text(text: Any) -> TaskList | None:
-    """`TaskList` of a stored configuration's JSON text, read one task at a time (the
-    whole configuration of 100,000 tasks decoded is a hundred MB of dicts); None if
-    the text is not as Corral writes it (the caller then decodes it whole, which says
-    what is wrong)."""
+    """`TaskList` of a stored configuration's JSON text, each task's object dropped as
+    soon as it is decoded (the whole configuration of 100,000 tasks decoded is a
+    hundred MB of dicts); None if the text is not as Corral writes it (the caller
+    then decodes it whole, which says what is wrong)."""
     if not isinstance(text, str):
         return None
-    trials: Any = None
-    rows: list[tuple[Any, Any, Any, bool]] | None = None
     try:
-        at = _open(text, 0)
-        while at is not None:
-            key, at = _key(text, at)
-            if key == "tasks" and text[at] == "{":
-                rows = []
-                inner = _open(text, at)
-                end = _SPACE.match(text, at + 1).end() + 1  # type: ignore[union-attr]  # if empty
-                while inner is not None:
-                    task_id, inner = _key(text, inner)
-                    meta, inner = _DECODER.raw_decode(text, inner)
-                    if isinstance(meta, dict):
-                        model, environment = meta.get("model"), meta.get("environment_id")
-                        rows.append((task_id, model, environment, True))
-                    else:
-                        rows.append((task_id, None, None, False))
-                    inner, end = _next(text, inner)
-                at = end
-            else:
-                value, at = _DECODER.raw_decode(text, at)
-                if key == "trials_per_task":
-                    trials = value
-            at, last = _next(text, at)
-        if text[last:].strip():
-            return None
-    except (ValueError, IndexError, RecursionError, UnboundLocalError):
+        config = _COMPACT.decode(text)
+    except (ValueError, RecursionError):
         return None
-    if rows is None or len({row[0] for row in rows}) != len(rows):
-        return None  # no tasks, or a repeated task id (decoded whole, the last counts)
-    return checked_task_list(trials, rows)
-
-
-def _open(text: str, at: int) -> int | None:
-    """Past the ``{`` at ``at``: where its first member starts (None: it is empty)."""
-    if text[at] != "{":
-        raise ValueError("not an object")
-    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]  # always matches
-    return None if text[at] == "}" else at
-
-
-def _key(text: str, at: int) -> tuple[str, int]:
-    """A member's key at ``at``, and where its value starts."""
-    key, at = _DECODER.raw_decode(text, at)
-    if not isinstance(key, str):
-        raise ValueError("a key that is not a string")
-    at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-    if text[at] != ":":
-        raise ValueError("no colon")
-    return key, _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
-
-
-def _next(text: str, at: int) -> tuple[int | None, int]:
-    """After a member's value: where the next member starts (None: the object ended),
-    and where the object ends (past its ``}``)."""
-    at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-    if text[at] == ",":
-        return _SPACE.match(text, at + 1).end(), at  # type: ignore[union-attr]
-    if text[at] == "}":
-        return None, at + 1
-    raise ValueError("neither a comma nor the object's end")
+    tasks = config.get("tasks") if isinstance(config, dict) else None
+    if not isinstance(tasks, dict):
+        return None
+    rows = (
+        (task_id, meta.model, meta.environment, True)
+        if isinstance(meta, _Meta)
+        else (task_id, None, None, False)
+        for task_id, meta in tasks.items()
+    )
+    return checked_task_list(config.get("trials_per_task"), rows)
 
 
 @runtime_checkable

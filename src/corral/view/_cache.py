@@ -12,6 +12,7 @@ being served; each load has a new ``version``, so a page knows its data changed.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -22,6 +23,7 @@ from anyio.abc import TaskGroup
 from .._errors import ConfigError, StoreCorrupt
 from ..history import StoredConfig
 from ..report import BenchmarkReport, is_finished
+from ..report._build import task_list
 from ..report._passk import default_ks
 from ..report._stored import stored_report
 from ..store import CommitStore
@@ -61,6 +63,13 @@ class Loaded:
         #: The distributions the page draws (`charts`), once loaded.
         self.charts: dict[str, Any] = {}
 
+    @functools.cached_property
+    def config_summary(self) -> dict[str, Any]:
+        """The configuration as the pages show it, made once per load."""
+        from ._pages import config_summary
+
+        return config_summary(self.config)
+
     def find(self, task_id: str, trial: int) -> Row | None:
         """A trial's row (by a dict built once the load is done; until then by search)."""
         if not self.done.is_set():
@@ -89,8 +98,11 @@ class Loaded:
     async def _fill(self, store: CommitStore) -> None:
         """The report from the store's trial heads, and the list: from the heads too
         when every trial finished, else from a scan (which shows running trials)."""
-        tasks = self.stored.tasks
-        meta = {t: (m.model, str(m.environment_id)) for t, m in tasks.items()}
+        kept = isinstance(store, HeadStore)
+        listed = await store.task_list(self.benchmark_id) if isinstance(store, HeadStore) else None
+        if listed is None:
+            listed = task_list(self.config)
+        meta = {t: (model, environment) for t, model, environment in listed.tasks}
         # Runs first: a run recorded while the trials are read is seen as new next time.
         runs = await store.runs(self.benchmark_id)
         self.runs = len(runs)

@@ -35,13 +35,18 @@ INTERVALS = interval_info()
 
 def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
     stored = StoredConfig.decode(config)
-    tasks = stored.tasks.values()
+    models, environments, agents = set(), set(), set()
+    for m in stored.tasks.values():  # one pass: each task is decoded as it is read
+        if m.model:
+            models.add(str(m.model))
+        environments.add(str(m.environment_id))
+        agents.add(str(m.agent_id))
     return {
         "tasks": len(stored.tasks),
         "trials_per_task": stored.trials_per_task,
-        "models": sorted({str(m.model) for m in tasks if m.model}),
-        "environments": sorted({str(m.environment_id) for m in tasks}),
-        "agents": sorted({str(m.agent_id) for m in tasks}),
+        "models": sorted(models),
+        "environments": sorted(environments),
+        "agents": sorted(agents),
     }
 
 
@@ -62,7 +67,7 @@ def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -
     out: dict[str, Any] = {
         "benchmark_id": info.benchmark_id,
         "created_at": info.created_at,
-        "config": config_summary(info.config),
+        "config": config_summary(info.config) if loaded is None else loaded.config_summary,
         "finished": finished,
         "total": info.trials,
         "pass_at_k": None,
@@ -80,7 +85,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
     """A benchmark's page above the trial list (``ready`` False while it loads)."""
     out: dict[str, Any] = {
         "benchmark_id": loaded.benchmark_id,
-        "config": config_summary(loaded.config),
+        "config": loaded.config_summary,
         "expected": loaded.expected,
         "loaded": len(loaded.rows),
         "ready": loaded.report is not None,
