@@ -9,12 +9,14 @@ iterated or indexed (and not kept: a huge report read through stays small).
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, overload
 
 import anyio
 
+from .._records import TrialTable
 from .._types import TrialRecord
 from ..history import finished_and_scored
 
@@ -108,9 +110,11 @@ class StoreRecords:
     """`RecordSource` over a store: a task's records folded from its commits, read
     with the next tasks of the report (``order``) a window at a time, so reading a
     whole report costs one store read per window, not per task. ``open_reader``
-    makes a store to read with on another thread (`HeadStore.reader`)."""
+    makes a store to read with on another thread (`HeadStore.reader`). ``table``: the
+    records a run holds already (a `TrialTable`), used instead while the run holds it
+    (a weak reference: once the run lets go, the store is read)."""
 
-    WINDOW = 256
+    WINDOW = 1024
 
     def __init__(
         self,
@@ -118,7 +122,9 @@ class StoreRecords:
         benchmark_id: str,
         trials_per_task: int,
         order: Callable[[], Sequence[str]],
+        table: TrialTable | None = None,
     ) -> None:
+        self._table = None if table is None else weakref.ref(table)
         self._open_reader = open_reader
         self._benchmark_id = benchmark_id
         self._trials_per_task = trials_per_task
@@ -128,6 +134,9 @@ class StoreRecords:
         self._lock = threading.Lock()
 
     def task_records(self, task_id: str) -> list[TrialRecord]:
+        table = None if self._table is None else self._table()
+        if table is not None:
+            return list(table.trials(task_id))
         with self._lock:
             found = self._window.pop(task_id, None)
             if found is None:
@@ -149,14 +158,11 @@ class StoreRecords:
 
         async def read() -> dict[str, list[TrialRecord]]:
             store = self._open_reader()
-            out = {}
+            out: dict[str, list[TrialRecord]] = {task_id: [] for task_id in task_ids}
             async with store.opened():
-                for task_id in task_ids:
-                    out[task_id] = [
-                        s.record()
-                        for s in await store.task_summaries(benchmark_id, task_id)
-                        if 0 <= s.trial < n and finished_and_scored(s.terminal, s.evaluation)
-                    ]
+                for s in await store.task_summaries(benchmark_id, task_ids):
+                    if 0 <= s.trial < n and finished_and_scored(s.terminal, s.evaluation):
+                        out[s.task_id].append(s.record())
             return out
 
         result: dict[str, list[TrialRecord]] = run_async(read)

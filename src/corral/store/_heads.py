@@ -18,9 +18,10 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from .. import history
 from .._json import dumps
-from .._types import NO_USAGE, TrialRecord, Usage
-from ..history import CommitKind, finished_and_scored
+from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
+from ..history import CommitKind, TrialFold, finished_and_scored
 from ._decode import MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
 from ._protocol import TrialSummary
 
@@ -107,30 +108,47 @@ def head_of(summary: TrialSummary) -> TrialHead:
             started_at=summary.started_at,
             usage=summary.usage,
         )
-    done = finished_and_scored(summary.terminal, summary.evaluation)
-    return head_of_record(summary.record(keep_state=False), summary.next_seq, done)
-
-
-def head_of_record(record: TrialRecord, next_seq: int, done: bool) -> TrialHead:
-    evaluation = record.evaluation
+    # The record's figures (`corral._records.record_of`), read from the payloads
+    # without making a record: this runs for every trial a batch finishes.
+    terminal, evaluation = summary.terminal, summary.evaluation
+    ended = history.terminal_of(terminal)
+    status = str(ended.status)
+    error, evaluation_error = ended.error, None
+    score: float | None = None
+    scores: Mapping[str, float] | None = None
+    passed = False
+    usage = summary.usage
+    finished_at = terminal.created_at
+    if evaluation is not None:
+        scored = history.evaluation_of(evaluation)
+        finished_at = evaluation.created_at
+        if evaluation.usage:
+            usage = usage + evaluation.usage
+        if scored.passed is None:  # the scorer failed
+            evaluation_error = str(scored.error)
+            error = f"evaluation failed: {evaluation_error}"
+        else:
+            score = scored.score
+            scores = dict(scored.scores) if scored.scores else None
+            passed = bool(scored.passed) and status != "limit"
     return TrialHead(
-        record.task_id,
-        record.trial,
-        next_seq,
-        done,
-        status=str(record.status),
-        passed=record.passed,
-        score=None if evaluation is None else evaluation.score,
-        scores=dict(evaluation.scores) if evaluation is not None and evaluation.scores else None,
-        error=record.error,
-        evaluation_error=record.evaluation_error,
-        attempts=record.attempts,
-        commits=record.commits,
-        started_at=record.started_at,
-        finished_at=record.finished_at,
-        usage=record.usage,
-        limit=record.limit,
-        working_time=record.working_time,
+        summary.task_id,
+        summary.trial,
+        summary.next_seq,
+        evaluation is not None or status not in EVALUATED_STATUSES,
+        status,
+        passed,
+        score,
+        scores,
+        error,
+        evaluation_error,
+        ended.attempts,
+        summary.commits,
+        summary.started_at,
+        finished_at,
+        usage,
+        ended.limit,
+        history.worked_of(terminal),
     )
 
 
@@ -263,8 +281,11 @@ class HeadStore(Protocol):
         """Every head of the benchmark, in chunks, in (task id, trial) order."""
         ...
 
-    async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
-        """The summaries of one task's trials (its records, read when shown)."""
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        """The summaries of these tasks' trials (their records, read when used), in
+        (task id, trial) order."""
         ...
 
     async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
@@ -329,3 +350,64 @@ class RebuildProgress:
 
     def _say(self, text: str) -> None:
         print(f"corral: {self.where}: {text}", file=sys.stderr, flush=True)
+
+
+class OpenFolds:
+    """The writer's folds of the trials it is writing (the history's one fold, applied
+    to each commit as its batch is written), so a head is made from the commits in
+    hand rather than read back: a trial's fold is kept from its first commit until its
+    head is done, and any gap (a trial resumed from an earlier run, another process's
+    append, a failed batch) falls back to refolding the trial from the store.
+
+    A terminal whose status is scored writes no head: until its evaluation lands, the
+    trial's head stays as its last one (none, or not done after a reopen), which is
+    what a report counts either way.
+    """
+
+    def __init__(self) -> None:
+        self._folds: dict[Any, TrialFold] = {}
+
+    def clear(self) -> None:
+        """Forget every fold (a batch failed: what it applied may not have landed)."""
+        self._folds.clear()
+
+    def heads(self, key: Any, commits: Sequence[Commit]) -> tuple[bool, TrialHead | None]:
+        """(known, head) once ``commits`` of ``key`` land: ``known`` False when the
+        trial must be refolded from the store instead; ``head`` None when no head is
+        to be written."""
+        folds = self._folds
+        fold = folds.get(key)
+        first = commits[0].seq
+        if fold is None or fold.last_seq + 1 != first:
+            if first != 0:  # the trial began before this writer saw it
+                folds.pop(key, None)
+                return not changes_head(c.kind for c in commits), None
+            fold = folds[key] = TrialFold()
+        changes = False
+        for commit in commits:
+            fold.apply(commit)
+            if commit.kind not in _WORK_KINDS:
+                changes = True
+        if not changes:
+            return True, None
+        terminal, evaluation = fold.terminal, fold.evaluation
+        if terminal is not None and evaluation is None and not finished_and_scored(terminal, None):
+            return True, None  # to be scored: its evaluation writes the head
+        head = head_of(summary_of(key.task_id, key.trial, fold))
+        if head.done:
+            del folds[key]
+        return True, head
+
+
+def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
+    """The `TrialSummary` a trial's fold describes."""
+    return TrialSummary(
+        task_id=task_id,
+        trial=trial,
+        commits=fold.commits,
+        started_at=fold.started_at,
+        usage=fold.spend,
+        terminal=fold.terminal,
+        evaluation=fold.evaluation,
+        next_seq=fold.next_seq,
+    )

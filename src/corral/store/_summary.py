@@ -26,17 +26,9 @@ class SummaryBuilder:
         self.fold.apply(commit)
 
     def build(self) -> TrialSummary:
-        fold = self.fold
-        return TrialSummary(
-            task_id=self.task_id,
-            trial=self.trial,
-            commits=fold.commits,
-            started_at=fold.started_at,
-            usage=fold.spend,
-            terminal=fold.terminal,
-            evaluation=fold.evaluation,
-            next_seq=fold.next_seq,
-        )
+        from ._heads import summary_of
+
+        return summary_of(self.task_id, self.trial, self.fold)
 
 
 class RowFolder:

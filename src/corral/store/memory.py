@@ -174,14 +174,17 @@ class MemoryStore:
         """This store: it has no tie to a thread or an event loop."""
         return self
 
-    async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
         await anyio.lowlevel.checkpoint()
+        wanted = set(task_ids)
         found = [
-            (key.trial, _summary(key, history))
+            (key.task_id, key.trial, _summary(key, history))
             for key, history in list(self._kept.items())
-            if key.benchmark_id == benchmark_id and key.task_id == task_id and history
+            if key.benchmark_id == benchmark_id and key.task_id in wanted and history
         ]
-        return [summary for _, summary in sorted(found, key=lambda item: item[0])]
+        return [summary for _, _, summary in sorted(found, key=lambda item: item[:2])]
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         await anyio.lowlevel.checkpoint()

@@ -52,11 +52,11 @@ _SCAN = (
     "ORDER BY task_id, trial, seq LIMIT %s"
 )
 
-_SCAN_TASK = (
+_SCAN_TASKS = (
     "SELECT task_id, trial, seq, kind, "
     "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
     "created_at, input_tokens, output_tokens, cost FROM corral.commits "
-    "WHERE benchmark_id = %s AND task_id = %s ORDER BY trial, seq"
+    "WHERE benchmark_id = %s AND task_id = ANY(%s) ORDER BY task_id, trial, seq"
 )
 _HEADS = (
     f"SELECT {HEAD_COLUMNS} FROM corral.trial_heads WHERE benchmark_id = %s "
@@ -523,10 +523,12 @@ class PostgresStore:
         """The same database, opened read-only with one reader connection."""
         return PostgresStore(self._dsn, read_only=True, readers=1, retry_for=self.retry_for)
 
-    async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
-        """The summaries of one task's trials, folded from its commits."""
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        """The summaries of these tasks' trials, folded from their commits."""
         await self._queue.settle()
-        rows = await self._read(_SCAN_TASK, (benchmark_id, task_id))
+        rows = await self._read(_SCAN_TASKS, (benchmark_id, list(task_ids)))
         folder = RowFolder(self._where, benchmark_id)
         return folder.fold(rows) + folder.rest()
 

@@ -37,10 +37,10 @@ from ._config_diff import check_same_config
 from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
 from ._heads import (
     HEAD_COLUMNS,
+    OpenFolds,
     RebuildProgress,
     TaskList,
     TrialHead,
-    changes_head,
     decode_head,
     folded_heads,
     head_of,
@@ -157,7 +157,6 @@ _SCAN_NEXT = (
     _SCAN_COLUMNS + "AND (task_id, trial, seq) > (?, ?, ?) ORDER BY task_id, trial, seq LIMIT ?"
 )
 _SCAN_TRIAL = _SCAN_COLUMNS + "AND task_id = ? AND trial = ? ORDER BY seq"
-_SCAN_TASK = _SCAN_COLUMNS + "AND task_id = ? ORDER BY trial, seq"
 
 # A trial is finished when its latest terminal commit comes after its latest
 # reopening (a rerun gives a finished trial a fresh attempt), as a resume decides.
@@ -177,7 +176,7 @@ FROM benchmarks b ORDER BY b.created_at
 
 # Rows are encoded when handed over, so a payload mutated afterwards (a session's
 # state changed in place) cannot rewrite what is recorded.
-_Request = tuple[TrialKey, list[tuple[Any, ...]]]
+_Request = tuple[TrialKey, list[tuple[Any, ...]], Sequence[Commit]]
 
 
 class SQLiteStore:
@@ -211,6 +210,8 @@ class SQLiteStore:
         self._queue: BatchQueue[_Request] = BatchQueue(repr(self), self._run_batch)
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
+        # The writer's folds of the trials it writes (their heads made from them).
+        self._folds = OpenFolds()
         self._users = 0  # runs (or commands) holding the store open
         self._open_lock: anyio.Lock | None = None
         # False for a store written before heads were kept, opened read-only: its
@@ -272,6 +273,7 @@ class SQLiteStore:
                             await self._disconnect()
 
     async def _connect(self) -> None:
+        self._folds.clear()  # another process may have written since this one did
         made: list[sqlite3.Connection] = []  # filled on the thread, kept if we are cancelled
         try:
             await in_thread(lambda: self._open_connections(made))
@@ -362,7 +364,7 @@ class SQLiteStore:
             raise self._refuse_write("append commits")
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
-        return self._queue.put((key, [_row(key, c) for c in commits]))
+        return self._queue.put((key, [_row(key, c) for c in commits], commits))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         await self.enqueue(key, commits).wait()
@@ -372,38 +374,48 @@ class SQLiteStore:
     ) -> list[BaseException | None]:
         assert self._identity is not None
         check_still_there(self.path, self._identity)
-        if self._poisoned and any(key in self._poisoned for key, _ in requests):
+        if self._poisoned and any(key in self._poisoned for key, _, _ in requests):
             return self._write_one_by_one(conn, requests)
-        rows = [row for _, rows in requests for row in rows]
+        rows = [row for _, rows, _ in requests for row in rows]
         try:
             with write_transaction(conn):
                 conn.executemany(_INSERT, rows)
                 self._put_heads(conn, requests)
         except sqlite3.IntegrityError:
+            self._folds.clear()
             return self._write_one_by_one(conn, requests)
+        except BaseException:
+            self._folds.clear()
+            raise
         return [None] * len(requests)
 
     def _put_heads(self, conn: sqlite3.Connection, requests: list[_Request]) -> None:
-        """Refold the head of every trial these appends change, in their transaction."""
-        seen: set[TrialKey] = set()
-        for key, rows in requests:
-            if key not in seen and changes_head(row[4] for row in rows):
-                seen.add(key)
+        """Write the head of every trial these appends change, in their transaction:
+        from the writer's fold of the trial, else refolded from the store."""
+        heads = []
+        for key, _, commits in requests:
+            known, head = self._folds.heads(key, commits)
+            if not known:
                 put_head(conn, self._label, key)
+            elif head is not None:
+                heads.append((key.benchmark_id, *head.row()))
+        if heads:
+            conn.executemany(_PUT_HEAD, heads)
 
     def _write_one_by_one(
         self, conn: sqlite3.Connection, requests: list[_Request]
     ) -> list[BaseException | None]:
         # Slow path after a conflict: only the request that raced fails.
         errors: list[BaseException | None] = []
-        for key, rows in requests:
+        self._folds.clear()  # what a failed batch applied may not have landed
+        for key, rows, commits in requests:
             if key in self._poisoned:
                 errors.append(CommitConflictError(f"{key}: an earlier append of this trial failed"))
                 continue
             try:
                 with write_transaction(conn):
                     conn.executemany(_INSERT, rows)
-                    self._put_heads(conn, [(key, rows)])
+                    self._put_heads(conn, [(key, rows, commits)])
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
                 errors.append(
@@ -600,10 +612,13 @@ class SQLiteStore:
         """The same file, opened read-only (from any thread or event loop)."""
         return SQLiteStore(self.path, read_only=True)
 
-    async def task_summaries(self, benchmark_id: str, task_id: str) -> list[TrialSummary]:
-        """The summaries of one task's trials, folded from its commits."""
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        """The summaries of these tasks' trials, folded from their commits."""
         await self._queue.settle()
-        rows = await self._read(_SCAN_TASK, (benchmark_id, task_id))
+        sql = _SCAN_COLUMNS + f"AND task_id IN ({', '.join('?' * len(task_ids))}) "
+        rows = await self._read(sql + "ORDER BY task_id, trial, seq", (benchmark_id, *task_ids))
         folder = RowFolder(self._label, benchmark_id)
         return folder.fold(rows) + folder.rest()
 
