@@ -313,6 +313,14 @@ async def heads_of(store: Any, benchmark_id: str) -> AsyncIterator[list[TrialHea
         yield [head_of(s) for s in summaries if s.terminal is not None]
 
 
+async def count_done(chunks: AsyncIterator[list[TrialHead]], trials_per_task: int) -> int:
+    """How many of these heads are done, of a trial below ``trials_per_task``."""
+    found = 0
+    async for chunk in chunks:
+        found += sum(1 for h in chunk if h.done and h.trial < trials_per_task)
+    return found
+
+
 def folded_heads(
     where: str, benchmark_id: str, rows: Iterable[Sequence[Any]], *, finished_only: bool = False
 ) -> list[TrialHead]:

@@ -29,7 +29,15 @@ from .._types import Commit
 from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_config
 from ._decode import decode_benchmark, decode_commit, decode_run
-from ._heads import HEAD_COLUMNS, TaskList, TrialHead, decode_head, head_of, task_list_of_text
+from ._heads import (
+    HEAD_COLUMNS,
+    TaskList,
+    TrialHead,
+    count_done,
+    decode_head,
+    head_of,
+    task_list_of_text,
+)
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import RowFolder
@@ -506,10 +514,7 @@ class PostgresStore:
     async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
         """Trials finished as a report counts them (`TrialHead.done`)."""
         if not self._has_heads:
-            found = 0
-            async for chunk in self.heads(benchmark_id):
-                found += sum(1 for h in chunk if h.done and h.trial < trials_per_task)
-            return found
+            return await count_done(self.heads(benchmark_id), trials_per_task)
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
         return int(rows[0][0]) if rows else 0
 

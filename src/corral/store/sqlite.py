@@ -41,6 +41,7 @@ from ._heads import (
     RebuildProgress,
     TaskList,
     TrialHead,
+    count_done,
     decode_head,
     folded_heads,
     head_of,
@@ -595,10 +596,7 @@ class SQLiteStore:
     async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
         """Trials finished as a report counts them (`TrialHead.done`)."""
         if not self._has_heads:
-            found = 0
-            async for chunk in self.heads(benchmark_id):
-                found += sum(1 for h in chunk if h.done and h.trial < trials_per_task)
-            return found
+            return await count_done(self.heads(benchmark_id), trials_per_task)
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
         return int(rows[0][0])
 
