@@ -1,12 +1,12 @@
 """Reading a large benchmark: `corral report`, `list`, `compare` and the viewer's
 benchmark page (its headline pass@k and intervals), timed cold, with peak RSS.
 
-    PYTHONPATH=src python bench/report_scale.py [--store sqlite|postgres] [--shapes 100000x1 10000x10]
+    PYTHONPATH=src python bench/report_scale.py [--store postgres] [--shapes 100000x1 10000x10]
 
 For each shape (tasks x trials per task) two benchmarks of finished trials (setup,
 an action, its effect, terminal, evaluation; 5% errors), written straight through
 the store API, then each command in a fresh process: wall seconds and the process's
-peak RSS (``wait4``). The viewer: ``corral view`` started cold, then the time until
+peak RSS (GNU time). The viewer: ``corral view`` started cold, then the time until
 ``/api/benchmark?id=...&wait=1`` answers with pass@k and its intervals.
 """
 
@@ -30,22 +30,21 @@ GOALS = {"report": (2.0, 100), "list": (1.0, None), "compare": (3.0, None), "vie
 
 
 def timed(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``corral ARGS`` in a fresh process."""
+    """Wall seconds and peak RSS (MB) of ``corral ARGS`` in a fresh process. The RSS is
+    GNU time's: a child forked by this (large) process would count its pages."""
     start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "corral", *args],
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "corral", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "COLUMNS": "200"},
+        check=False,
     )
-    _, status, usage = os.wait4(process.pid, 0)
     took = time.perf_counter() - start
-    assert process.stderr is not None
-    err = process.stderr.read().decode()
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise RuntimeError(f"corral {' '.join(args)} failed: {err}")
-    return took, usage.ru_maxrss / 1024
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"corral {' '.join(args)} failed: {done.stderr}")
+    return took, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
 def viewer(address: str, benchmark_id: str) -> float:

@@ -22,7 +22,7 @@ from ..report._files import report_path
 from ..report._passk import default_ks
 from ..report._stored import stored_report
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
-from ..store._heads import HeadStore, TaskList
+from ..store._heads import BenchmarkOverview, HeadStore, TaskList
 from ..store._open import shown_address
 from ..store._runs import RunRecord
 from ._execute import make_console, print_report
@@ -221,14 +221,14 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
     if its status is scored, it was scored.
     """
 
-    async def job(opened: CommitStore) -> list[tuple[BenchmarkInfo, int, tuple[str, ...]]]:
+    async def job(opened: CommitStore) -> list[tuple[BenchmarkOverview, int, tuple[str, ...]]]:
         found = []
-        for b in await opened.benchmarks():
+        for b in await _overview(opened):
             tags = tuple(
                 dict.fromkeys(t for run in await opened.runs(b.benchmark_id) for t in run.tags)
             )
             if all(t in tags for t in wanted):
-                found.append((b, await count_finished(opened, b), tags))
+                found.append((b, await _finished(opened, b), tags))
         return found
 
     benchmarks = with_store(store, job)
@@ -248,12 +248,37 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
         table.add_row(
             b.benchmark_id,
             datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            str(len(StoredConfig.decode(b.config).tasks)),
-            str(StoredConfig.decode(b.config).trials_per_task),
-            f"{finished}/{b.trials}",
+            str(b.tasks),
+            str(b.trials_per_task),
+            f"{finished}/{b.tasks * b.trials_per_task}",
             Text(" ".join(tags)),
         )
     console.print(table)
+
+
+async def _overview(store: CommitStore) -> list[BenchmarkOverview]:
+    """Every benchmark, oldest first: from a store that keeps heads without decoding
+    any configuration, else (or where one needs a closer look) from `benchmarks`."""
+    found = await store.overview() if isinstance(store, HeadStore) else None
+    if found is not None:
+        return found
+    out = []
+    for b in await store.benchmarks():
+        stored = StoredConfig.decode(b.config)
+        out.append(
+            BenchmarkOverview(
+                b.benchmark_id, b.created_at, len(stored.tasks), stored.trials_per_task
+            )
+        )
+    return out
+
+
+async def _finished(store: CommitStore, b: BenchmarkOverview) -> int:
+    if isinstance(store, HeadStore):
+        return await store.finished_trials(b.benchmark_id, b.trials_per_task)
+    info = await store.benchmark_config(b.benchmark_id)
+    assert info is not None
+    return await count_finished(store, BenchmarkInfo.of(b.benchmark_id, b.created_at, info, 0))
 
 
 @click.command("copy")

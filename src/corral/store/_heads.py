@@ -273,6 +273,34 @@ def task_list_of_text(text: Any) -> TaskList | None:
     return checked_task_list(config.get("trials_per_task"), rows)
 
 
+class BenchmarkOverview(NamedTuple):
+    """A benchmark as ``corral list`` shows it, read without decoding its configuration."""
+
+    benchmark_id: str
+    created_at: float
+    tasks: int
+    trials_per_task: int
+
+
+def checked_overview(rows: Iterable[Sequence[Any]]) -> list[BenchmarkOverview] | None:
+    """Rows of (id, created at, trials per task, task count) as overviews; None if any
+    is not as Corral writes it (the caller reads the benchmarks whole instead)."""
+    out = []
+    for benchmark_id, created_at, trials, tasks in rows:
+        if isinstance(trials, str) and trials.isdigit():
+            trials = int(trials)
+        if (
+            not isinstance(benchmark_id, str)
+            or type(created_at) is not float
+            or type(trials) is not int
+            or not 1 <= trials <= MAX_TRIALS_PER_TASK
+            or type(tasks) is not int
+        ):
+            return None
+        out.append(BenchmarkOverview(benchmark_id, created_at, tasks, trials))
+    return out
+
+
 @runtime_checkable
 class HeadStore(Protocol):
     """A store that keeps trial heads (every backend of Corral's does)."""
@@ -295,6 +323,11 @@ class HeadStore(Protocol):
     async def task_list(self, benchmark_id: str) -> TaskList | None:
         """What a report needs of the benchmark's configuration, read without decoding
         it whole (None: no such benchmark, or one to read whole)."""
+        ...
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        """Every benchmark, oldest first, without decoding configurations (None: read
+        them whole instead, which says what is wrong with one)."""
         ...
 
     def reader(self) -> Any:

@@ -15,7 +15,15 @@ from .._json import dumps, loads
 from .._types import Commit
 from ._config_diff import check_same_config
 from ._decode import decode_run
-from ._heads import TaskList, TrialHead, changes_head, checked_task_list, head_of
+from ._heads import (
+    BenchmarkOverview,
+    TaskList,
+    TrialHead,
+    changes_head,
+    checked_overview,
+    checked_task_list,
+    head_of,
+)
 from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import SummaryBuilder
@@ -169,6 +177,15 @@ class MemoryStore:
             for t, m in tasks.items()
         )
         return checked_task_list(config.get("trials_per_task"), rows)
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        await anyio.lowlevel.checkpoint()
+        rows = []
+        for benchmark_id, (created, config) in self._configs.items():
+            tasks = config.get("tasks")
+            count = len(tasks) if isinstance(tasks, Mapping) else None
+            rows.append((benchmark_id, float(created), config.get("trials_per_task"), count))
+        return checked_overview(rows)
 
     def reader(self) -> MemoryStore:
         """This store: it has no tie to a thread or an event loop."""

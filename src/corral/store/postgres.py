@@ -31,8 +31,10 @@ from ._config_diff import check_same_config
 from ._decode import decode_benchmark, decode_commit, decode_run
 from ._heads import (
     HEAD_COLUMNS,
+    BenchmarkOverview,
     TaskList,
     TrialHead,
+    checked_overview,
     count_done,
     decode_head,
     head_of,
@@ -69,6 +71,11 @@ _SCAN_TASKS = (
 _HEADS = (
     f"SELECT {HEAD_COLUMNS} FROM corral.trial_heads WHERE benchmark_id = %s "
     "AND (task_id, trial) > (%s, %s) ORDER BY task_id, trial LIMIT %s"
+)
+_OVERVIEW = (
+    "SELECT benchmark_id, created_at, config::json ->> 'trials_per_task', "
+    "(SELECT count(*)::int FROM json_object_keys(config::json -> 'tasks')) "
+    "FROM corral.benchmarks ORDER BY created_at"
 )
 _DONE = (
     "SELECT count(*) FROM corral.trial_heads WHERE benchmark_id = %s AND done = 1 AND trial < %s"
@@ -523,6 +530,13 @@ class PostgresStore:
             "SELECT config FROM corral.benchmarks WHERE benchmark_id = %s", (benchmark_id,)
         )
         return task_list_of_text(rows[0][0]) if rows else None
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        try:
+            rows = await self._read(_OVERVIEW, ())
+        except StoreError:  # not JSON: read whole, it says so
+            return None
+        return checked_overview(rows)
 
     def reader(self) -> PostgresStore:
         """The same database, opened read-only with one reader connection."""

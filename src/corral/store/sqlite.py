@@ -37,10 +37,12 @@ from ._config_diff import check_same_config
 from ._decode import corrupt, decode_benchmark, decode_commit, decode_run
 from ._heads import (
     HEAD_COLUMNS,
+    BenchmarkOverview,
     OpenFolds,
     RebuildProgress,
     TaskList,
     TrialHead,
+    checked_overview,
     count_done,
     decode_head,
     folded_heads,
@@ -128,6 +130,10 @@ _HEADS_FIRST = (
 _HEADS_NEXT = (
     f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? "
     "AND (task_id, trial) > (?, ?) ORDER BY task_id, trial LIMIT ?"
+)
+_OVERVIEW = (
+    "SELECT benchmark_id, created_at, json_extract(config, '$.trials_per_task'), "
+    "(SELECT count(*) FROM json_each(config, '$.tasks')) FROM benchmarks ORDER BY created_at"
 )
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 
@@ -605,6 +611,15 @@ class SQLiteStore:
             "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
         )
         return task_list_of_text(rows[0][0]) if rows else None
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        def read(conn: sqlite3.Connection) -> list[BenchmarkOverview] | None:
+            try:
+                return checked_overview(conn.execute(_OVERVIEW))
+            except sqlite3.OperationalError:  # not JSON: read whole, it says so
+                return None
+
+        return await self._use(self._reader, read)
 
     def reader(self) -> SQLiteStore:
         """The same file, opened read-only (from any thread or event loop)."""
