@@ -24,6 +24,7 @@ from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
 from ..history import CommitKind, TrialFold, finished_and_scored
 from ._decode import MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
 from ._protocol import TrialSummary
+from ._summary import RowFolder, summary_of
 
 #: Kinds that never change a head once the trial has one: the work before a terminal.
 #: A batch of only these leaves heads alone; any other kind (terminal, evaluation,
@@ -97,7 +98,16 @@ HEAD_COLUMNS = (
 
 
 def head_of(summary: TrialSummary) -> TrialHead:
-    """The head of the trial ``summary`` folds (the history's one fold)."""
+    """The head of the trial ``summary`` folds (the history's one fold). A terminal or
+    evaluation whose payload cannot be read gives a head that is not done: writing a
+    head never fails an append (a report from the commits cannot count it either)."""
+    try:
+        return _head_of(summary)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return TrialHead(summary.task_id, summary.trial, summary.next_seq, False)
+
+
+def _head_of(summary: TrialSummary) -> TrialHead:
     if summary.terminal is None:
         return TrialHead(
             summary.task_id,
@@ -360,8 +370,6 @@ def folded_heads(
     """The heads of the trials whose scan rows ``(task_id, trial, seq, kind, payload,
     created_at, input_tokens, output_tokens, cost)`` these are, whole and in key order
     (``finished_only``: of those with a terminal commit since their latest reopen)."""
-    from ._summary import RowFolder
-
     folder = RowFolder(where, benchmark_id)
     summaries = folder.fold(rows) + folder.rest()
     return [head_of(s) for s in summaries if not finished_only or s.terminal is not None]
@@ -438,17 +446,3 @@ class OpenFolds:
         if head.done:
             del folds[key]
         return True, head
-
-
-def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
-    """The `TrialSummary` a trial's fold describes."""
-    return TrialSummary(
-        task_id=task_id,
-        trial=trial,
-        commits=fold.commits,
-        started_at=fold.started_at,
-        usage=fold.spend,
-        terminal=fold.terminal,
-        evaluation=fold.evaluation,
-        next_seq=fold.next_seq,
-    )

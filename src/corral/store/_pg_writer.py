@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from .._errors import CommitConflictError, ConfigError, StoreError
+from .._errors import CommitConflictError, ConfigError, StoreCorrupt, StoreError
 from .._json import dumps
 from .._types import Commit
-from ._heads import HEAD_COLUMNS, changes_head, folded_heads
+from ._heads import HEAD_COLUMNS, TrialHead, changes_head, folded_heads
 from ._protocol import TrialKey
 
 T = TypeVar("T")
@@ -276,7 +276,11 @@ class PgWriter:
         for benchmark_id, keys in changed.items():
             tasks, trials = [k[0] for k in keys], [k[1] for k in keys]
             cur.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials))
-            heads = folded_heads(self.where, benchmark_id, cur.fetchall())
+            rows = cur.fetchall()
+            try:
+                heads = folded_heads(self.where, benchmark_id, rows)
+            except StoreCorrupt:  # a commit no reader can read: counted as unfinished
+                heads = [TrialHead(t, r, 0, False) for t, r in keys]
             cur.executemany(PUT_HEADS, [(benchmark_id, *h.row()) for h in heads])
 
     def _landed(self, conn: psycopg.Connection[Any], requests: list[Request]) -> set[int]:

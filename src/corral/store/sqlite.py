@@ -27,6 +27,7 @@ from .._errors import (
     BenchmarkBusyError,
     CommitConflictError,
     ConfigError,
+    StoreCorrupt,
     StoreError,
     unwrap_single,
 )
@@ -663,7 +664,11 @@ class SQLiteStore:
 def put_head(conn: sqlite3.Connection, where: str, key: TrialKey) -> None:
     """Refold ``key``'s head from its commits (the one fold) and write it."""
     rows = conn.execute(_SCAN_TRIAL, tuple(key)).fetchall()
-    for head in folded_heads(where, key.benchmark_id, rows):
+    try:
+        heads = folded_heads(where, key.benchmark_id, rows)
+    except StoreCorrupt:  # a commit no reader can read: the trial counts as unfinished
+        heads = [TrialHead(key.task_id, key.trial, rows[-1][2] + 1, False)]
+    for head in heads:
         conn.execute(_PUT_HEAD, (key.benchmark_id, *head.row()))
 
 

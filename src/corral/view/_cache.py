@@ -32,6 +32,23 @@ from ._charts import charts
 from ._index import Row, facets, row_of, row_of_head
 
 
+def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
+    stored = StoredConfig.decode(config)
+    models, environments, agents = set(), set(), set()
+    for m in stored.tasks.values():  # one pass: each task is decoded as it is read
+        if m.model:
+            models.add(str(m.model))
+        environments.add(str(m.environment_id))
+        agents.add(str(m.agent_id))
+    return {
+        "tasks": len(stored.tasks),
+        "trials_per_task": stored.trials_per_task,
+        "models": sorted(models),
+        "environments": sorted(environments),
+        "agents": sorted(agents),
+    }
+
+
 class Loaded:
     """One load of a benchmark: its rows (growing while loading) and, once done, its report."""
 
@@ -66,8 +83,6 @@ class Loaded:
     @functools.cached_property
     def config_summary(self) -> dict[str, Any]:
         """The configuration as the pages show it, made once per load."""
-        from ._pages import config_summary
-
         return config_summary(self.config)
 
     def find(self, task_id: str, trial: int) -> Row | None:

@@ -14,13 +14,13 @@ from .._costs import format_cost
 from .._errors import ConfigError
 from .._history import load_history
 from .._types import Commit
-from ..history import SetupPayload, StoredConfig
+from ..history import SetupPayload
 from ..report import BenchmarkReport
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._assets import by_k
-from ._cache import Loaded
+from ._cache import Loaded, config_summary
 from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
@@ -31,23 +31,6 @@ TASKS_SHOWN = 200
 CHAIN_TRIALS = 100
 #: How every interval shown is made (the report's own description).
 INTERVALS = interval_info()
-
-
-def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
-    stored = StoredConfig.decode(config)
-    models, environments, agents = set(), set(), set()
-    for m in stored.tasks.values():  # one pass: each task is decoded as it is read
-        if m.model:
-            models.add(str(m.model))
-        environments.add(str(m.environment_id))
-        agents.add(str(m.agent_id))
-    return {
-        "tasks": len(stored.tasks),
-        "trials_per_task": stored.trials_per_task,
-        "models": sorted(models),
-        "environments": sorted(environments),
-        "agents": sorted(agents),
-    }
 
 
 def _metrics(
