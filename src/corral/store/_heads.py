@@ -22,7 +22,7 @@ from .. import history
 from .._json import dumps
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
 from ..history import CommitKind, TrialFold, finished_and_scored
-from ._decode import MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
+from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
 from ._protocol import TrialSummary
 from ._summary import RowFolder, summary_of
 
@@ -293,15 +293,18 @@ class BenchmarkOverview(NamedTuple):
 
 
 def checked_overview(rows: Iterable[Sequence[Any]]) -> list[BenchmarkOverview] | None:
-    """Rows of (id, created at, trials per task, task count) as overviews; None if any
-    is not as Corral writes it (the caller reads the benchmarks whole instead)."""
+    """Rows of (id, created at, trials per task, task count, any task amiss) as
+    overviews; None if any is not as Corral writes it (the caller reads the
+    benchmarks whole instead, which says what is wrong)."""
     out = []
-    for benchmark_id, created_at, trials, tasks in rows:
+    for benchmark_id, created_at, trials, tasks, amiss in rows:
         if isinstance(trials, str) and trials.isdigit():
             trials = int(trials)
         if (
             not isinstance(benchmark_id, str)
+            or amiss
             or type(created_at) is not float
+            or not 0 <= created_at < LATEST
             or type(trials) is not int
             or not 1 <= trials <= MAX_TRIALS_PER_TASK
             or type(tasks) is not int

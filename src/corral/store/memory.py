@@ -184,7 +184,7 @@ class MemoryStore:
         for benchmark_id, (created, config) in self._configs.items():
             tasks = config.get("tasks")
             count = len(tasks) if isinstance(tasks, Mapping) else None
-            rows.append((benchmark_id, float(created), config.get("trials_per_task"), count))
+            rows.append((benchmark_id, float(created), config.get("trials_per_task"), count, False))
         return checked_overview(rows)
 
     def reader(self) -> MemoryStore:

@@ -72,9 +72,14 @@ _HEADS = (
     f"SELECT {HEAD_COLUMNS} FROM corral.trial_heads WHERE benchmark_id = %s "
     "AND (task_id, trial) > (%s, %s) ORDER BY task_id, trial LIMIT %s"
 )
+# As SQLite's: the last column says whether any task is not as Corral writes it.
 _OVERVIEW = (
     "SELECT benchmark_id, created_at, config::json ->> 'trials_per_task', "
-    "(SELECT count(*)::int FROM json_object_keys(config::json -> 'tasks')) "
+    "(SELECT count(*)::int FROM json_object_keys(config::json -> 'tasks')), "
+    "json_typeof(config::json -> 'tasks') IS DISTINCT FROM 'object' OR EXISTS (SELECT 1 FROM "
+    "json_each(config::json -> 'tasks') t WHERE json_typeof(t.value) <> 'object' "
+    "OR json_typeof(t.value -> 'environment_id') IS DISTINCT FROM 'string' "
+    "OR coalesce(json_typeof(t.value -> 'model'), 'null') NOT IN ('string', 'null')) "
     "FROM corral.benchmarks ORDER BY created_at"
 )
 _DONE = (

@@ -132,9 +132,16 @@ _HEADS_NEXT = (
     f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? "
     "AND (task_id, trial) > (?, ?) ORDER BY task_id, trial LIMIT ?"
 )
+# Each benchmark's trials per task and task count; its tasks that are not as Corral
+# writes them are counted (any: the caller reads it whole, which says what is wrong).
 _OVERVIEW = (
     "SELECT benchmark_id, created_at, json_extract(config, '$.trials_per_task'), "
-    "(SELECT count(*) FROM json_each(config, '$.tasks')) FROM benchmarks ORDER BY created_at"
+    "(SELECT count(*) FROM json_each(config, '$.tasks')), "
+    "json_type(config, '$.tasks') IS NOT 'object' OR EXISTS (SELECT 1 FROM "
+    "json_each(config, '$.tasks') t WHERE t.type IS NOT 'object' "
+    "OR json_type(t.value, '$.environment_id') IS NOT 'text' "
+    "OR coalesce(json_type(t.value, '$.model'), 'null') NOT IN ('text', 'null')) "
+    "FROM benchmarks ORDER BY created_at"
 )
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 
