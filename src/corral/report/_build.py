@@ -349,7 +349,10 @@ def _assemble(
         outcome = (n, passed)
         outcomes[outcome] += 1
         if model is not None:
-            of_models.setdefault(model, Counter())[outcome] += 1
+            of_model = of_models.get(model)
+            if of_model is None:
+                of_model = of_models[model] = Counter()
+            of_model[outcome] += 1
         values = estimates.get(outcome)
         if values is None:
             values = estimates[outcome] = {

@@ -179,9 +179,10 @@ class BenchmarkReport:
         scores = self._intervals.get(model)
         if scores is None:
             outcomes = [
-                (len(t.trials), t.passed)
+                (len(trials), trials.passed if isinstance(trials, LazyTrials) else t.passed)
                 for t in self.tasks.values()
                 if model is None or t.model == model
+                for trials in (t.trials,)
             ]
             named = self._named_of(model)
             scores = self._intervals[model] = replace(
@@ -211,7 +212,9 @@ class BenchmarkReport:
         scores = self._named.get(model)
         if scores is None:
             of_tasks = (
-                t.named_scores for t in self.tasks.values() if model is None or t.model == model
+                t.trials.named if isinstance(t.trials, LazyTrials) else t.named_scores
+                for t in self.tasks.values()
+                if model is None or t.model == model
             )
             scores = self._named[model] = named_scores_of(of_tasks)
         return scores
