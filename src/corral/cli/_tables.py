@@ -17,6 +17,9 @@ from ..report._metrics import Metric
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
+#: Task rows of the per-task table at most: a benchmark of 100,000 tasks prints its
+#: first ones and a count of the rest (``--json``, the viewer and ``show`` give them).
+TASK_ROWS = 100
 
 
 def metric_columns(report: BenchmarkReport) -> list[tuple[Metric, int]]:
@@ -49,10 +52,12 @@ def report_table(report: BenchmarkReport) -> Table:
     for metric, k in columns:
         table.add_column(metric.label(k), justify="right")
     passed = trials = 0
-    for task_id, task in report.tasks.items():
+    for shown, (task_id, task) in enumerate(report.tasks.items()):
         n = len(task.trials)
         passed += task.passed
         trials += n
+        if shown >= TASK_ROWS:
+            continue
         values = task.values
         table.add_row(
             task_id + (" *" if task.added_by_dependencies else ""),
@@ -61,6 +66,9 @@ def report_table(report: BenchmarkReport) -> Table:
             f"{task.passed}/{n}",
             *(_score(values.get(m.name, {}).get(k)) for m, k in columns),
         )
+    if len(report.tasks) > TASK_ROWS:
+        more = len(report.tasks) - TASK_ROWS
+        table.add_row(Text(f"… {more:,} more tasks (--json lists every one)", style="dim"))
     table.add_section()
     table.add_row(
         Text(f"mean of {len(report.tasks)} tasks", style="bold"),

@@ -14,14 +14,14 @@ from .._costs import format_cost
 from .._errors import ConfigError
 from .._history import load_history
 from .._types import Commit
-from ..history import SetupPayload, StoredConfig
+from ..history import SetupPayload
 from ..report import BenchmarkReport
 from ..report._calls import calls_dict
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._assets import by_k
-from ._cache import Loaded
+from ._cache import Loaded, config_summary
 from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
@@ -33,18 +33,6 @@ TASKS_SHOWN = 200
 CHAIN_TRIALS = 100
 #: How every interval shown is made (the report's own description).
 INTERVALS = interval_info()
-
-
-def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
-    stored = StoredConfig.decode(config)
-    tasks = stored.tasks.values()
-    return {
-        "tasks": len(stored.tasks),
-        "trials_per_task": stored.trials_per_task,
-        "models": sorted({str(m.model) for m in tasks if m.model}),
-        "environments": sorted({str(m.environment_id) for m in tasks}),
-        "agents": sorted({str(m.agent_id) for m in tasks}),
-    }
 
 
 def _metrics(
@@ -64,7 +52,7 @@ def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -
     out: dict[str, Any] = {
         "benchmark_id": info.benchmark_id,
         "created_at": info.created_at,
-        "config": config_summary(info.config),
+        "config": config_summary(info.config) if loaded is None else loaded.config_summary,
         "finished": finished,
         "total": info.trials,
         "pass_at_k": None,
@@ -82,7 +70,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
     """A benchmark's page above the trial list (``ready`` False while it loads)."""
     out: dict[str, Any] = {
         "benchmark_id": loaded.benchmark_id,
-        "config": config_summary(loaded.config),
+        "config": loaded.config_summary,
         "expected": loaded.expected,
         "loaded": len(loaded.rows),
         "ready": loaded.report is not None,
