@@ -14,11 +14,13 @@ from pathlib import Path
 
 import anyio
 
-from corral import Commit, SQLiteStore, TrialKey, Usage
+from corral import Commit, CommitStore, SQLiteStore, TrialKey, Usage
 
 
-async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int, steps: bool) -> None:
-    store = SQLiteStore(path, synchronous="OFF")
+async def _write_big(
+    path: Path | CommitStore, benchmark_id: str, tasks: int, trials: int, steps: bool
+) -> None:
+    store = SQLiteStore(path, synchronous="OFF") if isinstance(path, Path) else path
     config = {
         "trials_per_task": trials,
         "tasks": {
@@ -76,10 +78,11 @@ async def _write_big(path: Path, benchmark_id: str, tasks: int, trials: int, ste
 
 
 def big_store(
-    path: Path, benchmark_id: str, tasks: int, trials: int, *, steps: bool = True
+    path: Path | CommitStore, benchmark_id: str, tasks: int, trials: int, *, steps: bool = True
 ) -> None:
     """``tasks * trials`` finished trials, written straight through the store API in
-    batches: setup, (with ``steps``) an action and its effect, terminal, evaluation."""
+    batches: setup, (with ``steps``) an action and its effect, terminal, evaluation.
+    ``path``: an SQLite file (written without fsync), or any store."""
     anyio.run(_write_big, path, benchmark_id, tasks, trials, steps)
 
 

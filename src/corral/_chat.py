@@ -18,6 +18,61 @@ class ToolCall:
     arguments: str
 
 
+#: The key of an assistant message (in Corral's OpenAI-style chat turns) that holds
+#: the reply's thinking blocks, as LiteLLM names it: a list of
+#: ``{"type": "thinking", "thinking": ..., "signature": ...}`` and
+#: ``{"type": "redacted_thinking", "data": ...}`` (`ThinkingBlock.as_dict`).
+THINKING_BLOCKS = "thinking_blocks"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """One block of a model's thinking as the provider sent it, to be sent back
+    unchanged (Anthropic refuses a tool-use turn whose thinking is missing or
+    altered): its ``text`` and ``signature``, or for a redacted block only its
+    opaque ``data`` (``redacted`` true, ``text`` empty)."""
+
+    text: str = ""
+    signature: str | None = None
+    redacted: bool = False
+    data: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The block as a message carries it (see `THINKING_BLOCKS`)."""
+        if self.redacted:
+            return {"type": "redacted_thinking", "data": self.data or ""}
+        out: dict[str, Any] = {"type": "thinking", "thinking": self.text}
+        if self.signature is not None:
+            out["signature"] = self.signature
+        return out
+
+    @classmethod
+    def of(cls, raw: object) -> ThinkingBlock | None:
+        """A block from its dict (`as_dict`'s shape); None if ``raw`` is not one."""
+        if not isinstance(raw, Mapping):
+            return None
+        kind = raw.get("type")
+        if kind == "redacted_thinking" and isinstance(raw.get("data"), str):
+            return cls(redacted=True, data=raw["data"])
+        signature = raw.get("signature")
+        if kind == "thinking" and isinstance(raw.get("thinking"), str):
+            return cls(raw["thinking"], signature if isinstance(signature, str) else None)
+        return None
+
+
+def thinking_blocks(raw: object) -> tuple[ThinkingBlock, ...]:
+    """The thinking blocks of a list of dicts (what is not one left out)."""
+    if not isinstance(raw, list | tuple):
+        return ()
+    return tuple(b for b in map(ThinkingBlock.of, raw) if b is not None)
+
+
+def thinking_text(blocks: Sequence[ThinkingBlock]) -> str | None:
+    """The reasoning the blocks say (the redacted ones say nothing), None if none."""
+    texts = [b.text for b in blocks if not b.redacted]
+    return "\n\n".join(texts) if texts else None
+
+
 @dataclass(frozen=True, slots=True)
 class ChatResponse:
     """A chat completion: the text, the tool calls, and the usage (with its cost).
@@ -26,7 +81,10 @@ class ChatResponse:
     thinking blocks, or a message's ``reasoning_content`` or ``reasoning``);
     ``usage.input_tokens`` counts every prompt token, of which ``cache_read_tokens``
     were read from and ``cache_write_tokens`` written to the provider's prompt
-    cache (when it says).
+    cache (when it says). ``thinking`` is the reasoning as the provider's own
+    blocks (Anthropic's, signed, and its redacted ones): a conversation sends
+    them back with the assistant turn they came with (under `THINKING_BLOCKS`;
+    ``message`` holds them as the provider sent them).
     """
 
     content: str | None
@@ -38,6 +96,7 @@ class ChatResponse:
     reasoning: str | None = None
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    thinking: tuple[ThinkingBlock, ...] = ()
 
 
 class ChatModel(Protocol):
@@ -59,6 +118,12 @@ class ChatModel(Protocol):
         temperature: float | None = None,
         seed: int | None = None,
     ) -> ChatResponse: ...
+
+
+def endpoint_of(model: object) -> str | None:
+    """The URL a model client calls (its ``url``, else its ``base_url``), if it says."""
+    endpoint = getattr(model, "url", None) or getattr(model, "base_url", None)
+    return endpoint if isinstance(endpoint, str) else None
 
 
 def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResponse:
@@ -98,6 +163,10 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
     finish = choice.get("finish_reason")
     # vLLM, SGLang, DeepSeek and OpenRouter put a reasoning model's thinking here.
     reasoning = message.get("reasoning_content", message.get("reasoning"))
+    # A gateway in front of Anthropic (LiteLLM) passes its signed thinking blocks on.
+    thinking = thinking_blocks(message.get(THINKING_BLOCKS))
+    if not isinstance(reasoning, str):
+        reasoning = thinking_text(thinking)
     return ChatResponse(
         content=content,
         tool_calls=tuple(calls),
@@ -105,6 +174,7 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
         finish_reason=finish if isinstance(finish, str) else None,
         message=message,
         reasoning=reasoning if isinstance(reasoning, str) else None,
+        thinking=thinking,
     )
 
 

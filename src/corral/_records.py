@@ -59,6 +59,7 @@ def record_of(
         traceback=payload.traceback,
         limit=payload.limit,
         working_time=history.worked_of(terminal),
+        model_calls=history.model_calls_of(terminal),
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
@@ -92,6 +93,7 @@ def with_evaluation(
         evaluation_error=evaluation_error,
         limit=record.limit,
         working_time=record.working_time,
+        model_calls=record.model_calls,
     )
 
 
@@ -116,6 +118,7 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
         evaluation_error=record.evaluation_error,
         limit=record.limit,
         working_time=record.working_time,
+        model_calls=record.model_calls,
     )
 
 
@@ -195,13 +198,16 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         details: Mapping[str, Any],
         scores: Mapping[str, float] = _NO_DETAILS,
         usage: Usage = NO_USAGE,
+        model_calls: tuple[Any, ...] = (),
     ) -> Evaluation:
         """An `Evaluation` of these values: one kept already if there is one (so `add`
         keeps a record that has it as it is). Safe from another thread: at worst, equal
         evaluations end up kept twice."""
-        key = None if usage else _sharing_key(score, passed, details, scores)
+        key = None if usage or model_calls else _sharing_key(score, passed, details, scores)
         kept = None if key is None else self._evaluations.get(key)
-        return Evaluation(score, passed, details, scores, usage) if kept is None else kept
+        if kept is None:
+            return Evaluation(score, passed, details, scores, usage, model_calls)
+        return kept
 
     def remove(self, task_id: str, trial: int) -> None:
         """Forget a trial's record (it was reopened for a fresh attempt)."""

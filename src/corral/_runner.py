@@ -14,6 +14,7 @@ import anyio.to_thread
 
 from . import history
 from ._budget import Budget
+from ._checks import non_negative_int
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError, unwrap_single
 from ._ids import check_id
@@ -31,8 +32,9 @@ from ._tools import check_tools
 from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import Execution, Executor, LocalExecutor, Work
 from .history import StoredConfig
-from .report import BenchmarkReport, build_report
+from .report import BenchmarkReport
 from .report._files import check_report_file, report_path, whole_report, write_report
+from .report._stored import stored_report
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._plan import across_models, check_models, scoring_plan
@@ -99,8 +101,7 @@ class CorralRunner:
             declared = getattr(env, "tools", None)
             if declared is not None and not callable(declared):
                 check_tools(declared, env_id)
-        if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 0:
-            raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
+        non_negative_int("max_backlog", max_backlog)
         #: Appends handed to the store and not yet durable before trials wait (0: no bound).
         self.max_backlog = max_backlog
         timeouts = Timeouts(trial_timeout, evaluation_timeout)  # checks both
@@ -519,17 +520,19 @@ class CorralRunner:
                     finally:
                         _call(watchers, "on_run_end", info)
                 ran = time.time()
-                # Every finished trial's record: read from the store by an earlier run, or
-                # built from the commits this run made durable. No second read is needed,
-                # and no configuration dict per task: the plan's metadata is enough. The
-                # loop's own state goes first, so the report reuses its memory.
+                # From the trial heads the store kept as the commits landed (every commit
+                # this run handed over is durable by now): the report holds no record,
+                # each task's read when used (from the loop's, while the report file is
+                # written; from the store after). No configuration dict per task: the
+                # plan's metadata is enough. The loop's own state goes first.
                 records, resumed, stopped = loop.records, loop.resumed, loop.stopped
                 del loop, info
-                report = build_report(
+                report = await stored_report(
+                    self.store,
                     benchmark_id,
                     {"trials_per_task": plan.trials_per_task},
-                    records=records,
                     metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
+                    records=records,
                     k_values=ks,
                     added=marks,
                     resumed=resumed,
@@ -550,6 +553,7 @@ class CorralRunner:
                 whole = report if path is None else await whole_report(self.store, record, report)
             if path is not None:
                 write_report(path, whole)
+            del records, whole  # the report reads the store from now on
             return report
 
 

@@ -130,6 +130,9 @@ class Evaluation:
     each a finite number. ``usage`` is what scoring itself spent (a graded-by-model
     scorer's calls): it is recorded with the evaluation and counts against the run's
     budgets. A scorer that abstains from a named score leaves it out.
+    ``model_calls`` are the calls scoring made (`corral.scorers.Scorer.ask`), each a
+    `corral.history.ModelCallPayload`: recorded with the evaluation, shown in the
+    trial's transcript as scorer calls.
     """
 
     score: float
@@ -137,6 +140,7 @@ class Evaluation:
     details: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     usage: Usage = field(default=NO_USAGE, compare=False)
+    model_calls: tuple[Any, ...] = field(default=(), compare=False)
 
 
 class TrialKey(NamedTuple):
@@ -225,6 +229,9 @@ class TrialRecord:
     target: Any = field(default=None, repr=False, compare=False)
     #: The task's `BenchmarkTaskMetadata.metadata`.
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, repr=False, compare=False)
+    #: The trial's model calls counted per model (`corral.history.CallCounts`, from its
+    #: terminal; None: none recorded).
+    model_calls: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:

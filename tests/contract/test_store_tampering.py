@@ -43,6 +43,25 @@ UNSEEN = {
         )
         for command in ("list", "report", "compare", "rescore", "run")
     ),
+    # A report, a list and a comparison read each trial's head, never its commits (the
+    # store wrote the heads from them), and of the configuration only the task ids,
+    # models and environments (`corral report --json` and `show` read the commits).
+    *(
+        (name, command)
+        for name, corruption in CORRUPTIONS.items()
+        if corruption.table == "commits"
+        or name in ("task agent_id list", "task max_iterations text")
+        for command in ("list", "report", "compare")
+    ),
+    # Nor a benchmark's creation time (``list`` shows it); the viewer reads the trials
+    # whose heads it lists, by their keys.
+    *(
+        (name, command)
+        for name in CORRUPTIONS
+        if name.startswith("benchmark created_at")
+        for command in ("report", "compare")
+    ),
+    *((name, "view") for name in ("task_id blob", "trial text", "trial negative", "trial huge")),
     # Run records are read by what reports a benchmark (report, compare, rescore, the
     # viewer), by list (their tags) and by copy; a run only appends one.
     *(
@@ -133,7 +152,7 @@ def test_the_error_names_the_benchmark_trial_commit_and_what_is_wrong(
 ) -> None:
     _, store = fresh(made, tmp_path)
     tamper(store, "commits", "input_tokens", "many", "task_id = 'odd' AND trial = 1 AND seq = 1")
-    line = one_error_line(invoke(["report", "ops", "--store", str(store)]))
+    line = one_error_line(invoke(["report", "ops", "--json", "--store", str(store)]))
     assert line == (
         f"error: benchmark 'ops' in store {str(store)!r} is corrupt: task 'odd' trial 1 "
         "commit 1: its input_tokens 'many' is not a non-negative integer"

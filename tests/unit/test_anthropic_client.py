@@ -15,7 +15,7 @@ import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
 from corral.models import Anthropic
-from corral.testing import ChatReply, FakeAnthropicServer
+from corral.testing import ChatReply, FakeAnthropicServer, thinking_signature
 
 from ..support.tool_bench import Ledger, balance_of
 
@@ -146,7 +146,7 @@ async def test_the_reply_goes_back_as_it_came_thinking_signed(
     assert assistant["content"][0] == {
         "type": "thinking",
         "thinking": "think",
-        "signature": "fake-signature-1",
+        "signature": thinking_signature("think"),
     }
 
 

@@ -2,8 +2,11 @@
 
 The inputs are the user turn, each recorded turn of actions is one assistant
 message with its tool calls, and each recorded effect is the tool message
-answering its call. Nothing held in memory enters it, so a retried or resumed
-attempt sends exactly the conversation an uninterrupted one would.
+answering its call, with the text the model wrote beside those calls and the
+thinking blocks it began that reply with (from the model call recorded with them:
+Anthropic refuses a tool-use turn sent back without its signed thinking). Nothing
+held in memory enters it, so a retried or resumed attempt sends exactly the
+conversation an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import history
+from .._chat import THINKING_BLOCKS
 from .._tools import INVALID_JSON
-from ..history import ActionPayload, CommitKind, ToolEffectPayload
+from ..history import ActionPayload, CommitKind, ModelCallPayload, ToolEffectPayload
 from ..runtime import AgentSession
 
 #: How the user turn begins its note on the previous trial (``reflect=True``).
@@ -55,8 +59,10 @@ def conversation(
         messages.append({"role": "system", "content": system_prompt})
     messages.append({"role": "user", "content": user})
     turns: list[list[tuple[int, ActionPayload]]] = []
+    replies: list[ModelCallPayload | None] = []
     effects: dict[int, Any] = {}
     turn_no = None
+    said: ModelCallPayload | None = None  # the model call that the next turn follows
     for commit in session.history:
         if commit.kind == CommitKind.ACTION:
             action = history.decode(commit)
@@ -64,19 +70,19 @@ def conversation(
             if action.turn != turn_no:
                 turn_no = action.turn
                 turns.append([])
+                replies.append(said)
+                said = None
             turns[-1].append((commit.seq, action))
+        elif commit.kind == CommitKind.MODEL_CALL:
+            call = history.decode(commit)
+            assert isinstance(call, ModelCallPayload)
+            said = call if call.error is None else said
         elif commit.kind == CommitKind.TOOL_EFFECT:
             effect = history.decode(commit)
             assert isinstance(effect, ToolEffectPayload)
             effects[effect.action_seq] = effect.observation
-    for actions in turns:
-        messages.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [_tool_call(a) for _, a in actions],
-            }
-        )
+    for actions, reply in zip(turns, replies, strict=True):
+        messages.append(_assistant(reply, [_tool_call(a) for _, a in actions]))
         for seq, action in actions:
             if seq in effects:  # every one, when the agent is asked
                 messages.append(
@@ -87,6 +93,16 @@ def conversation(
                     }
                 )
     return messages
+
+
+def _assistant(reply: ModelCallPayload | None, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The assistant turn of a recorded reply that made ``calls``."""
+    if reply is None:
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+    message = {"role": "assistant", "content": reply.text or None, "tool_calls": calls}
+    if reply.thinking:
+        message[THINKING_BLOCKS] = [block.as_dict() for block in reply.thinking]
+    return message
 
 
 def _tool_call(payload: ActionPayload) -> dict[str, Any]:

@@ -20,11 +20,12 @@ from rich.console import Console
 from .._protocols import Observer
 from .._runner import CorralRunner, RunInfo
 from .._terminal import SafeConsole
-from .._types import EVALUATED_STATUSES, Commit, TrialStatus
+from .._types import Commit, TrialStatus
 from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
 from ..report._files import report_path
 from ..store import TrialKey
+from ._options import run_async
 from ._progress import Progress, print_notes
 from ._tables import report_renderables
 
@@ -103,7 +104,7 @@ def run_benchmark(
     # The first Ctrl-C cancels the run: running work stops, the store closes cleanly;
     # a second one exits at once (see `Interrupts`).
     with interrupts.installed():
-        report = anyio.run(go)
+        report = run_async(go)
     if report is None:
         click.echo(
             f"interrupted: resume with the same command (benchmark id {benchmark_id!r}); "
@@ -128,15 +129,13 @@ def exit_code(report: BenchmarkReport) -> int:
     reruns), an evaluation failed, or a trial is unfinished (a run stopped early); else
     `EXIT_OK`. ``max_iterations`` and ``limit`` are the agent's results: scored, never
     passed, but no failure of the run (`EXIT_CODES` in the help says the same)."""
-    finished = 0
-    for task in report.tasks.values():
-        for record in task.trials:
-            finished += 1
-            if record.status in FAILED_STATUSES or record.evaluation_error:
-                return EXIT_FAILED
-            if record.status in EVALUATED_STATUSES and record.evaluation is None:
-                return EXIT_FAILED  # a scorer that failed, or one that never ran
-    return EXIT_OK if finished >= len(report.tasks) * report.trials_per_task else EXIT_FAILED
+    # From the report's counts (no record is read): a finished trial of a scored status
+    # without an evaluation is one whose scorer failed, an evaluation error.
+    if any(report.counts.get(str(status)) for status in FAILED_STATUSES):
+        return EXIT_FAILED
+    if report.evaluation_errors:
+        return EXIT_FAILED
+    return EXIT_OK if report.finished >= report.total else EXIT_FAILED
 
 
 #: Statuses that make a run exit `EXIT_FAILED`: those ``--retry-errors`` gives a fresh

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
 import click
 from rich.table import Table
 from rich.text import Text
@@ -17,16 +16,20 @@ from rich.text import Text
 from .._errors import ConfigError, StoreError
 from .._types import TrialRecord
 from ..history import StoredConfig
-from ..report import BenchmarkReport, build_report, is_finished
-from ..report._build import records_from
+from ..report import BenchmarkReport, is_finished
+from ..report._build import task_list
 from ..report._files import report_path
 from ..report._passk import default_ks
+from ..report._stored import stored_report
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
+from ..store._heads import BenchmarkOverview, HeadStore, TaskList
 from ..store._open import shown_address
 from ..store._runs import RunRecord
 from ._execute import make_console, print_report
+from ._history import header as _header
 from ._history import load_history, no_benchmark, render_history
-from ._options import k_option, open_store, read_store, store_option
+from ._options import k_option, open_store, read_store, run_async, store_option
+from ._transcript import render_transcript, transcript_dict
 
 T = TypeVar("T")
 Records = Mapping[tuple[str, int], TrialRecord]
@@ -41,7 +44,7 @@ def with_store(where: str, job: Callable[[CommitStore], Awaitable[T]]) -> T:
         async with store.opened():
             return await job(store)
 
-    return anyio.run(go)
+    return run_async(go)
 
 
 def reading_store(where: str) -> CommitStore:
@@ -61,25 +64,38 @@ async def rebuild_report(
     stopped, so those figures are the run's own. A store written before Corral kept
     run records has them from the report file its last run wrote beside it.
     """
-    config = await store.benchmark_config(benchmark_id)
-    if config is None:
-        raise await no_benchmark(store, benchmark_id, _where(store))
-    trials = StoredConfig.decode(config).trials_per_task
+    # What the report needs of the configuration, without decoding it whole (a
+    # configuration of 100,000 tasks is a hundred MB of dicts): read whole only where
+    # more is needed, or where the light read finds something to say.
+    listed = await store.task_list(benchmark_id) if isinstance(store, HeadStore) else None
+    whole: list[Mapping[str, Any]] = []
+
+    async def config() -> Mapping[str, Any]:
+        if not whole:
+            found = await store.benchmark_config(benchmark_id)
+            if found is None:
+                raise await no_benchmark(store, benchmark_id, _where(store))
+            whole.append(found)
+        return whole[0]
+
+    if listed is None:
+        listed = task_list(await config())
+    trials = listed.trials_per_task
     if not ks:
         ks = default_ks(trials)
     for k in ks:
         if not 1 <= k <= trials:
             raise ConfigError(f"k = {k} is outside 1..{trials} (trials_per_task = {trials})")
-    runs = await store.runs(benchmark_id) or _saved_run(store, benchmark_id, config)
-    records = records_from(await store.summaries(benchmark_id))
-    report = build_report(
+    runs = await store.runs(benchmark_id) or _saved_run(store, benchmark_id, listed)
+    report = await stored_report(
+        store,
         benchmark_id,
-        config,
-        records=records,
+        listed,
         k_values=sorted(set(ks)),
         added=runs[-1].added if runs else (),
     )
-    if runs and _describes(runs[-1], config, records):
+    del listed
+    if runs and await _describes(store, runs[-1], config, report):
         last = runs[-1]
         report = replace(
             report,
@@ -92,7 +108,7 @@ async def rebuild_report(
     return report.labelled(runs[-1] if runs else None)
 
 
-def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any]) -> list[RunRecord]:
+def _saved_run(store: CommitStore, benchmark_id: str, listed: TaskList) -> list[RunRecord]:
     """The last run's record as the JSON report it wrote gives it (a store written before
     run records were kept); none if there is no such file, or another benchmark's."""
     path = report_path(store, benchmark_id)
@@ -104,7 +120,7 @@ def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any])
             return []
         span = (saved["started_at"], saved["finished_at"])
         # The file holds the whole benchmark: its figures describe every task.
-        task_ids = list(StoredConfig.decode(config).tasks)
+        task_ids = [task_id for task_id, _, _ in listed.tasks]
         fields = {"kind": "run", "started": 0, "ended": 0, "task_ids": task_ids}
         return [
             RunRecord.from_dict(
@@ -115,15 +131,24 @@ def _saved_run(store: CommitStore, benchmark_id: str, config: Mapping[str, Any])
         return []
 
 
-def _describes(run: RunRecord, config: Mapping[str, Any], records: Records) -> bool:
+async def _describes(
+    store: CommitStore,
+    run: RunRecord,
+    config: Callable[[], Awaitable[Mapping[str, Any]]],
+    report: BenchmarkReport,
+) -> bool:
     """True if no commit changed ``run``'s tasks since it ended: the store gives its
-    tasks the counts and span its report had."""
-    stored = StoredConfig.decode(config)
-    tasks = stored.tasks
-    if not all(t in tasks for t in run.task_ids):
-        return False
-    ran = StoredConfig(stored.trials_per_task, {t: tasks[t] for t in run.task_ids})
-    mine = build_report("", ran.encode(), records=records, k_values=(1,))
+    tasks the counts and span its report had (``report``: the whole benchmark's;
+    ``config`` reads its configuration)."""
+    if len(run.task_ids) == len(report.tasks) and all(t in report.tasks for t in run.task_ids):
+        mine = report
+    else:
+        stored = StoredConfig.decode(await config())
+        tasks = stored.tasks
+        if not all(t in tasks for t in run.task_ids):
+            return False
+        ran = StoredConfig(stored.trials_per_task, {t: tasks[t] for t in run.task_ids})
+        mine = await stored_report(store, report.benchmark_id, ran.encode(), k_values=(1,))
     return mine.counts == run.counts and (mine.started_at, mine.finished_at) == run.span
 
 
@@ -136,6 +161,8 @@ async def count_finished(store: CommitStore, info: BenchmarkInfo) -> int:
     """Finished trials of a benchmark as its report (and a resume) counts them."""
     stored = StoredConfig.decode(info.config)
     tasks, trials = stored.tasks, stored.trials_per_task
+    if isinstance(store, HeadStore):
+        return await store.finished_trials(info.benchmark_id, trials)
     finished = 0
     async for chunk in store.scan(info.benchmark_id):
         for s in chunk:
@@ -172,11 +199,25 @@ def report_command(benchmark_id: str, store: str, as_json: bool, ks: tuple[int, 
 @click.argument("trial", type=int)
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the history as JSON.")
-def show_command(benchmark_id: str, task: str, trial: int, store: str, as_json: bool) -> None:
-    """Show one trial's commit history and the inputs it got from its parents."""
+@click.option(
+    "--transcript",
+    is_flag=True,
+    help="Print the trial's conversation with its models, call by call (with --json: "
+    "each call, and the messages it added, as JSON).",
+)
+def show_command(
+    benchmark_id: str, task: str, trial: int, store: str, as_json: bool, transcript: bool
+) -> None:
+    """Show one trial's commit history and the inputs it got from its parents; with
+    --transcript, its model calls as a chat (prompts, replies, reasoning, tool calls and
+    results, each call's latency, tokens and cost, failed tries)."""
     history = with_store(store, lambda s: load_history(s, benchmark_id, task, trial))
     if as_json:
-        click.echo(json.dumps(history.to_dict(), indent=2, default=str))
+        data = transcript_dict(history) if transcript else history.to_dict()
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    if transcript:
+        make_console().print(_header(history), render_transcript(history))
         return
     make_console().print(render_history(history))
 
@@ -196,14 +237,14 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
     if its status is scored, it was scored.
     """
 
-    async def job(opened: CommitStore) -> list[tuple[BenchmarkInfo, int, tuple[str, ...]]]:
+    async def job(opened: CommitStore) -> list[tuple[BenchmarkOverview, int, tuple[str, ...]]]:
         found = []
-        for b in await opened.benchmarks():
+        for b in await _overview(opened):
             tags = tuple(
                 dict.fromkeys(t for run in await opened.runs(b.benchmark_id) for t in run.tags)
             )
             if all(t in tags for t in wanted):
-                found.append((b, await count_finished(opened, b), tags))
+                found.append((b, await _finished(opened, b), tags))
         return found
 
     benchmarks = with_store(store, job)
@@ -223,12 +264,37 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
         table.add_row(
             b.benchmark_id,
             datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            str(len(StoredConfig.decode(b.config).tasks)),
-            str(StoredConfig.decode(b.config).trials_per_task),
-            f"{finished}/{b.trials}",
+            str(b.tasks),
+            str(b.trials_per_task),
+            f"{finished}/{b.tasks * b.trials_per_task}",
             Text(" ".join(tags)),
         )
     console.print(table)
+
+
+async def _overview(store: CommitStore) -> list[BenchmarkOverview]:
+    """Every benchmark, oldest first: from a store that keeps heads without decoding
+    any configuration, else (or where one needs a closer look) from `benchmarks`."""
+    found = await store.overview() if isinstance(store, HeadStore) else None
+    if found is not None:
+        return found
+    out = []
+    for b in await store.benchmarks():
+        stored = StoredConfig.decode(b.config)
+        out.append(
+            BenchmarkOverview(
+                b.benchmark_id, b.created_at, len(stored.tasks), stored.trials_per_task
+            )
+        )
+    return out
+
+
+async def _finished(store: CommitStore, b: BenchmarkOverview) -> int:
+    if isinstance(store, HeadStore):
+        return await store.finished_trials(b.benchmark_id, b.trials_per_task)
+    info = await store.benchmark_config(b.benchmark_id)
+    assert info is not None
+    return await count_finished(store, BenchmarkInfo.of(b.benchmark_id, b.created_at, info, 0))
 
 
 @click.command("copy")
@@ -252,7 +318,7 @@ def copy_command(source: str, destination: str, benchmarks: tuple[str, ...]) -> 
     async def go() -> list[Copied]:
         return await copy_benchmarks(src, dst, benchmarks or None)
 
-    for done in anyio.run(go):
+    for done in run_async(go):
         click.echo(
             f"copied {done.benchmark_id}: {done.trials:,} trials, {done.commits:,} commits "
             f"({done.new:,} new), verified"

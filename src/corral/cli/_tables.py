@@ -12,10 +12,14 @@ from rich.text import Text
 from .._costs import format_cost
 from .._run_meta import shown_generation, shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
+from ..report._calls import calls_line
 from ..report._metrics import Metric
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
+#: Task rows of the per-task table at most: a benchmark of 100,000 tasks prints its
+#: first ones and a count of the rest (``--json``, the viewer and ``show`` give them).
+TASK_ROWS = 100
 
 
 def metric_columns(report: BenchmarkReport) -> list[tuple[Metric, int]]:
@@ -48,10 +52,12 @@ def report_table(report: BenchmarkReport) -> Table:
     for metric, k in columns:
         table.add_column(metric.label(k), justify="right")
     passed = trials = 0
-    for task_id, task in report.tasks.items():
+    for shown, (task_id, task) in enumerate(report.tasks.items()):
         n = len(task.trials)
         passed += task.passed
         trials += n
+        if shown >= TASK_ROWS:
+            continue
         values = task.values
         table.add_row(
             task_id + (" *" if task.added_by_dependencies else ""),
@@ -60,6 +66,9 @@ def report_table(report: BenchmarkReport) -> Table:
             f"{task.passed}/{n}",
             *(_score(values.get(m.name, {}).get(k)) for m, k in columns),
         )
+    if len(report.tasks) > TASK_ROWS:
+        more = len(report.tasks) - TASK_ROWS
+        table.add_row(Text(f"… {more:,} more tasks (--json lists every one)", style="dim"))
     table.add_section()
     table.add_row(
         Text(f"mean of {len(report.tasks)} tasks", style="bold"),
@@ -167,6 +176,8 @@ def report_summary(
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
             + (f" · {format_cost(usage.cost)}" if usage.cost else ""),
         )
+    for model, counted in report.model_calls.items():  # calls, failed tries, waits
+        grid.add_row("model calls", Text(calls_line(model, counted)))
     budgets = budget_line(report)
     if budgets:
         grid.add_row("budgets", budgets)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import anyio.abc
 
 from .._concurrency import ScopeStatistics
-from .._types import Evaluation
-from ..runtime._acks import Acks
 from ..runtime._jobs import Job, Result
 from ..store._protocol import CommitStore
 from ._pool import WorkerPool
-from ._protocol import Deliver, Work
+from ._protocol import RunContext, Work
 from ._work import JobRunner
 
 
@@ -26,25 +24,18 @@ class LocalExecutor:
     async def prepare(self, work: Work, store: CommitStore) -> int | None:
         return None
 
-    def start(
-        self,
-        work: Work,
-        store: CommitStore,
-        acks: Acks,
-        deliver: Deliver,
-        evaluation: Callable[..., Evaluation],
-    ) -> LocalExecution:
-        return LocalExecution(work, store, acks, deliver)
+    def start(self, run: RunContext) -> LocalExecution:
+        return LocalExecution(run)
 
 
 class LocalExecution:
     """`LocalExecutor`'s run: jobs run in its worker pool, results delivered one by one
     as each worker finishes."""
 
-    def __init__(self, work: Work, store: CommitStore, acks: Acks, deliver: Deliver) -> None:
-        self._deliver_batch = deliver
-        runner = JobRunner(work, store, acks, remote=False)
-        self._pool: WorkerPool[Job, Result] = WorkerPool(runner.run, self._delivered, acks)
+    def __init__(self, run: RunContext) -> None:
+        self._deliver_batch = run.deliver
+        runner = JobRunner(run.work, run.store, run.acks, remote=False)
+        self._pool: WorkerPool[Job, Result] = WorkerPool(runner.run, self._delivered, run.acks)
         self._busy = 0
 
     @property

@@ -13,8 +13,16 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
         "(or 'corral[anthropic]')"
     ) from _exc
 
-from .._chat import ChatModel, ChatResponse, ToolCall
+from .._chat import THINKING_BLOCKS, ChatModel, ChatResponse, ThinkingBlock, ToolCall
 from ._anthropic import Anthropic
 from ._openai import OpenAICompatible
 
-__all__ = ["Anthropic", "ChatModel", "ChatResponse", "OpenAICompatible", "ToolCall"]
+__all__ = [
+    "THINKING_BLOCKS",
+    "Anthropic",
+    "ChatModel",
+    "ChatResponse",
+    "OpenAICompatible",
+    "ThinkingBlock",
+    "ToolCall",
+]

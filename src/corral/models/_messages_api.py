@@ -6,7 +6,9 @@ become ``tool_use`` blocks and each ``tool`` message a ``tool_result`` block of
 the user turn after it; consecutive turns of one role are joined (the API wants
 them alternating). A content list is passed on as blocks, so an assistant
 message as Anthropic sent it (`ChatResponse.message`, thinking blocks and
-signatures included) goes back unchanged.
+signatures included) goes back unchanged, and so do the thinking blocks an
+assistant turn carries under `THINKING_BLOCKS` (first in its content, as the API
+wants them when thinking is on and the turn used tools).
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._chat import ChatResponse, ToolCall, _count, _shown
+from .._chat import (
+    THINKING_BLOCKS,
+    ChatResponse,
+    ThinkingBlock,
+    ToolCall,
+    _count,
+    _shown,
+    thinking_text,
+)
 from .._errors import ConfigError
 from .._types import Usage
 
@@ -46,7 +56,8 @@ def convert_messages(
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise ConfigError(f"messages[{index}].tool_calls must be a list")
-            _join(turns, "assistant", _blocks(content, index) + [_tool_use(c) for c in calls])
+            blocks = _blocks(content, index) + [_tool_use(c) for c in calls]
+            _join(turns, "assistant", _thinking(message, blocks, index) + blocks)
         elif role == "tool":
             result = {
                 "type": "tool_result",
@@ -92,6 +103,21 @@ def _blocks(content: object, index: int) -> list[dict[str, Any]]:
         elif part.get("type") != "text" or part.get("text"):
             blocks.append(dict(part))  # Anthropic's own blocks, as they are
     return blocks
+
+
+def _thinking(
+    message: Mapping[str, Any], blocks: list[dict[str, Any]], index: int
+) -> list[dict[str, Any]]:
+    """The thinking blocks an assistant turn carries, unless its content has its own."""
+    raw = message.get(THINKING_BLOCKS)
+    if raw is None or any(b.get("type") in _THINKING_TYPES for b in blocks):
+        return []
+    if not isinstance(raw, list) or not all(isinstance(b, Mapping) for b in raw):
+        raise ConfigError(f"messages[{index}].{THINKING_BLOCKS} must be a list of blocks")
+    return [dict(b) for b in raw]
+
+
+_THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
 def _image(image_url: object) -> dict[str, Any]:
@@ -164,7 +190,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
     if not isinstance(content, list):
         raise ValueError(f"content is {_shown(content)}, not a list")
     texts: list[str] = []
-    thoughts: list[str] = []
+    thoughts: list[ThinkingBlock] = []
     calls: list[ToolCall] = []
     for block in content:
         if not isinstance(block, Mapping):
@@ -173,10 +199,14 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         if kind == "text":
             texts.append(_text(block, "text"))
         elif kind == "thinking":
-            thoughts.append(_text(block, "thinking"))
+            signature = block.get("signature")
+            signed = signature if isinstance(signature, str) else None
+            thoughts.append(ThinkingBlock(_text(block, "thinking"), signed))
+        elif kind == "redacted_thinking":
+            thoughts.append(ThinkingBlock(redacted=True, data=_text(block, "data")))
         elif kind == "tool_use":
             calls.append(_tool_call(block))
-        # Other blocks (redacted thinking, server tools) stay in `message` only.
+        # Other blocks (server tools) stay in `message` only.
     usage = body.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
     fresh = _count(usage, "input_tokens")
@@ -198,9 +228,10 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         usage=Usage(fresh + read + written, output, cost),
         finish_reason=stop if isinstance(stop, str) else None,
         message={"role": "assistant", "content": content},
-        reasoning="\n\n".join(thoughts) if thoughts else None,
+        reasoning=thinking_text(thoughts),
         cache_read_tokens=read,
         cache_write_tokens=written,
+        thinking=tuple(thoughts),
     )
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from array import array
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
-from typing import Any
+from math import fsum
+from typing import Any, Protocol
 
 from .._records import TrialTable
 from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..history import StoredConfig, finished_and_scored
+from ..store._heads import TaskList, TrialHead
 from ..store._protocol import TrialSummary
-from ._errors import ENDING_STATUSES, ErrorGroups, ending_message
+from ._errors import ENDING_STATUSES, ErrorGroup, ErrorGroups, ending_message
+from ._lazy import LazyTrials, RecordSource
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
 from ._model import BenchmarkReport, TaskReport
 from ._scores import task_means
@@ -61,98 +65,338 @@ def build_report(
     `BenchmarkReport`), which is what a run and ``corral report`` both use.
     ``metrics`` are the per-task estimators the report gives (each with its means,
     per model and intervals), the built-in pass@k and pass^k unless told.
+    (`report_from_heads` builds the same report from the store's trial heads.)
     """
+    trials_per_task = StoredConfig.decode(config).trials_per_task
+    if records is None:
+        records = records_from(summaries)
+    by_task = _by_task(records, trials_per_task)
+    tally = _Tally()
+    tasks: list[_TaskRow] = []
+    for task_id, model, environment_id in _task_meta(config, metadata):
+        trials = by_task.trials(task_id) if isinstance(by_task, TrialTable) else by_task[task_id]
+        for t in trials:
+            tally.add(task_id, len(tasks), t)
+        passed = sum(1 for t in trials if t.passed)
+        tasks.append((task_id, model, environment_id, len(trials), passed, trials))
+    return _assemble(
+        benchmark_id,
+        trials_per_task,
+        tasks,
+        tally,
+        k_values=k_values,
+        added=added,
+        started_at=started_at,
+        finished_at=finished_at,
+        resumed=resumed,
+        timings=timings,
+        stopped=stopped,
+        budgets=budgets,
+        metrics=metrics,
+    )
+
+
+def report_from_heads(
+    benchmark_id: str,
+    config: Mapping[str, Any],
+    heads: Iterable[TrialHead],
+    source: RecordSource,
+    *,
+    metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None,
+    **options: Any,
+) -> BenchmarkReport:
+    """`build_report`'s report from the store's trial heads (one short row per trial,
+    in any order): the same figures, each task's trials read from ``source`` only
+    when they are used (`LazyTrials`). ``options``: `build_report`'s from ``k_values``."""
+    tally = HeadTally(task_list(config, metadata))
+    tally.add(heads)
+    return tally.report(benchmark_id, source, **options)
+
+
+class HeadTally:
+    """`report_from_heads` a chunk of heads at a time (a store gives them so). It takes
+    ``tasks`` over: their list is emptied as the report is made."""
+
+    def __init__(self, tasks: TaskList) -> None:
+        self.trials_per_task = tasks.trials_per_task
+        self._meta = tasks.tasks
+        self._index = {task_id: i for i, (task_id, _, _) in enumerate(self._meta)}
+        self._tally = _Tally()
+        # Finished and passed trials by task position; named score values by position,
+        # for the tasks that have any.
+        self._finished = array("l", bytes(array("l").itemsize * len(self._meta)))
+        self._passed = array("l", self._finished)
+        self._named: dict[int, dict[str, list[float]]] = {}
+
+    def add(self, heads: Iterable[TrialHead]) -> None:
+        index, tally, n = self._index, self._tally, self.trials_per_task
+        finished, passed = self._finished, self._passed
+        for head in heads:
+            position = index.get(head.task_id)
+            if not head.done or position is None or not 0 <= head.trial < n:
+                continue
+            tally.add(head.task_id, position, head)
+            finished[position] += 1
+            if head.passed:
+                passed[position] += 1
+            if head.scores:
+                named = self._named.setdefault(position, {})
+                for name, value in head.scores.items():
+                    named.setdefault(name, []).append(float(value))
+
+    def report(
+        self,
+        benchmark_id: str,
+        source: RecordSource,
+        *,
+        k_values: Sequence[int],
+        added: Iterable[str] = (),
+        started_at: float | None = None,
+        finished_at: float | None = None,
+        resumed: int = 0,
+        timings: Mapping[str, float] | None = None,
+        stopped: str | None = None,
+        budgets: Mapping[str, float] | None = None,
+        metrics: Sequence[Metric] = METRICS,
+    ) -> BenchmarkReport:
+        del self._index
+        return _assemble(
+            benchmark_id,
+            self.trials_per_task,
+            self._rows(source),
+            self._tally,
+            k_values=k_values,
+            added=added,
+            started_at=started_at,
+            finished_at=finished_at,
+            resumed=resumed,
+            timings=timings,
+            stopped=stopped,
+            budgets=budgets,
+            metrics=metrics,
+        )
+
+    def _rows(self, source: RecordSource) -> Iterator[_TaskRow]:
+        finished, passed, found = self._finished, self._passed, self._named
+        meta = self._meta
+        for position, (task_id, model, environment_id) in enumerate(meta):
+            meta[position] = _GONE  # each task's tuple freed once its report is made
+            n, c = finished[position], passed[position]
+            named = found.pop(position, None)
+            means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
+            yield task_id, model, environment_id, n, c, LazyTrials(task_id, n, c, means, source)
+        self._meta = []
+
+
+_GONE = ("", None, "")
+
+#: A task of a report: id, model, environment, finished, passed, its trials.
+_TaskRow = tuple[str, str | None, str, int, int, Sequence[TrialRecord]]
+
+
+class _Trial(Protocol):
+    """What a report sums of a trial: a `TrialRecord` and a `TrialHead` both have it."""
+
+    @property
+    def trial(self) -> int: ...
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def passed(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def evaluation_error(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def finished_at(self) -> float | None: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def limit(self) -> str | None: ...
+    @property
+    def working_time(self) -> float | None: ...
+
+
+class _Tally:
+    """The benchmark-wide sums of a report, one trial at a time, whatever the order the
+    trials come in: counts and spans as they come, sums exactly (`fsum`), and the
+    trials that make error groups kept to be grouped in task order."""
+
+    def __init__(self) -> None:
+        self.counts = {str(status): 0 for status in TrialStatus}
+        self.input_tokens = self.output_tokens = 0
+        self.costs = _OrderedSum()
+        self.working = _OrderedSum()
+        self.limited: dict[str, int] = {}
+        self.retries: dict[str, int] = {}
+        self.first, self.last = float("inf"), float("-inf")
+        # (task position, trial, task id, which groups, message)
+        self.grouped: list[tuple[int, int, str, str, str]] = []
+
+    def add(self, task_id: str, position: int, t: _Trial) -> None:
+        status = str(t.status)
+        self.counts[status] += 1
+        usage = t.usage
+        if usage:
+            self.input_tokens += usage.input_tokens
+            self.output_tokens += usage.output_tokens
+            if usage.cost:
+                self.costs.add(position, t.trial, usage.cost)
+        if t.working_time:
+            self.working.add(position, t.trial, t.working_time)
+        if status == _ERROR:
+            self.grouped.append((position, t.trial, task_id, _ERROR, str(t.error)))
+        elif t.evaluation_error is not None:
+            self.grouped.append((position, t.trial, task_id, "", t.evaluation_error))
+        if status in ENDING_STATUSES:
+            message = ending_message(status, t.error)
+            self.grouped.append((position, t.trial, task_id, status, message))
+        if t.limit is not None:
+            self.limited[t.limit] = self.limited.get(t.limit, 0) + 1
+        if t.attempts > 1:
+            self.retries[status] = self.retries.get(status, 0) + t.attempts - 1
+        if t.started_at is not None and t.started_at < self.first:
+            self.first = t.started_at
+        if t.finished_at is not None and t.finished_at > self.last:
+            self.last = t.finished_at
+
+    def groups(self) -> dict[str, tuple[ErrorGroup, ...]]:
+        """Error groups by kind (``error``, ``""`` for failed evaluations, each ending
+        status), each made in task order, then trial order."""
+        found: dict[str, ErrorGroups] = {}
+        for _, trial, task_id, kind, message in sorted(self.grouped, key=lambda e: e[:2]):
+            found.setdefault(kind, ErrorGroups()).add(task_id, trial, message)
+        return {kind: g.groups() for kind, g in found.items()}
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.input_tokens, self.output_tokens, self.costs.total())
+
+
+class _OrderedSum:
+    """A float sum made in task order, then trial order, whatever order the terms
+    come in: the same bits as a report summed record by record."""
+
+    __slots__ = ("_keys", "_values")
+
+    def __init__(self) -> None:
+        self._keys = array("q")
+        self._values = array("d")
+
+    def add(self, position: int, trial: int, value: float) -> None:
+        self._keys.append(position * _TRIALS_BOUND + trial)
+        self._values.append(value)
+
+    def total(self) -> float:
+        keys, values = self._keys, self._values
+        if all(a <= b for a, b in pairwise(keys)):
+            order: Iterable[int] = range(len(values))
+        else:
+            order = sorted(range(len(values)), key=keys.__getitem__)
+        out = 0.0
+        for i in order:
+            out += values[i]
+        return out
+
+
+#: Above any trial number (`MAX_TRIALS_PER_TASK`).
+_TRIALS_BOUND = 1 << 21
+
+
+_ERROR = str(TrialStatus.ERROR)
+
+
+def _assemble(
+    benchmark_id: str,
+    trials_per_task: int,
+    tasks: Iterable[_TaskRow],
+    tally: _Tally,
+    *,
+    k_values: Sequence[int],
+    added: Iterable[str],
+    started_at: float | None,
+    finished_at: float | None,
+    resumed: int,
+    timings: Mapping[str, float] | None,
+    stopped: str | None,
+    budgets: Mapping[str, float] | None,
+    metrics: Sequence[Metric],
+) -> BenchmarkReport:
+    """The report of ``tasks`` (id, model, environment, finished, passed, trials), in
+    order, and their ``tally``."""
     metrics = checked(metrics)
     estimators = [m.estimator for m in metrics]
     names = [m.name for m in metrics]
     at_name, hat_name = PASS_AT_K.name, PASS_HAT_K.name
     # Values of the metrics a TaskReport has no field of.
     extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
-    trials_per_task = StoredConfig.decode(config).trials_per_task
-    if records is None:
-        records = records_from(summaries)
-    by_task = _by_task(records, trials_per_task)
     added = set(added)
-    tasks: dict[str, TaskReport] = {}
-    outcomes: dict[str, tuple[int, int]] = {}  # (finished, passed) by task
-    counts = {str(status): 0 for status in TrialStatus}
-    usage = Usage()
-    # Each metric's (k, value) pairs per distinct (n, passed), not per task.
-    estimates: dict[tuple[int, int], tuple[tuple[tuple[int, float], ...], ...]] = {}
-    errors, evaluation_errors = ErrorGroups(), ErrorGroups()
-    endings = {status: ErrorGroups() for status in ENDING_STATUSES}
-    first, last = float("inf"), float("-inf")
-    limited: dict[str, int] = {}
-    working = 0.0
-    for task_id, model, environment_id in _task_meta(config, metadata):
-        trials = by_task.trials(task_id) if isinstance(by_task, TrialTable) else by_task[task_id]
-        passed = sum(1 for t in trials if t.passed)
-        for t in trials:
-            counts[str(t.status)] += 1
-            if t.usage:
-                usage = usage + t.usage
-            if t.working_time:
-                working += t.working_time
-            if t.status == TrialStatus.ERROR:
-                errors.add(task_id, t.trial, str(t.error))
-            elif t.evaluation_error is not None:
-                evaluation_errors.add(task_id, t.trial, t.evaluation_error)
-            ending = endings.get(str(t.status))
-            if ending is not None:
-                ending.add(task_id, t.trial, ending_message(str(t.status), t.error))
-            if t.limit is not None:
-                limited[t.limit] = limited.get(t.limit, 0) + 1
-            if t.started_at is not None and t.started_at < first:
-                first = t.started_at
-            if t.finished_at is not None and t.finished_at > last:
-                last = t.finished_at
-        n = len(trials)
-        outcomes[task_id] = (n, passed)
-        row = estimates.get((n, passed))
-        if row is None:
-            row = estimates[(n, passed)] = tuple(
-                tuple((k, f(n, passed, k)) for k in k_values if k <= n) for f in estimators
-            )
-        # A dict per metric, built in C: this runs once per task of a huge report.
-        values = dict(zip(names, map(dict, row), strict=True))
-        tasks[task_id] = TaskReport(
+    reports: dict[str, TaskReport] = {}
+    # How many tasks have each (finished, passed), over all and per model: what the
+    # means need (a huge report has few distinct outcomes).
+    outcomes: Counter[tuple[int, int]] = Counter()
+    of_models: dict[str, Counter[tuple[int, int]]] = {}
+    # Each metric's values per distinct (n, passed), not per task: one dict per
+    # metric and outcome, shared by the tasks that have it (a huge report has few).
+    estimates: dict[tuple[int, int], dict[str, dict[int, float]]] = {}
+    no_values: dict[int, float] = {}
+    no_extra: dict[str, dict[int, float]] = {}
+    for task_id, model, environment_id, n, passed, trials in tasks:
+        outcome = (n, passed)
+        outcomes[outcome] += 1
+        if model is not None:
+            of_model = of_models.get(model)
+            if of_model is None:
+                of_model = of_models[model] = Counter()
+            of_model[outcome] += 1
+        values = estimates.get(outcome)
+        if values is None:
+            values = estimates[outcome] = {
+                name: {k: f(n, passed, k) for k in k_values if k <= n}
+                for name, f in zip(names, estimators, strict=True)
+            }
+        reports[task_id] = TaskReport(
             task_id=task_id,
-            trials=trials,
-            pass_at_k=values.get(at_name) or {},
-            pass_hat_k=values.get(hat_name) or {},
+            trials=trials,  # a list, or `LazyTrials`
+            pass_at_k=values.get(at_name) or no_values,
+            pass_hat_k=values.get(hat_name) or no_values,
             added_by_dependencies=task_id in added,
             model=model,
             environment_id=environment_id,
-            extra={name: values[name] for name in extra} if extra else {},
+            extra={name: values[name] for name in extra} if extra else no_extra,
         )
+    del tasks
     # Means over the tasks with at least k finished trials: every task of a finished
     # run; in an interrupted one, a task with fewer has no pass@k yet and is left out
     # rather than counted 0.
-    means = task_means(outcomes.values(), k_values, metrics)
-    models = sorted({t.model for t in tasks.values() if t.model is not None})
+    means = task_means(outcomes.elements(), k_values, metrics)
     by_model = {
-        model: task_means(
-            [outcomes[t.task_id] for t in tasks.values() if t.model == model], k_values, metrics
-        )
-        for model in models
+        model: task_means(of_models[model].elements(), k_values, metrics)
+        for model in sorted(of_models)
     }
     means_by_model = {
         m.name: {model: of_model[m.name] for model, of_model in by_model.items()} for m in metrics
     }
-    unfinished = len(tasks) * trials_per_task - sum(counts.values())
+    counts = tally.counts
+    unfinished = len(reports) * trials_per_task - sum(counts.values())
     if unfinished:
         counts["unfinished"] = unfinished
     if started_at is None:
-        started_at = first if first != float("inf") else 0.0
+        started_at = tally.first if tally.first != float("inf") else 0.0
     if finished_at is None:
-        finished_at = max(last, started_at)
+        finished_at = max(tally.last, started_at)
+    groups = tally.groups()
     return BenchmarkReport(
         benchmark_id=benchmark_id,
-        tasks=tasks,
+        tasks=reports,
         pass_at_k=means.get(PASS_AT_K.name, {}),
         pass_hat_k=means.get(PASS_HAT_K.name, {}),
         counts=counts,
-        usage=usage,
+        usage=tally.usage,
         trials_per_task=trials_per_task,
         k_values=tuple(k_values),
         started_at=started_at,
@@ -162,16 +406,26 @@ def build_report(
         by_model=means_by_model.get(PASS_AT_K.name, {}),
         by_model_pass_hat_k=means_by_model.get(PASS_HAT_K.name, {}),
         stopped=stopped,
-        errors=errors.groups(),
-        evaluation_errors=evaluation_errors.groups(),
-        endings={status: groups for status, g in endings.items() if (groups := g.groups())},
+        errors=groups.get(_ERROR, ()),
+        evaluation_errors=groups.get("", ()),
+        endings={status: groups[status] for status in ENDING_STATUSES if status in groups},
         budgets=dict(budgets or {}),
-        limited=limited,
-        working_seconds=working,
+        limited=tally.limited,
+        working_seconds=tally.working.total(),
         metrics=metrics,
         means=means,
         means_by_model=means_by_model,
+        _retries=tally.retries,
     )
+
+
+def task_list(
+    config: Mapping[str, Any], metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None
+) -> TaskList:
+    """What a report needs of a benchmark's configuration (``metadata``: each task's, in
+    run order, in place of ``config["tasks"]``)."""
+    trials_per_task = StoredConfig.decode(config).trials_per_task
+    return TaskList(trials_per_task, list(_task_meta(config, metadata)))
 
 
 def _task_meta(

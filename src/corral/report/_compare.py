@@ -12,7 +12,7 @@ from .._suggest import did_you_mean
 from ._bootstrap import RESAMPLES, SEED
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
 from ._model import BenchmarkReport, TaskReport
-from ._named import SCORE_PREFIX, score_name, task_named_scores
+from ._named import SCORE_PREFIX, score_name
 from ._scores import Estimate, interval_info, mean_interval
 
 
@@ -152,11 +152,13 @@ def compare(
     regressed: list[str] = []
     tied: list[str] = []
     incomplete: list[str] = []
+    # The metric per (finished, passed): a huge comparison has few distinct outcomes.
+    known: dict[tuple[int, int], float] = {}
     for key, task_a in tasks_a.items():
         task_b = tasks_b.get(key)
         if task_b is None:
             continue
-        pair = _values(task_a, task_b, measure, score, k)
+        pair = _values(task_a, task_b, measure, score, k, known)
         if pair is None:
             incomplete.append(key)
             continue
@@ -203,20 +205,28 @@ def compare(
 
 
 def _values(
-    task_a: TaskReport, task_b: TaskReport, measure: Metric | None, score: str | None, k: int
+    task_a: TaskReport,
+    task_b: TaskReport,
+    measure: Metric | None,
+    score: str | None,
+    k: int,
+    known: dict[tuple[int, int], float],
 ) -> tuple[float, float] | None:
     """The compared value of each side's task, or None when a side has none (fewer
-    than k finished trials; no trial with the named score)."""
+    than k finished trials; no trial with the named score). ``known``: the metric's
+    values by (finished, passed) so far."""
     if measure is not None:
-        if len(task_a.trials) < k or len(task_b.trials) < k:
+        a, b = (len(task_a.trials), task_a.passed), (len(task_b.trials), task_b.passed)
+        if a[0] < k or b[0] < k:
             return None
-        estimator = measure.estimator
-        return (
-            estimator(len(task_a.trials), task_a.passed, k),
-            estimator(len(task_b.trials), task_b.passed, k),
-        )
-    va = task_named_scores(task_a.trials).get(score or "")
-    vb = task_named_scores(task_b.trials).get(score or "")
+        value_a, value_b = known.get(a), known.get(b)
+        if value_a is None:
+            value_a = known[a] = measure.estimator(*a, k)
+        if value_b is None:
+            value_b = known[b] = measure.estimator(*b, k)
+        return value_a, value_b
+    va = task_a.named_scores.get(score or "")
+    vb = task_b.named_scores.get(score or "")
     return None if va is None or vb is None else (va, vb)
 
 

@@ -16,8 +16,8 @@ from .._errors import ConfigError
 from ..history import StoredConfig
 from ..store import CommitStore, FileStore
 from ..store._runs import RunRecord
-from ._build import build_report
 from ._model import BenchmarkReport
+from ._stored import stored_report
 
 
 def report_path(store: CommitStore, benchmark_id: str) -> Path | None:
@@ -58,10 +58,10 @@ async def whole_report(
     config = await store.benchmark_config(report.benchmark_id)
     if config is None or set(StoredConfig.decode(config).tasks) == set(report.tasks):
         return report
-    return build_report(
+    return await stored_report(
+        store,
         report.benchmark_id,
         config,
-        await store.summaries(report.benchmark_id),
         k_values=report.k_values,
         added=record.added,
         resumed=report.resumed,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from .._types import TrialRecord, Usage
+from ..history import CallCounts
 from ..store._runs import RunRecord
+from ._calls import calls_by_model, calls_dict
 from ._errors import ErrorGroup
+from ._lazy import LazyTrials
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
-from ._named import NamedScore, named_scores, task_named_scores
+from ._named import NamedScore, named_scores_of, task_named_scores
 from ._scores import Scores, interval_info, task_scores
 
 
@@ -24,7 +28,9 @@ class TaskReport:
     """
 
     task_id: str
-    trials: list[TrialRecord]
+    #: The finished trials' records: a list, or (in a report built from the store's
+    #: trial heads) a `LazyTrials` that reads them from the store when used.
+    trials: Sequence[TrialRecord]
     pass_at_k: dict[int, float]
     #: pass^k: the unbiased chance that k trials drawn from this task's all pass.
     pass_hat_k: dict[int, float] = field(default_factory=dict)
@@ -45,13 +51,19 @@ class TaskReport:
 
     @property
     def passed(self) -> int:
-        return sum(1 for t in self.trials if t.passed)
+        trials = self.trials
+        if isinstance(trials, LazyTrials):
+            return trials.passed
+        return sum(1 for t in trials if t.passed)
 
     @property
     def named_scores(self) -> dict[str, float]:
         """Each named score (``Evaluation.scores``): the mean over this task's trials
         that have it (a scorer that abstained is left out), by name."""
-        return task_named_scores(self.trials)
+        trials = self.trials
+        if isinstance(trials, LazyTrials):
+            return dict(trials.named)
+        return task_named_scores(trials)
 
     def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -143,6 +155,8 @@ class BenchmarkReport:
     _named: dict[str | None, dict[str, NamedScore]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    #: `retries` as the report's builder counted them (None: counted on use).
+    _retries: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # One dict per figure: `means` and `means_by_model` hold the built-ins' fields.
@@ -167,9 +181,10 @@ class BenchmarkReport:
         scores = self._intervals.get(model)
         if scores is None:
             outcomes = [
-                (len(t.trials), t.passed)
+                (len(trials), trials.passed if isinstance(trials, LazyTrials) else t.passed)
                 for t in self.tasks.values()
                 if model is None or t.model == model
+                for trials in (t.trials,)
             ]
             named = self._named_of(model)
             scores = self._intervals[model] = replace(
@@ -198,8 +213,12 @@ class BenchmarkReport:
     def _named_of(self, model: str | None) -> dict[str, NamedScore]:
         scores = self._named.get(model)
         if scores is None:
-            trials = (t.trials for t in self.tasks.values() if model is None or t.model == model)
-            scores = self._named[model] = named_scores(trials)
+            of_tasks = (
+                t.trials.named if isinstance(t.trials, LazyTrials) else t.named_scores
+                for t in self.tasks.values()
+                if model is None or t.model == model
+            )
+            scores = self._named[model] = named_scores_of(of_tasks)
         return scores
 
     def labelled(self, run: RunRecord | None) -> BenchmarkReport:
@@ -235,12 +254,28 @@ class BenchmarkReport:
     def retries(self) -> dict[str, int]:
         """Attempts retried after an exception, by the status their trials ended with
         (each failed attempt's error is in its trial's terminal: ``corral show``)."""
+        if self._retries is not None:
+            return dict(self._retries)
         out: dict[str, int] = {}
         for task in self.tasks.values():
             for t in task.trials:
                 if t.attempts > 1:
                     out[str(t.status)] = out.get(str(t.status), 0) + t.attempts - 1
         return out
+
+    def records(self) -> Iterator[TrialRecord]:
+        """Every finished trial's record, task by task in the report's order: read from
+        the store as it goes when the report was built from its trial heads (never all
+        in memory at once)."""
+        for task in self.tasks.values():
+            yield from task.trials
+
+    @property
+    def model_calls(self) -> dict[str, CallCounts]:
+        """The model calls of the trials reported, counted per model: calls, failed
+        tries by kind (429, 5xx, timeout, dropped, refused), seconds waited on rate
+        limits (see `corral.report._calls`)."""
+        return calls_by_model(t for task in self.tasks.values() for t in task.trials)
 
     @property
     def wall_seconds(self) -> float:
@@ -316,6 +351,9 @@ class BenchmarkReport:
             "provenance": dict(self.provenance),
             "generation": {agent: dict(s) for agent, s in self.generation.items()},
         }
+        calls = self.model_calls
+        if calls:  # absent without any (as in reports written before they were recorded)
+            out["model_calls"] = calls_dict(calls)
         if tasks:
             out["tasks"] = {
                 task_id: task.to_dict(self.metrics) for task_id, task in self.tasks.items()

@@ -9,7 +9,7 @@ same expanded percentile bootstrap over those tasks as pass@k's.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import fsum
 from typing import Any
@@ -51,9 +51,18 @@ def named_scores(
 ) -> dict[str, NamedScore]:
     """`NamedScore` of every name found in the trials of ``tasks`` (one sequence of
     trials per task), by name in the order first met."""
+    return named_scores_of(
+        (task_named_scores(trials) for trials in tasks), resamples=resamples, seed=seed
+    )
+
+
+def named_scores_of(
+    tasks: Iterable[Mapping[str, float]], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, NamedScore]:
+    """`named_scores` from each task's named scores (`task_named_scores`)."""
     values: dict[str, Counter[tuple[float, ...]]] = {}
-    for trials in tasks:
-        for name, value in task_named_scores(trials).items():
+    for of_task in tasks:
+        for name, value in of_task.items():
             values.setdefault(name, Counter())[(value,)] += 1
     return {
         name: NamedScore(mean_interval(counter, resamples=resamples, seed=seed), counter.total())

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import replace
 
 import anyio
 
+from .._checks import is_number
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
 from .._types import NO_USAGE, Commit, Evaluation, TrialRecord, TrialStatus, Usage
-from ..history import EvaluationPayload, encode, evaluation_failed
+from ..history import EvaluationPayload, ModelCallPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
@@ -115,7 +115,14 @@ def _payload(evaluation: object, limit: int) -> EvaluationPayload:
     scores = check_scores(evaluation.scores) if evaluation.scores else None
     if not isinstance(evaluation.usage, Usage):
         raise TypeError(f"Evaluation.usage must be a corral.Usage, not {evaluation.usage!r}")
-    return EvaluationPayload(score, evaluation.passed, details, scores=scores)
+    calls = evaluation.model_calls
+    if not isinstance(calls, tuple) or not all(type(c) is ModelCallPayload for c in calls):
+        shown = repr(calls)[:200]
+        raise TypeError(
+            "Evaluation.model_calls must be a tuple of corral.history.ModelCallPayload "
+            f"(Scorer.ask makes them), not {shown}"
+        )
+    return EvaluationPayload(score, evaluation.passed, details, scores=scores, model_calls=calls)
 
 
 def check_scores(scores: object) -> dict[str, float]:
@@ -126,11 +133,7 @@ def check_scores(scores: object) -> dict[str, float]:
     for name, value in scores.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"Evaluation.scores names must be non-empty strings, not {name!r}")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if not is_number(value):
             raise TypeError(f"Evaluation.scores[{name!r}] must be a finite number, not {value!r}")
         out[name] = value
     return out

@@ -18,6 +18,7 @@ from typing import Any
 from .._budget import NO_BUDGET, Budget
 from .._records import ScoringFacts
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Evaluation, TrialRecord, TrialStatus, Usage
+from ._model_calls import CallLog  # noqa: TC001 (a dataclass field's type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,9 @@ class TrialJob:
     #: The sequence number of this run's first commit of the trial: the commits before
     #: it, earlier runs recorded (and their observers heard of).
     head: int = 0
+    #: Model calls and failed tries that no commit has carried yet (None until the
+    #: trial's first session: a job is sent to its host without one).
+    calls: CallLog | None = None
 
 
 @dataclass(slots=True)

@@ -64,7 +64,7 @@ class Projection(TrialFold):
 
     def apply(self, commit: Commit, payload: Payload | None = None) -> None:
         """Fold ``commit`` in (``payload``: its typed payload, if the caller has it)."""
-        TrialFold.apply(self, commit)
+        TrialFold.apply(self, commit, payload)
         kind = commit.kind
         if kind == CommitKind.SETUP:
             setup = history.decode(commit) if payload is None else payload

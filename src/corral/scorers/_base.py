@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._chat import ChatModel, ChatResponse, endpoint_of
 from .._errors import ConfigError
 from .._ids import check_id
 from .._types import NO_USAGE, Evaluation, TrialRecord, Usage
+from ..history import DEFAULT_RECORD_CHARS, ModelCallPayload, model_call
 
 
 class Scorer:
@@ -31,6 +34,38 @@ class Scorer:
 
     def __repr__(self) -> str:
         return f"<corral.scorers {type(self).__name__} {self.name!r}>"
+
+    async def ask(
+        self, client: ChatModel, messages: Sequence[Mapping[str, Any]], **options: Any
+    ) -> tuple[ChatResponse, ModelCallPayload]:
+        """``client.complete(messages, **options)``, and the call's record for the
+        evaluation's ``model_calls`` (its messages whole, each string capped as a
+        trial's calls are): the trial's transcript shows it as a scorer call."""
+        start = time.perf_counter()
+        response = await client.complete(messages, **options)
+        latency = time.perf_counter() - start
+        usage = response.usage
+        record = model_call(
+            0,
+            messages,
+            limit=DEFAULT_RECORD_CHARS,
+            model=options.get("model") or getattr(client, "model", None),
+            endpoint=endpoint_of(client),
+            text=response.content,
+            reasoning=response.reasoning,
+            tool_calls=response.tool_calls,
+            finish_reason=response.finish_reason,
+            usage=(
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost,
+                response.cache_read_tokens,
+                response.cache_write_tokens,
+            ),
+            latency=latency,
+            thinking=response.thinking,
+        )
+        return response, record
 
     def verdict(
         self,

@@ -20,6 +20,7 @@ class _Combined(Scorer):
         scores: dict[str, float] = {}
         details: dict[str, Any] = {}
         usage = NO_USAGE
+        calls: list[Any] = []
         main: Evaluation | None = None
         for scorer in self.scorers:
             evaluation = await scorer(trial)
@@ -29,10 +30,11 @@ class _Combined(Scorer):
             if evaluation.details:
                 details[scorer.name] = dict(evaluation.details)
             usage = usage + evaluation.usage
+            calls.extend(evaluation.model_calls)
             if scorer is self.primary:
                 main = evaluation
         assert main is not None
-        return Evaluation(main.score, main.passed, details, scores, usage)
+        return Evaluation(main.score, main.passed, details, scores, usage, tuple(calls))
 
 
 def combine(*scorers: Scorer | Callable[[TrialRecord], Any], passed: str | None = None) -> Scorer:
@@ -40,8 +42,8 @@ def combine(*scorers: Scorer | Callable[[TrialRecord], Any], passed: str | None 
     one's score is in ``scores`` under its name (``{"exact": 1.0, "f1": 0.62}``).
     The trial's own ``score`` and ``passed`` are those of the scorer named ``passed``
     (the first by default); ``details`` holds each scorer's details under its name,
-    ``usage`` the sum of theirs. A plain function of the record is taken as
-    `scorer` takes it."""
+    ``usage`` the sum of theirs and ``model_calls`` all of theirs. A plain function
+    of the record is taken as `scorer` takes it."""
     if not scorers:
         raise ConfigError("combine needs at least one scorer")
     names: dict[str, Scorer] = {}
@@ -80,6 +82,7 @@ class _Function(Scorer):
                 result.details,
                 {**result.scores, self.name: float(result.score)},
                 result.usage,
+                result.model_calls,
             )
         if result is None:
             return self.abstain(f"{self.name} returned None")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 import string
 from collections.abc import Mapping
 
-from .._chat import ChatModel
+from .._chat import ChatModel, ChatResponse
+from .._checks import is_number, positive_int
 from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text
@@ -70,12 +72,16 @@ class _ModelGraded(Scorer):
         return self.template.format_map(values)
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
-        reply = await self.model.complete(
+        reply, call = await self.ask(
+            self.model,
             [{"role": "user", "content": self.prompt(trial)}],
             model=self.grader_model,
             max_tokens=self.max_tokens,
             temperature=0.0,
         )
+        return dataclasses.replace(self._graded(reply), model_calls=(call,))
+
+    def _graded(self, reply: ChatResponse) -> Evaluation:
         text = reply.content or ""
         found = self.grade.findall(text)
         if not found:  # no grade given: no verdict rather than a made-up one
@@ -124,7 +130,9 @@ def model_graded(
     The grader's calls run inside ``evaluate``: under the run's evaluation limits
     (``max_parallel_evaluations``, ``evaluation_timeout``), retried like any
     evaluation (a 429 waits). Their tokens and cost are recorded on the evaluation:
-    in the report's usage, and counted against ``run_cost_limit``.
+    in the report's usage, and counted against ``run_cost_limit``. Each call is
+    recorded with the evaluation (`Evaluation.model_calls`): the trial's transcript
+    shows it as a scorer call.
     """
     if not callable(getattr(model, "complete", None)):
         raise ConfigError(f"model must be a chat model with a complete() method, not {model!r}")
@@ -149,20 +157,12 @@ def model_graded(
         if not isinstance(grades, Mapping) or not grades:
             raise ConfigError(f"grades must map grades to scores, not {grades!r}")
         for key, value in grades.items():
-            if (
-                not isinstance(key, str)
-                or isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-            ):
+            if not isinstance(key, str) or not is_number(value):
                 raise ConfigError(f"grades must map text to numbers, not {key!r}: {value!r}")
         grades = {k: float(v) for k, v in grades.items()}
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise ConfigError(f"threshold must be a number, not {threshold!r}")
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        raise ConfigError(f"max_tokens must be a positive integer or None, not {max_tokens!r}")
+    positive_int("max_tokens", max_tokens, or_none=True)
     return _ModelGraded(
         name, model, template, grade, grades, float(threshold), max_tokens, grader_model
     )

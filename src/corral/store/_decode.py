@@ -22,7 +22,7 @@ from ._runs import RunRecord
 #: (a report walks every trial, so 10**12 would run for hours).
 MAX_TRIALS_PER_TASK = 1_000_000
 #: Timestamps from 1970 up to the end of year 9999 (what `datetime` can show).
-_LATEST = 253_402_300_800.0
+LATEST = 253_402_300_800.0
 _BIGINT = 1 << 63
 _STATUSES = frozenset(str(s) for s in TrialStatus)
 
@@ -36,7 +36,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_time(value: Any) -> bool:
-    return _is_number(value) and 0 <= value < _LATEST
+    return _is_number(value) and 0 <= value < LATEST
 
 
 def check_created(where: str, benchmark_id: str, created_at: Any) -> None:
@@ -169,7 +169,7 @@ def decode_commit(
         and 0 <= seq < _BIGINT
         and kind in KINDS
         and type(created) is float
-        and 0.0 <= created < _LATEST
+        and 0.0 <= created < LATEST
         and type(tin) is int
         and 0 <= tin < _BIGINT
         and type(tout) is int

@@ -11,8 +11,11 @@ import re
 import psycopg
 
 from .._errors import StoreCorrupt, StoreError
+from ._heads import head_of
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Version 2 added ``trial_heads`` (each trial's head, see `corral.store._heads`),
+#: which every write keeps: older code, which would not, refuses the database.
 
 # Two processes opening a fresh database at once would race on CREATE ... IF NOT
 # EXISTS (a unique violation in the catalog): a transaction-scoped advisory lock
@@ -51,6 +54,29 @@ CREATE TABLE IF NOT EXISTS corral.runs (
     record text NOT NULL,
     PRIMARY KEY (benchmark_id, run)
 );
+CREATE TABLE IF NOT EXISTS corral.trial_heads (
+    benchmark_id text COLLATE "C" NOT NULL,
+    task_id text COLLATE "C" NOT NULL,
+    trial integer NOT NULL,
+    next_seq integer NOT NULL,
+    done integer NOT NULL,
+    status text,
+    passed integer NOT NULL,
+    score double precision,
+    scores text,
+    error text,
+    evaluation_error text,
+    attempts integer NOT NULL,
+    commits integer NOT NULL,
+    started_at double precision,
+    finished_at double precision,
+    input_tokens bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    cost double precision NOT NULL,
+    limit_name text,
+    working_time double precision,
+    PRIMARY KEY (benchmark_id, task_id, trial)
+);
 CREATE TABLE IF NOT EXISTS corral.claims (
     benchmark_id text COLLATE "C" PRIMARY KEY,
     -- The fencing token: raised by every claim, checked by every write.
@@ -63,13 +89,57 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
     """Create the tables if they are missing; refuse a schema newer than this code."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        older = _has_store(conn) and stored_version(conn) < SCHEMA_VERSION
         conn.execute(_DDL)
+        if older:  # written before heads were kept: they are folded once, here
+            rebuild_heads(conn, where)
+            conn.execute(
+                "UPDATE corral.meta SET value = %s WHERE key = 'schema_version'",
+                (str(SCHEMA_VERSION),),
+            )
         conn.execute(
             "INSERT INTO corral.meta (key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO NOTHING",
             (str(SCHEMA_VERSION),),
         )
     check_schema(conn, where)
+
+
+def stored_version(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    """The schema version the database records (that of this code if none)."""
+    row = conn.execute("SELECT value FROM corral.meta WHERE key = 'schema_version'").fetchone()
+    text = str(row[0]) if row else str(SCHEMA_VERSION)
+    return int(text) if re.fullmatch(r"[0-9]{1,9}", text) else SCHEMA_VERSION
+
+
+def has_heads(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether the database keeps trial heads (one written before version 2, read with
+    no right to upgrade it, does not: its heads are folded from the commits)."""
+    return not _has_store(conn) or stored_version(conn) >= SCHEMA_VERSION
+
+
+def rebuild_heads(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Fold the head of every trial (inside the caller's transaction), on stderr."""
+    from ._heads import RebuildProgress
+    from ._pg_writer import PUT_HEADS, SCAN_ALL
+    from ._summary import RowFolder
+
+    progress = RebuildProgress(where)
+    benchmarks = conn.execute("SELECT benchmark_id FROM corral.benchmarks").fetchall()
+    for (benchmark_id,) in benchmarks:
+        folder = RowFolder(where, str(benchmark_id))
+        with conn.cursor(name="corral_rebuild") as rows_of:
+            rows_of.execute(SCAN_ALL, (benchmark_id,))
+            while True:
+                rows = rows_of.fetchmany(4096)
+                summaries = folder.fold(rows) if rows else folder.rest()
+                heads = [s for s in summaries if s.terminal is not None]
+                with conn.cursor() as cur:
+                    cur.executemany(PUT_HEADS, [(benchmark_id, *head_of(s).row()) for s in heads])
+                progress.add(len(summaries))
+                if not rows:
+                    break
+    progress.done()
 
 
 def upgrade_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:

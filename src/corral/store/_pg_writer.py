@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from .._errors import CommitConflictError, ConfigError, StoreError
+from .._errors import CommitConflictError, ConfigError, StoreCorrupt, StoreError
 from .._json import dumps
 from .._types import Commit
+from ._heads import HEAD_COLUMNS, TrialHead, changes_head, folded_heads
 from ._protocol import TrialKey
 
 T = TypeVar("T")
@@ -38,6 +39,23 @@ _INSERT = (
     "INSERT INTO corral.commits (benchmark_id, task_id, trial, seq, kind, payload, "
     "created_at, input_tokens, output_tokens, cost, append_id) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+# Each trial's head, rewritten from the one fold of its commits (`corral.store._heads`).
+PUT_HEADS = (
+    f"INSERT INTO corral.trial_heads (benchmark_id, {HEAD_COLUMNS}) "
+    f"VALUES ({', '.join(['%s'] * 20)}) ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in HEAD_COLUMNS.split(", ")[2:])
+)
+_SCAN_ROWS = (
+    "SELECT task_id, trial, seq, kind, "
+    "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
+    "created_at, input_tokens, output_tokens, cost FROM corral.commits "
+)
+SCAN_ALL = _SCAN_ROWS + "WHERE benchmark_id = %s ORDER BY task_id, trial, seq"
+_SCAN_TRIALS = (
+    _SCAN_ROWS + "WHERE benchmark_id = %s AND (task_id, trial) IN "
+    "(SELECT * FROM unnest(%s::text[], %s::int[])) ORDER BY task_id, trial, seq"
 )
 
 _FENCE = "SELECT benchmark_id, epoch FROM corral.claims WHERE benchmark_id = ANY(%s) FOR SHARE"
@@ -239,6 +257,7 @@ class PgWriter:
                 # transaction, so nothing lands after a claim was taken over.
                 fence.execute(_FENCE, (list(epochs),))
             cur.executemany(_INSERT, rows)
+            self._put_heads(cur, rows)
             if epochs:
                 current = dict(fence.fetchall())
                 for benchmark_id, epoch in epochs.items():
@@ -247,6 +266,22 @@ class PgWriter:
                             f"{self.where}: benchmark {benchmark_id!r} was claimed by another "
                             "runner since this one claimed it; this runner may not write it"
                         )
+
+    def _put_heads(self, cur: psycopg.Cursor[Any], rows: list[Any]) -> None:
+        """Refold the head of every trial these rows change, in their transaction."""
+        changed: dict[str, dict[tuple[str, int], None]] = {}
+        for row in rows:
+            if changes_head((row[4],)):
+                changed.setdefault(row[0], {})[(row[1], row[2])] = None
+        for benchmark_id, keys in changed.items():
+            tasks, trials = [k[0] for k in keys], [k[1] for k in keys]
+            cur.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials))
+            rows = cur.fetchall()
+            try:
+                heads = folded_heads(self.where, benchmark_id, rows)
+            except StoreCorrupt:  # a commit no reader can read: counted as unfinished
+                heads = [TrialHead(t, r, 0, False) for t, r in keys]
+            cur.executemany(PUT_HEADS, [(benchmark_id, *h.row()) for h in heads])
 
     def _landed(self, conn: psycopg.Connection[Any], requests: list[Request]) -> set[int]:
         """Which of ``requests`` (by position) are in the store, by their append ids."""

@@ -17,12 +17,14 @@ from typing import NamedTuple
 
 from .._errors import ConfigError, CorralError, StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The tables of each schema version this code reads. Version 2 only added ``runs``
-#: (the run records): a writer adds it to a version 1 store when it opens one.
+#: (the run records), version 3 ``trial_heads`` (each trial's head, see
+#: `corral.store._heads`): a writer adds what an older store lacks when it opens one.
 TABLES = {
     1: frozenset({"meta", "benchmarks", "commits"}),
     2: frozenset({"meta", "benchmarks", "commits", "runs"}),
+    3: frozenset({"meta", "benchmarks", "commits", "runs", "trial_heads"}),
 }
 
 

@@ -11,6 +11,20 @@ from ._decode import decode_commit
 from ._protocol import TrialSummary
 
 
+def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
+    """The `TrialSummary` a trial's fold describes."""
+    return TrialSummary(
+        task_id=task_id,
+        trial=trial,
+        commits=fold.commits,
+        started_at=fold.started_at,
+        usage=fold.spend,
+        terminal=fold.terminal,
+        evaluation=fold.evaluation,
+        next_seq=fold.next_seq,
+    )
+
+
 class SummaryBuilder:
     """Accumulates a trial's commits in seq order (the history's one fold);
     ``build()`` gives its summary."""
@@ -26,17 +40,7 @@ class SummaryBuilder:
         self.fold.apply(commit)
 
     def build(self) -> TrialSummary:
-        fold = self.fold
-        return TrialSummary(
-            task_id=self.task_id,
-            trial=self.trial,
-            commits=fold.commits,
-            started_at=fold.started_at,
-            usage=fold.spend,
-            terminal=fold.terminal,
-            evaluation=fold.evaluation,
-            next_seq=fold.next_seq,
-        )
+        return summary_of(self.task_id, self.trial, self.fold)
 
 
 class RowFolder:

@@ -16,6 +16,15 @@ from .._types import Commit
 from ..history import ConfigStream
 from ._config_diff import check_same_stream
 from ._decode import decode_run
+from ._heads import (
+    BenchmarkOverview,
+    TaskList,
+    TrialHead,
+    changes_head,
+    checked_overview,
+    checked_task_list,
+    head_of,
+)
 from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import SummaryBuilder
@@ -60,6 +69,8 @@ class MemoryStore:
         self._claimed: set[str] = set()
         self._poisoned: set[TrialKey] = set()
         self._runs: dict[str, list[str]] = {}  # run records as JSON text, by benchmark
+        # Each trial's head, refolded whenever an append changes it (`changes_head`).
+        self._heads: dict[TrialKey, TrialHead] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._kept)} trials)"
@@ -108,6 +119,7 @@ class MemoryStore:
         seqs = [c.seq for c in commits]
         if history and history[-1].seq < seqs[0] and seqs == sorted(set(seqs)):
             history.extend(commits)  # the usual case: appended past the head
+            self._put_head(key, commits)
             return _Landed()
         taken = {c.seq for c in history}
         if len(set(seqs)) != len(seqs) or taken.intersection(seqs):
@@ -115,7 +127,12 @@ class MemoryStore:
             return _Landed(CommitConflictError(f"{key}: sequence number {seqs} already taken"))
         history.extend(commits)
         history.sort(key=lambda c: c.seq)
+        self._put_head(key, commits)
         return _Landed()
+
+    def _put_head(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        if changes_head(c.kind for c in commits):
+            self._heads[key] = head_of(_summary(key, self._kept[key]))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         landed = self.enqueue(key, commits)
@@ -132,17 +149,67 @@ class MemoryStore:
 
     async def scan(self, benchmark_id: str) -> AsyncIterator[list[TrialSummary]]:
         await anyio.lowlevel.checkpoint()
-        out = []
-        for key, history in list(self._kept.items()):
-            if key.benchmark_id != benchmark_id or not history:
-                continue
-            builder = SummaryBuilder(key.task_id, key.trial)
-            for commit in history:
-                # Only the payloads a summary keeps are decoded.
-                ends = commit.kind in ("terminal", "evaluation")
-                builder.add(_decoded(commit) if ends else commit)
-            out.append(builder.build())
-        yield out
+        yield [
+            _summary(key, history)
+            for key, history in list(self._kept.items())
+            if key.benchmark_id == benchmark_id and history
+        ]
+
+    async def heads(self, benchmark_id: str) -> AsyncIterator[list[TrialHead]]:
+        await anyio.lowlevel.checkpoint()
+        found = [(k, h) for k, h in self._heads.items() if k.benchmark_id == benchmark_id]
+        found.sort(key=lambda item: (item[0].task_id, item[0].trial))
+        yield [head for _, head in found]
+
+    async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
+        await anyio.lowlevel.checkpoint()
+        return sum(
+            1
+            for key, head in self._heads.items()
+            if key.benchmark_id == benchmark_id and head.done and key.trial < trials_per_task
+        )
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        await anyio.lowlevel.checkpoint()
+        entry = self._configs.get(benchmark_id)
+        if entry is None:
+            return None
+        config = entry[1]
+        tasks = config.get("tasks")
+        if not isinstance(tasks, Mapping):
+            return None
+        rows = (
+            (t, m.get("model"), m.get("environment_id"), True)
+            if isinstance(m, Mapping)
+            else (t, None, None, False)
+            for t, m in tasks.items()
+        )
+        return checked_task_list(config.get("trials_per_task"), rows)
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        await anyio.lowlevel.checkpoint()
+        rows = []
+        for benchmark_id, (created, config) in self._configs.items():
+            tasks = config.get("tasks")
+            count = len(tasks) if isinstance(tasks, Mapping) else None
+            rows.append((benchmark_id, float(created), config.get("trials_per_task"), count, False))
+        return checked_overview(rows)
+
+    def reader(self) -> MemoryStore:
+        """This store: it has no tie to a thread or an event loop."""
+        return self
+
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        await anyio.lowlevel.checkpoint()
+        wanted = set(task_ids)
+        found = [
+            (key.task_id, key.trial, _summary(key, history))
+            for key, history in list(self._kept.items())
+            if key.benchmark_id == benchmark_id and key.task_id in wanted and history
+        ]
+        return [summary for _, _, summary in sorted(found, key=lambda item: item[:2])]
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         await anyio.lowlevel.checkpoint()
@@ -166,6 +233,15 @@ class MemoryStore:
     async def runs(self, benchmark_id: str) -> list[RunRecord]:
         await anyio.lowlevel.checkpoint()
         return [decode_run(repr(self), benchmark_id, t) for t in self._runs.get(benchmark_id, ())]
+
+
+def _summary(key: TrialKey, history: list[Commit]) -> TrialSummary:
+    builder = SummaryBuilder(key.task_id, key.trial)
+    for commit in history:
+        # Only the payloads a summary keeps are decoded.
+        ends = commit.kind in ("terminal", "evaluation")
+        builder.add(_decoded(commit) if ends else commit)
+    return builder.build()
 
 
 def _finished(history: list[Commit]) -> bool:

@@ -30,6 +30,17 @@ from ..history import ConfigStream, StoredConfigText
 from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_stream
 from ._decode import check_created, decode_benchmark, decode_commit, decode_run
+from ._heads import (
+    HEAD_COLUMNS,
+    BenchmarkOverview,
+    TaskList,
+    TrialHead,
+    checked_overview,
+    count_done,
+    decode_head,
+    head_of,
+    task_list_of_text,
+)
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._summary import RowFolder
@@ -50,6 +61,30 @@ _SCAN = (
     "created_at, input_tokens, output_tokens, cost FROM corral.commits "
     "WHERE benchmark_id = %s AND (task_id, trial, seq) > (%s, %s, %s) "
     "ORDER BY task_id, trial, seq LIMIT %s"
+)
+
+_SCAN_TASKS = (
+    "SELECT task_id, trial, seq, kind, "
+    "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
+    "created_at, input_tokens, output_tokens, cost FROM corral.commits "
+    "WHERE benchmark_id = %s AND task_id = ANY(%s) ORDER BY task_id, trial, seq"
+)
+_HEADS = (
+    f"SELECT {HEAD_COLUMNS} FROM corral.trial_heads WHERE benchmark_id = %s "
+    "AND (task_id, trial) > (%s, %s) ORDER BY task_id, trial LIMIT %s"
+)
+# As SQLite's: the last column says whether any task is not as Corral writes it.
+_OVERVIEW = (
+    "SELECT benchmark_id, created_at, config::json ->> 'trials_per_task', "
+    "(SELECT count(*)::int FROM json_object_keys(config::json -> 'tasks')), "
+    "json_typeof(config::json -> 'tasks') IS DISTINCT FROM 'object' OR EXISTS (SELECT 1 FROM "
+    "json_each(config::json -> 'tasks') t WHERE json_typeof(t.value) <> 'object' "
+    "OR json_typeof(t.value -> 'environment_id') IS DISTINCT FROM 'string' "
+    "OR coalesce(json_typeof(t.value -> 'model'), 'null') NOT IN ('string', 'null')) "
+    "FROM corral.benchmarks ORDER BY created_at"
+)
+_DONE = (
+    "SELECT count(*) FROM corral.trial_heads WHERE benchmark_id = %s AND done = 1 AND trial < %s"
 )
 
 # A trial is finished when its latest terminal commit follows its latest reopen.
@@ -165,6 +200,10 @@ class PostgresStore:
         self.retry_for = float(retry_for)
         self.read_only = read_only
         self._create = create and not read_only
+        self._dsn = dsn
+        # False for a database written before heads were kept, read without the right
+        # to upgrade it: its heads are folded from the commits when asked.
+        self._has_heads = True
         self._where = f"PostgresStore({masked_uri(dsn)!r})"
         self._params = params
         self._readers = readers
@@ -236,7 +275,7 @@ class PostgresStore:
         from psycopg_pool import ConnectionPool
 
         from ._pg_log import route_psycopg_logs
-        from ._pg_schema import check_schema, ensure_schema, upgrade_schema
+        from ._pg_schema import check_schema, ensure_schema, has_heads, upgrade_schema
         from ._pg_writer import PgWriter, retrying
 
         route_psycopg_logs()
@@ -266,6 +305,7 @@ class PostgresStore:
                     ensure_schema(conn, self._where)
                 else:
                     (check_schema if self.read_only else upgrade_schema)(conn, self._where)
+                self._has_heads = has_heads(conn)
             finally:
                 if writer is None:
                     conn.close()
@@ -521,6 +561,53 @@ class PostgresStore:
                 yield out
         if rest := folder.rest():
             yield rest
+
+    async def heads(self, benchmark_id: str, chunk: int = 8192) -> AsyncIterator[list[TrialHead]]:
+        """Every kept head of the benchmark, in (task id, trial) order, a chunk at a time."""
+        await self._queue.settle()
+        if not self._has_heads:
+            async for summaries in self.scan(benchmark_id):
+                yield [head_of(s) for s in summaries if s.terminal is not None]
+            return
+        after: tuple[Any, ...] = ("", -1)
+        while rows := await self._read(_HEADS, (benchmark_id, *after, chunk)):
+            after = rows[-1][:2]
+            yield [decode_head(self._where, benchmark_id, row) for row in rows]
+            if len(rows) < chunk:
+                break
+
+    async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
+        """Trials finished as a report counts them (`TrialHead.done`)."""
+        if not self._has_heads:
+            return await count_done(self.heads(benchmark_id), trials_per_task)
+        rows = await self._read(_DONE, (benchmark_id, trials_per_task))
+        return int(rows[0][0]) if rows else 0
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        rows = await self._read(
+            "SELECT config FROM corral.benchmarks WHERE benchmark_id = %s", (benchmark_id,)
+        )
+        return task_list_of_text(rows[0][0]) if rows else None
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        try:
+            rows = await self._read(_OVERVIEW, ())
+        except StoreError:  # not JSON: read whole, it says so
+            return None
+        return checked_overview(rows)
+
+    def reader(self) -> PostgresStore:
+        """The same database, opened read-only with one reader connection."""
+        return PostgresStore(self._dsn, read_only=True, readers=1, retry_for=self.retry_for)
+
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        """The summaries of these tasks' trials, folded from their commits."""
+        await self._queue.settle()
+        rows = await self._read(_SCAN_TASKS, (benchmark_id, list(task_ids)))
+        folder = RowFolder(self._where, benchmark_id)
+        return folder.fold(rows) + folder.rest()
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(

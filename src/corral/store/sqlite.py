@@ -28,6 +28,7 @@ from .._errors import (
     BenchmarkBusyError,
     CommitConflictError,
     ConfigError,
+    StoreCorrupt,
     StoreError,
     unwrap_single,
 )
@@ -37,6 +38,20 @@ from ..history import PIECE, ConfigStream, StoredConfigText
 from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config, check_same_stream
 from ._decode import check_created, corrupt, decode_benchmark, decode_commit, decode_run
+from ._heads import (
+    HEAD_COLUMNS,
+    BenchmarkOverview,
+    OpenFolds,
+    RebuildProgress,
+    TaskList,
+    TrialHead,
+    checked_overview,
+    count_done,
+    decode_head,
+    folded_heads,
+    head_of,
+    task_list_of_text,
+)
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
 from ._sqlite_file import (
@@ -83,7 +98,54 @@ CREATE TABLE IF NOT EXISTS runs (
     record TEXT NOT NULL,
     PRIMARY KEY (benchmark_id, run)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trial_heads (
+    benchmark_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    trial INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    done INTEGER NOT NULL,
+    status TEXT,
+    passed INTEGER NOT NULL,
+    score REAL,
+    scores TEXT,
+    error TEXT,
+    evaluation_error TEXT,
+    attempts INTEGER NOT NULL,
+    commits INTEGER NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    limit_name TEXT,
+    working_time REAL,
+    PRIMARY KEY (benchmark_id, task_id, trial)
+) WITHOUT ROWID;
 """
+
+_PUT_HEAD = (
+    f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS}) "
+    f"VALUES ({', '.join('?' * 20)})"
+)
+_HEADS_FIRST = (
+    f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? ORDER BY task_id, trial LIMIT ?"
+)
+_HEADS_NEXT = (
+    f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? "
+    "AND (task_id, trial) > (?, ?) ORDER BY task_id, trial LIMIT ?"
+)
+# Each benchmark's trials per task and task count; its tasks that are not as Corral
+# writes them are counted (any: the caller reads it whole, which says what is wrong).
+_OVERVIEW = (
+    "SELECT benchmark_id, created_at, json_extract(config, '$.trials_per_task'), "
+    "(SELECT count(*) FROM json_each(config, '$.tasks')), "
+    "json_type(config, '$.tasks') IS NOT 'object' OR EXISTS (SELECT 1 FROM "
+    "json_each(config, '$.tasks') t WHERE t.type IS NOT 'object' "
+    "OR json_type(t.value, '$.environment_id') IS NOT 'text' "
+    "OR coalesce(json_type(t.value, '$.model'), 'null') NOT IN ('text', 'null')) "
+    "FROM benchmarks ORDER BY created_at"
+)
+_DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 
 _INSERT = (
     "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
@@ -111,6 +173,7 @@ _SCAN_FIRST = _SCAN_COLUMNS + "ORDER BY task_id, trial, seq LIMIT ?"
 _SCAN_NEXT = (
     _SCAN_COLUMNS + "AND (task_id, trial, seq) > (?, ?, ?) ORDER BY task_id, trial, seq LIMIT ?"
 )
+_SCAN_TRIAL = _SCAN_COLUMNS + "AND task_id = ? AND trial = ? ORDER BY seq"
 
 # A trial is finished when its latest terminal commit comes after its latest
 # reopening (a rerun gives a finished trial a fresh attempt), as a resume decides.
@@ -130,7 +193,7 @@ FROM benchmarks b ORDER BY b.created_at
 
 # Rows are encoded when handed over, so a payload mutated afterwards (a session's
 # state changed in place) cannot rewrite what is recorded.
-_Request = tuple[TrialKey, list[tuple[Any, ...]]]
+_Request = tuple[TrialKey, list[tuple[Any, ...]], Sequence[Commit]]
 
 
 class SQLiteStore:
@@ -164,8 +227,13 @@ class SQLiteStore:
         self._queue: BatchQueue[_Request] = BatchQueue(repr(self), self._run_batch)
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
+        # The writer's folds of the trials it writes (their heads made from them).
+        self._folds = OpenFolds()
         self._users = 0  # runs (or commands) holding the store open
         self._open_lock: anyio.Lock | None = None
+        # False for a store written before heads were kept, opened read-only: its
+        # heads are folded from the commits when asked (nothing is written).
+        self._has_heads = True
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -222,6 +290,7 @@ class SQLiteStore:
                             await self._disconnect()
 
     async def _connect(self) -> None:
+        self._folds.clear()  # another process may have written since this one did
         made: list[sqlite3.Connection] = []  # filled on the thread, kept if we are cancelled
         try:
             await in_thread(lambda: self._open_connections(made))
@@ -252,6 +321,7 @@ class SQLiteStore:
             raise open_error(self.path, exc) from exc
         if self.read_only:
             reader.execute("PRAGMA query_only = ON")
+            self._has_heads = _version(reader) == str(SCHEMA_VERSION)
         made.insert(0, reader)
         self._identity = identity(self.path)
 
@@ -265,13 +335,18 @@ class SQLiteStore:
         # changes.
         if new or _version(writer) != str(SCHEMA_VERSION):
             with write_transaction(writer):
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        writer.execute(statement)
-                writer.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
+                older = None if new else _version(writer)
+                if older != str(SCHEMA_VERSION):  # another writer may have been first
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            writer.execute(statement)
+                    if older is not None:
+                        # Written before heads were kept: they are folded once, here.
+                        rebuild_heads(writer, self._label)
+                    writer.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
         self._home = settle_home(writer, self.path)
         self._configure_writer(writer)
 
@@ -306,7 +381,7 @@ class SQLiteStore:
             raise self._refuse_write("append commits")
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
-        return self._queue.put((key, [_row(key, c) for c in commits]))
+        return self._queue.put((key, [_row(key, c) for c in commits], commits))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         await self.enqueue(key, commits).wait()
@@ -316,28 +391,48 @@ class SQLiteStore:
     ) -> list[BaseException | None]:
         assert self._identity is not None
         check_still_there(self.path, self._identity)
-        if self._poisoned and any(key in self._poisoned for key, _ in requests):
+        if self._poisoned and any(key in self._poisoned for key, _, _ in requests):
             return self._write_one_by_one(conn, requests)
-        rows = [row for _, rows in requests for row in rows]
+        rows = [row for _, rows, _ in requests for row in rows]
         try:
             with write_transaction(conn):
                 conn.executemany(_INSERT, rows)
+                self._put_heads(conn, requests)
         except sqlite3.IntegrityError:
+            self._folds.clear()
             return self._write_one_by_one(conn, requests)
+        except BaseException:
+            self._folds.clear()
+            raise
         return [None] * len(requests)
+
+    def _put_heads(self, conn: sqlite3.Connection, requests: list[_Request]) -> None:
+        """Write the head of every trial these appends change, in their transaction:
+        from the writer's fold of the trial, else refolded from the store."""
+        heads = []
+        for key, _, commits in requests:
+            known, head = self._folds.heads(key, commits)
+            if not known:
+                put_head(conn, self._label, key)
+            elif head is not None:
+                heads.append((key.benchmark_id, *head.row()))
+        if heads:
+            conn.executemany(_PUT_HEAD, heads)
 
     def _write_one_by_one(
         self, conn: sqlite3.Connection, requests: list[_Request]
     ) -> list[BaseException | None]:
         # Slow path after a conflict: only the request that raced fails.
         errors: list[BaseException | None] = []
-        for key, rows in requests:
+        self._folds.clear()  # what a failed batch applied may not have landed
+        for key, rows, commits in requests:
             if key in self._poisoned:
                 errors.append(CommitConflictError(f"{key}: an earlier append of this trial failed"))
                 continue
             try:
                 with write_transaction(conn):
                     conn.executemany(_INSERT, rows)
+                    self._put_heads(conn, [(key, rows, commits)])
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
                 errors.append(
@@ -517,6 +612,65 @@ class SQLiteStore:
         if rest := folder.rest():
             yield rest
 
+    async def heads(self, benchmark_id: str, chunk: int = 8192) -> AsyncIterator[list[TrialHead]]:
+        """Every kept head of the benchmark, in (task id, trial) order, a chunk at a time
+        (a store written before heads were kept, opened read-only: folded from its
+        commits, in memory)."""
+        await self._queue.settle()
+        if not self._has_heads:
+            async for summaries in self.scan(benchmark_id):
+                yield [head_of(s) for s in summaries if s.terminal is not None]
+            return
+        label = self._label
+        after: tuple[Any, ...] | None = None
+        while True:
+            if after is None:
+                rows = await self._read(_HEADS_FIRST, (benchmark_id, chunk))
+            else:
+                rows = await self._read(_HEADS_NEXT, (benchmark_id, *after, chunk))
+            if not rows:
+                break
+            after = rows[-1][:2]
+            yield [decode_head(label, benchmark_id, row) for row in rows]
+            if len(rows) < chunk:
+                break
+
+    async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
+        """Trials finished as a report counts them (`TrialHead.done`)."""
+        if not self._has_heads:
+            return await count_done(self.heads(benchmark_id), trials_per_task)
+        rows = await self._read(_DONE, (benchmark_id, trials_per_task))
+        return int(rows[0][0])
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        rows = await self._read(
+            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
+        )
+        return task_list_of_text(rows[0][0]) if rows else None
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        def read(conn: sqlite3.Connection) -> list[BenchmarkOverview] | None:
+            try:
+                return checked_overview(conn.execute(_OVERVIEW))
+            except sqlite3.OperationalError:  # not JSON: read whole, it says so
+                return None
+
+        return await self._use(self._reader, read)
+
+    def reader(self) -> SQLiteStore:
+        """The same file, opened read-only (from any thread or event loop)."""
+        return SQLiteStore(self.path, read_only=True)
+
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        """The summaries of these tasks' trials, folded from their commits."""
+        await self._queue.settle()
+        sql = _SCAN_COLUMNS + f"AND task_id IN ({', '.join('?' * len(task_ids))}) "
+        rows = await self._read(sql + "ORDER BY task_id, trial, seq", (benchmark_id, *task_ids))
+        folder = RowFolder(self._label, benchmark_id)
+        return folder.fold(rows) + folder.rest()
+
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
             "SELECT config, created_at FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
@@ -540,6 +694,35 @@ class SQLiteStore:
 
         rows = await self._use(self._reader, read)
         return [decode_run(self._label, benchmark_id, text) for (text,) in rows]
+
+
+def put_head(conn: sqlite3.Connection, where: str, key: TrialKey) -> None:
+    """Refold ``key``'s head from its commits (the one fold) and write it."""
+    rows = conn.execute(_SCAN_TRIAL, tuple(key)).fetchall()
+    try:
+        heads = folded_heads(where, key.benchmark_id, rows)
+    except StoreCorrupt:  # a commit no reader can read: the trial counts as unfinished
+        heads = [TrialHead(key.task_id, key.trial, rows[-1][2] + 1, False)]
+    for head in heads:
+        conn.execute(_PUT_HEAD, (key.benchmark_id, *head.row()))
+
+
+def rebuild_heads(conn: sqlite3.Connection, where: str) -> None:
+    """Fold the head of every trial of a store written before heads were kept (inside
+    the caller's transaction), saying so on stderr: it reads every commit once."""
+    progress = RebuildProgress(where)
+    for (benchmark_id,) in conn.execute("SELECT benchmark_id FROM benchmarks").fetchall():
+        folder = RowFolder(where, benchmark_id)
+        cursor = conn.execute(_SCAN_COLUMNS + "ORDER BY task_id, trial, seq", (benchmark_id,))
+        while True:
+            rows = cursor.fetchmany(4096)
+            summaries = folder.fold(rows) if rows else folder.rest()
+            put = [(benchmark_id, *head_of(s).row()) for s in summaries if s.terminal is not None]
+            conn.executemany(_PUT_HEAD, put)
+            progress.add(len(summaries))
+            if not rows:
+                break
+    progress.done()
 
 
 def _version(conn: sqlite3.Connection) -> str | None:

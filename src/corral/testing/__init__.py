@@ -15,7 +15,7 @@ gauges, and wait until every task is blocked before asserting::
     gauge.assert_ok()
 """
 
-from ._anthropic_server import FakeAnthropicServer, chat_request
+from ._anthropic_server import FakeAnthropicServer, chat_request, thinking_signature
 from ._blocked import wait_all_tasks_blocked
 from ._chat_server import ChatReply, FakeChatServer, FakeModelServer
 from ._fakes import (
@@ -57,5 +57,6 @@ __all__ = [
     "json_edit",
     "passed_if_completed",
     "tamper",
+    "thinking_signature",
     "wait_all_tasks_blocked",
 ]

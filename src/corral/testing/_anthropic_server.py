@@ -3,6 +3,9 @@ on 127.0.0.1, answering with the same `ChatReply` values as `FakeChatServer`."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -28,13 +31,21 @@ class FakeAnthropicServer(FakeModelServer):
     for the scripting), so a script gets the request's JSON body (``system``,
     ``messages`` of content blocks, ``tools``) and returns a `ChatReply`.
 
-    A reply's ``reasoning`` is sent as a signed thinking block before its text,
-    its tool calls as ``tool_use`` blocks, its ``cache`` as the usage's cache
-    read and write tokens, and an error in Anthropic's error shape (a 529 as
-    ``overloaded_error``). Like the real API it answers 400 to a request without
+    A reply's ``reasoning`` is sent as a thinking block before its text (its
+    ``redacted`` as a ``redacted_thinking`` block before that), its tool calls
+    as ``tool_use`` blocks, its ``cache`` as the usage's cache read and write
+    tokens, and an error in Anthropic's error shape (a 529 as
+    ``overloaded_error``). A thinking block's ``signature`` is an HMAC of its
+    text (`thinking_signature`), and a redacted block's data is signed too.
+    Like the real API it answers 400 to a request without
     ``anthropic-version``, ``max_tokens`` or messages, with a role other than
-    user and assistant in ``messages``, or whose tool results do not answer
-    the tool uses of the turn before them.
+    user and assistant in ``messages``, whose tool results do not answer the
+    tool uses of the turn before them, with a thinking block whose signature
+    (or a redacted block whose data) is not the one sent, or, with
+    ``thinking`` enabled, whose last assistant turn used tools without
+    beginning with its thinking (so a script for a thinking-enabled client
+    gives each tool-use reply its ``reasoning``, as the real model always
+    thinks first).
     """
 
     paths = ("/v1/messages",)
@@ -69,7 +80,12 @@ class FakeAnthropicServer(FakeModelServer):
             if answered - asked:
                 return f"messages.{index}: unexpected tool_use_id in tool_result blocks"
             asked = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
-        return None
+            for at, block in enumerate(blocks):
+                forged = _forged(block)
+                if forged:
+                    kind = block["type"]
+                    return f"messages.{index}.content.{at}: Invalid `{forged}` in `{kind}` block"
+        return _unthought(body, messages)
 
     def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
         return _message(request, reply, number)
@@ -79,11 +95,69 @@ class FakeAnthropicServer(FakeModelServer):
         return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
 
+#: What the fake signs thinking with: one key for every instance, so a conversation
+#: goes back to another fake (a resumed run's) as it would to the real API.
+_KEY = b"corral-fake-anthropic-thinking"
+
+
+def thinking_signature(thinking: str) -> str:
+    """The ``signature`` `FakeAnthropicServer` gives (and wants back on) a thinking
+    block of this text."""
+    digest = hmac.new(_KEY, thinking.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return base64.b64encode(digest.digest()).decode()
+
+
+def _redacted(hidden: str) -> str:
+    data = base64.b64encode(hidden.encode("utf-8", "surrogatepass")).decode()
+    return f"{data}.{thinking_signature(data)}"
+
+
+def _forged(block: Mapping[str, Any]) -> str | None:
+    """Which field of a thinking block is not what the fake sent, if one is not."""
+    kind = block.get("type")
+    if kind == "thinking":
+        text = block.get("thinking")
+        ok = isinstance(text, str) and block.get("signature") == thinking_signature(text)
+        return None if ok else "signature"
+    if kind == "redacted_thinking":
+        data, _, sign = str(block.get("data")).rpartition(".")
+        return None if data and sign == thinking_signature(data) else "data"
+    return None
+
+
+def _unthought(body: Mapping[str, Any], messages: list[Any]) -> str | None:
+    """With thinking on, the last assistant turn that used tools must begin with its
+    thinking (as the real API wants it)."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") == "disabled":
+        return None
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+        if not any(b.get("type") == "tool_use" for b in blocks):
+            return None
+        first = blocks[0].get("type")
+        if first in ("thinking", "redacted_thinking"):
+            return None
+        return (
+            f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+            f"but found `{first}`. When `thinking` is enabled, a final `assistant` message "
+            "must start with a thinking block (preceeding the lastmost set of `tool_use` "
+            "and `tool_result` blocks)."
+        )
+    return None
+
+
 def _message(request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
     content: list[dict[str, Any]] = []
+    if reply.redacted is not None:
+        content.append({"type": "redacted_thinking", "data": _redacted(reply.redacted)})
     if reply.reasoning is not None:
-        signature = f"fake-signature-{number}"
-        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": signature})
+        signed = thinking_signature(reply.reasoning)
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": signed})
     if reply.content:
         content.append({"type": "text", "text": reply.content})
     for i, (name, arguments) in enumerate(reply.tool_calls):

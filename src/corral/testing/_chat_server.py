@@ -34,6 +34,9 @@ class ChatReply:
     #: The model's thinking: a thinking block from `FakeAnthropicServer`, the
     #: message's ``reasoning_content`` from `FakeChatServer`.
     reasoning: str | None = None
+    #: Thinking the provider hides: a ``redacted_thinking`` block (its data opaque
+    #: and signed) before the reply's thinking, from `FakeAnthropicServer` only.
+    redacted: str | None = None
     #: Prompt tokens (read from, written to) the prompt cache (`FakeAnthropicServer`).
     cache: tuple[int, int] = (0, 0)
     status: int = 200

@@ -12,21 +12,41 @@ being served; each load has a new ``version``, so a page knows its data changed.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from .._errors import ConfigError, StoreCorrupt
-from .._records import TrialTable
 from ..history import StoredConfig
-from ..report import BenchmarkReport, build_report, is_finished
+from ..report import BenchmarkReport, is_finished
+from ..report._build import task_list
 from ..report._passk import default_ks
+from ..report._stored import stored_report
 from ..store import CommitStore
+from ..store._heads import HeadStore, TrialHead, heads_of
 from ._charts import charts
-from ._index import Row, facets, row_of
+from ._index import Row, facets, row_of, row_of_head
+
+
+def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
+    stored = StoredConfig.decode(config)
+    models, environments, agents = set(), set(), set()
+    for m in stored.tasks.values():  # one pass: each task is decoded as it is read
+        if m.model:
+            models.add(str(m.model))
+        environments.add(str(m.environment_id))
+        agents.add(str(m.agent_id))
+    return {
+        "tasks": len(stored.tasks),
+        "trials_per_task": stored.trials_per_task,
+        "models": sorted(models),
+        "environments": sorted(environments),
+        "agents": sorted(agents),
+    }
 
 
 class Loaded:
@@ -60,6 +80,11 @@ class Loaded:
         #: The distributions the page draws (`charts`), once loaded.
         self.charts: dict[str, Any] = {}
 
+    @functools.cached_property
+    def config_summary(self) -> dict[str, Any]:
+        """The configuration as the pages show it, made once per load."""
+        return config_summary(self.config)
+
     def find(self, task_id: str, trial: int) -> Row | None:
         """A trial's row (by a dict built once the load is done; until then by search)."""
         if not self.done.is_set():
@@ -86,32 +111,46 @@ class Loaded:
             self._progress.set()
 
     async def _fill(self, store: CommitStore) -> None:
-        tasks = self.stored.tasks
-        meta = {t: (m.model, str(m.environment_id)) for t, m in tasks.items()}
-        table = TrialTable(self.trials_per_task)
+        """The report from the store's trial heads, and the list: from the heads too
+        when every trial finished, else from a scan (which shows running trials)."""
+        kept = isinstance(store, HeadStore)
+        listed = await store.task_list(self.benchmark_id) if isinstance(store, HeadStore) else None
+        if listed is None:
+            listed = task_list(self.config)
+        meta = {t: (model, environment) for t, model, environment in listed.tasks}
         # Runs first: a run recorded while the trials are read is seen as new next time.
         runs = await store.runs(self.benchmark_id)
         self.runs = len(runs)
-        async for chunk in store.scan(self.benchmark_id):
-            for s in chunk:
-                task = meta.get(s.task_id)
-                if task is None or not 0 <= s.trial < self.trials_per_task:
-                    continue
-                record = s.record(keep_state=False) if is_finished(s) else None
-                if record is not None:
-                    table.add(record)
-                self.rows.append(row_of(s, record, *task))
+        n = self.trials_per_task
+
+        def rows_of(chunk: list[TrialHead]) -> list[TrialHead]:
+            for head in chunk:
+                task = meta.get(head.task_id)
+                if task is not None and 0 <= head.trial < n:
+                    self.rows.append(row_of_head(head, *task))
             self._progress.set()
             self._progress = anyio.Event()
-        self.facets = facets(self.rows)
-        last = runs[-1] if runs else None
-        self.report = build_report(
-            self.benchmark_id,
-            self.config,
-            records=table,
-            k_values=default_ks(self.trials_per_task),
+            return chunk
+
+        kept = isinstance(store, HeadStore)
+        reading = _Rows(store, rows_of) if kept else store
+        report = await stored_report(
+            reading, self.benchmark_id, self.config, k_values=default_ks(n)
         )
-        self.report = self.report.labelled(last)  # the last run's tags, as `corral report`
+        if not kept or report.finished != self.expected:
+            self.rows = []
+            async for chunk in store.scan(self.benchmark_id):
+                for s in chunk:
+                    task = meta.get(s.task_id)
+                    if task is None or not 0 <= s.trial < n:
+                        continue
+                    record = s.record(keep_state=False) if is_finished(s) else None
+                    self.rows.append(row_of(s, record, *task))
+                self._progress.set()
+                self._progress = anyio.Event()
+        self.facets = facets(self.rows)
+        # The last run's tags, as `corral report`.
+        self.report = report.labelled(runs[-1] if runs else None)
         self.charts = charts(self.rows, self.report)
 
     async def at_least(self, rows: int) -> None:
@@ -126,6 +165,22 @@ class Loaded:
             raise StoreCorrupt(self.corrupt)
         if self.failure is not None:
             raise LoadFailed(f"reading benchmark {self.benchmark_id!r} failed: {self.failure}")
+
+
+class _Rows:
+    """A store whose heads are also handed to ``seen`` as they are read (one read
+    serves the report and the trial list)."""
+
+    def __init__(self, store: Any, seen: Callable[[list[TrialHead]], list[TrialHead]]) -> None:
+        self._store = store
+        self._seen = seen
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def heads(self, benchmark_id: str) -> AsyncIterator[list[TrialHead]]:
+        async for chunk in heads_of(self._store, benchmark_id):
+            yield self._seen(chunk)
 
 
 class LoadFailed(Exception):

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from .._costs import format_cost
 from .._errors import ConfigError
 from .._types import TrialRecord
+from ..store._heads import TrialHead
 from ..store._protocol import TrialSummary
 
 #: Rows of one page unless asked otherwise, and the most one page may hold.
@@ -98,6 +99,34 @@ def row_of(
         record.passed,
         record.attempts,
         record.commits,
+    )
+
+
+def row_of_head(head: TrialHead, model: str | None, environment: str) -> Row:
+    """The list's row for a trial the store keeps a head of (`row_of`'s, read from it)."""
+    usage = head.usage
+    status = head.status
+    if status is None:
+        status = "running"
+    elif not head.done:
+        status = "scoring"
+    duration = None
+    if head.status is not None and head.finished_at is not None and head.started_at is not None:
+        duration = head.finished_at - head.started_at
+    return Row(
+        head.task_id,
+        head.trial,
+        model,
+        environment,
+        status,
+        head.error if head.status is not None else None,
+        duration,
+        usage.input_tokens + usage.output_tokens,
+        usage.cost,
+        head.score if head.done else None,
+        head.passed and head.done,
+        head.attempts if head.status is not None else 0,
+        head.commits,
     )
 
 

@@ -14,16 +14,18 @@ from .._costs import format_cost
 from .._errors import ConfigError
 from .._history import load_history
 from .._types import Commit
-from ..history import SetupPayload, StoredConfig
+from ..history import SetupPayload
 from ..report import BenchmarkReport
+from ..report._calls import calls_dict
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
 from ._assets import by_k
-from ._cache import Loaded
+from ._cache import Loaded, config_summary
 from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
+from ._transcript import transcript_data
 
 #: Tasks listed with their pass@k on a benchmark's page (the trial list reaches the rest).
 TASKS_SHOWN = 200
@@ -31,18 +33,6 @@ TASKS_SHOWN = 200
 CHAIN_TRIALS = 100
 #: How every interval shown is made (the report's own description).
 INTERVALS = interval_info()
-
-
-def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
-    stored = StoredConfig.decode(config)
-    tasks = stored.tasks.values()
-    return {
-        "tasks": len(stored.tasks),
-        "trials_per_task": stored.trials_per_task,
-        "models": sorted({str(m.model) for m in tasks if m.model}),
-        "environments": sorted({str(m.environment_id) for m in tasks}),
-        "agents": sorted({str(m.agent_id) for m in tasks}),
-    }
 
 
 def _metrics(
@@ -62,7 +52,7 @@ def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -
     out: dict[str, Any] = {
         "benchmark_id": info.benchmark_id,
         "created_at": info.created_at,
-        "config": config_summary(info.config),
+        "config": config_summary(info.config) if loaded is None else loaded.config_summary,
         "finished": finished,
         "total": info.trials,
         "pass_at_k": None,
@@ -80,7 +70,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
     """A benchmark's page above the trial list (``ready`` False while it loads)."""
     out: dict[str, Any] = {
         "benchmark_id": loaded.benchmark_id,
-        "config": config_summary(loaded.config),
+        "config": loaded.config_summary,
         "expected": loaded.expected,
         "loaded": len(loaded.rows),
         "ready": loaded.report is not None,
@@ -116,6 +106,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         note=report.note,
         provenance=dict(report.provenance),
         generation={agent: dict(s) for agent, s in report.generation.items()},
+        model_calls=calls_dict(report.model_calls),
     )
     return out
 
@@ -206,8 +197,8 @@ def previous_trial(commits: Sequence[Commit]) -> int | None:
 async def trial_page(
     store: CommitStore, loaded: Loaded, task_id: str, trial: int, query: TrialQuery | None
 ) -> dict[str, Any]:
-    """A trial's timeline and, given the list ``query`` describes, its neighbours there
-    (for j/k)."""
+    """A trial's timeline, its model calls as a chat (``transcript``) and, given the
+    list ``query`` describes, its neighbours there (for j/k)."""
     history = await load_history(store, loaded.benchmark_id, task_id, trial, loaded.config)
     data = history.to_dict()
     del data["commits"]  # the timeline holds each commit whole
@@ -215,6 +206,7 @@ async def trial_page(
     for entry in data["timeline"]:
         if entry["usage"] is not None:
             entry["usage"]["cost_text"] = format_cost(entry["usage"]["cost"])
+    data["transcript"] = transcript_data(history.commits)
     data["previous_trial"] = previous_trial(history.commits)
     row = loaded.find(task_id, trial)
     data["row"] = None if row is None else row.to_dict()
@@ -230,6 +222,21 @@ async def trial_page(
             listed=len(selected),
         )
     return data
+
+
+async def commit_page(
+    store: CommitStore, loaded: Loaded, task_id: str, trial: int, seq: int
+) -> dict[str, Any]:
+    """One commit of a trial as stored (what the timeline summarises: a model call's
+    whole payload, fetched when asked for)."""
+    if task_id not in loaded.stored.tasks:
+        raise ConfigError(f"benchmark {loaded.benchmark_id!r} has no task {task_id!r}")
+    commits = await store.history(TrialKey(loaded.benchmark_id, task_id, trial))
+    commit = next((c for c in commits if c.seq == seq), None)
+    if commit is None:
+        raise ConfigError(f"{task_id} #{trial} has no commit {seq}")
+    usage = commit.usage.to_dict() if commit.usage else None
+    return {"seq": commit.seq, "kind": commit.kind, "usage": usage, "payload": commit.payload}
 
 
 def _neighbour(rows: list[Row], position: int | None, step: int) -> dict[str, Any] | None:

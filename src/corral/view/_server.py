@@ -96,6 +96,7 @@ def create_app(
         Route("/api/trials", api(_trials)),
         Route("/api/task", api(_task)),
         Route("/api/trial", api(_trial)),
+        Route("/api/commit", api(_commit)),
         Route("/api/compare", api(_compare)),
         Route("/api/version", api(_version)),
     ]
@@ -154,15 +155,26 @@ async def _task(request: Request, cache: ViewCache) -> Any:
     return await _pages.task_page(cache.store, loaded, _param(request, "task"))
 
 
+def _int(request: Request, name: str) -> int:
+    text = _param(request, name)
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not an integer") from None
+
+
 async def _trial(request: Request, cache: ViewCache) -> Any:
     loaded = await _ready(cache, _param(request, "id"))
-    text = _param(request, "trial")
-    try:
-        trial = int(text)
-    except ValueError:
-        raise ConfigError(f"trial: {text!r} is not an integer") from None
+    trial = _int(request, "trial")
     query = TrialQuery.from_params(request.query_params)
     return await _pages.trial_page(cache.store, loaded, _param(request, "task"), trial, query)
+
+
+async def _commit(request: Request, cache: ViewCache) -> Any:
+    """One commit as stored: what the timeline summarises (a model call's payload)."""
+    loaded = await _ready(cache, _param(request, "id"))
+    task, trial, seq = _param(request, "task"), _int(request, "trial"), _int(request, "seq")
+    return await _pages.commit_page(cache.store, loaded, task, trial, seq)
 
 
 async def _compare(request: Request, cache: ViewCache) -> Any:

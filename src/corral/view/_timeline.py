@@ -8,16 +8,23 @@ from typing import Any
 from .. import history
 from .._turns import declared_order
 from .._types import UNCHANGED, Commit
-from ..history import SetupPayload, ToolEffectPayload
+from ..history import ModelCallPayload, SetupPayload, ToolEffectPayload
+from ._assets import to_json
 
 #: Changes of one state diff listed before the rest is summed up as a count.
 MAX_CHANGES = 200
+#: Characters of a failed model call's error the timeline shows (the transcript has it).
+ERROR_SHOWN = 300
+#: Tool names of one model call's reply the timeline lists.
+NAMES_SHOWN = 8
 
 
 def timeline(commits: Sequence[Commit]) -> list[dict[str, Any]]:
     """One entry per commit, in commit order: its payload, the attempt it belongs to, the
     seconds since the trial's first commit and since the commit before, and how it
-    changed the state (`state_changes`)."""
+    changed the state (`state_changes`). A model call's payload is its summary
+    (`call_summary`, ``"compact": true``): the transcript shows its messages, and the
+    stored payload is one fetch away (``/api/commit``), not in every page and export."""
     out: list[dict[str, Any]] = []
     start = commits[0].created_at if commits else 0.0
     previous_at = start
@@ -36,6 +43,9 @@ def timeline(commits: Sequence[Commit]) -> list[dict[str, Any]]:
             "usage": c.usage.to_dict() if c.usage else None,
             "payload": c.payload,
         }
+        if c.kind == "model_call":
+            entry["payload"] = call_summary(c)
+            entry["compact"] = True
         previous_at = c.created_at
         if c.seq in changes:
             found = diff(*changes[c.seq])
@@ -43,6 +53,32 @@ def timeline(commits: Sequence[Commit]) -> list[dict[str, Any]]:
             entry["diff_more"] = max(0, len(found) - MAX_CHANGES)
         out.append(entry)
     return out
+
+
+def call_summary(commit: Commit) -> dict[str, Any]:
+    """What the timeline shows of a model call: model, latency, tokens, cost, how many
+    messages it added and tool calls it made, its failed tries, the error it gave up
+    with (cut at `ERROR_SHOWN`)."""
+    call = history.decode(commit)
+    assert isinstance(call, ModelCallPayload)
+    error = call.error
+    if error is not None and len(error) > ERROR_SHOWN:
+        error = error[:ERROR_SHOWN] + f"… ({len(error) - ERROR_SHOWN:,} more characters)"
+    return {
+        "model": call.model,
+        "endpoint": call.endpoint,
+        "latency": call.latency,
+        "input_tokens": call.input_tokens,
+        "output_tokens": call.output_tokens,
+        "cost": call.cost,
+        "messages": len(call.messages),
+        "tool_calls": len(call.tool_calls),
+        "tools": [t.name for t in call.tool_calls[:NAMES_SHOWN]],
+        "failed": len(call.failed),
+        "finish_reason": call.finish_reason,
+        "error": error,
+        "bytes": len(to_json(commit.payload)),
+    }
 
 
 def state_changes(commits: Sequence[Commit]) -> dict[int, tuple[Any, Any]]:

@@ -357,6 +357,15 @@
     const gen = Object.entries(s.generation || {}).map(([agent, g]) => agent + ": " + (g.model || "?") +
       Object.entries(g).filter(([k]) => k !== "model").map(([k, v]) => " · " + k + " " + v).join(""));
     if (gen.length) lines.push(el("p", { class: "note", id: "generation" }, "models: " + gen.join("; ")));
+    const calls = Object.entries(s.model_calls || {});
+    if (calls.length) {
+      const kinds = Object.keys(calls[0][1].failed_tries);
+      lines.push(el("p", {}, "model calls per model, with the tries that failed before a reply:"), table(["model", "calls", "mean latency"].concat(kinds.map((k) => "failed: " + k), ["rate-limit wait"]),
+        calls.map(([model, c]) => el("tr", {}, el("td", {}, model), el("td", { class: "n" }, num(c.calls)),
+          el("td", { class: "n" }, c.mean_latency_seconds === null ? "–" : num(c.mean_latency_seconds, 2) + " s"),
+          kinds.map((k) => el("td", { class: "n" }, num(c.failed_tries[k] || 0))),
+          el("td", { class: "n" }, num(c.rate_limit_wait_seconds, 1) + " s"))), { id: "model-calls" }));
+    }
     return el("section", { id: "overview" }, lines);
   }
 
@@ -562,11 +571,43 @@
     ];
   }
 
-  function step(c) {
+  // A model call in the timeline: its summary, a link to its place in the transcript,
+  // and its stored payload fetched only when opened (an export leaves it out).
+  function modelCallStep(c, where) {
+    const pl = c.payload || {};
+    const parts = ["model " + (pl.model || "?")];
+    if (pl.latency !== null && pl.latency !== undefined) parts.push(num(pl.latency, 2) + " s");
+    parts.push(num(pl.input_tokens) + " in / " + num(pl.output_tokens) + " out tokens");
+    parts.push(num(pl.messages) + " new message(s)");
+    if (pl.tool_calls) parts.push(pl.tool_calls + " tool call(s): " + pl.tools.join(", ") + (pl.tool_calls > pl.tools.length ? ", …" : ""));
+    if (pl.failed) parts.push(pl.failed + (pl.failed === 1 ? " failed try" : " failed tries"));
+    if (pl.finish_reason) parts.push(pl.finish_reason);
+    const go = el("a", { href: "", class: "to-call" }, "in the transcript ↑");
+    go.addEventListener("click", (event) => {
+      event.preventDefault();
+      const target = document.getElementById("call-" + c.seq);
+      if (target) target.scrollIntoView({ block: "start" });
+    });
+    const raw = el("div", {});
+    const box = el("details", { class: "raw-commit" }, el("summary", {}, "raw JSON (" + num(pl.bytes) + " bytes)"), raw);
+    box.addEventListener("toggle", async () => {
+      if (!box.open || raw.firstChild) return;
+      if (EXPORT) { raw.append(el("p", { class: "note" }, "an export leaves the stored record out: corral view serves it, corral show ID TASK TRIAL --json prints it")); return; }
+      try {
+        raw.append(fold((await get("commit", Object.assign({ seq: c.seq }, where))).payload));
+      } catch (err) {
+        raw.append(el("p", { class: "err" }, String(err.message || err)));
+      }
+    });
+    return [el("div", { class: "tool" }, parts.join(" · "), " ", go), pl.error ? fold(pl.error) : null, box];
+  }
+
+  function step(c, where) {
     const body = [];
     const pl = c.payload || {};
     if (c.kind === "setup") body.push(el("div", {}, "initial state"), fold(pl.state),
       pl.previous_trial === null || pl.previous_trial === undefined ? null : el("div", {}, "saw trial #" + pl.previous_trial));
+    else if (c.kind === "model_call") body.push(modelCallStep(c, where));
     else if (c.kind === "action") body.push(el("div", { class: "tool" }, "tool " + pl.tool + (pl.index ? " (parallel #" + pl.index + ")" : "")), fold(pl.arguments));
     else if (c.kind === "tool_effect") {
       body.push(el("div", {}, "observation"), fold(pl.observation));
@@ -591,6 +632,75 @@
       body);
   }
 
+  // -- the transcript: a trial's model calls as a chat ---------------------------------
+  const ROLES = ["system", "user", "assistant", "tool"];
+
+  function toolCalls(calls) {
+    return (calls || []).map((tc) => el("div", { class: "tool-call" },
+      el("span", { class: "tool-name" }, "→ " + tc.name), fold(tc.arguments)));
+  }
+
+  function reasoning(value) {
+    if (!value) return null;
+    return el("details", { class: "reasoning" }, el("summary", {}, "reasoning (" + num(value.length) + " characters)"), el("pre", {}, value));
+  }
+
+  function chatMessage(m) {
+    const role = ROLES.includes(m.role) ? m.role : "other";
+    const who = m.role === "tool" ? "tool result" + (m.name ? " · " + m.name : "") : m.role;
+    return el("div", { class: "msg role-" + role },
+      el("div", { class: "who" }, who),
+      reasoning(m.reasoning),
+      m.text ? fold(m.text) : null,
+      toolCalls(m.tool_calls));
+  }
+
+  function failedTry(f) {
+    const parts = [f.label];
+    if (f.status !== null && f.status !== undefined) parts.push("HTTP " + f.status);
+    if (f.retry_after !== null && f.retry_after !== undefined) parts.push("told to wait " + num(f.retry_after, 2) + " s");
+    if (f.waited !== null && f.waited !== undefined) parts.push("waited " + num(f.waited, 2) + " s");
+    return el("div", { class: "msg failed-try" }, el("div", { class: "who" }, "✗ failed try · " + parts.join(" · ")), fold(f.error));
+  }
+
+  function callHead(c, i) {
+    const parts = [(c.scorer ? "scorer call " : "call ") + (i + 1), c.model || "model ?"];
+    if (c.latency !== null && c.latency !== undefined) parts.push(num(c.latency, 2) + " s");
+    parts.push(num(c.input_tokens) + " in / " + num(c.output_tokens) + " out tokens");
+    if (c.cache_read_tokens || c.cache_write_tokens) parts.push("cache " + num(c.cache_read_tokens) + " read / " + num(c.cache_write_tokens) + " written");
+    if (c.cost) parts.push("cost " + c.cost_text);
+    if (c.failed.length) parts.push(c.failed.length + " failed " + (c.failed.length === 1 ? "try" : "tries"));
+    if (c.truncated) parts.push(c.truncated + " value(s) truncated");
+    return el("div", { class: "call-head", title: c.endpoint || "" }, parts.join(" · "));
+  }
+
+  // Where a reopened trial (--rerun, --retry-errors) starts a fresh transcript.
+  function attemptHead(a) {
+    return el("div", { class: "attempt", id: "attempt-" + a.attempt }, "attempt " + a.attempt +
+      (a.seq === null ? "" : " (" + (a.reason || "reopened") + " at " + when(a.created_at) + " UTC" +
+        (a.previous_status ? ", after an attempt that ended " + a.previous_status : "") + ")"));
+  }
+
+  function transcriptView(entries) {
+    const calls = (entries || []).filter((c) => c.kind !== "attempt");
+    if (!calls.length && !(entries || []).length) return el("p", { class: "note", id: "transcript" }, "no model calls recorded (an agent records them through session.chat(model) or session.record_model_call)");
+    const out = entries.some((c) => c.kind === "attempt") ? [attemptHead({ attempt: 1, seq: null })] : [];
+    let number = 0;
+    let judged = 0;
+    for (const c of entries) {
+      if (c.kind === "attempt") { number = judged = 0; out.push(attemptHead(c)); continue; }
+      const id = c.scorer ? "scorer-call-" + c.seq + "-" + judged : "call-" + c.seq;
+      out.push(el("section", { class: "call" + (c.scorer ? " scorer" : "") + (c.failed.length ? " has-failed" : ""), id: id },
+        callHead(c, c.scorer ? judged++ : number++),
+        c.messages.map(chatMessage),
+        c.failed.map(failedTry),
+        c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
+          : el("div", { class: "msg gave-up" }, el("div", { class: "who" }, "gave up"), fold(c.error))));
+    }
+    if (!calls.length) out.push(el("p", { class: "note" }, "no model calls recorded in this attempt"));
+    return el("div", { id: "transcript" }, out);
+  }
+
   async function trialPage(p) {
     const t = await watched(p, get("trial", p));
     document.getElementById("where").textContent = p.id;
@@ -610,7 +720,7 @@
         attempt = c.attempt;
         items.push(el("li", { class: "attempt" }, "attempt " + attempt));
       }
-      items.push(step(c));
+      items.push(step(c, { id: p.id, task: t.task_id, trial: t.trial }));
     }
     const parents = Object.entries(t.parents).map(([id, r]) => el("li", {},
       el("a", { href: link("/task", { id: p.id, task: id }) }, id), ": " + (r.status || "not finished") + " → ", fold(r.output)));
@@ -627,7 +737,9 @@
         " · " + num(t.row.tokens) + " tokens · cost " + t.row.cost_text + " · " + num(t.row.commits) + " commits" +
         (t.row.attempts > 1 ? " · " + t.row.attempts + " attempts" : "")) : el("p", { id: "outcome" }, "not started"),
       parents.length ? el("ul", {}, parents) : null,
-      el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items),
+      el("div", { class: "trial-views" },
+        el("div", { class: "view-transcript" }, el("h2", {}, "Transcript"), transcriptView(t.transcript)),
+        el("div", { class: "view-timeline" }, el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items))),
       el("details", { id: "raw" }, el("summary", {}, "raw JSON"),
         fold(t.timeline.map((c) => ({ seq: c.seq, kind: c.kind, created_at: c.created_at, usage: c.usage, payload: c.payload })))),
     ];

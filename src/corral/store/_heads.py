@@ -1,0 +1,451 @@
+"""Trial heads: what a report needs of one trial, kept in the store beside its commits.
+
+A trial's head is its history's one fold (`corral.history.TrialFold`, through
+`TrialSummary`) reduced to a row: the latest attempt's status, pass, score, named
+scores, error, usage and times. Every backend rewrites a trial's head in the same
+transaction as the commits that change it (a terminal, an evaluation, a reopen, or a
+kind written after them), so `corral report`, `list`, `compare` and the viewer read
+one short row per trial instead of every commit. A store written before heads were
+kept has them rebuilt once, on its first writable open (`rebuild_heads`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from .. import history
+from .._json import dumps
+from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
+from ..history import CommitKind, TrialFold, finished_and_scored
+from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
+from ._protocol import TrialSummary
+from ._summary import RowFolder, summary_of
+
+#: Kinds that never change a head once the trial has one: the work before a terminal.
+#: A batch of only these leaves heads alone; any other kind (terminal, evaluation,
+#: reopen, or a kind this code does not know) refolds the trial.
+_WORK_KINDS = frozenset(
+    str(k) for k in (CommitKind.SETUP, CommitKind.ACTION, CommitKind.TOOL_EFFECT)
+)
+
+
+def changes_head(kinds: Iterable[str]) -> bool:
+    """Whether commits of these kinds change their trial's head."""
+    return any(kind not in _WORK_KINDS for kind in kinds)
+
+
+class TrialHead(NamedTuple):
+    """One trial as a report counts it: its latest attempt's outcome and every
+    attempt's usage. ``done`` is `finished_and_scored` (what a report and a resume
+    count); a trial whose latest attempt has no terminal has ``status`` None."""
+
+    task_id: str
+    trial: int
+    next_seq: int
+    done: bool
+    status: str | None = None
+    passed: bool = False
+    score: float | None = None
+    #: Named scores (``Evaluation.scores``) in their order.
+    scores: Mapping[str, float] | None = None
+    error: str | None = None
+    evaluation_error: str | None = None
+    attempts: int = 1
+    commits: int = 0
+    started_at: float | None = 0.0
+    finished_at: float | None = None
+    usage: Usage = Usage()
+    limit: str | None = None
+    working_time: float | None = None
+
+    def row(self) -> tuple[Any, ...]:
+        """The stored columns after the benchmark id (`HEAD_COLUMNS`)."""
+        u = self.usage
+        return (
+            self.task_id,
+            self.trial,
+            self.next_seq,
+            int(self.done),
+            self.status,
+            int(self.passed),
+            self.score,
+            dumps(dict(self.scores)) if self.scores else None,
+            self.error,
+            self.evaluation_error,
+            self.attempts,
+            self.commits,
+            self.started_at,
+            self.finished_at,
+            u.input_tokens,
+            u.output_tokens,
+            u.cost,
+            self.limit,
+            self.working_time,
+        )
+
+
+#: The stored columns of a head, in `TrialHead.row` order.
+HEAD_COLUMNS = (
+    "task_id, trial, next_seq, done, status, passed, score, scores, error, "
+    "evaluation_error, attempts, commits, started_at, finished_at, input_tokens, "
+    "output_tokens, cost, limit_name, working_time"
+)
+
+
+def head_of(summary: TrialSummary) -> TrialHead:
+    """The head of the trial ``summary`` folds (the history's one fold). A terminal or
+    evaluation whose payload cannot be read gives a head that is not done: writing a
+    head never fails an append (a report from the commits cannot count it either)."""
+    try:
+        return _head_of(summary)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return TrialHead(summary.task_id, summary.trial, summary.next_seq, False)
+
+
+def _head_of(summary: TrialSummary) -> TrialHead:
+    if summary.terminal is None:
+        return TrialHead(
+            summary.task_id,
+            summary.trial,
+            summary.next_seq,
+            False,
+            commits=summary.commits,
+            started_at=summary.started_at,
+            usage=summary.usage,
+        )
+    # The record's figures (`corral._records.record_of`), read from the payloads
+    # without making a record: this runs for every trial a batch finishes.
+    terminal, evaluation = summary.terminal, summary.evaluation
+    ended = history.terminal_of(terminal)
+    status = str(ended.status)
+    error, evaluation_error = ended.error, None
+    score: float | None = None
+    scores: Mapping[str, float] | None = None
+    passed = False
+    usage = summary.usage
+    finished_at = terminal.created_at
+    if evaluation is not None:
+        scored = history.evaluation_of(evaluation)
+        finished_at = evaluation.created_at
+        if evaluation.usage:
+            usage = usage + evaluation.usage
+        if scored.passed is None:  # the scorer failed
+            evaluation_error = str(scored.error)
+            error = f"evaluation failed: {evaluation_error}"
+        else:
+            score = scored.score
+            scores = dict(scored.scores) if scored.scores else None
+            passed = bool(scored.passed) and status != "limit"
+    return TrialHead(
+        summary.task_id,
+        summary.trial,
+        summary.next_seq,
+        evaluation is not None or status not in EVALUATED_STATUSES,
+        status,
+        passed,
+        score,
+        scores,
+        error,
+        evaluation_error,
+        ended.attempts,
+        summary.commits,
+        summary.started_at,
+        finished_at,
+        usage,
+        ended.limit,
+        history.worked_of(terminal),
+    )
+
+
+def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
+    """A stored head row (`HEAD_COLUMNS`), or `StoreCorrupt` naming what is wrong."""
+    try:
+        (task_id, trial, next_seq, done, status, passed, score, scores, error, evaluation_error,
+         attempts, commits, started_at, finished_at, input_tokens, output_tokens, cost, limit,
+         working_time) = row  # fmt: skip
+        named = None
+        if scores is not None:
+            named = _scores(scores)
+        if not isinstance(task_id, str) or type(trial) is not int or type(next_seq) is not int:
+            raise ValueError("its key is not (text, integer)")
+        if type(attempts) is not int or type(commits) is not int:
+            raise ValueError("its counts are not integers")
+        return TrialHead(
+            task_id,
+            trial,
+            next_seq,
+            done == 1,
+            status,
+            passed == 1,
+            _real(score),
+            named,
+            error,
+            evaluation_error,
+            attempts,
+            commits,
+            started_at if started_at is None or type(started_at) is float else float(started_at),
+            finished_at
+            if finished_at is None or type(finished_at) is float
+            else float(finished_at),
+            Usage(input_tokens, output_tokens, cost)
+            if input_tokens or output_tokens or cost
+            else NO_USAGE,
+            limit,
+            working_time,
+        )
+    except (ValueError, TypeError) as exc:
+        raise corrupt(where, benchmark_id, f"a trial head {list(row[:2])}: {exc}") from None
+
+
+def _real(value: Any) -> float | None:
+    return value if value is None or type(value) is float else float(value)
+
+
+def _scores(text: Any) -> dict[str, float]:
+    value = _json(text)
+    if not isinstance(value, dict) or not all(
+        type(v) in (int, float) and math.isfinite(v) for v in value.values()
+    ):
+        raise ValueError("its named scores are not a mapping of numbers")
+    return value
+
+
+class TaskList(NamedTuple):
+    """What a report needs of a benchmark's configuration: its trials per task and each
+    task's (id, model, environment id), in order."""
+
+    trials_per_task: int
+    tasks: list[tuple[str, str | None, str]]
+
+
+def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> TaskList | None:
+    """``rows`` of (task id, model, environment id, is an object) as a `TaskList`, the
+    model and environment strings shared; None if anything is not as a configuration
+    holds it (the caller then reads it whole, which says what is wrong)."""
+    if type(trials_per_task) is not int or not 1 <= trials_per_task <= MAX_TRIALS_PER_TASK:
+        return None
+    shared: dict[str, str] = {}
+    tasks = []
+    for task_id, model, environment, is_object in rows:
+        if not is_object or not isinstance(task_id, str) or not isinstance(environment, str):
+            return None
+        if model is not None and not isinstance(model, str):
+            return None
+        model = None if model is None else shared.setdefault(model, model)
+        tasks.append((task_id, model, shared.setdefault(environment, environment)))
+    return TaskList(trials_per_task, tasks)
+
+
+class _Meta(NamedTuple):
+    """A task's metadata as a report needs it (what `_compact` makes of a task's object)."""
+
+    model: Any
+    environment: Any
+
+
+def _compact(pairs: list[tuple[str, Any]]) -> Any:
+    """Each decoded JSON object: a task's (one with an ``environment_id``) as a `_Meta`,
+    so that no dict per task outlives its decoding; any other as a dict."""
+    found = dict(pairs)
+    if "environment_id" in found:
+        return _Meta(found.get("model"), found["environment_id"])
+    return found
+
+
+_COMPACT = json.JSONDecoder(object_pairs_hook=_compact, parse_constant=_refuse_constant)
+
+
+def task_list_of_text(text: Any) -> TaskList | None:
+    """`TaskList` of a stored configuration's JSON text, each task's object dropped as
+    soon as it is decoded (the whole configuration of 100,000 tasks decoded is a
+    hundred MB of dicts); None if the text is not as Corral writes it (the caller
+    then decodes it whole, which says what is wrong)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        config = _COMPACT.decode(text)
+    except (ValueError, RecursionError):
+        return None
+    tasks = config.get("tasks") if isinstance(config, dict) else None
+    if not isinstance(tasks, dict):
+        return None
+    rows = (
+        (task_id, meta.model, meta.environment, True)
+        if isinstance(meta, _Meta)
+        else (task_id, None, None, False)
+        for task_id, meta in tasks.items()
+    )
+    return checked_task_list(config.get("trials_per_task"), rows)
+
+
+class BenchmarkOverview(NamedTuple):
+    """A benchmark as ``corral list`` shows it, read without decoding its configuration."""
+
+    benchmark_id: str
+    created_at: float
+    tasks: int
+    trials_per_task: int
+
+
+def checked_overview(rows: Iterable[Sequence[Any]]) -> list[BenchmarkOverview] | None:
+    """Rows of (id, created at, trials per task, task count, any task amiss) as
+    overviews; None if any is not as Corral writes it (the caller reads the
+    benchmarks whole instead, which says what is wrong)."""
+    out = []
+    for benchmark_id, created_at, trials, tasks, amiss in rows:
+        if isinstance(trials, str) and trials.isdigit():
+            trials = int(trials)
+        if (
+            not isinstance(benchmark_id, str)
+            or amiss
+            or type(created_at) is not float
+            or not 0 <= created_at < LATEST
+            or type(trials) is not int
+            or not 1 <= trials <= MAX_TRIALS_PER_TASK
+            or type(tasks) is not int
+        ):
+            return None
+        out.append(BenchmarkOverview(benchmark_id, created_at, tasks, trials))
+    return out
+
+
+@runtime_checkable
+class HeadStore(Protocol):
+    """A store that keeps trial heads (every backend of Corral's does)."""
+
+    def heads(self, benchmark_id: str) -> AsyncIterator[list[TrialHead]]:
+        """Every head of the benchmark, in chunks, in (task id, trial) order."""
+        ...
+
+    async def task_summaries(
+        self, benchmark_id: str, task_ids: Sequence[str]
+    ) -> list[TrialSummary]:
+        """The summaries of these tasks' trials (their records, read when used), in
+        (task id, trial) order."""
+        ...
+
+    async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:
+        """Trials finished as a report counts them (`TrialHead.done`)."""
+        ...
+
+    async def task_list(self, benchmark_id: str) -> TaskList | None:
+        """What a report needs of the benchmark's configuration, read without decoding
+        it whole (None: no such benchmark, or one to read whole)."""
+        ...
+
+    async def overview(self) -> list[BenchmarkOverview] | None:
+        """Every benchmark, oldest first, without decoding configurations (None: read
+        them whole instead, which says what is wrong with one)."""
+        ...
+
+    def reader(self) -> Any:
+        """A store of the same data to read from another thread and event loop (this
+        one, if it has no tie to either)."""
+        ...
+
+
+async def heads_of(store: Any, benchmark_id: str) -> AsyncIterator[list[TrialHead]]:
+    """``benchmark_id``'s heads: kept by the store, else folded from its `scan`."""
+    if isinstance(store, HeadStore):
+        async for chunk in store.heads(benchmark_id):
+            yield chunk
+        return
+    async for summaries in store.scan(benchmark_id):
+        yield [head_of(s) for s in summaries if s.terminal is not None]
+
+
+async def count_done(chunks: AsyncIterator[list[TrialHead]], trials_per_task: int) -> int:
+    """How many of these heads are done, of a trial below ``trials_per_task``."""
+    found = 0
+    async for chunk in chunks:
+        found += sum(1 for h in chunk if h.done and h.trial < trials_per_task)
+    return found
+
+
+def folded_heads(
+    where: str, benchmark_id: str, rows: Iterable[Sequence[Any]], *, finished_only: bool = False
+) -> list[TrialHead]:
+    """The heads of the trials whose scan rows ``(task_id, trial, seq, kind, payload,
+    created_at, input_tokens, output_tokens, cost)`` these are, whole and in key order
+    (``finished_only``: of those with a terminal commit since their latest reopen)."""
+    folder = RowFolder(where, benchmark_id)
+    summaries = folder.fold(rows) + folder.rest()
+    return [head_of(s) for s in summaries if not finished_only or s.terminal is not None]
+
+
+class RebuildProgress:
+    """The progress line of a store's one rebuild of its heads, on stderr."""
+
+    EVERY = 50_000
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.trials = 0
+        self._started = time.monotonic()
+        self._said = 0
+        self._say("building trial summaries (once, for this version of Corral)")
+
+    def add(self, trials: int) -> None:
+        self.trials += trials
+        if self.trials - self._said >= self.EVERY:
+            self._said = self.trials
+            self._say(f"{self.trials:,} trials summarised")
+
+    def done(self) -> None:
+        seconds = time.monotonic() - self._started
+        self._say(f"{self.trials:,} trials summarised in {seconds:.1f} s")
+
+    def _say(self, text: str) -> None:
+        print(f"corral: {self.where}: {text}", file=sys.stderr, flush=True)
+
+
+class OpenFolds:
+    """The writer's folds of the trials it is writing (the history's one fold, applied
+    to each commit as its batch is written), so a head is made from the commits in
+    hand rather than read back: a trial's fold is kept from its first commit until its
+    head is done, and any gap (a trial resumed from an earlier run, another process's
+    append, a failed batch) falls back to refolding the trial from the store.
+
+    A terminal whose status is scored writes no head: until its evaluation lands, the
+    trial's head stays as its last one (none, or not done after a reopen), which is
+    what a report counts either way.
+    """
+
+    def __init__(self) -> None:
+        self._folds: dict[Any, TrialFold] = {}
+
+    def clear(self) -> None:
+        """Forget every fold (a batch failed: what it applied may not have landed)."""
+        self._folds.clear()
+
+    def heads(self, key: Any, commits: Sequence[Commit]) -> tuple[bool, TrialHead | None]:
+        """(known, head) once ``commits`` of ``key`` land: ``known`` False when the
+        trial must be refolded from the store instead; ``head`` None when no head is
+        to be written."""
+        folds = self._folds
+        fold = folds.get(key)
+        first = commits[0].seq
+        if fold is None or fold.last_seq + 1 != first:
+            if first != 0:  # the trial began before this writer saw it
+                folds.pop(key, None)
+                return not changes_head(c.kind for c in commits), None
+            fold = folds[key] = TrialFold()
+        changes = False
+        for commit in commits:
+            fold.apply(commit)
+            if commit.kind not in _WORK_KINDS:
+                changes = True
+        if not changes:
+            return True, None
+        terminal, evaluation = fold.terminal, fold.evaluation
+        if terminal is not None and evaluation is None and not finished_and_scored(terminal, None):
+            return True, None  # to be scored: its evaluation writes the head
+        head = head_of(summary_of(key.task_id, key.trial, fold))
+        if head.done:
+            del folds[key]
+        return True, head

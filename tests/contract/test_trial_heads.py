@@ -1,0 +1,267 @@
+"""The trial heads a store keeps equal the one fold of every commit, after any mix of
+runs, reruns, --retry-errors, rescores and copies; a report built from them equals
+one rebuilt from every commit, figure for figure and record for record."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import corral
+from corral import (
+    Action,
+    BenchmarkTaskMetadata,
+    CommitStore,
+    CorralRunner,
+    Evaluation,
+    Final,
+    RetryPolicy,
+    TrialRecord,
+)
+from corral.cli import main
+from corral.history import StoredConfig
+from corral.report import build_report
+from corral.report._build import records_from
+from corral.report._passk import default_ks
+from corral.report._stored import stored_report
+from corral.store import copy_benchmarks, open_store
+from corral.store._heads import head_of, heads_of
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+from ..support import pg
+
+pg_dsn = pg.pg_dsn
+
+TASKS = {
+    "t0": BenchmarkTaskMetadata("a", "e", max_iterations=2),
+    "t1": BenchmarkTaskMetadata("a", "e", max_iterations=2),
+    "t2": BenchmarkTaskMetadata("a", "e", max_iterations=2, dependencies=("t0",)),
+}
+TRIALS = 2
+OUTCOMES = ("pass", "fail", "error", "loop", "score_error")
+
+
+class World:
+    """What each attempt of each trial does: drawn by hypothesis, one per attempt."""
+
+    def __init__(self, plan: list[str], costs: list[float]) -> None:
+        self.plan = plan
+        self.costs = costs
+        self.attempts: dict[tuple[str, int], int] = {}
+        self.scoring = 0  # bumped by a rescore: the scores change
+
+    def outcome(self, task: str, trial: int) -> str:
+        n = self.attempts.get((task, trial), 0)
+        index = (sorted(TASKS).index(task) * TRIALS + trial) * 3 + n
+        return self.plan[index % len(self.plan)]
+
+    def decide(self, s: corral.AgentSession) -> Any:
+        key = (s.task_id, s.trial)
+        outcome = self.outcome(*key)
+        cost = self.costs[(len(self.attempts) + s.trial) % len(self.costs)]
+        s.record_usage(input_tokens=3, output_tokens=1, cost=cost)
+        if outcome == "loop":
+            return Action("noop")
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        if outcome == "error":
+            raise RuntimeError(f"boom {s.task_id} #{s.trial}")
+        return Final(outcome)
+
+    def evaluate(self, r: TrialRecord) -> Evaluation:
+        if r.output == "score_error" and self.scoring % 2 == 0:
+            raise ValueError(f"scorer broke on {r.task_id}")
+        passed = r.output == "pass" or (self.scoring % 2 == 1 and r.trial == 0)
+        scores = {"accuracy": 0.1 * (r.trial + 1) + 0.1 * self.scoring}
+        if r.task_id != "t1":  # an abstaining scorer leaves a name out
+            scores["f1"] = 0.3
+        return Evaluation(float(passed), passed, scores=scores)
+
+
+def runner(world: World, store: CommitStore) -> CorralRunner:
+    return CorralRunner(
+        TASKS,
+        {"a": ScriptedAgent(world.decide)},
+        {"e": FakeEnvironment(evaluate=world.evaluate)},
+        store=store,
+        retry_policy=RetryPolicy(max_retries=0),
+    )
+
+
+async def check_same(store: CommitStore, benchmark_id: str = "b") -> None:
+    """Heads equal the fold of every commit; so do the reports built from each."""
+    async with store.opened():
+        config = await store.benchmark_config(benchmark_id)
+        assert config is not None
+        summaries = await store.summaries(benchmark_id)
+        kept = [h async for chunk in heads_of(store, benchmark_id) for h in chunk]
+        folded = [head_of(s) for s in summaries if s.terminal is not None]
+        assert [h for h in kept if h.done] == [h for h in folded if h.done]
+        n = StoredConfig.decode(config).trials_per_task
+        ks = default_ks(n)
+        from_heads = await stored_report(store, benchmark_id, config, k_values=ks)
+        from_commits = build_report(
+            benchmark_id, config, records=records_from(summaries), k_values=ks
+        )
+        finished = await store.finished_trials(benchmark_id, n)  # type: ignore[attr-defined]
+        assert finished == from_commits.finished
+    # The records are read after the store closed, from a reader of its own.
+    assert from_heads.to_dict() == from_commits.to_dict()
+    assert list(from_heads.records()) == list(from_commits.records())
+    assert from_heads.retries == from_commits.retries
+
+
+STEPS = st.lists(
+    st.sampled_from(["run", "retry_errors", "rerun_all", "rescore", "subset", "killed"]),
+    min_size=1,
+    max_size=5,
+)
+PLANS = st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=18)
+COSTS = st.lists(st.sampled_from([0.1, 0.2, 0.3, 1e-9, 0.0]), min_size=1, max_size=4)
+
+
+async def play(world: World, store: CommitStore, steps: list[str]) -> None:
+    for step in ["run", *steps]:
+        r = runner(world, store)
+        if step == "run":
+            await r.run("b", trials_per_task=TRIALS)
+        elif step == "retry_errors":
+            await r.run("b", trials_per_task=TRIALS, rerun=("error", "timeout"))
+        elif step == "rerun_all":
+            await r.run("b", trials_per_task=TRIALS, rerun=("error", "max_iterations"))
+        elif step == "subset":
+            await r.run("b", trials_per_task=TRIALS, task_ids=["t1"])
+        elif step == "killed":
+            await killed_rerun(store)
+        else:
+            try:
+                world.scoring += 1
+                await r.rescore("b")
+            except corral.ConfigError:  # nothing run yet: nothing to rescore
+                pass
+
+
+async def killed_rerun(store: CommitStore) -> None:
+    """What a rerun killed after reopening a finished trial leaves: its reopen commit
+    (and a first step), no terminal yet."""
+    key = corral.TrialKey("b", "t1", 1)
+    async with store.opened():
+        history = await store.history(key)
+        if not any(c.kind == "terminal" for c in history):
+            return
+        head = history[-1].seq + 1
+        reopen = {"reason": "rerun", "previous_status": "completed"}
+        step = {"action": {"tool": "noop", "arguments": {}}}
+        await store.append(
+            key,
+            [
+                corral.Commit(head, "reopen", reopen, 2.0),
+                corral.Commit(head + 1, "action", step, 2.5),
+            ],
+        )
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp())
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=STEPS, plan=PLANS, costs=COSTS)
+def test_sqlite_heads_equal_the_fold_after_runs_rescores_and_copies(
+    scratch: Path, steps: list[str], plan: list[str], costs: list[float]
+) -> None:
+    folder = Path(tempfile.mkdtemp(dir=scratch))
+    world = World(plan, costs)
+    store = open_store(folder / "store.db")
+    anyio.run(play, world, store, steps)
+    anyio.run(check_same, store)
+    copy = open_store(folder / "copy.db")
+    memory = corral.MemoryStore()
+    anyio.run(copy_benchmarks, store, copy)
+    anyio.run(copy_benchmarks, store, memory)
+    anyio.run(check_same, copy)
+    anyio.run(check_same, memory)
+    # And after more work on the copy (a resume of the copied benchmark).
+    anyio.run(play, world, copy, ["retry_errors", "rescore"])
+    anyio.run(check_same, copy)
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=STEPS, plan=PLANS, costs=COSTS)
+def test_postgres_heads_equal_the_fold_after_runs_rescores_and_copies(
+    pg_dsn: str, scratch: Path, steps: list[str], plan: list[str], costs: list[float]
+) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # each example from empty
+        conn.execute("DROP SCHEMA IF EXISTS corral CASCADE")
+    world = World(plan, costs)
+    store = open_store(pg_dsn)
+    anyio.run(play, world, store, steps)
+    anyio.run(check_same, store)
+    copy = open_store(Path(tempfile.mkdtemp(dir=scratch)) / "copy.db")
+    anyio.run(copy_benchmarks, store, copy)
+    anyio.run(check_same, copy)
+
+
+V2_STORE = Path(__file__).parents[1] / "data" / "v2_store"
+V1_STORE = Path(__file__).parents[1] / "data" / "v1_store"
+
+
+def test_an_older_store_gets_its_heads_once_and_reports_what_it_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tests.data.v2_store.make_v2_store import COMMANDS
+
+    copy = tmp_path / "v2"
+    shutil.copytree(V2_STORE, copy, ignore=shutil.ignore_patterns("expected", "*.py"))
+    monkeypatch.chdir(copy)
+    monkeypatch.setenv("CORRAL_STORE", "store.db")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def first_open() -> None:
+        async with open_store(copy / "store.db").opened():
+            pass
+
+    anyio.run(first_open)
+    said = capfd.readouterr().err
+    assert "building trial summaries" in said and "trials summarised in" in said
+    anyio.run(first_open)  # once only
+    assert "building" not in capfd.readouterr().err
+    for name in sorted(COMMANDS):  # read from the heads now, as they were printed
+        result = CliRunner().invoke(main, list(COMMANDS[name]), catch_exceptions=False)
+        expected = (V2_STORE / "expected" / f"{name}.txt").read_text()
+        assert f"exit {result.exit_code}\n{result.stdout}" == expected, name
+    for benchmark_id in ("api", "demo", "cut"):
+        anyio.run(check_same, open_store(copy / "store.db"), benchmark_id)
+
+
+def test_an_older_store_opened_read_only_reports_from_its_commits(tmp_path: Path) -> None:
+    copy = tmp_path / "store.db"
+    shutil.copy(V1_STORE / "store.db", copy)
+    before = copy.read_bytes()
+    store = open_store(copy, read_only=True)
+
+    async def benchmarks() -> list[str]:
+        async with store.opened():
+            return [b.benchmark_id for b in await store.benchmarks()]
+
+    for benchmark_id in anyio.run(benchmarks):
+        anyio.run(check_same, store, benchmark_id)
+    assert copy.read_bytes() == before  # nothing written

@@ -1,0 +1,113 @@
+"""``corral show ID TASK TRIAL --transcript``: a ToolAgent trial's model calls as a
+chat in the terminal, and as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from corral.cli import main
+
+from ..support.transcript_run import ANSWER, FAILURE, PROMPT, SAID, SYSTEM, THOUGHT, transcript_run
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("transcript") / "store.db"
+    transcript_run(path)
+    return str(path)
+
+
+def _show(store: str, *more: str) -> str:
+    args = ["show", "chat", "task", "0", "--store", store, "--transcript", *more]
+    result = CliRunner(env={"COLUMNS": "400", "NO_COLOR": "1"}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_transcript_reads_as_a_chat(store: str) -> None:
+    out = _show(store)
+    out = out[out.index("call 1 ·") :]  # after the trial's header (its inputs among it)
+    for text in (SYSTEM, PROMPT, SAID, THOUGHT, FAILURE, ANSWER):
+        assert text in out
+    assert out.index(SYSTEM) < out.index(PROMPT) < out.index(SAID) < out.index(ANSWER)
+    assert "rate limited (429) · HTTP 429 · told to wait 0.01 s" in out
+    assert "server error (5xx) · HTTP 502" in out
+    assert out.count("tool echo") == 2  # both parallel calls' results, named
+    assert out.count("→ echo(") == 2
+    assert "call 1 · seq 1 · chat-model" in out and "120+30 tok" in out
+
+
+def test_the_transcript_as_json(store: str) -> None:
+    calls = json.loads(_show(store, "--json"))
+    assert [c["seq"] for c in calls] == [1, 6]
+    assert [m["role"] for m in calls[1]["sent"]] == ["tool", "tool"]
+    assert calls[0]["call"]["reasoning"] == THOUGHT
+    assert [f["kind"] for f in calls[0]["call"]["failed"]] == ["429"]
+
+
+def test_a_trial_without_model_calls_says_so(tmp_path: Path) -> None:
+    from ..support.viewer_stores import real_runs
+
+    path = tmp_path / "plain.db"
+    real_runs(path)
+    args = ["show", "base", "task-0", "0", "--store", str(path), "--transcript"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and "no model calls recorded" in result.output
+
+
+def test_a_rerun_starts_a_fresh_transcript_marked_where_it_begins(tmp_path: Path) -> None:
+    import anyio
+
+    import corral
+    from corral import BenchmarkTaskMetadata as Meta
+    from corral.testing import ChatReply, FakeChatServer
+    from corral.view._transcript import transcript_data
+
+    from ..support.tool_bench import Ledger, agent, ledger_model, tasks
+
+    path = tmp_path / "store.db"
+    replies = iter([ChatReply.failure(400, "refused the first time")])
+    with FakeChatServer(lambda body: next(replies, None) or ledger_model(body)) as server:
+
+        async def run(**options: object) -> None:
+            task: dict[str, Meta] = tasks(1)
+            runner = corral.CorralRunner(
+                task,
+                {"teller": agent(server.url)},
+                {"ledger": Ledger()},
+                store=corral.SQLiteStore(path),
+            )
+            await runner.run("again", **options)
+
+        anyio.run(run)
+        anyio.run(lambda: run(rerun=("error",)))
+    args = ["show", "again", "acct-1", "0", "--store", str(path), "--transcript"]
+    result = CliRunner(env={"COLUMNS": "400", "NO_COLOR": "1"}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.index("attempt 1") < out.index("refused the first time") < out.index("attempt 2 (")
+    assert "attempt 2 (rerun at " in out and "after an attempt that ended error" in out
+    after = out[out.index("attempt 2 (") :]
+    assert after.count("call 1 ·") == 1 and "call 3 ·" in after  # numbered afresh
+    entries = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert [e["kind"] for e in entries] == ["call", "attempt", "call", "call", "call"]
+    assert (entries[1]["attempt"], entries[1]["reason"]) == (2, "rerun")
+
+    async def page() -> list[dict[str, object]]:
+        store = corral.SQLiteStore(path)
+        async with store.opened():
+            return transcript_data(await store.history(corral.TrialKey("again", "acct-1", 0)))
+
+    data = anyio.run(page)
+    assert [(e["kind"], e["attempt"]) for e in data] == [
+        ("call", 1),
+        ("attempt", 2),
+        ("call", 2),
+        ("call", 2),
+        ("call", 2),
+    ]
+    assert data[1]["previous_status"] == "error"
