@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import history
 from ._types import (
@@ -75,23 +74,17 @@ def with_evaluation(
         evaluation_error = str(payload.error)
         error = f"evaluation failed: {evaluation_error}"
         trace = payload.traceback
-    return TrialRecord(
-        task_id=record.task_id,
-        trial=record.trial,
-        status=record.status,
-        output=record.output,
-        evaluation=evaluation,
-        error=error,
-        attempts=record.attempts,
-        commits=record.commits + 1,
-        started_at=record.started_at,
-        finished_at=commit.created_at,
-        usage=record.usage + commit.usage if commit.usage else record.usage,
-        state=record.state,
-        traceback=trace,
-        evaluation_error=evaluation_error,
-        limit=record.limit,
-        working_time=record.working_time,
+    usage = record.usage + commit.usage if commit.usage else record.usage
+    return _rebuilt(
+        record,
+        evaluation,
+        error,
+        record.commits + 1,
+        commit.created_at,
+        usage,
+        record.state,
+        trace,
+        evaluation_error,
     )
 
 
@@ -100,22 +93,61 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
     ``evaluation`` (an equal one) in place of its own if given."""
     if record.state is None and evaluation is None:
         return record
+    return _rebuilt(
+        record,
+        record.evaluation if evaluation is None else evaluation,
+        record.error,
+        record.commits,
+        record.finished_at,
+        record.usage,
+        None,
+        record.traceback,
+        record.evaluation_error,
+    )
+
+
+def _rebuilt(
+    record: TrialRecord,
+    evaluation: Evaluation | None,
+    error: str | None,
+    commits: int,
+    finished_at: float | None,
+    usage: Usage,
+    state: Any,
+    traceback: str | None,
+    evaluation_error: str | None,
+    facts: ScoringFacts | None = None,
+) -> TrialRecord:
+    """``record`` with these values, the others its own (and, with ``facts``, what its
+    scorer is told of the task: see `for_scorer`). The one copy of a record (a record
+    is frozen; `dataclasses.replace` costs several times more per trial)."""
+    task_id, task, meta = record.task_id, None, None
+    if facts is not None:
+        task_id = task = facts[0]
+        meta = facts[1]
     return TrialRecord(
-        task_id=record.task_id,
+        task_id=task_id,
         trial=record.trial,
         status=record.status,
         output=record.output,
-        evaluation=record.evaluation if evaluation is None else evaluation,
-        error=record.error,
+        evaluation=evaluation,
+        error=error,
         attempts=record.attempts,
-        commits=record.commits,
+        commits=commits,
         started_at=record.started_at,
-        finished_at=record.finished_at,
-        usage=record.usage,
-        traceback=record.traceback,
-        evaluation_error=record.evaluation_error,
+        finished_at=finished_at,
+        usage=usage,
+        state=state,
+        traceback=traceback,
+        evaluation_error=evaluation_error,
         limit=record.limit,
         working_time=record.working_time,
+        task=task,
+        model=None if meta is None else meta.model,
+        environment=None if meta is None else meta.environment_id,
+        inputs=_NO_DETAILS if meta is None else meta.inputs,
+        target=None if meta is None else meta.target,
+        metadata=_NO_DETAILS if meta is None else meta.metadata,
     )
 
 
@@ -237,22 +269,14 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         return self._count
 
 
-class ScoringFacts(NamedTuple):
-    """What the scorer is told of a trial's task beside the record itself."""
-
-    task: str
-    model: str | None
-    environment: str
-    inputs: Mapping[str, Any]
-    target: Any
-    metadata: Mapping[str, Any]
+#: What the scorer is told of a trial's task beside the record itself: the task id as
+#: written (no ``@model``) and the task's metadata (a plain pair: one per evaluation).
+ScoringFacts = tuple[str, BenchmarkTaskMetadata]
 
 
 def scoring_facts(task: str, meta: BenchmarkTaskMetadata) -> ScoringFacts:
     """``meta``'s facts for its scorer; ``task`` is the id as written (no ``@model``)."""
-    return ScoringFacts(
-        task, meta.model, meta.environment_id, meta.inputs, meta.target, meta.metadata
-    )
+    return (task, meta)
 
 
 def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
@@ -261,5 +285,15 @@ def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
     with ``model`` saying which)."""
     if facts is None:
         return record
-    # The facts' names are the record's own fields.
-    return dataclasses.replace(record, task_id=facts.task, **facts._asdict())
+    return _rebuilt(
+        record,
+        record.evaluation,
+        record.error,
+        record.commits,
+        record.finished_at,
+        record.usage,
+        record.state,
+        record.traceback,
+        record.evaluation_error,
+        facts,
+    )

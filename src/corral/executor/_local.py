@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-import anyio.abc
-
-from .._concurrency import ScopeStatistics
 from .._types import Evaluation
 from ..runtime._acks import Acks
 from ..runtime._jobs import Job, Result
@@ -14,6 +11,10 @@ from ..store._protocol import CommitStore
 from ._pool import WorkerPool
 from ._protocol import Deliver, Work
 from ._work import JobRunner
+
+#: `LocalExecutor`'s run: jobs run in its worker pool, results delivered one by one as
+#: each worker finishes.
+LocalExecution = WorkerPool[Job, Result]
 
 
 class LocalExecutor:
@@ -34,44 +35,5 @@ class LocalExecutor:
         deliver: Deliver,
         evaluation: Callable[..., Evaluation],
     ) -> LocalExecution:
-        return LocalExecution(work, store, acks, deliver)
-
-
-class LocalExecution:
-    """`LocalExecutor`'s run: jobs run in its worker pool, results delivered one by one
-    as each worker finishes."""
-
-    def __init__(self, work: Work, store: CommitStore, acks: Acks, deliver: Deliver) -> None:
-        self._deliver_batch = deliver
         runner = JobRunner(work, store, acks, remote=False)
-        self._pool: WorkerPool[Job, Result] = WorkerPool(runner.run, self._delivered, acks)
-        self._busy = 0
-
-    @property
-    def busy(self) -> int:
-        return self._busy
-
-    @property
-    def workers(self) -> int:
-        """Worker tasks started so far."""
-        return self._pool.workers
-
-    def submit(self, job: Job) -> None:
-        self._busy += 1
-        self._pool.submit(job)
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self._pool.close()
-
-    def start(self, tg: anyio.abc.TaskGroup) -> None:
-        self._pool.start(tg)  # no task of its own: only the workers
-
-    def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
-        return {}
-
-    def _delivered(self, result: Result) -> None:
-        self._busy -= 1
-        self._deliver_batch((result,))
+        return WorkerPool(runner.run, deliver, acks)

@@ -60,7 +60,9 @@ async def evaluate_trial(
                     )
                     break
             payload = _payload(evaluation, max_value_bytes)
-            usage = add_usage(NO_USAGE, evaluation.usage)
+            spent = evaluation.usage
+            if spent is not NO_USAGE and spent:  # most scorers spend nothing
+                usage = add_usage(NO_USAGE, spent)
             break
         except Exception as exc:
             if (slow_down := as_rate_limit(exc)) is not None:

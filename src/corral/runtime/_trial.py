@@ -102,6 +102,9 @@ class _Writer:
         self.clock = clock
         #: The trial's budget, or None when it has none (checked once, not per step).
         self.budget = plan.job.budget if plan.job.budget else None
+        #: Whether its commits record nothing beside their own value but the working
+        #: time (no budget, no failed attempt): one `Stamp` per `stage`, no `_stamp`.
+        self._plain = self.budget is None and not plan.job.failed_attempts
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
@@ -123,15 +126,17 @@ class _Writer:
     def stage(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
         now = time.time()
         worked = round(self.clock.spent, 6)
+        plan, projection = self.plan, self.projection
+        plain = Stamp(worked) if self._plain else None
         commits = []
         for kind, payload, usage in items:
-            stamp = _stamp(self.plan, self.projection, kind, worked)
+            stamp = plain if plain is not None else _stamp(plan, projection, kind, worked)
             commit = Commit(self.next_seq, kind, encode(payload, stamp), now, usage)
             commits.append(commit)
-            self.projection.apply(commit, payload)
+            projection.apply(commit, payload)
             self.next_seq += 1
-        self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
-        _sync(self.session, self.projection)
+        self._pending.append((plan.store.enqueue(plan.key, commits), commits))
+        _sync(self.session, projection)
         return commits
 
     async def flush(self) -> None:
@@ -342,8 +347,10 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         )
         writer.stage([("setup", setup, session.take_usage())])
     # Budgets are checked after every commit that may carry usage, and before a
-    # resumed trial does anything (its budget may have been lowered since).
-    if writer.over_budget():
+    # resumed trial does anything (its budget may have been lowered since); a trial
+    # without one skips the calls.
+    budgeted = writer.budget is not None
+    if budgeted and writer.over_budget():
         return
     turn = projection.open_turn
     if turn is not None:
@@ -353,23 +360,21 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         await _execute(writer, session, missing, turn.state_before)
     max_iterations = plan.job.metadata.max_iterations
     while projection.iteration < max_iterations:
-        if writer.over_budget():
+        if budgeted and writer.over_budget():
             return
         decision = await plan.agent.act(session)
         if isinstance(decision, Final):
             # An answer bought over budget is not a completed trial.
-            if writer.over_budget(session._usage):
+            if budgeted and writer.over_budget(session._usage):
                 return
             output = check_json(decision.output, "the Final output", limit)
-            writer.stage(
-                [
-                    (
-                        "terminal",
-                        _terminal(TrialStatus.COMPLETED, session.attempt, session.state, output),
-                        session.take_usage(),
-                    )
-                ]
+            ended = terminal(
+                TrialStatus.COMPLETED,
+                attempts=session.attempt + 1,
+                state=session.state,
+                output=output,
             )
+            writer.stage([("terminal", ended, session.take_usage())])
             return
         actions = _actions(decision)
         turn_no = projection.iteration
@@ -389,7 +394,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             items.append(("action", declared, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
         await writer.commit(items)
-        if writer.over_budget():  # the turn's model call overran: its tools never run
+        if budgeted and writer.over_budget():  # the turn's model call overran: no tools run
             return
         await _execute(writer, session, keyed, session.state)
     if writer.over_budget():
@@ -520,7 +525,7 @@ def _stamp(plan: TrialPlan, projection: Projection, kind: str, worked: float) ->
     the working time (it survives a crash with the commit), the budgets that applied
     (`corral show`), and the failed attempts' errors."""
     budget = plan.job.budget
-    stamped = budget.to_dict() if budget and kind in _BUDGETED else None
+    stamped = budget.to_dict() if kind in _BUDGETED and budget else None
     failed = plan.job.failed_attempts
     # The terminal carries them all; so does an attempt's first commit after a failure,
     # which keeps them durable if the process dies before the terminal.

@@ -51,6 +51,15 @@ class RunPlan:
             tasks = {t: metadata_dict(m) for t, m in zip(self.task_ids, view, strict=True)}
         return {"trials_per_task": self.trials_per_task, "tasks": tasks}
 
+    def lights(self) -> Sequence[BenchmarkTaskMetadata]:
+        """Every task's metadata for planning (`light`), in task order."""
+        view = self.metadata
+        if type(view) is tuple:
+            return view
+        assert isinstance(view, SourceView)
+        skeleton = view.source.skeleton
+        return [skeleton(task_id) for task_id in self.task_ids]
+
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
         view = self.metadata
