@@ -3,7 +3,9 @@
 A `Commit` keeps its payload as the stored JSON object (observers, ``corral show``
 and the viewer see it as stored); these are what Corral reads from it and writes
 into it, through `encode` and `decode` (``_codec``) only. Fields a writer leaves
-out are None (``state`` absent is `UNCHANGED`).
+out are None (``state`` absent is `UNCHANGED`). They are values, never changed once
+built, yet not frozen dataclasses: one is built for every commit a trial writes, and a
+frozen dataclass's ``__init__`` costs several times a plain one's.
 """
 
 from __future__ import annotations
@@ -11,15 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._types import UNCHANGED, Evaluation, TrialStatus
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Stamp:
+class Stamp(NamedTuple):
     """What a trial's commit records beside its own value: the working time so far,
     the budgets that applied (setup and terminal) and the failed attempts' errors."""
 
@@ -31,7 +32,7 @@ class Stamp:
 _NO_STAMP = Stamp()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SetupPayload:
     """The environment's initial state, and the trial this one sees (reflective)."""
 
@@ -40,7 +41,7 @@ class SetupPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ActionPayload:
     """One tool call the agent declared, ``index``-th of its turn ``turn``."""
 
@@ -52,7 +53,7 @@ class ActionPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolEffectPayload:
     """The effect of executing the action committed at ``action_seq``."""
 
@@ -62,7 +63,7 @@ class ToolEffectPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TerminalPayload:
     """How a trial's attempt ended (build one with `terminal`)."""
 
@@ -82,7 +83,7 @@ class TerminalPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EvaluationPayload:
     """A score (``passed`` not None), or the failure to produce one (``error``)."""
 
@@ -109,7 +110,7 @@ class EvaluationPayload:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReopenPayload:
     """Why a finished trial got a fresh attempt, and how the earlier one ended."""
 

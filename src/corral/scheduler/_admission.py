@@ -42,8 +42,10 @@ class StartKind(IntEnum):
     UNREACHABLE = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Start:
+    """One admitted start (built per trial: not frozen, which costs more; never changed)."""
+
     kind: StartKind
     task: int
     round: int
