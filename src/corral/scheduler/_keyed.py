@@ -1,8 +1,9 @@
 """The keyed limits, declared once: admission keeps one counter array per declaration,
 and `Limits`, `Statistics`, the progress view and the CLI loop over them.
 
-A new kind of keyed limit is one `KeyedLimit` in `KEYED_LIMITS` (plus its field in
-`Limits`, `Statistics` and `RunSettings`, which are typed values).
+A new kind of keyed limit is one `KeyedLimit` in `KEYED_LIMITS`, plus its typed field
+in `Limits`, `Statistics` and `RunSettings` (typed values: a test checks every
+declaration has them) and the keys the runner knows for it (`Limits.check_keys`).
 """
 
 from __future__ import annotations
