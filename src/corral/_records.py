@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -37,12 +37,17 @@ def record_of(
     usage: Usage,
     keep_state: bool = True,
     ended: history.TerminalPayload | None = None,
+    facts: ScoringFacts | None = None,
 ) -> TrialRecord:
     """The record of a trial that ended with ``terminal`` (``ended``: its payload, if the
     caller has it, whose stamp need not be filled in) and, if given, was scored by
-    ``evaluation``."""
+    ``evaluation``. With ``facts``, the record its scorer is given (`for_scorer`),
+    built at once: the runtime builds it so when the trial is to be scored."""
     payload = history.terminal_of(terminal) if ended is None else ended
     state = payload.state
+    meta = None
+    if facts is not None:
+        task_id, meta = facts
     record = TrialRecord(
         task_id=task_id,
         trial=trial,
@@ -58,17 +63,38 @@ def record_of(
         traceback=payload.traceback,
         limit=payload.limit,
         working_time=history.worked_of(terminal),
+        task=None if meta is None else task_id,
+        model=None if meta is None else meta.model,
+        environment=None if meta is None else meta.environment_id,
+        inputs=_NO_DETAILS if meta is None else meta.inputs,
+        target=None if meta is None else meta.target,
+        metadata=_NO_DETAILS if meta is None else meta.metadata,
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
 
 def with_evaluation(
-    record: TrialRecord, commit: Commit, scored: history.EvaluationPayload | None = None
+    record: TrialRecord,
+    commit: Commit,
+    scored: history.EvaluationPayload | None = None,
+    *,
+    task_id: str | None = None,
+    keep_state: bool = True,
+    share: Callable[..., Evaluation] | None = None,
 ) -> TrialRecord:
     """``record`` once its evaluation commit exists (``scored``: its payload, if the
-    caller has it)."""
+    caller has it), without what its scorer was told of the task: ``task_id`` its
+    own id (``record``'s if None), its state kept or not, and its `Evaluation` made by
+    ``share`` if given (`TrialTable.evaluation`: one kept already, so the report keeps
+    this record as it is)."""
     payload = history.evaluation_of(commit) if scored is None else scored
-    evaluation = payload.evaluation
+    if share is not None and payload.passed is not None:
+        evaluation: Evaluation | None = share(
+            payload.score, payload.passed, payload.details or _NO_DETAILS,
+            payload.scores or _NO_DETAILS,
+        )  # fmt: skip
+    else:
+        evaluation = payload.evaluation
     error, evaluation_error, trace = record.error, None, record.traceback
     if evaluation is None:
         evaluation_error = str(payload.error)
@@ -82,16 +108,17 @@ def with_evaluation(
         record.commits + 1,
         commit.created_at,
         usage,
-        record.state,
+        record.state if keep_state else None,
         trace,
         evaluation_error,
+        task_id=task_id,
     )
 
 
 def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> TrialRecord:
     """``record`` without its final state (a report keeps no states), with
     ``evaluation`` (an equal one) in place of its own if given."""
-    if record.state is None and evaluation is None:
+    if record.state is None and evaluation is None and record.task is None:
         return record
     return _rebuilt(
         record,
@@ -117,11 +144,14 @@ def _rebuilt(
     traceback: str | None,
     evaluation_error: str | None,
     facts: ScoringFacts | None = None,
+    task_id: str | None = None,
 ) -> TrialRecord:
     """``record`` with these values, the others its own (and, with ``facts``, what its
     scorer is told of the task: see `for_scorer`). The one copy of a record (a record
     is frozen; `dataclasses.replace` costs several times more per trial)."""
-    task_id, task, meta = record.task_id, None, None
+    task, meta = None, None
+    if task_id is None:
+        task_id = record.task_id
     if facts is not None:
         task_id = task = facts[0]
         meta = facts[1]
@@ -282,8 +312,8 @@ def scoring_facts(task: str, meta: BenchmarkTaskMetadata) -> ScoringFacts:
 def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
     """The record ``evaluate`` is given: ``record`` with its task's facts, and its
     ``task_id`` the id as written (a several-models run's ``add@gpt-x`` is ``add``,
-    with ``model`` saying which)."""
-    if facts is None:
+    with ``model`` saying which). A record built with its facts (`record_of`) is its own."""
+    if facts is None or record.task is not None:
         return record
     return _rebuilt(
         record,

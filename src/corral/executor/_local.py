@@ -35,5 +35,5 @@ class LocalExecutor:
         deliver: Deliver,
         evaluation: Callable[..., Evaluation],
     ) -> LocalExecution:
-        runner = JobRunner(work, store, acks, remote=False)
+        runner = JobRunner(work, store, acks, remote=False, share=evaluation)
         return WorkerPool(runner.run, deliver, acks)

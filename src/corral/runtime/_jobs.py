@@ -70,6 +70,9 @@ class TrialJob:
     #: The sequence number of this run's first commit of the trial: the commits before
     #: it, earlier runs recorded (and their observers heard of).
     head: int = 0
+    #: What its scorer is told of the task: a trial that ends to be scored ends with the
+    #: record its scorer is given (`corral._records.record_of`), not built again.
+    facts: ScoringFacts | None = None
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
 from .._tools import call_error, tools_of
 from .._types import (
+    EVALUATED_STATUSES,
     NO_USAGE,
     UNCHANGED,
     Action,
@@ -542,6 +543,9 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     assert terminal is not None
     # Shared while nothing was used: no object per trial.
     usage = projection.spend
+    ended = projection.ended
+    # To be scored: the record its scorer is given, built once.
+    facts = plan.job.facts if ended is not None and ended.status in EVALUATED_STATUSES else None
     record = record_of(
         plan.key.task_id,
         plan.key.trial,
@@ -549,7 +553,8 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
         evaluation=None,
         commits=projection.commits,
         started_at=projection.started_at,
-        ended=projection.ended,
+        ended=ended,
         usage=usage,
+        facts=facts,
     )
     return TrialOutcome(record, projection.next_seq, projection.previous_trial)

@@ -210,6 +210,7 @@ class RunLoop:
             may_have_history=(t, r) in self._partial,
             budget=self.budget.under(meta),
             head=self._heads.pop((t, r), 0) if self._heads else 0,
+            facts=(self._names[t], meta),
         )
 
     def _eval_job(self, t: int, r: int) -> EvalJob:
