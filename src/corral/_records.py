@@ -219,6 +219,8 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         # Evaluations without details, by (score type, score, passed): most trials of a
         # run share a handful (an `Evaluation` is frozen). Bounded, as scores may vary.
         self._evaluations: dict[tuple[Any, ...], Evaluation] = {}
+        #: The ids of those kept (kept for the table's life: an id names one object).
+        self._kept: set[int] = set()
 
     def add(self, record: TrialRecord) -> None:
         """Keep ``record`` as a report needs it: without its state, and sharing an
@@ -238,7 +240,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
 
     def _shared(self, evaluation: Evaluation | None) -> Evaluation | None:
         """An equal evaluation kept earlier, or None to keep this one."""
-        if evaluation is None:
+        if evaluation is None or id(evaluation) in self._kept:  # one kept already
             return None
         key = _sharing_key(
             evaluation.score, evaluation.passed, evaluation.details, evaluation.scores
@@ -248,6 +250,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         kept = self._evaluations.get(key)
         if kept is None and len(self._evaluations) < _SHARED_EVALUATIONS:
             self._evaluations[key] = evaluation
+            self._kept.add(id(evaluation))
         return None if kept is evaluation else kept
 
     def evaluation(
