@@ -95,17 +95,19 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
 
 
 def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
+    # Part of what a resumed run must match (scores against another target would mix);
+    # absent when unset, so a configuration stored before them still matches.
+    samples = sample_fields(meta)
     return {
         "agent_id": meta.agent_id,
         "environment_id": meta.environment_id,
         "model": meta.model,
         "max_iterations": meta.max_iterations,
         "dependencies": list(meta.dependencies),
-        # As JSON will store it (tuples as lists), so a resumed run compares equal.
-        "inputs": check_json(meta.inputs, "inputs"),
-        # Part of what a resumed run must match (scores against another target would
-        # mix); absent when unset, so a configuration stored before them still matches.
-        **check_json(sample_fields(meta), "target and metadata"),
+        # As JSON will store it (tuples as lists), so a resumed run compares equal
+        # (none, the common case, checked without a call per task).
+        "inputs": {} if meta.inputs == {} else check_json(meta.inputs, "inputs"),
+        **(check_json(samples, "target and metadata") if samples else samples),
     }
 
 
