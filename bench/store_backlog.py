@@ -10,7 +10,7 @@ evaluation commit. Without a bound the handed-over rows pile up in memory.
 Each run is its own process; it prints trials/s, the peak RSS growth (over the
 whole run, when the first trial started and when the last one ended) and the
 peak of live asyncio tasks in the process (counted exactly, at every task's
-creation and end, by a task factory) against the bound SPEC section 2 promises,
+creation and end, by a task factory) against the bound the README states,
 ``max_parallel_total + 16`` (``max_parallel_total`` is ``2P`` here).
 ``--backlog 0`` turns the bound off (the behaviour before it existed); ``-1``
 runs with the default bound. ``--tree`` runs the same cells against another

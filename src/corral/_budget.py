@@ -9,11 +9,10 @@ deferral) goes on from what it had already spent.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ConfigError
+from ._checks import positive_int, positive_number
 from ._types import BenchmarkTaskMetadata, Usage
 
 #: The budgets a task's metadata or a run may set, in the order they are checked.
@@ -22,21 +21,11 @@ BUDGET_NAMES = ("token_limit", "cost_limit", "working_time_limit")
 
 def check_budget(name: str, value: object, where: str = "") -> float | int | None:
     """``value`` if it is a valid ``name`` budget (or None), else a `ConfigError` naming it."""
-    if value is None:
-        return None
     what = f"{where} {name}".strip()
     if name == "token_limit":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{what} must be a positive integer or None, not {value!r}")
-        return value
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(f"{what} must be a positive number or None, not {value!r}")
-    return value
+        return positive_int(what, value, or_none=True)
+    unit = "seconds" if name == "working_time_limit" else ""
+    return positive_number(what, value, unit=unit, or_none=True)
 
 
 @dataclass(frozen=True, slots=True)

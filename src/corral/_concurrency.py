@@ -20,19 +20,12 @@ from types import TracebackType
 import anyio
 import anyio.lowlevel
 
+from ._checks import positive_int
 from ._errors import ConfigError
 
 #: The scope that bounds `corral.subprocess` calls; user scope names may not start with "corral.".
 SUBPROCESSES = "corral.subprocesses"
 _RESERVED = "corral."
-
-
-def _positive_int(name: str, value: object) -> int:
-    """``value`` if it is an integer >= 1 (bools are not), else a `ConfigError` naming it."""
-    # Not `scheduler._limits.positive_int`: this module stays a leaf any layer may import.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +124,7 @@ class ConcurrencyScopes:
     def __init__(self, *, max_subprocesses: int | None = None) -> None:
         if max_subprocesses is None:
             max_subprocesses = available_cpus()
-        self.max_subprocesses = _positive_int("max_subprocesses", max_subprocesses)
+        self.max_subprocesses = positive_int("max_subprocesses", max_subprocesses)
         self._scopes: dict[str, ConcurrencyScope] = {}
 
     def __repr__(self) -> str:
@@ -149,7 +142,7 @@ class ConcurrencyScopes:
             raise ConfigError(
                 f"concurrency scope names starting with {_RESERVED!r} are reserved: {name!r}"
             )
-        return self._get(name, _positive_int(f"the limit of concurrency scope {name!r}", limit))
+        return self._get(name, positive_int(f"the limit of concurrency scope {name!r}", limit))
 
     def subprocess_scope(self) -> ConcurrencyScope:
         """The scope that bounds `corral.subprocess` calls to ``max_subprocesses``."""
@@ -229,7 +222,7 @@ def concurrency(name: str, limit: int) -> AbstractAsyncContextManager[None]:
     a cancelled waiter takes no slot. `ConfigError` when entered if the same
     name was used with another limit; at once if ``limit`` is not a positive integer.
     """
-    _positive_int(f"the limit of concurrency scope {name!r}", limit)
+    positive_int(f"the limit of concurrency scope {name!r}", limit)
     return _Use(name, limit)
 
 

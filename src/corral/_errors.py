@@ -55,9 +55,16 @@ class RateLimited(CorralError):
     head, while the effective limit of its model shrinks and then grows back.
     """
 
-    def __init__(self, message: str = "rate limited", *, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str = "rate limited",
+        *,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+    ):
         super().__init__(message)
         self.retry_after = retry_after
+        self.status_code = status_code
 
 
 class ModelError(CorralError):
@@ -73,12 +80,17 @@ class ModelUnavailable(CorralError):
     """A model endpoint failed transiently (a 5xx, a timeout, a dropped connection).
 
     Unlike Corral's other errors it is retried, as a failed attempt: the retry
-    rebuilds the same conversation from the trial's history.
+    rebuilds the same conversation from the trial's history. ``failure_kind``:
+    ``"timeout"`` or ``"dropped"`` when the client knows which (a model call's
+    record shows it).
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None):
+    def __init__(
+        self, message: str, *, status_code: int | None = None, failure_kind: str | None = None
+    ):
         super().__init__(message)
         self.status_code = status_code
+        self.failure_kind = failure_kind
 
 
 class BenchmarkBusyError(CorralError):

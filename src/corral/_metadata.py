@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ._budget import BUDGET_NAMES, check_budget
+from ._checks import positive_int
 from ._errors import ConfigError, NotSerializableError
 from ._ids import check_id
 from ._json import check_json
@@ -24,15 +25,7 @@ def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
         check_id(f"task {task_id!r} {name}", getattr(meta, name))
     if meta.model is not None:
         check_id(f"task {task_id!r} model (a string or None)", meta.model)
-    if (
-        isinstance(meta.max_iterations, bool)
-        or not isinstance(meta.max_iterations, int)
-        or meta.max_iterations < 1
-    ):
-        raise ConfigError(
-            f"task {task_id!r} max_iterations must be a positive integer, "
-            f"not {meta.max_iterations!r}"
-        )
+    positive_int(f"task {task_id!r} max_iterations", meta.max_iterations)
     for parent in meta.dependencies:
         check_id(f"dependency of task {task_id!r}", parent)
     for name in BUDGET_NAMES:

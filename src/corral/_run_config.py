@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ._budget import BUDGET_NAMES, NO_BUDGET, Budget, check_budget
+from ._checks import positive_int, seconds
 from ._errors import ConfigError
 from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._types import TrialStatus
 from .report._files import check_report_file
 from .runtime._retry import RetryPolicy
 from .scheduler import Limits
-from .scheduler._limits import positive_int
 from .scheduler._plan import check_models
 from .store._decode import MAX_TRIALS_PER_TASK
 
@@ -39,16 +39,6 @@ RERUNNABLE = (
     TrialStatus.UNREACHABLE,
     TrialStatus.LIMIT,  # with a higher budget: the fresh attempt gets a fresh budget
 )
-
-
-def check_timeout(name: str, value: object) -> None:
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(f"{name} must be a positive number or None, not {value!r}")
 
 
 def check_ks(k_values: object, trials: int) -> tuple[int, ...]:
@@ -87,8 +77,8 @@ class Timeouts:
     evaluation: float | None = None
 
     def __post_init__(self) -> None:
-        check_timeout("trial_timeout", self.trial)
-        check_timeout("evaluation_timeout", self.evaluation)
+        seconds("trial_timeout", self.trial, or_none=True)
+        seconds("evaluation_timeout", self.evaluation, or_none=True)
 
     @property
     def evaluation_or_trial(self) -> float | None:
@@ -290,9 +280,7 @@ class RunConfig:
         put("rerun", rerun_statuses(self.rerun))
         if self.max_subprocesses is not None:
             positive_int("max_subprocesses", self.max_subprocesses)
-        size = self.max_value_bytes
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ConfigError(f"max_value_bytes must be a positive integer, not {size!r}")
+        positive_int("max_value_bytes", self.max_value_bytes)
         put("report_file", check_report_file(self.report_file))
 
     @classmethod

@@ -14,6 +14,7 @@ import anyio.to_thread
 
 from . import history
 from ._budget import Budget
+from ._checks import non_negative_int
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
 from ._errors import ConfigError, unwrap_single
 from ._ids import check_id
@@ -99,8 +100,7 @@ class CorralRunner:
             declared = getattr(env, "tools", None)
             if declared is not None and not callable(declared):
                 check_tools(declared, env_id)
-        if isinstance(max_backlog, bool) or not isinstance(max_backlog, int) or max_backlog < 0:
-            raise ConfigError(f"max_backlog must be an integer >= 0, not {max_backlog!r}")
+        non_negative_int("max_backlog", max_backlog)
         #: Appends handed to the store and not yet durable before trials wait (0: no bound).
         self.max_backlog = max_backlog
         timeouts = Timeouts(trial_timeout, evaluation_timeout)  # checks both

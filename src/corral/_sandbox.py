@@ -17,6 +17,7 @@ from typing import Final, Literal
 import anyio
 from anyio.abc import Process
 
+from ._checks import positive_int, seconds
 from ._errors import ConfigError, CorralError
 from ._sandbox_setup import (
     FIRST_UID,
@@ -33,7 +34,6 @@ from ._subprocess import (
     Ended,
     SubprocessResult,
     _command,
-    check_seconds,
     kill_group,
     run_bounded,
 )
@@ -121,7 +121,7 @@ async def sandbox(
     but no process limit and no isolation at all.
     """
     argv = _argv(command)
-    check_seconds("timeout", timeout)
+    seconds("timeout", timeout)
     for name, value in (
         ("memory", memory),
         ("processes", processes),
@@ -129,13 +129,10 @@ async def sandbox(
         ("disk", disk),
         ("max_output", max_output),
     ):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value <= 0
-        ):
-            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+        positive_int(name, value, or_none=True)
     if cpu_seconds is None:
         cpu_seconds = timeout
-    check_seconds("cpu_seconds", cpu_seconds)
+    seconds("cpu_seconds", cpu_seconds)
     limits = Limits(math.ceil(cpu_seconds), memory, processes, file_size)
     work_files = _files(files)
     data = input.encode() if isinstance(input, str) else input

@@ -6,6 +6,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._checks import positive_int
 from ._errors import ConfigError
 from ._suggest import did_you_mean
 
@@ -34,8 +35,8 @@ def select_samples(
             raise ConfigError(f"seed must be an integer, not {seed!r}")
         if not shuffle:
             raise ConfigError(f"seed={seed!r} orders a shuffle: give shuffle=True too")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigError(f"limit must be a positive integer, not {limit!r}")
+    if limit is not None:
+        positive_int("limit", limit)
     if sample_ids is not None:
         if task_ids is not None:
             raise ConfigError("give task_ids or sample_ids, not both")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
@@ -12,6 +11,7 @@ from subprocess import DEVNULL, PIPE, CalledProcessError
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from ._checks import seconds
 from ._concurrency import ConcurrencyScopes
 from ._errors import ConfigError
 
@@ -73,8 +73,7 @@ async def subprocess(
     `ConfigError` for an empty command or a timeout that is not a positive number.
     """
     command = _command(args)
-    if timeout is not None:
-        check_seconds("timeout", timeout, " or None")
+    seconds("timeout", timeout, or_none=True)
     data = input.encode() if isinstance(input, str) else input
     ended = await run_bounded(
         command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **env}
@@ -85,19 +84,6 @@ async def subprocess(
     if check and returncode != 0:
         raise CalledProcessError(returncode, command, stdout, stderr)
     return SubprocessResult(command, returncode, stdout, stderr)
-
-
-def check_seconds(name: str, value: object, alternative: str = "") -> None:
-    """`ConfigError` naming ``name`` unless ``value`` is a positive, finite number."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(
-            f"{name} must be a positive number of seconds{alternative}, not {value!r}"
-        )
 
 
 def _command(args: Command) -> str | tuple[str, ...]:

@@ -229,6 +229,9 @@ class TrialRecord:
     target: Any = field(default=None, repr=False, compare=False)
     #: The task's `BenchmarkTaskMetadata.metadata`.
     metadata: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
+    #: The trial's model calls counted per model (`corral.history.CallCounts`, from its
+    #: terminal; None: none recorded).
+    model_calls: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:

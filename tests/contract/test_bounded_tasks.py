@@ -1,5 +1,6 @@
 """Live tasks stay within max_parallel_total + 16 at every instant, also when the store lags
-(SPEC section 2): a lagging store holds admission back, never parks finished work in tasks."""
+(the bound README.md states): a lagging store holds admission back, never parks finished
+work in tasks."""
 
 from __future__ import annotations
 

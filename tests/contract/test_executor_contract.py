@@ -2,14 +2,20 @@
 
 One suite, run against each executor (`LocalExecutor` in this process, `RayExecutor`
 on a real local Ray: those parameters are marked ``ray`` and ``slow``). The agents and
-environments report to a board (`tests.ray_support`: in this process for the local
+environments report to a board (`tests.support.ray_support`: in this process for the local
 executor, a Ray actor otherwise) that gauges every limit at every instant and holds
 tool calls at a gate: no sleeps. A new executor is one more parameter here.
+
+These are the Ray executor's end-to-end cases too (on PostgreSQL and SQLite, asyncio and
+trio): each runs once on the shared local Ray, not again in ``tests/system/``, which
+keeps the Ray cases no other executor has (scopes across hosts, a dead scope hub, the CLI).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +39,8 @@ from ..support.ray_support import (
     tasks,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
+pytestmark = pytest.mark.anyio
+ASYNCIO = pytest.mark.parametrize("anyio_backend", ["asyncio"])
 
 
 @dataclass
@@ -58,6 +65,14 @@ def executor_kind(request: pytest.FixtureRequest) -> Place:
     )
 
 
+@pytest.fixture
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store a test names by parameter: a SQLite file, or a PostgreSQL database."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_dsn"))
+    return str(tmp_path / "store.db")
+
+
 def runner(
     board: Any,
     store: Any,
@@ -78,32 +93,53 @@ def runner(
     )
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+class Seen:
+    """An observer: every commit it was told of, once each."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, int, int, str]] = []
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        self.commits.append((key.task_id, key.trial, commit.seq, commit.kind))
+
+
+@pytest.mark.parametrize(
+    ("anyio_backend", "store", "seed"),
+    [("asyncio", "postgres", 1), ("trio", "sqlite", 2)],
+    ids=["postgres-asyncio", "sqlite-trio"],
+    indirect=["store"],
+)
 async def test_every_limit_holds_at_every_instant_and_work_is_conserved(
-    executor_kind: Place, seed: int, tmp_path: Path
+    executor_kind: Place, store: str, seed: int, tmp_path: Path
 ) -> None:
     """Limits drawn from a seed; the gauge says none was ever exceeded (executions,
     evaluations apart, the total, per task, model and environment), and as many trials
-    as the limits allow ran together (work conservation)."""
+    as the limits allow ran together (work conservation). The report, and the commits
+    observers heard of (each once, from whichever host made it), are the in-process run's."""
     limits = limits_of(random.Random(seed))
     most = min(
         limits["max_parallel"],
         limits["max_parallel_by_model"]["m0"] + limits["max_parallel_by_environment"]["env1"],
     )
     board = executor_kind.board(gauge_limits(limits), gate_open=False)
+    heard, heard_in_process = Seen(), Seen()
     report: corral.BenchmarkReport | None = None
 
     async def run() -> None:
         nonlocal report
-        report = await runner(board, tmp_path / "store.db", tasks(12)).run(
+        report = await runner(board, store, tasks(12)).run(
             "limits",
             trials_per_task=3,
+            k_values=(1, 3),
             executor=executor_kind.executor(),
+            observers=[heard],
             **limits,
         )
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
+        # Work-conserving (across hosts): as many trials as the limits allow reach their
+        # tool step together (held at the gate until they have).
         with anyio.fail_after(60):
             await call(board.wait_steps.remote(most))
         await call(board.open.remote())
@@ -112,17 +148,28 @@ async def test_every_limit_holds_at_every_instant_and_work_is_conserved(
     assert seen["violations"] == []
     assert seen["peaks"]["exec"] == most
     assert 1 <= seen["peaks"]["eval"] <= limits["max_parallel_evaluations"]
-
-
-async def test_dependencies_and_reflective_trials(executor_kind: Place, tmp_path: Path) -> None:
-    board = executor_kind.board()
-    report = await runner(board, tmp_path / "store.db", family(), gauged=False).run(
-        "family",
-        trials_per_task=3,
-        max_parallel=4,
-        max_parallel_per_task=1,
-        executor=executor_kind.executor(),
+    reference = await runner(LocalBoard(), tmp_path / "reference.db", tasks(12)).run(
+        "limits", trials_per_task=3, k_values=(1, 3), observers=[heard_in_process], **limits
     )
+    assert comparable(report) == comparable(reference)
+    assert len(set(heard.commits)) == len(heard.commits)
+    assert sorted(heard.commits) == sorted(heard_in_process.commits)
+
+
+@ASYNCIO
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
+async def test_dependencies_and_reflective_trials(
+    executor_kind: Place, store: str, tmp_path: Path
+) -> None:
+    board = executor_kind.board()
+    run = {"trials_per_task": 3, "max_parallel": 4, "max_parallel_per_task": 1}
+    report = await runner(board, store, family(), gauged=False).run(
+        "family", **run, executor=executor_kind.executor()
+    )
+    expected = await runner(LocalBoard(), tmp_path / "reference.db", family(), gauged=False).run(
+        "family", **run
+    )
+    assert comparable(report) == comparable(expected)
     assert report.counts["unreachable"] == 3  # e's trials: d never answers
     # Each trial of b saw a's output, and (reflective) its own previous trial's score.
     outputs = [t.output for t in report.tasks["b"].trials]
@@ -142,6 +189,7 @@ class FlakyAgent:
         return corral.Final(session.attempt)
 
 
+@ASYNCIO
 async def test_retries_and_rate_limit_deferrals(executor_kind: Place, tmp_path: Path) -> None:
     """Every trial's setup is rate limited once (deferred, then continued: not a failed
     attempt) and its first attempt fails (retried)."""
@@ -167,6 +215,7 @@ async def test_retries_and_rate_limit_deferrals(executor_kind: Place, tmp_path: 
     assert limited == {f"limited t{i}/{r}": 2 for i in range(6) for r in range(2)}
 
 
+@ASYNCIO
 async def test_a_cancelled_run_stops_everything_and_resumes_to_the_same_report(
     executor_kind: Place, tmp_path: Path
 ) -> None:
@@ -197,11 +246,17 @@ async def test_a_cancelled_run_stops_everything_and_resumes_to_the_same_report(
     assert len(steps) == 12 and max(steps.values()) <= 2  # a cut step ran again, once
 
 
+@ASYNCIO
+@pytest.mark.parametrize(
+    ("how", "store"), [("ray.kill", "postgres"), ("SIGKILL", "sqlite")], indirect=["store"]
+)
 async def test_a_host_lost_mid_trial_changes_nothing_in_the_report(
-    executor_kind: Place, tmp_path: Path
+    executor_kind: Place, how: str, store: str, tmp_path: Path
 ) -> None:
+    """Four tool calls wait at the gate, two on each host: the host of one is killed
+    (by Ray, or its process by SIGKILL). Its steps run again elsewhere, once."""
     if executor_kind.name == "local":
-        pytest.skip("in process, a lost worker is a lost process: tests/test_kill9.py")
+        pytest.skip("in process, a lost worker is a lost process: tests/system/test_kill9.py")
     import ray
 
     run = {"trials_per_task": 2, "max_parallel": 4, "max_parallel_per_task": 1}
@@ -210,15 +265,18 @@ async def test_a_host_lost_mid_trial_changes_nothing_in_the_report(
 
     async def go() -> None:
         nonlocal report
-        report = await runner(board, tmp_path / "store.db", tasks(6), gauged=False).run(
+        report = await runner(board, store, tasks(6), gauged=False).run(
             "bench", **run, executor=executor_kind.executor()
         )
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(go)
         where = await call(board.wait_steps.remote(4))
-        _, actor = next(iter(where.values()))
-        ray.kill(actor)
+        pid, actor = next(iter(where.values()))
+        if how == "ray.kill":
+            ray.kill(actor)
+        else:
+            os.kill(pid, signal.SIGKILL)
         await call(board.open.remote())
     assert report is not None
     reference = await runner(LocalBoard(), tmp_path / "reference.db", tasks(6), gauged=False).run(

@@ -248,7 +248,8 @@ ORDERS = st.lists(
 )
 
 
-@settings(max_examples=100, deadline=None)
+# 50 scenarios on each backend (each run draws others): 100 whole runs against the model.
+@settings(max_examples=50, deadline=None)
 @given(scenarios(max_tasks=MAX_TASKS, max_trials=MAX_TRIALS), ORDERS)
 async def test_a_run_never_exceeds_a_limit_and_conserves_work(
     scenario: Scenario, order: list[int]

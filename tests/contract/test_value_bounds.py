@@ -109,7 +109,11 @@ async def test_a_model_reply_counting_1e30_prompt_tokens_fails_only_its_attempt(
         agent = ToolAgent(OpenAICompatible("m", base_url=server.url))
         for _ in range(2):
             runner = corral.CorralRunner(
-                tasks, {"a": agent}, {"e": FakeEnvironment()}, store=tmp_path / "s.db"
+                tasks,
+                {"a": agent},
+                {"e": FakeEnvironment()},
+                store=tmp_path / "s.db",
+                backoff_base=0.0,  # the huge reply's attempts are retried at once
             )
             report = await runner.run("b")
             assert report.tasks["fine"].trials[0].status == TrialStatus.COMPLETED

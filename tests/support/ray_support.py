@@ -200,6 +200,17 @@ class BoardAgent:
         return Action("step", {"n": session.trial + 1})
 
 
+async def through_gate(board: Any, session: corral.AgentSession) -> None:
+    """Step through ``board``'s gate as the action ``session`` executes (from its host)."""
+    assert session.step_key is not None
+    pid, actor = _here()
+    try:
+        await call(board.step.remote(session.step_key, pid, actor))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await call(board.left.remote())
+
+
 class BoardEnvironment:
     """Enters the gauge at setup (left when the agent answers), steps through the board's
     gate, and scores with the evaluation keys held. With ``rate_limited``, the first
@@ -229,13 +240,7 @@ class BoardEnvironment:
         return 0
 
     async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
-        assert session.step_key is not None
-        pid, actor = _here()
-        try:
-            await call(self.board.step.remote(session.step_key, pid, actor))
-        finally:
-            with anyio.CancelScope(shield=True):
-                await call(self.board.left.remote())
+        await through_gate(self.board, session)
         return ToolEffect("ok", session.state + action.arguments["n"])
 
     async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:

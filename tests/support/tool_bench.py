@@ -36,6 +36,22 @@ BALANCE = corral.Tool(
 )
 
 
+#: The commit kinds of one ledger trial: each model call recorded just before what
+#: followed from it (the turn's action, or the terminal).
+LEDGER_HISTORY = [
+    "setup",
+    "model_call",
+    "action",
+    "tool_effect",
+    "model_call",
+    "action",
+    "tool_effect",
+    "model_call",
+    "terminal",
+    "evaluation",
+]
+
+
 def balance_of(account: int) -> int:
     return account * 100 + 7
 

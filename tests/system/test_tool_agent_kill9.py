@@ -13,7 +13,7 @@ from corral.testing import FakeChatServer
 
 from ..support.stepped_child import run_child_until
 from ..support.tool_agent_child import runner
-from ..support.tool_bench import balance_of, ledger_model
+from ..support.tool_bench import LEDGER_HISTORY, balance_of, ledger_model
 
 
 def run_child_until_first(store: Path, url: str, kind: str) -> list[dict[str, object]]:
@@ -27,7 +27,7 @@ def test_kill9_between_action_and_effect_does_not_ask_the_model_again(tmp_path: 
     store = tmp_path / "store.db"
     with FakeChatServer(ledger_model) as server:
         acked = run_child_until_first(store, server.url, "action")
-        assert [a["kind"] for a in acked] == ["setup", "action"]
+        assert [a["kind"] for a in acked] == ["setup", "model_call", "action"]
         assert server.calls == 1  # the first turn was asked, recorded, not executed
 
         report = anyio.run(lambda: runner(store, server.url).run("kill"))
@@ -40,15 +40,7 @@ def test_kill9_between_action_and_effect_does_not_ask_the_model_again(tmp_path: 
         assert resumed[2]["tool_calls"][0]["function"]["name"] == "lookup"
         assert json.loads(resumed[3]["content"]) == {"ledger": "L1"}
     history = anyio.run(lambda: _history(store), backend="asyncio")
-    assert [c.kind for c in history] == [
-        "setup",
-        "action",
-        "tool_effect",
-        "action",
-        "tool_effect",
-        "terminal",
-        "evaluation",
-    ]
+    assert [c.kind for c in history] == LEDGER_HISTORY
 
 
 async def _history(store: Path) -> list[corral.Commit]:

@@ -321,16 +321,33 @@ def test_the_export_opens_on_its_benchmark_and_compares_its_models(
     watched.assert_clean()
 
 
+def served_version(page: Page, served: str) -> int:
+    """The version of benchmark ``models`` the viewer serves now."""
+    response = page.request.get(served + "api/version?id=models")
+    assert response.ok, response.text()
+    return int(response.json()["version"])
+
+
 def test_a_rescore_while_the_page_is_open_updates_it(tmp_path: Path, watched: Watched) -> None:
     path = tmp_path / "rescored.db"
     off_loop(models_run, path)
     page = watched.page
+    # The page asks for the benchmark's version every 3 s: its clock is moved on once the
+    # server (which looks at the store at most every 2 s) serves the new version.
+    page.clock.install()
     with serving(path) as served:
         page.goto(served + "#/benchmark?id=models")
         page.locator("#passk").wait_for()
         assert "pass@1 0.625" in page.locator("#passk").inner_text()
+        first = served_version(page, served)
+        page.clock.fast_forward(3_000)  # asked once: nothing changed
         assert page.locator("#updated").count() == 0
         off_loop(rescore_models_run, path)  # small now passes trial 0 only
+        deadline = time.monotonic() + 30
+        while served_version(page, served) == first:
+            assert time.monotonic() < deadline, "the server never served the rescored data"
+            time.sleep(0.05)  # the server's own 2 s, in another process: nothing to await
+        page.clock.fast_forward(3_000)
         page.locator("#updated").wait_for()
         assert "pass@1 0.500" in page.locator("#passk").inner_text()
         watched.shot("9-rescored")

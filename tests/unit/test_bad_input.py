@@ -101,14 +101,14 @@ CASES: dict[str, Case] = {
     **limit_cases(),
     **{
         f"trial_timeout={bad!r}": Case(
-            f"trial_timeout must be a positive number or None, not {bad!r}",
+            f"trial_timeout must be a positive number of seconds or None, not {bad!r}",
             runner={"trial_timeout": bad},
         )
         for bad in (0, -1.0, float("nan"), float("inf"), "60", True)
     },
     **{
         f"evaluation_timeout={bad!r}": Case(
-            f"evaluation_timeout must be a positive number or None, not {bad!r}",
+            f"evaluation_timeout must be a positive number of seconds or None, not {bad!r}",
             runner={"evaluation_timeout": bad},
         )
         for bad in (0, -1.0, float("nan"), "60")

@@ -22,6 +22,7 @@ def demo(tmp_path: Path, *extra: str) -> Any:
     return CliRunner().invoke(main, [*args, "--provider", "anthropic", *extra])
 
 
+@pytest.mark.slow  # the whole demo (84 trials): a system test, as test_cli's
 def test_the_local_demo_speaks_the_messages_api(tmp_path: Path) -> None:
     result = demo(tmp_path)
     assert result.exit_code == 0, result.output

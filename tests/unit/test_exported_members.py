@@ -88,7 +88,7 @@ def test_every_exported_name_resolves() -> None:
 
 
 def test_the_executors_are_public() -> None:
-    # SPEC section 5: any Executor runs a benchmark's trials; LocalExecutor is the default.
+    # Any Executor runs a benchmark's trials; LocalExecutor is the default.
     assert {"Executor", "LocalExecutor", "RayExecutor"} <= set(corral.__all__)
     assert isinstance(corral.LocalExecutor(), corral.Executor)
     assert isinstance(corral.RayExecutor(), corral.Executor)
@@ -96,6 +96,6 @@ def test_the_executors_are_public() -> None:
 
 
 def test_run_settings_are_public() -> None:
-    # SPEC section 5: a run's settings as one value, and its limits.
+    # A run's settings as one value, and its limits.
     assert {"Limits", "RunConfig"} <= set(corral.__all__)
     assert corral.RunConfig().limits == corral.Limits()

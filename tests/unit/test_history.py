@@ -91,7 +91,15 @@ def test_a_missing_key_reads_as_its_default() -> None:
 
 
 def test_the_kinds_are_the_stored_names() -> None:
-    assert KINDS == {"setup", "action", "tool_effect", "terminal", "evaluation", "reopen"}
+    assert KINDS == {
+        "setup",
+        "action",
+        "tool_effect",
+        "terminal",
+        "evaluation",
+        "reopen",
+        "model_call",
+    }
     assert CommitKind.TOOL_EFFECT == "tool_effect"
 
 

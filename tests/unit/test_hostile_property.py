@@ -22,14 +22,14 @@ from .test_model_malformed import Echo
 pytestmark = pytest.mark.anyio
 
 REPLIES: dict[str, Any] = {
-    **hostile_replies(bytes_per_second=20, interval=0.05, size=4 * 1024 * 1024),
+    **hostile_replies(bytes_per_second=100, interval=0.01, size=4 * 1024 * 1024),
     "honest": ChatReply.text("done"),
     "honest_tools": ChatReply.tools(("echo", {"x": 1})),
 }
 #: The replies a trial completes on (content that is an object is kept as JSON).
 COMPLETING = {"honest", "object_content"}
 #: The client's deadline per request, and one attempt's.
-REQUEST_TIMEOUT = 0.3
+REQUEST_TIMEOUT = 0.1  # ten times the slow replies' pace between bytes
 TRIAL_TIMEOUT = 1.0
 MAX_RETRIES = 1
 #: A trial's attempts, each within the trial timeout, plus the scheduler's slack.
@@ -38,7 +38,7 @@ TRIAL_BOUND = (MAX_RETRIES + 1) * TRIAL_TIMEOUT + 1.0
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    return "asyncio"  # the client on both backends: test_model_hardening.py
+    return "asyncio"  # the client on both backends: test_models_waits.py, test_model_malformed.py
 
 
 def answer(body: dict[str, Any]) -> Any:

@@ -306,3 +306,20 @@ async def test_reasoning_content_is_the_replys_reasoning(server: FakeChatServer)
     model = client(server)
     assert (await model.complete(HELLO)).reasoning == "2 + 2 is 4."
     assert (await model.complete(HELLO)).reasoning is None
+
+
+def test_clients_share_one_tls_context_that_verifies_certificates() -> None:
+    """httpx's default context, made once per process (reading the CA bundle cost 25 ms
+    per client), still checks the certificate and the host name."""
+    import ssl
+
+    from corral.models import Anthropic
+
+    made = [
+        m._new_client(1)
+        for m in (OpenAICompatible("m", base_url="https://a.example"), Anthropic("m"))
+    ]
+    contexts = {id(c._transport._pool._ssl_context) for c in made}  # type: ignore[attr-defined]
+    assert len(contexts) == 1
+    context = made[0]._transport._pool._ssl_context  # type: ignore[attr-defined]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

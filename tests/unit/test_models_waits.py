@@ -119,20 +119,22 @@ async def test_absurd_waits_are_capped(provider: str, reply: ChatReply) -> None:
 
 @pytest.mark.parametrize(
     "reply",
-    [HostileReply.slow_headers(20), HostileReply.slow_body(20), HostileReply.endless(0.05)],
+    # Each read waits a tenth of the deadline (10 ms), so only a deadline on the whole
+    # request ends it (a per-read timeout would not).
+    [HostileReply.slow_headers(100), HostileReply.slow_body(100), HostileReply.endless(0.01)],
     ids=["slow-headers", "slow-body", "endless"],
 )
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_one_deadline_bounds_the_whole_request(provider: str, reply: HostileReply) -> None:
     with hostile(provider, reply) as server:
-        model = model_for(provider, server, timeout=0.5)
+        model = model_for(provider, server, timeout=0.1)
         start = anyio.current_time()
         with anyio.fail_after(NO_HANG), pytest.raises(corral.ModelUnavailable) as caught:
             await model.complete(HELLO)
         took = anyio.current_time() - start
     assert model.url in str(caught.value) and model.url.startswith(server.url)
-    assert "within the timeout of 0.5 s" in str(caught.value)
-    assert 0.5 <= took < 2.5  # the deadline, and slack for a loaded machine
+    assert "within the timeout of 0.1 s" in str(caught.value)
+    assert 0.1 <= took < 2.1  # the deadline, and slack for a loaded machine
 
 
 async def test_a_slow_reply_in_time_is_read() -> None:

@@ -129,7 +129,7 @@ def test_the_report_gives_each_score_overall_and_per_model() -> None:
     assert out["tasks"]["q1@a"]["named_scores"] == {"acc": 0.5, "f1": 0.75}
     # pass@k is untouched beside them.
     assert out["pass_at_k"] == {"1": 1.0}
-    # The report's `scores` gives them too, beside pass@k and pass^k (SPEC section 5).
+    # The report's `scores` gives them too, beside pass@k and pass^k.
     assert report.scores["acc"] == report.named_scores["acc"].estimate
     assert "f1" in report.scores and "nope" not in report.scores
     assert report.scores_by_model["b"]["f1"] == by_model["b"]["f1"].estimate

@@ -56,6 +56,7 @@ def test_readme_cli_sequence_runs_as_listed(tmp_path: Path) -> None:
         "run",
         "report",
         "show",
+        "show",
         "list",
         "run",
         "rescore",

@@ -212,5 +212,6 @@ async def test_fault_store_fails_the_nth_matching_append_once_before_or_after_it
 
 @pytest.mark.parametrize("nth", [0, -1, 1.5, True])
 def test_fault_store_refuses_a_bad_nth(nth: object) -> None:
-    with pytest.raises(ConfigError, match=f"nth must be an integer >= 1, got {nth!r}"):
+    refused = f"FaultStore nth must be a positive integer, not {nth!r}"
+    with pytest.raises(ConfigError, match=refused):
         FaultStore(MemoryStore(), kind="terminal", nth=nth)  # type: ignore[arg-type]

@@ -2,8 +2,9 @@
 
 The inputs are the user turn, each recorded turn of actions is one assistant
 message with its tool calls, and each recorded effect is the tool message
-answering its call. Nothing held in memory enters it, so a retried or resumed
-attempt sends exactly the conversation an uninterrupted one would.
+answering its call, with the text the model wrote beside those calls (from the
+model call recorded with them). Nothing held in memory enters it, so a retried
+or resumed attempt sends exactly the conversation an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from .. import history
 from .._tools import INVALID_JSON
-from ..history import ActionPayload, CommitKind, ToolEffectPayload
+from ..history import ActionPayload, CommitKind, ModelCallPayload, ToolEffectPayload
 from ..runtime import AgentSession
 
 #: How the user turn begins its note on the previous trial (``reflect=True``).
@@ -55,8 +56,10 @@ def conversation(
         messages.append({"role": "system", "content": system_prompt})
     messages.append({"role": "user", "content": user})
     turns: list[list[tuple[int, ActionPayload]]] = []
+    texts: list[str | None] = []
     effects: dict[int, Any] = {}
     turn_no = None
+    said: str | None = None  # the text of the model call that the next turn follows
     for commit in session.history:
         if commit.kind == CommitKind.ACTION:
             action = history.decode(commit)
@@ -64,16 +67,22 @@ def conversation(
             if action.turn != turn_no:
                 turn_no = action.turn
                 turns.append([])
+                texts.append(said or None)
+                said = None
             turns[-1].append((commit.seq, action))
+        elif commit.kind == CommitKind.MODEL_CALL:
+            call = history.decode(commit)
+            assert isinstance(call, ModelCallPayload)
+            said = call.text if call.error is None else said
         elif commit.kind == CommitKind.TOOL_EFFECT:
             effect = history.decode(commit)
             assert isinstance(effect, ToolEffectPayload)
             effects[effect.action_seq] = effect.observation
-    for actions in turns:
+    for actions, text in zip(turns, texts, strict=True):
         messages.append(
             {
                 "role": "assistant",
-                "content": None,
+                "content": text,
                 "tool_calls": [_tool_call(a) for _, a in actions],
             }
         )

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 from collections.abc import Callable
 from typing import Any
 
 from .._chat import ChatModel
+from .._checks import non_negative_number, positive_int
 from .._errors import ConfigError
 from .._tools import REFUSED
 from .._types import Action, Final
+from ..history import DEFAULT_RECORD_CHARS
 from ..runtime import AgentSession
+from ..runtime._model_calls import check_record_chars
 from ._conversation import conversation, parse_arguments, user_message
 
 
@@ -50,30 +52,18 @@ class ToolAgent:
         reflect: bool = False,
         prompt: Callable[[AgentSession], str] | None = None,
         max_tool_calls: int = 64,
+        record_chars: int = DEFAULT_RECORD_CHARS,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
             raise ConfigError(f"model must have an async complete() method, not {model!r}")
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigError(f"system_prompt must be a string, not {system_prompt!r}")
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-        ):
-            raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-        if temperature is not None and (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, int | float)
-            or not math.isfinite(temperature)
-            or temperature < 0
-        ):
-            raise ConfigError(f"temperature must be a number >= 0, not {temperature!r}")
+        positive_int("max_tokens", max_tokens, or_none=True)
+        if temperature is not None:
+            non_negative_number("temperature", temperature)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ConfigError(f"seed must be an integer, not {seed!r}")
-        if (
-            isinstance(max_tool_calls, bool)
-            or not isinstance(max_tool_calls, int)
-            or max_tool_calls < 1
-        ):
-            raise ConfigError(f"max_tool_calls must be a positive integer, not {max_tool_calls!r}")
+        positive_int("max_tool_calls", max_tool_calls)
         for name, value in (("parse_final", parse_final), ("prompt", prompt)):
             if value is not None and not callable(value):
                 raise ConfigError(f"{name} must be callable, not {value!r}")
@@ -86,6 +76,7 @@ class ToolAgent:
         self.reflect = reflect
         self.prompt = prompt
         self.max_tool_calls = max_tool_calls
+        self.record_chars = check_record_chars(record_chars)
 
     def __repr__(self) -> str:
         return f"ToolAgent({self.model!r})"
@@ -126,17 +117,15 @@ class ToolAgent:
 
     async def act(self, session: AgentSession) -> list[Action] | Final:
         tools = session.tools or ()
-        response = await self.model.complete(
+        # Through the session: the call is recorded in the trial's history (messages,
+        # reply, text beside its tool calls, failed tries) and its usage added.
+        response = await session.chat(self.model, record_chars=self.record_chars).complete(
             self.messages(session),
             tools=[tool.to_openai() for tool in tools] or None,
             model=session.model,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             seed=self.trial_seed(session),
-        )
-        usage = response.usage
-        session.record_usage(
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
         )
         calls = response.tool_calls
         if calls:

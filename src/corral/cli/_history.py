@@ -20,6 +20,7 @@ from ..history import (
     ActionPayload,
     CommitKind,
     EvaluationPayload,
+    ModelCallPayload,
     ReopenPayload,
     SetupPayload,
     StoredTask,
@@ -57,10 +58,11 @@ def render_history(history: TrialHistory) -> RenderableType:
             p = failure
             error = (p.error, p.error_type, p.traceback)
             errors += ["", _error(c, run if reopened else None, what, *error)]
-    return Group(_header(history), _commits(commits), *errors)
+    return Group(header(history), _commits(commits), *errors)
 
 
-def _header(history: TrialHistory) -> Table:
+def header(history: TrialHistory) -> Table:
+    """The trial, its task, outcome, budget, start and inputs."""
     meta = StoredTask.decode(history.metadata)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
@@ -217,12 +219,34 @@ def describe(commit: Commit) -> str:
         details, scores = p.details, p.scores
         named = f" · scores {compact(scores)}" if scores else ""
         return f"{verdict} · score {p.score}{named}" + (f" · {compact(details)}" if details else "")
+    if isinstance(p, ModelCallPayload):
+        return _call(p)
     assert isinstance(p, ReopenPayload)
     previous = p.previous_status
     why = (p.reason or "?") + (
         f"; the earlier run ended {previous}" if previous is not None else ""
     )
     return f"reopened ({why})"
+
+
+def _call(p: ModelCallPayload) -> str:
+    """A model call in one line (``--transcript`` shows it whole)."""
+    parts = [f"{p.model or 'model ?'}: {len(p.messages)} new message(s)"]
+    if p.error is not None:
+        parts.append(f"gave up: {p.error}")
+    else:
+        if p.text:
+            parts.append(f"said {compact(p.text)}")
+        if p.tool_calls:
+            parts.append(f"{len(p.tool_calls)} tool call(s)")
+        if p.reasoning:
+            parts.append("reasoning")
+    if p.latency is not None:
+        parts.append(f"{p.latency:.2f} s")
+    if p.failed:
+        tries = "try" if len(p.failed) == 1 else "tries"
+        parts.append(f"{len(p.failed)} failed {tries} ({', '.join(f.kind for f in p.failed)})")
+    return " · ".join(parts)
 
 
 def _failure(commit: Commit) -> TerminalPayload | EvaluationPayload | None:

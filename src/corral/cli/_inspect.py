@@ -25,8 +25,10 @@ from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
 from ..store._open import shown_address
 from ..store._runs import RunRecord
 from ._execute import make_console, print_report
+from ._history import header as _header
 from ._history import load_history, no_benchmark, render_history
 from ._options import k_option, open_store, read_store, store_option
+from ._transcript import render_transcript, transcript_dict
 
 T = TypeVar("T")
 Records = Mapping[tuple[str, int], TrialRecord]
@@ -172,11 +174,25 @@ def report_command(benchmark_id: str, store: str, as_json: bool, ks: tuple[int, 
 @click.argument("trial", type=int)
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the history as JSON.")
-def show_command(benchmark_id: str, task: str, trial: int, store: str, as_json: bool) -> None:
-    """Show one trial's commit history and the inputs it got from its parents."""
+@click.option(
+    "--transcript",
+    is_flag=True,
+    help="Print the trial's conversation with its models, call by call (with --json: "
+    "each call, and the messages it added, as JSON).",
+)
+def show_command(
+    benchmark_id: str, task: str, trial: int, store: str, as_json: bool, transcript: bool
+) -> None:
+    """Show one trial's commit history and the inputs it got from its parents; with
+    --transcript, its model calls as a chat (prompts, replies, reasoning, tool calls and
+    results, each call's latency, tokens and cost, failed tries)."""
     history = with_store(store, lambda s: load_history(s, benchmark_id, task, trial))
     if as_json:
-        click.echo(json.dumps(history.to_dict(), indent=2, default=str))
+        data = transcript_dict(history) if transcript else history.to_dict()
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    if transcript:
+        make_console().print(_header(history), render_transcript(history))
         return
     make_console().print(render_history(history))
 

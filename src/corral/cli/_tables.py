@@ -12,6 +12,7 @@ from rich.text import Text
 from .._costs import format_cost
 from .._run_meta import shown_generation, shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
+from ..report._calls import calls_line
 from ..report._metrics import Metric
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
@@ -167,6 +168,8 @@ def report_summary(
             f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
             + (f" · {format_cost(usage.cost)}" if usage.cost else ""),
         )
+    for model, counted in report.model_calls.items():  # calls, failed tries, waits
+        grid.add_row("model calls", Text(calls_line(model, counted)))
     budgets = budget_line(report)
     if budgets:
         grid.add_row("budgets", budgets)

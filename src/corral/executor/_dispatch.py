@@ -24,14 +24,12 @@ import anyio.to_thread
 
 from .._concurrency import ScopeStatistics
 from .._errors import CorralError
-from .._types import Evaluation
-from ..runtime._acks import Acks
 from ..runtime._jobs import Evaluated, Executed, Job, Postponed, Result, TrialJob
-from ..store._protocol import CommitStore, TrialKey
+from ..store._protocol import TrialKey
 from ._host import Failed, HostActor, HostSpec, Notice
 from ._logs import plain
 from ._owner import import_ray
-from ._protocol import Deliver
+from ._protocol import RunContext
 from ._scopes import hub
 from ._wire import dumps, loads
 
@@ -64,10 +62,7 @@ class RayExecution:
     def __init__(
         self,
         spec: HostSpec,
-        store: CommitStore,
-        acks: Acks,
-        deliver: Deliver,
-        evaluation: Callable[..., Evaluation],
+        run: RunContext,
         *,
         hosts: int,
         trials_per_host: int | None,
@@ -78,7 +73,8 @@ class RayExecution:
         self.hosts_wanted = hosts
         self.trials_per_host = trials_per_host
         self.max_host_restarts = max_host_restarts
-        self._store, self._acks, self._deliver, self._evaluation = store, acks, deliver, evaluation
+        self._store, self._acks = run.store, run.acks
+        self._deliver, self._evaluation = run.deliver, run.evaluation
         self._benchmark_id = spec.work.benchmark_id
         self._hub_name = spec.scope_hub
         self._spec = self.ray.cloudpickle.dumps(spec)

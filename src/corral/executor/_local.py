@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from .._types import Evaluation
-from ..runtime._acks import Acks
 from ..runtime._jobs import Job, Result
 from ..store._protocol import CommitStore
 from ._pool import WorkerPool
-from ._protocol import Deliver, Work
+from ._protocol import RunContext, Work
 from ._work import JobRunner
 
 #: `LocalExecutor`'s run: jobs run in its worker pool, results delivered one by one as
@@ -27,13 +23,6 @@ class LocalExecutor:
     async def prepare(self, work: Work, store: CommitStore) -> int | None:
         return None
 
-    def start(
-        self,
-        work: Work,
-        store: CommitStore,
-        acks: Acks,
-        deliver: Deliver,
-        evaluation: Callable[..., Evaluation],
-    ) -> LocalExecution:
-        runner = JobRunner(work, store, acks, remote=False, share=evaluation)
-        return WorkerPool(runner.run, deliver, acks)
+    def start(self, run: RunContext) -> LocalExecution:
+        runner = JobRunner(run.work, run.store, run.acks, remote=False, share=run.evaluation)
+        return WorkerPool(runner.run, run.deliver, run.acks)

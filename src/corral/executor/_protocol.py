@@ -46,6 +46,21 @@ class Work:
     observed: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What the run loop gives an executor to start one run's `Execution` with: the
+    run's `Work` and ``store`` (whose benchmark claim the run holds), its
+    acknowledgements (``acks``: what its observers hear), where results go
+    (``deliver``), and ``evaluation``, which makes the `Evaluation` of a result that
+    crosses a process (shared between equal ones)."""
+
+    work: Work
+    store: CommitStore
+    acks: Acks
+    deliver: Deliver
+    evaluation: Callable[..., Evaluation]
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Where a run's admitted trials and evaluations run (`LocalExecutor`,
@@ -57,18 +72,8 @@ class Executor(Protocol):
         run; return how many jobs it runs at once (None: no bound of its own)."""
         ...
 
-    def start(
-        self,
-        work: Work,
-        store: CommitStore,
-        acks: Acks,
-        deliver: Deliver,
-        evaluation: Callable[..., Evaluation],
-    ) -> Execution:
-        """The run's execution, once the run holds the benchmark's claim on ``store``.
-        ``acks`` are the run's acknowledgements (what its observers hear); ``evaluation``
-        makes the `Evaluation` of a result that crosses a process (shared between equal
-        ones)."""
+    def start(self, run: RunContext) -> Execution:
+        """The run's execution, once the run holds the benchmark's claim on its store."""
         ...
 
 

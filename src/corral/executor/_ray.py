@@ -5,22 +5,20 @@ from __future__ import annotations
 import os
 import types
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 
+from .._checks import positive_int
 from .._errors import ConfigError
-from .._types import Evaluation
-from ..runtime._acks import Acks
-from ..scheduler._limits import positive_int
 from ..store._protocol import CommitStore
 from ._dispatch import RayExecution
 from ._host import HostSpec
 from ._logs import RayLog, plain
 from ._owner import RayOwner, import_ray
-from ._protocol import Deliver, Work
+from ._protocol import RunContext, Work
 from ._stores import check_reach, check_store, spec_of
 
 #: Actor options Corral sets itself: Corral's retries stay the only retries.
@@ -124,23 +122,13 @@ class RayExecutor:
         check_reach(store, all_local=all_local)
         return self.capacity
 
-    def start(
-        self,
-        work: Work,
-        store: CommitStore,
-        acks: Acks,
-        deliver: Deliver,
-        evaluation: Callable[..., Evaluation],
-    ) -> RayExecution:
+    def start(self, run: RunContext) -> RayExecution:
         """The run's hosts-to-be, once the coordinator holds the benchmark's claim."""
         hub_name = f"corral-scopes-{uuid.uuid4().hex}"
-        spec = HostSpec(work, spec_of(store, work.benchmark_id), hub_name)
+        spec = HostSpec(run.work, spec_of(run.store, run.work.benchmark_id), hub_name)
         return RayExecution(
             spec,
-            store,
-            acks,
-            deliver,
-            evaluation,
+            run,
             hosts=self.hosts,
             trials_per_host=self.trials_per_host,
             max_host_restarts=self.max_host_restarts,

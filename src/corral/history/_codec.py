@@ -8,15 +8,21 @@ well formed is checked once, where a store reads it (``store/_decode.py``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from .._chat import ToolCall
 from .._types import UNCHANGED, Commit, TrialStatus
 from ._kinds import CommitKind
 from ._payloads import (
     _NO_STAMP,
     ActionPayload,
+    CallCounts,
     EvaluationPayload,
+    FailedTry,
+    ModelCallPayload,
     Payload,
     ReopenPayload,
     SetupPayload,
@@ -30,7 +36,10 @@ from ._payloads import (
 #: carries them all), so a crash loses none and the latest list is the whole story; no
 #: commit of their own, which would shift the step keys of later actions.
 FAILED_ATTEMPTS = "failed_attempts"
+#: The key of a terminal's model calls counted per model (`CallCounts`).
+MODEL_CALLS = "model_calls"
 _EMPTY: Mapping[str, Any] = {}
+_T = TypeVar("_T")
 
 
 def encode(payload: Payload, stamp: Stamp | None = None) -> dict[str, Any]:
@@ -44,6 +53,19 @@ def encode(payload: Payload, stamp: Stamp | None = None) -> dict[str, Any]:
             out["budget"] = s.budget
         if s.failed_attempts is not None:
             out[FAILED_ATTEMPTS] = list(s.failed_attempts)
+        if s.calls:
+            out[MODEL_CALLS] = {model: _counts(c) for model, c in s.calls.items()}
+    return out
+
+
+def _counts(c: CallCounts) -> dict[str, Any]:
+    out: dict[str, Any] = {"calls": c.calls}
+    if c.failed:
+        out["failed"] = dict(c.failed)
+    if c.rate_limit_wait:
+        out["rate_limit_wait"] = round(c.rate_limit_wait, 6)
+    if c.latency:
+        out["latency"] = round(c.latency, 6)
     return out
 
 
@@ -119,6 +141,48 @@ def _reopen(p: Any) -> dict[str, Any]:
     return {"reason": p.reason, "previous_status": p.previous_status}
 
 
+def _model_call(p: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "model": p.model,
+        "endpoint": p.endpoint,
+        "keep": p.keep,
+        "messages": list(p.messages),
+        "text": p.text,
+    }
+    if p.reasoning is not None:
+        out["reasoning"] = p.reasoning
+    if p.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in p.tool_calls
+        ]
+    if p.finish_reason is not None:
+        out["finish_reason"] = p.finish_reason
+    for name in ("input_tokens", "output_tokens", "cost", "cache_read_tokens"):
+        value = getattr(p, name)
+        if value:
+            out[name] = value
+    if p.cache_write_tokens:
+        out["cache_write_tokens"] = p.cache_write_tokens
+    if p.latency is not None:
+        out["latency"] = round(p.latency, 6)
+    if p.failed:
+        out["failed"] = [_failed_try(f) for f in p.failed]
+    if p.error is not None:
+        out["error"] = p.error
+    if p.truncated:
+        out["truncated"] = p.truncated
+    return out
+
+
+def _failed_try(f: FailedTry) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": f.kind, "error": f.error, "at": f.at}
+    for name in ("status", "retry_after", "waited"):
+        value = getattr(f, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
 _ENCODERS: Mapping[type, Callable[[Any], dict[str, Any]]] = {
     SetupPayload: _setup,
     ActionPayload: _action,
@@ -126,6 +190,7 @@ _ENCODERS: Mapping[type, Callable[[Any], dict[str, Any]]] = {
     TerminalPayload: _terminal,
     EvaluationPayload: _evaluation,
     ReopenPayload: _reopen,
+    ModelCallPayload: _model_call,
 }
 
 
@@ -138,7 +203,46 @@ def decode(commit: Commit) -> Payload:
 def stamp_of(p: Mapping[str, Any]) -> Stamp:
     if "worked" not in p and "budget" not in p and FAILED_ATTEMPTS not in p:
         return _NO_STAMP
-    return Stamp(p.get("worked"), p.get("budget"), _failed(p.get(FAILED_ATTEMPTS)))
+    return Stamp(
+        p.get("worked"),
+        p.get("budget"),
+        _failed(p.get(FAILED_ATTEMPTS)),
+        _calls(p.get(MODEL_CALLS)) if MODEL_CALLS in p else None,
+    )
+
+
+def _calls(value: Any) -> dict[str, CallCounts] | None:
+    """A terminal's stored model-call counts (what is not well formed left out)."""
+    if not isinstance(value, dict):
+        return None
+    out = {}
+    for model, c in value.items():
+        if not isinstance(c, dict):
+            continue
+        failed = c.get("failed")
+        out[str(model)] = CallCounts(
+            _int(c.get("calls")),
+            {str(k): _int(n) for k, n in failed.items()} if isinstance(failed, dict) else {},
+            _number(c.get("rate_limit_wait")),
+            _number(c.get("latency")),
+        )
+    return out
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0
+
+
+def _number(value: Any) -> float:
+    return float(value) if type(value) in (int, float) and value >= 0 else 0.0
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float) and value >= 0 else None
 
 
 def _failed(value: Any) -> tuple[Mapping[str, Any], ...] | None:
@@ -208,6 +312,57 @@ def _decode_reopen(p: Mapping[str, Any]) -> ReopenPayload:
     return ReopenPayload(p.get("reason"), p.get("previous_status"))
 
 
+def _decode_model_call(p: Mapping[str, Any]) -> ModelCallPayload:
+    """A model call's stored object (each field checked: this kind's payload is not
+    checked where a store reads it)."""
+    get = p.get
+    messages = get("messages")
+    calls = get("tool_calls")
+    failed = get("failed")
+    return ModelCallPayload(
+        _text(get("model")),
+        _text(get("endpoint")),
+        _int(get("keep")),
+        tuple(messages) if isinstance(messages, list) else (),
+        _text(get("text")),
+        _text(get("reasoning")),
+        _each(calls, _tool_call),
+        _text(get("finish_reason")),
+        _int(get("input_tokens")),
+        _int(get("output_tokens")),
+        _number(get("cost")),
+        _int(get("cache_read_tokens")),
+        _int(get("cache_write_tokens")),
+        _positive(get("latency")),
+        _each(failed, _decode_failed_try),
+        _text(get("error")),
+        _int(get("truncated")),
+    )
+
+
+def _each(value: Any, read: Callable[[Mapping[str, Any]], _T]) -> tuple[_T, ...]:
+    """Each object of a stored list read (what is not an object left out)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(read(item) for item in value if isinstance(item, dict))
+
+
+def _tool_call(c: Mapping[str, Any]) -> ToolCall:
+    return ToolCall(str(c.get("id") or ""), str(c.get("name") or ""), str(c.get("arguments") or ""))
+
+
+def _decode_failed_try(f: Mapping[str, Any]) -> FailedTry:
+    status = f.get("status")
+    return FailedTry(
+        str(f.get("kind") or "error"),
+        str(f.get("error") or ""),
+        status if type(status) is int else None,
+        _positive(f.get("retry_after")),
+        _positive(f.get("waited")),
+        _number(f.get("at")),
+    )
+
+
 _DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Payload]] = {
     CommitKind.SETUP: _decode_setup,
     CommitKind.ACTION: _decode_action,
@@ -215,6 +370,7 @@ _DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Payload]] = {
     CommitKind.TERMINAL: decode_terminal,
     CommitKind.EVALUATION: _decode_evaluation,
     CommitKind.REOPEN: _decode_reopen,
+    CommitKind.MODEL_CALL: _decode_model_call,
 }
 
 
@@ -242,6 +398,14 @@ def failed_attempts_of(commit: Commit) -> tuple[Mapping[str, Any], ...]:
     return _failed(p.get(FAILED_ATTEMPTS)) or ()
 
 
+def model_calls_of(commit: Commit) -> dict[str, CallCounts] | None:
+    """A terminal's model calls counted per model (None: it counts none)."""
+    p = commit.payload
+    if type(p) is not dict or MODEL_CALLS not in p:
+        return None
+    return _calls(p[MODEL_CALLS])
+
+
 def action_seq_of(commit: Commit) -> int | None:
     """A tool effect's action, if it names one (without decoding the rest)."""
     p = commit.payload
@@ -253,3 +417,91 @@ def worked_of(commit: Commit) -> float | None:
     """The working time a commit recorded (seconds, as stored), if it did."""
     p = commit.payload
     return p.get("worked") if type(p) is dict else None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """A recorded message as a reader shows it: its role, text, reasoning, tool calls,
+    and for a tool's result the call it answers (``tool_call_id``) and the tool's name."""
+
+    role: str
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+def chat_message(raw: Any, names: dict[str, str] | None = None) -> ChatMessage:
+    """A recorded message (OpenAI's shape, or Anthropic's content blocks) as a
+    `ChatMessage`; ``names`` maps tool call ids to tool names (the calls seen are
+    added, and a tool result takes its name from it)."""
+    names = {} if names is None else names
+    if not isinstance(raw, dict):
+        return ChatMessage("unknown", _shown(raw))
+    role = raw.get("role")
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
+    _parts(raw.get("content"), texts, thoughts, calls)
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(raw.get(key), str):
+            thoughts.append(raw[key])
+    listed = raw.get("tool_calls")
+    for c in listed if isinstance(listed, list) else ():
+        function = c.get("function") if isinstance(c, dict) else None
+        if isinstance(function, dict):
+            arguments = function.get("arguments")
+            text = arguments if isinstance(arguments, str) else _shown(arguments)
+            calls.append(ToolCall(str(c.get("id") or ""), str(function.get("name") or ""), text))
+    for call in calls:
+        names.setdefault(call.id, call.name)
+    answers = raw.get("tool_call_id")
+    answers = answers if isinstance(answers, str) else None
+    name = raw.get("name")
+    if not isinstance(name, str):
+        name = names.get(answers) if answers is not None else None
+    return ChatMessage(
+        role if isinstance(role, str) else "unknown",
+        "\n".join(texts),
+        "\n\n".join(thoughts) if thoughts else None,
+        tuple(calls),
+        answers,
+        name,
+    )
+
+
+def _parts(content: Any, texts: list[str], thoughts: list[str], calls: list[ToolCall]) -> None:
+    if content is None:
+        return
+    if isinstance(content, str):
+        texts.append(content)
+        return
+    if not isinstance(content, list):
+        texts.append(_shown(content))
+        return
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(part, str):
+            texts.append(part)
+        elif kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "thinking" and isinstance(part.get("thinking"), str):
+            thoughts.append(part["thinking"])
+        elif kind == "tool_use" and isinstance(part, dict):
+            called = str(part.get("id") or "")
+            calls.append(ToolCall(called, str(part.get("name")), _shown(part.get("input"))))
+        elif kind == "tool_result" and isinstance(part, dict):
+            inner: list[str] = []
+            _parts(part.get("content"), inner, thoughts, calls)
+            texts.append(f"[result of {part.get('tool_use_id')}] " + "\n".join(inner))
+        elif kind in ("image", "image_url"):
+            texts.append("[image]")
+        else:
+            texts.append(_shown(part))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=repr)

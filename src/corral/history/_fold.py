@@ -10,15 +10,18 @@ a resume see it) once that terminal is also scored if its status is scored.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Self
 
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
-from ._codec import failed_attempts_of, status_of
+from ._codec import ChatMessage, chat_message, decode, failed_attempts_of, status_of
 from ._kinds import CommitKind
+from ._payloads import CallCounts, ModelCallPayload
 
 _REOPEN = CommitKind.REOPEN
 _TERMINAL = CommitKind.TERMINAL
 _EVALUATION = CommitKind.EVALUATION
+_MODEL_CALL = CommitKind.MODEL_CALL
 
 
 class TrialFold:
@@ -33,6 +36,8 @@ class TrialFold:
         "evaluation",
         "last_seq",
         "failed_attempts",
+        "calls",
+        "last_call_seq",
     )
 
     def __init__(self) -> None:
@@ -50,6 +55,10 @@ class TrialFold:
         self.last_seq = -1
         #: The errors of the attempts that failed and were retried (since the latest reopen).
         self.failed_attempts: Sequence[Mapping[str, Any]] = ()
+        #: The latest attempt's model calls counted per model (None: none recorded).
+        self.calls: dict[str, CallCounts] | None = None
+        #: The sequence number of the latest attempt's last model call (None: none).
+        self.last_call_seq: int | None = None
 
     @classmethod
     def of(cls, commits: Sequence[Commit]) -> Self:
@@ -58,7 +67,8 @@ class TrialFold:
             fold.apply(commit)
         return fold
 
-    def apply(self, commit: Commit) -> None:
+    def apply(self, commit: Commit, payload: Any = None) -> None:
+        """Fold ``commit`` in (``payload``: its typed payload, if the caller has it)."""
         self.last_seq = commit.seq
         kind = commit.kind
         if kind == _REOPEN:
@@ -68,6 +78,7 @@ class TrialFold:
             self.commits = 0
             self.terminal = self.evaluation = None
             self.failed_attempts = ()
+            self.calls = self.last_call_seq = None
         if not self.commits:
             self.started_at = commit.created_at
         self.commits += 1
@@ -78,10 +89,24 @@ class TrialFold:
             self.terminal = commit
         elif kind == _EVALUATION:
             self.evaluation = commit
+        elif kind == _MODEL_CALL:
+            self.count_call(commit, payload if type(payload) is ModelCallPayload else None)
         if type(commit.payload) is dict and "failed_attempts" in commit.payload:
             failed = failed_attempts_of(commit)
             if failed:  # each such commit carries all so far
                 self.failed_attempts = failed
+
+    def count_call(self, commit: Commit, payload: ModelCallPayload | None = None) -> None:
+        """Count a model call (``payload``: its typed payload, if the caller has it)."""
+        call = decode(commit) if payload is None else payload
+        assert isinstance(call, ModelCallPayload)
+        self.last_call_seq = commit.seq
+        model = call.model or "unknown"
+        calls = self.calls if self.calls is not None else {}
+        self.calls = calls
+        counted = counts_of(call)
+        before = calls.get(model)
+        calls[model] = counted if before is None else before + counted
 
     @property
     def next_seq(self) -> int:
@@ -123,3 +148,100 @@ def latest_attempt(commits: list[Commit]) -> list[Commit]:
 def last_of_kind(commits: Sequence[Commit], kind: str) -> Commit | None:
     """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts)."""
     return next((c for c in reversed(commits) if c.kind == kind), None)
+
+
+def counts_of(call: ModelCallPayload) -> CallCounts:
+    """One model call as counts: a call if it got a reply, its failed tries by kind,
+    the seconds waited after those that were rate limits, its latency."""
+    failed: dict[str, int] = {}
+    waited = 0.0
+    for f in call.failed:
+        failed[f.kind] = failed.get(f.kind, 0) + 1
+        if f.kind == "429" and f.waited:
+            waited += f.waited
+    return CallCounts(int(call.error is None), failed, waited, call.latency or 0.0)
+
+
+class CallChain:
+    """The conversation of a trial's latest model call, each call's messages being a
+    delta on the one before (`delta` makes one, `apply` reads one back)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    @classmethod
+    def of(cls, commits: Sequence[Commit]) -> CallChain:
+        """The chain after ``commits`` (restarted at each ``reopen``)."""
+        chain = cls()
+        for commit in commits:
+            if commit.kind == _MODEL_CALL:
+                call = decode(commit)
+                assert isinstance(call, ModelCallPayload)
+                chain.apply(call)
+            elif commit.kind == _REOPEN:
+                chain.messages = []
+        return chain
+
+    def delta(self, sent: Sequence[Any]) -> tuple[int, list[Any]]:
+        """How many of the previous call's messages ``sent`` begins with, and the rest."""
+        before = self.messages
+        n = min(len(before), len(sent))
+        keep = 0
+        while keep < n and (sent[keep] is before[keep] or sent[keep] == before[keep]):
+            keep += 1
+        return keep, list(sent[keep:])
+
+    def apply(self, call: ModelCallPayload) -> list[Any]:
+        """Follow ``call``: its whole conversation (what a reader shows). A call that
+        failed for good with nothing sent recorded (its failed tries only) leaves the
+        chain as it was, as its writer did."""
+        if call.error is not None and not call.messages and not call.keep:
+            return self.messages
+        keep = min(call.keep, len(self.messages))
+        self.messages = self.messages[:keep] + list(call.messages)
+        return self.messages
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptCall:
+    """One model call of a trial's transcript: the commit's ``seq`` and time, the call,
+    and the messages it added to the conversation (``sent``; an assistant message that
+    is the previous reply sent back is left out, shown once as that reply)."""
+
+    seq: int
+    created_at: float
+    call: ModelCallPayload
+    sent: tuple[ChatMessage, ...]
+    #: How many messages the whole conversation of this call had.
+    length: int
+
+
+def transcript(commits: Sequence[Commit]) -> list[TranscriptCall]:
+    """A trial's model calls in order (each attempt after a ``reopen`` restarts it)."""
+    out: list[TranscriptCall] = []
+    chain = CallChain()
+    names: dict[str, str] = {}
+    replied = False
+    for commit in commits:
+        if commit.kind == _REOPEN:
+            chain, replied = CallChain(), False
+            continue
+        if commit.kind != _MODEL_CALL:
+            continue
+        call = decode(commit)
+        assert isinstance(call, ModelCallPayload)
+        keep = min(call.keep, len(chain.messages))
+        whole = chain.apply(call)
+        sent = []
+        for index, raw in enumerate(whole[keep:]):
+            message = chat_message(raw, names)
+            if index == 0 and replied and keep and message.role == "assistant":
+                continue  # the previous reply, as the agent sends it back
+            sent.append(message)
+        for tool_call in call.tool_calls:
+            names.setdefault(tool_call.id, tool_call.name)
+        replied = call.error is None
+        out.append(TranscriptCall(commit.seq, commit.created_at, call, tuple(sent), len(whole)))
+    return out

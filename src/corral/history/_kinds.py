@@ -17,6 +17,12 @@ class CommitKind(StrEnum):
     #: A finished trial given a fresh attempt (``run(..., rerun=...)``): everything
     #: before it stays in the history; the trial starts again after it.
     REOPEN = "reopen"
+    #: One call a model client made for the trial (what was sent, as the delta since
+    #: the trial's previous call, and what came back, with its failed tries). Staged
+    #: in the same append as the commit that follows from it (the turn's actions, the
+    #: terminal), so a call is in the history once or, if that append was lost, not at
+    #: all, and a resumed trial asks again.
+    MODEL_CALL = "model_call"
 
 
 #: Every kind's stored name (what a store accepts in its ``kind`` column).

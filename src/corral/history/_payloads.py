@@ -10,23 +10,60 @@ frozen dataclass's ``__init__`` costs several times a plain one's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from .._chat import ToolCall
 from .._types import UNCHANGED, Evaluation, TrialStatus
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 
 
+@dataclass(frozen=True, slots=True)
+class CallCounts:
+    """A trial's model calls to one model (the terminal's stamp keeps them per model, so
+    a report reads them without reading the calls): how many succeeded, the tries that
+    failed by kind (`FAILURE_KINDS`), the seconds waited after rate limits, and the
+    seconds the successful calls took."""
+
+    calls: int = 0
+    failed: Mapping[str, int] = field(default_factory=dict)
+    rate_limit_wait: float = 0.0
+    latency: float = 0.0
+
+    def __add__(self, other: CallCounts) -> CallCounts:
+        failed = dict(self.failed)
+        for kind, n in other.failed.items():
+            failed[kind] = failed.get(kind, 0) + n
+        return CallCounts(
+            self.calls + other.calls,
+            failed,
+            self.rate_limit_wait + other.rate_limit_wait,
+            self.latency + other.latency,
+        )
+
+    @property
+    def failed_tries(self) -> int:
+        return sum(self.failed.values())
+
+
+#: The kinds of failed try: a rate limit (429, or a 503/529 saying how long to wait),
+#: a 5xx, no answer in time, a connection refused or dropped, any other refusal.
+FAILURE_KINDS = ("429", "5xx", "timeout", "dropped", "error")
+
+
 class Stamp(NamedTuple):
     """What a trial's commit records beside its own value: the working time so far,
-    the budgets that applied (setup and terminal) and the failed attempts' errors."""
+    the budgets that applied (setup and terminal) and the failed attempts' errors;
+    a terminal, the trial's model calls counted per model."""
 
     worked: float | None = None
     budget: Mapping[str, Any] | None = None
     failed_attempts: tuple[Mapping[str, Any], ...] | None = None
+    calls: Mapping[str, CallCounts] | None = None
 
 
 _NO_STAMP = Stamp()
@@ -118,6 +155,52 @@ class ReopenPayload:
     previous_status: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FailedTry:
+    """One try of a model call that failed: its kind (`FAILURE_KINDS`), the error, the
+    HTTP status (when there was one), the wait the server told (``retry_after``), the
+    wait taken before the next try (``waited``; None: there was none), and when."""
+
+    kind: str
+    error: str
+    status: int | None = None
+    retry_after: float | None = None
+    waited: float | None = None
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallPayload:
+    """One call a model client made for the trial.
+
+    ``messages`` are what this call sent beyond the first ``keep`` messages of the
+    trial's previous call (`CallChain` rebuilds each call's whole conversation);
+    the reply is ``text``, ``reasoning``, ``tool_calls`` and ``finish_reason``;
+    ``failed`` the tries before it that failed (``error`` set: the call failed for
+    good, and has no reply). Strings longer than the recording cap end in
+    `TRUNCATED` (``truncated`` counts them).
+    """
+
+    model: str | None = None
+    endpoint: str | None = None
+    keep: int = 0
+    messages: tuple[Any, ...] = ()
+    text: str | None = None
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    #: Seconds from sending the request to reading the reply (None: not measured).
+    latency: float | None = None
+    failed: tuple[FailedTry, ...] = ()
+    error: str | None = None
+    truncated: int = 0
+
+
 Payload = (
     SetupPayload
     | ActionPayload
@@ -125,6 +208,7 @@ Payload = (
     | TerminalPayload
     | EvaluationPayload
     | ReopenPayload
+    | ModelCallPayload
 )
 
 
@@ -171,4 +255,96 @@ def evaluation_failed(failure: Mapping[str, Any], *, attempts: int) -> Evaluatio
         error_type=failure.get("error_type"),
         traceback=failure.get("traceback"),
         attempts=attempts,
+    )
+
+
+#: What ends a recorded string cut at the recording cap (the count of characters
+#: left out follows it): a reader sees at once that the value is not whole.
+TRUNCATED = "[truncated by Corral:"
+#: The default recording cap: the most characters of one recorded string.
+DEFAULT_RECORD_CHARS = 32_768
+_MAX_DEPTH = 64
+
+
+def capped(value: Any, limit: int) -> tuple[Any, int]:
+    """``value`` as JSON data with every string longer than ``limit`` characters cut,
+    ending in `TRUNCATED`, and how many were cut (anything JSON has no value for is
+    recorded as its ``repr``)."""
+    cut = 0
+
+    def walk(v: Any, depth: int) -> Any:
+        nonlocal cut
+        t = type(v)
+        if t is str:
+            if len(v) <= limit:
+                return v
+            cut += 1
+            return f"{v[:limit]}… {TRUNCATED} {len(v) - limit:,} more characters]"
+        if v is None or t is bool or t is int:
+            return v
+        if t is float:
+            return v if math.isfinite(v) else repr(v)
+        if depth > _MAX_DEPTH:
+            cut += 1
+            return f"{TRUNCATED} nested too deeply]"
+        if isinstance(v, Mapping):
+            return {k if type(k) is str else str(k): walk(x, depth + 1) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [walk(x, depth + 1) for x in v]
+        return walk(repr(v), depth)
+
+    return walk(value, 0), cut
+
+
+def model_call(
+    keep: int,
+    messages: Any,
+    *,
+    limit: int,
+    model: str | None = None,
+    endpoint: str | None = None,
+    text: str | None = None,
+    reasoning: str | None = None,
+    tool_calls: tuple[ToolCall, ...] = (),
+    finish_reason: str | None = None,
+    usage: tuple[int, int, float, int, int] = (0, 0, 0.0, 0, 0),
+    latency: float | None = None,
+    failed: tuple[FailedTry, ...] = (),
+    error: str | None = None,
+) -> ModelCallPayload:
+    """A model call's payload, each recorded string capped at ``limit`` characters
+    (``messages``: those sent beyond the previous call's first ``keep``; ``usage``:
+    input, output tokens, cost, cache-read and cache-write tokens)."""
+    sent, cut = capped(list(messages), limit)
+    values, more = capped([text, reasoning, error], limit)
+    cut += more
+    calls = []
+    for call in tool_calls:
+        fields, more = capped([call.id, call.name, call.arguments], limit)
+        cut += more
+        calls.append(ToolCall(*fields))
+    tries = []
+    for f in failed:
+        (error_text,), more = capped([f.error], limit)
+        cut += more
+        tries.append(FailedTry(f.kind, error_text, f.status, f.retry_after, f.waited, f.at))
+    fresh, out, cost, read, written = usage
+    return ModelCallPayload(
+        model,
+        endpoint,
+        keep,
+        tuple(sent),
+        values[0],
+        values[1],
+        tuple(calls),
+        finish_reason,
+        fresh,
+        out,
+        cost,
+        read,
+        written,
+        latency,
+        tuple(tries),
+        values[2],
+        cut,
     )

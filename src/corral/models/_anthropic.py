@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._chat import ChatResponse
+from .._checks import positive_int
 from .._errors import ConfigError
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -86,7 +87,7 @@ class Anthropic(HTTPModel):
         if beta:
             headers["anthropic-beta"] = ",".join(beta)
         super().__init__(model, base_url, "/v1/messages", headers, timeout, max_response_bytes)
-        self.max_tokens = _check_max_tokens(max_tokens)
+        self.max_tokens = positive_int("max_tokens", max_tokens)
         self.prices = cache_prices(check_prices(prices, PRICE_KEYS))
         self.extra_body = check_extra_body(extra_body, ("messages", "tools", "system"))
 
@@ -118,9 +119,3 @@ class Anthropic(HTTPModel):
             body["temperature"] = options["temperature"]
         body.update(self.extra_body)
         return body
-
-
-def _check_max_tokens(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"max_tokens must be a positive integer, not {value!r}")
-    return value

@@ -3,8 +3,10 @@ pool sized to the run, one deadline per request, a capped read, errors by status
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import ssl
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self
@@ -14,8 +16,8 @@ import anyio
 import httpx
 
 from .._chat import ChatResponse
+from .._checks import non_negative_number, positive_int, seconds
 from .._errors import ConfigError, ModelError, ModelUnavailable
-from .._subprocess import check_seconds
 from ._status import status_error
 
 #: Connections of a client used outside a run (``async with model:``).
@@ -24,6 +26,13 @@ DEFAULT_CONNECTIONS = 64
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 #: Of an error body, only a message is shown: read no more than this of it.
 _ERROR_BODY_BYTES = 64 * 1024
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's CAs, or SSL_CERT_FILE / SSL_CERT_DIR), made
+    once per process: reading the CA bundle costs 25 ms, which every new client paid."""
+    return httpx.create_ssl_context()
 
 
 class HTTPModel:
@@ -46,17 +55,8 @@ class HTTPModel:
             raise ConfigError(f"model must be a non-empty string, not {model!r}")
         self.model = model
         self.base_url = check_base_url(base_url)
-        check_seconds("timeout", timeout)
-        self.timeout = float(timeout)
-        if (
-            isinstance(max_response_bytes, bool)
-            or not isinstance(max_response_bytes, int)
-            or max_response_bytes < 1
-        ):
-            raise ConfigError(
-                f"max_response_bytes must be a positive integer, not {max_response_bytes!r}"
-            )
-        self.max_response_bytes = max_response_bytes
+        self.timeout = float(seconds("timeout", timeout))
+        self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
         self.url = self.base_url + url_path
         self._headers = {"content-type": "application/json", **headers}
         self._client: httpx.AsyncClient | None = None
@@ -136,6 +136,7 @@ class HTTPModel:
     def _new_client(self, connections: int) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             headers=self._headers,
+            verify=_tls_context(),
             # Waiting for a free connection is queueing, not a failure of the endpoint.
             timeout=httpx.Timeout(self.timeout, pool=None),
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
@@ -173,7 +174,8 @@ class HTTPModel:
                 raise self._timed_out(exc) from exc
             except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
                 raise ModelUnavailable(
-                    f"connection to {url} failed: {type(exc).__name__}: {exc}"
+                    f"connection to {url} failed: {type(exc).__name__}: {exc}",
+                    failure_kind="dropped",
                 ) from exc
         if deadline.cancelled_caught:
             raise self._timed_out(None)
@@ -210,7 +212,8 @@ class HTTPModel:
     def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
         why = "" if exc is None else f" ({type(exc).__name__})"
         return ModelUnavailable(
-            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}"
+            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}",
+            failure_kind="timeout",
         )
 
 
@@ -259,14 +262,7 @@ def check_prices(prices: object, keys: Collection[str]) -> dict[str, float] | No
             raise ConfigError(
                 f"prices has unknown key {key!r}; expected {expected} (dollars per million tokens)"
             )
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise ConfigError(f"prices[{key!r}] must be a non-negative number, not {value!r}")
-        out[key] = float(value)
+        out[key] = float(non_negative_number(f"prices[{key!r}]", value))
     return out
 
 

@@ -28,9 +28,9 @@ def status_error(
     if status == 429:
         if _code(body) == "insufficient_quota":  # out of credit: waiting will not help
             return ModelError(message, status_code=status)
-        return RateLimited(message, retry_after=wait)
+        return RateLimited(message, retry_after=wait, status_code=status)
     if status in _BUSY and wait is not None:
-        return RateLimited(message, retry_after=wait)
+        return RateLimited(message, retry_after=wait, status_code=status)
     if status >= 500 or status in _TRANSIENT:
         return ModelUnavailable(message, status_code=status)
     return ModelError(message, status_code=status)

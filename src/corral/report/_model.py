@@ -7,7 +7,9 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from .._types import TrialRecord, Usage
+from ..history import CallCounts
 from ..store._runs import RunRecord
+from ._calls import calls_by_model, calls_dict
 from ._errors import ErrorGroup
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 from ._named import NamedScore, named_scores, task_named_scores
@@ -243,6 +245,13 @@ class BenchmarkReport:
         return out
 
     @property
+    def model_calls(self) -> dict[str, CallCounts]:
+        """The model calls of the trials reported, counted per model: calls, failed
+        tries by kind (429, 5xx, timeout, dropped, refused), seconds waited on rate
+        limits (see `corral.report._calls`)."""
+        return calls_by_model(t for task in self.tasks.values() for t in task.trials)
+
+    @property
     def wall_seconds(self) -> float:
         return self.finished_at - self.started_at
 
@@ -316,6 +325,9 @@ class BenchmarkReport:
             "provenance": dict(self.provenance),
             "generation": {agent: dict(s) for agent, s in self.generation.items()},
         }
+        calls = self.model_calls
+        if calls:  # absent without any (as in reports written before they were recorded)
+            out["model_calls"] = calls_dict(calls)
         if tasks:
             out["tasks"] = {
                 task_id: task.to_dict(self.metrics) for task_id, task in self.tasks.items()

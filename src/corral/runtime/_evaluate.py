@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import anyio
 
+from .._checks import is_number
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
@@ -138,11 +138,7 @@ def check_scores(scores: object) -> dict[str, float]:
     for name, value in scores.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"Evaluation.scores names must be non-empty strings, not {name!r}")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if not is_number(value):
             raise TypeError(f"Evaluation.scores[{name!r}] must be a finite number, not {value!r}")
         out[name] = value
     return out

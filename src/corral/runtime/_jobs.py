@@ -19,6 +19,7 @@ from typing import Any
 from .._budget import NO_BUDGET, Budget
 from .._records import ScoringFacts
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Evaluation, TrialRecord, TrialStatus, Usage
+from ._model_calls import CallLog  # noqa: TC001 (a dataclass field's type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,9 @@ class TrialJob:
     #: What its scorer is told of the task: a trial that ends to be scored ends with the
     #: record its scorer is given (`corral._records.record_of`), not built again.
     facts: ScoringFacts | None = None
+    #: Model calls and failed tries that no commit has carried yet (None until the
+    #: trial's first session: a job is sent to its host without one).
+    calls: CallLog | None = None
 
 
 @dataclass(slots=True)

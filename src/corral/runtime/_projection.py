@@ -56,7 +56,7 @@ class Projection(TrialFold):
 
     def apply(self, commit: Commit, payload: Payload | None = None) -> None:
         """Fold ``commit`` in (``payload``: its typed payload, if the caller has it)."""
-        TrialFold.apply(self, commit)
+        TrialFold.apply(self, commit, payload)
         kind = commit.kind
         # The payload of ``kind``'s type (`SetupPayload` for a setup, ...): a writer's
         # own, or decoded here; not checked again (this runs for every commit).

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import traceback
 from dataclasses import dataclass, field
 
+from .._checks import non_negative_int, non_negative_number
 from .._errors import ConfigError, CorralError, ModelUnavailable, RateLimited
 from .._json import recordable_text
 
@@ -37,22 +37,10 @@ class RetryPolicy:
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
-            raise ConfigError(f"max_retries must be an integer, not {self.max_retries!r}")
-        if self.max_retries < 0:
-            raise ConfigError(f"max_retries must be 0 or more, not {self.max_retries!r}")
-        for name in ("backoff_base", "backoff_cap"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"{name} must be a non-negative number, not {value!r}")
-        wait = self.max_rate_limit_wait
-        if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
-            raise ConfigError(f"max_rate_limit_wait must be a number of seconds >= 0, not {wait!r}")
-        if not math.isfinite(wait):
-            raise ConfigError(f"max_rate_limit_wait must be finite, not {wait!r}")
-        deferrals = self.max_deferrals
-        if isinstance(deferrals, bool) or not isinstance(deferrals, int) or deferrals < 0:
-            raise ConfigError(f"max_deferrals must be an integer >= 0, not {deferrals!r}")
+        non_negative_int("max_retries", self.max_retries)
+        for name in ("backoff_base", "backoff_cap", "max_rate_limit_wait"):
+            non_negative_number(name, getattr(self, name))
+        non_negative_int("max_deferrals", self.max_deferrals)
         for kind in self.no_retry:
             if not (isinstance(kind, type) and issubclass(kind, BaseException)):
                 raise ConfigError(f"no_retry must hold exception types, not {kind!r}")

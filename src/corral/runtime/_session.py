@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from .._checks import non_negative_int, non_negative_number
 from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
+from ..history import DEFAULT_RECORD_CHARS
+from ._model_calls import CallLog, PendingCall, check_record_chars
+
+if TYPE_CHECKING:
+    from .._chat import ChatModel, ChatResponse, ToolCall
 
 
 class AgentSession:
@@ -20,7 +26,9 @@ class AgentSession:
     not recorded). Inside ``Environment.execute``, ``step_key`` is the
     idempotency key of the action being executed: the same on every
     re-execution, in any process. ``tools`` are the `Tool` objects the
-    environment declares (None when it declares none).
+    environment declares (None when it declares none). ``calls`` holds the model
+    calls recorded (`record_model_call`, or a model passed through `chat`) until
+    the trial's next commit carries them.
     """
 
     __slots__ = (
@@ -41,6 +49,7 @@ class AgentSession:
         "scratch",
         "step_key",
         "tools",
+        "calls",
         "_usage",
     )
 
@@ -56,6 +65,7 @@ class AgentSession:
         previous_evaluation: Evaluation | None = None,
         previous_state: Any = None,
         previous_trial: int | None = None,
+        calls: CallLog | None = None,
     ) -> None:
         self.benchmark_id = benchmark_id
         self.task_id = task_id
@@ -78,6 +88,7 @@ class AgentSession:
         self.step_key: str | None = None
         #: The tools the environment declares for this trial (None: it declares none).
         self.tools: tuple[Tool, ...] | None = None
+        self.calls = CallLog() if calls is None else calls
         self._usage: Usage = NO_USAGE
 
     def __repr__(self) -> str:
@@ -95,16 +106,81 @@ class AgentSession:
         most `MAX_COST`; more is refused (`ConfigError` naming the value) and not added.
         """
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} must be a non-negative integer, not {value!r}")
-        if (
-            isinstance(cost, bool)
-            or not isinstance(cost, int | float)
-            or not math.isfinite(cost)
-            or cost < 0
-        ):
-            raise ConfigError(f"cost must be a non-negative number, not {cost!r}")
+            non_negative_int(name, value)
+        cost = non_negative_number("cost", cost)
         self._usage = add_usage(self._usage, Usage(input_tokens, output_tokens, float(cost)))
+
+    def record_model_call(
+        self,
+        messages: Sequence[Any],
+        response: ChatResponse | None = None,
+        *,
+        model: str | None = None,
+        endpoint: str | None = None,
+        latency: float | None = None,
+        text: str | None = None,
+        reasoning: str | None = None,
+        tool_calls: Sequence[ToolCall] = (),
+        finish_reason: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float = 0.0,
+        error: str | None = None,
+        record_chars: int = DEFAULT_RECORD_CHARS,
+    ) -> None:
+        """Record one call to a model in the trial's history: the ``messages`` sent
+        and the reply (a `ChatResponse`, or its ``text``, ``reasoning``,
+        ``tool_calls``, ``finish_reason`` and usage), the ``model`` and ``endpoint``
+        asked, the ``latency`` in seconds. The record rides on the trial's next
+        commit (its actions, a tool's effect, or its terminal): in the history once,
+        or not at all if the process dies first. Only the messages beyond those the
+        trial's previous call began with are stored; each string is capped at
+        ``record_chars`` characters (32,768 by default), a cut one ending in
+        `corral.history.TRUNCATED` and the count of what was left out. Usage is not
+        added to the trial's: call `record_usage` for that (`chat` does both).
+        """
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+            raise ConfigError(f"messages must be a list of messages, not {type(messages).__name__}")
+        if latency is not None and not (isinstance(latency, int | float) and latency >= 0):
+            raise ConfigError(f"latency must be a number of seconds >= 0, not {latency!r}")
+        if response is not None:
+            usage = response.usage
+            text, reasoning = response.content, response.reasoning
+            finish_reason, tool_calls = response.finish_reason, response.tool_calls
+            counted = (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost,
+                response.cache_read_tokens,
+                response.cache_write_tokens,
+            )
+        else:
+            counted = (input_tokens, output_tokens, float(cost), 0, 0)
+        log = self.calls
+        failed, log.failed = tuple(log.failed), []
+        log.record(
+            PendingCall(
+                list(messages),
+                model,
+                endpoint,
+                text,
+                reasoning,
+                tuple(tool_calls),
+                finish_reason,
+                counted,
+                None if latency is None else float(latency),
+                failed,
+                error,
+                check_record_chars(record_chars),
+            )
+        )
+
+    def chat(self, model: ChatModel, *, record_chars: int = DEFAULT_RECORD_CHARS) -> RecordedModel:
+        """``model`` with every call recorded (`record_model_call`) and its usage
+        added (`record_usage`); a try that fails with a model's error (a rate limit,
+        a 5xx, a timeout, a dropped connection) is recorded with the call after it.
+        ``record_chars``: as `record_model_call`'s."""
+        return RecordedModel(model, self, check_record_chars(record_chars))
 
     def take_usage(self) -> Usage:
         """The usage recorded since the last commit, which the next commit carries."""
@@ -144,3 +220,54 @@ def add_usage(total: Usage, more: Usage) -> Usage:
                 f"{name} {value!r}{added} is out of bounds: one step records at most {bound!r}"
             )
     return out
+
+
+class RecordedModel:
+    """A `ChatModel` whose calls the trial records (`AgentSession.chat`): each reply
+    with its latency and usage (the usage recorded on the session too), each failed
+    try kept until the call that follows it."""
+
+    __slots__ = ("inner", "session", "record_chars")
+
+    def __init__(
+        self, inner: ChatModel, session: AgentSession, record_chars: int = DEFAULT_RECORD_CHARS
+    ) -> None:
+        if not callable(getattr(inner, "complete", None)):
+            raise ConfigError(f"model must have an async complete() method, not {inner!r}")
+        self.inner = inner
+        self.session = session
+        self.record_chars = record_chars
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResponse:
+        """The inner model's `complete`, recorded (``options``: its keywords)."""
+        session = self.session
+        log = session.calls
+        inner = self.inner
+        model = options.get("model") or getattr(inner, "model", None)
+        endpoint = getattr(inner, "url", None) or getattr(inner, "base_url", None)
+        endpoint = endpoint if isinstance(endpoint, str) else None
+        log.trying()
+        start = time.perf_counter()
+        try:
+            response = await inner.complete(messages, **options)
+        except Exception as exc:
+            log.fail(exc, model, endpoint)
+            raise
+        latency = time.perf_counter() - start
+        usage = response.usage
+        session.record_usage(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost
+        )
+        session.record_model_call(
+            messages,
+            response,
+            model=model,
+            endpoint=endpoint,
+            latency=latency,
+            record_chars=self.record_chars,
+        )
+        return response

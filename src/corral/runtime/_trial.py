@@ -35,6 +35,7 @@ from .._types import (
 )
 from ..history import (
     ActionPayload,
+    CommitKind,
     Payload,
     SetupPayload,
     Stamp,
@@ -46,6 +47,7 @@ from ..history import (
 from ..store._protocol import CommitStore, Pending, TrialKey
 from ._acks import Acks
 from ._jobs import Deferred, Previous, TrialJob
+from ._model_calls import CallLog
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields
@@ -104,7 +106,8 @@ class _Writer:
         #: The trial's budget, or None when it has none (checked once, not per step).
         self.budget = plan.job.budget if plan.job.budget else None
         #: Whether its commits record nothing beside their own value but the working
-        #: time (no budget, no failed attempt): one `Stamp` per `stage`, no `_stamp`.
+        #: time (no budget, no failed attempt; a terminal no model calls): one `Stamp`
+        #: per `stage`, no `_stamp`.
         self._plain = self.budget is None and not plan.job.failed_attempts
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
@@ -130,11 +133,21 @@ class _Writer:
         plan, projection = self.plan, self.projection
         plain = Stamp(worked) if self._plain else None
         commits = []
+        calls = self.session.calls
+        if calls.pending or calls.failed:
+            # The model calls that led here land with what followed from them.
+            items = _with_calls(calls, self.projection, items)
         for kind, payload, usage in items:
-            stamp = plain if plain is not None else _stamp(plan, projection, kind, worked)
+            # A terminal counts the trial's model calls: `_stamp` stamps it if it made any.
+            if plain is not None and (kind != "terminal" or projection.calls is None):
+                stamp = plain
+            else:
+                stamp = _stamp(plan, projection, kind, worked)
             commit = Commit(self.next_seq, kind, encode(payload, stamp), now, usage)
             commits.append(commit)
             projection.apply(commit, payload)
+            if kind == _MODEL_CALL:
+                calls.staged(commit.seq)
             self.next_seq += 1
         self._pending.append((plan.store.enqueue(plan.key, commits), commits))
         _sync(self.session, projection)
@@ -194,6 +207,22 @@ class _Writer:
         payload = _terminal(TrialStatus.LIMIT, session.attempt, session.state, failure=exceeded)
         self.stage([("terminal", payload, session.take_usage())])
         return True
+
+
+_MODEL_CALL = CommitKind.MODEL_CALL
+
+
+def _with_calls(
+    calls: CallLog, projection: Projection, items: Sequence[tuple[str, Payload, Usage]]
+) -> list[tuple[str, Payload, Usage]]:
+    """``items`` after the model calls not yet recorded (a terminal among them: the
+    failed tries no call followed, as a call that failed)."""
+    if calls.failed and any(kind == "terminal" for kind, _, _ in items):
+        calls.give_up()
+    taken: list[tuple[str, Payload, Usage]] = [
+        (_MODEL_CALL, p, NO_USAGE) for p in calls.take(projection, projection.history)
+    ]
+    return taken + list(items)
 
 
 def _sync(session: AgentSession, projection: Projection) -> None:
@@ -322,11 +351,19 @@ async def _session(
         previous_evaluation=previous.evaluation if previous else None,
         previous_state=previous.state if previous else None,
         previous_trial=previous.trial if previous else None,
+        calls=plan.job.calls,  # None: the session makes the trial's log, kept below
     )
+    plan.job.calls = session.calls
     if scratch is not None:
         session.scratch = scratch
     _sync(session, projection)
     return session
+
+
+def _calls_of(job: TrialJob) -> CallLog:
+    if job.calls is None:
+        job.calls = CallLog()
+    return job.calls
 
 
 async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) -> Previous | None:
@@ -380,10 +417,13 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         actions = _actions(decision)
         turn_no = projection.iteration
         usage = session.take_usage()
-        items = []
+        # The model calls that chose these actions come first, in the same append
+        # (their sequence numbers before the actions', which the step keys use).
+        items = _with_calls(session.calls, projection, ()) if session.calls.pending else []
+        first = writer.next_seq + len(items)
         keyed = []
         for index, action in enumerate(actions):
-            seq = writer.next_seq + index
+            seq = first + index
             key = step_key(plan.key, seq)
             declared = ActionPayload(
                 check_json(action.tool, "Action.tool", limit),
@@ -511,14 +551,23 @@ async def _end(
     usage: Usage,
     clock: WorkClock,
 ) -> None:
-    """Commit the terminal of a trial whose attempt failed, timed out or overran."""
+    """Commit the terminal of a trial whose attempt failed, timed out or overran (after
+    the model calls not yet recorded)."""
     now = time.time()
     payload = _terminal(status, attempt, projection.state, failure=failure)
+    commits = []
+    calls = _calls_of(plan.job)
+    for _, made, _ in _with_calls(calls, projection, [("terminal", payload, usage)])[:-1]:
+        call = Commit(projection.next_seq, _MODEL_CALL, encode(made), now, NO_USAGE)
+        projection.apply(call, made)
+        calls.staged(call.seq)
+        commits.append(call)
     stamp = _stamp(plan, projection, "terminal", round(clock.spent, 6))
     commit = Commit(projection.next_seq, "terminal", encode(payload, stamp), now, usage)
-    await plan.store.append(plan.key, [commit])
+    commits.append(commit)
+    await plan.store.append(plan.key, commits)
     projection.apply(commit, payload)
-    plan.acks.durable(plan.key, [commit])
+    plan.acks.durable(plan.key, commits)
 
 
 def _stamp(plan: TrialPlan, projection: Projection, kind: str, worked: float) -> Stamp:
@@ -528,11 +577,13 @@ def _stamp(plan: TrialPlan, projection: Projection, kind: str, worked: float) ->
     budget = plan.job.budget
     stamped = budget.to_dict() if kind in _BUDGETED and budget else None
     failed = plan.job.failed_attempts
+    # The terminal counts the trial's model calls, so a report need not read them.
+    calls = projection.calls if kind == "terminal" else None
     # The terminal carries them all; so does an attempt's first commit after a failure,
     # which keeps them durable if the process dies before the terminal.
     if failed and (kind == "terminal" or len(projection.failed_attempts) < len(failed)):
-        return Stamp(worked, stamped, tuple(failed))
-    return Stamp(worked, stamped)
+        return Stamp(worked, stamped, tuple(failed), calls)
+    return Stamp(worked, stamped, None, calls)
 
 
 _BUDGETED = frozenset({"setup", "terminal"})

@@ -7,18 +7,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .._checks import positive_int
 from .._errors import ConfigError
 from .._suggest import did_you_mean
 from ._keyed import KEYED_LIMITS, KeyedLimit
-
-
-def positive_int(name: str, value: Any) -> int:
-    """``value`` if it is an integer >= 1 (bools are not), else a `ConfigError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
-    if value < 1:
-        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
-    return value
 
 
 def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:

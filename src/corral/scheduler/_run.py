@@ -32,6 +32,7 @@ from .._types import (
     TrialRecord,
     TrialStatus,
 )
+from ..executor._protocol import RunContext
 from ..history import encode, terminal
 from ..runtime._acks import Acks, Notify
 from ..runtime._jobs import EvalJob, Evaluated, Executed, Job, Postponed, Previous, Result, TrialJob
@@ -115,7 +116,7 @@ class RunLoop:
         self._closed = False
         #: Runs the admitted work (in this process, on Ray hosts, ...).
         self.execution: Execution = executor.start(
-            work, store, self.acks, self._react, self.records.evaluation
+            RunContext(work, store, self.acks, self._react, self.records.evaluation)
         )
 
     @property

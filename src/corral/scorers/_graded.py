@@ -9,6 +9,7 @@ import string
 from collections.abc import Mapping
 
 from .._chat import ChatModel
+from .._checks import is_number, positive_int
 from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text
@@ -149,20 +150,12 @@ def model_graded(
         if not isinstance(grades, Mapping) or not grades:
             raise ConfigError(f"grades must map grades to scores, not {grades!r}")
         for key, value in grades.items():
-            if (
-                not isinstance(key, str)
-                or isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-            ):
+            if not isinstance(key, str) or not is_number(value):
                 raise ConfigError(f"grades must map text to numbers, not {key!r}: {value!r}")
         grades = {k: float(v) for k, v in grades.items()}
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise ConfigError(f"threshold must be a number, not {threshold!r}")
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        raise ConfigError(f"max_tokens must be a positive integer or None, not {max_tokens!r}")
+    positive_int("max_tokens", max_tokens, or_none=True)
     return _ModelGraded(
         name, model, template, grade, grades, float(threshold), max_tokens, grader_model
     )

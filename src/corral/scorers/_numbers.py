@@ -9,6 +9,7 @@ import string
 from collections import Counter
 from typing import Any
 
+from .._checks import non_negative_number
 from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text, targets_of
@@ -78,13 +79,7 @@ def numeric(
     (``"so the total is $1,234.50."`` gives 1234.5); the number read is in
     ``details["found"]`` (None: the output has none, and the trial fails)."""
     for label, tol in (("abs_tol", abs_tol), ("rel_tol", rel_tol)):
-        if (
-            isinstance(tol, bool)
-            or not isinstance(tol, int | float)
-            or not math.isfinite(tol)
-            or tol < 0
-        ):
-            raise ConfigError(f"{label} must be a non-negative number, not {tol!r}")
+        non_negative_number(label, tol)
     if which not in ("first", "last"):
         raise ConfigError(f"which must be 'first' or 'last', not {which!r}")
     return _Numeric(name, float(abs_tol), float(rel_tol), which)

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from .._checks import positive_int
 from .._errors import ConfigError, StoreError
 from .._types import Commit
 from ..store._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSummary
@@ -46,8 +47,7 @@ class FaultStore:
     ) -> None:
         if not isinstance(kind, str) or not kind:
             raise ConfigError(f"FaultStore kind must be a commit kind, got {kind!r}")
-        if isinstance(nth, bool) or not isinstance(nth, int) or nth < 1:
-            raise ConfigError(f"FaultStore nth must be an integer >= 1, got {nth!r}")
+        positive_int("FaultStore nth", nth)
         self.inner = inner
         self.kind = kind
         self.key = key

@@ -16,6 +16,7 @@ from .._history import load_history
 from .._types import Commit
 from ..history import SetupPayload, StoredConfig
 from ..report import BenchmarkReport
+from ..report._calls import calls_dict
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import BenchmarkInfo, CommitStore, TrialKey
@@ -24,6 +25,7 @@ from ._cache import Loaded
 from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
+from ._transcript import transcript_data
 
 #: Tasks listed with their pass@k on a benchmark's page (the trial list reaches the rest).
 TASKS_SHOWN = 200
@@ -116,6 +118,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
         note=report.note,
         provenance=dict(report.provenance),
         generation={agent: dict(s) for agent, s in report.generation.items()},
+        model_calls=calls_dict(report.model_calls),
     )
     return out
 
@@ -206,8 +209,8 @@ def previous_trial(commits: Sequence[Commit]) -> int | None:
 async def trial_page(
     store: CommitStore, loaded: Loaded, task_id: str, trial: int, query: TrialQuery | None
 ) -> dict[str, Any]:
-    """A trial's timeline and, given the list ``query`` describes, its neighbours there
-    (for j/k)."""
+    """A trial's timeline, its model calls as a chat (``transcript``) and, given the
+    list ``query`` describes, its neighbours there (for j/k)."""
     history = await load_history(store, loaded.benchmark_id, task_id, trial, loaded.config)
     data = history.to_dict()
     del data["commits"]  # the timeline holds each commit whole
@@ -215,6 +218,7 @@ async def trial_page(
     for entry in data["timeline"]:
         if entry["usage"] is not None:
             entry["usage"]["cost_text"] = format_cost(entry["usage"]["cost"])
+    data["transcript"] = transcript_data(history.commits)
     data["previous_trial"] = previous_trial(history.commits)
     row = loaded.find(task_id, trial)
     data["row"] = None if row is None else row.to_dict()

@@ -357,6 +357,15 @@
     const gen = Object.entries(s.generation || {}).map(([agent, g]) => agent + ": " + (g.model || "?") +
       Object.entries(g).filter(([k]) => k !== "model").map(([k, v]) => " · " + k + " " + v).join(""));
     if (gen.length) lines.push(el("p", { class: "note", id: "generation" }, "models: " + gen.join("; ")));
+    const calls = Object.entries(s.model_calls || {});
+    if (calls.length) {
+      const kinds = Object.keys(calls[0][1].failed_tries);
+      lines.push(el("p", {}, "model calls per model, with the tries that failed before a reply:"), table(["model", "calls", "mean latency"].concat(kinds.map((k) => "failed: " + k), ["rate-limit wait"]),
+        calls.map(([model, c]) => el("tr", {}, el("td", {}, model), el("td", { class: "n" }, num(c.calls)),
+          el("td", { class: "n" }, c.mean_latency_seconds === null ? "–" : num(c.mean_latency_seconds, 2) + " s"),
+          kinds.map((k) => el("td", { class: "n" }, num(c.failed_tries[k] || 0))),
+          el("td", { class: "n" }, num(c.rate_limit_wait_seconds, 1) + " s"))), { id: "model-calls" }));
+    }
     return el("section", { id: "overview" }, lines);
   }
 
@@ -567,6 +576,9 @@
     const pl = c.payload || {};
     if (c.kind === "setup") body.push(el("div", {}, "initial state"), fold(pl.state),
       pl.previous_trial === null || pl.previous_trial === undefined ? null : el("div", {}, "saw trial #" + pl.previous_trial));
+    else if (c.kind === "model_call") body.push(el("div", { class: "tool" }, "model " + (pl.model || "?") + " · " +
+      (pl.messages || []).length + " new message(s)" + (pl.latency !== undefined ? " · " + num(pl.latency, 2) + " s" : "") +
+      (pl.failed ? " · " + pl.failed.length + (pl.failed.length === 1 ? " failed try" : " failed tries") : "")), pl.error ? fold(pl.error) : fold(pl.text || ""));
     else if (c.kind === "action") body.push(el("div", { class: "tool" }, "tool " + pl.tool + (pl.index ? " (parallel #" + pl.index + ")" : "")), fold(pl.arguments));
     else if (c.kind === "tool_effect") {
       body.push(el("div", {}, "observation"), fold(pl.observation));
@@ -589,6 +601,58 @@
     return el("li", { class: "commit kind-" + c.kind },
       el("div", { class: "head" }, "#" + c.seq + " " + c.kind + " · +" + num(c.since_start, 3) + " s (gap " + num(c.gap, 3) + " s)" + usage),
       body);
+  }
+
+  // -- the transcript: a trial's model calls as a chat ---------------------------------
+  const ROLES = ["system", "user", "assistant", "tool"];
+
+  function toolCalls(calls) {
+    return (calls || []).map((tc) => el("div", { class: "tool-call" },
+      el("span", { class: "tool-name" }, "→ " + tc.name), fold(tc.arguments)));
+  }
+
+  function reasoning(value) {
+    if (!value) return null;
+    return el("details", { class: "reasoning" }, el("summary", {}, "reasoning (" + num(value.length) + " characters)"), el("pre", {}, value));
+  }
+
+  function chatMessage(m) {
+    const role = ROLES.includes(m.role) ? m.role : "other";
+    const who = m.role === "tool" ? "tool result" + (m.name ? " · " + m.name : "") : m.role;
+    return el("div", { class: "msg role-" + role },
+      el("div", { class: "who" }, who),
+      reasoning(m.reasoning),
+      m.text ? fold(m.text) : null,
+      toolCalls(m.tool_calls));
+  }
+
+  function failedTry(f) {
+    const parts = [f.label];
+    if (f.status !== null && f.status !== undefined) parts.push("HTTP " + f.status);
+    if (f.retry_after !== null && f.retry_after !== undefined) parts.push("told to wait " + num(f.retry_after, 2) + " s");
+    if (f.waited !== null && f.waited !== undefined) parts.push("waited " + num(f.waited, 2) + " s");
+    return el("div", { class: "msg failed-try" }, el("div", { class: "who" }, "✗ failed try · " + parts.join(" · ")), fold(f.error));
+  }
+
+  function callHead(c, i) {
+    const parts = ["call " + (i + 1), c.model || "model ?"];
+    if (c.latency !== null && c.latency !== undefined) parts.push(num(c.latency, 2) + " s");
+    parts.push(num(c.input_tokens) + " in / " + num(c.output_tokens) + " out tokens");
+    if (c.cache_read_tokens || c.cache_write_tokens) parts.push("cache " + num(c.cache_read_tokens) + " read / " + num(c.cache_write_tokens) + " written");
+    if (c.cost) parts.push("cost " + c.cost_text);
+    if (c.failed.length) parts.push(c.failed.length + " failed " + (c.failed.length === 1 ? "try" : "tries"));
+    if (c.truncated) parts.push(c.truncated + " value(s) truncated");
+    return el("div", { class: "call-head", title: c.endpoint || "" }, parts.join(" · "));
+  }
+
+  function transcriptView(calls) {
+    if (!calls || !calls.length) return el("p", { class: "note", id: "transcript" }, "no model calls recorded (an agent records them through session.chat(model) or session.record_model_call)");
+    return el("div", { id: "transcript" }, calls.map((c, i) => el("section", { class: "call" + (c.failed.length ? " has-failed" : ""), id: "call-" + c.seq },
+      callHead(c, i),
+      c.messages.map(chatMessage),
+      c.failed.map(failedTry),
+      c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
+        : el("div", { class: "msg gave-up" }, el("div", { class: "who" }, "gave up"), fold(c.error)))));
   }
 
   async function trialPage(p) {
@@ -627,7 +691,9 @@
         " · " + num(t.row.tokens) + " tokens · cost " + t.row.cost_text + " · " + num(t.row.commits) + " commits" +
         (t.row.attempts > 1 ? " · " + t.row.attempts + " attempts" : "")) : el("p", { id: "outcome" }, "not started"),
       parents.length ? el("ul", {}, parents) : null,
-      el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items),
+      el("div", { class: "trial-views" },
+        el("div", { class: "view-transcript" }, el("h2", {}, "Transcript"), transcriptView(t.transcript)),
+        el("div", { class: "view-timeline" }, el("h2", {}, "Timeline"), el("ol", { id: "timeline" }, items))),
       el("details", { id: "raw" }, el("summary", {}, "raw JSON"),
         fold(t.timeline.map((c) => ({ seq: c.seq, kind: c.kind, created_at: c.created_at, usage: c.usage, payload: c.payload })))),
     ];

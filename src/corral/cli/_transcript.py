@@ -1,0 +1,112 @@
+"""``corral show ID TASK TRIAL --transcript``: a trial's conversation with its models,
+call by call (every value shown as text: nothing recorded is read as markup)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from .._costs import format_cost
+from .._history import TrialHistory
+from .._terminal import clean
+from ..history import ChatMessage, FailedTry, ModelCallPayload, TranscriptCall, transcript
+from ..report._calls import FAILURE_NAMES
+
+#: Characters of reasoning shown before it is folded (``--json`` has it whole).
+REASONING_SHOWN = 400
+_ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool": "yellow"}
+
+
+def render_transcript(history: TrialHistory) -> RenderableType:
+    calls = transcript(history.commits)
+    if not calls:
+        return Text(
+            f"{history.task_id} #{history.trial}: no model calls recorded (an agent records "
+            "them through session.chat(model) or session.record_model_call)"
+        )
+    parts: list[RenderableType] = []
+    for number, call in enumerate(calls, 1):
+        parts.append(Rule(Text(_heading(number, call)), align="left", style="dim"))
+        parts.append(_messages(call))
+    return Group(*parts)
+
+
+def transcript_dict(history: TrialHistory) -> list[dict[str, Any]]:
+    """The transcript as JSON data (``--transcript --json``)."""
+    return [dataclasses.asdict(call) for call in transcript(history.commits)]
+
+
+def _heading(number: int, entry: TranscriptCall) -> str:
+    call = entry.call
+    parts = [f"call {number}", f"seq {entry.seq}", clean(call.model or "model ?")]
+    if call.latency is not None:
+        parts.append(f"{call.latency:.2f} s")
+    if call.input_tokens or call.output_tokens:
+        parts.append(f"{call.input_tokens:,}+{call.output_tokens:,} tok")
+    if call.cost:
+        parts.append(format_cost(call.cost))
+    if call.finish_reason:
+        parts.append(clean(call.finish_reason))
+    if call.truncated:
+        parts.append(f"{call.truncated} value(s) truncated")
+    return " · ".join(parts)
+
+
+def _messages(entry: TranscriptCall) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for message in entry.sent:
+        _message(grid, message)
+    for failed in entry.call.failed:
+        grid.add_row(Text("failed try", style="bold red"), Text(_failed(failed), style="red"))
+    _reply(grid, entry.call)
+    return grid
+
+
+def _message(grid: Table, m: ChatMessage) -> None:
+    role = m.role if m.role != "tool" else f"tool {m.name or m.tool_call_id or ''}".rstrip()
+    style = _ROLE_STYLES.get(m.role, "white")
+    if m.reasoning:
+        grid.add_row(Text("  reasoning", style="dim"), _folded(m.reasoning))
+    grid.add_row(Text(clean(role), style=f"bold {style}"), Text(clean(m.text)))
+    for call in m.tool_calls:
+        grid.add_row("", Text(f"→ {clean(call.name)}({clean(call.arguments)})", style=style))
+
+
+def _reply(grid: Table, call: ModelCallPayload) -> None:
+    if call.error is not None:
+        grid.add_row(Text("gave up", style="bold red"), Text(clean(call.error), style="red"))
+        return
+    if call.reasoning:
+        grid.add_row(Text("reasoning", style="dim"), _folded(call.reasoning))
+    text = call.text or ("" if call.tool_calls else "(no text)")
+    grid.add_row(Text("assistant", style="bold cyan"), Text(clean(text)))
+    for tool in call.tool_calls:
+        grid.add_row("", Text(f"→ {clean(tool.name)}({clean(tool.arguments)})", style="cyan"))
+
+
+def _folded(reasoning: str) -> Text:
+    if len(reasoning) <= REASONING_SHOWN:
+        return Text(clean(reasoning), style="dim italic")
+    more = len(reasoning) - REASONING_SHOWN
+    return Text(
+        f"{clean(reasoning[:REASONING_SHOWN])}… ({more:,} more characters: --json)",
+        style="dim italic",
+    )
+
+
+def _failed(f: FailedTry) -> str:
+    parts = [FAILURE_NAMES.get(f.kind, clean(f.kind))]
+    if f.status is not None:
+        parts.append(f"HTTP {f.status}")
+    if f.retry_after is not None:
+        parts.append(f"told to wait {f.retry_after:g} s")
+    if f.waited is not None:
+        parts.append(f"waited {f.waited:.2f} s")
+    return " · ".join(parts) + f": {clean(f.error)}"

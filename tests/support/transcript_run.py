@@ -1,0 +1,81 @@
+"""A ToolAgent benchmark whose transcript has everything a page must show, each value
+hostile: a rate-limited try, a reply with text, reasoning and two parallel tool
+calls, a 5xx that fails the attempt (retried), and a final answer with reasoning.
+
+The model is a `FakeChatServer` (real HTTP on 127.0.0.1) playing a fixed script.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import corral
+from corral import Action, Evaluation, ToolEffect, TrialRecord
+from corral import BenchmarkTaskMetadata as Meta
+from corral.agents import ToolAgent
+from corral.models import OpenAICompatible
+from corral.testing import ChatReply, FakeChatServer
+
+from .viewer_stores import HOSTILE
+
+ECHO = corral.Tool("echo", "Says back what it is given.", {"type": "object"})
+
+#: The text of each recorded field, hostile (a page must show it as text).
+SYSTEM = "system " + HOSTILE[0]
+PROMPT = "prompt " + HOSTILE[1]
+SAID = "said " + HOSTILE[2]
+THOUGHT = "thought " + HOSTILE[3]
+ARGUMENT = "argument " + HOSTILE[4]
+FAILURE = "failure " + HOSTILE[5]
+ANSWER = "answer " + HOSTILE[0]
+LAST_THOUGHT = "last thought " + HOSTILE[1]
+
+
+class Echo:
+    tools = (ECHO,)
+
+    async def setup(self, session: corral.AgentSession) -> Any:
+        return None
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        return ToolEffect({"echo": action.arguments, "html": HOSTILE[4]})
+
+    async def evaluate(self, trial: TrialRecord) -> Evaluation:
+        return Evaluation(1.0, trial.output == ANSWER)
+
+
+def script() -> list[ChatReply]:
+    return [
+        ChatReply.rate_limited(0.01),
+        ChatReply.tools(
+            ("echo", {"text": ARGUMENT, "n": 1}),
+            ("echo", {"text": ARGUMENT, "n": 2}),
+            content=SAID,
+            reasoning=THOUGHT,
+            usage=(120, 30),
+        ),
+        ChatReply.failure(502, FAILURE),
+        ChatReply.text(ANSWER, reasoning=LAST_THOUGHT, usage=(300, 12)),
+    ]
+
+
+def transcript_run(path: Path, benchmark_id: str = "chat") -> FakeChatServer:
+    """Run the benchmark (one task, one trial) into the SQLite store at ``path``; the
+    server it asked, closed, with its requests."""
+    replies = itertools.chain(script(), itertools.repeat(ChatReply.text("extra")))
+    with FakeChatServer(lambda body: next(replies)) as server:
+        model = OpenAICompatible(
+            "chat-model", base_url=server.url, prices={"input": 0.4, "output": 1.6}
+        )
+        agent = ToolAgent(model, system_prompt=SYSTEM)
+        tasks = {"task": Meta("agent", "env", inputs={"prompt": PROMPT}, model="chat-model")}
+        runner = corral.CorralRunner(
+            tasks, {"agent": agent}, {"env": Echo()}, store=corral.SQLiteStore(path)
+        )
+        settings = {"max_retries": 1, "backoff_base": 0.01, "backoff_cap": 0.01}
+        anyio.run(lambda: runner.run(benchmark_id, **settings))
+    return server

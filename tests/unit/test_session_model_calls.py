@@ -1,0 +1,189 @@
+"""Model calls recorded by a running trial: through `AgentSession.record_model_call`
+(an agent calling its model its own way) and `AgentSession.chat` (what `ToolAgent`
+uses): once each, with the commit that follows from them, failed tries attached to
+the call after them, a call that failed for good before the terminal, the cap."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import pytest
+
+import corral
+from corral import Action, Final, ModelError
+from corral import BenchmarkTaskMetadata as Meta
+from corral.history import TRUNCATED, CallCounts, ModelCallPayload, decode, transcript
+from corral.testing import ChatReply, FakeAnthropicServer, FakeChatServer, FakeEnvironment
+
+from ..support.tool_bench import Ledger, agent, ledger_model, tasks
+
+pytestmark = pytest.mark.anyio
+
+
+def _calls(history: list[corral.Commit]) -> list[ModelCallPayload]:
+    out = []
+    for commit in history:
+        if commit.kind == "model_call":
+            call = decode(commit)
+            assert isinstance(call, ModelCallPayload)
+            out.append(call)
+    return out
+
+
+async def _history(store: corral.CommitStore, bench: str, task: str) -> list[corral.Commit]:
+    return await store.history(corral.TrialKey(bench, task, 0))
+
+
+class OwnWay:
+    """An agent that calls its model its own way: two calls a turn, recorded by hand."""
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        sent = [{"role": "user", "content": "go"}]
+        for step in session.steps:
+            sent.append({"role": "tool", "content": str(step.effect.observation)})
+        session.record_model_call(sent, text="draft", model="m", latency=0.1, input_tokens=3)
+        sent = [*sent, {"role": "assistant", "content": "draft"}, {"role": "user", "content": "?"}]
+        session.record_model_call(sent, text="final", model="m", latency=0.2, output_tokens=2)
+        if session.iteration < 2:
+            return Action("note", {"n": session.iteration})
+        return Final("done")
+
+
+async def test_an_agent_records_its_own_calls_with_the_commit_they_lead_to() -> None:
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
+    runner = corral.CorralRunner(
+        {"t": Meta("own", "env")}, {"own": OwnWay()}, {"env": env}, store=store
+    )
+    report = await runner.run("own")
+    history = await _history(store, "own", "t")
+    kinds = [c.kind for c in history]
+    assert kinds == [
+        "setup",
+        *["model_call", "model_call", "action", "tool_effect"] * 2,
+        "model_call",
+        "model_call",
+        "terminal",
+        "evaluation",
+    ]
+    calls = _calls(history)
+    # Each stores only what it added: the second of a turn keeps the first's message.
+    assert [(c.keep, len(c.messages)) for c in calls] == [
+        (0, 1),
+        (1, 2),
+        (1, 1),
+        (2, 2),
+        (2, 1),
+        (3, 2),
+    ]
+    assert report.model_calls == {"m": CallCounts(6, {}, 0.0, pytest.approx(0.9))}
+
+
+async def test_a_bad_record_is_refused_naming_the_value() -> None:
+    session = corral.AgentSession(
+        benchmark_id="b", task_id="t", trial=0, metadata=Meta("a", "e"), inputs={}
+    )
+    with pytest.raises(corral.ConfigError, match="messages must be a list"):
+        session.record_model_call("hello")
+    with pytest.raises(corral.ConfigError, match="record_chars must be a positive integer"):
+        session.record_model_call([], record_chars=0)
+    with pytest.raises(corral.ConfigError, match="latency"):
+        session.record_model_call([], latency=-1)
+    with pytest.raises(corral.ConfigError, match="record_chars"):
+        session.chat(object(), record_chars=True)  # type: ignore[arg-type]
+    assert session.calls.pending == []
+
+
+def _scripted(first: list[ChatReply]) -> Any:
+    queue = iter(first)
+
+    def reply(body: dict[str, Any]) -> ChatReply:
+        return next(queue, None) or ledger_model(body)
+
+    return reply
+
+
+async def test_failed_tries_ride_on_the_call_after_them_across_retries() -> None:
+    store = corral.MemoryStore()
+    script = [ChatReply.rate_limited(0.01), ChatReply.failure(503, "busy")]
+    with FakeChatServer(_scripted(script)) as server:
+        runner = corral.CorralRunner(
+            tasks(1), {"teller": agent(server.url)}, {"ledger": Ledger()}, store=store
+        )
+        report = await runner.run("retry", backoff_base=0.01, backoff_cap=0.01)
+    calls = _calls(await _history(store, "retry", "acct-1"))
+    assert len(calls) == 3
+    first = calls[0].failed
+    assert [(f.kind, f.status, f.retry_after) for f in first] == [
+        ("429", 429, 0.01),
+        ("5xx", 503, None),
+    ]
+    assert all(f.waited is not None and f.waited >= 0 for f in first)
+    assert calls[1].failed == calls[2].failed == ()
+    counted = report.model_calls["teller-model"]
+    assert (counted.calls, dict(counted.failed)) == (3, {"429": 1, "5xx": 1})
+    assert counted.rate_limit_wait == first[0].waited
+
+
+async def test_a_call_that_fails_for_good_is_recorded_before_the_terminal() -> None:
+    store = corral.MemoryStore()
+    with FakeChatServer(_scripted([ChatReply.failure(400, "bad request")])) as server:
+        runner = corral.CorralRunner(
+            tasks(1), {"teller": agent(server.url)}, {"ledger": Ledger()}, store=store
+        )
+        report = await runner.run("refused")
+    history = await _history(store, "refused", "acct-1")
+    assert [c.kind for c in history][-2:] == ["model_call", "terminal"]
+    (call,) = _calls(history)
+    assert call.error is not None and "bad request" in call.error
+    assert [f.kind for f in call.failed] == ["error"]
+    assert (call.model, call.endpoint) == ("teller-model", server.url + "/chat/completions")
+    counted = report.model_calls["teller-model"]
+    assert (counted.calls, dict(counted.failed)) == (0, {"error": 1})
+    assert str(report.tasks["acct-1"].trials[0].status) == "error"
+    assert ModelError.__name__ in call.error
+
+
+async def test_a_long_value_is_cut_at_record_chars_and_marked() -> None:
+    store = corral.MemoryStore()
+    with FakeChatServer(ledger_model) as server:
+        teller = agent(server.url)
+        teller = corral.agents.ToolAgent(
+            teller.model, system_prompt="x" * 50, parse_final=int, record_chars=20
+        )
+        runner = corral.CorralRunner(
+            tasks(1), {"teller": teller}, {"ledger": Ledger()}, store=store
+        )
+        await runner.run("cut")
+    calls = _calls(await _history(store, "cut", "acct-1"))
+    system = calls[0].messages[0]["content"]
+    assert system.startswith("x" * 20) and TRUNCATED in system and "30 more" in system
+    assert calls[0].truncated >= 1
+    # The cut conversation still chains: later calls keep what they share.
+    assert [c.keep for c in calls] == [0, 2, 4]
+
+
+async def test_the_anthropic_client_records_thinking_and_cache_tokens() -> None:
+    store = corral.MemoryStore()
+    counter = itertools.count()
+
+    def reply(body: dict[str, Any]) -> ChatReply:
+        if next(counter) == 0:
+            answer = ChatReply.tools(("lookup", {"account": 1}), reasoning="think", usage=(9, 2))
+            return dataclasses.replace(answer, cache=(5, 3))
+        last = body["messages"][-1]["content"][-1]
+        if "ledger" in str(last.get("content")) and "L1" in str(last.get("content")):
+            return ChatReply.tools(("balance", {"ledger": "L1"}))
+        return ChatReply.text("107")
+
+    with FakeAnthropicServer(reply) as server:
+        runner = corral.CorralRunner(
+            tasks(1), {"teller": agent(server.url, "anthropic")}, {"ledger": Ledger()}, store=store
+        )
+        await runner.run("claude")
+    history = await _history(store, "claude", "acct-1")
+    first = transcript(history)[0].call
+    assert (first.reasoning, first.cache_read_tokens, first.cache_write_tokens) == ("think", 5, 3)
+    assert first.input_tokens == 9 + 5 + 3 and first.endpoint == server.url + "/v1/messages"
