@@ -1,10 +1,11 @@
 """Where Corral's time goes on the throughput workload (cProfile or pyinstrument).
 
-    python bench/profile_corral.py [--store sqlite|memory] [--tasks 2500] [--latency 0]
-        [--parallel 64] [--top 30] [--pyinstrument]
+    python bench/profile_corral.py [--store sqlite|memory] [--tasks 2500] [--per-task 4]
+        [--latency 0] [--parallel 64] [--top 30] [--pyinstrument]
 
 cProfile (the default) prints the functions with the most own time, and the
-cost per trial of each; ``--pyinstrument`` prints pyinstrument's call tree
+cost per trial of each, and the Python calls per trial (a count machine load
+cannot move); ``--pyinstrument`` prints pyinstrument's call tree
 instead (``pip install pyinstrument``). Both profile only the run call.
 """
 
@@ -35,12 +36,12 @@ def make_runner(store: str, tasks: int, latency: float, tmp: Path) -> corral.Cor
     )
 
 
-async def run(runner: corral.CorralRunner, parallel: int) -> None:
+async def run(runner: corral.CorralRunner, parallel: int, per_task: int) -> None:
     await runner.run(
         "profile",
-        trials_per_task=TRIALS_PER_TASK,
+        trials_per_task=per_task,
         max_parallel=parallel,
-        max_parallel_per_task=TRIALS_PER_TASK,
+        max_parallel_per_task=per_task,
     )
 
 
@@ -50,12 +51,13 @@ def main() -> None:
     )
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--tasks", type=int, default=2_500)
+    parser.add_argument("--per-task", type=int, default=TRIALS_PER_TASK, help="trials per task")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--pyinstrument", action="store_true")
     args = parser.parse_args()
-    trials = args.tasks * TRIALS_PER_TASK
+    trials = args.tasks * args.per_task
     with tempfile.TemporaryDirectory() as tmp:
         runner = make_runner(args.store, args.tasks, args.latency, Path(tmp))
         if args.pyinstrument:
@@ -63,13 +65,13 @@ def main() -> None:
 
             profiler = Profiler(interval=0.0005)
             profiler.start()
-            anyio.run(run, runner, args.parallel)
+            anyio.run(run, runner, args.parallel, args.per_task)
             profiler.stop()
             print(profiler.output_text(unicode=True, color=False, show_all=False))
             return
         prof = cProfile.Profile()
         prof.enable()
-        anyio.run(run, runner, args.parallel)
+        anyio.run(run, runner, args.parallel, args.per_task)
         prof.disable()
     out = io.StringIO()
     stats = pstats.Stats(prof, stream=out)
@@ -79,6 +81,7 @@ def main() -> None:
         f"{total:.2f} s profiled, {total / trials * 1e6:.0f} us per trial (with cProfile's "
         "own overhead)"
     )
+    print(f"Python calls per trial: {stats.total_calls / trials:.1f}")  # type: ignore[attr-defined]
     print("Own time by layer, us per trial:")
     for layer, seconds in by_layer(stats):
         print(f"  {layer:32} {seconds / trials * 1e6:8.1f}  {100 * seconds / total:5.1f}%")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import history
 from ._types import (
@@ -38,12 +37,17 @@ def record_of(
     usage: Usage,
     keep_state: bool = True,
     ended: history.TerminalPayload | None = None,
+    facts: ScoringFacts | None = None,
 ) -> TrialRecord:
     """The record of a trial that ended with ``terminal`` (``ended``: its payload, if the
     caller has it, whose stamp need not be filled in) and, if given, was scored by
-    ``evaluation``."""
+    ``evaluation``. With ``facts``, the record its scorer is given (`for_scorer`),
+    built at once: the runtime builds it so when the trial is to be scored."""
     payload = history.terminal_of(terminal) if ended is None else ended
     state = payload.state
+    meta = None
+    if facts is not None:
+        task_id, meta = facts
     record = TrialRecord(
         task_id=task_id,
         trial=trial,
@@ -60,65 +64,122 @@ def record_of(
         limit=payload.limit,
         working_time=history.worked_of(terminal),
         model_calls=history.model_calls_of(terminal),
+        task=None if meta is None else task_id,
+        model=None if meta is None else meta.model,
+        environment=None if meta is None else meta.environment_id,
+        inputs=_NO_DETAILS if meta is None else meta.inputs,
+        target=None if meta is None else meta.target,
+        metadata=_NO_DETAILS if meta is None else meta.metadata,
     )
     return record if evaluation is None else with_evaluation(record, evaluation)
 
 
 def with_evaluation(
-    record: TrialRecord, commit: Commit, scored: history.EvaluationPayload | None = None
+    record: TrialRecord,
+    commit: Commit,
+    scored: history.EvaluationPayload | None = None,
+    *,
+    task_id: str | None = None,
+    keep_state: bool = True,
+    share: Callable[..., Evaluation] | None = None,
 ) -> TrialRecord:
     """``record`` once its evaluation commit exists (``scored``: its payload, if the
-    caller has it)."""
+    caller has it), without what its scorer was told of the task: ``task_id`` its
+    own id (``record``'s if None), its state kept or not, and its `Evaluation` made by
+    ``share`` if given (`TrialTable.evaluation`: one kept already, so the report keeps
+    this record as it is)."""
     payload = history.evaluation_of(commit) if scored is None else scored
-    evaluation = payload.evaluation
+    if share is not None and payload.passed is not None:
+        evaluation: Evaluation | None = share(
+            payload.score, payload.passed, payload.details or _NO_DETAILS,
+            payload.scores or _NO_DETAILS,
+        )  # fmt: skip
+    else:
+        evaluation = payload.evaluation
     error, evaluation_error, trace = record.error, None, record.traceback
     if evaluation is None:
         evaluation_error = str(payload.error)
         error = f"evaluation failed: {evaluation_error}"
         trace = payload.traceback
-    return TrialRecord(
-        task_id=record.task_id,
-        trial=record.trial,
-        status=record.status,
-        output=record.output,
-        evaluation=evaluation,
-        error=error,
-        attempts=record.attempts,
-        commits=record.commits + 1,
-        started_at=record.started_at,
-        finished_at=commit.created_at,
-        usage=record.usage + commit.usage if commit.usage else record.usage,
-        state=record.state,
-        traceback=trace,
-        evaluation_error=evaluation_error,
-        limit=record.limit,
-        working_time=record.working_time,
-        model_calls=record.model_calls,
+    usage = record.usage + commit.usage if commit.usage else record.usage
+    return _rebuilt(
+        record,
+        evaluation,
+        error,
+        record.commits + 1,
+        commit.created_at,
+        usage,
+        record.state if keep_state else None,
+        trace,
+        evaluation_error,
+        task_id=task_id,
     )
 
 
 def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> TrialRecord:
     """``record`` without its final state (a report keeps no states), with
     ``evaluation`` (an equal one) in place of its own if given."""
-    if record.state is None and evaluation is None:
+    if record.state is None and evaluation is None and record.task is None:
         return record
+    return _rebuilt(
+        record,
+        record.evaluation if evaluation is None else evaluation,
+        record.error,
+        record.commits,
+        record.finished_at,
+        record.usage,
+        None,
+        record.traceback,
+        record.evaluation_error,
+    )
+
+
+def _rebuilt(
+    record: TrialRecord,
+    evaluation: Evaluation | None,
+    error: str | None,
+    commits: int,
+    finished_at: float | None,
+    usage: Usage,
+    state: Any,
+    traceback: str | None,
+    evaluation_error: str | None,
+    facts: ScoringFacts | None = None,
+    task_id: str | None = None,
+) -> TrialRecord:
+    """``record`` with these values, the others its own (and, with ``facts``, what its
+    scorer is told of the task: see `for_scorer`). The one copy of a record (a record
+    is frozen; `dataclasses.replace` costs several times more per trial)."""
+    task, meta = None, None
+    if task_id is None:
+        task_id = record.task_id
+    if facts is not None:
+        task_id = task = facts[0]
+        meta = facts[1]
     return TrialRecord(
-        task_id=record.task_id,
+        task_id=task_id,
         trial=record.trial,
         status=record.status,
         output=record.output,
-        evaluation=record.evaluation if evaluation is None else evaluation,
-        error=record.error,
+        evaluation=evaluation,
+        error=error,
         attempts=record.attempts,
-        commits=record.commits,
+        commits=commits,
         started_at=record.started_at,
-        finished_at=record.finished_at,
-        usage=record.usage,
-        traceback=record.traceback,
-        evaluation_error=record.evaluation_error,
+        finished_at=finished_at,
+        usage=usage,
+        state=state,
+        traceback=traceback,
+        evaluation_error=evaluation_error,
         limit=record.limit,
         working_time=record.working_time,
         model_calls=record.model_calls,
+        task=task,
+        model=None if meta is None else meta.model,
+        environment=None if meta is None else meta.environment_id,
+        inputs=_NO_DETAILS if meta is None else meta.inputs,
+        target=None if meta is None else meta.target,
+        metadata=_NO_DETAILS if meta is None else meta.metadata,
     )
 
 
@@ -160,6 +221,8 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         # Evaluations without details, by (score type, score, passed): most trials of a
         # run share a handful (an `Evaluation` is frozen). Bounded, as scores may vary.
         self._evaluations: dict[tuple[Any, ...], Evaluation] = {}
+        #: The ids of those kept (kept for the table's life: an id names one object).
+        self._kept: set[int] = set()
 
     def add(self, record: TrialRecord) -> None:
         """Keep ``record`` as a report needs it: without its state, and sharing an
@@ -179,7 +242,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
 
     def _shared(self, evaluation: Evaluation | None) -> Evaluation | None:
         """An equal evaluation kept earlier, or None to keep this one."""
-        if evaluation is None:
+        if evaluation is None or id(evaluation) in self._kept:  # one kept already
             return None
         key = _sharing_key(
             evaluation.score, evaluation.passed, evaluation.details, evaluation.scores
@@ -189,6 +252,7 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         kept = self._evaluations.get(key)
         if kept is None and len(self._evaluations) < _SHARED_EVALUATIONS:
             self._evaluations[key] = evaluation
+            self._kept.add(id(evaluation))
         return None if kept is evaluation else kept
 
     def evaluation(
@@ -243,29 +307,31 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         return self._count
 
 
-class ScoringFacts(NamedTuple):
-    """What the scorer is told of a trial's task beside the record itself."""
-
-    task: str
-    model: str | None
-    environment: str
-    inputs: Mapping[str, Any]
-    target: Any
-    metadata: Mapping[str, Any]
+#: What the scorer is told of a trial's task beside the record itself: the task id as
+#: written (no ``@model``) and the task's metadata (a plain pair: one per evaluation).
+ScoringFacts = tuple[str, BenchmarkTaskMetadata]
 
 
 def scoring_facts(task: str, meta: BenchmarkTaskMetadata) -> ScoringFacts:
     """``meta``'s facts for its scorer; ``task`` is the id as written (no ``@model``)."""
-    return ScoringFacts(
-        task, meta.model, meta.environment_id, meta.inputs, meta.target, meta.metadata
-    )
+    return (task, meta)
 
 
 def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
     """The record ``evaluate`` is given: ``record`` with its task's facts, and its
     ``task_id`` the id as written (a several-models run's ``add@gpt-x`` is ``add``,
-    with ``model`` saying which)."""
-    if facts is None:
+    with ``model`` saying which). A record built with its facts (`record_of`) is its own."""
+    if facts is None or record.task is not None:
         return record
-    # The facts' names are the record's own fields.
-    return dataclasses.replace(record, task_id=facts.task, **facts._asdict())
+    return _rebuilt(
+        record,
+        record.evaluation,
+        record.error,
+        record.commits,
+        record.finished_at,
+        record.usage,
+        record.state,
+        record.traceback,
+        record.evaluation_error,
+        facts,
+    )

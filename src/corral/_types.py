@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -13,6 +14,9 @@ from typing import Final as _Final
 from ._errors import ConfigError
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+#: The default of the mapping fields: the one shared empty mapping, from a C callable
+#: (no Python call per record or action built).
+_empty: Callable[[], Mapping[str, Any]] = itertools.repeat(_EMPTY).__next__
 
 
 class _Unchanged:
@@ -44,7 +48,7 @@ class BenchmarkTaskMetadata:
     model: str | None = None
     max_iterations: int = 10
     dependencies: tuple[str, ...] = ()
-    inputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    inputs: Mapping[str, Any] = field(default_factory=_empty)
     #: This task's per-trial budgets (None: the run's, if any); see README "Budgets per trial".
     token_limit: int | None = None
     cost_limit: float | None = None
@@ -53,7 +57,7 @@ class BenchmarkTaskMetadata:
     #: to the agent.
     target: Any = None
     #: Anything else the scorer may use (`TrialRecord.metadata`); never shown to the agent.
-    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    metadata: Mapping[str, Any] = field(default_factory=_empty)
 
     def __post_init__(self) -> None:
         if isinstance(self.dependencies, str):
@@ -73,7 +77,7 @@ class Action:
     """One tool call proposed by an agent."""
 
     tool: str
-    arguments: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    arguments: Mapping[str, Any] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +141,8 @@ class Evaluation:
 
     score: float
     passed: bool
-    details: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
-    scores: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    details: Mapping[str, Any] = field(default_factory=_empty)
+    scores: Mapping[str, float] = field(default_factory=_empty)
     usage: Usage = field(default=NO_USAGE, compare=False)
     model_calls: tuple[Any, ...] = field(default=(), compare=False)
 
@@ -224,11 +228,11 @@ class TrialRecord:
     #: The environment id that scores it.
     environment: str | None = field(default=None, compare=False)
     #: The task's own inputs (not its parents' outputs).
-    inputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, repr=False, compare=False)
+    inputs: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
     #: The task's `BenchmarkTaskMetadata.target`.
     target: Any = field(default=None, repr=False, compare=False)
     #: The task's `BenchmarkTaskMetadata.metadata`.
-    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, repr=False, compare=False)
+    metadata: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
     #: The trial's model calls counted per model (`corral.history.CallCounts`, from its
     #: terminal; None: none recorded).
     model_calls: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)

@@ -3,6 +3,8 @@ submitted while a worker delivers goes to that worker, and closing ends them all
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -22,7 +24,8 @@ async def test_a_job_submitted_while_a_worker_delivers_is_that_workers() -> None
         await anyio.lowlevel.checkpoint()
         return job
 
-    def deliver(result: int) -> None:
+    def deliver(results: Sequence[int]) -> None:
+        (result,) = results
         delivered.append(result)
         if result < 99:
             pool.submit(result + 1)  # what the run loop does: the freed slot's next job
@@ -45,7 +48,7 @@ async def test_idle_workers_are_reused_and_close_ends_them() -> None:
         await gate.wait()
         return job
 
-    pool: WorkerPool[int, int] = WorkerPool(run, delivered.append, Acks(lambda k, c: None))
+    pool: WorkerPool[int, int] = WorkerPool(run, delivered.extend, Acks(lambda k, c: None))
     async with anyio.create_task_group() as tg:
         pool.start(tg)
         for job in range(4):

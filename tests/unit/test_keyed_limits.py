@@ -76,3 +76,10 @@ def test_phases_split_the_declarations() -> None:
     phases = {limit.setting: limit.phase for limit in KEYED_LIMITS}
     assert phases["max_parallel_evaluations_by_environment"] is LimitPhase.EVALUATION
     assert phases["max_parallel_by_model"] is LimitPhase.EXECUTION
+
+
+def test_limits_resolve_takes_every_declared_keyed_limit_and_refuses_others() -> None:
+    limits = Limits.resolve(**{limit.setting: {"k": 2} for limit in KEYED_LIMITS})
+    assert all(limits.keyed(limit) == {"k": 2} for limit in KEYED_LIMITS)
+    with pytest.raises(ConfigError, match="unknown limit 'max_parallel_by_modle'"):
+        Limits.resolve(max_parallel_by_modle={"k": 1})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -122,6 +122,11 @@ class RayExecution:
 
     def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
         return self._scope_statistics
+
+    def submit_all(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            self.submit(job)
+        self.flush()
 
     def submit(self, job: Job) -> None:
         t, r = job.t, job.r

@@ -12,7 +12,7 @@ even on another host.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +132,7 @@ class Host:
         notify = self._notice if work.observed else _ignore
         acks = Acks(notify, work.max_backlog)
         self._runner = JobRunner(work, store, acks, remote=True)
-        pool = self._pool = WorkerPool(self._run, lambda r: acks.then(self._completer(r)), acks)
+        pool = self._pool = WorkerPool(self._run, lambda rs: acks.then(self._completer(rs)), acks)
         async with anyio.create_task_group() as outer:
             outer.start_soon(acks.run)
             async with anyio.create_task_group() as tg:
@@ -154,11 +154,13 @@ class Host:
         pool, runner = self._pool, self._runner
         if self._event("stopped").is_set() or pool is None or runner is None:
             raise self._failure or CorralError(f"Ray host {self.index} has stopped")
+        jobs = []
         for job in loads(batch):
             if type(job) is tuple:  # its evaluation went to another host: drop its record
                 runner.drop(*job)
             else:
-                pool.submit(job)
+                jobs.append(job)
+        pool.submit_all(jobs)
 
     async def exchange(self, batch: bytes) -> bytes:
         """`submit` a batch, then wait for at least one result: every result and notice
@@ -207,9 +209,9 @@ class Host:
         else:
             notices.append((key.task_id, key.trial, [commit]))
 
-    def _completer(self, result: Result | Failed) -> Callable[[], None]:
+    def _completer(self, results: Sequence[Result | Failed]) -> Callable[[], None]:
         def complete() -> None:
-            self._done.append(result)
+            self._done.extend(results)
             self._event("wake").set()
 
         return complete

@@ -1,25 +1,28 @@
 """The worker pool: one task per job running at once, reused rather than respawned.
 
 The one implementation of running jobs in tasks, used in this process
-(`LocalExecutor`) and on each Ray host. A worker that has run its job waits
-its last wait (`_finishing`: a lagging store holds it, and with it its slot)
-before its result is delivered, so whatever that result frees never needs a
-new task while this one is about to be free: live tasks stay within the
-limits, not the number of jobs. A job submitted while a worker delivers goes
-to that worker; the others to an idle worker, and only when none is idle to a
-new task.
+(`LocalExecutor`, whose run's `Execution` it is) and on each Ray host. A worker
+that has run its job waits its last wait (a lagging store holds it, and with it
+its slot) before its result is delivered, so whatever that result frees never
+needs a new task while this one is about to be free: live tasks stay within the
+limits, not the number of jobs. A job submitted while a worker delivers goes to
+that worker; the others to an idle worker, and only when none is idle to a new
+task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio.abc
 import anyio.lowlevel
 
 from ..runtime._acks import Acks
 from ..runtime._handoff import Handoff
+
+if TYPE_CHECKING:
+    from .._concurrency import ScopeStatistics
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -30,10 +33,14 @@ _YIELD_EVERY = 16
 
 class WorkerPool(Generic[J, R]):
     """Runs each submitted job with ``run`` in a worker task of the task group given to
-    `start`, and hands its result to ``deliver`` (synchronously, on that task)."""
+    `start`, and hands its result to ``deliver`` (synchronously, on that task, as a
+    batch of one: the run loop's `Deliver`)."""
 
     def __init__(
-        self, run: Callable[[J], Awaitable[R]], deliver: Callable[[R], None], acks: Acks
+        self,
+        run: Callable[[J], Awaitable[R]],
+        deliver: Callable[[Sequence[R]], None],
+        acks: Acks,
     ) -> None:
         self._run = run
         self._deliver = deliver
@@ -47,19 +54,28 @@ class WorkerPool(Generic[J, R]):
         self._ends = 0  # jobs finished (to yield now and then)
         #: Worker tasks started (they end only when the pool closes).
         self.workers = 0
+        #: Jobs submitted whose result has not been delivered yet.
+        self.busy = 0
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
 
     def submit(self, job: J) -> None:
-        if self._delivering and self._kept is None:
-            self._kept = job
-        elif self._idle:
-            self._idle.pop().hand(job)
-        else:
-            assert self._tg is not None, "WorkerPool.submit before start"
-            self.workers += 1
-            self._tg.start_soon(self._work, job)
+        self.submit_all((job,))
+
+    def submit_all(self, jobs: Sequence[J]) -> None:
+        """Run ``jobs`` (one admission's; perhaps none): each to the delivering worker,
+        an idle one, or a new task."""
+        for job in jobs:
+            self.busy += 1
+            if self._delivering and self._kept is None:
+                self._kept = job
+            elif self._idle:
+                self._idle.pop().hand(job)
+            else:
+                assert self._tg is not None, "WorkerPool.submit before start"
+                self.workers += 1
+                self._tg.start_soon(self._work, job)
 
     def close(self) -> None:
         """No more jobs: every idle worker ends, and the others once they are idle."""
@@ -67,14 +83,33 @@ class WorkerPool(Generic[J, R]):
         while self._idle:
             self._idle.pop().hand(None)
 
+    def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
+        """No scopes elsewhere: the named scopes its jobs use are this process's own."""
+        return {}
+
     async def _work(self, first: J) -> None:
         job: J | None = first
+        run, deliver, acks = self._run, self._deliver, self._acks
         while job is not None:
-            result = await self._run(job)
-            await self._finishing()
+            result = await run(job)
+            # The worker's last wait before its result is delivered (and its slot
+            # given back). A store that lags holds the worker here, slot and all,
+            # until it has caught up: nothing new starts in the meantime, rather than
+            # new workers while the finished ones wait. Otherwise the worker yields
+            # now and then: jobs whose agents never wait would keep it running and
+            # starve every other task (the display, the timer).
+            if acks.full:
+                await acks.room()
+            else:
+                self._ends += 1
+                if self._ends % _YIELD_EVERY:
+                    await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops
+                else:
+                    await anyio.lowlevel.checkpoint()
+            self.busy -= 1
             self._delivering = True
             try:
-                self._deliver(result)
+                deliver((result,))
             finally:
                 self._delivering = False
             job, self._kept = self._kept, None
@@ -84,21 +119,3 @@ class WorkerPool(Generic[J, R]):
                 idle: Handoff[J] = Handoff()
                 self._idle.append(idle)
                 job = await idle.wait()
-
-    async def _finishing(self) -> None:
-        """A worker's last wait before its result is delivered (and its slot given back).
-
-        A store that lags holds the worker here, slot and all, until it has caught
-        up: nothing new starts in the meantime, rather than new workers while the
-        finished ones wait. Otherwise the worker yields now and then: jobs whose
-        agents never wait would keep it running and starve every other task (the
-        display, the timer).
-        """
-        if self._acks.full:
-            await self._acks.room()
-            return
-        self._ends += 1
-        if self._ends % _YIELD_EVERY:
-            await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops here
-        else:
-            await anyio.lowlevel.checkpoint()

@@ -78,7 +78,7 @@ class Executor(Protocol):
 
 
 class Execution(Protocol):
-    """One run's execution: jobs in (`submit`), results out (the ``deliver`` it was
+    """One run's execution: jobs in (`submit_all`), results out (the ``deliver`` it was
     made with), between `start` and `close`."""
 
     @property
@@ -86,12 +86,9 @@ class Execution(Protocol):
         """Jobs submitted whose result has not been delivered yet."""
         ...
 
-    def submit(self, job: Job) -> None:
-        """Take one admitted job; it may wait for the next `flush` to be sent."""
-        ...
-
-    def flush(self) -> None:
-        """Send what `submit` took since the last flush (called after every admission)."""
+    def submit_all(self, jobs: Sequence[Job]) -> None:
+        """Take the jobs one admission gave (perhaps none: called after every admission)
+        and send them on."""
         ...
 
     def close(self) -> None:

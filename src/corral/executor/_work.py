@@ -9,10 +9,11 @@ records travel without their states).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from .._records import with_evaluation, without_state
-from .._types import EVALUATED_STATUSES, Commit, TrialRecord
+from .._records import with_evaluation
+from .._types import EVALUATED_STATUSES, Commit, Evaluation, TrialRecord
 from ..runtime._acks import Acks
 from ..runtime._evaluate import evaluate_trial
 from ..runtime._jobs import (
@@ -34,13 +35,24 @@ from ._protocol import Work
 class JobRunner:
     """Runs jobs of one run with ``store`` and ``acks`` (see the module's note)."""
 
-    __slots__ = ("_ended", "acks", "remote", "store", "work")
+    __slots__ = ("_ended", "acks", "remote", "share", "store", "work")
 
-    def __init__(self, work: Work, store: CommitStore, acks: Acks, *, remote: bool) -> None:
+    def __init__(
+        self,
+        work: Work,
+        store: CommitStore,
+        acks: Acks,
+        *,
+        remote: bool,
+        share: Callable[..., Evaluation] | None = None,
+    ) -> None:
         self.work = work
         self.store = store
         self.acks = acks
         self.remote = remote
+        #: Makes each evaluated record's `Evaluation` (the run's report shares equal
+        #: ones, and keeps a record made with it as it is); None across a process.
+        self.share = share
         #: ``remote``: records of trials run here, until their evaluation comes, by (t, r).
         self._ended: dict[tuple[int, int], TrialRecord] = {}
 
@@ -95,9 +107,16 @@ class JobRunner:
             if record is None:
                 record = _unscored(key, history[: job.seq])
             if len(history) > job.seq and history[job.seq].kind == "evaluation":
-                return self._evaluated(job, with_evaluation(record, history[job.seq]))
+                landed = with_evaluation(
+                    record,
+                    history[job.seq],
+                    task_id=key.task_id,
+                    keep_state=False,
+                    share=self.share,
+                )
+                return Evaluated(job.t, job.r, landed, record.state)
         work = self.work
-        record = await evaluate_trial(
+        evaluated = await evaluate_trial(
             work.environments[job.environment_id],
             record,
             key=key,
@@ -108,14 +127,12 @@ class JobRunner:
             time_limit=work.evaluation_timeout,
             max_value_bytes=work.max_value_bytes,
             facts=job.facts,
+            keep_state=False,
+            share=self.share,
         )
-        return self._evaluated(job, record)
-
-    def _evaluated(self, job: EvalJob, record: TrialRecord) -> Evaluated:
-        # Across a process, the state apart: the coordinator's report keeps records
-        # without one.
-        sent = without_state(record) if self.remote else record
-        return Evaluated(job.t, job.r, sent, record.state)
+        # The state apart (the report keeps records without one, and across a process
+        # a record travels without it).
+        return Evaluated(job.t, job.r, evaluated, record.state)
 
 
 def _unscored(key: TrialKey, history: list[Commit]) -> Any:

@@ -99,6 +99,15 @@ def _terminal(p: Any) -> dict[str, Any]:
     }
     if p.state is not UNCHANGED:
         out["state"] = p.state
+    if (
+        p.error_type is None
+        and p.traceback is None
+        and p.limit is None
+        and p.spent is None
+        and p.limit_value is None
+        and p.cause is None
+    ):
+        return out  # the common case: a trial that ended well (no pair built per field)
     extra = (
         ("error_type", p.error_type),
         ("traceback", p.traceback),

@@ -3,7 +3,9 @@
 A `Commit` keeps its payload as the stored JSON object (observers, ``corral show``
 and the viewer see it as stored); these are what Corral reads from it and writes
 into it, through `encode` and `decode` (``_codec``) only. Fields a writer leaves
-out are None (``state`` absent is `UNCHANGED`).
+out are None (``state`` absent is `UNCHANGED`). They are values, never changed once
+built, yet not frozen dataclasses: one is built for every commit a trial writes, and a
+frozen dataclass's ``__init__`` costs several times a plain one's.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._chat import ThinkingBlock, ToolCall, thinking_text
 from .._types import UNCHANGED, Evaluation, TrialStatus
@@ -53,8 +55,7 @@ class CallCounts:
 FAILURE_KINDS = ("429", "5xx", "timeout", "dropped", "error")
 
 
-@dataclass(frozen=True, slots=True)
-class Stamp:
+class Stamp(NamedTuple):
     """What a trial's commit records beside its own value: the working time so far,
     the budgets that applied (setup and terminal) and the failed attempts' errors;
     a terminal, the trial's model calls counted per model."""
@@ -68,7 +69,7 @@ class Stamp:
 _NO_STAMP = Stamp()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SetupPayload:
     """The environment's initial state, and the trial this one sees (reflective)."""
 
@@ -77,7 +78,7 @@ class SetupPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ActionPayload:
     """One tool call the agent declared, ``index``-th of its turn ``turn``."""
 
@@ -89,7 +90,7 @@ class ActionPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolEffectPayload:
     """The effect of executing the action committed at ``action_seq``."""
 
@@ -99,7 +100,7 @@ class ToolEffectPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TerminalPayload:
     """How a trial's attempt ended (build one with `terminal`)."""
 
@@ -119,7 +120,7 @@ class TerminalPayload:
     stamp: Stamp = _NO_STAMP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EvaluationPayload:
     """A score (``passed`` not None), or the failure to produce one (``error``)."""
 
@@ -148,7 +149,7 @@ class EvaluationPayload:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReopenPayload:
     """Why a finished trial got a fresh attempt, and how the earlier one ended."""
 

@@ -55,13 +55,14 @@ class Acks:
         self._wakeup = anyio.Event()
         self._closed = False
         self.max_backlog = max_backlog
+        #: The queue's length past which the backlog is full.
+        self._limit = max_backlog if max_backlog > 0 else float("inf")
+        #: Whether the backlog is past ``max_backlog`` (kept as the queue changes: read
+        #: by every worker after every job).
+        self.full = False
         self._drained: anyio.Event | None = None
         #: The most appends ever waiting at once.
         self.peak_backlog = 0
-
-    @property
-    def full(self) -> bool:
-        return 0 < self.max_backlog < len(self._queue)
 
     async def room(self) -> None:
         """Return once the backlog is down to half its bound (at once if not full)."""
@@ -96,10 +97,13 @@ class Acks:
         self._woken(queue)
 
     def _woken(self, queue: deque[_Item]) -> None:
-        if len(queue) == 1:
+        n = len(queue)
+        if n == 1:
             self._wakeup.set()
-        elif len(queue) > self.peak_backlog:
-            self.peak_backlog = len(queue)
+        elif n > self.peak_backlog:
+            self.peak_backlog = n
+        if n > self._limit:
+            self.full = True
 
     def durable(self, key: TrialKey, commits: list[Commit]) -> None:
         """Tell the observers of ``commits``, known to be durable (acknowledged, or read
@@ -115,6 +119,8 @@ class Acks:
                 handle, key, commits = queue[0]
                 await handle.wait()
                 queue.popleft()
+                if self.full and len(queue) <= self.max_backlog:
+                    self.full = False
                 if isinstance(key, TrialKey):
                     self.durable(key, commits)
                 else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import anyio
@@ -33,6 +33,8 @@ async def evaluate_trial(
     time_limit: float | None = None,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     facts: ScoringFacts | None = None,
+    keep_state: bool = True,
+    share: Callable[..., Evaluation] | None = None,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
@@ -40,7 +42,8 @@ async def evaluate_trial(
     evaluation, not retried (a hung scorer would hang again). Details taking more than
     ``max_value_bytes`` of JSON are a failed evaluation too. Returns the record
     with ``evaluation`` (or ``error``) filled in. ``facts`` are what the scorer is told
-    of the task (`for_scorer`); the record returned is ``record``'s own.
+    of the task (`for_scorer`); the record returned is ``record``'s own (its state
+    kept or not, its `Evaluation` made by ``share`` if given: see `with_evaluation`).
     """
     scored = for_scorer(record, facts)
     usage: Usage = NO_USAGE
@@ -60,7 +63,9 @@ async def evaluate_trial(
                     )
                     break
             payload = _payload(evaluation, max_value_bytes)
-            usage = add_usage(NO_USAGE, evaluation.usage)
+            spent = evaluation.usage
+            if spent is not NO_USAGE and spent:  # most scorers spend nothing
+                usage = add_usage(NO_USAGE, spent)
             break
         except Exception as exc:
             if (slow_down := as_rate_limit(exc)) is not None:
@@ -99,7 +104,14 @@ async def evaluate_trial(
                 break
             await anyio.sleep(policy.delay(attempt))
             attempt += 1
-    return with_evaluation(record, commit, payload if commit is ours else None)
+    return with_evaluation(
+        record,
+        commit,
+        payload if commit is ours else None,
+        task_id=key.task_id,
+        keep_state=keep_state,
+        share=share,
+    )
 
 
 def _payload(evaluation: object, limit: int) -> EvaluationPayload:

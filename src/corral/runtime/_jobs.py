@@ -6,7 +6,8 @@ Ray host). `TrialJob` is everything a trial carries from one start to the
 next (a rate limit's deferral hands the same job back, scratch and all); what
 the place it runs on supplies (agent, environment, store) is `TrialPlan`'s.
 A result is one of `Executed`, `Postponed`, `Evaluated`; the run loop reacts
-to nothing else.
+to nothing else. Jobs and results are built per trial: plain dataclasses, never
+changed once handed over (a frozen one's ``__init__`` costs several times more).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class TrialJob:
     #: The sequence number of this run's first commit of the trial: the commits before
     #: it, earlier runs recorded (and their observers heard of).
     head: int = 0
+    #: What its scorer is told of the task: a trial that ends to be scored ends with the
+    #: record its scorer is given (`corral._records.record_of`), not built again.
+    facts: ScoringFacts | None = None
     #: Model calls and failed tries that no commit has carried yet (None until the
     #: trial's first session: a job is sent to its host without one).
     calls: CallLog | None = None
@@ -95,7 +99,7 @@ class EvalJob:
 Job = TrialJob | EvalJob
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Executed:
     """Trial (t, r)'s execution ended with ``status``. ``record`` may be None only for a
     status that is evaluated: the place that ran it keeps it for the evaluation."""
@@ -109,7 +113,7 @@ class Executed:
     record: TrialRecord | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Postponed:
     """A rate limit deferred ``job``: it goes on (the same job) after ``deferred.delay``."""
 
@@ -117,7 +121,7 @@ class Postponed:
     deferred: Deferred
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Evaluated:
     """Trial (t, r)'s evaluation ended: ``record`` is its final record, ``state`` its
     final state (None: the record's own)."""

@@ -8,15 +8,7 @@ from typing import Any
 
 from .. import history
 from .._types import UNCHANGED, Action, Commit, Step, ToolEffect
-from ..history import (
-    ActionPayload,
-    CommitKind,
-    Payload,
-    SetupPayload,
-    TerminalPayload,
-    ToolEffectPayload,
-    TrialFold,
-)
+from ..history import CommitKind, Payload, TerminalPayload, TrialFold
 
 
 @dataclass(slots=True)
@@ -66,34 +58,40 @@ class Projection(TrialFold):
         """Fold ``commit`` in (``payload``: its typed payload, if the caller has it)."""
         TrialFold.apply(self, commit, payload)
         kind = commit.kind
+        # The payload of ``kind``'s type (`SetupPayload` for a setup, ...): a writer's
+        # own, or decoded here; not checked again (this runs for every commit).
+        p: Any = payload
         if kind == CommitKind.SETUP:
-            setup = history.decode(commit) if payload is None else payload
-            assert isinstance(setup, SetupPayload)
+            if p is None:
+                p = history.decode(commit)
             self.has_setup = True
-            self.state = setup.state
-            self.previous_trial = setup.previous_trial
+            self.state = p.state
+            self.previous_trial = p.previous_trial
         elif kind == CommitKind.ACTION:
-            action = history.decode(commit) if payload is None else payload
-            assert isinstance(action, ActionPayload)
-            if action.turn != (self.turn.number if self.turn else -1):
-                self._close_turn()
-                self.turn = PendingTurn(action.turn, state_before=self.state)
-                self.iteration = action.turn + 1
-            assert self.turn is not None
-            self.turn.actions.append((commit.seq, Action(action.tool, action.arguments)))
+            if p is None:
+                p = history.decode(commit)
+            turn = self.turn
+            if turn is None or p.turn != turn.number:
+                if turn is not None:
+                    self._close_turn()
+                turn = self.turn = PendingTurn(p.turn, state_before=self.state)
+                self.iteration = p.turn + 1
+            turn.actions.append((commit.seq, Action(p.tool, p.arguments)))
         elif kind == CommitKind.TOOL_EFFECT:
-            assert self.turn is not None, "tool_effect without an action"
-            effect = history.decode(commit) if payload is None else payload
-            assert isinstance(effect, ToolEffectPayload)
-            self.turn.effects[effect.action_seq] = ToolEffect(effect.observation, effect.state)
-            if not self.turn.missing:
-                self._close_turn()
+            turn = self.turn
+            assert turn is not None, "tool_effect without an action"
+            if p is None:
+                p = history.decode(commit)
+            turn.effects[p.action_seq] = ToolEffect(p.observation, p.state)
+            if not turn.missing:
+                self._apply_turn(turn)
         elif kind == CommitKind.TERMINAL:
-            self._close_turn()
-            end = history.terminal_of(commit) if payload is None else payload
-            assert isinstance(end, TerminalPayload)
-            self.ended = end
-            state = end.state
+            if self.turn is not None:
+                self._close_turn()
+            if p is None:
+                p = history.terminal_of(commit)
+            self.ended = p
+            state = p.state
             if state is not UNCHANGED:
                 self.state = state
         elif kind == CommitKind.REOPEN:
@@ -120,8 +118,11 @@ class Projection(TrialFold):
     def _close_turn(self) -> None:
         """Apply a complete turn's effects: steps and states in declared order."""
         turn = self.turn
-        if turn is None or turn.missing:
-            return
+        if turn is not None and not turn.missing:
+            self._apply_turn(turn)
+
+    def _apply_turn(self, turn: PendingTurn) -> None:
+        """Apply ``turn``, whose every action has its effect."""
         for seq, action in turn.actions:
             effect = turn.effects[seq]
             self.steps.append(Step(action, effect))

@@ -22,6 +22,7 @@ from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
 from .._tools import call_error, tools_of
 from .._types import (
+    EVALUATED_STATUSES,
     NO_USAGE,
     UNCHANGED,
     Action,
@@ -104,6 +105,10 @@ class _Writer:
         self.clock = clock
         #: The trial's budget, or None when it has none (checked once, not per step).
         self.budget = plan.job.budget if plan.job.budget else None
+        #: Whether its commits record nothing beside their own value but the working
+        #: time (no budget, no failed attempt; a terminal no model calls): one `Stamp`
+        #: per `stage`, no `_stamp`.
+        self._plain = self.budget is None and not plan.job.failed_attempts
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
@@ -125,21 +130,27 @@ class _Writer:
     def stage(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
         now = time.time()
         worked = round(self.clock.spent, 6)
+        plan, projection = self.plan, self.projection
+        plain = Stamp(worked) if self._plain else None
         commits = []
         calls = self.session.calls
         if calls.pending or calls.failed:
             # The model calls that led here land with what followed from them.
             items = _with_calls(calls, self.projection, items)
         for kind, payload, usage in items:
-            stamp = _stamp(self.plan, self.projection, kind, worked)
+            # A terminal counts the trial's model calls: `_stamp` stamps it if it made any.
+            if plain is not None and (kind != "terminal" or projection.calls is None):
+                stamp = plain
+            else:
+                stamp = _stamp(plan, projection, kind, worked)
             commit = Commit(self.next_seq, kind, encode(payload, stamp), now, usage)
             commits.append(commit)
-            self.projection.apply(commit, payload)
+            projection.apply(commit, payload)
             if kind == _MODEL_CALL:
                 calls.staged(commit.seq)
             self.next_seq += 1
-        self._pending.append((self.plan.store.enqueue(self.plan.key, commits), commits))
-        _sync(self.session, self.projection)
+        self._pending.append((plan.store.enqueue(plan.key, commits), commits))
+        _sync(self.session, projection)
         return commits
 
     async def flush(self) -> None:
@@ -374,8 +385,10 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         )
         writer.stage([("setup", setup, session.take_usage())])
     # Budgets are checked after every commit that may carry usage, and before a
-    # resumed trial does anything (its budget may have been lowered since).
-    if writer.over_budget():
+    # resumed trial does anything (its budget may have been lowered since); a trial
+    # without one skips the calls.
+    budgeted = writer.budget is not None
+    if budgeted and writer.over_budget():
         return
     turn = projection.open_turn
     if turn is not None:
@@ -385,23 +398,21 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         await _execute(writer, session, missing, turn.state_before)
     max_iterations = plan.job.metadata.max_iterations
     while projection.iteration < max_iterations:
-        if writer.over_budget():
+        if budgeted and writer.over_budget():
             return
         decision = await plan.agent.act(session)
         if isinstance(decision, Final):
             # An answer bought over budget is not a completed trial.
-            if writer.over_budget(session._usage):
+            if budgeted and writer.over_budget(session._usage):
                 return
             output = check_json(decision.output, "the Final output", limit)
-            writer.stage(
-                [
-                    (
-                        "terminal",
-                        _terminal(TrialStatus.COMPLETED, session.attempt, session.state, output),
-                        session.take_usage(),
-                    )
-                ]
+            ended = terminal(
+                TrialStatus.COMPLETED,
+                attempts=session.attempt + 1,
+                state=session.state,
+                output=output,
             )
+            writer.stage([("terminal", ended, session.take_usage())])
             return
         actions = _actions(decision)
         turn_no = projection.iteration
@@ -424,7 +435,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             items.append(("action", declared, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
         await writer.commit(items)
-        if writer.over_budget():  # the turn's model call overran: its tools never run
+        if budgeted and writer.over_budget():  # the turn's model call overran: no tools run
             return
         await _execute(writer, session, keyed, session.state)
     if writer.over_budget():
@@ -564,7 +575,7 @@ def _stamp(plan: TrialPlan, projection: Projection, kind: str, worked: float) ->
     the working time (it survives a crash with the commit), the budgets that applied
     (`corral show`), and the failed attempts' errors."""
     budget = plan.job.budget
-    stamped = budget.to_dict() if budget and kind in _BUDGETED else None
+    stamped = budget.to_dict() if kind in _BUDGETED and budget else None
     failed = plan.job.failed_attempts
     # The terminal counts the trial's model calls, so a report need not read them.
     calls = projection.calls if kind == "terminal" else None
@@ -583,6 +594,9 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
     assert terminal is not None
     # Shared while nothing was used: no object per trial.
     usage = projection.spend
+    ended = projection.ended
+    # To be scored: the record its scorer is given, built once.
+    facts = plan.job.facts if ended is not None and ended.status in EVALUATED_STATUSES else None
     record = record_of(
         plan.key.task_id,
         plan.key.trial,
@@ -590,7 +604,8 @@ def _outcome(plan: TrialPlan, projection: Projection) -> TrialOutcome:
         evaluation=None,
         commits=projection.commits,
         started_at=projection.started_at,
-        ended=projection.ended,
+        ended=ended,
         usage=usage,
+        facts=facts,
     )
     return TrialOutcome(record, projection.next_seq, projection.previous_trial)

@@ -42,8 +42,10 @@ class StartKind(IntEnum):
     UNREACHABLE = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Start:
+    """One admitted start (built per trial: not frozen, which costs more; never changed)."""
+
     kind: StartKind
     task: int
     round: int
@@ -119,13 +121,12 @@ class Admission:
         # Then, among equals, the scarcest resource first (see `_best_bucket`).
 
         # One counter array per declared keyed limit (`KEYED_LIMITS`).
-        meta = [plan.light(t) for t in range(tasks)]
+        meta = plan.lights()
+        if len(eval_keys) != tasks:
+            raise ValueError(f"{len(eval_keys)} evaluation keys for {tasks} tasks")
         self.counters = [
             KeyedCounter(
-                limit,
-                [limit.key(m, key) for m, key in zip(meta, eval_keys, strict=True)],
-                limits.keyed(limit),
-                limits.max_parallel,
+                limit, limit.keys(meta, eval_keys), limits.keyed(limit), limits.max_parallel
             )
             for limit in KEYED_LIMITS
         ]
@@ -134,14 +135,12 @@ class Admission:
         executions = [c for c in self.counters if c.limit.phase is LimitPhase.EXECUTION]
         evaluations = [c for c in self.counters if c.limit.phase is LimitPhase.EVALUATION]
         # Per task: its bucket under each phase's limits (the counters it needs), and
-        # the (in use, index) pairs its slots take.
-        # Most tasks share their buckets and slots: one object each, not one per task.
-        self._bucket = _shared([tuple(c.of[t] for c in executions) for t in range(tasks)])
-        self._eval_bucket = _shared([tuple(c.of[t] for c in evaluations) for t in range(tasks)])
-        slots = {b: _slots(executions, b) for b in set(self._bucket)}
-        self._slots = [slots[b] for b in self._bucket]
-        eval_slots = {b: _slots(evaluations, b) for b in set(self._eval_bucket)}
-        self._eval_slots = [eval_slots[b] for b in self._eval_bucket]
+        # the (in use, index) pairs its slots take (shared by a bucket's tasks). Built
+        # column by column: no Python call per task.
+        self._bucket = _buckets(executions, tasks)
+        self._eval_bucket = _buckets(evaluations, tasks)
+        self._slots = _slots(executions, self._bucket)
+        self._eval_slots = _slots(evaluations, self._eval_bucket)
         # Per bucket: the (in use, effective cap, index) it must find room in, and its
         # scarcity (the smallest configured cap, for the critical-path order).
         self._checks: dict[Bucket, tuple[tuple[list[int], list[int], int], ...]] = {}
@@ -575,19 +574,31 @@ class Admission:
 Bucket = tuple[int, ...]
 
 
-def _slots(counters: list[KeyedCounter], bucket: Bucket) -> tuple[tuple[list[int], int], ...]:
-    """A bucket's slots under ``counters``: (the counter's in-use array, its index)."""
-    return tuple((c.used, i) for c, i in zip(counters, bucket, strict=True) if i >= 0)
-
-
-def _shared(buckets: list[Bucket]) -> list[Bucket]:
-    """``buckets`` with each distinct bucket one object."""
+def _buckets(counters: list[KeyedCounter], tasks: int) -> list[Bucket]:
+    """Each task's bucket under ``counters``."""
+    if not counters:
+        return [()] * tasks
+    # Most tasks share their bucket: one tuple each, not one per task.
     one: dict[Bucket, Bucket] = {}
-    return [one.setdefault(b, b) for b in buckets]
+    return [one.setdefault(b, b) for b in zip(*[c.of for c in counters], strict=True)]
+
+
+def _slots(
+    counters: list[KeyedCounter], buckets: list[Bucket]
+) -> list[tuple[tuple[list[int], int], ...]]:
+    """Each task's slots under ``counters`` (its bucket's): (the counter's in-use array,
+    its index)."""
+    of_bucket = {
+        bucket: tuple([(c.used, i) for c, i in zip(counters, bucket, strict=True) if i >= 0])
+        for bucket in set(buckets)
+    }
+    return [of_bucket[bucket] for bucket in buckets]
 
 
 def _checks(
     counters: list[KeyedCounter], bucket: Bucket
 ) -> tuple[tuple[list[int], list[int], int], ...]:
     """What a bucket needs room in: (in use, effective cap, index) per limited key."""
-    return tuple((c.used, c.effective, i) for c, i in zip(counters, bucket, strict=True) if i >= 0)
+    return tuple(
+        [(c.used, c.effective, i) for c, i in zip(counters, bucket, strict=True) if i >= 0]
+    )

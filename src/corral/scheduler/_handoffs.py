@@ -16,6 +16,9 @@ from ._resume import Resume
 class Handoffs:
     def __init__(self, plan: RunPlan, resumed: Resume) -> None:
         self.plan = plan
+        #: Whether a trial may see an earlier one (`previous_of`, `finished`): a task
+        #: has several trials.
+        self.reflective = plan.trials_per_task > 1
         self._previous = resumed.previous
         # A parent's output waits here until every child's same round has taken it.
         self._outputs: dict[tuple[int, int], list[Any]] = {}

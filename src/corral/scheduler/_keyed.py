@@ -1,13 +1,14 @@
 """The keyed limits, declared once: admission keeps one counter array per declaration,
 and `Limits`, `Statistics`, the progress view and the CLI loop over them.
 
-A new kind of keyed limit is one `KeyedLimit` in `KEYED_LIMITS` (plus its field in
-`Limits`, `Statistics` and `RunSettings`, which are typed values).
+A new kind of keyed limit is one `KeyedLimit` in `KEYED_LIMITS`, plus its typed field
+in `Limits`, `Statistics` and `RunSettings` (typed values: a test checks every
+declaration has them) and the keys the runner knows for it (`Limits.check_keys`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -28,9 +29,10 @@ class KeyedLimit:
     #: The `Limits` field, `run` keyword and ``--`` flag (with dashes): key -> cap.
     setting: str
     phase: LimitPhase
-    #: A task's key under this limit (None: unbounded), from its metadata and its
-    #: evaluation key (the environment's name, else its id).
-    key: Callable[[BenchmarkTaskMetadata, str], str | None]
+    #: Every task's key under this limit (None: unbounded), in task order, from their
+    #: metadata and their evaluation keys (the environment's name, else its id): one
+    #: call per run, not one per task.
+    keys: Callable[[Sequence[BenchmarkTaskMetadata], Sequence[str]], list[str | None]]
     #: The `Statistics` field of the slots in use per key.
     statistics: str
     #: How the progress view names a key's row (``"model gpt-x"``).
@@ -48,16 +50,20 @@ class KeyedLimit:
         return "--" + self.setting.replace("_", "-")
 
 
-def _model(meta: BenchmarkTaskMetadata, eval_key: str) -> str | None:
-    return meta.model
+def _models(metas: Sequence[BenchmarkTaskMetadata], eval_keys: Sequence[str]) -> list[str | None]:
+    return [meta.model for meta in metas]
 
 
-def _environment(meta: BenchmarkTaskMetadata, eval_key: str) -> str | None:
-    return meta.environment_id
+def _environments(
+    metas: Sequence[BenchmarkTaskMetadata], eval_keys: Sequence[str]
+) -> list[str | None]:
+    return [meta.environment_id for meta in metas]
 
 
-def _evaluation_key(meta: BenchmarkTaskMetadata, eval_key: str) -> str | None:
-    return eval_key
+def _evaluation_keys(
+    metas: Sequence[BenchmarkTaskMetadata], eval_keys: Sequence[str]
+) -> list[str | None]:
+    return list(eval_keys)
 
 
 #: Every keyed limit, in the order limits are shown.
@@ -65,7 +71,7 @@ KEYED_LIMITS: tuple[KeyedLimit, ...] = (
     KeyedLimit(
         "max_parallel_by_model",
         LimitPhase.EXECUTION,
-        _model,
+        _models,
         "by_model",
         "model",
         "model",
@@ -75,7 +81,7 @@ KEYED_LIMITS: tuple[KeyedLimit, ...] = (
     KeyedLimit(
         "max_parallel_by_environment",
         LimitPhase.EXECUTION,
-        _environment,
+        _environments,
         "by_environment",
         "environment",
         "environment id",
@@ -84,7 +90,7 @@ KEYED_LIMITS: tuple[KeyedLimit, ...] = (
     KeyedLimit(
         "max_parallel_evaluations_by_environment",
         LimitPhase.EVALUATION,
-        _evaluation_key,
+        _evaluation_keys,
         "evaluations_by_environment",
         "evaluations in",
         "environment name or id",

@@ -56,11 +56,11 @@ class Limits:
         max_parallel_per_task: int = 1,
         max_parallel_evaluations: int | None = None,
         max_parallel_total: int | None = None,
-        max_parallel_by_model: Mapping[str, int] | None = None,
-        max_parallel_by_environment: Mapping[str, int] | None = None,
-        max_parallel_evaluations_by_environment: Mapping[str, int] | None = None,
+        **keyed: Mapping[str, int] | None,
     ) -> Limits:
-        """Validate every limit and fill in the defaults; raise `ConfigError` naming a bad one."""
+        """Validate every limit and fill in the defaults; raise `ConfigError` naming a bad
+        one. ``keyed``: a caps mapping (None: no limit) by each `KeyedLimit`'s setting
+        (``max_parallel_by_model={...}``, ...)."""
         parallel = positive_int("max_parallel", max_parallel)
         per_task = positive_int("max_parallel_per_task", max_parallel_per_task)
         evaluations = (
@@ -73,21 +73,17 @@ class Limits:
             if max_parallel_total is None
             else positive_int("max_parallel_total", max_parallel_total)
         )
+        for name in keyed:
+            if name not in _KEYED_SETTINGS:
+                hint = did_you_mean(name, [*_COUNTS, *_KEYED_SETTINGS])
+                raise ConfigError(f"unknown limit {name!r}{hint}")
         return cls(
             max_parallel=parallel,
             max_parallel_per_task=per_task,
             max_parallel_evaluations=evaluations,
             max_parallel_total=total,
             # None is no limit; anything else is checked in `__post_init__`.
-            max_parallel_by_model=_NONE if max_parallel_by_model is None else max_parallel_by_model,
-            max_parallel_by_environment=(
-                _NONE if max_parallel_by_environment is None else max_parallel_by_environment
-            ),
-            max_parallel_evaluations_by_environment=(
-                _NONE
-                if max_parallel_evaluations_by_environment is None
-                else max_parallel_evaluations_by_environment
-            ),
+            **{name: _NONE if caps is None else caps for name, caps in keyed.items()},
         )
 
     def check_keys(self, **known: Collection[str]) -> None:
@@ -117,6 +113,7 @@ class Limits:
 
 
 _NONE: Mapping[str, int] = MappingProxyType({})
+_KEYED_SETTINGS = tuple(limit.setting for limit in KEYED_LIMITS)
 _COUNTS = (
     "max_parallel",
     "max_parallel_per_task",

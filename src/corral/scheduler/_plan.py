@@ -60,6 +60,15 @@ class RunPlan:
             for task_id, meta in zip(self.task_ids, view, strict=True):
                 yield task_id, metadata_dict(meta)
 
+    def lights(self) -> Sequence[BenchmarkTaskMetadata]:
+        """Every task's metadata for planning (`light`), in task order."""
+        view = self.metadata
+        if type(view) is tuple:
+            return view
+        assert isinstance(view, SourceView)
+        skeleton = view.source.skeleton
+        return [skeleton(task_id) for task_id in self.task_ids]
+
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
         view = self.metadata
@@ -95,17 +104,19 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
 
 
 def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
+    # Part of what a resumed run must match (scores against another target would mix);
+    # absent when unset, so a configuration stored before them still matches.
+    samples = sample_fields(meta)
     return {
         "agent_id": meta.agent_id,
         "environment_id": meta.environment_id,
         "model": meta.model,
         "max_iterations": meta.max_iterations,
         "dependencies": list(meta.dependencies),
-        # As JSON will store it (tuples as lists), so a resumed run compares equal.
-        "inputs": check_json(meta.inputs, "inputs"),
-        # Part of what a resumed run must match (scores against another target would
-        # mix); absent when unset, so a configuration stored before them still matches.
-        **check_json(sample_fields(meta), "target and metadata"),
+        # As JSON will store it (tuples as lists), so a resumed run compares equal
+        # (none, the common case, checked without a call per task).
+        "inputs": {} if meta.inputs == {} else check_json(meta.inputs, "inputs"),
+        **(check_json(samples, "target and metadata") if samples else samples),
     }
 
 

@@ -23,10 +23,11 @@ import anyio.abc
 
 from .._budget import NO_BUDGET, Budget
 from .._errors import CorralError, unwrap_single
-from .._records import record_of, scoring_facts
+from .._records import record_of
 from .._types import (
     EVALUATED_STATUSES,
     NO_USAGE,
+    BenchmarkTaskMetadata,
     Commit,
     TrialRecord,
     TrialStatus,
@@ -34,7 +35,7 @@ from .._types import (
 from ..executor._protocol import RunContext
 from ..history import encode, terminal
 from ..runtime._acks import Acks, Notify
-from ..runtime._jobs import EvalJob, Evaluated, Executed, Postponed, Result, TrialJob
+from ..runtime._jobs import EvalJob, Evaluated, Executed, Job, Postponed, Previous, Result, TrialJob
 from ..runtime._retry import error_fields
 from ..store._protocol import CommitStore, TrialKey
 from ._admission import Admission, Start, StartKind, Statistics
@@ -46,6 +47,9 @@ from ._stops import StopRules
 
 if TYPE_CHECKING:
     from ..executor._protocol import Execution, Executor, Work
+
+
+_NO_PREVIOUS: tuple[Previous | None, int | None] = (None, None)
 
 
 class RunLoop:
@@ -79,6 +83,11 @@ class RunLoop:
         self._pending_evals = resumed.pending_evals
         self._reopened = resumed.reopen
         self._handoffs = Handoffs(plan, resumed)
+        #: Each task's id as written (what its scorer is told).
+        self._names = plan.output_names or plan.task_ids
+        #: A streamed plan's metadata of the trials running or awaiting evaluation.
+        self._streamed = type(plan.metadata) is not tuple
+        self._metas: dict[tuple[int, int], BenchmarkTaskMetadata] = {}
         self.admission = Admission(
             plan,
             limits,
@@ -146,26 +155,26 @@ class RunLoop:
 
     def _admit(self) -> None:
         """Submit whatever admission allows now; close the execution once all is done."""
-        execution = self.execution
-        for start in self.admission.next_starts():
+        admission = self.admission
+        jobs: list[Job] = []
+        for start in admission.next_starts():
             t, r = start.task, start.round
             if start.kind == StartKind.EXECUTE:
                 job = self._job(t, r)
                 if job is not None:
-                    execution.submit(job)
+                    jobs.append(job)
             elif start.kind == StartKind.EVALUATE:
-                record, seq = self._pending_evals.pop((t, r))
-                env = self.plan.light(t).environment_id
-                task_id = self.plan.task_ids[t]
-                facts = scoring_facts(self.plan.output_name(t), self.plan.metadata[t])
-                execution.submit(EvalJob(t, r, task_id, env, record, seq, facts=facts))
+                jobs.append(self._eval_job(t, r))
             else:
                 self._unreachable.append(start)
         if self._unreachable and not self._recording:
             self._recording = True
             self._spawn(self._record_unrun)
-        execution.flush()
-        if self.admission.complete and not execution.busy:
+        execution = self.execution
+        execution.submit_all(jobs)
+        if execution.busy:
+            return
+        if admission.complete:
             if not self._closed:
                 self._closed = True
                 execution.close()
@@ -174,16 +183,23 @@ class RunLoop:
 
     def _job(self, t: int, r: int) -> TrialJob | None:
         """Trial (t, r)'s job (None: its task's line cannot be read; recorded apart)."""
-        job = self._deferred.pop((t, r), None)
-        if job is not None:
-            return job
+        if self._deferred:
+            job = self._deferred.pop((t, r), None)
+            if job is not None:
+                return job
         try:
             # A streamed task's line is read (and checked) here.
             meta, inputs = self._handoffs.trial_inputs(t, r)
         except CorralError as exc:
             self._unreachable.append((t, r, exc))
             return None
-        previous, reload = self._handoffs.previous_of(t, r, self.admission.phase)
+        if self._streamed:  # kept for its scorer: the line is not read again
+            self._metas[(t, r)] = meta
+        previous, reload = (
+            self._handoffs.previous_of(t, r, self.admission.phase)
+            if self._handoffs.reflective
+            else _NO_PREVIOUS
+        )
         return TrialJob(
             t,
             r,
@@ -194,8 +210,18 @@ class RunLoop:
             reload,
             may_have_history=(t, r) in self._partial,
             budget=self.budget.under(meta),
-            head=self._heads.pop((t, r), 0),
+            head=self._heads.pop((t, r), 0) if self._heads else 0,
+            facts=(self._names[t], meta),
         )
+
+    def _eval_job(self, t: int, r: int) -> EvalJob:
+        """Trial (t, r)'s evaluation, with what its scorer is told of the task."""
+        record, seq = self._pending_evals.pop((t, r))
+        meta = self._metas.pop((t, r), None) if self._metas else None
+        if meta is None:  # a tuple's, or a trial an earlier run ended: read here
+            meta = self.plan.metadata[t]
+        facts = (self._names[t], meta)
+        return EvalJob(t, r, self.plan.task_ids[t], meta.environment_id, record, seq, facts=facts)
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         assert self._tg is not None
@@ -215,12 +241,15 @@ class RunLoop:
 
     def _executed(self, result: Executed) -> None:
         t, r, status = result.t, result.r, result.status
-        self._partial.discard((t, r))
-        if status == TrialStatus.COMPLETED:
+        if self._partial:
+            self._partial.discard((t, r))
+        if status == TrialStatus.COMPLETED and self.plan.children[t]:
             self._handoffs.output(t, r, result.output)
         if status in EVALUATED_STATUSES:
             self._pending_evals[(t, r)] = (result.record, result.next_seq)
         else:
+            if self._metas:
+                self._metas.pop((t, r), None)
             assert result.record is not None
             self._remember(t, result.record)
         self.admission.execution_ended(t, r, status)
@@ -247,7 +276,8 @@ class RunLoop:
     def _remember(self, t: int, record: TrialRecord, state: Any = None) -> None:
         """Keep the trial's record for the report, and for reflective sessions."""
         self.records.add(record)
-        self._handoffs.finished(t, record, state)
+        if self._handoffs.reflective:
+            self._handoffs.finished(t, record, state)
 
     def _wake_at(self, when: float, t: int, r: int) -> None:
         heapq.heappush(self._timers, (when, t, r))

@@ -117,7 +117,7 @@ class MemoryStore:
             return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))
         history = self._kept.setdefault(key, [])
         seqs = [c.seq for c in commits]
-        if history and history[-1].seq < seqs[0] and seqs == sorted(set(seqs)):
+        if (not history or history[-1].seq < seqs[0]) and seqs == sorted(set(seqs)):
             history.extend(commits)  # the usual case: appended past the head
             self._put_head(key, commits)
             return _Landed()

@@ -1,0 +1,188 @@
+"""Where each trial's time goes at latency L: a per-trial timeline of its waits.
+
+    python bench/trial_timeline.py [--trials 4000] [--latency 0.01] [--parallel 64]
+        [--store memory|sqlite]
+
+The throughput workload (one model call of ``--latency`` seconds, one tool step,
+a trivial scorer; one trial per task) on ``--parallel`` slots. Each trial's
+moments are stamped from outside the engine (wrappers around the worker pool's
+submission, the job runner and the store's ``enqueue``, and an observer for
+durable commits), so nothing in ``corral`` changes for the measurement. Printed:
+wall against the ideal ``N x L / P`` and, per phase, the median and 90th
+percentile over the trials, in milliseconds:
+
+- ``queued``: admitted (its job submitted) until a worker runs it;
+- ``model``: the agent's model call (``L``, the only wait the ideal counts);
+- ``action ack``: the action commit handed to the store until it is durable (the
+  one wait inside a trial a durability guarantee needs: its tool runs after);
+- ``run rest``: the rest of the execution (setup, tool, terminal; CPU and the
+  loop's queue), its model call and action ack taken out;
+- ``to evaluation``: the execution's end until its evaluation starts (delivery,
+  admission, a worker);
+- ``evaluation``: scoring and handing the evaluation commit over;
+- ``to durable``: the evaluation handed over until it is durable (what a
+  reported result needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from workloads import CountingEnvironment
+
+import corral
+from corral import Action, BenchmarkTaskMetadata, Final
+from corral.executor import _pool, _work
+from corral.runtime._jobs import EvalJob, TrialJob
+
+Stamps = dict[str, dict[str, float]]
+
+
+class TimedAgent:
+    """Awaits ``sleep(latency)`` (the model call) and stamps it, then one tool step."""
+
+    def __init__(self, latency: float, stamps: Stamps) -> None:
+        self.latency = latency
+        self.stamps = stamps
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        if session.iteration:
+            return Final(session.state)
+        own = self.stamps[session.task_id]
+        own["model_start"] = time.perf_counter()
+        await anyio.sleep(self.latency)
+        own["model_end"] = time.perf_counter()
+        return Action("step", {"n": 1})
+
+
+class Durable:
+    """Stamps when each trial's action and evaluation commits are durable."""
+
+    def __init__(self, stamps: Stamps) -> None:
+        self.stamps = stamps
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        if commit.kind in ("action", "evaluation"):
+            self.stamps[key.task_id][commit.kind + "_durable"] = time.perf_counter()
+
+
+def instrument(stamps: Stamps) -> None:
+    """Stamp submission, job start and end, and hand-over to the store, from outside."""
+    submit_all = _pool.WorkerPool.submit_all
+
+    def stamped_submit(self: Any, jobs: Sequence[Any]) -> None:
+        now = time.perf_counter()
+        for job in jobs:
+            kind = "exec" if isinstance(job, TrialJob) else "eval"
+            stamps[job.task_id][kind + "_submitted"] = now
+        submit_all(self, jobs)
+
+    run = _work.JobRunner.run
+
+    async def stamped_run(self: Any, job: Any) -> Any:
+        kind = "exec" if isinstance(job, TrialJob) else "eval"
+        own = stamps[job.task_id]
+        own[kind + "_start"] = time.perf_counter()
+        result = await run(self, job)
+        own[kind + "_end"] = time.perf_counter()
+        return result
+
+    _pool.WorkerPool.submit_all = stamped_submit  # type: ignore[method-assign]
+    _work.JobRunner.run = stamped_run  # type: ignore[method-assign]
+    assert EvalJob is not None  # the job types the stamps tell apart
+
+
+class HandedStore:
+    """Wraps a store: stamps when each trial's action and evaluation are handed over."""
+
+    def __init__(self, inner: Any, stamps: Stamps) -> None:
+        self._inner = inner
+        self._stamps = stamps
+
+    def enqueue(self, key: corral.TrialKey, commits: Sequence[corral.Commit]) -> Any:
+        for commit in commits:
+            if commit.kind in ("action", "evaluation"):
+                self._stamps[key.task_id][commit.kind + "_handed"] = time.perf_counter()
+        return self._inner.enqueue(key, commits)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+PHASES = (
+    ("queued", "exec_submitted", "exec_start"),
+    ("model", "model_start", "model_end"),
+    ("action ack", "action_handed", "action_durable"),
+    ("to evaluation", "exec_end", "eval_start"),
+    ("evaluation", "eval_start", "eval_end"),
+    ("to durable", "evaluation_handed", "evaluation_durable"),
+)
+
+
+async def main(args: argparse.Namespace) -> None:
+    stamps: Stamps = defaultdict(dict)
+    instrument(stamps)
+    tasks = {f"t{i}": BenchmarkTaskMetadata("agent", "env") for i in range(args.trials)}
+    with tempfile.TemporaryDirectory() as tmp:
+        inner: Any = (
+            corral.SQLiteStore(Path(tmp) / "store.db")
+            if args.store == "sqlite"
+            else corral.MemoryStore()
+        )
+        runner = corral.CorralRunner(
+            tasks,
+            {"agent": TimedAgent(args.latency, stamps)},
+            {"env": CountingEnvironment()},
+            store=HandedStore(inner, stamps),  # type: ignore[arg-type]
+        )
+        start = time.perf_counter()
+        report = await runner.run(
+            "timeline", max_parallel=args.parallel, observers=[Durable(stamps)]
+        )
+        wall = time.perf_counter() - start
+    assert report.counts["completed"] == args.trials, report.counts
+    ideal = args.trials * args.latency / args.parallel
+    print(
+        f"{args.trials:,} trials, L={args.latency * 1e3:g} ms, P={args.parallel}, "
+        f"store={args.store}: wall {wall:.2f} s, ideal {ideal:.2f} s, "
+        f"wall/ideal {wall / ideal:.2f}"
+    )
+    print(f"{'phase':16} {'median ms':>10} {'p90 ms':>8}")
+    for name, begin, end in PHASES:
+        spans = sorted(
+            (own[end] - own[begin]) * 1e3 for own in stamps.values() if begin in own and end in own
+        )
+        p90 = spans[int(0.9 * (len(spans) - 1))]
+        print(f"{name:16} {statistics.median(spans):10.2f} {p90:8.2f}")
+    run_rest = sorted(
+        (
+            (own["exec_end"] - own["exec_start"])
+            - (own["model_end"] - own["model_start"])
+            - (own["action_durable"] - own["action_handed"])
+        )
+        * 1e3
+        for own in stamps.values()
+    )
+    print(
+        f"{'run rest':16} {statistics.median(run_rest):10.2f} "
+        f"{run_rest[int(0.9 * (len(run_rest) - 1))]:8.2f}"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trials", type=int, default=4000)
+    parser.add_argument("--latency", type=float, default=0.01)
+    parser.add_argument("--parallel", type=int, default=64)
+    parser.add_argument("--store", choices=["memory", "sqlite"], default="memory")
+    anyio.run(main, parser.parse_args())
