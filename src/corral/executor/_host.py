@@ -260,6 +260,7 @@ def _collect_less() -> None:
     trials, 0.01 s after; measured with ``gc.callbacks``). Cycles still die young:
     every 20,000 allocations.
     """
+    gc.collect()  # what is garbage already is not kept for good
     gc.freeze()
     _, second, third = gc.get_threshold()
     gc.set_threshold(_GC_THRESHOLD, second, third)
