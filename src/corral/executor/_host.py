@@ -160,7 +160,9 @@ class Host:
 
     async def submit(self, batch: bytes) -> None:
         """Start a batch of jobs (`_wire` bytes of a list)."""
-        await self._event("ready").wait()
+        ready = self._event("ready")
+        if not ready.is_set():  # (waiting on a set event still gives the loop a turn)
+            await ready.wait()
         pool, runner, context = self._pool, self._runner, self._context
         if self._event("stopped").is_set() or pool is None or runner is None or context is None:
             raise self._failure or CorralError(f"Ray host {self.index} has stopped")
@@ -215,8 +217,10 @@ class Host:
 
     def _completer(self, result: Result | Failed) -> Callable[[], None]:
         def complete() -> None:
-            self._done.append(result)
-            self._event("wake").set()
+            done = self._done
+            done.append(result)
+            if len(done) == 1:  # the first since the last answer: wake the long poll
+                self._event("wake").set()
 
         return complete
 
