@@ -234,3 +234,26 @@ def test_a_password_in_the_query_never_reaches_a_message_either(dsn: str) -> Non
         assert "secret" not in repr(PostgresStore(dsn))
     except ConfigError as exc:  # the bad retry_for: its message names the URI too
         assert "secret" not in str(exc)
+
+
+async def test_many_trials_ending_in_one_batch_keep_their_heads(pg_dsn: str) -> None:
+    """A batch that ends many trials at once refolds their heads in its transaction
+    (the heads' scan once read the inserts' result in pipeline mode: 'the last
+    operation didn't produce records (command status: INSERT 0 1)')."""
+    from corral import BenchmarkTaskMetadata, Final
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    n = 600
+    metadata = {f"t{i:04}": BenchmarkTaskMetadata("a", "e") for i in range(n)}
+    run = corral.CorralRunner(
+        metadata,
+        {"a": ScriptedAgent(lambda s: Final(1))},
+        {"e": FakeEnvironment()},
+        store=pg_dsn,
+    )
+    report = await run.run("many", max_parallel=64)
+    assert report.counts["completed"] == n == report.finished
+    store = PostgresStore(pg_dsn)
+    async with store.opened():
+        [info] = await store.benchmarks()
+        assert (info.trials, info.finished) == (n, n)

@@ -275,8 +275,10 @@ class PgWriter:
                 changed.setdefault(row[0], {})[(row[1], row[2])] = None
         for benchmark_id, keys in changed.items():
             tasks, trials = [k[0] for k in keys], [k[1] for k in keys]
-            cur.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials))
-            rows = cur.fetchall()
+            # A cursor of its own: in pipeline mode the inserts' cursor would hand back
+            # one of their results ('INSERT 0 1'), not the scan's rows.
+            with cur.connection.cursor() as scan:
+                rows = scan.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials)).fetchall()
             try:
                 heads = folded_heads(self.where, benchmark_id, rows)
             except StoreCorrupt:  # a commit no reader can read: counted as unfinished
