@@ -97,6 +97,11 @@ async def test_a_narrow_model_never_idles_the_rest() -> None:
     assert (gauge.peak("act"), gauge.peak(("model", "narrow"))) == (8, 2)
 
 
+def _live_sessions() -> int:
+    gc.collect()  # live sessions, not garbage awaiting collection
+    return sum(1 for o in gc.get_objects() if isinstance(o, AgentSession))
+
+
 @pytest.mark.parametrize(("tasks", "trials"), [(512, 1), (128, 4)])
 async def test_admission_is_bounded_by_the_limits_not_the_trials(
     anyio_backend: str, tasks: int, trials: int
@@ -106,6 +111,8 @@ async def test_admission_is_bounded_by_the_limits_not_the_trials(
     metadata = {f"t{i:03}": BenchmarkTaskMetadata("a", "e") for i in range(tasks)}
     run = runner(metadata, ScriptedAgent(gate=gate, gauge=gauge)).run
     before = len(anyio.get_running_tasks())
+    # Sessions an earlier test left (held by its tracebacks) are not this run's.
+    sessions_before = _live_sessions()
     async with anyio.create_task_group() as tg:
         tg.start_soon(
             lambda: run("b", trials_per_task=trials, max_parallel=8, max_parallel_per_task=trials)
@@ -120,9 +127,7 @@ async def test_admission_is_bounded_by_the_limits_not_the_trials(
             assert len(asyncio.all_tasks()) <= 2 + 1 + 8 + 1, sorted(
                 t.get_name() for t in asyncio.all_tasks()
             )
-        gc.collect()  # count live sessions, not earlier tests' garbage awaiting collection
-        sessions = sum(1 for o in gc.get_objects() if isinstance(o, AgentSession))
-        assert sessions <= 8 * 2
+        assert _live_sessions() - sessions_before <= 8 * 2
         gate.open()
     gauge.assert_ok()
 
