@@ -18,6 +18,8 @@ from corral.scheduler import (
     build_plan,
 )
 
+from ..support.extra_limit import BY_AGENT, WITH_AGENT
+
 IDS = [limit.setting for limit in KEYED_LIMITS]
 
 
@@ -91,19 +93,6 @@ def test_limits_resolve_takes_every_declared_keyed_limit_and_refuses_others() ->
         Limits.resolve(max_parallel_by_modle={"k": 1})
 
 
-#: A keyed limit declared here only, passed to `Limits`: nothing global changes.
-BY_AGENT = KeyedLimit(
-    "max_parallel_by_agent",
-    LimitPhase.EXECUTION,
-    lambda metas, eval_keys: [meta.agent_id for meta in metas],
-    "by_agent",
-    "agent",
-    "agent id",
-    "Executions of one agent",
-    lambda known: {"solo", "pair"},
-)
-
-
 def test_a_new_limit_kind_is_one_declaration() -> None:
     tasks = {
         "a": BenchmarkTaskMetadata("solo", "e1"),
@@ -114,7 +103,7 @@ def test_a_new_limit_kind_is_one_declaration() -> None:
     limits = Limits.resolve(
         max_parallel=8,
         max_parallel_per_task=3,
-        declarations=(*KEYED_LIMITS, BY_AGENT),
+        declarations=WITH_AGENT,
         max_parallel_by_agent={"solo": 2},
     )
     assert limits.keyed(BY_AGENT) == {"solo": 2}

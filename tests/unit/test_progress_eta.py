@@ -14,8 +14,10 @@ from corral._runner import RunInfo
 from corral.progress import ProgressDisplay, Tally
 from corral.progress._eta import Lane, estimate_eta
 from corral.progress._view import queue_reasons
-from corral.scheduler import KeyedLimit, LimitPhase, build_plan
+from corral.scheduler import build_plan
 from corral.store import TrialKey
+
+from ..support.extra_limit import BY_AGENT
 
 Meta = corral.BenchmarkTaskMetadata
 COMPLETED = corral.TrialStatus.COMPLETED
@@ -105,21 +107,11 @@ def test_the_display_eta_accounts_for_a_binding_model_limit() -> None:
 
 
 def test_the_eta_has_a_lane_per_key_of_every_declared_execution_limit() -> None:
-    # A limit declared here only (per agent), passed to Limits: its keys are ETA lanes.
-    by_agent = KeyedLimit(
-        "max_parallel_by_agent",
-        LimitPhase.EXECUTION,
-        lambda metas, eval_keys: [meta.agent_id for meta in metas],
-        "by_agent",
-        "agent",
-        "agent id",
-        "Executions of one agent",
-        lambda known: (),
-    )
+    # A limit declared in the tests only (per agent): its keys are ETA lanes.
     tasks = {f"{a}-{i}": Meta(a, "e") for a in ("slow", "fast") for i in range(104)}
     plan = build_plan(tasks, None, include_dependencies=True, trials_per_task=1)
     limits = corral.Limits.resolve(
-        max_parallel=8, declarations=(by_agent,), max_parallel_by_agent={"slow": 2}
+        max_parallel=8, declarations=(BY_AGENT,), max_parallel_by_agent={"slow": 2}
     )
     now = [0.0]
     statistics = _stats(total=208, finished=108, executing=8)
