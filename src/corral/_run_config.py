@@ -24,7 +24,8 @@ from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._types import TrialStatus
 from .report._files import check_report_file
 from .runtime._retry import RetryPolicy
-from .scheduler import Limits
+from .scheduler import KEYED_LIMITS, Limits
+from .scheduler._limits import LIMIT_COUNTS
 from .scheduler._plan import check_models
 from .store._decode import MAX_TRIALS_PER_TASK
 
@@ -165,7 +166,8 @@ class RunSettings(TypedDict, total=False):
 #: Which part of a `RunConfig` each flat setting belongs to (None: a field of its own),
 #: and its name there.
 _PARTS: dict[str, tuple[str | None, str]] = {
-    **{name: ("limits", name) for name in (f.name for f in dataclasses.fields(Limits))},
+    **{name: ("limits", name) for name in LIMIT_COUNTS},
+    **{limit.setting: ("limits", limit.setting) for limit in KEYED_LIMITS},
     **{name: ("budget", name) for name in BUDGET_NAMES},
     **{
         name: ("retry", name)
@@ -202,8 +204,9 @@ _PARTS: dict[str, tuple[str | None, str]] = {
         )
     },
 }
-#: Every flat setting, in `RunSettings` order.
-SETTINGS: tuple[str, ...] = tuple(RunSettings.__annotations__)
+#: Every flat setting, in `RunSettings` order (a keyed limit without a typed entry
+#: there after the others).
+SETTINGS: tuple[str, ...] = tuple(dict.fromkeys([*RunSettings.__annotations__, *_PARTS]))
 RETRY_SETTINGS = frozenset(n for n, (part, _) in _PARTS.items() if part == "retry")
 TIMEOUT_SETTINGS = frozenset(n for n, (part, _) in _PARTS.items() if part == "timeouts")
 
@@ -315,7 +318,8 @@ class RunConfig:
         changes: dict[str, Any] = dict(own)
         if "limits" in parts:
             changes["limits"] = Limits.resolve(
-                **{**_limit_settings(self.limits), **parts["limits"]}
+                **{**_limit_settings(self.limits), **parts["limits"]},
+                declarations=self.limits.declarations,
             )
         if "budget" in parts:
             changes["budget"] = dataclasses.replace(self.budget, **parts["budget"])

@@ -36,7 +36,7 @@ from .report import BenchmarkReport
 from .report._files import check_report_file, report_path, whole_report, write_report
 from .report._stored import stored_report
 from .runtime._retry import RetryPolicy
-from .scheduler import Limits, Resume, RunLoop, RunPlan, build_plan
+from .scheduler import KnownKeys, Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, TrialKey, open_store
 from .store._config_diff import first_difference
@@ -318,9 +318,11 @@ class CorralRunner:
         plan = self._plan(config, task_ids)
         limits = config.limits
         limits.check_keys(
-            by_model=self._known_models(config.models),
-            by_environment=self.environments.keys(),
-            evaluations_by_environment=self._evaluation_keys(),
+            KnownKeys(
+                models=self._known_models(config.models),
+                environment_ids=self.environments.keys(),
+                evaluation_keys=self._evaluation_keys(),
+            )
         )
         max_subprocesses = config.max_subprocesses
         if scopes is None:
@@ -400,9 +402,7 @@ class CorralRunner:
             k_values=k_values,
             report_file=report_file,
         )
-        limits.check_keys(
-            by_model=(), by_environment=(), evaluations_by_environment=self._evaluation_keys()
-        )
+        limits.check_keys(KnownKeys(evaluation_keys=self._evaluation_keys()))
         if scopes is None:
             scopes = ConcurrencyScopes()
         resume = Resume(plan, rescore="failed" if failed_only else "all")

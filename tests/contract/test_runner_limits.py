@@ -36,6 +36,7 @@ from corral.testing import (
     wait_all_tasks_blocked,
 )
 
+from ..support.extra_limit import BY_AGENT, WITH_AGENT
 from ..support.limits_model import Model, Scenario, scenarios
 
 pytestmark = pytest.mark.anyio
@@ -350,3 +351,33 @@ async def test_a_run_never_exceeds_a_limit_and_conserves_work(
     assert not problems
     assert model.finished
     gauge.assert_ok()
+
+
+async def test_a_limit_declared_in_a_test_is_enforced_and_counted_by_a_run() -> None:
+    # A per-agent limit that only `Limits(declarations=...)` knows: a new limit kind
+    # is one declaration.
+    gate = Gate()
+    gauge = ConcurrencyGauge({"act": 8, ("agent", "solo"): 2})
+    tasks = {f"s{i}": BenchmarkTaskMetadata("solo", "e") for i in range(12)}
+    tasks |= {f"p{i}": BenchmarkTaskMetadata("pair", "e") for i in range(12)}
+    agents = {
+        name: ScriptedAgent(
+            gate=gate, gauge=gauge, keys=lambda s, name=name: ("act", ("agent", name))
+        )
+        for name in ("solo", "pair")
+    }
+    limits = corral.Limits.resolve(
+        max_parallel=8, declarations=WITH_AGENT, max_parallel_by_agent={"solo": 2}
+    )
+    watcher = Watcher()
+    run = CorralRunner(tasks, agents, {"e": FakeEnvironment()}, store=MemoryStore()).run
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run("b", corral.RunConfig(limits=limits), observers=[watcher]))
+        await wait_all_tasks_blocked()
+        assert (gauge.count(("agent", "solo")), gauge.count(("agent", "pair"))) == (2, 6)
+        assert watcher.info is not None
+        assert watcher.info.statistics().used(BY_AGENT) == {"solo": 2}
+        gate.open()
+    gauge.assert_ok()
+    assert watcher.kinds == {"setup": 24, "terminal": 24, "evaluation": 24}
+    assert gauge.peak(("agent", "solo")) == 2

@@ -17,6 +17,8 @@ from corral.progress._view import queue_reasons
 from corral.scheduler import build_plan
 from corral.store import TrialKey
 
+from ..support.extra_limit import BY_AGENT
+
 Meta = corral.BenchmarkTaskMetadata
 COMPLETED = corral.TrialStatus.COMPLETED
 
@@ -102,6 +104,25 @@ def test_the_display_eta_accounts_for_a_binding_model_limit() -> None:
     # 100 slow trials left, 2 at a time, 1 s each: 50 s, not the 9 s the rate says.
     assert "ETA 50 s (bound by model slow)" in frame
     assert "pass@1 by model: fast 0.50 (52/104) · slow 1.00 (4/4)" in frame
+
+
+def test_the_eta_has_a_lane_per_key_of_every_declared_execution_limit() -> None:
+    # A limit declared in the tests only (per agent): its keys are ETA lanes.
+    tasks = {f"{a}-{i}": Meta(a, "e") for a in ("slow", "fast") for i in range(104)}
+    plan = build_plan(tasks, None, include_dependencies=True, trials_per_task=1)
+    limits = corral.Limits.resolve(
+        max_parallel=8, declarations=(BY_AGENT,), max_parallel_by_agent={"slow": 2}
+    )
+    now = [0.0]
+    statistics = _stats(total=208, finished=108, executing=8)
+    display = ProgressDisplay(Console(file=io.StringIO()), clock=lambda: now[0])
+    display.on_run_start(RunInfo("b", plan, limits, ("e",) * 208, lambda: statistics, 0))
+    for i in range(4):
+        _trial(display, f"slow-{i}", 0, 0.0, 1.0, passed=True)
+    for i in range(104):
+        _trial(display, f"fast-{i}", 0, 0.0, 0.1, passed=True)
+    now[0] = 10.0
+    assert "ETA 50 s (bound by agent slow)" in _text(display.renderable())
 
 
 def test_pass_at_1_so_far_includes_resumed_trials_when_their_records_are_known() -> None:

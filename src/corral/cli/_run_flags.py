@@ -313,7 +313,7 @@ def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]
     models. The run's metadata in a mapping is `run_extras`'."""
     if isinstance(defaults, RunConfig):
         merged = {
-            name: {**getattr(defaults.limits, name), **value} if name in KEYED else value
+            name: {**defaults.limits.caps[name], **value} if name in KEYED else value
             for name, value in flags.items()
         }
         return defaults.updated(**merged)

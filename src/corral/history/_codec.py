@@ -277,11 +277,16 @@ def _decode_effect(p: Mapping[str, Any]) -> ToolEffectPayload:
     )
 
 
+#: Each status by its stored value (an unknown one still raises, in `TrialStatus`).
+_STATUSES: dict[object, TrialStatus] = {s.value: s for s in TrialStatus}
+
+
 def decode_terminal(p: Mapping[str, Any]) -> TerminalPayload:
     """A terminal commit's stored object as its payload."""
     get = p.get
+    status = p["status"]
     return TerminalPayload(
-        TrialStatus(p["status"]),
+        (type(status) is str and _STATUSES.get(status)) or TrialStatus(status),
         get("output"),
         get("error"),
         get("attempts", 1),

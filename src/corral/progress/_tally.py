@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from .. import history
 from .._types import EVALUATED_STATUSES, Commit, TrialRecord, TrialStatus
@@ -13,8 +13,9 @@ _UNSCORED = frozenset(str(s) for s in TrialStatus if s not in EVALUATED_STATUSES
 
 
 class LaneTally:
-    """One model's (or environment's) share: passes, finished trials, and the
-    execution time of those this run saw start and end (for the ETA)."""
+    """One key's share under a keyed execution limit (a model, an environment):
+    passes, finished trials, and the execution time of those this run saw start
+    and end (for the ETA)."""
 
     __slots__ = ("passed", "finished", "busy", "timed")
 
@@ -55,17 +56,22 @@ class Tally:
         "resumed",
         "resumed_passed",
         "limits",
-        "models",
-        "environments",
+        "by_limit",
         "overall",
         "_lanes",
+        "_names",
         "_started",
     )
 
-    def __init__(self, lanes: Mapping[str, tuple[str | None, str]] | None = None) -> None:
-        """``lanes`` maps a task id to its (model, environment id): what the per-model
-        pass@1 and the ETA's lanes are counted by. Commits added without a key, or
-        of an unknown task, count only in the totals."""
+    def __init__(
+        self,
+        lanes: Mapping[str, tuple[str | None, ...]] | None = None,
+        names: Sequence[str] = ("by_model", "by_environment"),
+    ) -> None:
+        """``lanes`` maps a task id to its key under each keyed execution limit, in
+        the order of ``names`` (their `KeyedLimit.statistics`; None: no key): what
+        the per-model pass@1 and the ETA's lanes are counted by. Commits added
+        without a key, or of an unknown task, count only in the totals."""
         self.commits = 0
         self.actions = 0
         self.passed = 0
@@ -82,10 +88,11 @@ class Tally:
         self.resumed_passed = 0
         #: Trials this run ended ``limit``, by the budget that ended them.
         self.limits: dict[str, int] = {}
-        self.models: dict[str, LaneTally] = {}
-        self.environments: dict[str, LaneTally] = {}
+        #: Per keyed execution limit (by statistics name), each key's share.
+        self.by_limit: dict[str, dict[str, LaneTally]] = {name: {} for name in names}
         self.overall = LaneTally()
         self._lanes = lanes or {}
+        self._names = tuple(names)
         self._started: dict[TrialKey, float] = {}  # trials running now: bounded by the limits
 
     def resume(self, count: int, records: Iterable[TrialRecord]) -> None:
@@ -103,16 +110,21 @@ class Tally:
         where = self._lanes.get(task_id)
         if where is None:
             return ()
-        model, environment = where
-        env = self.environments.get(environment)
-        if env is None:
-            env = self.environments[environment] = LaneTally()
-        if model is None:
-            return (env,)
-        lane = self.models.get(model)
-        if lane is None:
-            lane = self.models[model] = LaneTally()
-        return (lane, env)
+        out = []
+        for name, key in zip(self._names, where, strict=True):
+            if key is None:
+                continue
+            of_limit = self.by_limit[name]
+            lane = of_limit.get(key)
+            if lane is None:
+                lane = of_limit[key] = LaneTally()
+            out.append(lane)
+        return tuple(out)
+
+    @property
+    def models(self) -> dict[str, LaneTally]:
+        """Each model's share (empty if the run has no model limit)."""
+        return self.by_limit.get("by_model", {})
 
     def add(self, commit: Commit, key: TrialKey | None = None) -> None:
         self.commits += 1

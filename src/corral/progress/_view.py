@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._concurrency import SUBPROCESSES, ScopeStatistics
-from ..scheduler import KEYED_LIMITS, KeyedLimit, LimitPhase, Limits, Statistics
+from ..scheduler import KeyedLimit, LimitPhase, Limits, Statistics
 from ._per_task import held_by_task
 from ._tally import Tally
 
@@ -54,7 +54,7 @@ def queue_reasons(statistics: Statistics, limits: Limits) -> list[str]:
         reasons.append(
             f"max_parallel_total {s.executing + s.evaluating}/{limits.max_parallel_total}"
         )
-    for limit in KEYED_LIMITS:
+    for limit in limits.declarations:
         if limit.phase is not LimitPhase.EXECUTION:  # queued trials wait to execute
             continue
         caps = _effective(s, limit) or limits.keyed(limit)
@@ -80,7 +80,7 @@ def utilisation(
         ("evaluations", s.evaluating, limits.max_parallel_evaluations),
         ("executions + evaluations", s.executing + s.evaluating, limits.max_parallel_total),
     ]
-    for limit in KEYED_LIMITS:
+    for limit in limits.declarations:
         used, configured = s.used(limit), limits.keyed(limit)
         effective = _effective(s, limit)
         for key, cap in configured.items():

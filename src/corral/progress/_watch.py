@@ -13,6 +13,7 @@ import anyio
 
 from .._run_info import RunInfo
 from .._types import Commit
+from ..scheduler import KeyedLimit, LimitPhase
 from ..store._protocol import TrialKey
 from ._eta import Lane, estimate_eta
 from ._tally import LaneTally, Tally
@@ -42,9 +43,8 @@ class RunWatch:
         self._started = 0.0
         self._finished_at_start = 0
         self._stopping = False
-        # Trials in the run per model and per environment: the ETA's lanes.
-        self._model_totals: dict[str, int] = {}
-        self._environment_totals: dict[str, int] = {}
+        # Trials in the run per key of each keyed execution limit: the ETA's lanes.
+        self._totals: dict[KeyedLimit, dict[str, int]] = {}
 
     # -- what a subclass provides -------------------------------------------
 
@@ -165,20 +165,24 @@ class RunWatch:
 
     def _tally_for(self, info: RunInfo) -> Tally:
         plan = info.plan
-        lanes: dict[str, tuple[str | None, str]] = {}
-        shared: dict[tuple[str | None, str], tuple[str | None, str]] = {}
-        models: dict[str, int] = {}
-        environments: dict[str, int] = {}
+        declared = [
+            limit for limit in info.limits.declarations if limit.phase is LimitPhase.EXECUTION
+        ]
+        metas = plan.lights()
+        keys = [limit.keys(metas, info.eval_keys) for limit in declared]
+        lanes: dict[str, tuple[str | None, ...]] = {}
+        shared: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
+        totals: dict[KeyedLimit, dict[str, int]] = {limit: {} for limit in declared}
         n = plan.trials_per_task
         for t, task_id in enumerate(plan.task_ids):
-            meta = plan.light(t)
-            where = (meta.model, meta.environment_id)
+            where = tuple(of_limit[t] for of_limit in keys)
             lanes[task_id] = shared.setdefault(where, where)  # one tuple per lane, not per task
-            if meta.model is not None:
-                models[meta.model] = models.get(meta.model, 0) + n
-            environments[meta.environment_id] = environments.get(meta.environment_id, 0) + n
-        self._model_totals, self._environment_totals = models, environments
-        tally = Tally(lanes)
+            for limit, key in zip(declared, where, strict=True):
+                if key is not None:
+                    of_limit = totals[limit]
+                    of_limit[key] = of_limit.get(key, 0) + n
+        self._totals = totals
+        tally = Tally(lanes, [limit.statistics for limit in declared])
         # The records of resumed trials, if the runner hands them over; else only
         # their count is known, and pass@1 so far is this run's.
         tally.resume(info.resumed, info.resumed_records)
@@ -196,24 +200,14 @@ class RunWatch:
                 tally.overall.mean_duration,
             )
         ]
-        models = {
-            m: statistics.effective_by_model.get(
-                m, limits.max_parallel_by_model.get(m, limits.max_parallel)
-            )
-            for m in self._model_totals
-        }
-        environments = {
-            e: limits.max_parallel_by_environment.get(e, limits.max_parallel)
-            for e in self._environment_totals
-        }
-        for name, totals, counted, limit in (
-            ("model", self._model_totals, tally.models, models),
-            ("environment", self._environment_totals, tally.environments, environments),
-        ):
+        for limit, totals in self._totals.items():
+            caps, effective = limits.keyed(limit), statistics.effective(limit)
+            counted = tally.by_limit.get(limit.statistics, {})
             for key, planned in totals.items():
+                cap = effective.get(key, caps.get(key, limits.max_parallel))
                 lane = counted.get(key) or LaneTally()
                 lanes.append(
-                    Lane(f"{name} {key}", planned - lane.finished, limit[key], lane.mean_duration)
+                    Lane(f"{limit.label} {key}", planned - lane.finished, cap, lane.mean_duration)
                 )
         return lanes
 

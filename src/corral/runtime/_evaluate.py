@@ -128,7 +128,9 @@ def _payload(evaluation: object, limit: int) -> EvaluationPayload:
     if not isinstance(evaluation.usage, Usage):
         raise TypeError(f"Evaluation.usage must be a corral.Usage, not {evaluation.usage!r}")
     calls = evaluation.model_calls
-    if not isinstance(calls, tuple) or not all(type(c) is ModelCallPayload for c in calls):
+    if not isinstance(calls, tuple) or (  # most have none: no generator per trial
+        calls and not all(type(c) is ModelCallPayload for c in calls)
+    ):
         shown = repr(calls)[:200]
         raise TypeError(
             "Evaluation.model_calls must be a tuple of corral.history.ModelCallPayload "

@@ -1,7 +1,7 @@
 """Scheduling: limits, the task plan, admission (one decision) and the run loop."""
 
 from ._admission import Admission, Statistics
-from ._keyed import KEYED_LIMITS, KeyedLimit, LimitPhase
+from ._keyed import KEYED_LIMITS, KeyedLimit, KnownKeys, LimitPhase
 from ._limits import Limits
 from ._plan import RunPlan, build_plan
 from ._resume import Resume
@@ -11,6 +11,7 @@ __all__ = [
     "KEYED_LIMITS",
     "Admission",
     "KeyedLimit",
+    "KnownKeys",
     "LimitPhase",
     "Limits",
     "Resume",

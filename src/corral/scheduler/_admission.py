@@ -13,12 +13,12 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from .._types import EVALUATED_STATUSES, TrialStatus
-from ._keyed import KEYED_LIMITS, KeyedCounter, KeyedLimit, LimitPhase
+from ._keyed import KeyedCounter, KeyedLimit, LimitPhase
 from ._limits import Limits
 from ._plan import RunPlan
 
@@ -53,9 +53,14 @@ class Start:
     cause: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Statistics:
-    """A snapshot of the counters (what the progress display and tests read)."""
+    """A snapshot of the counters (what the progress display and tests read).
+
+    The keyed limits' slots in use are in `in_use` by each declaration's statistics
+    name (``by_model``, ...; keywords of that name build it), and the caps an
+    adaptive one applies now in `effective_caps` (keyword ``effective_`` + the name);
+    `used` and `effective` read them by declaration."""
 
     executing: int
     evaluating: int
@@ -65,32 +70,84 @@ class Statistics:
     awaiting_evaluation: int
     finished: int
     total: int
-    by_model: dict[str, int]
-    by_environment: dict[str, int]
-    evaluations_by_environment: dict[str, int]
-    #: The limit admission applies to each model now: the configured one, or less
-    #: while the model is being rate-limited (see `Admission.rate_limited`).
-    effective_by_model: dict[str, int]
+    #: Each keyed limit's slots in use, by key, by its statistics name.
+    in_use: Mapping[str, dict[str, int]]
+    #: The limit admission applies to each key of an adaptive limit now: the
+    #: configured one, or less while it is rate-limited (see `Admission.rate_limited`).
+    effective_caps: Mapping[str, dict[str, int]]
     #: Trials waiting out a rate limit, holding no slot.
-    deferred: int = 0
+    deferred: int
     #: Trials that would be ready now but for ``max_parallel_per_task``: they wait for
     #: their task's earlier trials.
-    held_by_task: int = 0
+    held_by_task: int
     #: How often so far a trial waited for ``max_parallel_per_task`` alone: an execution
     #: slot it could take was free.
-    task_limit_waits: int = 0
+    task_limit_waits: int
     #: The tasks whose trials did, in the order they first did.
-    task_limit_tasks: tuple[str, ...] = ()
+    task_limit_tasks: tuple[str, ...]
+
+    def __init__(
+        self,
+        executing: int,
+        evaluating: int,
+        ready: int,
+        awaiting_evaluation: int,
+        finished: int,
+        total: int,
+        *,
+        in_use: Mapping[str, dict[str, int]] | None = None,
+        effective_caps: Mapping[str, dict[str, int]] | None = None,
+        deferred: int = 0,
+        held_by_task: int = 0,
+        task_limit_waits: int = 0,
+        task_limit_tasks: tuple[str, ...] = (),
+        **keyed: dict[str, int],
+    ) -> None:
+        put = object.__setattr__
+        put(self, "executing", executing)
+        put(self, "evaluating", evaluating)
+        put(self, "ready", ready)
+        put(self, "awaiting_evaluation", awaiting_evaluation)
+        put(self, "finished", finished)
+        put(self, "total", total)
+        put(self, "deferred", deferred)
+        put(self, "held_by_task", held_by_task)
+        put(self, "task_limit_waits", task_limit_waits)
+        put(self, "task_limit_tasks", task_limit_tasks)
+        used = dict(in_use or {})
+        effective = dict(effective_caps or {})
+        for name, value in keyed.items():  # ``by_model={...}``, ``effective_by_model={...}``
+            if name.startswith("effective_"):
+                effective[name.removeprefix("effective_")] = value
+            else:
+                used[name] = value
+        put(self, "in_use", used)
+        put(self, "effective_caps", effective)
 
     def used(self, limit: KeyedLimit) -> dict[str, int]:
         """The slots of a keyed limit in use, by key."""
-        used: dict[str, int] = getattr(self, limit.statistics)
-        return used
+        return self.in_use.get(limit.statistics, {})
 
     def effective(self, limit: KeyedLimit) -> dict[str, int]:
         """The caps an adaptive keyed limit applies now, by key."""
-        effective: dict[str, int] = getattr(self, "effective_" + limit.statistics)
-        return effective
+        return self.effective_caps.get(limit.statistics, {})
+
+    @property
+    def by_model(self) -> dict[str, int]:
+        return self.in_use.get("by_model", {})
+
+    @property
+    def by_environment(self) -> dict[str, int]:
+        return self.in_use.get("by_environment", {})
+
+    @property
+    def evaluations_by_environment(self) -> dict[str, int]:
+        return self.in_use.get("evaluations_by_environment", {})
+
+    @property
+    def effective_by_model(self) -> dict[str, int]:
+        """The limit admission applies to each model now."""
+        return self.effective_caps.get("by_model", {})
 
 
 class Admission:
@@ -120,7 +177,7 @@ class Admission:
         self._rank = [-d for d in plan.depth] if critical_path else [0] * tasks
         # Then, among equals, the scarcest resource first (see `_best_bucket`).
 
-        # One counter array per declared keyed limit (`KEYED_LIMITS`).
+        # One counter array per declared keyed limit (`Limits.declarations`).
         meta = plan.lights()
         if len(eval_keys) != tasks:
             raise ValueError(f"{len(eval_keys)} evaluation keys for {tasks} tasks")
@@ -128,7 +185,7 @@ class Admission:
             KeyedCounter(
                 limit, limit.keys(meta, eval_keys), limits.keyed(limit), limits.max_parallel
             )
-            for limit in KEYED_LIMITS
+            for limit in limits.declarations
         ]
         self._adaptive = next((c for c in self.counters if c.limit.adaptive), None)
         self._successes = [0] * (0 if self._adaptive is None else len(self._adaptive.cap))
@@ -550,11 +607,19 @@ class Admission:
         )
 
     def statistics(self) -> Statistics:
-        keyed = {c.limit.statistics: dict(zip(c.names, c.used, strict=True)) for c in self.counters}
+        in_use = {
+            c.limit.statistics: dict(zip(c.names, c.used, strict=True)) for c in self.counters
+        }
         adaptive = self._adaptive
-        if adaptive is not None:
-            effective = dict(zip(adaptive.names, adaptive.effective, strict=True))
-            keyed["effective_" + adaptive.limit.statistics] = effective
+        effective = (
+            {}
+            if adaptive is None
+            else {
+                adaptive.limit.statistics: dict(
+                    zip(adaptive.names, adaptive.effective, strict=True)
+                )
+            }
+        )
         return Statistics(
             executing=self.executing,
             evaluating=self.evaluating,
@@ -566,7 +631,8 @@ class Admission:
             held_by_task=sum(self.rounds - self.next_round[t] for t in self._held),
             task_limit_waits=self._waits,
             task_limit_tasks=tuple(self.plan.task_ids[t] for t in self._waited),
-            **keyed,
+            in_use=in_use,
+            effective_caps=effective,
         )
 
 

@@ -1,18 +1,29 @@
 """The keyed limits, declared once: admission keeps one counter array per declaration,
 and `Limits`, `Statistics`, the progress view and the CLI loop over them.
 
-A new kind of keyed limit is one `KeyedLimit` in `KEYED_LIMITS`, plus its typed field
-in `Limits`, `Statistics` and `RunSettings` (typed values: a test checks every
-declaration has them) and the keys the runner knows for it (`Limits.check_keys`).
+A new kind of keyed limit is one `KeyedLimit` in `KEYED_LIMITS`: `Limits` keeps its caps
+by setting, `Statistics` its slots in use by statistics name, `RunConfig` and the CLI
+take its setting, and `Limits.check_keys` its `known` names. (A typed property on
+`Limits`/`Statistics` and a `RunSettings` entry only serve static type checkers.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from .._types import BenchmarkTaskMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class KnownKeys:
+    """What the runner knows, that a keyed limit's keys may name."""
+
+    models: Collection[str] = ()
+    environment_ids: Collection[str] = ()
+    #: Environments' names and ids (evaluations are keyed by name, else id).
+    evaluation_keys: Collection[str] = ()
 
 
 class LimitPhase(Enum):
@@ -41,6 +52,8 @@ class KeyedLimit:
     names: str
     #: The ``--`` flag's help.
     help: str
+    #: The names a key may take, from what the runner knows (`Limits.check_keys`).
+    known: Callable[[KnownKeys], Collection[str]]
     #: Every key gets a counter (capped by ``max_parallel`` unless configured), whose
     #: effective cap rate limits shrink (at most one declaration adapts).
     adaptive: bool = False
@@ -76,6 +89,7 @@ KEYED_LIMITS: tuple[KeyedLimit, ...] = (
         "model",
         "model",
         "Executions on one model (default: only --max-parallel)",
+        lambda known: known.models,
         adaptive=True,
     ),
     KeyedLimit(
@@ -86,6 +100,7 @@ KEYED_LIMITS: tuple[KeyedLimit, ...] = (
         "environment",
         "environment id",
         "Executions in one environment (default: only --max-parallel)",
+        lambda known: known.environment_ids,
     ),
     KeyedLimit(
         "max_parallel_evaluations_by_environment",
@@ -95,6 +110,7 @@ KEYED_LIMITS: tuple[KeyedLimit, ...] = (
         "evaluations in",
         "environment name or id",
         "Evaluations in one environment (default: only --max-parallel-evaluations)",
+        lambda known: known.evaluation_keys,
     ),
 )
 

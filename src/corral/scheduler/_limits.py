@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from .._checks import positive_int
 from .._errors import ConfigError
 from .._suggest import did_you_mean
-from ._keyed import KEYED_LIMITS, KeyedLimit
+from ._keyed import KEYED_LIMITS, KeyedLimit, KnownKeys
 
 
 def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:
@@ -26,27 +26,69 @@ def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:
     return MappingProxyType(out)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Limits:
     """Every limit of a run, resolved (README, "Limits", lists them): evaluations default
     to ``max_parallel``, the total to ``max_parallel`` + evaluations (`resolve` fills
     them in); a keyed limit bounds only the ids it names. Checked when built: a bad
-    limit is a `ConfigError` naming it."""
+    limit is a `ConfigError` naming it.
 
-    max_parallel: int = 4
-    max_parallel_per_task: int = 1
-    max_parallel_evaluations: int = 4
-    max_parallel_total: int = 8
-    max_parallel_by_model: Mapping[str, int] = field(default_factory=dict)
-    max_parallel_by_environment: Mapping[str, int] = field(default_factory=dict)
-    max_parallel_evaluations_by_environment: Mapping[str, int] = field(default_factory=dict)
+    The keyed limits are the ``declarations`` (`KEYED_LIMITS` unless given): each
+    one's caps are a keyword named by its setting (``max_parallel_by_model={...}``),
+    kept in `caps` by setting and read with `keyed` (or the typed properties of the
+    built-in ones)."""
 
-    def __post_init__(self) -> None:
-        for name in _COUNTS:
-            positive_int(name, getattr(self, name))
-        for limit in KEYED_LIMITS:
-            name = limit.setting
-            object.__setattr__(self, name, _keyed(name, getattr(self, name)))
+    max_parallel: int
+    max_parallel_per_task: int
+    max_parallel_evaluations: int
+    max_parallel_total: int
+    #: Each declared keyed limit's caps (key -> cap), by its setting.
+    caps: Mapping[str, Mapping[str, int]]
+    declarations: tuple[KeyedLimit, ...]
+
+    def __init__(
+        self,
+        max_parallel: int = 4,
+        max_parallel_per_task: int = 1,
+        max_parallel_evaluations: int = 4,
+        max_parallel_total: int = 8,
+        *,
+        caps: Mapping[str, Mapping[str, int] | None] | None = None,
+        declarations: Sequence[KeyedLimit] = KEYED_LIMITS,
+        **keyed: Mapping[str, int] | None,
+    ) -> None:
+        put = object.__setattr__
+        for name, value in (
+            ("max_parallel", max_parallel),
+            ("max_parallel_per_task", max_parallel_per_task),
+            ("max_parallel_evaluations", max_parallel_evaluations),
+            ("max_parallel_total", max_parallel_total),
+        ):
+            put(self, name, positive_int(name, value))
+        declared = tuple(declarations)
+        settings = [limit.setting for limit in declared]
+        given = {**(caps or {}), **keyed}
+        for name in given:
+            if name not in settings:
+                hint = did_you_mean(name, [*_COUNTS, *settings])
+                raise TypeError(f"Limits() got an unexpected keyword argument {name!r}{hint}")
+        put(self, "declarations", declared)
+        put(self, "caps", MappingProxyType({n: _keyed(n, given.get(n)) for n in settings}))
+
+    @property
+    def max_parallel_by_model(self) -> Mapping[str, int]:
+        """Executions on one model, by model."""
+        return self.caps["max_parallel_by_model"]
+
+    @property
+    def max_parallel_by_environment(self) -> Mapping[str, int]:
+        """Executions in one environment, by environment id."""
+        return self.caps["max_parallel_by_environment"]
+
+    @property
+    def max_parallel_evaluations_by_environment(self) -> Mapping[str, int]:
+        """Evaluations in one environment, by its name or id."""
+        return self.caps["max_parallel_evaluations_by_environment"]
 
     @classmethod
     def resolve(
@@ -56,6 +98,7 @@ class Limits:
         max_parallel_per_task: int = 1,
         max_parallel_evaluations: int | None = None,
         max_parallel_total: int | None = None,
+        declarations: Sequence[KeyedLimit] = KEYED_LIMITS,
         **keyed: Mapping[str, int] | None,
     ) -> Limits:
         """Validate every limit and fill in the defaults; raise `ConfigError` naming a bad
@@ -73,26 +116,27 @@ class Limits:
             if max_parallel_total is None
             else positive_int("max_parallel_total", max_parallel_total)
         )
+        settings = [limit.setting for limit in declarations]
         for name in keyed:
-            if name not in _KEYED_SETTINGS:
-                hint = did_you_mean(name, [*_COUNTS, *_KEYED_SETTINGS])
+            if name not in settings:
+                hint = did_you_mean(name, [*_COUNTS, *settings])
                 raise ConfigError(f"unknown limit {name!r}{hint}")
         return cls(
             max_parallel=parallel,
             max_parallel_per_task=per_task,
             max_parallel_evaluations=evaluations,
             max_parallel_total=total,
-            # None is no limit; anything else is checked in `__post_init__`.
-            **{name: _NONE if caps is None else caps for name, caps in keyed.items()},
+            caps=keyed,  # None is no limit; the rest is checked when built
+            declarations=declarations,
         )
 
-    def check_keys(self, **known: Collection[str]) -> None:
+    def check_keys(self, known: KnownKeys) -> None:
         """Refuse a keyed limit whose key names nothing the runner knows (a typo would
-        silently bound nothing): ``known`` gives, by the `KeyedLimit`'s `Statistics`
-        field (``by_model=...``), the keys its tasks have. A key that only unselected
+        silently bound nothing): each declaration picks its names from ``known`` (the
+        runner's models, environments, evaluation keys). A key that only unselected
         tasks use is fine."""
-        for limit in KEYED_LIMITS:
-            names = known[limit.statistics]
+        for limit in self.declarations:
+            names = limit.known(known)
             for key in self.keyed(limit):
                 if key in names:
                     continue
@@ -103,18 +147,16 @@ class Limits:
 
     def keyed(self, limit: KeyedLimit) -> Mapping[str, int]:
         """The caps of a keyed limit, by key."""
-        caps: Mapping[str, int] = getattr(self, limit.setting)
-        return caps
+        return self.caps[limit.setting]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name) for name in _COUNTS}
-        out.update({limit.setting: dict(self.keyed(limit)) for limit in KEYED_LIMITS})
+        out.update({name: dict(caps) for name, caps in self.caps.items()})
         return out
 
 
-_NONE: Mapping[str, int] = MappingProxyType({})
-_KEYED_SETTINGS = tuple(limit.setting for limit in KEYED_LIMITS)
-_COUNTS = (
+#: The limits that are one count each.
+LIMIT_COUNTS = _COUNTS = (
     "max_parallel",
     "max_parallel_per_task",
     "max_parallel_evaluations",
