@@ -31,6 +31,7 @@ from corral.cli import main
 from corral.history import StoredConfig
 from corral.report import build_report
 from corral.report._build import records_from
+from corral.report._calls import calls_by_model
 from corral.report._passk import default_ks
 from corral.report._stored import stored_report
 from corral.store import copy_benchmarks, open_store
@@ -69,6 +70,14 @@ class World:
         outcome = self.outcome(*key)
         cost = self.costs[(len(self.attempts) + s.trial) % len(self.costs)]
         s.record_usage(input_tokens=3, output_tokens=1, cost=cost)
+        # Model calls, counted on the terminal: a report sums them per model.
+        s.record_model_call(
+            [{"role": "user", "content": "go"}],
+            model=f"m{s.trial}",
+            latency=cost + 0.1,
+            text=None if outcome == "error" else "ok",
+            error="refused" if outcome == "error" else None,
+        )
         if outcome == "loop":
             return Action("noop")
         self.attempts[key] = self.attempts.get(key, 0) + 1
@@ -117,6 +126,10 @@ async def check_same(store: CommitStore, benchmark_id: str = "b") -> None:
     assert from_heads.to_dict() == from_commits.to_dict()
     assert list(from_heads.records()) == list(from_commits.records())
     assert from_heads.retries == from_commits.retries
+    assert from_heads.model_calls == from_commits.model_calls
+    assert from_heads.model_calls == calls_by_model(from_commits.records())
+    if benchmark_id == "b":  # the random runs' (World.decide), which made some
+        assert from_commits.model_calls or not from_commits.finished
 
 
 STEPS = st.lists(
@@ -265,3 +278,32 @@ def test_an_older_store_opened_read_only_reports_from_its_commits(tmp_path: Path
     for benchmark_id in anyio.run(benchmarks):
         anyio.run(check_same, store, benchmark_id)
     assert copy.read_bytes() == before  # nothing written
+
+
+def test_model_calls_and_the_summary_are_counted_from_the_heads_without_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corral.cli._tables import report_summary
+    from corral.report._lazy import StoreRecords
+
+    store = open_store(tmp_path / "store.db")
+    world = World(["pass"], [0.25])
+    anyio.run(play, world, store, ["rescore"])
+
+    def refused(self: Any, task_id: str) -> list[TrialRecord]:
+        raise AssertionError(f"read the records of {task_id}")
+
+    async def report() -> Any:
+        async with store.opened():
+            config = await store.benchmark_config("b")
+            assert config is not None
+            return await stored_report(store, "b", config, k_values=(1, 2))
+
+    from_heads = anyio.run(report)
+    monkeypatch.setattr(StoreRecords, "task_records", refused)
+    counted = from_heads.model_calls
+    assert [(m, c.calls, round(c.latency, 9)) for m, c in counted.items()] == [
+        ("m0", 3, 1.05),  # three tasks' trial 0, each 0.35 s
+        ("m1", 3, 1.05),
+    ]
+    assert report_summary(from_heads, None).row_count > 0  # its model-call lines too

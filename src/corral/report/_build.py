@@ -11,9 +11,10 @@ from typing import Any, Protocol
 
 from .._records import TrialTable
 from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
-from ..history import StoredConfig, finished_and_scored
+from ..history import CallCounts, StoredConfig, finished_and_scored
 from ..store._heads import TaskList, TrialHead
 from ..store._protocol import TrialSummary
+from ._calls import CallTally
 from ._errors import ENDING_STATUSES, ErrorGroup, ErrorGroups, ending_message
 from ._lazy import LazyTrials, RecordSource
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
@@ -219,6 +220,8 @@ class _Trial(Protocol):
     def limit(self) -> str | None: ...
     @property
     def working_time(self) -> float | None: ...
+    @property
+    def model_calls(self) -> Mapping[str, CallCounts] | None: ...
 
 
 class _Tally:
@@ -234,6 +237,7 @@ class _Tally:
         self.limited: dict[str, int] = {}
         self.retries: dict[str, int] = {}
         self.first, self.last = float("inf"), float("-inf")
+        self.calls = CallTally()
         # (task position, trial, task id, which groups, message)
         self.grouped: list[tuple[int, int, str, str, str]] = []
 
@@ -263,6 +267,8 @@ class _Tally:
             self.first = t.started_at
         if t.finished_at is not None and t.finished_at > self.last:
             self.last = t.finished_at
+        if t.model_calls:
+            self.calls.add(t.model_calls)
 
     def groups(self) -> dict[str, tuple[ErrorGroup, ...]]:
         """Error groups by kind (``error``, ``""`` for failed evaluations, each ending
@@ -416,6 +422,7 @@ def _assemble(
         means=means,
         means_by_model=means_by_model,
         _retries=tally.retries,
+        _calls=tally.calls.total(),
     )
 
 

@@ -157,6 +157,8 @@ class BenchmarkReport:
     )
     #: `retries` as the report's builder counted them (None: counted on use).
     _retries: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    #: `model_calls` as the report's builder counted them (None: counted on use).
+    _calls: dict[str, CallCounts] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # One dict per figure: `means` and `means_by_model` hold the built-ins' fields.
@@ -275,6 +277,8 @@ class BenchmarkReport:
         """The model calls of the trials reported, counted per model: calls, failed
         tries by kind (429, 5xx, timeout, dropped, refused), seconds waited on rate
         limits (see `corral.report._calls`)."""
+        if self._calls is not None:
+            return dict(self._calls)
         return calls_by_model(t for task in self.tasks.values() for t in task.trials)
 
     @property

@@ -44,7 +44,8 @@ _INSERT = (
 # Each trial's head, rewritten from the one fold of its commits (`corral.store._heads`).
 PUT_HEADS = (
     f"INSERT INTO corral.trial_heads (benchmark_id, {HEAD_COLUMNS}) "
-    f"VALUES ({', '.join(['%s'] * 20)}) ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET "
+    f"VALUES ({', '.join(['%s'] * (HEAD_COLUMNS.count(',') + 2))}) "
+    "ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in HEAD_COLUMNS.split(", ")[2:])
 )
 _SCAN_ROWS = (
