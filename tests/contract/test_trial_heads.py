@@ -284,7 +284,9 @@ def test_model_calls_and_the_summary_are_counted_from_the_heads_without_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from corral.cli._tables import report_summary
+    from corral.report import compare
     from corral.report._lazy import StoreRecords
+    from corral.report._tasks import TaskColumns
 
     store = open_store(tmp_path / "store.db")
     world = World(["pass"], [0.25])
@@ -307,3 +309,8 @@ def test_model_calls_and_the_summary_are_counted_from_the_heads_without_records(
         ("m1", 3, 1.05),
     ]
     assert report_summary(from_heads, None).row_count > 0  # its model-call lines too
+    # Nor is a task's report made for the headline, its intervals or a comparison.
+    monkeypatch.setattr(TaskColumns, "_make", refused)
+    assert (from_heads.finished, from_heads.scores.pass_at_k[1].value) == (6, 1.0)
+    assert from_heads.named_scores["accuracy"].tasks == 3
+    assert compare(from_heads, from_heads).tied == ("t0", "t1", "t2")

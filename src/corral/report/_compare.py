@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._errors import ConfigError
 from .._suggest import did_you_mean
@@ -14,6 +14,7 @@ from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
 from ._model import BenchmarkReport, TaskReport
 from ._named import SCORE_PREFIX, score_name
 from ._scores import Estimate, interval_info, mean_interval
+from ._tasks import task_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +205,28 @@ def compare(
     )
 
 
+class _Task(NamedTuple):
+    """What a comparison reads of a task (no `TaskReport` made from `TaskColumns`)."""
+
+    model: str | None
+    finished: int
+    passed: int
+    #: Its named scores, or its report (whose named scores are read when compared).
+    named: Mapping[str, float] | TaskReport
+
+    def named_scores(self) -> Mapping[str, float]:
+        named = self.named
+        return named.named_scores if isinstance(named, TaskReport) else named
+
+
+def _tasks(report: BenchmarkReport) -> Iterator[tuple[str, _Task]]:
+    for task_id, model, n, c, named in task_rows(report.tasks):
+        yield task_id, _Task(model, n, c, named)
+
+
 def _values(
-    task_a: TaskReport,
-    task_b: TaskReport,
+    task_a: _Task,
+    task_b: _Task,
     measure: Metric | None,
     score: str | None,
     k: int,
@@ -216,7 +236,7 @@ def _values(
     than k finished trials; no trial with the named score). ``known``: the metric's
     values by (finished, passed) so far."""
     if measure is not None:
-        a, b = (len(task_a.trials), task_a.passed), (len(task_b.trials), task_b.passed)
+        a, b = (task_a.finished, task_a.passed), (task_b.finished, task_b.passed)
         if a[0] < k or b[0] < k:
             return None
         value_a, value_b = known.get(a), known.get(b)
@@ -225,8 +245,8 @@ def _values(
         if value_b is None:
             value_b = known[b] = measure.estimator(*b, k)
         return value_a, value_b
-    va = task_a.named_scores.get(score or "")
-    vb = task_b.named_scores.get(score or "")
+    va = task_a.named_scores().get(score or "")
+    vb = task_b.named_scores().get(score or "")
     return None if va is None or vb is None else (va, vb)
 
 
@@ -238,15 +258,15 @@ def _known_scores(report_a: BenchmarkReport, report_b: BenchmarkReport) -> str:
     return f" (their named scores: {', '.join(map(repr, known)) or 'none'})"
 
 
-def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
+def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, _Task]:
     """The report's tasks by comparison key: the task id, or with a model, that model's
     tasks by their id without its ``@model`` suffix (as a several-models run names them)."""
     if model is None:
-        return dict(report.tasks)
+        return dict(_tasks(report))
     suffix = f"@{model}"
     out = {
         (task_id.removesuffix(suffix)): task
-        for task_id, task in report.tasks.items()
+        for task_id, task in _tasks(report)
         if task.model == model
     }
     if not out:
@@ -258,14 +278,14 @@ def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
     return out
 
 
-def _with_model(report: BenchmarkReport) -> dict[str, TaskReport]:
+def _with_model(report: BenchmarkReport) -> dict[str, _Task]:
     """The report's tasks keyed ``task@model`` (as a several-models run names them)."""
     return {
         task_id
         if task.model is None or task_id.endswith(f"@{task.model}")
         # One model's run names its tasks plainly: key them as a several-models run would.
         else f"{task_id}@{task.model}": task
-        for task_id, task in report.tasks.items()
+        for task_id, task in _tasks(report)
     }
 
 

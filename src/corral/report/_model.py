@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .._types import TrialRecord, Usage
 from ..history import CallCounts
@@ -16,6 +17,7 @@ from ._lazy import LazyTrials
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 from ._named import NamedScore, named_scores_of, task_named_scores
 from ._scores import Scores, interval_info, task_scores
+from ._tasks import TaskColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,16 @@ class TaskReport:
         return out
 
 
+class Counted(NamedTuple):
+    """What a report's builder counts of its ``tasks`` as it makes them."""
+
+    tasks: Mapping[str, TaskReport]
+    #: How many tasks have each (finished, passed), of all (None) and of each model.
+    outcomes: dict[str | None, Counter[tuple[int, int]]]
+    #: `BenchmarkReport.model_calls`.
+    calls: dict[str, CallCounts]
+
+
 @dataclass(frozen=True, slots=True)
 class BenchmarkReport:
     """What a run produced. ``pass_at_k`` and ``pass_hat_k`` are means over every task
@@ -100,7 +112,9 @@ class BenchmarkReport:
     """
 
     benchmark_id: str
-    tasks: dict[str, TaskReport]
+    #: Each task's report by task id, in order (a `TaskColumns` of a report built
+    #: from the store's trial heads: each made on use).
+    tasks: Mapping[str, TaskReport]
     pass_at_k: dict[int, float]
     counts: dict[str, int]
     usage: Usage
@@ -157,8 +171,9 @@ class BenchmarkReport:
     )
     #: `retries` as the report's builder counted them (None: counted on use).
     _retries: dict[str, int] | None = field(default=None, repr=False, compare=False)
-    #: `model_calls` as the report's builder counted them (None: counted on use).
-    _calls: dict[str, CallCounts] | None = field(default=None, repr=False, compare=False)
+    #: What the report's builder counted of ``tasks`` (None: counted on use; a report
+    #: `replace`d with other tasks counts them on use too).
+    _counted: Counted | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # One dict per figure: `means` and `means_by_model` hold the built-ins' fields.
@@ -166,6 +181,10 @@ class BenchmarkReport:
         self.means.setdefault(PASS_HAT_K.name, self.pass_hat_k)
         self.means_by_model.setdefault(PASS_AT_K.name, self.by_model)
         self.means_by_model.setdefault(PASS_HAT_K.name, self.by_model_pass_hat_k)
+
+    def _counted_now(self) -> Counted | None:
+        counted = self._counted
+        return counted if counted is not None and counted.tasks is self.tasks else None
 
     @property
     def scores(self) -> Scores:
@@ -182,12 +201,17 @@ class BenchmarkReport:
     def _scores_of(self, model: str | None) -> Scores:
         scores = self._intervals.get(model)
         if scores is None:
-            outcomes = [
-                (len(trials), trials.passed if isinstance(trials, LazyTrials) else t.passed)
-                for t in self.tasks.values()
-                if model is None or t.model == model
-                for trials in (t.trials,)
-            ]
+            outcomes: Iterable[tuple[int, int]]
+            counted = self._counted_now()
+            if counted is not None:  # as the builder counted them
+                outcomes = counted.outcomes.get(model, Counter()).elements()
+            else:
+                outcomes = [
+                    (len(trials), trials.passed if isinstance(trials, LazyTrials) else t.passed)
+                    for t in self.tasks.values()
+                    if model is None or t.model == model
+                    for trials in (t.trials,)
+                ]
             named = self._named_of(model)
             scores = self._intervals[model] = replace(
                 task_scores(outcomes, self.k_values, metrics=self.metrics),
@@ -208,17 +232,22 @@ class BenchmarkReport:
     def named_scores_by_model(self) -> dict[str, dict[str, NamedScore]]:
         """The same per model, for every model with a named score, in ``by_model``'s
         order."""
-        models = dict.fromkeys(t.model for t in self.tasks.values() if t.model is not None)
+        models = dict.fromkeys(m for m in _models(self.tasks) if m is not None)
         found = {model: self._named_of(model) for model in models}
         return {model: scores for model, scores in found.items() if scores}
 
     def _named_of(self, model: str | None) -> dict[str, NamedScore]:
         scores = self._named.get(model)
         if scores is None:
+            tasks = self.tasks
             of_tasks = (
-                t.trials.named if isinstance(t.trials, LazyTrials) else t.named_scores
-                for t in self.tasks.values()
-                if model is None or t.model == model
+                tasks.named(model)
+                if isinstance(tasks, TaskColumns)
+                else (
+                    t.trials.named if isinstance(t.trials, LazyTrials) else t.named_scores
+                    for t in tasks.values()
+                    if model is None or t.model == model
+                )
             )
             scores = self._named[model] = named_scores_of(of_tasks)
         return scores
@@ -277,8 +306,9 @@ class BenchmarkReport:
         """The model calls of the trials reported, counted per model: calls, failed
         tries by kind (429, 5xx, timeout, dropped, refused), seconds waited on rate
         limits (see `corral.report._calls`)."""
-        if self._calls is not None:
-            return dict(self._calls)
+        counted = self._counted_now()
+        if counted is not None:
+            return dict(counted.calls)
         return calls_by_model(t for task in self.tasks.values() for t in task.trials)
 
     @property
@@ -288,6 +318,9 @@ class BenchmarkReport:
     @property
     def finished(self) -> int:
         """Trials with a record: ended and, if their status is scored, scored."""
+        counted = self._counted_now()
+        if counted is not None:
+            return sum(n * tasks for (n, _), tasks in counted.outcomes.get(None, {}).items())
         return sum(len(t.trials) for t in self.tasks.values())
 
     @property
@@ -301,6 +334,8 @@ class BenchmarkReport:
 
     @property
     def added_by_dependencies(self) -> list[str]:
+        if isinstance(self.tasks, TaskColumns):
+            return self.tasks.added()
         return [t for t, r in self.tasks.items() if r.added_by_dependencies]
 
     def write_json(self, file: IO[str]) -> None:
@@ -363,6 +398,13 @@ class BenchmarkReport:
                 task_id: task.to_dict(self.metrics) for task_id, task in self.tasks.items()
             }
         return out
+
+
+def _models(tasks: Mapping[str, TaskReport]) -> Iterable[str | None]:
+    """Each task's model, in order (no `TaskReport` made from `TaskColumns`)."""
+    if isinstance(tasks, TaskColumns):
+        return tasks.models()
+    return (t.model for t in tasks.values())
 
 
 def _by_k(values: dict[int, float]) -> dict[str, float]:
