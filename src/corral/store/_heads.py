@@ -297,6 +297,20 @@ def task_list_of_text(text: Any) -> TaskList | None:
     return checked_task_list(config.get("trials_per_task"), rows)
 
 
+def task_list_of_config(config: Mapping[str, Any]) -> TaskList | None:
+    """`TaskList` of a configuration already decoded (None: not as Corral writes it)."""
+    tasks = config.get("tasks")
+    if not isinstance(tasks, Mapping):
+        return None
+    rows = (
+        (task_id, task.get("model"), task.get("environment_id"), True)
+        if isinstance(task, Mapping)
+        else (task_id, None, None, False)
+        for task_id, task in tasks.items()
+    )
+    return checked_task_list(config.get("trials_per_task"), rows)
+
+
 class BenchmarkOverview(NamedTuple):
     """A benchmark as ``corral list`` shows it, read without decoding its configuration."""
 
