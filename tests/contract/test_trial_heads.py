@@ -314,3 +314,25 @@ def test_model_calls_and_the_summary_are_counted_from_the_heads_without_records(
     assert (from_heads.finished, from_heads.scores.pass_at_k[1].value) == (6, 1.0)
     assert from_heads.named_scores["accuracy"].tasks == 3
     assert compare(from_heads, from_heads).tied == ("t0", "t1", "t2")
+
+
+def test_postgres_heads_stay_exact_when_two_writers_share_a_trial(pg_dsn: str) -> None:
+    """Each writer folds what it writes; a trial another writer appended to in between
+    is refolded from the store, never made from a fold that missed commits."""
+    key = corral.TrialKey("b", "t0", 0)
+    done = {"status": "error", "error": "boom"}
+
+    async def go() -> None:
+        one, two = open_store(pg_dsn), open_store(pg_dsn)
+        async with one.opened(), two.opened():
+            await one.append(key, [corral.Commit(0, "setup", {}, 1.0)])
+            await two.append(key, [corral.Commit(1, "terminal", done, 2.0)])
+            await one.append(key, [corral.Commit(2, "reopen", {"reason": "rerun"}, 3.0)])
+            await two.append(key, [corral.Commit(3, "terminal", done | {"error": "again"}, 4.0)])
+            for store in (one, two):
+                kept = [h async for chunk in heads_of(store, "b") for h in chunk]
+                folded = [head_of(s) for s in await store.summaries("b")]
+                assert kept == folded
+                assert (kept[0].status, kept[0].next_seq, kept[0].done) == ("error", 4, True)
+
+    anyio.run(go)
