@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._errors import ConfigError
 from .._suggest import did_you_mean
@@ -205,23 +205,20 @@ def compare(
     )
 
 
-class _Task(NamedTuple):
-    """What a comparison reads of a task (no `TaskReport` made from `TaskColumns`)."""
+#: What a comparison reads of a task: model, finished, passed, and its named scores
+#: or its report (whose named scores are read when compared). Plain tuples: a
+#: comparison of 100,000 tasks makes 200,000 of them.
+_Task = tuple[str | None, int, int, "Mapping[str, float] | TaskReport"]
 
-    model: str | None
-    finished: int
-    passed: int
-    #: Its named scores, or its report (whose named scores are read when compared).
-    named: Mapping[str, float] | TaskReport
 
-    def named_scores(self) -> Mapping[str, float]:
-        named = self.named
-        return named.named_scores if isinstance(named, TaskReport) else named
+def _named_of(task: _Task) -> Mapping[str, float]:
+    named = task[3]
+    return named.named_scores if isinstance(named, TaskReport) else named
 
 
 def _tasks(report: BenchmarkReport) -> Iterator[tuple[str, _Task]]:
     for task_id, model, n, c, named in task_rows(report.tasks):
-        yield task_id, _Task(model, n, c, named)
+        yield task_id, (model, n, c, named)
 
 
 def _values(
@@ -236,7 +233,7 @@ def _values(
     than k finished trials; no trial with the named score). ``known``: the metric's
     values by (finished, passed) so far."""
     if measure is not None:
-        a, b = (task_a.finished, task_a.passed), (task_b.finished, task_b.passed)
+        a, b = task_a[1:3], task_b[1:3]
         if a[0] < k or b[0] < k:
             return None
         value_a, value_b = known.get(a), known.get(b)
@@ -245,8 +242,8 @@ def _values(
         if value_b is None:
             value_b = known[b] = measure.estimator(*b, k)
         return value_a, value_b
-    va = task_a.named_scores().get(score or "")
-    vb = task_b.named_scores().get(score or "")
+    va = _named_of(task_a).get(score or "")
+    vb = _named_of(task_b).get(score or "")
     return None if va is None or vb is None else (va, vb)
 
 
@@ -265,9 +262,7 @@ def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, _Task]:
         return dict(_tasks(report))
     suffix = f"@{model}"
     out = {
-        (task_id.removesuffix(suffix)): task
-        for task_id, task in _tasks(report)
-        if task.model == model
+        (task_id.removesuffix(suffix)): task for task_id, task in _tasks(report) if task[0] == model
     }
     if not out:
         known = sorted({t.model for t in report.tasks.values() if t.model is not None})
@@ -282,9 +277,9 @@ def _with_model(report: BenchmarkReport) -> dict[str, _Task]:
     """The report's tasks keyed ``task@model`` (as a several-models run names them)."""
     return {
         task_id
-        if task.model is None or task_id.endswith(f"@{task.model}")
+        if task[0] is None or task_id.endswith(f"@{task[0]}")
         # One model's run names its tasks plainly: key them as a several-models run would.
-        else f"{task_id}@{task.model}": task
+        else f"{task_id}@{task[0]}": task
         for task_id, task in _tasks(report)
     }
 

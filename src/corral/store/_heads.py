@@ -255,23 +255,16 @@ def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> Ta
     return TaskList(trials_per_task, tasks)
 
 
-class _Meta(NamedTuple):
-    """A task's metadata as a report needs it (what `_compact` makes of a task's object)."""
-
-    model: Any
-    environment: Any
-
-
-def _compact(pairs: list[tuple[str, Any]]) -> Any:
-    """Each decoded JSON object: a task's (one with an ``environment_id``) as a `_Meta`,
-    so that no dict per task outlives its decoding; any other as a dict."""
-    found = dict(pairs)
+def _compact(found: dict[str, Any]) -> Any:
+    """Each decoded JSON object: a task's (one with an ``environment_id``) as a tuple
+    (model, environment id), so that no dict per task outlives its decoding (JSON
+    makes no tuple of its own); any other as the dict."""
     if "environment_id" in found:
-        return _Meta(found.get("model"), found["environment_id"])
+        return (found.get("model"), found["environment_id"])
     return found
 
 
-_COMPACT = json.JSONDecoder(object_pairs_hook=_compact, parse_constant=_refuse_constant)
+_COMPACT = json.JSONDecoder(object_hook=_compact, parse_constant=_refuse_constant)
 
 
 def task_list_of_text(text: Any) -> TaskList | None:
@@ -289,9 +282,7 @@ def task_list_of_text(text: Any) -> TaskList | None:
     if not isinstance(tasks, dict):
         return None
     rows = (
-        (task_id, meta.model, meta.environment, True)
-        if isinstance(meta, _Meta)
-        else (task_id, None, None, False)
+        (task_id, meta[0], meta[1], True) if type(meta) is tuple else (task_id, None, None, False)
         for task_id, meta in tasks.items()
     )
     return checked_task_list(config.get("trials_per_task"), rows)
