@@ -4,6 +4,7 @@ one rebuilt from every commit, figure for figure and record for record."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -336,3 +337,32 @@ def test_postgres_heads_stay_exact_when_two_writers_share_a_trial(pg_dsn: str) -
                 assert (kept[0].status, kept[0].next_seq, kept[0].done) == ("error", 4, True)
 
     anyio.run(go)
+
+
+def test_report_json_is_written_a_task_at_a_time_as_one_dump_would(tmp_path: Path) -> None:
+    import io
+    import json
+
+    store = open_store(tmp_path / "store.db")
+    anyio.run(play, World(["pass", "error", "score_error"], [0.5]), store, [])
+    printed = CliRunner().invoke(
+        main, ["report", "b", "--store", str(tmp_path / "store.db"), "--json"]
+    )
+    assert printed.exit_code == 0, printed.output
+
+    async def report() -> Any:
+        async with store.opened():
+            config = await store.benchmark_config("b")
+            assert config is not None
+            return await stored_report(store, "b", config, k_values=(1, 2))
+
+    printed_data = json.loads(printed.output)
+    assert printed.output == json.dumps(printed_data, indent=2) + "\n"
+    assert sorted(printed_data["tasks"]) == ["t0", "t1", "t2"]
+    built = anyio.run(report)
+    written = io.StringIO()
+    built.write_json(written, indent=2)
+    assert written.getvalue() == json.dumps(built.to_dict(), indent=2, default=str) + "\n"
+    empty, none = io.StringIO(), dataclasses.replace(built, tasks={})
+    none.write_json(empty, indent=2)
+    assert empty.getvalue() == json.dumps(none.to_dict(), indent=2, default=str) + "\n"

@@ -338,14 +338,36 @@ class BenchmarkReport:
             return self.tasks.added()
         return [t for t, r in self.tasks.items() if r.added_by_dependencies]
 
-    def write_json(self, file: IO[str]) -> None:
-        """Write `to_dict` as JSON, one task at a time, so a huge report is never one string."""
+    def write_json(self, file: IO[str], *, indent: int | None = None) -> None:
+        """Write `to_dict` as JSON, one task at a time, so a huge report is never one
+        string (nor, built from trial heads, all its records at once). ``indent``: as
+        ``json.dumps(report.to_dict(), indent=indent, default=str)`` writes it, and a
+        newline."""
         head = self.to_dict(tasks=False)
+        if indent is not None:
+            self._write_indented(file, head, indent)
+            return
         file.write(json.dumps(head)[:-1] + ', "tasks": {')
         for i, (task_id, task) in enumerate(self.tasks.items()):
             file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
             file.write(json.dumps(task.to_dict(self.metrics), default=str))
         file.write("}}\n")
+
+    def _write_indented(self, file: IO[str], head: dict[str, Any], indent: int) -> None:
+        text = json.dumps({**head, "tasks": {}}, indent=indent, default=str)
+        empty = "{}\n}"
+        assert text.endswith(empty)
+        if not self.tasks:
+            file.write(text + "\n")
+            return
+        file.write(text[: -len(empty)] + "{")
+        # A task's JSON, indented two levels in: JSON strings hold no raw newline.
+        pad = "\n" + " " * (2 * indent)
+        for i, (task_id, task) in enumerate(self.tasks.items()):
+            body = json.dumps(task.to_dict(self.metrics), indent=indent, default=str)
+            file.write(("" if i == 0 else ",") + pad + json.dumps(task_id) + ": ")
+            file.write(body.replace("\n", pad))
+        file.write("\n" + " " * indent + "}\n}\n")
 
     def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
         """Plain JSON data (``tasks=False`` leaves out the per-task part)."""
