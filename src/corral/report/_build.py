@@ -18,9 +18,9 @@ from ._calls import CallTally
 from ._errors import ENDING_STATUSES, ErrorGroup, ErrorGroups, ending_message
 from ._lazy import RecordSource
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
-from ._model import BenchmarkReport, Counted, TaskReport
+from ._model import BenchmarkReport, Counted
 from ._scores import task_means
-from ._tasks import TaskColumns
+from ._tasks import TaskColumns, TaskReport
 
 
 def is_finished(summary: TrialSummary) -> bool:

@@ -11,10 +11,10 @@ from .._errors import ConfigError
 from .._suggest import did_you_mean
 from ._bootstrap import RESAMPLES, SEED
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
-from ._model import BenchmarkReport, TaskReport
+from ._model import BenchmarkReport
 from ._named import SCORE_PREFIX, score_name
 from ._scores import Estimate, interval_info, mean_interval
-from ._tasks import task_rows
+from ._tasks import TaskReport, task_rows
 
 
 @dataclass(frozen=True, slots=True)

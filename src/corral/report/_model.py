@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
@@ -15,74 +15,9 @@ from ._calls import calls_by_model, calls_dict
 from ._errors import ErrorGroup
 from ._lazy import LazyTrials
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
-from ._named import NamedScore, named_scores_of, task_named_scores
+from ._named import NamedScore, named_scores_of
 from ._scores import Scores, interval_info, task_scores
-from ._tasks import TaskColumns
-
-
-@dataclass(frozen=True, slots=True)
-class TaskReport:
-    """One task's trials (ordered by trial), its pass@k and its pass^k.
-
-    Both are keyed by k, for each k of the report up to the task's finished trials:
-    with n trials of which c passed, pass@k = 1 - C(n-c, k)/C(n, k) (at least one of
-    k trials passes) and pass^k = C(c, k)/C(n, k) (all k pass).
-    """
-
-    task_id: str
-    #: The finished trials' records: a list, or (in a report built from the store's
-    #: trial heads) a `LazyTrials` that reads them from the store when used.
-    trials: Sequence[TrialRecord]
-    pass_at_k: dict[int, float]
-    #: pass^k: the unbiased chance that k trials drawn from this task's all pass.
-    pass_hat_k: dict[int, float] = field(default_factory=dict)
-    #: True when the dependency closure added this task to the selection.
-    added_by_dependencies: bool = False
-    model: str | None = None
-    environment_id: str = ""
-    #: The values of metrics other than the built-ins (whose are the fields above), by
-    #: metric name, then k.
-    extra: dict[str, dict[int, float]] = field(default_factory=dict)
-
-    @property
-    def values(self) -> dict[str, dict[int, float]]:
-        """Every metric's values by metric name, then k."""
-        # Made on use: a dict of dicts per task would be one more object for the
-        # garbage collector to walk, per task of a huge report.
-        return {PASS_AT_K.name: self.pass_at_k, PASS_HAT_K.name: self.pass_hat_k, **self.extra}
-
-    @property
-    def passed(self) -> int:
-        trials = self.trials
-        if isinstance(trials, LazyTrials):
-            return trials.passed
-        return sum(1 for t in trials if t.passed)
-
-    @property
-    def named_scores(self) -> dict[str, float]:
-        """Each named score (``Evaluation.scores``): the mean over this task's trials
-        that have it (a scorer that abstained is left out), by name."""
-        trials = self.trials
-        if isinstance(trials, LazyTrials):
-            return dict(trials.named)
-        return task_named_scores(trials)
-
-    def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "task_id": self.task_id,
-            "model": self.model,
-            "environment_id": self.environment_id,
-            "added_by_dependencies": self.added_by_dependencies,
-        }
-        values = self.values
-        for metric in metrics:
-            out[metric.key] = _by_k(values.get(metric.name, {}))
-        out["passed"] = self.passed
-        named = self.named_scores
-        if named:  # absent without named scores, as before there were any
-            out["named_scores"] = named
-        out["trials"] = [t.to_dict() for t in self.trials]
-        return out
+from ._tasks import TaskColumns, TaskReport, by_k
 
 
 class Counted(NamedTuple):
@@ -377,12 +312,12 @@ class BenchmarkReport:
             "k_values": list(self.k_values),
         }
         for metric in self.metrics:
-            out[metric.key] = _by_k(self.means.get(metric.name, {}))
+            out[metric.key] = by_k(self.means.get(metric.name, {}))
         out["scores"] = self.scores.to_dict()
         out["scores_by_model"] = {m: s.to_dict() for m, s in self.scores_by_model.items()}
         for metric in self.metrics:
             by_model = self.means_by_model.get(metric.name, {})
-            out[metric.by_model_key] = {model: _by_k(ks) for model, ks in by_model.items()}
+            out[metric.by_model_key] = {model: by_k(ks) for model, ks in by_model.items()}
         out["named_scores"] = self.named_scores_dict()
         out |= {
             "interval": interval_info(),
@@ -427,8 +362,3 @@ def _models(tasks: Mapping[str, TaskReport]) -> Iterable[str | None]:
     if isinstance(tasks, TaskColumns):
         return tasks.models()
     return (t.model for t in tasks.values())
-
-
-def _by_k(values: dict[int, float]) -> dict[str, float]:
-    """Values by k as JSON keys them."""
-    return {str(k): v for k, v in values.items()}

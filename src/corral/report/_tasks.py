@@ -9,14 +9,86 @@ read each task's outcome (`outcomes`) or a first page of tasks.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._types import TrialRecord
 from ._lazy import LazyTrials, RecordSource
+from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
+from ._named import task_named_scores
 
-if TYPE_CHECKING:
-    from ._model import TaskReport
+
+@dataclass(frozen=True, slots=True)
+class TaskReport:
+    """One task's trials (ordered by trial), its pass@k and its pass^k.
+
+    Both are keyed by k, for each k of the report up to the task's finished trials:
+    with n trials of which c passed, pass@k = 1 - C(n-c, k)/C(n, k) (at least one of
+    k trials passes) and pass^k = C(c, k)/C(n, k) (all k pass).
+    """
+
+    task_id: str
+    #: The finished trials' records: a list, or (in a report built from the store's
+    #: trial heads) a `LazyTrials` that reads them from the store when used.
+    trials: Sequence[TrialRecord]
+    pass_at_k: dict[int, float]
+    #: pass^k: the unbiased chance that k trials drawn from this task's all pass.
+    pass_hat_k: dict[int, float] = field(default_factory=dict)
+    #: True when the dependency closure added this task to the selection.
+    added_by_dependencies: bool = False
+    model: str | None = None
+    environment_id: str = ""
+    #: The values of metrics other than the built-ins (whose are the fields above), by
+    #: metric name, then k.
+    extra: dict[str, dict[int, float]] = field(default_factory=dict)
+
+    @property
+    def values(self) -> dict[str, dict[int, float]]:
+        """Every metric's values by metric name, then k."""
+        # Made on use: a dict of dicts per task would be one more object for the
+        # garbage collector to walk, per task of a huge report.
+        return {PASS_AT_K.name: self.pass_at_k, PASS_HAT_K.name: self.pass_hat_k, **self.extra}
+
+    @property
+    def passed(self) -> int:
+        trials = self.trials
+        if isinstance(trials, LazyTrials):
+            return trials.passed
+        return sum(1 for t in trials if t.passed)
+
+    @property
+    def named_scores(self) -> dict[str, float]:
+        """Each named score (``Evaluation.scores``): the mean over this task's trials
+        that have it (a scorer that abstained is left out), by name."""
+        trials = self.trials
+        if isinstance(trials, LazyTrials):
+            return dict(trials.named)
+        return task_named_scores(trials)
+
+    def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "task_id": self.task_id,
+            "model": self.model,
+            "environment_id": self.environment_id,
+            "added_by_dependencies": self.added_by_dependencies,
+        }
+        values = self.values
+        for metric in metrics:
+            out[metric.key] = by_k(values.get(metric.name, {}))
+        out["passed"] = self.passed
+        named = self.named_scores
+        if named:  # absent without named scores, as before there were any
+            out["named_scores"] = named
+        out["trials"] = [t.to_dict() for t in self.trials]
+        return out
+
+
+def by_k(values: dict[int, float]) -> dict[str, float]:
+    """Values by k as JSON keys them."""
+    return {str(k): v for k, v in values.items()}
+
 
 _NO_NAMED: Mapping[str, float] = MappingProxyType({})
 
@@ -24,7 +96,7 @@ _NO_NAMED: Mapping[str, float] = MappingProxyType({})
 Values = tuple[dict[int, float], dict[int, float], dict[str, dict[int, float]]]
 
 
-class TaskColumns(Mapping[str, "TaskReport"]):
+class TaskColumns(Mapping[str, TaskReport]):
     """`BenchmarkReport.tasks` of a report built from trial heads: task id to its
     `TaskReport`, in the report's order, each made on use (equal to the one the
     report would have held)."""
@@ -104,8 +176,6 @@ class TaskColumns(Mapping[str, "TaskReport"]):
         return [t for t in self._ids if t in added] if added else []
 
     def _make(self, i: int) -> TaskReport:
-        from ._model import TaskReport
-
         task_id = self._ids[i]
         n, c, (at_k, hat_k, extra) = self._kinds[self._kind[i]]
         return TaskReport(
