@@ -30,11 +30,12 @@ GOALS = {"report": (2.0, 100), "list": (1.0, None), "compare": (3.0, None), "vie
 
 
 def timed(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``corral ARGS`` in a fresh process. The RSS is
-    GNU time's: a child forked by this (large) process would count its pages."""
+    """Wall seconds and peak RSS (MB) of ``corral ARGS`` in a fresh process (its CPU
+    seconds, user + sys, printed: the figure a loaded machine does not change). The
+    RSS is GNU time's: a child forked by this (large) process would count its pages."""
     start = time.perf_counter()
     done = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "corral", *args],
+        ["/usr/bin/time", "-f", "%U %S %M", sys.executable, "-m", "corral", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -44,7 +45,9 @@ def timed(args: list[str]) -> tuple[float, float]:
     took = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise RuntimeError(f"corral {' '.join(args)} failed: {done.stderr}")
-    return took, int(done.stderr.strip().splitlines()[-1]) / 1024
+    user, system, rss = done.stderr.strip().splitlines()[-1].split()
+    print(f"{'':>10} cpu      {float(user) + float(system):6.2f} s (corral {args[0]})")
+    return took, int(rss) / 1024
 
 
 def viewer(address: str, benchmark_id: str) -> float:

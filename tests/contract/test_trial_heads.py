@@ -4,6 +4,7 @@ one rebuilt from every commit, figure for figure and record for record."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from corral.cli import main
 from corral.history import StoredConfig
 from corral.report import build_report
 from corral.report._build import records_from
+from corral.report._calls import calls_by_model
 from corral.report._passk import default_ks
 from corral.report._stored import stored_report
 from corral.store import copy_benchmarks, open_store
@@ -69,6 +71,14 @@ class World:
         outcome = self.outcome(*key)
         cost = self.costs[(len(self.attempts) + s.trial) % len(self.costs)]
         s.record_usage(input_tokens=3, output_tokens=1, cost=cost)
+        # Model calls, counted on the terminal: a report sums them per model.
+        s.record_model_call(
+            [{"role": "user", "content": "go"}],
+            model=f"m{s.trial}",
+            latency=cost + 0.1,
+            text=None if outcome == "error" else "ok",
+            error="refused" if outcome == "error" else None,
+        )
         if outcome == "loop":
             return Action("noop")
         self.attempts[key] = self.attempts.get(key, 0) + 1
@@ -117,6 +127,10 @@ async def check_same(store: CommitStore, benchmark_id: str = "b") -> None:
     assert from_heads.to_dict() == from_commits.to_dict()
     assert list(from_heads.records()) == list(from_commits.records())
     assert from_heads.retries == from_commits.retries
+    assert from_heads.model_calls == from_commits.model_calls
+    assert from_heads.model_calls == calls_by_model(from_commits.records())
+    if benchmark_id == "b":  # the random runs' (World.decide), which made some
+        assert from_commits.model_calls or not from_commits.finished
 
 
 STEPS = st.lists(
@@ -265,3 +279,90 @@ def test_an_older_store_opened_read_only_reports_from_its_commits(tmp_path: Path
     for benchmark_id in anyio.run(benchmarks):
         anyio.run(check_same, store, benchmark_id)
     assert copy.read_bytes() == before  # nothing written
+
+
+def test_model_calls_and_the_summary_are_counted_from_the_heads_without_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corral.cli._tables import report_summary
+    from corral.report import compare
+    from corral.report._lazy import StoreRecords
+    from corral.report._tasks import TaskColumns
+
+    store = open_store(tmp_path / "store.db")
+    world = World(["pass"], [0.25])
+    anyio.run(play, world, store, ["rescore"])
+
+    def refused(self: Any, task_id: str) -> list[TrialRecord]:
+        raise AssertionError(f"read the records of {task_id}")
+
+    async def report() -> Any:
+        async with store.opened():
+            config = await store.benchmark_config("b")
+            assert config is not None
+            return await stored_report(store, "b", config, k_values=(1, 2))
+
+    from_heads = anyio.run(report)
+    monkeypatch.setattr(StoreRecords, "task_records", refused)
+    counted = from_heads.model_calls
+    assert [(m, c.calls, round(c.latency, 9)) for m, c in counted.items()] == [
+        ("m0", 3, 1.05),  # three tasks' trial 0, each 0.35 s
+        ("m1", 3, 1.05),
+    ]
+    assert report_summary(from_heads, None).row_count > 0  # its model-call lines too
+    # Nor is a task's report made for the headline, its intervals or a comparison.
+    monkeypatch.setattr(TaskColumns, "_make", refused)
+    assert (from_heads.finished, from_heads.scores.pass_at_k[1].value) == (6, 1.0)
+    assert from_heads.named_scores["accuracy"].tasks == 3
+    assert compare(from_heads, from_heads).tied == ("t0", "t1", "t2")
+
+
+def test_postgres_heads_stay_exact_when_two_writers_share_a_trial(pg_dsn: str) -> None:
+    """Each writer folds what it writes; a trial another writer appended to in between
+    is refolded from the store, never made from a fold that missed commits."""
+    key = corral.TrialKey("b", "t0", 0)
+    done = {"status": "error", "error": "boom"}
+
+    async def go() -> None:
+        one, two = open_store(pg_dsn), open_store(pg_dsn)
+        async with one.opened(), two.opened():
+            await one.append(key, [corral.Commit(0, "setup", {}, 1.0)])
+            await two.append(key, [corral.Commit(1, "terminal", done, 2.0)])
+            await one.append(key, [corral.Commit(2, "reopen", {"reason": "rerun"}, 3.0)])
+            await two.append(key, [corral.Commit(3, "terminal", done | {"error": "again"}, 4.0)])
+            for store in (one, two):
+                kept = [h async for chunk in heads_of(store, "b") for h in chunk]
+                folded = [head_of(s) for s in await store.summaries("b")]
+                assert kept == folded
+                assert (kept[0].status, kept[0].next_seq, kept[0].done) == ("error", 4, True)
+
+    anyio.run(go)
+
+
+def test_report_json_is_written_a_task_at_a_time_as_one_dump_would(tmp_path: Path) -> None:
+    import io
+    import json
+
+    store = open_store(tmp_path / "store.db")
+    anyio.run(play, World(["pass", "error", "score_error"], [0.5]), store, [])
+    printed = CliRunner().invoke(
+        main, ["report", "b", "--store", str(tmp_path / "store.db"), "--json"]
+    )
+    assert printed.exit_code == 0, printed.output
+
+    async def report() -> Any:
+        async with store.opened():
+            config = await store.benchmark_config("b")
+            assert config is not None
+            return await stored_report(store, "b", config, k_values=(1, 2))
+
+    printed_data = json.loads(printed.output)
+    assert printed.output == json.dumps(printed_data, indent=2) + "\n"
+    assert sorted(printed_data["tasks"]) == ["t0", "t1", "t2"]
+    built = anyio.run(report)
+    written = io.StringIO()
+    built.write_json(written, indent=2)
+    assert written.getvalue() == json.dumps(built.to_dict(), indent=2, default=str) + "\n"
+    empty, none = io.StringIO(), dataclasses.replace(built, tasks={})
+    none.write_json(empty, indent=2)
+    assert empty.getvalue() == json.dumps(none.to_dict(), indent=2, default=str) + "\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -193,8 +192,8 @@ def print_report(
     rescore: bool = False,
     live: bool = False,
 ) -> None:
-    if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    if as_json:  # a task at a time: a huge report is never one string
+        report.write_json(sys.stdout, indent=2)
         return
     for renderable in report_renderables(report, json_path, rescore=rescore, live=live):
         console.print(renderable)

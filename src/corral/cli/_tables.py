@@ -14,6 +14,7 @@ from .._run_meta import shown_generation, shown_provenance
 from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
 from ..report._calls import calls_line
 from ..report._metrics import Metric
+from ..report._tasks import task_rows
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
@@ -52,12 +53,12 @@ def report_table(report: BenchmarkReport) -> Table:
     for metric, k in columns:
         table.add_column(metric.label(k), justify="right")
     passed = trials = 0
-    for shown, (task_id, task) in enumerate(report.tasks.items()):
-        n = len(task.trials)
-        passed += task.passed
+    for shown, (task_id, _, n, c, _) in enumerate(task_rows(report.tasks)):
+        passed += c
         trials += n
         if shown >= TASK_ROWS:
             continue
+        task = report.tasks[task_id]
         values = task.values
         table.add_row(
             task_id + (" *" if task.added_by_dependencies else ""),

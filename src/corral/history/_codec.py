@@ -233,6 +233,23 @@ def _calls(value: Any) -> dict[str, CallCounts] | None:
     return out
 
 
+#: Stored model-call counts read back (a trial head's copy of its terminal's).
+calls_from_json = _calls
+
+
+def calls_json(counts: Mapping[str, CallCounts]) -> dict[str, Any]:
+    """``counts`` as JSON, exactly (`calls_from_json` gives them back equal)."""
+    return {
+        model: {
+            "calls": c.calls,
+            "failed": dict(c.failed),
+            "rate_limit_wait": c.rate_limit_wait,
+            "latency": c.latency,
+        }
+        for model, c in counts.items()
+    }
+
+
 def _int(value: Any) -> int:
     return value if type(value) is int and value >= 0 else 0
 

@@ -3,10 +3,11 @@
 from ._build import build_report, is_finished, records_from
 from ._compare import Comparison, compare
 from ._errors import ErrorGroup
-from ._model import BenchmarkReport, TaskReport
+from ._model import BenchmarkReport
 from ._named import NamedScore, named_scores
 from ._passk import pass_at_k, pass_hat_k
 from ._scores import Estimate, Scores, task_scores
+from ._tasks import TaskReport
 
 __all__ = [
     "BenchmarkReport",

@@ -11,14 +11,16 @@ from typing import Any, Protocol
 
 from .._records import TrialTable
 from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
-from ..history import StoredConfig, finished_and_scored
+from ..history import CallCounts, StoredConfig, finished_and_scored
 from ..store._heads import TaskList, TrialHead
 from ..store._protocol import TrialSummary
+from ._calls import CallTally
 from ._errors import ENDING_STATUSES, ErrorGroup, ErrorGroups, ending_message
-from ._lazy import LazyTrials, RecordSource
+from ._lazy import RecordSource
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
-from ._model import BenchmarkReport, TaskReport
+from ._model import BenchmarkReport, Counted
 from ._scores import task_means
+from ._tasks import TaskColumns, TaskReport
 
 
 def is_finished(summary: TrialSummary) -> bool:
@@ -163,8 +165,9 @@ class HeadTally:
         return _assemble(
             benchmark_id,
             self.trials_per_task,
-            self._rows(source),
+            self._rows(),
             self._tally,
+            source=source,
             k_values=k_values,
             added=added,
             started_at=started_at,
@@ -176,22 +179,22 @@ class HeadTally:
             metrics=metrics,
         )
 
-    def _rows(self, source: RecordSource) -> Iterator[_TaskRow]:
+    def _rows(self) -> Iterator[_TaskRow]:
         finished, passed, found = self._finished, self._passed, self._named
         meta = self._meta
         for position, (task_id, model, environment_id) in enumerate(meta):
             meta[position] = _GONE  # each task's tuple freed once its report is made
-            n, c = finished[position], passed[position]
             named = found.pop(position, None)
             means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
-            yield task_id, model, environment_id, n, c, LazyTrials(task_id, n, c, means, source)
+            yield task_id, model, environment_id, finished[position], passed[position], means
         self._meta = []
 
 
 _GONE = ("", None, "")
 
-#: A task of a report: id, model, environment, finished, passed, its trials.
-_TaskRow = tuple[str, str | None, str, int, int, Sequence[TrialRecord]]
+#: A task of a report: id, model, environment, finished, passed, and its trials (a
+#: report of records) or its named scores (a report of heads: `TaskColumns`).
+_TaskRow = tuple[str, str | None, str, int, int, Any]
 
 
 class _Trial(Protocol):
@@ -219,6 +222,8 @@ class _Trial(Protocol):
     def limit(self) -> str | None: ...
     @property
     def working_time(self) -> float | None: ...
+    @property
+    def model_calls(self) -> Mapping[str, CallCounts] | None: ...
 
 
 class _Tally:
@@ -234,6 +239,7 @@ class _Tally:
         self.limited: dict[str, int] = {}
         self.retries: dict[str, int] = {}
         self.first, self.last = float("inf"), float("-inf")
+        self.calls = CallTally()
         # (task position, trial, task id, which groups, message)
         self.grouped: list[tuple[int, int, str, str, str]] = []
 
@@ -263,6 +269,8 @@ class _Tally:
             self.first = t.started_at
         if t.finished_at is not None and t.finished_at > self.last:
             self.last = t.finished_at
+        if t.model_calls:
+            self.calls.add(t.model_calls)
 
     def groups(self) -> dict[str, tuple[ErrorGroup, ...]]:
         """Error groups by kind (``error``, ``""`` for failed evaluations, each ending
@@ -325,9 +333,12 @@ def _assemble(
     stopped: str | None,
     budgets: Mapping[str, float] | None,
     metrics: Sequence[Metric],
+    source: RecordSource | None = None,
 ) -> BenchmarkReport:
     """The report of ``tasks`` (id, model, environment, finished, passed, trials), in
-    order, and their ``tally``."""
+    order, and their ``tally``; with a ``source``, each row ends in the task's named
+    scores instead of its trials, and the report's tasks are `TaskColumns` whose
+    trials are read from ``source``."""
     metrics = checked(metrics)
     estimators = [m.estimator for m in metrics]
     names = [m.name for m in metrics]
@@ -335,6 +346,8 @@ def _assemble(
     # Values of the metrics a TaskReport has no field of.
     extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
     added = set(added)
+    columns = None if source is None else TaskColumns(source, added)
+    kinds: dict[tuple[int, int], int] = {}
     reports: dict[str, TaskReport] = {}
     # How many tasks have each (finished, passed), over all and per model: what the
     # means need (a huge report has few distinct outcomes).
@@ -345,7 +358,7 @@ def _assemble(
     estimates: dict[tuple[int, int], dict[str, dict[int, float]]] = {}
     no_values: dict[int, float] = {}
     no_extra: dict[str, dict[int, float]] = {}
-    for task_id, model, environment_id, n, passed, trials in tasks:
+    for task_id, model, environment_id, n, passed, trials_or_named in tasks:
         outcome = (n, passed)
         outcomes[outcome] += 1
         if model is not None:
@@ -359,9 +372,22 @@ def _assemble(
                 name: {k: f(n, passed, k) for k in k_values if k <= n}
                 for name, f in zip(names, estimators, strict=True)
             }
+            if columns is not None:
+                kinds[outcome] = columns.add_kind(
+                    n,
+                    passed,
+                    (
+                        values.get(at_name) or no_values,
+                        values.get(hat_name) or no_values,
+                        {name: values[name] for name in extra} if extra else no_extra,
+                    ),
+                )
+        if columns is not None:
+            columns.append(task_id, model, environment_id, kinds[outcome], trials_or_named)
+            continue
         reports[task_id] = TaskReport(
             task_id=task_id,
-            trials=trials,  # a list, or `LazyTrials`
+            trials=trials_or_named,
             pass_at_k=values.get(at_name) or no_values,
             pass_hat_k=values.get(hat_name) or no_values,
             added_by_dependencies=task_id in added,
@@ -382,7 +408,9 @@ def _assemble(
         m.name: {model: of_model[m.name] for model, of_model in by_model.items()} for m in metrics
     }
     counts = tally.counts
-    unfinished = len(reports) * trials_per_task - sum(counts.values())
+    unfinished = len(reports if columns is None else columns) * trials_per_task - sum(
+        counts.values()
+    )
     if unfinished:
         counts["unfinished"] = unfinished
     if started_at is None:
@@ -390,9 +418,10 @@ def _assemble(
     if finished_at is None:
         finished_at = max(tally.last, started_at)
     groups = tally.groups()
+    made: Mapping[str, TaskReport] = reports if columns is None else columns
     return BenchmarkReport(
         benchmark_id=benchmark_id,
-        tasks=reports,
+        tasks=made,
         pass_at_k=means.get(PASS_AT_K.name, {}),
         pass_hat_k=means.get(PASS_HAT_K.name, {}),
         counts=counts,
@@ -416,7 +445,16 @@ def _assemble(
         means=means,
         means_by_model=means_by_model,
         _retries=tally.retries,
+        _counted=Counted(made, _by_model_or_all(outcomes, of_models), tally.calls.total()),
     )
+
+
+def _by_model_or_all(
+    outcomes: Counter[tuple[int, int]], of_models: Mapping[str, Counter[tuple[int, int]]]
+) -> dict[str | None, Counter[tuple[int, int]]]:
+    out: dict[str | None, Counter[tuple[int, int]]] = {None: outcomes}
+    out.update(of_models)
+    return out
 
 
 def task_list(

@@ -4,7 +4,9 @@ calls: the calls themselves are not read)."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping
+from math import fsum
 from typing import Any
 
 from .._types import TrialRecord
@@ -21,16 +23,45 @@ FAILURE_NAMES = {
 
 
 def calls_by_model(trials: Iterable[TrialRecord]) -> dict[str, CallCounts]:
-    """Every trial's model calls summed per model (models in the order first met)."""
-    out: dict[str, CallCounts] = {}
+    """Every trial's model calls summed per model (`CallTally`)."""
+    tally = CallTally()
     for t in trials:
-        counted = t.model_calls
-        if not counted:
-            continue
+        if t.model_calls:
+            tally.add(t.model_calls)
+    return tally.total()
+
+
+class CallTally:
+    """Model-call counts summed per model in any order, with the same result: counts
+    exactly, seconds with `fsum` (a report from the store's trial heads sums them in
+    another order than one from the records), models by name."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self) -> None:
+        # Per model: calls, failed tries by kind, waits, latencies.
+        self._of: dict[str, tuple[list[int], dict[str, int], array[float], array[float]]] = {}
+
+    def add(self, counted: Mapping[str, CallCounts]) -> None:
+        of = self._of
         for model, c in counted.items():
-            before = out.get(model)
-            out[model] = c if before is None else before + c
-    return out
+            sums = of.get(model)
+            if sums is None:
+                sums = of[model] = ([0], {}, array("d"), array("d"))
+            sums[0][0] += c.calls
+            failed = sums[1]
+            for kind, n in c.failed.items():
+                failed[kind] = failed.get(kind, 0) + n
+            if c.rate_limit_wait:
+                sums[2].append(c.rate_limit_wait)
+            if c.latency:
+                sums[3].append(c.latency)
+
+    def total(self) -> dict[str, CallCounts]:
+        return {
+            model: CallCounts(calls[0], dict(failed), fsum(waits), fsum(latencies))
+            for model, (calls, failed, waits, latencies) in sorted(self._of.items())
+        }
 
 
 def calls_dict(counts: Mapping[str, CallCounts]) -> dict[str, Any]:

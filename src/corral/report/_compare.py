@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,9 +11,10 @@ from .._errors import ConfigError
 from .._suggest import did_you_mean
 from ._bootstrap import RESAMPLES, SEED
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
-from ._model import BenchmarkReport, TaskReport
+from ._model import BenchmarkReport
 from ._named import SCORE_PREFIX, score_name
 from ._scores import Estimate, interval_info, mean_interval
+from ._tasks import TaskReport, task_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +205,25 @@ def compare(
     )
 
 
+#: What a comparison reads of a task: model, finished, passed, and its named scores
+#: or its report (whose named scores are read when compared). Plain tuples: a
+#: comparison of 100,000 tasks makes 200,000 of them.
+_Task = tuple[str | None, int, int, "Mapping[str, float] | TaskReport"]
+
+
+def _named_of(task: _Task) -> Mapping[str, float]:
+    named = task[3]
+    return named.named_scores if isinstance(named, TaskReport) else named
+
+
+def _tasks(report: BenchmarkReport) -> Iterator[tuple[str, _Task]]:
+    for task_id, model, n, c, named in task_rows(report.tasks):
+        yield task_id, (model, n, c, named)
+
+
 def _values(
-    task_a: TaskReport,
-    task_b: TaskReport,
+    task_a: _Task,
+    task_b: _Task,
     measure: Metric | None,
     score: str | None,
     k: int,
@@ -216,7 +233,7 @@ def _values(
     than k finished trials; no trial with the named score). ``known``: the metric's
     values by (finished, passed) so far."""
     if measure is not None:
-        a, b = (len(task_a.trials), task_a.passed), (len(task_b.trials), task_b.passed)
+        a, b = task_a[1:3], task_b[1:3]
         if a[0] < k or b[0] < k:
             return None
         value_a, value_b = known.get(a), known.get(b)
@@ -225,8 +242,8 @@ def _values(
         if value_b is None:
             value_b = known[b] = measure.estimator(*b, k)
         return value_a, value_b
-    va = task_a.named_scores.get(score or "")
-    vb = task_b.named_scores.get(score or "")
+    va = _named_of(task_a).get(score or "")
+    vb = _named_of(task_b).get(score or "")
     return None if va is None or vb is None else (va, vb)
 
 
@@ -238,16 +255,14 @@ def _known_scores(report_a: BenchmarkReport, report_b: BenchmarkReport) -> str:
     return f" (their named scores: {', '.join(map(repr, known)) or 'none'})"
 
 
-def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
+def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, _Task]:
     """The report's tasks by comparison key: the task id, or with a model, that model's
     tasks by their id without its ``@model`` suffix (as a several-models run names them)."""
     if model is None:
-        return dict(report.tasks)
+        return dict(_tasks(report))
     suffix = f"@{model}"
     out = {
-        (task_id.removesuffix(suffix)): task
-        for task_id, task in report.tasks.items()
-        if task.model == model
+        (task_id.removesuffix(suffix)): task for task_id, task in _tasks(report) if task[0] == model
     }
     if not out:
         known = sorted({t.model for t in report.tasks.values() if t.model is not None})
@@ -258,14 +273,14 @@ def _keyed(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:
     return out
 
 
-def _with_model(report: BenchmarkReport) -> dict[str, TaskReport]:
+def _with_model(report: BenchmarkReport) -> dict[str, _Task]:
     """The report's tasks keyed ``task@model`` (as a several-models run names them)."""
     return {
         task_id
-        if task.model is None or task_id.endswith(f"@{task.model}")
+        if task[0] is None or task_id.endswith(f"@{task[0]}")
         # One model's run names its tasks plainly: key them as a several-models run would.
-        else f"{task_id}@{task.model}": task
-        for task_id, task in report.tasks.items()
+        else f"{task_id}@{task[0]}": task
+        for task_id, task in _tasks(report)
     }
 
 

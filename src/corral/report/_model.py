@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .._types import TrialRecord, Usage
 from ..history import CallCounts
@@ -14,73 +15,19 @@ from ._calls import calls_by_model, calls_dict
 from ._errors import ErrorGroup
 from ._lazy import LazyTrials
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
-from ._named import NamedScore, named_scores_of, task_named_scores
+from ._named import NamedScore, named_scores_of
 from ._scores import Scores, interval_info, task_scores
+from ._tasks import TaskColumns, TaskReport, by_k
 
 
-@dataclass(frozen=True, slots=True)
-class TaskReport:
-    """One task's trials (ordered by trial), its pass@k and its pass^k.
+class Counted(NamedTuple):
+    """What a report's builder counts of its ``tasks`` as it makes them."""
 
-    Both are keyed by k, for each k of the report up to the task's finished trials:
-    with n trials of which c passed, pass@k = 1 - C(n-c, k)/C(n, k) (at least one of
-    k trials passes) and pass^k = C(c, k)/C(n, k) (all k pass).
-    """
-
-    task_id: str
-    #: The finished trials' records: a list, or (in a report built from the store's
-    #: trial heads) a `LazyTrials` that reads them from the store when used.
-    trials: Sequence[TrialRecord]
-    pass_at_k: dict[int, float]
-    #: pass^k: the unbiased chance that k trials drawn from this task's all pass.
-    pass_hat_k: dict[int, float] = field(default_factory=dict)
-    #: True when the dependency closure added this task to the selection.
-    added_by_dependencies: bool = False
-    model: str | None = None
-    environment_id: str = ""
-    #: The values of metrics other than the built-ins (whose are the fields above), by
-    #: metric name, then k.
-    extra: dict[str, dict[int, float]] = field(default_factory=dict)
-
-    @property
-    def values(self) -> dict[str, dict[int, float]]:
-        """Every metric's values by metric name, then k."""
-        # Made on use: a dict of dicts per task would be one more object for the
-        # garbage collector to walk, per task of a huge report.
-        return {PASS_AT_K.name: self.pass_at_k, PASS_HAT_K.name: self.pass_hat_k, **self.extra}
-
-    @property
-    def passed(self) -> int:
-        trials = self.trials
-        if isinstance(trials, LazyTrials):
-            return trials.passed
-        return sum(1 for t in trials if t.passed)
-
-    @property
-    def named_scores(self) -> dict[str, float]:
-        """Each named score (``Evaluation.scores``): the mean over this task's trials
-        that have it (a scorer that abstained is left out), by name."""
-        trials = self.trials
-        if isinstance(trials, LazyTrials):
-            return dict(trials.named)
-        return task_named_scores(trials)
-
-    def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "task_id": self.task_id,
-            "model": self.model,
-            "environment_id": self.environment_id,
-            "added_by_dependencies": self.added_by_dependencies,
-        }
-        values = self.values
-        for metric in metrics:
-            out[metric.key] = _by_k(values.get(metric.name, {}))
-        out["passed"] = self.passed
-        named = self.named_scores
-        if named:  # absent without named scores, as before there were any
-            out["named_scores"] = named
-        out["trials"] = [t.to_dict() for t in self.trials]
-        return out
+    tasks: Mapping[str, TaskReport]
+    #: How many tasks have each (finished, passed), of all (None) and of each model.
+    outcomes: dict[str | None, Counter[tuple[int, int]]]
+    #: `BenchmarkReport.model_calls`.
+    calls: dict[str, CallCounts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +47,9 @@ class BenchmarkReport:
     """
 
     benchmark_id: str
-    tasks: dict[str, TaskReport]
+    #: Each task's report by task id, in order (a `TaskColumns` of a report built
+    #: from the store's trial heads: each made on use).
+    tasks: Mapping[str, TaskReport]
     pass_at_k: dict[int, float]
     counts: dict[str, int]
     usage: Usage
@@ -157,6 +106,9 @@ class BenchmarkReport:
     )
     #: `retries` as the report's builder counted them (None: counted on use).
     _retries: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    #: What the report's builder counted of ``tasks`` (None: counted on use; a report
+    #: `replace`d with other tasks counts them on use too).
+    _counted: Counted | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # One dict per figure: `means` and `means_by_model` hold the built-ins' fields.
@@ -164,6 +116,10 @@ class BenchmarkReport:
         self.means.setdefault(PASS_HAT_K.name, self.pass_hat_k)
         self.means_by_model.setdefault(PASS_AT_K.name, self.by_model)
         self.means_by_model.setdefault(PASS_HAT_K.name, self.by_model_pass_hat_k)
+
+    def _counted_now(self) -> Counted | None:
+        counted = self._counted
+        return counted if counted is not None and counted.tasks is self.tasks else None
 
     @property
     def scores(self) -> Scores:
@@ -180,12 +136,17 @@ class BenchmarkReport:
     def _scores_of(self, model: str | None) -> Scores:
         scores = self._intervals.get(model)
         if scores is None:
-            outcomes = [
-                (len(trials), trials.passed if isinstance(trials, LazyTrials) else t.passed)
-                for t in self.tasks.values()
-                if model is None or t.model == model
-                for trials in (t.trials,)
-            ]
+            outcomes: Iterable[tuple[int, int]]
+            counted = self._counted_now()
+            if counted is not None:  # as the builder counted them
+                outcomes = counted.outcomes.get(model, Counter()).elements()
+            else:
+                outcomes = [
+                    (len(trials), trials.passed if isinstance(trials, LazyTrials) else t.passed)
+                    for t in self.tasks.values()
+                    if model is None or t.model == model
+                    for trials in (t.trials,)
+                ]
             named = self._named_of(model)
             scores = self._intervals[model] = replace(
                 task_scores(outcomes, self.k_values, metrics=self.metrics),
@@ -206,17 +167,22 @@ class BenchmarkReport:
     def named_scores_by_model(self) -> dict[str, dict[str, NamedScore]]:
         """The same per model, for every model with a named score, in ``by_model``'s
         order."""
-        models = dict.fromkeys(t.model for t in self.tasks.values() if t.model is not None)
+        models = dict.fromkeys(m for m in _models(self.tasks) if m is not None)
         found = {model: self._named_of(model) for model in models}
         return {model: scores for model, scores in found.items() if scores}
 
     def _named_of(self, model: str | None) -> dict[str, NamedScore]:
         scores = self._named.get(model)
         if scores is None:
+            tasks = self.tasks
             of_tasks = (
-                t.trials.named if isinstance(t.trials, LazyTrials) else t.named_scores
-                for t in self.tasks.values()
-                if model is None or t.model == model
+                tasks.named(model)
+                if isinstance(tasks, TaskColumns)
+                else (
+                    t.trials.named if isinstance(t.trials, LazyTrials) else t.named_scores
+                    for t in tasks.values()
+                    if model is None or t.model == model
+                )
             )
             scores = self._named[model] = named_scores_of(of_tasks)
         return scores
@@ -275,6 +241,9 @@ class BenchmarkReport:
         """The model calls of the trials reported, counted per model: calls, failed
         tries by kind (429, 5xx, timeout, dropped, refused), seconds waited on rate
         limits (see `corral.report._calls`)."""
+        counted = self._counted_now()
+        if counted is not None:
+            return dict(counted.calls)
         return calls_by_model(t for task in self.tasks.values() for t in task.trials)
 
     @property
@@ -284,6 +253,9 @@ class BenchmarkReport:
     @property
     def finished(self) -> int:
         """Trials with a record: ended and, if their status is scored, scored."""
+        counted = self._counted_now()
+        if counted is not None:
+            return sum(n * tasks for (n, _), tasks in counted.outcomes.get(None, {}).items())
         return sum(len(t.trials) for t in self.tasks.values())
 
     @property
@@ -297,16 +269,40 @@ class BenchmarkReport:
 
     @property
     def added_by_dependencies(self) -> list[str]:
+        if isinstance(self.tasks, TaskColumns):
+            return self.tasks.added()
         return [t for t, r in self.tasks.items() if r.added_by_dependencies]
 
-    def write_json(self, file: IO[str]) -> None:
-        """Write `to_dict` as JSON, one task at a time, so a huge report is never one string."""
+    def write_json(self, file: IO[str], *, indent: int | None = None) -> None:
+        """Write `to_dict` as JSON, one task at a time, so a huge report is never one
+        string (nor, built from trial heads, all its records at once). ``indent``: as
+        ``json.dumps(report.to_dict(), indent=indent, default=str)`` writes it, and a
+        newline."""
         head = self.to_dict(tasks=False)
+        if indent is not None:
+            self._write_indented(file, head, indent)
+            return
         file.write(json.dumps(head)[:-1] + ', "tasks": {')
         for i, (task_id, task) in enumerate(self.tasks.items()):
             file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
             file.write(json.dumps(task.to_dict(self.metrics), default=str))
         file.write("}}\n")
+
+    def _write_indented(self, file: IO[str], head: dict[str, Any], indent: int) -> None:
+        text = json.dumps({**head, "tasks": {}}, indent=indent, default=str)
+        empty = "{}\n}"
+        assert text.endswith(empty)
+        if not self.tasks:
+            file.write(text + "\n")
+            return
+        file.write(text[: -len(empty)] + "{")
+        # A task's JSON, indented two levels in: JSON strings hold no raw newline.
+        pad = "\n" + " " * (2 * indent)
+        for i, (task_id, task) in enumerate(self.tasks.items()):
+            body = json.dumps(task.to_dict(self.metrics), indent=indent, default=str)
+            file.write(("" if i == 0 else ",") + pad + json.dumps(task_id) + ": ")
+            file.write(body.replace("\n", pad))
+        file.write("\n" + " " * indent + "}\n}\n")
 
     def to_dict(self, *, tasks: bool = True) -> dict[str, Any]:
         """Plain JSON data (``tasks=False`` leaves out the per-task part)."""
@@ -316,12 +312,12 @@ class BenchmarkReport:
             "k_values": list(self.k_values),
         }
         for metric in self.metrics:
-            out[metric.key] = _by_k(self.means.get(metric.name, {}))
+            out[metric.key] = by_k(self.means.get(metric.name, {}))
         out["scores"] = self.scores.to_dict()
         out["scores_by_model"] = {m: s.to_dict() for m, s in self.scores_by_model.items()}
         for metric in self.metrics:
             by_model = self.means_by_model.get(metric.name, {})
-            out[metric.by_model_key] = {model: _by_k(ks) for model, ks in by_model.items()}
+            out[metric.by_model_key] = {model: by_k(ks) for model, ks in by_model.items()}
         out["named_scores"] = self.named_scores_dict()
         out |= {
             "interval": interval_info(),
@@ -361,6 +357,8 @@ class BenchmarkReport:
         return out
 
 
-def _by_k(values: dict[int, float]) -> dict[str, float]:
-    """Values by k as JSON keys them."""
-    return {str(k): v for k, v in values.items()}
+def _models(tasks: Mapping[str, TaskReport]) -> Iterable[str | None]:
+    """Each task's model, in order (no `TaskReport` made from `TaskColumns`)."""
+    if isinstance(tasks, TaskColumns):
+        return tasks.models()
+    return (t.model for t in tasks.values())

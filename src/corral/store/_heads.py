@@ -21,7 +21,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from .. import history
 from .._json import dumps
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
-from ..history import CommitKind, TrialFold, finished_and_scored
+from ..history import CallCounts, CommitKind, TrialFold, finished_and_scored
+from ..history._codec import calls_from_json, calls_json
 from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
 from ._protocol import TrialSummary
 from ._summary import RowFolder, summary_of
@@ -62,6 +63,9 @@ class TrialHead(NamedTuple):
     usage: Usage = Usage()
     limit: str | None = None
     working_time: float | None = None
+    #: The latest attempt's model calls counted per model, as its terminal counts them
+    #: (`corral.history.model_calls_of`, what `TrialRecord.model_calls` holds).
+    model_calls: Mapping[str, CallCounts] | None = None
 
     def row(self) -> tuple[Any, ...]:
         """The stored columns after the benchmark id (`HEAD_COLUMNS`)."""
@@ -86,6 +90,7 @@ class TrialHead(NamedTuple):
             u.cost,
             self.limit,
             self.working_time,
+            None if self.model_calls is None else dumps(calls_json(self.model_calls)),
         )
 
 
@@ -93,7 +98,7 @@ class TrialHead(NamedTuple):
 HEAD_COLUMNS = (
     "task_id, trial, next_seq, done, status, passed, score, scores, error, "
     "evaluation_error, attempts, commits, started_at, finished_at, input_tokens, "
-    "output_tokens, cost, limit_name, working_time"
+    "output_tokens, cost, limit_name, working_time, model_calls"
 )
 
 
@@ -159,6 +164,7 @@ def _head_of(summary: TrialSummary) -> TrialHead:
         usage,
         ended.limit,
         history.worked_of(terminal),
+        history.model_calls_of(terminal),
     )
 
 
@@ -167,7 +173,7 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
     try:
         (task_id, trial, next_seq, done, status, passed, score, scores, error, evaluation_error,
          attempts, commits, started_at, finished_at, input_tokens, output_tokens, cost, limit,
-         working_time) = row  # fmt: skip
+         working_time, calls) = row  # fmt: skip
         named = None
         if scores is not None:
             named = _scores(scores)
@@ -197,6 +203,7 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
             else NO_USAGE,
             limit,
             working_time,
+            None if calls is None else _calls(calls),
         )
     except (ValueError, TypeError) as exc:
         raise corrupt(where, benchmark_id, f"a trial head {list(row[:2])}: {exc}") from None
@@ -204,6 +211,13 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
 
 def _real(value: Any) -> float | None:
     return value if value is None or type(value) is float else float(value)
+
+
+def _calls(text: Any) -> dict[str, CallCounts]:
+    value = _json(text)
+    if not isinstance(value, dict):
+        raise ValueError("its model calls are not a mapping")
+    return calls_from_json(value) or {}
 
 
 def _scores(text: Any) -> dict[str, float]:
@@ -241,23 +255,16 @@ def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> Ta
     return TaskList(trials_per_task, tasks)
 
 
-class _Meta(NamedTuple):
-    """A task's metadata as a report needs it (what `_compact` makes of a task's object)."""
-
-    model: Any
-    environment: Any
-
-
-def _compact(pairs: list[tuple[str, Any]]) -> Any:
-    """Each decoded JSON object: a task's (one with an ``environment_id``) as a `_Meta`,
-    so that no dict per task outlives its decoding; any other as a dict."""
-    found = dict(pairs)
+def _compact(found: dict[str, Any]) -> Any:
+    """Each decoded JSON object: a task's (one with an ``environment_id``) as a tuple
+    (model, environment id), so that no dict per task outlives its decoding (JSON
+    makes no tuple of its own); any other as the dict."""
     if "environment_id" in found:
-        return _Meta(found.get("model"), found["environment_id"])
+        return (found.get("model"), found["environment_id"])
     return found
 
 
-_COMPACT = json.JSONDecoder(object_pairs_hook=_compact, parse_constant=_refuse_constant)
+_COMPACT = json.JSONDecoder(object_hook=_compact, parse_constant=_refuse_constant)
 
 
 def task_list_of_text(text: Any) -> TaskList | None:
@@ -275,10 +282,22 @@ def task_list_of_text(text: Any) -> TaskList | None:
     if not isinstance(tasks, dict):
         return None
     rows = (
-        (task_id, meta.model, meta.environment, True)
-        if isinstance(meta, _Meta)
-        else (task_id, None, None, False)
+        (task_id, meta[0], meta[1], True) if type(meta) is tuple else (task_id, None, None, False)
         for task_id, meta in tasks.items()
+    )
+    return checked_task_list(config.get("trials_per_task"), rows)
+
+
+def task_list_of_config(config: Mapping[str, Any]) -> TaskList | None:
+    """`TaskList` of a configuration already decoded (None: not as Corral writes it)."""
+    tasks = config.get("tasks")
+    if not isinstance(tasks, Mapping):
+        return None
+    rows = (
+        (task_id, task.get("model"), task.get("environment_id"), True)
+        if isinstance(task, Mapping)
+        else (task_id, None, None, False)
+        for task_id, task in tasks.items()
     )
     return checked_task_list(config.get("trials_per_task"), rows)
 

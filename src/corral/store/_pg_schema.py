@@ -75,6 +75,7 @@ CREATE TABLE IF NOT EXISTS corral.trial_heads (
     cost double precision NOT NULL,
     limit_name text,
     working_time double precision,
+    model_calls text,
     PRIMARY KEY (benchmark_id, task_id, trial)
 );
 CREATE TABLE IF NOT EXISTS corral.claims (

@@ -22,7 +22,7 @@ from psycopg import errors as pg_errors
 from .._errors import CommitConflictError, ConfigError, StoreCorrupt, StoreError
 from .._json import dumps
 from .._types import Commit
-from ._heads import HEAD_COLUMNS, TrialHead, changes_head, folded_heads
+from ._heads import HEAD_COLUMNS, OpenFolds, TrialHead, folded_heads
 from ._protocol import TrialKey
 
 T = TypeVar("T")
@@ -33,7 +33,8 @@ log = logging.getLogger("corral.store")
 NOTICE_EVERY = 5.0
 
 #: One append: its trial, its rows (encoded when handed over) and its append id.
-Request = tuple[TrialKey, list[tuple[Any, ...]], uuid.UUID]
+#: An append: its trial, its rows (each with the append's id) and its commits.
+Request = tuple[TrialKey, list[tuple[Any, ...]], list[Commit]]
 
 _INSERT = (
     "INSERT INTO corral.commits (benchmark_id, task_id, trial, seq, kind, payload, "
@@ -44,7 +45,8 @@ _INSERT = (
 # Each trial's head, rewritten from the one fold of its commits (`corral.store._heads`).
 PUT_HEADS = (
     f"INSERT INTO corral.trial_heads (benchmark_id, {HEAD_COLUMNS}) "
-    f"VALUES ({', '.join(['%s'] * 20)}) ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET "
+    f"VALUES ({', '.join(['%s'] * (HEAD_COLUMNS.count(',') + 2))}) "
+    "ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in HEAD_COLUMNS.split(", ")[2:])
 )
 _SCAN_ROWS = (
@@ -121,7 +123,7 @@ def encode(key: TrialKey, commits: list[Commit], append_id: uuid.UUID) -> Reques
         )
         for c in commits
     ]
-    return key, rows, append_id
+    return key, rows, commits
 
 
 def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
@@ -188,6 +190,8 @@ class PgWriter:
         self.conn: psycopg.Connection[Any] | None = None
         # Trials with a failed append: later appends fail until history() is read.
         self.poisoned: set[TrialKey] = set()
+        #: The folds of the trials this writer writes (their heads made from them).
+        self.folds = OpenFolds()
 
     def close(self) -> None:
         if self.conn is not None:
@@ -196,6 +200,7 @@ class PgWriter:
 
     def _connection(self, after_failure: bool) -> psycopg.Connection[Any]:
         if after_failure or self.conn is None or self.conn.closed:
+            self.folds.clear()  # another process may have written since this one did
             self.close()
             self.conn = self._connect()
         return self.conn
@@ -224,9 +229,9 @@ class PgWriter:
         if not todo:
             return
         if not any(requests[i][0] in self.poisoned for i in todo):
-            rows = [row for i in todo for row in requests[i][1]]
+            batch = [requests[i] for i in todo]
             try:
-                self._transaction(conn, {requests[i][0].benchmark_id for i in todo}, rows)
+                self._transaction(conn, {key.benchmark_id for key, _, _ in batch}, batch)
                 todo.clear()
                 return
             except pg_errors.UniqueViolation:
@@ -235,7 +240,7 @@ class PgWriter:
             key, rows, _ = requests[i]
             if key not in self.poisoned:
                 try:
-                    self._transaction(conn, {key.benchmark_id}, rows)
+                    self._transaction(conn, {key.benchmark_id}, [requests[i]])
                 except pg_errors.UniqueViolation as exc:
                     self.poisoned.add(key)
                     seqs = [row[3] for row in rows]
@@ -247,32 +252,51 @@ class PgWriter:
             todo.remove(i)  # only once settled: a retry must not write it again
 
     def _transaction(
-        self, conn: psycopg.Connection[Any], benchmarks: Collection[str], rows: list[Any]
+        self, conn: psycopg.Connection[Any], benchmarks: Collection[str], batch: list[Request]
     ) -> None:
         epochs = {b: self.epochs[b] for b in benchmarks if b in self.epochs}
+        rows = [row for _, rows, _ in batch for row in rows]
         # One round trip for the lot: the fence, the rows, the COMMIT.
-        with conn.pipeline(), conn.transaction(), conn.cursor() as fence, conn.cursor() as cur:
-            if epochs:
-                # FOR SHARE: a new claim (which raises the epoch) waits for this
-                # transaction, so nothing lands after a claim was taken over.
-                fence.execute(_FENCE, (list(epochs),))
-            cur.executemany(_INSERT, rows)
-            self._put_heads(cur, rows)
-            if epochs:
-                current = dict(fence.fetchall())
-                for benchmark_id, epoch in epochs.items():
-                    if current.get(benchmark_id) != epoch:
-                        raise FencedError(
-                            f"{self.where}: benchmark {benchmark_id!r} was claimed by another "
-                            "runner since this one claimed it; this runner may not write it"
-                        )
+        try:
+            with (
+                conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as fence,
+                conn.cursor() as cur,
+            ):
+                if epochs:
+                    # FOR SHARE: a new claim (which raises the epoch) waits for this
+                    # transaction, so nothing lands after a claim was taken over.
+                    fence.execute(_FENCE, (list(epochs),))
+                cur.executemany(_INSERT, rows)
+                self._put_heads(cur, batch)
+                if epochs:
+                    current = dict(fence.fetchall())
+                    for benchmark_id, epoch in epochs.items():
+                        if current.get(benchmark_id) != epoch:
+                            raise FencedError(
+                                f"{self.where}: benchmark {benchmark_id!r} was claimed by "
+                                "another runner since this one claimed it; this runner may "
+                                "not write it"
+                            )
+        except BaseException:
+            self.folds.clear()  # what the batch applied may not have landed
+            raise
 
-    def _put_heads(self, cur: psycopg.Cursor[Any], rows: list[Any]) -> None:
-        """Refold the head of every trial these rows change, in their transaction."""
+    def _put_heads(self, cur: psycopg.Cursor[Any], batch: list[Request]) -> None:
+        """Write the head of every trial these appends change, in their transaction:
+        from the writer's fold of the trial (`OpenFolds`), else refolded from the
+        store in one read per benchmark."""
         changed: dict[str, dict[tuple[str, int], None]] = {}
-        for row in rows:
-            if changes_head((row[4],)):
-                changed.setdefault(row[0], {})[(row[1], row[2])] = None
+        made = []
+        for key, _, commits in batch:
+            known, head = self.folds.heads(key, commits)
+            if not known:
+                changed.setdefault(key.benchmark_id, {})[(key.task_id, key.trial)] = None
+            elif head is not None:
+                made.append((key.benchmark_id, *head.row()))
+        if made:
+            cur.executemany(PUT_HEADS, made)
         for benchmark_id, keys in changed.items():
             tasks, trials = [k[0] for k in keys], [k[1] for k in keys]
             # A cursor of its own: in pipeline mode the inserts' cursor would hand back

@@ -22,8 +22,8 @@ from ._heads import (
     TrialHead,
     changes_head,
     checked_overview,
-    checked_task_list,
     head_of,
+    task_list_of_config,
 )
 from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
 from ._runs import RunRecord
@@ -174,17 +174,7 @@ class MemoryStore:
         entry = self._configs.get(benchmark_id)
         if entry is None:
             return None
-        config = entry[1]
-        tasks = config.get("tasks")
-        if not isinstance(tasks, Mapping):
-            return None
-        rows = (
-            (t, m.get("model"), m.get("environment_id"), True)
-            if isinstance(m, Mapping)
-            else (t, None, None, False)
-            for t, m in tasks.items()
-        )
-        return checked_task_list(config.get("trials_per_task"), rows)
+        return task_list_of_config(entry[1])
 
     async def overview(self) -> list[BenchmarkOverview] | None:
         await anyio.lowlevel.checkpoint()

@@ -119,13 +119,14 @@ CREATE TABLE IF NOT EXISTS trial_heads (
     cost REAL NOT NULL,
     limit_name TEXT,
     working_time REAL,
+    model_calls TEXT,
     PRIMARY KEY (benchmark_id, task_id, trial)
 ) WITHOUT ROWID;
 """
 
 _PUT_HEAD = (
     f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS}) "
-    f"VALUES ({', '.join('?' * 20)})"
+    f"VALUES ({', '.join('?' * (HEAD_COLUMNS.count(',') + 2))})"
 )
 _HEADS_FIRST = (
     f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? ORDER BY task_id, trial LIMIT ?"

@@ -27,7 +27,7 @@ from ..report._build import task_list
 from ..report._passk import default_ks
 from ..report._stored import stored_report
 from ..store import CommitStore
-from ..store._heads import HeadStore, TrialHead, heads_of
+from ..store._heads import HeadStore, TrialHead, heads_of, task_list_of_config
 from ._charts import charts
 from ._index import Row, facets, row_of, row_of_head
 
@@ -114,7 +114,8 @@ class Loaded:
         """The report from the store's trial heads, and the list: from the heads too
         when every trial finished, else from a scan (which shows running trials)."""
         kept = isinstance(store, HeadStore)
-        listed = await store.task_list(self.benchmark_id) if isinstance(store, HeadStore) else None
+        # From the configuration in hand (read whole for the page): not decoded again.
+        listed = task_list_of_config(self.config)
         if listed is None:
             listed = task_list(self.config)
         meta = {t: (model, environment) for t, model, environment in listed.tasks}
@@ -134,9 +135,7 @@ class Loaded:
 
         kept = isinstance(store, HeadStore)
         reading = _Rows(store, rows_of) if kept else store
-        report = await stored_report(
-            reading, self.benchmark_id, self.config, k_values=default_ks(n)
-        )
+        report = await stored_report(reading, self.benchmark_id, listed, k_values=default_ks(n))
         if not kept or report.finished != self.expected:
             self.rows = []
             async for chunk in store.scan(self.benchmark_id):

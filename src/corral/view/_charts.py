@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..report import BenchmarkReport
+from ..report._tasks import task_rows
 from ._index import Row
 
 #: Bars of a histogram at most.
@@ -47,7 +48,5 @@ def charts(rows: Sequence[Row], report: BenchmarkReport) -> dict[str, Any]:
         "score": histogram(r.score for r in ended if r.score is not None),
         "duration": histogram(r.duration for r in ended if r.duration is not None),
         "tokens": histogram(float(r.tokens) for r in ended),
-        "pass_rate": histogram(
-            (t.passed / len(t.trials) for t in report.tasks.values() if t.trials), bins=10
-        ),
+        "pass_rate": histogram((c / n for _, _, n, c, _ in task_rows(report.tasks) if n), bins=10),
     }

@@ -10,6 +10,7 @@ from .._errors import ConfigError
 from ..report import BenchmarkReport, TaskReport
 from ..report import compare as compare_reports
 from ..report._named import SCORE_PREFIX
+from ..report._tasks import task_rows
 from ._assets import by_k
 from ._cache import Loaded
 
@@ -19,12 +20,10 @@ MODEL_ROWS = 200
 
 def models_of(report: BenchmarkReport) -> list[str]:
     """A several-models run's models (each task named ``task@model``); [] for any other."""
-    used = {t.model for t in report.tasks.values() if t.model is not None}
+    rows = [(task_id, model) for task_id, model, *_ in task_rows(report.tasks)]
+    used = {model for _, model in rows if model is not None}
     models = [m for m in report.means_by_model.get(report.metrics[0].name, {}) if m in used]
-    several = all(
-        t.model is not None and task_id.endswith("@" + t.model)
-        for task_id, t in report.tasks.items()
-    )
+    several = all(model is not None and task_id.endswith("@" + model) for task_id, model in rows)
     return models if len(models) >= 2 and several else []
 
 

@@ -7,6 +7,7 @@ data for the page's script to put in text nodes, never markup.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from .. import history
@@ -113,7 +114,7 @@ def summary(loaded: Loaded) -> dict[str, Any]:
 
 def _task_stats(report: BenchmarkReport) -> list[dict[str, Any]]:
     out = []
-    for task in list(report.tasks.values())[:TASKS_SHOWN]:
+    for task in islice(report.tasks.values(), TASKS_SHOWN):
         out.append(
             {
                 "task_id": task.task_id,
