@@ -260,7 +260,7 @@ class RecordedModel:
         try:
             response = await inner.complete(messages, **options)
         except Exception as exc:
-            log.fail(exc, model, endpoint)
+            log.fail(exc, model, endpoint, messages)
             raise
         latency = time.perf_counter() - start
         usage = response.usage
