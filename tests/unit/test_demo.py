@@ -157,3 +157,20 @@ def test_demo_sends_the_key_to_a_real_endpoint(
     assert {h.get("authorization") for h in server.headers} == {"Bearer sk-demo-123"}
     local = build_demo("http://127.0.0.1:9/v1", 0.0, api_key="")  # as the local demo's
     assert all(not agent.model.api_key for agent in local.agents.values())
+
+
+async def test_the_demo_models_reason_so_its_transcripts_show_reasoning() -> None:
+    from corral.history import ModelCallPayload, decode
+
+    store = corral.MemoryStore()
+    with demo_server(0.0) as url:
+        benchmark = build_demo(url, latency=0.0, api_key="")
+        runner = corral.CorralRunner(
+            benchmark.tasks, benchmark.agents, benchmark.environments, store=store
+        )
+        defaults = {**benchmark.run_defaults, "trials_per_task": 1, "k_values": (1,)}
+        await runner.run("demo-r", task_ids=["arith-3-large"], **defaults)
+    history = await store.history(corral.TrialKey("demo-r", "arith-3-large", 0))
+    calls = [decode(c) for c in history if c.kind == "model_call"]
+    assert calls and all(isinstance(c, ModelCallPayload) and c.reasoning for c in calls)
+    assert "tool call" in str(calls[0].reasoning)  # type: ignore[union-attr]

@@ -144,6 +144,11 @@ async def test_a_call_that_fails_for_good_is_recorded_before_the_terminal() -> N
     assert (counted.calls, dict(counted.failed)) == (0, {"error": 1})
     assert str(report.tasks["acct-1"].trials[0].status) == "error"
     assert ModelError.__name__ in call.error
+    # The refused prompt is kept: what was sent is what its reader wants to see.
+    (told,) = transcript(history)
+    sent = [(m.role, m.text) for m in told.sent]
+    assert ("system", "You are a bank teller. Use the tools.") in sent
+    assert "What is the balance of this account?" in str(sent)
 
 
 async def test_a_long_value_is_cut_at_record_chars_and_marked() -> None:

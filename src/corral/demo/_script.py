@@ -67,7 +67,25 @@ class DemoModel:
         # dozen written (its reasoning too, which the reply does not show).
         read = len(json.dumps(body["messages"])) // 4 + len(json.dumps(body.get("tools"))) // 4
         usage = (read, rng.randint(18, 90))
-        return dataclasses.replace(reply, usage=usage, delay=self.pace.seconds(model.latency, rng))
+        return dataclasses.replace(
+            reply,
+            usage=usage,
+            delay=self.pace.seconds(model.latency, rng),
+            reasoning=_thought(reply),
+        )
+
+
+def _thought(reply: ChatReply) -> str:
+    """The reasoning the simulated model returns beside its reply (a transcript shows
+    it folded): what it does next and why."""
+    if reply.tool_calls:
+        names = ", ".join(dict.fromkeys(name for name, _ in reply.tool_calls))
+        many = len(reply.tool_calls)
+        return (
+            f"Not done yet: {many} tool call{'s' if many != 1 else ''} ({names}) next, "
+            "then I read what they return."
+        )
+    return f"The conversation has what I need; I answer {reply.content!s}."
 
 
 def _digest(body: dict[str, Any]) -> str:

@@ -56,7 +56,7 @@ class CallLog:
     call: kept with the trial's job, so they outlive a failed attempt and a rate
     limit's deferral (and travel with the job to and from a Ray host)."""
 
-    __slots__ = ("pending", "failed", "chain", "chain_at", "asked")
+    __slots__ = ("pending", "failed", "chain", "chain_at", "asked", "sent")
 
     def __init__(self) -> None:
         self.pending: list[PendingCall] = []
@@ -67,6 +67,9 @@ class CallLog:
         self.chain_at: int | None = None
         #: The model and endpoint the last failed try asked.
         self.asked: tuple[str | None, str | None] = (None, None)
+        #: The messages the last failed try sent (a call that fails for good keeps
+        #: them: a refused prompt is what its reader wants to see).
+        self.sent: list[Any] = []
 
     def trying(self) -> None:
         """A try begins: the wait since the last failed one is the wait it took."""
@@ -78,14 +81,19 @@ class CallLog:
             )
 
     def fail(
-        self, error: BaseException, model: str | None = None, endpoint: str | None = None
+        self,
+        error: BaseException,
+        model: str | None = None,
+        endpoint: str | None = None,
+        messages: Sequence[Any] = (),
     ) -> None:
-        """A try of ``model`` at ``endpoint`` failed with ``error`` (a model's error:
-        others are not a try's)."""
+        """A try of ``model`` at ``endpoint`` with ``messages`` failed with ``error`` (a
+        model's error: others are not a try's)."""
         kind = failure_kind(error)
         if kind is None:
             return
         self.asked = (model, endpoint)
+        self.sent = list(messages)
         status = getattr(error, "status_code", None)  # a user's own error may have none
         told = error.retry_after if isinstance(error, RateLimited) else None
         text = f"{type(error).__name__}: {error}"
@@ -102,9 +110,10 @@ class CallLog:
         if self.failed:
             last = self.failed[-1]
             failed, self.failed = tuple(self.failed), []
+            sent, self.sent = self.sent, []
             self.pending.append(
                 PendingCall(
-                    [],
+                    sent,
                     *self.asked,
                     None,
                     None,

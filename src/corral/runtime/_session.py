@@ -162,7 +162,7 @@ class AgentSession:
         else:
             counted = (input_tokens, output_tokens, float(cost), 0, 0)
         log = self.calls
-        failed, log.failed = tuple(log.failed), []
+        failed, log.failed, log.sent = tuple(log.failed), [], []
         log.record(
             PendingCall(
                 list(messages),
@@ -260,7 +260,7 @@ class RecordedModel:
         try:
             response = await inner.complete(messages, **options)
         except Exception as exc:
-            log.fail(exc, model, endpoint)
+            log.fail(exc, model, endpoint, messages)
             raise
         latency = time.perf_counter() - start
         usage = response.usage
