@@ -135,8 +135,13 @@ def test_the_fold_counts_calls_per_model_and_the_terminal_keeps_them() -> None:
     stored = json.loads(json.dumps(encode(end, Stamp(calls=fold.calls))))
     assert model_calls_of(Commit(3, "terminal", stored, 1.0)) == fold.calls
     assert model_calls_of(Commit(3, "terminal", {"status": "completed"}, 1.0)) is None
+    counted = dict(fold.calls)
     fold.apply(Commit(4, "reopen", {}, 1.0))
-    assert fold.calls is None and fold.last_call_seq is None
+    # A reopened trial's earlier calls still count (as its usage does); its next
+    # attempt's conversation starts afresh.
+    assert fold.calls == counted and fold.last_call_seq is None
+    fold.apply(Commit(5, "model_call", encode(_call(0, ["c"], model="m", latency=1.0)), 1.0))
+    assert fold.calls["m"].calls == 3 and fold.last_call_seq == 5
 
 
 def test_the_transcript_shows_each_reply_once_and_names_tool_results() -> None:

@@ -192,3 +192,37 @@ async def test_the_anthropic_client_records_thinking_and_cache_tokens() -> None:
     first = transcript(history)[0].call
     assert (first.reasoning, first.cache_read_tokens, first.cache_write_tokens) == ("think", 5, 3)
     assert first.input_tokens == 9 + 5 + 3 and first.endpoint == server.url + "/v1/messages"
+
+
+class FailsFirst:
+    """Two recorded calls, then an error on the first run; two calls and an answer after."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        self.runs += 1
+        for n in range(2):
+            sent = [{"role": "user", "content": f"go {n}"}]
+            session.record_model_call(sent, text="ok", model="m")
+        if self.runs == 1:
+            raise ValueError("the first attempt fails")
+        return Final("done")
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+async def test_a_rerun_trials_calls_count_every_attempt_as_its_usage_does(
+    store_kind: str, tmp_path: Any
+) -> None:
+    store: Any = corral.MemoryStore() if store_kind == "memory" else tmp_path / "s.db"
+    agent_ = FailsFirst()
+    env = FakeEnvironment("env")
+    runner = corral.CorralRunner({"t": Meta("a", "env")}, {"a": agent_}, {"env": env}, store=store)
+    first = await runner.run("b", max_retries=0)
+    assert first.model_calls["m"].calls == 2
+    again = await runner.run("b", max_retries=0, rerun=("error",))
+    [trial] = again.tasks["t"].trials
+    assert (str(trial.status), trial.attempts) == ("completed", 1)
+    # Four calls were made and paid for; the rerun's transcript starts afresh.
+    assert again.model_calls["m"].calls == 4
+    assert trial.model_calls is not None and trial.model_calls["m"].calls == 4

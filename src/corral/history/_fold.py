@@ -55,7 +55,8 @@ class TrialFold:
         self.last_seq = -1
         #: The errors of the attempts that failed and were retried (since the latest reopen).
         self.failed_attempts: Sequence[Mapping[str, Any]] = ()
-        #: The latest attempt's model calls counted per model (None: none recorded).
+        #: The model calls of every attempt counted per model, as usage is (a reopened
+        #: trial's earlier calls were made and paid for; None: none recorded).
         self.calls: dict[str, CallCounts] | None = None
         #: The sequence number of the latest attempt's last model call (None: none).
         self.last_call_seq: int | None = None
@@ -78,7 +79,7 @@ class TrialFold:
             self.commits = 0
             self.terminal = self.evaluation = None
             self.failed_attempts = ()
-            self.calls = self.last_call_seq = None
+            self.last_call_seq = None  # the attempt's conversation starts afresh
         if not self.commits:
             self.started_at = commit.created_at
         self.commits += 1

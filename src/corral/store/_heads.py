@@ -63,7 +63,7 @@ class TrialHead(NamedTuple):
     usage: Usage = Usage()
     limit: str | None = None
     working_time: float | None = None
-    #: The latest attempt's model calls counted per model, as its terminal counts them
+    #: Every attempt's model calls counted per model, as its terminal counts them
     #: (`corral.history.model_calls_of`, what `TrialRecord.model_calls` holds).
     model_calls: Mapping[str, CallCounts] | None = None
 
