@@ -18,6 +18,7 @@ from ._config_diff import check_same_stream
 from ._decode import decode_run
 from ._heads import (
     BenchmarkOverview,
+    OpenFolds,
     TaskList,
     TrialHead,
     changes_head,
@@ -69,8 +70,10 @@ class MemoryStore:
         self._claimed: set[str] = set()
         self._poisoned: set[TrialKey] = set()
         self._runs: dict[str, list[str]] = {}  # run records as JSON text, by benchmark
-        # Each trial's head, refolded whenever an append changes it (`changes_head`).
+        # Each trial's head, made whenever an append changes it (`changes_head`): from
+        # the fold of the trial's appends so far, else refolded from its history.
         self._heads: dict[TrialKey, TrialHead] = {}
+        self._folds = OpenFolds()
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._kept)} trials)"
@@ -112,14 +115,19 @@ class MemoryStore:
         return False
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:
-        commits = [_encoded(c) for c in commits]
+        given, commits = commits, [_encoded(c) for c in commits]
         if key in self._poisoned:
             return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))
         history = self._kept.setdefault(key, [])
         seqs = [c.seq for c in commits]
         if (not history or history[-1].seq < seqs[0]) and seqs == sorted(set(seqs)):
             history.extend(commits)  # the usual case: appended past the head
-            self._put_head(key, commits)
+            # The fold sees the payloads as they were given, before any later change.
+            known, head = self._folds.heads(key, given)
+            if not known:
+                self._refold_head(key)
+            elif head is not None:
+                self._heads[key] = head
             return _Landed()
         taken = {c.seq for c in history}
         if len(set(seqs)) != len(seqs) or taken.intersection(seqs):
@@ -127,12 +135,13 @@ class MemoryStore:
             return _Landed(CommitConflictError(f"{key}: sequence number {seqs} already taken"))
         history.extend(commits)
         history.sort(key=lambda c: c.seq)
-        self._put_head(key, commits)
+        self._folds.clear()  # appended out of order: every head refolds from here on
+        if changes_head(c.kind for c in commits):
+            self._refold_head(key)
         return _Landed()
 
-    def _put_head(self, key: TrialKey, commits: Sequence[Commit]) -> None:
-        if changes_head(c.kind for c in commits):
-            self._heads[key] = head_of(_summary(key, self._kept[key]))
+    def _refold_head(self, key: TrialKey) -> None:
+        self._heads[key] = head_of(_summary(key, self._kept[key]))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         landed = self.enqueue(key, commits)
