@@ -9,14 +9,12 @@ iterated or indexed (and not kept: a huge report read through stays small).
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, overload
 
 import anyio
 
-from .._records import TrialTable
 from .._types import TrialRecord
 from ..history import finished_and_scored
 
@@ -110,9 +108,7 @@ class StoreRecords:
     """`RecordSource` over a store: a task's records folded from its commits, read
     with the next tasks of the report (``order``) a window at a time, so reading a
     whole report costs one store read per window, not per task. ``open_reader``
-    makes a store to read with on another thread (`HeadStore.reader`). ``table``: the
-    records a run holds already (a `TrialTable`), used instead while the run holds it
-    (a weak reference: once the run lets go, the store is read)."""
+    makes a store to read with on another thread (`HeadStore.reader`)."""
 
     WINDOW = 1024
 
@@ -122,9 +118,7 @@ class StoreRecords:
         benchmark_id: str,
         trials_per_task: int,
         order: Callable[[], Sequence[str]],
-        table: TrialTable | None = None,
     ) -> None:
-        self._table = None if table is None else weakref.ref(table)
         self._open_reader = open_reader
         self._benchmark_id = benchmark_id
         self._trials_per_task = trials_per_task
@@ -134,9 +128,6 @@ class StoreRecords:
         self._lock = threading.Lock()
 
     def task_records(self, task_id: str) -> list[TrialRecord]:
-        table = None if self._table is None else self._table()
-        if table is not None:
-            return list(table.trials(task_id))
         with self._lock:
             found = self._window.pop(task_id, None)
             if found is None:
