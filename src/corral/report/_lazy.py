@@ -123,6 +123,9 @@ class StoreRecords:
         self._benchmark_id = benchmark_id
         self._trials_per_task = trials_per_task
         self._order = order
+        # Where the next window starts when the report is read in order (no index
+        # needed); else each task's position in ``order``, made when first needed.
+        self._next = 0
         self._position: dict[str, int] | None = None
         self._window: dict[str, list[TrialRecord]] = {}
         self._lock = threading.Lock()
@@ -137,12 +140,17 @@ class StoreRecords:
 
     def _following(self, task_id: str) -> list[str]:
         order = self._order()
-        if self._position is None:
-            self._position = {t: i for i, t in enumerate(order)}
-        start = self._position.get(task_id)
-        if start is None:
-            return [task_id]
-        return list(order[start : start + self.WINDOW])
+        start = self._next
+        if not (start < len(order) and order[start] == task_id):
+            # Not read in order (a caller picking tasks): every task's position, once.
+            if self._position is None:
+                self._position = {t: i for i, t in enumerate(order)}
+            found = self._position.get(task_id)
+            if found is None:
+                return [task_id]
+            start = found
+        self._next = start + self.WINDOW
+        return list(order[start : self._next])
 
     def _read(self, task_ids: list[str]) -> dict[str, list[TrialRecord]]:
         benchmark_id, n = self._benchmark_id, self._trials_per_task
