@@ -550,7 +550,12 @@ class CorralRunner:
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
                 path = report_file or report_path(self.store, benchmark_id)
-                whole = report if path is None else await whole_report(self.store, record, report)
+                # A benchmark this run registered has the plan's tasks, no others.
+                whole = (
+                    report
+                    if path is None or not existed
+                    else await whole_report(self.store, record, report)
+                )
             if path is not None:
                 write_report(path, whole)
             del whole
