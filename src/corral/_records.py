@@ -42,7 +42,8 @@ def record_of(
     """The record of a trial that ended with ``terminal`` (``ended``: its payload, if the
     caller has it, whose stamp need not be filled in) and, if given, was scored by
     ``evaluation``. With ``facts``, the record its scorer is given (`for_scorer`),
-    built at once: the runtime builds it so when the trial is to be scored."""
+    built at once: the runtime builds it so when the trial is to be scored. ``usage``:
+    the trial's, an ``evaluation``'s included."""
     payload = history.terminal_of(terminal) if ended is None else ended
     state = payload.state
     meta = None
@@ -71,7 +72,8 @@ def record_of(
         target=None if meta is None else meta.target,
         metadata=_NO_DETAILS if meta is None else meta.metadata,
     )
-    return record if evaluation is None else with_evaluation(record, evaluation)
+    # ``usage`` is the trial's whole (folded from its commits, the evaluation's too).
+    return record if evaluation is None else with_evaluation(record, evaluation, counted=True)
 
 
 def with_evaluation(
@@ -82,12 +84,14 @@ def with_evaluation(
     task_id: str | None = None,
     keep_state: bool = True,
     share: Callable[..., Evaluation] | None = None,
+    counted: bool = False,
 ) -> TrialRecord:
     """``record`` once its evaluation commit exists (``scored``: its payload, if the
     caller has it), without what its scorer was told of the task: ``task_id`` its
     own id (``record``'s if None), its state kept or not, and its `Evaluation` made by
     ``share`` if given (`TrialTable.evaluation`: one kept already, so the report keeps
-    this record as it is)."""
+    this record as it is). ``counted``: ``record``'s usage counts the commit's already
+    (a trial's usage folded from all its commits)."""
     payload = history.evaluation_of(commit) if scored is None else scored
     if share is not None and payload.passed is not None:
         evaluation: Evaluation | None = share(
@@ -101,7 +105,7 @@ def with_evaluation(
         evaluation_error = str(payload.error)
         error = f"evaluation failed: {evaluation_error}"
         trace = payload.traceback
-    usage = record.usage + commit.usage if commit.usage else record.usage
+    usage = record.usage + commit.usage if commit.usage and not counted else record.usage
     return _rebuilt(
         record,
         evaluation,
@@ -279,6 +283,11 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         if row is not None and 0 <= trial < len(row) and row[trial] is not None:
             row[trial] = None
             self._count -= 1
+
+    def clear(self) -> None:
+        """Forget every record (the evaluations kept for sharing stay)."""
+        self._tasks.clear()
+        self._count = 0
 
     def trials(self, task_id: str) -> list[TrialRecord]:
         """``task_id``'s records in trial order: the table's own row (not a copy)

@@ -24,7 +24,7 @@ class RunInfo:
     #: The run's named concurrency scopes (and its subprocess bound), by name.
     scopes: Callable[[], Mapping[str, ScopeStatistics]] = dict
     #: The records of the trials an earlier run finished (read it in ``on_run_start``:
-    #: later it includes this run's trials too).
+    #: the run lets go of them after it).
     resumed_records: Iterable[TrialRecord] = ()
     #: The run-wide budgets, by name (``token_limit``, ..., ``run_cost_limit``).
     budgets: Mapping[str, float] = field(default_factory=dict)

@@ -515,6 +515,7 @@ class CorralRunner:
                 used = _used(self.agents, self.environments, plan)
                 async with run_contexts(used, info):  # a model client's pool, say
                     _call(watchers, "on_run_start", info)
+                    loop.records.clear()  # the earlier runs' records: read by now
                     try:
                         await loop.run()
                     finally:
@@ -522,17 +523,16 @@ class CorralRunner:
                 ran = time.time()
                 # From the trial heads the store kept as the commits landed (every commit
                 # this run handed over is durable by now): the report holds no record,
-                # each task's read when used (from the loop's, while the report file is
-                # written; from the store after). No configuration dict per task: the
-                # plan's metadata is enough. The loop's own state goes first.
-                records, resumed, stopped = loop.records, loop.resumed, loop.stopped
+                # each task's read from the store when used (the run kept none). No
+                # configuration dict per task: the plan's metadata is enough. The loop's
+                # own state goes first.
+                resumed, stopped = loop.resumed, loop.stopped
                 del loop, info
                 report = await stored_report(
                     self.store,
                     benchmark_id,
                     {"trials_per_task": plan.trials_per_task},
                     metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
-                    records=records,
                     k_values=ks,
                     added=marks,
                     resumed=resumed,
@@ -550,10 +550,15 @@ class CorralRunner:
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
                 path = report_file or report_path(self.store, benchmark_id)
-                whole = report if path is None else await whole_report(self.store, record, report)
+                # A benchmark this run registered has the plan's tasks, no others.
+                whole = (
+                    report
+                    if path is None or not existed
+                    else await whole_report(self.store, record, report)
+                )
             if path is not None:
                 write_report(path, whole)
-            del records, whole  # the report reads the store from now on
+            del whole
             return report
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .._errors import ConfigError
 from ..history import StoredConfig
 from ..store import CommitStore, FileStore
+from ..store._heads import HeadStore, TaskList
 from ..store._runs import RunRecord
 from ._model import BenchmarkReport
 from ._stored import stored_report
@@ -55,9 +58,15 @@ async def whole_report(
     """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
     run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
     file never shrinks to a subset."""
-    config = await store.benchmark_config(report.benchmark_id)
-    if config is None or set(StoredConfig.decode(config).tasks) == set(report.tasks):
-        return report
+    config: Mapping[str, Any] | TaskList | None = None
+    if isinstance(store, HeadStore):  # the task ids alone, not the configuration decoded
+        config = await store.task_list(report.benchmark_id)
+        if config is not None and _same_tasks((t for t, _, _ in config.tasks), report):
+            return report
+    if config is None:
+        config = await store.benchmark_config(report.benchmark_id)
+        if config is None or _same_tasks(StoredConfig.decode(config).tasks, report):
+            return report
     return await stored_report(
         store,
         report.benchmark_id,
@@ -69,6 +78,16 @@ async def whole_report(
         stopped=report.stopped,
         budgets=report.budgets,
     )
+
+
+def _same_tasks(task_ids: Iterable[str], report: BenchmarkReport) -> bool:
+    """Whether ``task_ids`` are ``report``'s tasks (each once, as a configuration's)."""
+    tasks, count = report.tasks, 0
+    for task_id in task_ids:
+        if task_id not in tasks:
+            return False
+        count += 1
+    return count == len(tasks)
 
 
 def check_report_file(report_file: object) -> Path | None:

@@ -9,14 +9,12 @@ iterated or indexed (and not kept: a huge report read through stays small).
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, overload
 
 import anyio
 
-from .._records import TrialTable
 from .._types import TrialRecord
 from ..history import finished_and_scored
 
@@ -110,9 +108,7 @@ class StoreRecords:
     """`RecordSource` over a store: a task's records folded from its commits, read
     with the next tasks of the report (``order``) a window at a time, so reading a
     whole report costs one store read per window, not per task. ``open_reader``
-    makes a store to read with on another thread (`HeadStore.reader`). ``table``: the
-    records a run holds already (a `TrialTable`), used instead while the run holds it
-    (a weak reference: once the run lets go, the store is read)."""
+    makes a store to read with on another thread (`HeadStore.reader`)."""
 
     WINDOW = 1024
 
@@ -122,21 +118,19 @@ class StoreRecords:
         benchmark_id: str,
         trials_per_task: int,
         order: Callable[[], Sequence[str]],
-        table: TrialTable | None = None,
     ) -> None:
-        self._table = None if table is None else weakref.ref(table)
         self._open_reader = open_reader
         self._benchmark_id = benchmark_id
         self._trials_per_task = trials_per_task
         self._order = order
+        # Where the next window starts when the report is read in order (no index
+        # needed); else each task's position in ``order``, made when first needed.
+        self._next = 0
         self._position: dict[str, int] | None = None
         self._window: dict[str, list[TrialRecord]] = {}
         self._lock = threading.Lock()
 
     def task_records(self, task_id: str) -> list[TrialRecord]:
-        table = None if self._table is None else self._table()
-        if table is not None:
-            return list(table.trials(task_id))
         with self._lock:
             found = self._window.pop(task_id, None)
             if found is None:
@@ -146,12 +140,17 @@ class StoreRecords:
 
     def _following(self, task_id: str) -> list[str]:
         order = self._order()
-        if self._position is None:
-            self._position = {t: i for i, t in enumerate(order)}
-        start = self._position.get(task_id)
-        if start is None:
-            return [task_id]
-        return list(order[start : start + self.WINDOW])
+        start = self._next
+        if not (start < len(order) and order[start] == task_id):
+            # Not read in order (a caller picking tasks): every task's position, once.
+            if self._position is None:
+                self._position = {t: i for i, t in enumerate(order)}
+            found = self._position.get(task_id)
+            if found is None:
+                return [task_id]
+            start = found
+        self._next = start + self.WINDOW
+        return list(order[start : self._next])
 
     def _read(self, task_ids: list[str]) -> dict[str, list[TrialRecord]]:
         benchmark_id, n = self._benchmark_id, self._trials_per_task

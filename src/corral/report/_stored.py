@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._records import TrialTable
 from .._types import BenchmarkTaskMetadata
 from ..store._heads import HeadStore, TaskList, heads_of
 from ._build import HeadTally, build_report, records_from, task_list
@@ -20,13 +19,11 @@ async def stored_report(
     config: Mapping[str, Any] | TaskList,
     *,
     metadata: Iterable[tuple[str, BenchmarkTaskMetadata]] | None = None,
-    records: TrialTable | None = None,
     **options: Any,
 ) -> BenchmarkReport:
     """The report of ``benchmark_id`` (``config``: its stored configuration, or one of a
     subset of its tasks, or what the report needs of it: `HeadStore.task_list`) from
-    ``store``'s trial heads; ``options`` as `build_report`'s. ``records``: the records
-    a run holds, read instead of the store's while it holds them (`StoreRecords`).
+    ``store``'s trial heads; ``options`` as `build_report`'s.
 
     A store that keeps no heads (a wrapper of another) gives its records instead."""
     tasks = config if isinstance(config, TaskList) else task_list(config, metadata)
@@ -34,9 +31,7 @@ async def stored_report(
         return build_report(
             benchmark_id,
             {"trials_per_task": tasks.trials_per_task},
-            records=records_from(await store.summaries(benchmark_id))
-            if records is None
-            else records,
+            records=records_from(await store.summaries(benchmark_id)),
             metadata=((t, BenchmarkTaskMetadata("", env, model)) for t, model, env in tasks.tasks),
             **options,
         )
@@ -44,9 +39,7 @@ async def stored_report(
     async for chunk in heads_of(store, benchmark_id):
         tally.add(chunk)
     order: list[Sequence[str]] = []
-    source = StoreRecords(
-        store.reader, benchmark_id, tally.trials_per_task, lambda: order[0], records
-    )
+    source = StoreRecords(store.reader, benchmark_id, tally.trials_per_task, lambda: order[0])
     report = tally.report(benchmark_id, source, **options)
     order.append(list(report.tasks))
     return report

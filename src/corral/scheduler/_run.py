@@ -76,7 +76,8 @@ class RunLoop:
         self.budget = budget
         resumed = resume if resume is not None else Resume(plan)
         self.resumed = resumed.finished
-        #: Every finished trial's record (without its state): the report's rows.
+        #: The records of the trials earlier runs finished (for observers, read at
+        #: ``on_run_start``; this run's are not kept: the report reads the store's heads).
         self.records = resumed.records
         self._partial = resumed.partial
         self._heads = resumed.heads
@@ -274,8 +275,7 @@ class RunLoop:
             self.rules.count_error()
 
     def _remember(self, t: int, record: TrialRecord, state: Any = None) -> None:
-        """Keep the trial's record for the report, and for reflective sessions."""
-        self.records.add(record)
+        """Keep what reflective sessions need of the trial (the report reads the store)."""
         if self._handoffs.reflective:
             self._handoffs.finished(t, record, state)
 

@@ -1,0 +1,60 @@
+"""A trial's record read back from its commits (`TrialSummary.record`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from corral._types import Commit, TrialStatus, Usage
+from corral.history import EvaluationPayload, TrialFold, encode, terminal
+from corral.report._lazy import StoreRecords
+from corral.store._summary import summary_of
+
+
+def test_a_scored_trials_usage_counts_its_evaluation_once() -> None:
+    ran, scored = Usage(100, 10, 0.5), Usage(40, 8, 0.25)
+    commits = [
+        Commit(
+            0, "terminal", encode(terminal(TrialStatus.COMPLETED, output="x", attempts=1)), 1.0, ran
+        ),
+        Commit(1, "evaluation", encode(EvaluationPayload(1.0, True)), 2.0, scored),
+    ]
+    summary = summary_of("t", 0, TrialFold.of(commits))
+    assert summary.usage == ran + scored
+    assert summary.record().usage == ran + scored
+    assert summary.record().passed
+    # The record its scorer is given: the trial as it ended, its spend so far.
+    assert summary.record(scored=False).usage == ran + scored
+
+
+class _Reader:
+    """A store to read records from: one finished trial per task, reads counted."""
+
+    def __init__(self) -> None:
+        self.reads: list[list[str]] = []
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[None]:
+        yield
+
+    async def task_summaries(self, benchmark_id: str, task_ids: list[str]) -> list[Any]:
+        self.reads.append(list(task_ids))
+        done = encode(terminal(TrialStatus.COMPLETED, output="x", attempts=1))
+        scored = encode(EvaluationPayload(1.0, True))
+        commits = [Commit(0, "terminal", done, 1.0), Commit(1, "evaluation", scored, 2.0)]
+        return [summary_of(t, 0, TrialFold.of(commits)) for t in task_ids]
+
+
+def test_records_read_in_report_order_a_window_at_a_time() -> None:
+    order = [f"t{i}" for i in range(7)]
+    reader = _Reader()
+    source = StoreRecords(lambda: reader, "b", 1, lambda: order)
+    source.WINDOW = 3
+    assert [source.task_records(t)[0].task_id for t in order] == order
+    assert reader.reads == [order[0:3], order[3:6], order[6:7]]
+    assert source._position is None  # in order: no index of every task's position
+    # Out of order: each from its own window on.
+    assert source.task_records("t4")[0].task_id == "t4"
+    assert source.task_records("t1")[0].task_id == "t1"
+    assert reader.reads[-2:] == [order[4:7], order[1:4]]
