@@ -238,6 +238,9 @@ def test_a_corrupt_postgres_store_is_one_error_line(
         CORRUPTIONS[name].apply(pg_dsn)
         for command in ("list", "report", "show", "run", "copy", "view"):
             result = invoke(arguments(command, pg_dsn, bench, tmp_path))
+            if (name, command) in UNSEEN:  # as on SQLite: this command never reads it
+                assert "Traceback" not in result.output, (name, command)
+                continue
             assert result.exit_code == 2, (name, command, result.output)
             assert "is corrupt" in one_error_line(result), (name, command)
 
