@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -703,6 +703,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=[*CORRAL_RUNNERS, "naive", *INSPECT_RUNNERS],
         choices=[*CORRAL_RUNNERS, "naive", *INSPECT_RUNNERS],
     )
+    parser.add_argument(
+        "--parallels",
+        type=int,
+        nargs="+",
+        help="only the throughput cells at these parallelisms (Inspect's too), "
+        "e.g. --parallels 64 for the cells the targets read",
+    )
     parser.add_argument("--scaling-store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument(
         "--out", type=Path, help="JSON path (default bench/results/<date>-<mode>.json)"
@@ -720,6 +727,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
 
     grid = QUICK if args.quick else FULL
+    if args.parallels:
+        grid = replace(
+            grid,
+            parallels=tuple(args.parallels),
+            inspect=tuple(cell for cell in grid.inspect if cell[3] in args.parallels),
+        )
     mode = "quick" if args.quick else "full"
     started = time.time()
     results: dict[str, Any] = {
