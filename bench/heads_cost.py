@@ -1,0 +1,135 @@
+"""What keeping trial heads costs per commit: the throughput workload with heads kept
+and with their upkeep patched out, alternating in one run (issue 26).
+
+    python bench/heads_cost.py [--rounds 5] [--trials 4000] [--per-task 4]
+        [--max-parallel 64] [--store sqlite|postgres]
+        [--server postgresql://postgres@127.0.0.1:5432]
+
+Each measurement is a fresh process (so neither variant inherits the other's heap),
+``kept`` and ``patched`` taking turns. ``patched`` turns the writer's head upkeep
+(`SQLiteStore._put_heads`, `PgWriter._put_heads`) into a no-op in that process
+only: the commits are written as before, no head is folded or written (its report
+then reads no heads, which is not measured: only ``runner.run`` is timed). Printed
+per round and as medians: CPU microseconds per trial (the process's user + system
+time over the run) and trials per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import corral
+
+sys.path.insert(0, str(Path(__file__).parent))
+from postgres_store import drop_database, fresh_database  # noqa: E402
+from throughput import CountingEnvironment, OneStepAgent  # noqa: E402
+
+VARIANTS = ("kept", "patched")
+
+
+def patch_out_heads() -> None:
+    """Head upkeep off: the writers write commits only (this process, for measuring)."""
+    from corral.store import _pg_writer, sqlite
+
+    sqlite.SQLiteStore._put_heads = lambda self, conn, requests: None  # type: ignore[method-assign]
+    _pg_writer.PgWriter._put_heads = lambda self, cur, batch: None  # type: ignore[method-assign]
+
+
+async def measure(args: argparse.Namespace, store: Any) -> dict[str, float]:
+    tasks = {
+        f"t{i}": corral.BenchmarkTaskMetadata("agent", "env", model="m")
+        for i in range(args.trials // args.per_task)
+    }
+    runner = corral.CorralRunner(
+        tasks, {"agent": OneStepAgent()}, {"env": CountingEnvironment()}, store=store
+    )
+    start, cpu = time.perf_counter(), time.process_time()
+    report = await runner.run(
+        "heads_cost",
+        trials_per_task=args.per_task,
+        max_parallel=args.max_parallel,
+        max_parallel_per_task=args.per_task,
+    )
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    trials = sum(report.counts.values())
+    assert trials == args.trials, report.counts
+    return {"cpu_us": cpu / trials * 1e6, "trials_s": trials / wall}
+
+
+def one(args: argparse.Namespace) -> None:
+    if args.one == "patched":
+        patch_out_heads()
+    if args.store == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            found = anyio.run(measure, args, corral.SQLiteStore(Path(tmp) / "store.db"))
+    else:
+        name = fresh_database(args.server)
+        try:
+            found = anyio.run(measure, args, corral.PostgresStore(f"{args.server}/{name}"))
+        finally:
+            drop_database(args.server, name)
+    print(json.dumps(found))
+
+
+def main(args: argparse.Namespace) -> None:
+    found: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    passed = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in vars(args).items()
+        if k in ("trials", "per_task", "max_parallel", "store", "server")
+    ]
+    for n in range(args.rounds):
+        for variant in VARIANTS if n % 2 == 0 else VARIANTS[::-1]:
+            out = subprocess.run(
+                [sys.executable, __file__, f"--one={variant}", *passed],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            got = json.loads(out.splitlines()[-1])
+            found[variant].append(got)
+            print(
+                f"round {n + 1} {variant:8} cpu_us/trial={got['cpu_us']:.0f} "
+                f"trials/s={got['trials_s']:,.0f}",
+                flush=True,
+            )
+    medians = {
+        v: {m: statistics.median(r[m] for r in found[v]) for m in ("cpu_us", "trials_s")}
+        for v in VARIANTS
+    }
+    kept, patched = medians["kept"], medians["patched"]
+    print(
+        f"store={args.store} trials={args.trials} per_task={args.per_task} "
+        f"P={args.max_parallel} rounds={args.rounds} (medians)\n"
+        f"  heads kept:    cpu_us/trial={kept['cpu_us']:.0f} trials/s={kept['trials_s']:,.0f}\n"
+        f"  heads patched: cpu_us/trial={patched['cpu_us']:.0f} "
+        f"trials/s={patched['trials_s']:,.0f}\n"
+        f"  heads cost: {kept['cpu_us'] - patched['cpu_us']:+.0f} us/trial "
+        f"({kept['cpu_us'] / patched['cpu_us'] - 1:+.1%} CPU), "
+        f"{kept['trials_s'] / patched['trials_s'] - 1:+.1%} trials/s"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=4000)
+    parser.add_argument("--per-task", type=int, default=4)
+    parser.add_argument("--max-parallel", type=int, default=64)
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
+    parser.add_argument("--one", choices=VARIANTS, help=argparse.SUPPRESS)
+    parsed = parser.parse_args()
+    one(parsed) if parsed.one else main(parsed)
