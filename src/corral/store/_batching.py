@@ -182,6 +182,7 @@ class WriterThread(Generic[R]):
         self._running = False
         self._stopped: anyio.Event | None = None
         self._failure: anyio.Event | None = None  # set once `failed` is
+        self._thread: threading.Thread | None = None
         self.failed: BaseException | None = None
 
     def start(self) -> None:
@@ -195,9 +196,10 @@ class WriterThread(Generic[R]):
         self.failed = None
         stopped = self._stopped = anyio.Event()
         self._failure = anyio.Event()
-        threading.Thread(
+        self._thread = threading.Thread(
             target=self._main, args=(soon, stopped), name=f"corral writer {self.owner}", daemon=True
-        ).start()
+        )
+        self._thread.start()
 
     async def watch(self) -> None:
         """Raise the failure of the first batch that fails as a whole (a task of each
@@ -239,8 +241,9 @@ class WriterThread(Generic[R]):
                 return
             self._stopping = True
             self._wake.notify()
-        assert self._stopped is not None
+        assert self._stopped is not None and self._thread is not None
         await self._stopped.wait()
+        self._thread.join()  # it has said its last: no thread outlives the store's use
 
     def _main(self, call: Callable[[Callable[[], object]], object], stopped: anyio.Event) -> None:
         def soon(func: Callable[[], object]) -> None:
