@@ -8,11 +8,12 @@ and with their upkeep patched out, alternating in one run (issue 26).
 Each measurement is a fresh process (so neither variant inherits the other's heap),
 ``kept`` and ``patched`` taking turns. ``patched`` turns the writer's head upkeep
 (`SQLiteStore._put_heads`, `PgWriter._put_heads`) into a no-op in that process
-only: the commits are written as before, no head is folded or written (its report
-then reads no heads, which is not measured: only ``runner.run`` is timed). Printed
-per round and as medians: CPU microseconds per trial (the process's user + system
-time over the run), the writer's own CPU microseconds per trial (its thread's clock
-over its batches: the figure least disturbed by other load) and trials per second.
+only: the commits are written as before, no head is folded or written. The run is
+timed up to its last commit (its report, built from the heads after it, is left
+out: without heads it reads none). Printed per round and as medians: CPU
+microseconds per trial (the process's user + system time over the run), the
+writer's own CPU microseconds per trial (its thread's clock over its batches: the
+figure least disturbed by other load) and trials per second.
 """
 
 from __future__ import annotations
@@ -68,6 +69,18 @@ def patch_out_heads() -> None:
     _pg_writer.PgWriter._put_heads = lambda self, cur, batch: None  # type: ignore[method-assign]
 
 
+class LastCommit:
+    """The process's CPU and wall clocks at the latest commit heard of: the run up to
+    its last trial's last commit, without the report built from the heads after it
+    (which a run without heads would build from nothing)."""
+
+    def __init__(self) -> None:
+        self.cpu = self.wall = 0.0
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+
+
 async def measure(
     args: argparse.Namespace, store: Any, clock: WriterClock | None = None
 ) -> dict[str, float]:
@@ -78,14 +91,16 @@ async def measure(
     runner = corral.CorralRunner(
         tasks, {"agent": OneStepAgent()}, {"env": CountingEnvironment()}, store=store
     )
+    last = LastCommit()
     start, cpu = time.perf_counter(), time.process_time()
     report = await runner.run(
         "heads_cost",
         trials_per_task=args.per_task,
         max_parallel=args.max_parallel,
         max_parallel_per_task=args.per_task,
+        observers=[last],
     )
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    wall, cpu = last.wall - start, last.cpu - cpu
     trials = sum(report.counts.values())
     assert trials == args.trials, report.counts
     writer = clock.seconds / trials * 1e6 if clock is not None else 0.0
