@@ -46,16 +46,16 @@ class FailTheTerminalsBatch(corral.SQLiteStore):
             self.eval_queued.set()
         return slot
 
-    def _write_batch(self, requests: Any) -> Any:
+    def _write_batch(self, conn: Any, requests: Any) -> Any:
         if not self.failed and any(
             (k.task_id, k.trial) == TARGET and any(r[4] == "terminal" for r in rs)
-            for k, rs in requests
+            for k, rs, _ in requests
         ):
             self.failed = True
             self.batch_started.set()
             assert self.eval_queued.wait(10), "the evaluation was never handed over"
             raise StoreError("disk I/O error (injected)")
-        return super()._write_batch(requests)
+        return super()._write_batch(conn, requests)
 
 
 def gated_runner(store: FailTheTerminalsBatch) -> corral.CorralRunner:

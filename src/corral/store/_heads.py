@@ -20,9 +20,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .. import history
 from .._json import dumps
-from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
+from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialStatus, Usage
 from ..history import CallCounts, CommitKind, TrialFold, finished_and_scored
-from ..history._codec import calls_from_json, calls_json
+from ..history._codec import _EMPTY, _STATUSES, calls_from_json, calls_json
 from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
 from ._protocol import TrialSummary
 from ._summary import RowFolder, summary_of
@@ -126,26 +126,29 @@ def _head_of(summary: TrialSummary) -> TrialHead:
     # The record's figures (`corral._records.record_of`), read from the payloads
     # without making a record: this runs for every trial a batch finishes.
     terminal, evaluation = summary.terminal, summary.evaluation
-    ended = history.terminal_of(terminal)
-    status = str(ended.status)
-    error, evaluation_error = ended.error, None
+    # The terminal's fields a head holds, read as `history.terminal_of` reads them
+    # (an unknown status raises as it does) without decoding the rest twice.
+    ended = terminal.payload if type(terminal.payload) is dict else _EMPTY
+    raw = ended["status"]
+    status = str((type(raw) is str and _STATUSES.get(raw)) or TrialStatus(raw))
+    error, evaluation_error = ended.get("error"), None
     score: float | None = None
     scores: Mapping[str, float] | None = None
     passed = False
     usage = summary.usage
     finished_at = terminal.created_at
     if evaluation is not None:
-        scored = history.evaluation_of(evaluation)
+        scored_passed, scored_score, scored_scores, scored_error = _scored(evaluation)
         finished_at = evaluation.created_at
         if evaluation.usage:
             usage = usage + evaluation.usage
-        if scored.passed is None:  # the scorer failed
-            evaluation_error = str(scored.error)
+        if scored_passed is None:  # the scorer failed
+            evaluation_error = str(scored_error)
             error = f"evaluation failed: {evaluation_error}"
         else:
-            score = scored.score
-            scores = dict(scored.scores) if scored.scores else None
-            passed = bool(scored.passed) and status != "limit"
+            score = scored_score
+            scores = dict(scored_scores) if scored_scores else None
+            passed = bool(scored_passed) and status != "limit"
     return TrialHead(
         summary.task_id,
         summary.trial,
@@ -157,15 +160,26 @@ def _head_of(summary: TrialSummary) -> TrialHead:
         scores,
         error,
         evaluation_error,
-        ended.attempts,
+        ended.get("attempts", 1),
         summary.commits,
         summary.started_at,
         finished_at,
         usage,
-        ended.limit,
+        ended.get("limit"),
         history.worked_of(terminal),
         history.model_calls_of(terminal),
     )
+
+
+def _scored(evaluation: Commit) -> tuple[Any, Any, Any, Any]:
+    """An evaluation's (passed, score, named scores, error), as `history.evaluation_of`
+    reads them; read from the payload directly when it records no model calls (the
+    only field whose decoding can fail)."""
+    p = evaluation.payload
+    if type(p) is dict and "model_calls" not in p:
+        return p.get("passed"), p.get("score"), p.get("scores"), p.get("error")
+    scored = history.evaluation_of(evaluation)
+    return scored.passed, scored.score, scored.scores, scored.error
 
 
 def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
@@ -423,6 +437,17 @@ class RebuildProgress:
         print(f"corral: {self.where}: {text}", file=sys.stderr, flush=True)
 
 
+class _HeadFold(TrialFold):
+    """The one fold, less what a head never reads: the model calls a head holds are
+    its terminal's (`history.model_calls_of`), so the writer does not decode each
+    model call's payload to count them again."""
+
+    __slots__ = ()
+
+    def count_call(self, commit: Commit, payload: Any = None) -> None:
+        pass
+
+
 class OpenFolds:
     """The writer's folds of the trials it is writing (the history's one fold, applied
     to each commit as its batch is written), so a head is made from the commits in
@@ -436,7 +461,7 @@ class OpenFolds:
     """
 
     def __init__(self) -> None:
-        self._folds: dict[Any, TrialFold] = {}
+        self._folds: dict[Any, _HeadFold] = {}
 
     def clear(self) -> None:
         """Forget every fold (a batch failed: what it applied may not have landed)."""
@@ -453,7 +478,7 @@ class OpenFolds:
             if first != 0:  # the trial began before this writer saw it
                 folds.pop(key, None)
                 return not changes_head(c.kind for c in commits), None
-            fold = folds[key] = TrialFold()
+            fold = folds[key] = _HeadFold()
         changes = False
         for commit in commits:
             fold.apply(commit)

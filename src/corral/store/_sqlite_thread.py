@@ -77,6 +77,11 @@ class Owned:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             return func(self._conn)
 
+    def here(self, func: Callable[[sqlite3.Connection], T]) -> T:
+        """``func(connection)`` on the calling thread (one of the store's own, never
+        the event loop's), alone in the connection."""
+        return self._use(func)
+
     async def call(self, func: Callable[[sqlite3.Connection], T]) -> T:
         """``func(connection)`` on a worker thread, alone in the connection."""
         async with self._lock:

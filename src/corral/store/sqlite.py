@@ -35,7 +35,7 @@ from .._errors import (
 from .._json import dumps
 from .._types import Commit
 from ..history import PIECE, ConfigStream, StoredConfigText
-from ._batching import Batch, BatchQueue, Slot, WriteBatch
+from ._batching import Batch, Slot, WriteBatch, WriterThread
 from ._config_diff import check_same_config, check_same_stream
 from ._decode import check_created, corrupt, decode_benchmark, decode_commit, decode_run
 from ._heads import (
@@ -225,7 +225,7 @@ class SQLiteStore:
         self._reader: Owned | None = None
         self._identity: Identity | None = None
         self._home: Path | None = None  # where claims are kept (see `settle_home`)
-        self._queue: BatchQueue[_Request] = BatchQueue(repr(self), self._run_batch)
+        self._queue: WriterThread[_Request] = WriterThread(repr(self), self._record_batch)
         # Trials with a failed append: later appends fail until history() is read.
         self._poisoned: set[TrialKey] = set()
         # The writer's folds of the trials it writes (their heads made from them).
@@ -256,25 +256,26 @@ class SQLiteStore:
     async def opened(self) -> AsyncIterator[None]:
         """Open the store for as long as the block runs; several runs may share it.
 
-        The first user connects and the last one out disconnects. Every user runs
-        a flush loop of its own; they share one batch queue, so whichever is awake
-        writes the next batch, and a user that leaves never strands another's
-        appends.
+        The first user connects and starts the writer thread, and the last one out
+        stops it and disconnects; every user's appends go to the one thread, so a
+        user that leaves never strands another's appends.
         """
         if self._open_lock is None:
             self._open_lock = anyio.Lock()
         async with self._open_lock:
             if not self._users:
                 await self._connect()
-                self._queue.reset()
+                if not self.read_only:
+                    self._queue.start()
             self._users += 1
         try:
             with unwrap_single():
                 async with anyio.create_task_group() as tg:
                     if not self.read_only:
-                        tg.start_soon(self._queue.flush_loop)
+                        tg.start_soon(self._queue.watch)
                     try:
                         yield
+                        self._queue.check()  # a failed batch ends the store's use
                     finally:
                         tg.cancel_scope.cancel()
         finally:
@@ -283,11 +284,12 @@ class SQLiteStore:
                 # (Ctrl-C): only a kill loses appends nobody was told had landed.
                 try:
                     if self._writer is not None:
-                        await self._queue.drain()
+                        await self._queue.settle()
                 finally:  # even when that last batch failed: the last user out closes
                     async with self._open_lock:
                         self._users -= 1
                         if not self._users:
+                            await self._queue.stop()
                             await self._disconnect()
 
     async def _connect(self) -> None:
@@ -365,11 +367,12 @@ class SQLiteStore:
 
     # -- writing -----------------------------------------------------------
 
-    async def _run_batch(self, batch: Batch[_Request]) -> None:
+    def _record_batch(self, batch: Batch[_Request]) -> None:
+        """Write a batch, on the writer thread, alone in the writer's connection."""
         writer = self._writer
         if writer is None:
             raise StoreError(f"{self!r} is not open")
-        await writer.call(lambda conn: batch.record(self._writer_of(conn), self._translate))
+        writer.here(lambda conn: batch.record(self._writer_of(conn), self._translate))
 
     def _writer_of(self, conn: sqlite3.Connection) -> WriteBatch[_Request]:
         return lambda requests: self._write_batch(conn, requests)
