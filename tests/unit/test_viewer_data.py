@@ -69,6 +69,28 @@ def test_histogram_bins_from_least_to_greatest() -> None:
     assert histogram([])["count"] == 0 and histogram([])["bins"] == []
 
 
+def test_histogram_bins_each_value_as_dividing_it_would() -> None:
+    """Bins found by searching the sorted values hold what dividing each value by the
+    bin width puts in them, rounding at the edges included."""
+    import random
+
+    rng = random.Random(0)
+    samples = [
+        [rng.random() for _ in range(1000)],
+        [rng.choice([0.0, 0.1, 0.2, 0.30000000000000004, 1.0]) for _ in range(500)],
+        [float(rng.randrange(100, 130)) for _ in range(700)],
+        [rng.expovariate(0.01) for _ in range(300)] + [1e-300, -5.0],
+    ]
+    for values in samples:
+        for bins in (1, 3, 10, 20):
+            low, high = min(values), max(values)
+            width = (high - low) / bins
+            expected = [0] * bins
+            for v in values:
+                expected[min(bins - 1, int((v - low) / width))] += 1
+            assert histogram(values, bins)["bins"] == expected
+
+
 def test_state_diff_by_path() -> None:
     before: Any = {"files": ["a.py"], "n": 1, "gone": True, "deep": {"x": [1, 2]}}
     after: Any = {"files": ["a.py", "b.py"], "n": 1.0, "deep": {"x": [1, 3]}, "new": None}
