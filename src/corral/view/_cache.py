@@ -297,19 +297,10 @@ class ViewCache:
         self._clock = clock
         self._current: dict[str, Loaded] = {}  # the latest finished load
         self._pending: dict[str, Loaded] = {}  # a load in progress
-        self._finished: dict[str, int] = {}  # finished trials per benchmark, as last counted
-        self._counted_at = float("-inf")
-        self._runs: dict[str, tuple[float, int]] = {}  # runs per benchmark, and when counted
+        # Per benchmark: when its finished trials and runs were last counted, and the counts.
+        self._counted: dict[str, tuple[float, tuple[int | None, int]]] = {}
         self._versions = 0  # loads started
         self._lock = anyio.Lock()
-
-    async def finished_counts(self) -> dict[str, int]:
-        """Finished trials per benchmark id (the store is asked at most once per refresh)."""
-        now = self._clock()
-        if now - self._counted_at >= self.refresh:
-            self._counted_at = now
-            self._finished = {b.benchmark_id: b.finished for b in await self.store.benchmarks()}
-        return self._finished
 
     async def get(self, benchmark_id: str) -> Loaded:
         """The latest load of the benchmark (maybe still loading); a `ConfigError` if unknown."""
@@ -357,16 +348,25 @@ class ViewCache:
             return True
         if loaded.report is None:
             return False
-        counted = (await self.finished_counts()).get(loaded.benchmark_id)
-        return counted != loaded.report.finished or await self._runs_count(loaded) != loaded.runs
+        return await self._counts(loaded) != (loaded.report.finished, loaded.runs)
 
-    async def _runs_count(self, loaded: Loaded) -> int:
-        """Runs recorded for the benchmark (the store is asked at most once per refresh)."""
+    async def _counts(self, loaded: Loaded) -> tuple[int | None, int]:
+        """The benchmark's finished trials (as its report counts them) and recorded runs:
+        the store is asked at most once per refresh, the load's own until then."""
+        assert loaded.report is not None
+        benchmark_id = loaded.benchmark_id
         now = self._clock()
-        at, count = self._runs.get(loaded.benchmark_id, (float("-inf"), 0))
-        if at < loaded.started:  # the load's own count is the newer
-            at, count = loaded.started, loaded.runs
+        at, counts = self._counted.get(benchmark_id, (float("-inf"), (None, 0)))
+        if at < loaded.started:  # the load's own counts are the newer
+            at, counts = loaded.started, (loaded.report.finished, loaded.runs)
         if now - at >= self.refresh:
-            count = len(await self.store.runs(loaded.benchmark_id))
-            self._runs[loaded.benchmark_id] = (now, count)
-        return count
+            store = self.store
+            finished: int | None
+            if isinstance(store, HeadStore):  # one count of its heads
+                finished = await store.finished_trials(benchmark_id, loaded.trials_per_task)
+            else:
+                found = {b.benchmark_id: b.finished for b in await store.benchmarks()}
+                finished = found.get(benchmark_id)
+            counts = (finished, len(await store.runs(benchmark_id)))
+            self._counted[benchmark_id] = (now, counts)
+        return counts
