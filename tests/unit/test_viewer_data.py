@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -16,6 +18,8 @@ from corral import (
     Evaluation,
     Final,
     MemoryStore,
+    StoreCorrupt,
+    StoreError,
     ToolEffect,
     TrialKey,
     TrialRecord,
@@ -23,7 +27,7 @@ from corral import (
 from corral._turns import declared_order
 from corral.runtime import AgentSession
 from corral.testing import FakeEnvironment, Gate, ScriptedAgent
-from corral.view._cache import ViewCache
+from corral.view._cache import LoadFailed, ViewCache, collections_paused
 from corral.view._charts import histogram
 from corral.view._index import Row, TrialQuery, select
 from corral.view._timeline import diff, state_changes, timeline
@@ -67,6 +71,28 @@ def test_histogram_bins_from_least_to_greatest() -> None:
     assert h["mean"] == pytest.approx(0.4)
     assert histogram([3.0, 3.0])["bins"] == [2]  # one value: one bin
     assert histogram([])["count"] == 0 and histogram([])["bins"] == []
+
+
+def test_histogram_bins_each_value_as_dividing_it_would() -> None:
+    """Bins found by searching the sorted values hold what dividing each value by the
+    bin width puts in them, rounding at the edges included."""
+    import random
+
+    rng = random.Random(0)
+    samples = [
+        [rng.random() for _ in range(1000)],
+        [rng.choice([0.0, 0.1, 0.2, 0.30000000000000004, 1.0]) for _ in range(500)],
+        [float(rng.randrange(100, 130)) for _ in range(700)],
+        [rng.expovariate(0.01) for _ in range(300)] + [1e-300, -5.0],
+    ]
+    for values in samples:
+        for bins in (1, 3, 10, 20):
+            low, high = min(values), max(values)
+            width = (high - low) / bins
+            expected = [0] * bins
+            for v in values:
+                expected[min(bins - 1, int((v - low) / width))] += 1
+            assert histogram(values, bins)["bins"] == expected
 
 
 def test_state_diff_by_path() -> None:
@@ -187,6 +213,98 @@ async def test_a_rescore_of_a_finished_benchmark_reloads_it() -> None:
         clock.now = 10.0  # nothing new since: no reload
         assert await cache.get("b") is second
         tg.cancel_scope.cancel()
+
+
+class Watched(MemoryStore):
+    """A memory store that counts what a viewer asks of it, and fails when told to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+        self.collecting: list[bool] = []  # whether the collector ran, at each chunk of heads
+        self.fail: str | None = None  # "runs" or "heads": that read fails
+
+    async def benchmarks(self) -> list[Any]:
+        self.asked.append("benchmarks")
+        return await super().benchmarks()
+
+    async def runs(self, benchmark_id: str) -> list[Any]:
+        self.asked.append("runs")
+        if self.fail == "runs":
+            raise StoreCorrupt("benchmark 'b' in memory is corrupt: a run record")
+        return await super().runs(benchmark_id)
+
+    async def heads(self, benchmark_id: str) -> AsyncIterator[list[Any]]:
+        self.asked.append("heads")
+        async for chunk in super().heads(benchmark_id):
+            self.collecting.append(gc.isenabled())
+            if self.fail == "heads":
+                raise StoreError("the disk went away")
+            yield chunk
+
+
+async def test_a_finished_benchmark_is_checked_by_counting_its_finished_trials() -> None:
+    """Whether a finished benchmark changed is one count of its trial heads and its
+    runs: never every benchmark's configuration and commits (`store.benchmarks()`,
+    1.8 s on SQLite and 4.3 s on PostgreSQL at 100,000 trials, every refresh)."""
+    store = Watched()
+    await store.register_benchmark("b", CONFIG)
+    for trial in (0, 1):
+        await store.append(TrialKey("b", "t", trial), ended("completed", True, 0.0))
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, refresh=2.0, clock=clock)
+        first = await cache.newest("b")
+        assert not first.live
+        for now in (1.0, 3.0, 5.0, 50.0):
+            clock.now = now
+            assert await cache.get("b") is first
+        assert "benchmarks" not in store.asked
+        await store.append(TrialKey("b", "t", 1), [Commit(3, "reopen", {}, 9.0)])
+        clock.now = 53.0
+        await cache.get("b")
+        assert (await cache.newest("b")).version == 2
+        tg.cancel_scope.cancel()
+
+
+async def test_a_load_reads_runs_before_heads_with_the_collector_paused() -> None:
+    """A run recorded while the trials are read must be seen as new next time: runs are
+    read first. The collector is off while the heads are used, and on again after."""
+    store = Watched()
+    await store.register_benchmark("b", CONFIG)
+    await store.append(TrialKey("b", "t", 0), ended("completed", True, 0.0))
+    assert gc.isenabled()
+    async with anyio.create_task_group() as tg:
+        await ViewCache(store, tg).newest("b")
+        tg.cancel_scope.cancel()
+    assert store.asked == ["runs", "heads"] and store.collecting == [False]
+    assert gc.isenabled()
+    with collections_paused():
+        with collections_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("fail", ["runs", "heads"])
+async def test_a_load_that_cannot_read_says_why_and_the_next_one_retries(fail: str) -> None:
+    store = Watched()
+    await store.register_benchmark("b", CONFIG)
+    await store.append(TrialKey("b", "t", 0), ended("completed", True, 0.0))
+    store.fail = fail
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg)
+        if fail == "runs":  # bad data is said as it is
+            with pytest.raises(StoreCorrupt, match="a run record"):
+                await cache.newest("b")
+        else:
+            with pytest.raises(LoadFailed, match="StoreError: the disk went away"):
+                await cache.newest("b")
+        store.fail = None
+        loaded = await cache.newest("b")
+        assert loaded.report is not None and loaded.report.finished == 1
+        tg.cancel_scope.cancel()
+    assert gc.isenabled()
 
 
 async def test_requests_at_once_share_one_load() -> None:

@@ -12,10 +12,12 @@ being served; each load has a new ``version``, so a page knows its data changed.
 
 from __future__ import annotations
 
-import functools
+import gc
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup
@@ -28,24 +30,48 @@ from ..report._passk import default_ks
 from ..report._stored import stored_report
 from ..store import CommitStore
 from ..store._heads import HeadStore, TrialHead, heads_of, task_list_of_config
+from ..store._runs import RunRecord
 from ._charts import charts
 from ._index import Row, facets, row_of, row_of_head
 
+#: Uses of `collections_paused` under way, whether the collector ran before the first,
+#: and the lock of both (an app served from several threads: tests).
+_paused: list[Any] = [0, False]
+_pause_lock = threading.Lock()
+
+
+@contextmanager
+def collections_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while it lasts (uses that overlap: until the
+    last one ends; then as it was). A load makes a few hundred thousand objects that
+    live on (the configuration's entries, each trial's head and row), which the
+    collector, run every 700 allocations, walked again and again: a third of the CPU
+    of loading 100,000 trials. What a load drops is freed as it goes (no cycles);
+    cycles other requests make meanwhile wait for the next collection."""
+    with _pause_lock:
+        if _paused[0] == 0:
+            _paused[1] = gc.isenabled()
+            gc.disable()
+        _paused[0] += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _paused[0] -= 1
+            if _paused[0] == 0 and _paused[1]:
+                gc.enable()
+
 
 def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
-    stored = StoredConfig.decode(config)
-    models, environments, agents = set(), set(), set()
-    for m in stored.tasks.values():  # one pass: each task is decoded as it is read
-        if m.model:
-            models.add(str(m.model))
-        environments.add(str(m.environment_id))
-        agents.add(str(m.agent_id))
+    """What the pages show of a stored configuration (checked by the store), read from
+    its entries as stored: no object per task (a missing field as `StoredTask`'s default)."""
+    entries = list(config.get("tasks", {}).values())
     return {
-        "tasks": len(stored.tasks),
-        "trials_per_task": stored.trials_per_task,
-        "models": sorted(models),
-        "environments": sorted(environments),
-        "agents": sorted(agents),
+        "tasks": len(entries),
+        "trials_per_task": StoredConfig.decode(config).trials_per_task,
+        "models": sorted({str(m) for m in {e.get("model") for e in entries} if m}),
+        "environments": sorted({str(e.get("environment_id", "")) for e in entries}),
+        "agents": sorted({str(e.get("agent_id", "")) for e in entries}),
     }
 
 
@@ -79,11 +105,8 @@ class Loaded:
         self.facets: dict[str, dict[str, int]] = {}
         #: The distributions the page draws (`charts`), once loaded.
         self.charts: dict[str, Any] = {}
-
-    @functools.cached_property
-    def config_summary(self) -> dict[str, Any]:
-        """The configuration as the pages show it, made once per load."""
-        return config_summary(self.config)
+        #: The configuration as the pages show it.
+        self.config_summary = config_summary(config)
 
     def find(self, task_id: str, trial: int) -> Row | None:
         """A trial's row (by a dict built once the load is done; until then by search)."""
@@ -98,29 +121,35 @@ class Loaded:
         """True while some trial of the benchmark has not finished."""
         return self.report is None or self.report.finished < self.expected
 
-    async def fill(self, store: CommitStore) -> None:
+    async def fill(self, store: CommitStore, reading: Reading | None = None) -> None:
+        """Load the benchmark from ``store``: what ``reading`` reads of it (a `Reading`
+        started when the load was asked for), else read now."""
+        if reading is None:
+            async with anyio.create_task_group() as tg:
+                await self.fill(store, Reading(store, self.benchmark_id, tg))
+            return
         start = time.perf_counter()
         try:
-            await self._fill(store)
+            with collections_paused():
+                await self._fill(store, reading)
         except Exception as exc:  # shown to whoever asks, and retried by the next load
             self.failure = f"{type(exc).__name__}: {exc}"
             self.corrupt = str(exc) if isinstance(exc, StoreCorrupt) else None
         finally:
+            reading.close()
             self.took = time.perf_counter() - start
             self.done.set()
             self._progress.set()
 
-    async def _fill(self, store: CommitStore) -> None:
+    async def _fill(self, store: CommitStore, reading: Reading) -> None:
         """The report from the store's trial heads, and the list: from the heads too
         when every trial finished, else from a scan (which shows running trials)."""
-        kept = isinstance(store, HeadStore)
         # From the configuration in hand (read whole for the page): not decoded again.
         listed = task_list_of_config(self.config)
         if listed is None:
             listed = task_list(self.config)
         meta = {t: (model, environment) for t, model, environment in listed.tasks}
-        # Runs first: a run recorded while the trials are read is seen as new next time.
-        runs = await store.runs(self.benchmark_id)
+        runs = await reading.runs()
         self.runs = len(runs)
         n = self.trials_per_task
 
@@ -133,9 +162,9 @@ class Loaded:
             self._progress = anyio.Event()
             return chunk
 
-        kept = isinstance(store, HeadStore)
-        reading = _Rows(store, rows_of) if kept else store
-        report = await stored_report(reading, self.benchmark_id, listed, k_values=default_ks(n))
+        kept = reading.kept
+        source = _Rows(store, reading.heads(), rows_of) if kept else store
+        report = await stored_report(source, self.benchmark_id, listed, k_values=default_ks(n))
         if not kept or report.finished != self.expected:
             self.rows = []
             async for chunk in store.scan(self.benchmark_id):
@@ -166,19 +195,84 @@ class Loaded:
             raise LoadFailed(f"reading benchmark {self.benchmark_id!r} failed: {self.failure}")
 
 
-class _Rows:
-    """A store whose heads are also handed to ``seen`` as they are read (one read
-    serves the report and the trial list)."""
+class Reading:
+    """What a load reads of the store, read in ``task_group`` from when the load is asked
+    for: the benchmark's run records first (a run recorded while its trials are read is
+    then seen as new next time), then, from a store that keeps them, its trial heads a
+    chunk at a time, up to `AHEAD` chunks before they are used (the store reads the
+    next while the last is used, and while the configuration is decoded)."""
 
-    def __init__(self, store: Any, seen: Callable[[list[TrialHead]], list[TrialHead]]) -> None:
+    AHEAD = 4
+
+    def __init__(self, store: CommitStore, benchmark_id: str, task_group: TaskGroup) -> None:
+        #: True when the store keeps trial heads (else only the runs are read).
+        self.kept = isinstance(store, HeadStore)
+        self._send, self._receive = anyio.create_memory_object_stream[Any](self.AHEAD)
+        task_group.start_soon(self._read, store, benchmark_id)
+
+    async def _read(self, store: CommitStore, benchmark_id: str) -> None:
+        with self._send as send:
+            try:
+                await send.send(await store.runs(benchmark_id))
+                if self.kept:
+                    async for chunk in heads_of(store, benchmark_id):
+                        await send.send(chunk)
+            except anyio.BrokenResourceError:  # the load ended without reading on
+                pass
+            except Exception as exc:  # raised where the load reads next
+                with suppress(anyio.BrokenResourceError):
+                    await send.send(_Failed(exc))
+
+    async def _next(self) -> Any:
+        item = await self._receive.receive()
+        if isinstance(item, _Failed):
+            raise item.exc
+        return item
+
+    async def runs(self) -> list[RunRecord]:
+        """The benchmark's run records."""
+        runs: list[RunRecord] = await self._next()
+        return runs
+
+    async def heads(self) -> AsyncIterator[list[TrialHead]]:
+        """The benchmark's trial heads, in chunks (after `runs`)."""
+        while True:
+            try:
+                chunk: list[TrialHead] = await self._next()
+            except anyio.EndOfStream:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        """Read no more (what is being read is dropped)."""
+        self._receive.close()
+
+
+class _Failed(NamedTuple):
+    """What a `Reading` read instead of its next item: the exception it met."""
+
+    exc: Exception
+
+
+class _Rows:
+    """A store whose heads are ``chunks``, each also handed to ``seen`` (one read serves
+    the report and the trial list)."""
+
+    def __init__(
+        self,
+        store: Any,
+        chunks: AsyncIterator[list[TrialHead]],
+        seen: Callable[[list[TrialHead]], list[TrialHead]],
+    ) -> None:
         self._store = store
+        self._chunks = chunks
         self._seen = seen
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     async def heads(self, benchmark_id: str) -> AsyncIterator[list[TrialHead]]:
-        async for chunk in heads_of(self._store, benchmark_id):
+        async for chunk in self._chunks:
             yield self._seen(chunk)
 
 
@@ -203,19 +297,10 @@ class ViewCache:
         self._clock = clock
         self._current: dict[str, Loaded] = {}  # the latest finished load
         self._pending: dict[str, Loaded] = {}  # a load in progress
-        self._finished: dict[str, int] = {}  # finished trials per benchmark, as last counted
-        self._counted_at = float("-inf")
-        self._runs: dict[str, tuple[float, int]] = {}  # runs per benchmark, and when counted
+        # Per benchmark: when its finished trials and runs were last counted, and the counts.
+        self._counted: dict[str, tuple[float, tuple[int | None, int]]] = {}
         self._versions = 0  # loads started
         self._lock = anyio.Lock()
-
-    async def finished_counts(self) -> dict[str, int]:
-        """Finished trials per benchmark id (the store is asked at most once per refresh)."""
-        now = self._clock()
-        if now - self._counted_at >= self.refresh:
-            self._counted_at = now
-            self._finished = {b.benchmark_id: b.finished for b in await self.store.benchmarks()}
-        return self._finished
 
     async def get(self, benchmark_id: str) -> Loaded:
         """The latest load of the benchmark (maybe still loading); a `ConfigError` if unknown."""
@@ -232,13 +317,20 @@ class ViewCache:
                 self._current[benchmark_id] = current = pending
             pending = None
         if pending is None and (current is None or await self._stale(current)):
-            config = await self.store.benchmark_config(benchmark_id)
-            if config is None:
-                raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
-            self._versions += 1
-            pending = Loaded(benchmark_id, config, self._clock(), self._versions)
+            # The trials are read from now, while the configuration is.
+            reading = Reading(self.store, benchmark_id, self._tg)
+            try:
+                with collections_paused():
+                    config = await self.store.benchmark_config(benchmark_id)
+                    if config is None:
+                        raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
+                    self._versions += 1
+                    pending = Loaded(benchmark_id, config, self._clock(), self._versions)
+            except BaseException:
+                reading.close()
+                raise
             self._pending[benchmark_id] = pending
-            self._tg.start_soon(pending.fill, self.store)
+            self._tg.start_soon(pending.fill, self.store, reading)
         return current if current is not None else pending  # type: ignore[return-value]
 
     async def newest(self, benchmark_id: str) -> Loaded:
@@ -256,16 +348,25 @@ class ViewCache:
             return True
         if loaded.report is None:
             return False
-        counted = (await self.finished_counts()).get(loaded.benchmark_id)
-        return counted != loaded.report.finished or await self._runs_count(loaded) != loaded.runs
+        return await self._counts(loaded) != (loaded.report.finished, loaded.runs)
 
-    async def _runs_count(self, loaded: Loaded) -> int:
-        """Runs recorded for the benchmark (the store is asked at most once per refresh)."""
+    async def _counts(self, loaded: Loaded) -> tuple[int | None, int]:
+        """The benchmark's finished trials (as its report counts them) and recorded runs:
+        the store is asked at most once per refresh, the load's own until then."""
+        assert loaded.report is not None
+        benchmark_id = loaded.benchmark_id
         now = self._clock()
-        at, count = self._runs.get(loaded.benchmark_id, (float("-inf"), 0))
-        if at < loaded.started:  # the load's own count is the newer
-            at, count = loaded.started, loaded.runs
+        at, counts = self._counted.get(benchmark_id, (float("-inf"), (None, 0)))
+        if at < loaded.started:  # the load's own counts are the newer
+            at, counts = loaded.started, (loaded.report.finished, loaded.runs)
         if now - at >= self.refresh:
-            count = len(await self.store.runs(loaded.benchmark_id))
-            self._runs[loaded.benchmark_id] = (now, count)
-        return count
+            store = self.store
+            finished: int | None
+            if isinstance(store, HeadStore):  # one count of its heads
+                finished = await store.finished_trials(benchmark_id, loaded.trials_per_task)
+            else:
+                found = {b.benchmark_id: b.finished for b in await store.benchmarks()}
+                finished = found.get(benchmark_id)
+            counts = (finished, len(await store.runs(benchmark_id)))
+            self._counted[benchmark_id] = (now, counts)
+        return counts

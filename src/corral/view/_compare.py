@@ -20,11 +20,16 @@ MODEL_ROWS = 200
 
 def models_of(report: BenchmarkReport) -> list[str]:
     """A several-models run's models (each task named ``task@model``); [] for any other."""
-    rows = [(task_id, model) for task_id, model, *_ in task_rows(report.tasks)]
-    used = {model for _, model in rows if model is not None}
-    models = [m for m in report.means_by_model.get(report.metrics[0].name, {}) if m in used]
-    several = all(model is not None and task_id.endswith("@" + model) for task_id, model in rows)
-    return models if len(models) >= 2 and several else []
+    models = list(report.means_by_model.get(report.metrics[0].name, {}))
+    if len(models) < 2:
+        return []
+    used = set()
+    for task_id, model, _, _, _ in task_rows(report.tasks):  # any other run: its first task
+        if model is None or not task_id.endswith("@" + model):
+            return []
+        used.add(model)
+    models = [m for m in models if m in used]
+    return models if len(models) >= 2 else []
 
 
 def _of_model(report: BenchmarkReport, model: str | None) -> dict[str, TaskReport]:

@@ -113,21 +113,27 @@ def row_of_head(head: TrialHead, model: str | None, environment: str) -> Row:
     duration = None
     if head.status is not None and head.finished_at is not None and head.started_at is not None:
         duration = head.finished_at - head.started_at
-    return Row(
-        head.task_id,
-        head.trial,
-        model,
-        environment,
-        status,
-        head.error if head.status is not None else None,
-        duration,
-        usage.input_tokens + usage.output_tokens,
-        usage.cost,
-        head.score if head.done else None,
-        head.passed and head.done,
-        head.attempts if head.status is not None else 0,
-        head.commits,
+    return _new(  # Row(...) without parsing its arguments: once per trial of a load
+        Row,
+        (
+            head.task_id,
+            head.trial,
+            model,
+            environment,
+            status,
+            head.error if head.status is not None else None,
+            duration,
+            usage.input_tokens + usage.output_tokens,
+            usage.cost,
+            head.score if head.done else None,
+            head.passed and head.done,
+            head.attempts if head.status is not None else 0,
+            head.commits,
+        ),
     )
+
+
+_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,12 +122,10 @@ async def _ready(cache: ViewCache, benchmark_id: str) -> Loaded:
 
 
 async def _benchmarks(request: Request, cache: ViewCache) -> Any:
-    infos = await cache.store.benchmarks()
-    counts = await cache.finished_counts()
     out = []
-    for info in infos:
+    for info in await cache.store.benchmarks():
         loaded = await cache.get(info.benchmark_id)  # starts loading the ones not loaded yet
-        out.append(_pages.benchmark_entry(info, counts.get(info.benchmark_id, 0), loaded))
+        out.append(_pages.benchmark_entry(info, info.finished, loaded))
     return {"benchmarks": out}
 
 

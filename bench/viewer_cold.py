@@ -1,0 +1,63 @@
+"""The viewer's cold headline on a store already written: ``corral view`` started, then
+``/api/benchmark?id=ID&wait=1`` (pass@k and its intervals) asked at once.
+
+    PYTHONPATH=src python bench/viewer_cold.py STORE BENCHMARK_ID [REPEATS]
+
+Prints, per start: the seconds to the "serving" line, the request's seconds, and the
+server's CPU seconds (user + sys, from /proc: imports included), with the load
+average (wall times on a shared machine follow it; CPU seconds much less). Build
+the store once with ``bench/viewer_stores.big_store`` (as ``bench/report_scale.py``
+does) and compare trees by running this from each, alternating.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+
+def cold(store: str, benchmark_id: str) -> str:
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "corral", "view", "--store", store, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("serving "):
+            raise AssertionError(f"corral view did not start: {line}{process.communicate()[1]}")
+        serving = time.perf_counter()
+        url = f"{line.split()[1]}api/benchmark?id={benchmark_id}&wait=1"
+        with urllib.request.urlopen(url) as r:
+            body = json.loads(r.read())
+        answered = time.perf_counter()
+        with open(f"/proc/{process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(10)
+    assert body["ready"] and body["scores"]["pass_at_k"], body.keys()
+    return (
+        f"{benchmark_id}: started {serving - start:.2f} s, headline {answered - serving:.2f} s, "
+        f"server cpu {cpu:.2f} s, load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def main() -> None:
+    store, benchmark_id = sys.argv[1], sys.argv[2]
+    for _ in range(int(sys.argv[3]) if len(sys.argv) > 3 else 1):
+        print(cold(store, benchmark_id), flush=True)
+
+
+if __name__ == "__main__":
+    main()
