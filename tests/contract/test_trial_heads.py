@@ -366,3 +366,43 @@ def test_report_json_is_written_a_task_at_a_time_as_one_dump_would(tmp_path: Pat
     empty, none = io.StringIO(), dataclasses.replace(built, tasks={})
     none.write_json(empty, indent=2)
     assert empty.getvalue() == json.dumps(none.to_dict(), indent=2, default=str) + "\n"
+
+
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_a_configuration_read_in_small_pieces_lists_the_tasks_of_the_whole(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    import uuid
+
+    from corral.store import postgres, sqlite
+    from corral.store._heads import task_list_of_config
+
+    # Pieces of 7 bytes: cut inside keys, numbers and multi-byte characters.
+    monkeypatch.setattr(sqlite, "CONFIG_PIECE", 7)
+    monkeypatch.setattr(postgres, "CONFIG_PIECE", 7)
+    address = str(tmp_path / "s.db") if where == "sqlite" else request.getfixturevalue("pg_dsn")
+    benchmark_id = f"pieces-{uuid.uuid4().hex}"
+    config = {
+        "trials_per_task": 12,
+        "tasks": {
+            f"tâche-{i}-日本": {
+                "agent_id": "a",
+                "environment_id": f"env-{i % 3}",
+                "model": f"modèle-{i % 2}" if i % 4 else None,
+                "max_iterations": 3,
+                "dependencies": [],
+                "inputs": {"x": i, "s": "é" * i},
+            }
+            for i in range(40)
+        },
+    }
+
+    async def read() -> Any:
+        store = open_store(address)
+        async with store.opened():
+            await store.register_benchmark(benchmark_id, config)
+            return await store.task_list(benchmark_id), await store.task_list("no-such")  # type: ignore[attr-defined]
+
+    found, missing = anyio.run(read)
+    assert found == task_list_of_config(config) and found is not None
+    assert len(found.tasks) == 40 and missing is None

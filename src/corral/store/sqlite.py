@@ -39,6 +39,7 @@ from ._batching import Batch, BatchQueue, Slot, WriteBatch
 from ._config_diff import check_same_config, check_same_stream
 from ._decode import check_created, corrupt, decode_benchmark, decode_commit, decode_run
 from ._heads import (
+    CONFIG_PIECE,
     HEAD_COLUMNS,
     BenchmarkOverview,
     OpenFolds,
@@ -50,7 +51,8 @@ from ._heads import (
     decode_head,
     folded_heads,
     head_of,
-    task_list_of_text,
+    task_list_of_pieces,
+    utf8_pieces,
 )
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
@@ -146,6 +148,7 @@ _OVERVIEW = (
     "OR coalesce(json_type(t.value, '$.model'), 'null') NOT IN ('text', 'null')) "
     "FROM benchmarks ORDER BY created_at"
 )
+_ROWID = "SELECT rowid FROM benchmarks WHERE benchmark_id = ?"
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 
 _INSERT = (
@@ -644,10 +647,22 @@ class SQLiteStore:
         return int(rows[0][0])
 
     async def task_list(self, benchmark_id: str) -> TaskList | None:
-        rows = await self._read(
-            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
-        )
-        return task_list_of_text(rows[0][0]) if rows else None
+        """Read a piece at a time (`task_list_of_pieces`): the configuration's text is
+        never held whole."""
+
+        def read(conn: sqlite3.Connection) -> TaskList | None:
+            found = conn.execute(_ROWID, (benchmark_id,)).fetchone()
+            if found is None:
+                return None
+            try:
+                blob = conn.blobopen("benchmarks", "config", found[0], readonly=True)
+            except sqlite3.OperationalError:  # not text: read whole, it says what it is
+                return None
+            with blob:
+                pieces = iter(lambda: blob.read(CONFIG_PIECE), b"")
+                return task_list_of_pieces(utf8_pieces(pieces))
+
+        return await self._use(self._reader, read)
 
     async def overview(self) -> list[BenchmarkOverview] | None:
         def read(conn: sqlite3.Connection) -> list[BenchmarkOverview] | None:
