@@ -167,6 +167,11 @@ class ConfigStream:
         stream._whole = config
         return stream
 
+    @property
+    def whole(self) -> Mapping[str, Any] | None:
+        """The configuration given whole (`of`), written as it is; None for a stream."""
+        return self._whole
+
     def tasks(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         return iter(self._tasks())
 

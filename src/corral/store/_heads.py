@@ -22,7 +22,14 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from .. import history
 from .._json import dumps
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
-from ..history import CallCounts, CommitKind, StoredConfigText, TrialFold, finished_and_scored
+from ..history import (
+    CallCounts,
+    CommitKind,
+    ConfigStream,
+    StoredConfigText,
+    TrialFold,
+    finished_and_scored,
+)
 from ..history._codec import calls_from_json, calls_json
 from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, corrupt
 from ._protocol import TrialSummary
@@ -371,6 +378,54 @@ def checked_overview(rows: Iterable[Sequence[Any]]) -> list[BenchmarkOverview] |
             return None
         out.append(BenchmarkOverview(benchmark_id, created_at, tasks, trials))
     return out
+
+
+class CountedConfig:
+    """A configuration's text (`ConfigStream.text`) with what ``corral list`` shows of
+    it counted as it is written: `overview` is (trials per task, tasks) when every
+    task is as Corral writes it (an object whose environment is a string, whose model
+    is a string or null), else None (the overview is then read from the text)."""
+
+    def __init__(self, config: ConfigStream) -> None:
+        self._config = config
+        self._tasks = 0
+        self._sound = True
+
+    def text(self) -> Iterator[str]:
+        config = self._config
+        whole = config.whole
+        if whole is None:
+            counting = ConfigStream(config.trials_per_task, lambda: self._count(config.tasks()))
+            return counting.text()
+        tasks = whole.get("tasks")
+        if isinstance(tasks, Mapping):
+            for _ in self._count(tasks.items()):
+                pass
+        else:
+            self._sound = False
+        return config.text()
+
+    def _count(self, entries: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        for entry in entries:
+            self._tasks += 1
+            task = entry[1]
+            if self._sound and not (
+                isinstance(task, Mapping)
+                and type(task.get("environment_id")) is str
+                and (task.get("model") is None or type(task.get("model")) is str)
+            ):
+                self._sound = False
+            yield entry
+
+    @property
+    def overview(self) -> tuple[int, int] | None:
+        config = self._config
+        trials = (
+            config.trials_per_task if config.whole is None else config.whole.get("trials_per_task")
+        )
+        if not self._sound or type(trials) is not int or not 1 <= trials <= MAX_TRIALS_PER_TASK:
+            return None
+        return trials, self._tasks
 
 
 @runtime_checkable

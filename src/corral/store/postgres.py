@@ -34,6 +34,7 @@ from ._heads import (
     CONFIG_PIECE,
     HEAD_COLUMNS,
     BenchmarkOverview,
+    CountedConfig,
     TaskList,
     TrialHead,
     checked_overview,
@@ -86,6 +87,23 @@ _OVERVIEW = (
     "OR json_typeof(t.value -> 'environment_id') IS DISTINCT FROM 'string' "
     "OR coalesce(json_typeof(t.value -> 'model'), 'null') NOT IN ('string', 'null')) "
     "FROM corral.benchmarks ORDER BY created_at"
+)
+_OVERVIEW_OF = _OVERVIEW.replace(
+    "FROM corral.benchmarks ORDER BY",
+    "FROM corral.benchmarks WHERE benchmark_id = ANY(%s) ORDER BY",
+)
+# The overviews kept (`CountedConfig`) of the configurations unchanged since: a digest
+# of the text costs a fraction of reading it as JSON (null columns: none kept).
+_KEPT_OVERVIEWS = (
+    "SELECT b.benchmark_id, b.created_at, o.trials_per_task, o.tasks, false "
+    "FROM corral.benchmarks b LEFT JOIN corral.benchmark_overviews o "
+    "ON o.benchmark_id = b.benchmark_id AND o.digest = md5(b.config) ORDER BY b.created_at"
+)
+_KEEP_OVERVIEW = (
+    "INSERT INTO corral.benchmark_overviews (benchmark_id, digest, trials_per_task, tasks) "
+    "SELECT benchmark_id, md5(config), %s, %s FROM corral.benchmarks WHERE benchmark_id = %s "
+    "ON CONFLICT (benchmark_id) DO UPDATE SET digest = excluded.digest, "
+    "trials_per_task = excluded.trials_per_task, tasks = excluded.tasks"
 )
 _DONE = (
     "SELECT count(*) FROM corral.trial_heads WHERE benchmark_id = %s AND done = 1 AND trial < %s"
@@ -482,10 +500,13 @@ class PostgresStore:
         while True:
             if conn.execute(_CLAIM, (benchmark_id, created)).fetchone() is not None:
                 conn.execute(_PIECES)
+                counted = CountedConfig(config)
                 with conn.cursor().copy("COPY corral_config_pieces (n, piece) FROM STDIN") as copy:
-                    for n, piece in enumerate(config.text()):
+                    for n, piece in enumerate(counted.text()):
                         copy.write_row((n, piece))
                 conn.execute(_JOIN, (benchmark_id,))
+                if counted.overview is not None:
+                    conn.execute(_KEEP_OVERVIEW, (*counted.overview, benchmark_id))
                 return False
             row = conn.execute(_STORED, (benchmark_id,)).fetchone()
             if row is not None:  # None: deleted since the claim found it; claim again
@@ -614,8 +635,23 @@ class PostgresStore:
         return await self._query(read, None)
 
     async def overview(self) -> list[BenchmarkOverview] | None:
+        """Each benchmark's overview as written with its configuration, where that is
+        unchanged since (its digest); the others' read from their configurations."""
+        from psycopg import errors
+
+        def read(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            try:
+                rows = conn.execute(_KEPT_OVERVIEWS).fetchall()
+            except errors.UndefinedTable:  # written by older code only
+                return conn.execute(_OVERVIEW).fetchall()
+            if missing := [row[0] for row in rows if row[2] is None]:
+                found = {row[0]: row for row in conn.execute(_OVERVIEW_OF, (missing,))}
+                rows = [found.get(row[0], row) if row[2] is None else row for row in rows]
+            return rows
+
+        none: list[tuple[Any, ...]] = []
         try:
-            rows = await self._read(_OVERVIEW, ())
+            rows = await self._query(read, none)
         except StoreError:  # not JSON: read whole, it says so
             return None
         return checked_overview(rows)
