@@ -257,3 +257,55 @@ async def test_many_trials_ending_in_one_batch_keep_their_heads(pg_dsn: str) -> 
     async with store.opened():
         [info] = await store.benchmarks()
         assert (info.trials, info.finished) == (n, n)
+
+
+def test_list_reads_the_overview_kept_with_a_configuration_while_it_is_unchanged(
+    pg_dsn: str,
+) -> None:
+    """``corral list`` reads each benchmark's task count from the overview written with
+    its configuration, not from the configuration's JSON, but only while the text is
+    the one it was counted from; a database written before overviews were kept gets
+    them on its first writable open, and is read right without them."""
+    from corral._json import dumps
+    from corral.history import ConfigStream
+
+    def config(tasks: int) -> dict[str, object]:
+        entry = {"agent_id": "a", "environment_id": "e", "model": None}
+        return {"trials_per_task": 3, "tasks": {f"t{i}": entry for i in range(tasks)}}
+
+    async def overview(read_only: bool = True) -> list[tuple[str, int, int]]:
+        store = corral.PostgresStore(pg_dsn, read_only=read_only)
+        async with store.opened():
+            found = await store.overview()
+        assert found is not None
+        return [(b.benchmark_id, b.tasks, b.trials_per_task) for b in found]
+
+    async def register() -> None:
+        store = corral.PostgresStore(pg_dsn)
+        async with store.opened():
+            await store.register_benchmark("a", config(4))
+            await store.register_benchmark("b", ConfigStream(2, lambda: iter([])))
+
+    anyio.run(register)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        kept = conn.execute(
+            "SELECT benchmark_id, trials_per_task, tasks FROM corral.benchmark_overviews "
+            "ORDER BY benchmark_id"
+        ).fetchall()
+        assert kept == [("a", 3, 4), ("b", 2, 0)]
+        assert anyio.run(overview) == [("a", 4, 3), ("b", 0, 2)]
+        # The kept figures are not read once the text changed (here by hand).
+        conn.execute(
+            "UPDATE corral.benchmarks SET config = %s WHERE benchmark_id = 'a'",
+            (dumps(config(6)),),
+        )
+        assert anyio.run(overview) == [("a", 6, 3), ("b", 0, 2)]
+        # Older code keeps none: read from the text, until a writable open keeps them.
+        conn.execute("DROP TABLE corral.benchmark_overviews")
+        assert anyio.run(overview) == [("a", 6, 3), ("b", 0, 2)]
+        assert anyio.run(overview, False) == [("a", 6, 3), ("b", 0, 2)]
+        kept = conn.execute(
+            "SELECT benchmark_id, trials_per_task, tasks FROM corral.benchmark_overviews "
+            "ORDER BY benchmark_id"
+        ).fetchall()
+        assert kept == [("a", 3, 6), ("b", 2, 0)]

@@ -366,3 +366,104 @@ def test_report_json_is_written_a_task_at_a_time_as_one_dump_would(tmp_path: Pat
     empty, none = io.StringIO(), dataclasses.replace(built, tasks={})
     none.write_json(empty, indent=2)
     assert empty.getvalue() == json.dumps(none.to_dict(), indent=2, default=str) + "\n"
+
+
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_a_configuration_read_in_small_pieces_lists_the_tasks_of_the_whole(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    import uuid
+
+    from corral.store import postgres, sqlite
+    from corral.store._heads import task_list_of_config
+
+    # Pieces of 7 bytes: cut inside keys, numbers and multi-byte characters.
+    monkeypatch.setattr(sqlite, "PIECE", 7)
+    monkeypatch.setattr(postgres, "CONFIG_PIECE", 7)
+    address = str(tmp_path / "s.db") if where == "sqlite" else request.getfixturevalue("pg_dsn")
+    benchmark_id = f"pieces-{uuid.uuid4().hex}"
+    config = {
+        "trials_per_task": 12,
+        "tasks": {
+            f"tâche-{i}-日本": {
+                "agent_id": "a",
+                "environment_id": f"env-{i % 3}",
+                "model": f"modèle-{i % 2}" if i % 4 else None,
+                "max_iterations": 3,
+                "dependencies": [],
+                "inputs": {"x": i, "s": "é" * i},
+            }
+            for i in range(40)
+        },
+    }
+
+    async def read() -> Any:
+        store = open_store(address)
+        async with store.opened():
+            await store.register_benchmark(benchmark_id, config)
+            return await store.task_list(benchmark_id), await store.task_list("no-such")  # type: ignore[attr-defined]
+
+    found, missing = anyio.run(read)
+    assert found == task_list_of_config(config) and found is not None
+    assert len(found.tasks) == 40 and missing is None
+
+
+def test_sqlite_list_reads_the_overview_kept_with_a_configuration_while_it_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """As on PostgreSQL (`test_store_postgres`): ``corral list`` reads each benchmark's
+    task count from the overview written with its configuration while the text is the
+    one it was counted from; a store without them is read right, and gets them on its
+    first writable open."""
+    import json
+    import sqlite3
+
+    from corral._json import dumps
+    from corral.history import ConfigStream
+
+    path = tmp_path / "s.db"
+
+    def config(tasks: int) -> dict[str, object]:
+        entry = {"agent_id": "a", "environment_id": "e", "model": None}
+        return {"trials_per_task": 3, "tasks": {f"t{i}": entry for i in range(tasks)}}
+
+    async def overview(read_only: bool = True) -> list[tuple[str, int, int]]:
+        store = corral.SQLiteStore(path, read_only=read_only)
+        async with store.opened():
+            found = await store.overview()
+        assert found is not None
+        return [(b.benchmark_id, b.tasks, b.trials_per_task) for b in found]
+
+    async def register() -> None:
+        store = corral.SQLiteStore(path)
+        async with store.opened():
+            await store.register_benchmark("a", config(4), created_at=1.0)
+            await store.register_benchmark("b", ConfigStream(2, lambda: iter([])), created_at=2.0)
+
+    def kept() -> list[tuple[object, ...]]:
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute(
+                "SELECT key, value FROM meta WHERE key LIKE 'overview:%' ORDER BY key"
+            ).fetchall()
+        return [(key.removeprefix("overview:"), *json.loads(value)[1:]) for key, value in rows]
+
+    anyio.run(register)
+    assert kept() == [("a", 3, 4), ("b", 2, 0)]
+    assert anyio.run(overview) == [("a", 4, 3), ("b", 0, 2)]
+    with sqlite3.connect(path) as conn:  # what is read is the kept figure, not the text
+        (value,) = conn.execute("SELECT value FROM meta WHERE key = 'overview:b'").fetchone()
+        digest = json.loads(value)[0]
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'overview:b'", (dumps([digest, 2, 9]),))
+    assert anyio.run(overview) == [("a", 4, 3), ("b", 9, 2)]
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'overview:b'", (dumps([digest, 2, 0]),))
+    with sqlite3.connect(path) as conn:  # changed by hand: the kept figures are not read
+        conn.execute(
+            "UPDATE benchmarks SET config = ? WHERE benchmark_id = 'a'", (dumps(config(6)),)
+        )
+    assert anyio.run(overview) == [("a", 6, 3), ("b", 0, 2)]
+    with sqlite3.connect(path) as conn:  # as older code leaves it
+        conn.execute("DELETE FROM meta WHERE key LIKE 'overview:%'")
+    assert anyio.run(overview) == [("a", 6, 3), ("b", 0, 2)]
+    assert anyio.run(overview, False) == [("a", 6, 3), ("b", 0, 2)]
+    assert kept() == [("a", 3, 6), ("b", 2, 0)]

@@ -335,3 +335,71 @@ def test_a_mistyped_model_names_its_close_match() -> None:
     several = hand_made_report("two", {f"q@{m}": [True] for m in ("small", "large")})
     with pytest.raises(ConfigError, match=r"model 'smal' .*; did you mean 'small'\?"):
         compare(several, several, model="smal")
+
+
+@pytest.mark.parametrize(("k", "metric"), [(1, "pass@k"), (2, "pass@k"), (3, "pass^k")])
+def test_tasks_grouped_by_outcome_compare_as_one_task_at_a_time(k: int, metric: str) -> None:
+    """A comparison values each distinct pair of outcomes once; its figures, intervals
+    and task lists are those of one made a task at a time, for a report of records
+    and for one of trial heads' columns alike."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from corral.report._build import report_from_heads
+    from corral.report._metrics import metric_named
+    from corral.report._scores import mean_interval
+    from corral.store._heads import TrialHead
+
+    rng = random.Random(k)
+    sides = []
+    for _ in range(2):
+        passes: dict[str, list[bool]] = {}
+        for i in range(300):
+            if rng.random() < 0.05:
+                continue  # only on one side
+            n = rng.choice((1, 2, 4, 4, 4))  # fewer than k: left out
+            passes[f"t{i}"] = [rng.random() < 0.5 for _ in range(n)]
+        sides.append(passes)
+    measure = metric_named(metric)
+    # The comparison a task at a time, as it was made before.
+    values: tuple[Counter[tuple[float, ...]], ...] = (Counter(), Counter(), Counter())
+    kept: dict[str, list[str]] = {"shared": [], "improved": [], "regressed": [], "tied": []}
+    left: list[str] = []
+    a, b = sides
+    for t, trials_a in a.items():
+        if t not in b:
+            continue
+        trials_b = b[t]
+        if len(trials_a) < k or len(trials_b) < k:
+            left.append(t)
+            continue
+        va = measure.estimator(len(trials_a), sum(trials_a), k)
+        vb = measure.estimator(len(trials_b), sum(trials_b), k)
+        for counter, value in zip(values, (va, vb, vb - va), strict=True):
+            counter[(value,)] += 1
+        kept["shared"].append(t)
+        kept["improved" if vb > va else "regressed" if vb < va else "tied"].append(t)
+    want = [mean_interval(counter) for counter in values]
+
+    def of_heads(benchmark_id: str, passes: dict[str, list[bool]]) -> corral.BenchmarkReport:
+        config = {"trials_per_task": 4, "tasks": {t: {"environment_id": "e"} for t in passes}}
+        heads = [
+            TrialHead(t, r, 3, True, "completed", ok, float(ok))
+            for t, trials in passes.items()
+            for r, ok in enumerate(trials)
+        ]
+        unread = SimpleNamespace(task_records=None)  # the records are never read
+        return report_from_heads(benchmark_id, config, heads, unread, k_values=(1,))
+
+    for report_a, report_b in (
+        (hand_made_report("a", a, trials_per_task=4), hand_made_report("b", b, trials_per_task=4)),
+        (of_heads("a", a), of_heads("b", b)),
+    ):
+        got = compare(report_a, report_b, k=k, metric=metric)
+        assert [got.a, got.b, got.difference] == want
+        assert got.shared == tuple(kept["shared"]) and got.incomplete == tuple(left)
+        assert (got.improved, got.regressed, got.tied) == tuple(
+            tuple(kept[side]) for side in ("improved", "regressed", "tied")
+        )
+        assert got.only_a == tuple(t for t in a if t not in b)
+        assert got.only_b == tuple(t for t in b if t not in a)

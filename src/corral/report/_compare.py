@@ -14,7 +14,7 @@ from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, metric_named
 from ._model import BenchmarkReport
 from ._named import SCORE_PREFIX, score_name
 from ._scores import Estimate, interval_info, mean_interval
-from ._tasks import TaskReport, task_rows
+from ._tasks import TaskColumns, TaskReport, task_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +139,6 @@ def compare(
     measure = metric_named(metric, metrics) if score is None else None
     if score == "":
         raise ConfigError(f"metric {metric!r} names no score: give score:NAME")
-    tasks_a = _keyed(report_a, model_a)
-    tasks_b = _keyed(report_b, model_b)
-    if model_a is None and model_b is None and tasks_a.keys().isdisjoint(tasks_b):
-        # A one-model run names a task ``t`` (its model in its metadata), a several-models
-        # run ``t@model``: pair them by the task's own id and model.
-        tasks_a, tasks_b = _with_model(report_a), _with_model(report_b)
     # Each estimate bootstraps over its own distinct values: fewer kinds than the
     # (a, b) pairs, and the same distribution (a mean's resamples need nothing else).
     values: tuple[Counter[tuple[float, ...]], ...] = (Counter(), Counter(), Counter())
@@ -153,21 +147,28 @@ def compare(
     regressed: list[str] = []
     tied: list[str] = []
     incomplete: list[str] = []
-    # The metric per (finished, passed): a huge comparison has few distinct outcomes.
-    known: dict[tuple[int, int], float] = {}
-    for key, task_a in tasks_a.items():
-        task_b = tasks_b.get(key)
-        if task_b is None:
-            continue
-        pair = _values(task_a, task_b, measure, score, k, known)
-        if pair is None:
-            incomplete.append(key)
-            continue
-        va, vb = pair
-        for counter, value in zip(values, (va, vb, vb - va), strict=True):
-            counter[(value,)] += 1
-        shared.append(key)
-        (improved if vb > va else regressed if vb < va else tied).append(key)
+    if measure is not None:
+        keys_a, keys_b, outcomes_a, outcomes_b = _outcomes(report_a, report_b, model_a, model_b)
+        sides = (shared, improved, regressed, tied, incomplete)
+        for (va, vb), how_many in _by_outcome(outcomes_a, outcomes_b, measure, k, sides):
+            for counter, value in zip(values, (va, vb, vb - va), strict=True):
+                counter[(value,)] += how_many
+    else:
+        tasks_a, tasks_b = _paired(report_a, report_b, model_a, model_b)
+        keys_a, keys_b = tasks_a.keys(), tasks_b.keys()
+        for key, task_a in tasks_a.items():
+            task_b = tasks_b.get(key)
+            if task_b is None:
+                continue
+            pair = _named_values(task_a, task_b, score or "")
+            if pair is None:
+                incomplete.append(key)
+                continue
+            va, vb = pair
+            for counter, value in zip(values, (va, vb, vb - va), strict=True):
+                counter[(value,)] += 1
+            shared.append(key)
+            (improved if vb > va else regressed if vb < va else tied).append(key)
     if not shared:
         having = (
             f"with at least {k} finished trial{'' if k == 1 else 's'}"
@@ -194,8 +195,8 @@ def compare(
         improved=tuple(improved),
         regressed=tuple(regressed),
         tied=tuple(tied),
-        only_a=tuple(key for key in tasks_a if key not in tasks_b),
-        only_b=tuple(key for key in tasks_b if key not in tasks_a),
+        only_a=tuple(key for key in keys_a if key not in keys_b),
+        only_b=tuple(key for key in keys_b if key not in keys_a),
         incomplete=tuple(incomplete),
         hat=measure == PASS_HAT_K,
         resamples=resamples,
@@ -221,29 +222,108 @@ def _tasks(report: BenchmarkReport) -> Iterator[tuple[str, _Task]]:
         yield task_id, (model, n, c, named)
 
 
-def _values(
-    task_a: _Task,
-    task_b: _Task,
-    measure: Metric | None,
-    score: str | None,
+def _paired(
+    report_a: BenchmarkReport, report_b: BenchmarkReport, model_a: str | None, model_b: str | None
+) -> tuple[dict[str, _Task], dict[str, _Task]]:
+    """Each side's tasks by the key that pairs them."""
+    tasks_a = _keyed(report_a, model_a)
+    tasks_b = _keyed(report_b, model_b)
+    if model_a is None and model_b is None and tasks_a.keys().isdisjoint(tasks_b):
+        # A one-model run names a task ``t`` (its model in its metadata), a several-models
+        # run ``t@model``: pair them by the task's own id and model.
+        tasks_a, tasks_b = _with_model(report_a), _with_model(report_b)
+    return tasks_a, tasks_b
+
+
+_Outcomes = Mapping[str, tuple[int, int]]
+
+
+def _outcomes(
+    report_a: BenchmarkReport, report_b: BenchmarkReport, model_a: str | None, model_b: str | None
+) -> tuple[Any, Any, _Outcomes, _Outcomes]:
+    """Each side's keys and (finished, passed) by key: read from a report of trial
+    heads' columns without a tuple per task where no model is chosen."""
+    tasks_a, tasks_b = report_a.tasks, report_b.tasks
+    if (
+        model_a is None
+        and model_b is None
+        and isinstance(tasks_a, TaskColumns)
+        and isinstance(tasks_b, TaskColumns)
+    ):
+        a, b = tasks_a.outcomes(), tasks_b.outcomes()
+        if not a.keys().isdisjoint(b):
+            return a.keys(), b.keys(), a, b
+    keyed_a, keyed_b = _paired(report_a, report_b, model_a, model_b)
+    return (
+        keyed_a.keys(),
+        keyed_b.keys(),
+        {key: (task[1], task[2]) for key, task in keyed_a.items()},
+        {key: (task[1], task[2]) for key, task in keyed_b.items()},
+    )
+
+
+def _by_outcome(
+    outcomes_a: _Outcomes,
+    outcomes_b: _Outcomes,
+    measure: Metric,
+    k: int,
+    sides: tuple[list[str], ...],
+) -> list[tuple[tuple[float, float], int]]:
+    """The tasks both sides have, in a's order, added to ``sides`` (shared, improved,
+    regressed, tied, incomplete); returned: each distinct pair of outcomes whose tasks
+    are compared, as its values and how many tasks have it, in the order first met
+    (a huge comparison has few such pairs: each is valued once, and the bootstrap's
+    counters fill in the order a task at a time would fill them)."""
+    shared, improved, regressed, tied, incomplete = sides
+    known: dict[tuple[int, int], float] = {}
+    # Where the tasks of each pair of outcomes go (None: left out, incomplete).
+    goes: dict[tuple[tuple[int, int], tuple[int, int]], list[str] | None] = {}
+    counted: Counter[tuple[tuple[int, int], tuple[int, int]]] = Counter()
+    found = outcomes_b.get
+    for key, a in outcomes_a.items():
+        b = found(key)
+        if b is None:
+            continue
+        pair = (a, b)
+        if pair in goes:
+            side = goes[pair]
+        else:
+            side = goes[pair] = _side_of(a, b, measure, k, known, improved, regressed, tied)
+        if side is None:
+            incomplete.append(key)
+            continue
+        side.append(key)
+        shared.append(key)
+        counted[pair] += 1
+    return [((known[a], known[b]), n) for (a, b), n in counted.items()]
+
+
+def _side_of(
+    a: tuple[int, int],
+    b: tuple[int, int],
+    measure: Metric,
     k: int,
     known: dict[tuple[int, int], float],
-) -> tuple[float, float] | None:
-    """The compared value of each side's task, or None when a side has none (fewer
-    than k finished trials; no trial with the named score). ``known``: the metric's
-    values by (finished, passed) so far."""
-    if measure is not None:
-        a, b = task_a[1:3], task_b[1:3]
-        if a[0] < k or b[0] < k:
-            return None
-        value_a, value_b = known.get(a), known.get(b)
-        if value_a is None:
-            value_a = known[a] = measure.estimator(*a, k)
-        if value_b is None:
-            value_b = known[b] = measure.estimator(*b, k)
-        return value_a, value_b
-    va = _named_of(task_a).get(score or "")
-    vb = _named_of(task_b).get(score or "")
+    *sides: list[str],
+) -> list[str] | None:
+    """Where a task of outcomes ``a`` and ``b`` goes (improved, regressed, tied), or None
+    when a side has fewer than k finished trials; ``known``: the metric's values by
+    outcome so far."""
+    if a[0] < k or b[0] < k:
+        return None
+    for outcome in (a, b):
+        if outcome not in known:
+            known[outcome] = measure.estimator(*outcome, k)
+    va, vb = known[a], known[b]
+    improved, regressed, tied = sides
+    return improved if vb > va else regressed if vb < va else tied
+
+
+def _named_values(task_a: _Task, task_b: _Task, score: str) -> tuple[float, float] | None:
+    """The named score ``score`` of each side's task, or None when a side has none (no
+    trial with it)."""
+    va = _named_of(task_a).get(score)
+    vb = _named_of(task_b).get(score)
     return None if va is None or vb is None else (va, vb)
 
 

@@ -153,6 +153,12 @@ class TaskColumns(Mapping[str, TaskReport]):
             n, c, _ = kinds[kind[i]]
             yield task_id, model, n, c, named.get(i) or _NO_NAMED
 
+    def outcomes(self) -> dict[str, tuple[int, int]]:
+        """Each task's (finished, passed) by id, in order, the tuples shared by the tasks
+        of one outcome."""
+        of_kind = [(n, c) for n, c, _ in self._kinds]
+        return dict(zip(self._ids, map(of_kind.__getitem__, self._kind), strict=True))
+
     def named(self, model: str | None = None) -> Iterator[Mapping[str, float]]:
         """The named scores of each task that has any (of ``model``'s tasks, if
         given), in order, no `TaskReport` made."""

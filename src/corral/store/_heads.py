@@ -11,19 +11,27 @@ kept has them rebuilt once, on its first writable open (`rebuild_heads`).
 
 from __future__ import annotations
 
-import json
+import codecs
 import math
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .. import history
 from .._json import dumps
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialStatus, Usage
-from ..history import CallCounts, CommitKind, TrialFold, finished_and_scored
+from ..history import (
+    CallCounts,
+    CommitKind,
+    ConfigStream,
+    StoredConfigText,
+    TrialFold,
+    finished_and_scored,
+)
 from ..history._codec import _EMPTY, _STATUSES, calls_from_json, calls_json
-from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, _refuse_constant, corrupt
+from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, corrupt
 from ._protocol import TrialSummary
 from ._summary import RowFolder, summary_of
 
@@ -195,32 +203,42 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
             raise ValueError("its key is not (text, integer)")
         if type(attempts) is not int or type(commits) is not int:
             raise ValueError("its counts are not integers")
-        return TrialHead(
-            task_id,
-            trial,
-            next_seq,
-            done == 1,
-            status,
-            passed == 1,
-            _real(score),
-            named,
-            error,
-            evaluation_error,
-            attempts,
-            commits,
-            started_at if started_at is None or type(started_at) is float else float(started_at),
-            finished_at
-            if finished_at is None or type(finished_at) is float
-            else float(finished_at),
-            Usage(input_tokens, output_tokens, cost)
-            if input_tokens or output_tokens or cost
-            else NO_USAGE,
-            limit,
-            working_time,
-            None if calls is None else _calls(calls),
+        # The tuple made directly: a head is read per trial of a report (100,000 of
+        # them), and the named tuple's own constructor costs a third of the read.
+        return _new_head(
+            TrialHead,
+            (
+                task_id,
+                trial,
+                next_seq,
+                done == 1,
+                status,
+                passed == 1,
+                score if score is None or type(score) is float else float(score),
+                named,
+                error,
+                evaluation_error,
+                attempts,
+                commits,
+                started_at
+                if started_at is None or type(started_at) is float
+                else float(started_at),
+                finished_at
+                if finished_at is None or type(finished_at) is float
+                else float(finished_at),
+                Usage(input_tokens, output_tokens, cost)
+                if input_tokens or output_tokens or cost
+                else NO_USAGE,
+                limit,
+                working_time,
+                None if calls is None else _calls(calls),
+            ),
         )
     except (ValueError, TypeError) as exc:
         raise corrupt(where, benchmark_id, f"a trial head {list(row[:2])}: {exc}") from None
+
+
+_new_head = tuple.__new__
 
 
 def _real(value: Any) -> float | None:
@@ -269,37 +287,66 @@ def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> Ta
     return TaskList(trials_per_task, tasks)
 
 
-def _compact(found: dict[str, Any]) -> Any:
-    """Each decoded JSON object: a task's (one with an ``environment_id``) as a tuple
-    (model, environment id), so that no dict per task outlives its decoding (JSON
-    makes no tuple of its own); any other as the dict."""
-    if "environment_id" in found:
-        return (found.get("model"), found["environment_id"])
+def task_list_of_pieces(pieces: Iterable[str]) -> TaskList | None:
+    """`TaskList` of a stored configuration's JSON text given in pieces, read a task at
+    a time (`StoredConfigText`): no piece but the one at hand, nor any task's entry,
+    is kept (the configuration of 100,000 tasks decoded whole is a hundred MB of
+    dicts). None if the text is not as Corral writes it, or not JSON, or has a key
+    twice, or its trials per task after its tasks: the caller then decodes it whole,
+    which says what is wrong."""
+    read = StoredConfigText(pieces)
+    entries = read.tasks()
+    try:
+        first = next(entries, None)  # the keys before the tasks are read by now
+        trials = read.header.get("trials_per_task")
+        found = checked_task_list(trials, _task_rows(first, entries))
+        header = read.header  # whole now: every task was read
+    except (ValueError, RecursionError):
+        return None
+    if (
+        found is None
+        or not read.has_tasks
+        or "tasks" in header  # a second, not an object: a whole decode keeps that one
+        or "environment_id" in header  # a whole decode would not see its tasks
+        or header.get("trials_per_task") is not trials  # another value after the tasks
+    ):
+        return None
     return found
 
 
-_COMPACT = json.JSONDecoder(object_hook=_compact, parse_constant=_refuse_constant)
+def _task_rows(
+    first: tuple[str, Any] | None, entries: Iterator[tuple[str, Any]]
+) -> Iterator[tuple[str, Any, Any, bool]]:
+    """`checked_task_list` rows of a configuration's task entries; a `ValueError` where
+    one is not as Corral writes it, or is there twice (a whole decode keeps the last)."""
+    if first is None:
+        return
+    seen: set[str] = set()
+    for task_id, task in chain((first,), entries):
+        if task_id in seen:
+            raise ValueError("a task twice")
+        seen.add(task_id)
+        if type(task) is not dict or "environment_id" not in task:
+            raise ValueError("a task is not an object with an environment")
+        yield task_id, task.get("model"), task["environment_id"], True
+
+
+#: Bytes of a stored configuration read at a time (`task_list_of_pieces`).
+CONFIG_PIECE = 1 << 20
+
+
+def utf8_pieces(pieces: Iterable[bytes]) -> Iterator[str]:
+    """UTF-8 ``pieces`` as text (a character may be split between two); a
+    `UnicodeDecodeError` (a `ValueError`) where they are not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for piece in pieces:
+        yield decoder.decode(piece)
+    yield decoder.decode(b"", final=True)
 
 
 def task_list_of_text(text: Any) -> TaskList | None:
-    """`TaskList` of a stored configuration's JSON text, each task's object dropped as
-    soon as it is decoded (the whole configuration of 100,000 tasks decoded is a
-    hundred MB of dicts); None if the text is not as Corral writes it (the caller
-    then decodes it whole, which says what is wrong)."""
-    if not isinstance(text, str):
-        return None
-    try:
-        config = _COMPACT.decode(text)
-    except (ValueError, RecursionError):
-        return None
-    tasks = config.get("tasks") if isinstance(config, dict) else None
-    if not isinstance(tasks, dict):
-        return None
-    rows = (
-        (task_id, meta[0], meta[1], True) if type(meta) is tuple else (task_id, None, None, False)
-        for task_id, meta in tasks.items()
-    )
-    return checked_task_list(config.get("trials_per_task"), rows)
+    """`TaskList` of a stored configuration's JSON text (`task_list_of_pieces`)."""
+    return task_list_of_pieces((text,)) if isinstance(text, str) else None
 
 
 def task_list_of_config(config: Mapping[str, Any]) -> TaskList | None:
@@ -345,6 +392,54 @@ def checked_overview(rows: Iterable[Sequence[Any]]) -> list[BenchmarkOverview] |
             return None
         out.append(BenchmarkOverview(benchmark_id, created_at, tasks, trials))
     return out
+
+
+class CountedConfig:
+    """A configuration's text (`ConfigStream.text`) with what ``corral list`` shows of
+    it counted as it is written: `overview` is (trials per task, tasks) when every
+    task is as Corral writes it (an object whose environment is a string, whose model
+    is a string or null), else None (the overview is then read from the text)."""
+
+    def __init__(self, config: ConfigStream) -> None:
+        self._config = config
+        self._tasks = 0
+        self._sound = True
+
+    def text(self) -> Iterator[str]:
+        config = self._config
+        whole = config.whole
+        if whole is None:
+            counting = ConfigStream(config.trials_per_task, lambda: self._count(config.tasks()))
+            return counting.text()
+        tasks = whole.get("tasks")
+        if isinstance(tasks, Mapping):
+            for _ in self._count(tasks.items()):
+                pass
+        else:
+            self._sound = False
+        return config.text()
+
+    def _count(self, entries: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        for entry in entries:
+            self._tasks += 1
+            task = entry[1]
+            if self._sound and not (
+                isinstance(task, Mapping)
+                and type(task.get("environment_id")) is str
+                and (task.get("model") is None or type(task.get("model")) is str)
+            ):
+                self._sound = False
+            yield entry
+
+    @property
+    def overview(self) -> tuple[int, int] | None:
+        config = self._config
+        trials = (
+            config.trials_per_task if config.whole is None else config.whole.get("trials_per_task")
+        )
+        if not self._sound or type(trials) is not int or not 1 <= trials <= MAX_TRIALS_PER_TASK:
+            return None
+        return trials, self._tasks
 
 
 @runtime_checkable

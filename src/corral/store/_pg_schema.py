@@ -78,6 +78,15 @@ CREATE TABLE IF NOT EXISTS corral.trial_heads (
     model_calls text,
     PRIMARY KEY (benchmark_id, task_id, trial)
 );
+-- What `corral list` shows of each benchmark, written with its configuration and
+-- trusted only while the configuration's digest is the one it was counted from.
+-- Added in version 2 without a new version: older code neither reads nor needs it.
+CREATE TABLE IF NOT EXISTS corral.benchmark_overviews (
+    benchmark_id text COLLATE "C" PRIMARY KEY,
+    digest text NOT NULL,
+    trials_per_task integer NOT NULL,
+    tasks integer NOT NULL
+);
 CREATE TABLE IF NOT EXISTS corral.claims (
     benchmark_id text COLLATE "C" PRIMARY KEY,
     -- The fencing token: raised by every claim, checked by every write.
@@ -103,7 +112,38 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
             "ON CONFLICT (key) DO NOTHING",
             (str(SCHEMA_VERSION),),
         )
+        _keep_overviews(conn)
     check_schema(conn, where)
+
+
+# The overviews of the benchmarks registered before overviews were kept (or by older
+# code): read from their configurations once, as `corral list` would read them.
+_MISSING_OVERVIEWS = """
+INSERT INTO corral.benchmark_overviews (benchmark_id, digest, trials_per_task, tasks)
+SELECT benchmark_id, md5(config), trials::integer, tasks FROM (
+    SELECT benchmark_id, config, config::json ->> 'trials_per_task' AS trials,
+        (SELECT count(*)::int FROM json_object_keys(config::json -> 'tasks')) AS tasks,
+        json_typeof(config::json -> 'tasks') IS DISTINCT FROM 'object' OR EXISTS (
+            SELECT 1 FROM json_each(config::json -> 'tasks') t
+            WHERE json_typeof(t.value) <> 'object'
+            OR json_typeof(t.value -> 'environment_id') IS DISTINCT FROM 'string'
+            OR coalesce(json_typeof(t.value -> 'model'), 'null') NOT IN ('string', 'null')
+        ) AS amiss
+    FROM corral.benchmarks b WHERE NOT EXISTS (
+        SELECT 1 FROM corral.benchmark_overviews o WHERE o.benchmark_id = b.benchmark_id
+    )
+) x WHERE NOT amiss AND trials ~ '^[0-9]{1,7}$' AND trials::integer BETWEEN 1 AND 1000000
+"""
+
+
+def _keep_overviews(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Keep the overviews missing (`_MISSING_OVERVIEWS`); a configuration that is not
+    JSON leaves them all to be read from the text (``list`` then says what is wrong)."""
+    try:
+        with conn.transaction():
+            conn.execute(_MISSING_OVERVIEWS)
+    except psycopg.DataError:
+        pass
 
 
 def stored_version(conn: psycopg.Connection[tuple[object, ...]]) -> int:

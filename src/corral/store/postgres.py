@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import anyio
@@ -31,15 +31,18 @@ from ._batching import Batch, BatchQueue, Slot
 from ._config_diff import check_same_stream
 from ._decode import check_created, decode_benchmark, decode_commit, decode_run
 from ._heads import (
+    CONFIG_PIECE,
     HEAD_COLUMNS,
     BenchmarkOverview,
+    CountedConfig,
     TaskList,
     TrialHead,
     checked_overview,
     count_done,
     decode_head,
     head_of,
-    task_list_of_text,
+    task_list_of_pieces,
+    utf8_pieces,
 )
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from ._pg_writer import PgWriter, Request
+
+T = TypeVar("T")
 
 _COLUMNS = "seq, kind, payload, created_at, input_tokens, output_tokens, cost"
 
@@ -83,6 +88,23 @@ _OVERVIEW = (
     "OR coalesce(json_typeof(t.value -> 'model'), 'null') NOT IN ('string', 'null')) "
     "FROM corral.benchmarks ORDER BY created_at"
 )
+_OVERVIEW_OF = _OVERVIEW.replace(
+    "FROM corral.benchmarks ORDER BY",
+    "FROM corral.benchmarks WHERE benchmark_id = ANY(%s) ORDER BY",
+)
+# The overviews kept (`CountedConfig`) of the configurations unchanged since: a digest
+# of the text costs a fraction of reading it as JSON (null columns: none kept).
+_KEPT_OVERVIEWS = (
+    "SELECT b.benchmark_id, b.created_at, o.trials_per_task, o.tasks, false "
+    "FROM corral.benchmarks b LEFT JOIN corral.benchmark_overviews o "
+    "ON o.benchmark_id = b.benchmark_id AND o.digest = md5(b.config) ORDER BY b.created_at"
+)
+_KEEP_OVERVIEW = (
+    "INSERT INTO corral.benchmark_overviews (benchmark_id, digest, trials_per_task, tasks) "
+    "SELECT benchmark_id, md5(config), %s, %s FROM corral.benchmarks WHERE benchmark_id = %s "
+    "ON CONFLICT (benchmark_id) DO UPDATE SET digest = excluded.digest, "
+    "trials_per_task = excluded.trials_per_task, tasks = excluded.tasks"
+)
 _DONE = (
     "SELECT count(*) FROM corral.trial_heads WHERE benchmark_id = %s AND done = 1 AND trial < %s"
 )
@@ -113,6 +135,13 @@ _JOIN = (
     "UPDATE corral.benchmarks SET config = "
     "(SELECT string_agg(piece, '' ORDER BY n) FROM corral_config_pieces) "
     "WHERE benchmark_id = %s"
+)
+# The configuration as UTF-8 bytes in pieces, in order: decompressed once (a text's
+# substr would decompress and count characters from its start for each piece).
+_CONFIG_PIECES = (
+    "WITH c AS MATERIALIZED (SELECT convert_to(config, 'UTF8') AS c, %s AS n "
+    "FROM corral.benchmarks WHERE benchmark_id = %s) "
+    "SELECT substring(c FROM s FOR n) FROM c, generate_series(1, length(c), n) s ORDER BY s"
 )
 _STORED = "SELECT created_at, length(config) FROM corral.benchmarks WHERE benchmark_id = %s"
 _PIECE = "SELECT substr(config, %s, %s) FROM corral.benchmarks WHERE benchmark_id = %s"
@@ -471,10 +500,13 @@ class PostgresStore:
         while True:
             if conn.execute(_CLAIM, (benchmark_id, created)).fetchone() is not None:
                 conn.execute(_PIECES)
+                counted = CountedConfig(config)
                 with conn.cursor().copy("COPY corral_config_pieces (n, piece) FROM STDIN") as copy:
-                    for n, piece in enumerate(config.text()):
+                    for n, piece in enumerate(counted.text()):
                         copy.write_row((n, piece))
                 conn.execute(_JOIN, (benchmark_id,))
+                if counted.overview is not None:
+                    conn.execute(_KEEP_OVERVIEW, (*counted.overview, benchmark_id))
                 return False
             row = conn.execute(_STORED, (benchmark_id,)).fetchone()
             if row is not None:  # None: deleted since the claim found it; claim again
@@ -511,11 +543,21 @@ class PostgresStore:
     ) -> list[tuple[Any, ...]]:
         """The rows of ``sql``; where Corral does not create its tables, a query that
         only reads finds none in a database without them."""
+        rows: list[tuple[Any, ...]] = await self._query(
+            lambda conn: conn.execute(sql, params).fetchall(), [], writes=writes
+        )
+        return rows
+
+    async def _query(
+        self, use: Callable[[psycopg.Connection[Any]], T], missing: T, *, writes: bool = False
+    ) -> T:
+        """``use(connection)`` on a reader, retried as a whole; ``missing`` where Corral
+        does not create its tables and a query that only reads finds none."""
         from psycopg import errors
 
         from ._pg_writer import retrying
 
-        def attempt(after_failure: bool) -> list[tuple[Any, ...]]:
+        def attempt(after_failure: bool) -> T:
             pool = self._pool
             if pool is None:
                 raise StoreError(f"{self!r} is not open")
@@ -523,12 +565,11 @@ class PostgresStore:
                 pool.check()  # drop the connections the outage broke
             with pool.connection() as conn:
                 try:
-                    rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                    return use(conn)
                 except (errors.UndefinedTable, errors.InvalidSchemaName):
                     if writes or self._create:
                         raise
-                    return []
-                return rows
+                    return missing
 
         return await anyio.to_thread.run_sync(
             retrying, self._where, self.retry_for, attempt, limiter=self._read_limiter
@@ -584,14 +625,33 @@ class PostgresStore:
         return int(rows[0][0]) if rows else 0
 
     async def task_list(self, benchmark_id: str) -> TaskList | None:
-        rows = await self._read(
-            "SELECT config FROM corral.benchmarks WHERE benchmark_id = %s", (benchmark_id,)
-        )
-        return task_list_of_text(rows[0][0]) if rows else None
+        """Read a piece at a time (`task_list_of_pieces`): the configuration's text is
+        never held whole, on either side."""
+
+        def read(conn: psycopg.Connection[Any]) -> TaskList | None:
+            rows = conn.cursor(binary=True).stream(_CONFIG_PIECES, (CONFIG_PIECE, benchmark_id))
+            return task_list_of_pieces(utf8_pieces(piece for (piece,) in rows))
+
+        return await self._query(read, None)
 
     async def overview(self) -> list[BenchmarkOverview] | None:
+        """Each benchmark's overview as written with its configuration, where that is
+        unchanged since (its digest); the others' read from their configurations."""
+        from psycopg import errors
+
+        def read(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            try:
+                rows = conn.execute(_KEPT_OVERVIEWS).fetchall()
+            except errors.UndefinedTable:  # written by older code only
+                return conn.execute(_OVERVIEW).fetchall()
+            if missing := [row[0] for row in rows if row[2] is None]:
+                found = {row[0]: row for row in conn.execute(_OVERVIEW_OF, (missing,))}
+                rows = [found.get(row[0], row) if row[2] is None else row for row in rows]
+            return rows
+
+        none: list[tuple[Any, ...]] = []
         try:
-            rows = await self._read(_OVERVIEW, ())
+            rows = await self._query(read, none)
         except StoreError:  # not JSON: read whole, it says so
             return None
         return checked_overview(rows)

@@ -10,9 +10,9 @@ asyncio's ``Task.cancel()`` abandons a worker thread mid-call.
 
 from __future__ import annotations
 
-import codecs
 import fcntl
 import hashlib
+import json
 import os
 import socket
 import sqlite3
@@ -41,6 +41,7 @@ from ._decode import check_created, corrupt, decode_benchmark, decode_commit, de
 from ._heads import (
     HEAD_COLUMNS,
     BenchmarkOverview,
+    CountedConfig,
     OpenFolds,
     RebuildProgress,
     TaskList,
@@ -50,7 +51,8 @@ from ._heads import (
     decode_head,
     folded_heads,
     head_of,
-    task_list_of_text,
+    task_list_of_pieces,
+    utf8_pieces,
 )
 from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
 from ._runs import RunRecord
@@ -146,6 +148,7 @@ _OVERVIEW = (
     "OR coalesce(json_type(t.value, '$.model'), 'null') NOT IN ('text', 'null')) "
     "FROM benchmarks ORDER BY created_at"
 )
+_ROWID = "SELECT rowid FROM benchmarks WHERE benchmark_id = ?"
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 
 _INSERT = (
@@ -350,6 +353,8 @@ class SQLiteStore:
                         "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                         (str(SCHEMA_VERSION),),
                     )
+        with write_transaction(writer):
+            _keep_overviews(writer)
         self._home = settle_home(writer, self.path)
         self._configure_writer(writer)
 
@@ -541,9 +546,14 @@ class SQLiteStore:
                 (benchmark_id, size, created),
             ).lastrowid
             assert rowid is not None
+            counted, digest = CountedConfig(config), hashlib.md5(usedforsecurity=False)
             with conn.blobopen("benchmarks", "config", rowid) as blob:
-                for piece in config.text():
-                    blob.write(piece.encode())
+                for piece in counted.text():
+                    data = piece.encode()
+                    digest.update(data)
+                    blob.write(data)
+            if counted.overview is not None:
+                _keep_overview(conn, benchmark_id, digest.hexdigest(), *counted.overview)
         return False
 
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
@@ -647,15 +657,29 @@ class SQLiteStore:
         return int(rows[0][0])
 
     async def task_list(self, benchmark_id: str) -> TaskList | None:
-        rows = await self._read(
-            "SELECT config FROM benchmarks WHERE benchmark_id = ?", (benchmark_id,)
-        )
-        return task_list_of_text(rows[0][0]) if rows else None
+        """Read a piece at a time (`task_list_of_pieces`): the configuration's text is
+        never held whole."""
+
+        def read(conn: sqlite3.Connection) -> TaskList | None:
+            found = conn.execute(_ROWID, (benchmark_id,)).fetchone()
+            if found is None:
+                return None
+            try:
+                blob = conn.blobopen("benchmarks", "config", found[0], readonly=True)
+            except sqlite3.OperationalError:  # not text: read whole, it says what it is
+                return None
+            with blob:
+                return task_list_of_pieces(_read_text(blob))
+
+        return await self._use(self._reader, read)
 
     async def overview(self) -> list[BenchmarkOverview] | None:
+        """Each benchmark's overview as written with its configuration, where that is
+        unchanged since (its digest); the others' read from their configurations."""
+
         def read(conn: sqlite3.Connection) -> list[BenchmarkOverview] | None:
             try:
-                return checked_overview(conn.execute(_OVERVIEW))
+                return checked_overview(_overview_rows(conn))
             except sqlite3.OperationalError:  # not JSON: read whole, it says so
                 return None
 
@@ -750,7 +774,99 @@ def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
 
 def _read_text(blob: sqlite3.Blob) -> Iterator[str]:
     """A stored configuration's text, a piece at a time."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    while data := blob.read(PIECE):
-        yield decoder.decode(data)
-    yield decoder.decode(b"", final=True)
+    return utf8_pieces(iter(lambda: blob.read(PIECE), b""))
+
+
+# What `corral list` shows of each benchmark, written with its configuration and
+# trusted only while the configuration's digest is the one it was counted from: in
+# the meta table (a table of its own would be a new schema version, which older
+# code refuses), keyed by `_OVERVIEW_KEY` and the benchmark id, as JSON
+# [digest, trials per task, tasks].
+_OVERVIEW_KEY = "overview:"
+_KEPT_OVERVIEWS = "SELECT key, value FROM meta WHERE key >= 'overview:' AND key < 'overview;'"
+
+
+def _keep_overview(
+    conn: sqlite3.Connection, benchmark_id: str, digest: str, trials: int, tasks: int
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        (_OVERVIEW_KEY + benchmark_id, dumps([digest, trials, tasks])),
+    )
+
+
+def _kept_overviews(conn: sqlite3.Connection) -> dict[str, tuple[str, int, int]]:
+    """The overviews kept, by benchmark id (one that cannot be read is left out)."""
+    found = {}
+    for key, value in conn.execute(_KEPT_OVERVIEWS):
+        try:
+            digest, trials, tasks = json.loads(value)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(digest, str) and type(trials) is int and type(tasks) is int:
+            found[key[len(_OVERVIEW_KEY) :]] = (digest, trials, tasks)
+    return found
+
+
+def _overview_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """`_OVERVIEW`'s rows: kept ones where the configuration is the one they were
+    counted from, the others read from its JSON."""
+    kept = _kept_overviews(conn)
+    rows: list[tuple[Any, ...]] = []
+    missing: list[str] = []
+    for rowid, benchmark_id, created_at in conn.execute(
+        "SELECT rowid, benchmark_id, created_at FROM benchmarks ORDER BY created_at"
+    ):
+        found = kept.get(benchmark_id)
+        if found is not None and found[0] == _digest(conn, rowid):
+            rows.append((benchmark_id, created_at, found[1], found[2], 0))
+        else:
+            rows.append((benchmark_id,))
+            missing.append(benchmark_id)
+    if missing:
+        read = {row[0]: row for row in _read_overviews(conn, missing)}
+        rows = [read.get(row[0], row) if len(row) == 1 else row for row in rows]
+    return rows
+
+
+def _read_overviews(conn: sqlite3.Connection, benchmark_ids: list[str]) -> list[tuple[Any, ...]]:
+    """`_OVERVIEW`'s rows of these benchmarks, read from their configurations' JSON."""
+    marks = ", ".join("?" * len(benchmark_ids))
+    where = f"FROM benchmarks WHERE benchmark_id IN ({marks}) ORDER BY"
+    return conn.execute(
+        _OVERVIEW.replace("FROM benchmarks ORDER BY", where), benchmark_ids
+    ).fetchall()
+
+
+def _digest(conn: sqlite3.Connection, rowid: int) -> str | None:
+    """The MD5 of a stored configuration's bytes, read a piece at a time (None: it is
+    not text)."""
+    try:
+        blob = conn.blobopen("benchmarks", "config", rowid, readonly=True)
+    except sqlite3.OperationalError:
+        return None
+    digest = hashlib.md5(usedforsecurity=False)
+    with blob:
+        while data := blob.read(PIECE):
+            digest.update(data)
+    return digest.hexdigest()
+
+
+def _keep_overviews(conn: sqlite3.Connection) -> None:
+    """Keep the overviews of the benchmarks registered before they were kept (or by
+    older code), read from their configurations once; a configuration that is not
+    JSON, or not as Corral writes it, keeps none (``list`` reads it and says so)."""
+    kept = _kept_overviews(conn)
+    missing = [b for (b,) in conn.execute("SELECT benchmark_id FROM benchmarks") if b not in kept]
+    for benchmark_id in missing:
+        try:
+            rows = _read_overviews(conn, [benchmark_id])
+        except sqlite3.OperationalError:  # not JSON
+            continue
+        sound = checked_overview(rows)
+        if sound:
+            (rowid,) = conn.execute(_ROWID, (benchmark_id,)).fetchone()
+            digest = _digest(conn, rowid)
+            b = sound[0]
+            if digest is not None:
+                _keep_overview(conn, benchmark_id, digest, b.trials_per_task, b.tasks)
