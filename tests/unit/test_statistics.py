@@ -7,6 +7,7 @@ import random
 from collections import Counter
 from fractions import Fraction
 from math import comb
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -193,6 +194,37 @@ def test_the_grouped_bootstrap_matches_resampling_task_by_task() -> None:
     s = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
     assert low == pytest.approx(mean - 2.001 * s / len(values) ** 0.5, abs=0.015)
     assert high == pytest.approx(mean + 2.001 * s / len(values) ** 0.5, abs=0.015)
+
+
+def test_few_members_are_resampled_as_choices_draws_them_one_by_one() -> None:
+    """The direct path (few members per kind) gives, to the bit, the distributions of
+    drawing ``rng.choices(members, k=total)`` per resample: intervals do not change
+    with how the draws are counted."""
+
+    def one_by_one(counts: list[int], columns: list[list[float]], seed: int) -> list[Any]:
+        rng, total = random.Random(seed), sum(counts)
+        members = [j for j, count in enumerate(counts) for _ in range(count)]
+        out: list[list[float]] = [[] for _ in columns]
+        for _ in range(50):
+            drawn = Counter(rng.choices(members, k=total))
+            for q, values in enumerate(columns):
+                out[q].append(sum(drawn[j] * v for j, v in enumerate(values)) / total)
+        spans = [[v for v, c in zip(col, counts, strict=True) if c] for col in columns]
+        return [
+            sorted(min(max(x, min(span)), max(span)) for x in dist)
+            for dist, span in zip(out, spans, strict=True)
+        ]
+
+    rng = random.Random(5)
+    for seed in range(300):
+        counts = [rng.choice([0, 1, 2, 3, 20]) for _ in range(rng.randint(1, 8))]
+        counts[0] = counts[0] or 1
+        columns = [
+            [rng.choice([0.0, 1.0, 0.2, 1 / 3, -0.5, rng.random()]) for _ in counts]
+            for _ in range(rng.randint(1, 3))
+        ]
+        expected = one_by_one(counts, columns, seed)
+        assert bootstrap_means(counts, columns, resamples=50, seed=seed) == expected
 
 
 @pytest.mark.parametrize("members", [60, 6_000, 600_000])

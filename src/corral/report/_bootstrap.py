@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from math import floor, fsum, lgamma, log, pi, sqrt, tan
-from operator import mul
+from operator import mul, sub
 from statistics import NormalDist
 
 #: Coverage of every interval Corral reports.
@@ -114,8 +115,10 @@ def bootstrap_means(
     if total <= 0:
         raise ValueError("a bootstrap needs at least one member")
     rng = random.Random(seed)
-    out: list[list[float]] = [[] for _ in columns]
     direct = total <= DIRECT_PER_KIND * len(counts)
+    if direct and (total + 1) ** len(counts) <= 2**62:
+        return _coded(rng, total, counts, columns, resamples)
+    out: list[list[float]] = [[] for _ in columns]
     members = [j for j, count in enumerate(counts) for _ in range(count)] if direct else []
     for _ in range(resamples):
         if direct:
@@ -129,6 +132,50 @@ def bootstrap_means(
     for dist, values in zip(out, columns, strict=True):
         low, high = _span(counts, values)
         dist[:] = sorted(low if x < low else high if x > high else x for x in dist)
+    return out
+
+
+#: Resamples drawn at a time by `_coded` (bounds the draws it holds).
+BLOCK = 256
+
+
+def _coded(
+    rng: random.Random,
+    total: int,
+    counts: Sequence[int],
+    columns: Sequence[Sequence[float]],
+    resamples: int,
+) -> list[list[float]]:
+    """`bootstrap_means` with members drawn one by one, as ``rng.choices(members,
+    k=total)`` draws them: the same ``random()`` calls, hence the same resamples.
+
+    A resample is known by how many members of each kind it drew; where that fits in
+    one machine word, it is coded as an integer (``total + 1`` to the power of the
+    kind, summed in C loops a block of resamples at a time) and its means are worked
+    out once per distinct code, not once per resample."""
+    base = total + 1
+    weights = [base**j for j in range(len(counts))]
+    if sum(1 for count in counts if count) == 1:  # every resample draws the population
+        codes = [sum(map(mul, counts, weights))] * resamples
+    else:
+        members = [weights[j] for j, count in enumerate(counts) for _ in range(count)]
+        draw, n = rng.random, float(total)  # what choices() multiplies by
+        codes = []
+        for block in range(0, resamples, BLOCK):
+            drawn = [
+                members[floor(draw() * n)] for _ in range(min(BLOCK, resamples - block) * total)
+            ]
+            ends = [0, *accumulate(drawn)][::total]
+            codes += map(sub, ends[1:], ends)
+    out = []
+    for values in columns:
+        low, high = _span(counts, values)
+        means = {}
+        for code in set(codes):
+            drawn_per_kind = [code // weight % base for weight in weights]
+            x = sum(map(mul, drawn_per_kind, values)) / total
+            means[code] = low if x < low else high if x > high else x
+        out.append(sorted(map(means.__getitem__, codes)))
     return out
 
 
