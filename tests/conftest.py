@@ -15,6 +15,7 @@ Chromium), and ``slow`` for everything in ``system/``; a few tests elsewhere are
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .support.pg import pg_dsn, pg_pool  # noqa: F401  (a database per test, from a shared few)
+
+# The suite writes bytecode even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): otherwise every process it starts (the CLI, crash
+# children, Ray's workers) compiles Corral again, about 0.15 s of CPU each.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 if TYPE_CHECKING:
     from .support.ray_support import Boards
