@@ -548,6 +548,23 @@ class PostgresStore:
         )
         return rows
 
+    async def _read_chunk(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """One chunk of a keyset scan, walked down the primary key's index.
+
+        A table written by a run has no statistics until autovacuum analyzes it (or
+        never, where it is off): the planner then guesses a few hundred rows past the
+        key and sorts everything after it for each chunk (88 ms against 2 ms a chunk
+        at 100,000 trials), so sorting is ruled out for this one statement.
+        """
+
+        def chunk(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_sort = off")
+                return conn.execute(sql, params).fetchall()
+
+        rows: list[tuple[Any, ...]] = await self._query(chunk, [])
+        return rows
+
     async def _query(
         self, use: Callable[[psycopg.Connection[Any]], T], missing: T, *, writes: bool = False
     ) -> T:
@@ -596,7 +613,7 @@ class PostgresStore:
         await self._queue.settle()
         folder = RowFolder(self._where, benchmark_id)
         after: tuple[Any, ...] = ("", -1, -1)
-        while rows := await self._read(_SCAN, (benchmark_id, *after, chunk)):
+        while rows := await self._read_chunk(_SCAN, (benchmark_id, *after, chunk)):
             after = rows[-1][:3]
             if out := folder.fold(rows):
                 yield out
@@ -611,7 +628,7 @@ class PostgresStore:
                 yield [head_of(s) for s in summaries if s.terminal is not None]
             return
         after: tuple[Any, ...] = ("", -1)
-        while rows := await self._read(_HEADS, (benchmark_id, *after, chunk)):
+        while rows := await self._read_chunk(_HEADS, (benchmark_id, *after, chunk)):
             after = rows[-1][:2]
             yield [decode_head(self._where, benchmark_id, row) for row in rows]
             if len(rows) < chunk:
