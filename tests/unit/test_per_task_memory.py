@@ -40,9 +40,10 @@ def test_a_fresh_run_keeps_little_per_task_to_resume() -> None:
 def test_admission_shares_what_tasks_have_in_common() -> None:
     plan = _plan()
     keys = ["e"] * N
-    # Per task: its entry in the ready queue and a dozen lists of references, some
-    # 220 bytes (a bucket and slots of its own took some 230 bytes a task more).
-    assert _kept_per_task(lambda: Admission(plan, Limits.resolve(), keys)) < 260
+    # Per task: its entry in the ready queue (a task index and a round in arrays) and
+    # a dozen lists of references, some 120 bytes (a tuple and an int in a heap per
+    # task took some 95 bytes more; a bucket and slots of its own some 230 more).
+    assert _kept_per_task(lambda: Admission(plan, Limits.resolve(), keys)) < 140
 
 
 def test_planning_tasks_without_dependencies_builds_no_index() -> None:
