@@ -687,26 +687,27 @@ class _Ready:
     def __len__(self) -> int:
         return len(self.tasks) - self.at + len(self.heap)
 
-    def head(self, rank: Sequence[int]) -> _Entry:
+    def _fresh(self, rank: Sequence[int]) -> _Entry | None:
+        """The arrays' next entry if it goes before the heap's (None: the heap's goes)."""
         at, heap = self.at, self.heap
         if at < len(self.tasks):
             t = self.tasks[at]
             entry = (rank[t], self.rounds[at], 1, t)
             if not heap or entry < heap[0]:
                 return entry
-        return heap[0]
+        return None
+
+    def head(self, rank: Sequence[int]) -> _Entry:
+        return self._fresh(rank) or self.heap[0]
 
     def pop(self, rank: Sequence[int]) -> _Entry:
-        at, heap = self.at, self.heap
-        if at < len(self.tasks):
-            t = self.tasks[at]
-            entry = (rank[t], self.rounds[at], 1, t)
-            if not heap or entry < heap[0]:
-                self.at = at + 1
-                if self.at == len(self.tasks):  # every one taken: the arrays go
-                    self.tasks, self.rounds, self.at = array("l"), array("l"), 0
-                return entry
-        return heapq.heappop(heap)
+        entry = self._fresh(rank)
+        if entry is None:
+            return heapq.heappop(self.heap)
+        self.at += 1
+        if self.at == len(self.tasks):  # every one taken: the arrays go
+            self.tasks, self.rounds, self.at = array("l"), array("l"), 0
+        return entry
 
     def entries(self, rank: Sequence[int]) -> list[_Entry]:
         """Every entry, in no particular order."""
