@@ -33,6 +33,7 @@ from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
 from .executor import Execution, Executor, LocalExecutor, Work
 from .history import StoredConfig
 from .report import BenchmarkReport
+from .report._build import PlanTasks
 from .report._files import check_report_file, report_path, whole_report, write_report
 from .report._stored import stored_report
 from .runtime._retry import RetryPolicy
@@ -40,6 +41,7 @@ from .scheduler import KnownKeys, Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, TrialKey, open_store
 from .store._config_diff import first_difference
+from .store._heads import TaskList
 from .store._runs import RunRecord
 
 DEFAULT_STORE = ".corral/store.db"
@@ -531,8 +533,7 @@ class CorralRunner:
                 report = await stored_report(
                     self.store,
                     benchmark_id,
-                    {"trials_per_task": plan.trials_per_task},
-                    metadata=((task_id, plan.light(t)) for t, task_id in enumerate(plan.task_ids)),
+                    TaskList(plan.trials_per_task, PlanTasks(plan.task_ids, plan.light)),
                     k_values=ks,
                     added=marks,
                     resumed=resumed,

@@ -58,3 +58,13 @@ def test_records_read_in_report_order_a_window_at_a_time() -> None:
     assert source.task_records("t4")[0].task_id == "t4"
     assert source.task_records("t1")[0].task_id == "t1"
     assert reader.reads[-2:] == [order[4:7], order[1:4]]
+
+
+def test_a_window_holds_about_window_trials_whatever_the_trials_per_task() -> None:
+    order = [f"t{i}" for i in range(7)]
+    reader = _Reader()
+    source = StoreRecords(lambda: reader, "b", 2, lambda: order)
+    source.WINDOW = 4  # trials: two tasks of two trials (4 tasks read 8 records)
+    for t in order:
+        source.task_records(t)
+    assert reader.reads == [order[0:2], order[2:4], order[4:6], order[6:7]]

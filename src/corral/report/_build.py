@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
 from math import fsum
 from typing import Any, Protocol
 
+from .._positions import Positions
 from .._records import TrialTable
 from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..history import CallCounts, StoredConfig, finished_and_scored
@@ -122,7 +123,9 @@ class HeadTally:
     def __init__(self, tasks: TaskList) -> None:
         self.trials_per_task = tasks.trials_per_task
         self._meta = tasks.tasks
-        self._index = {task_id: i for i, (task_id, _, _) in enumerate(self._meta)}
+        meta = self._meta
+        ids = meta.ids if isinstance(meta, PlanTasks) else [task_id for task_id, _, _ in meta]
+        self._index = Positions(ids)
         self._tally = _Tally()
         # Finished and passed trials by task position; named score values by position,
         # for the tasks that have any.
@@ -182,8 +185,10 @@ class HeadTally:
     def _rows(self) -> Iterator[_TaskRow]:
         finished, passed, found = self._finished, self._passed, self._named
         meta = self._meta
+        mutable = meta if isinstance(meta, list) else None
         for position, (task_id, model, environment_id) in enumerate(meta):
-            meta[position] = _GONE  # each task's tuple freed once its report is made
+            if mutable is not None:
+                mutable[position] = _GONE  # each task's tuple freed once its report is made
             named = found.pop(position, None)
             means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
             yield task_id, model, environment_id, finished[position], passed[position], means
@@ -191,6 +196,33 @@ class HeadTally:
 
 
 _GONE = ("", None, "")
+
+
+class PlanTasks(Sequence[tuple[str, str | None, str]]):
+    """A run plan's tasks as `TaskList` lists them, (task id, model, environment id),
+    each made when read: the run's own report lists no tuple per task."""
+
+    __slots__ = ("ids", "_meta")
+
+    def __init__(self, ids: Sequence[str], meta: Callable[[int], BenchmarkTaskMetadata]) -> None:
+        self.ids = ids
+        self._meta = meta
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.ids)))]
+        meta = self._meta(i)
+        return self.ids[i], meta.model, meta.environment_id
+
+    def __iter__(self) -> Iterator[tuple[str, str | None, str]]:
+        meta = self._meta
+        for i, task_id in enumerate(self.ids):
+            m = meta(i)
+            yield task_id, m.model, m.environment_id
+
 
 #: A task of a report: id, model, environment, finished, passed, and its trials (a
 #: report of records) or its named scores (a report of heads: `TaskColumns`).

@@ -106,8 +106,9 @@ def run_async(job: Callable[[], Any]) -> Any:
 
 class StoreRecords:
     """`RecordSource` over a store: a task's records folded from its commits, read
-    with the next tasks of the report (``order``) a window at a time, so reading a
-    whole report costs one store read per window, not per task. ``open_reader``
+    with the next tasks of the report (``order``) a window of about ``WINDOW``
+    trials at a time, so reading a whole report costs one store read per window, not
+    per task, and holds that window's records at most. ``open_reader``
     makes a store to read with on another thread (`HeadStore.reader`)."""
 
     WINDOW = 1024
@@ -149,7 +150,8 @@ class StoreRecords:
             if found is None:
                 return [task_id]
             start = found
-        self._next = start + self.WINDOW
+        # About WINDOW trials a read, however many trials a task has.
+        self._next = start + max(1, self.WINDOW // self._trials_per_task)
         return list(order[start : self._next])
 
     def _read(self, task_ids: list[str]) -> dict[str, list[TrialRecord]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from array import array
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -219,8 +220,10 @@ class Admission:
         # Ready executions, bucketed by the limited (model, environment) they need, so
         # one blocked bucket never hides a trial that fits: the head of every bucket
         # that has room is a candidate, and the best candidate starts.
-        self._ready: dict[Bucket, list[tuple[int, int, int, int]]] = {}
+        self._ready: dict[Bucket, _Ready] = {}
         self._ready_count = 0
+        # While built: what is queued goes to each bucket's arrays, not its heap.
+        self._building = True
         self._evals: dict[Bucket, deque[tuple[int, int]]] = {}
         self._eval_count = 0
         self._eval_order = itertools.count()
@@ -252,6 +255,9 @@ class Admission:
         for t in range(tasks):
             self._advance(t)
             self._consider(t)
+        self._building = False
+        for queue in self._ready.values():
+            queue.sort(self._rank)
 
     # -- readiness ---------------------------------------------------------
 
@@ -345,10 +351,16 @@ class Admission:
         return True
 
     def _push_ready(self, t: int, r: int, *, resumed: bool) -> None:
-        # A trial resumed after a rate limit goes ahead of new work of its rank in its
-        # bucket (across buckets, the scarcer limit goes first).
-        entry = (self._rank[t], r, 0 if resumed else 1, t)
-        heapq.heappush(self._ready.setdefault(self._bucket[t], []), entry)
+        queue = self._ready.get(self._bucket[t])
+        if queue is None:
+            queue = self._ready[self._bucket[t]] = _Ready()
+        if self._building and not resumed:  # sorted once admission is built
+            queue.tasks.append(t)
+            queue.rounds.append(r)
+        else:
+            # A trial resumed after a rate limit goes ahead of new work of its rank in
+            # its bucket (across buckets, the scarcer limit goes first).
+            heapq.heappush(queue.heap, (self._rank[t], r, 0 if resumed else 1, t))
         self._ready_count += 1
 
     def _push_eval(self, t: int, r: int) -> None:
@@ -389,9 +401,9 @@ class Admission:
             bucket = self._best_bucket()
             if bucket is None:
                 break
-            heap = self._ready[bucket]
-            _, r, fresh, t = heapq.heappop(heap)
-            if not heap:
+            queue = self._ready[bucket]
+            _, r, fresh, t = queue.pop(self._rank)
+            if not queue:
                 del self._ready[bucket]
             self._ready_count -= 1
             if fresh:
@@ -444,10 +456,10 @@ class Admission:
         if len(ready) == 1:  # the common case: one model and environment, or one left
             for bucket in ready:
                 return None if self._full(bucket) else bucket
-        for bucket, heap in ready.items():
+        for bucket, queue in ready.items():
             if self._full(bucket):
                 continue
-            head = heap[0]
+            head = queue.head(self._rank)
             key = (head[0], self._scarcity[bucket], head)
             if best_key is None or key < best_key:
                 best, best_key = bucket, key
@@ -576,9 +588,9 @@ class Admission:
         if self.stopped:
             return
         self.stopped = True
-        for bucket, heap in list(self._ready.items()):
+        for bucket, queue in list(self._ready.items()):
             kept = []
-            for entry in heap:
+            for entry in queue.entries(self._rank):
                 _, r, fresh, t = entry
                 if not fresh:  # started already, then deferred by a rate limit
                     kept.append(entry)
@@ -588,7 +600,7 @@ class Admission:
                 self._ready_count -= 1
             if kept:
                 heapq.heapify(kept)
-                self._ready[bucket] = kept
+                self._ready[bucket] = _Ready(kept)
             else:
                 del self._ready[bucket]
 
@@ -638,6 +650,70 @@ class Admission:
 
 #: The counters of a phase's keyed limits a trial needs (-1: none), in declaration order.
 Bucket = tuple[int, ...]
+
+#: A ready execution: (rank, round, 0 if resumed after a rate limit else 1, task).
+_Entry = tuple[int, int, int, int]
+
+
+class _Ready:
+    """A bucket's ready executions, taken in `_Entry` order: those queued as admission
+    was built (a task's first round each, fresh) kept as two arrays read from a
+    cursor (16 bytes an entry, not a tuple and an int: some 100 bytes a task), the
+    ones queued later in a heap."""
+
+    __slots__ = ("tasks", "rounds", "at", "heap")
+
+    def __init__(self, heap: list[_Entry] | None = None) -> None:
+        self.tasks = array("l")
+        self.rounds = array("l")
+        self.at = 0
+        self.heap: list[_Entry] = heap if heap is not None else []
+
+    def sort(self, rank: Sequence[int]) -> None:
+        """Put the arrays in entry order (they are, unless ranks or rounds differ)."""
+        tasks, rounds = self.tasks, self.rounds
+
+        def key(i: int) -> tuple[int, int, int]:
+            t = tasks[i]
+            return rank[t], rounds[i], t
+
+        # Looked at pairwise: no key per entry is kept unless they must be sorted.
+        if all(key(i - 1) < key(i) for i in range(1, len(tasks))):
+            return
+        order = sorted(range(len(tasks)), key=key)
+        self.tasks = array("l", [tasks[i] for i in order])
+        self.rounds = array("l", [rounds[i] for i in order])
+
+    def __len__(self) -> int:
+        return len(self.tasks) - self.at + len(self.heap)
+
+    def _fresh(self, rank: Sequence[int]) -> _Entry | None:
+        """The arrays' next entry if it goes before the heap's (None: the heap's goes)."""
+        at, heap = self.at, self.heap
+        if at < len(self.tasks):
+            t = self.tasks[at]
+            entry = (rank[t], self.rounds[at], 1, t)
+            if not heap or entry < heap[0]:
+                return entry
+        return None
+
+    def head(self, rank: Sequence[int]) -> _Entry:
+        return self._fresh(rank) or self.heap[0]
+
+    def pop(self, rank: Sequence[int]) -> _Entry:
+        entry = self._fresh(rank)
+        if entry is None:
+            return heapq.heappop(self.heap)
+        self.at += 1
+        if self.at == len(self.tasks):  # every one taken: the arrays go
+            self.tasks, self.rounds, self.at = array("l"), array("l"), 0
+        return entry
+
+    def entries(self, rank: Sequence[int]) -> list[_Entry]:
+        """Every entry, in no particular order."""
+        tasks, rounds = self.tasks, self.rounds
+        fresh = [(rank[tasks[i]], rounds[i], 1, tasks[i]) for i in range(self.at, len(tasks))]
+        return fresh + self.heap
 
 
 def _buckets(counters: list[KeyedCounter], tasks: int) -> list[Bucket]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .._positions import Positions
 from .._records import TrialTable
 from .._types import EVALUATED_STATUSES, TrialRecord, TrialStatus
 from ..runtime._jobs import Previous
@@ -34,7 +35,7 @@ class Resume:
         self._rerun = rerun
         self._rescore = rescore
         # Task ids to positions, built when an earlier run left something to absorb.
-        self._index: dict[str, int] | None = None
+        self._index: Positions | None = None
         #: Each trial's `Phase` and status code at ``t * trials_per_task + r`` (admission's).
         self.phases = bytearray(len(plan.task_ids) * n)
         self.statuses = bytearray(len(plan.task_ids) * n)
@@ -57,7 +58,7 @@ class Resume:
         plan, n = self.plan, self.plan.trials_per_task
         index = self._index
         if index is None:
-            index = self._index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
+            index = self._index = Positions(plan.task_ids)
         for s in summaries:
             t = index.get(s.task_id)
             if t is None or not 0 <= s.trial < n:

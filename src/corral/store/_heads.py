@@ -266,7 +266,8 @@ class TaskList(NamedTuple):
     task's (id, model, environment id), in order."""
 
     trials_per_task: int
-    tasks: list[tuple[str, str | None, str]]
+    #: A list, or (a run's own report) a sequence over the run's plan.
+    tasks: Sequence[tuple[str, str | None, str]]
 
 
 def checked_task_list(trials_per_task: Any, rows: Iterable[Sequence[Any]]) -> TaskList | None:

@@ -626,7 +626,7 @@ class SQLiteStore:
         if rest := folder.rest():
             yield rest
 
-    async def heads(self, benchmark_id: str, chunk: int = 8192) -> AsyncIterator[list[TrialHead]]:
+    async def heads(self, benchmark_id: str, chunk: int = 2048) -> AsyncIterator[list[TrialHead]]:
         """Every kept head of the benchmark, in (task id, trial) order, a chunk at a time
         (a store written before heads were kept, opened read-only: folded from its
         commits, in memory)."""
