@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import anyio
@@ -26,6 +27,7 @@ from corral import (
 )
 from corral._runner import _store
 from corral.store import _pg_writer
+from corral.store._heads import head_of
 
 from ..support import pg
 from ..support.pg import backend_pids, leaves, terminate, wait_for_server
@@ -339,3 +341,72 @@ async def test_heads_are_read_down_the_index_before_the_table_was_ever_analyzed(
         plan = await store._read_chunk("EXPLAIN " + postgres._HEADS, ("bench", "t010000", 0, 8192))
         assert "Sort" not in "\n".join(line for (line,) in plan)
         assert sum([len(chunk) async for chunk in store.heads("bench")]) == 20000
+# -- the writer thread -----------------------------------------------------------
+
+
+def writer_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("corral writer")]
+
+
+async def test_one_writer_thread_serves_every_user_and_ends_with_the_last(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn)
+    commits = trial()
+    async with store.opened():
+        assert writer_threads() == [f"corral writer {store!r}"]
+        async with store.opened():  # a second user shares the thread
+            assert len(writer_threads()) == 1
+            slots = [store.enqueue(K, [c]) for c in commits]  # several batches, in order
+            for slot in slots:
+                await slot.wait()
+        assert len(writer_threads()) == 1  # the first user still writes
+        await store.append(TrialKey("bench", "task", 1), commits[:1])
+        assert await store.history(K) == commits
+    assert writer_threads() == []
+    async with store.opened():  # opened again: a thread of its own again
+        assert len(writer_threads()) == 1
+        assert await store.history(K) == commits
+    assert writer_threads() == []
+
+
+async def test_one_batch_of_many_appends_to_the_same_trials_keeps_their_heads(
+    pg_dsn: str,
+) -> None:
+    """A batch is one statement per table: a trial appended to several times in it, or
+    refolded from the store (its start written by another store), gets one head, the
+    fold of all its commits."""
+    commits = trial()
+    resumed, reopened = K._replace(trial=1), K._replace(task_id="reopened")
+    store = PostgresStore(pg_dsn)
+    async with store.opened():  # another writer began this trial
+        await store.append(resumed, commits[:2])
+    store = PostgresStore(pg_dsn)
+    async with store.opened(), store.claim("bench"):
+        await store.append(K._replace(task_id="first"), commits)
+        with psycopg.connect(pg_dsn) as blocker:
+            # Holds the claim row: the writer's next batch waits inside its transaction,
+            # so every append handed over meanwhile goes into the one batch after it.
+            blocker.execute("SELECT * FROM corral.claims FOR UPDATE")
+            slots = [store.enqueue(K._replace(task_id="waiting"), commits)]
+            [writer] = backend_pids(pg_dsn, "corral writer")
+            await anyio.to_thread.run_sync(
+                wait_for_server,
+                pg_dsn,
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                (writer,),
+            )
+            slots += [store.enqueue(K, [c]) for c in commits]  # known to the writer
+            slots.append(store.enqueue(resumed, commits[2:4]))  # refolded from the store
+            slots.append(store.enqueue(resumed, commits[4:]))
+            # Ended (its head made by the writer), then reopened (refolded): two heads.
+            slots.append(store.enqueue(reopened, commits))
+            reopen = corral.Commit(len(commits), "reopen", {"reason": "rerun"}, 2000.0)
+            slots.append(store.enqueue(reopened, [reopen]))
+            blocker.rollback()
+        for slot in slots:
+            await slot.wait()
+        heads = {(h.task_id, h.trial): h async for chunk in store.heads("bench") for h in chunk}
+        last = heads.pop(("reopened", 0))
+        assert (last.done, last.next_seq) == (False, len(commits) + 1)
+        folded = [head_of(s) for s in await store.summaries("bench") if s.terminal is not None]
+        assert list(heads.values()) == folded
+        assert len(folded) == 4 and all(h.done for h in folded)

@@ -36,10 +36,9 @@ NOTICE_EVERY = 5.0
 #: An append: its trial, its rows (each with the append's id) and its commits.
 Request = tuple[TrialKey, list[tuple[Any, ...]], list[Commit]]
 
-_INSERT = (
-    "INSERT INTO corral.commits (benchmark_id, task_id, trial, seq, kind, payload, "
-    "created_at, input_tokens, output_tokens, cost, append_id) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_COMMIT_COLUMNS = (
+    "benchmark_id, task_id, trial, seq, kind, payload, created_at, input_tokens, "
+    "output_tokens, cost, append_id"
 )
 
 # Each trial's head, rewritten from the one fold of its commits (`corral.store._heads`).
@@ -58,6 +57,13 @@ SCAN_ALL = _SCAN_ROWS + "WHERE benchmark_id = %s ORDER BY task_id, trial, seq"
 _SCAN_TRIALS = (
     _SCAN_ROWS + "WHERE benchmark_id = %s AND (task_id, trial) IN "
     "(SELECT * FROM unnest(%s::text[], %s::int[])) ORDER BY task_id, trial, seq"
+)
+
+# The column types of a table, for statements that take a batch's rows as one array
+# per column (`unnest`): one statement per batch, whatever its size.
+_TYPES = (
+    "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+    "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
 )
 
 _FENCE = "SELECT benchmark_id, epoch FROM corral.claims WHERE benchmark_id = ANY(%s) FOR SHARE"
@@ -192,6 +198,8 @@ class PgWriter:
         self.poisoned: set[TrialKey] = set()
         #: The folds of the trials this writer writes (their heads made from them).
         self.folds = OpenFolds()
+        # (insert the commits, upsert the heads): each a whole batch in one statement.
+        self._statements: tuple[str, str] | None = None
 
     def close(self) -> None:
         if self.conn is not None:
@@ -256,7 +264,11 @@ class PgWriter:
     ) -> None:
         epochs = {b: self.epochs[b] for b in benchmarks if b in self.epochs}
         rows = [row for _, rows, _ in batch for row in rows]
-        # One round trip for the lot: the fence, the rows, the COMMIT.
+        if self._statements is None:
+            self._statements = _batch_statements(conn)
+        insert, put_heads = self._statements
+        # One round trip for the lot: the fence, the rows (one statement), the heads
+        # (one statement), the COMMIT.
         try:
             with (
                 conn.pipeline(),
@@ -268,8 +280,9 @@ class PgWriter:
                     # FOR SHARE: a new claim (which raises the epoch) waits for this
                     # transaction, so nothing lands after a claim was taken over.
                     fence.execute(_FENCE, (list(epochs),))
-                cur.executemany(_INSERT, rows)
-                self._put_heads(cur, batch)
+                cur.execute(insert, _columns(rows))
+                if heads := self._heads(cur, batch):
+                    cur.execute(put_heads, _columns(heads))
                 if epochs:
                     current = dict(fence.fetchall())
                     for benchmark_id, epoch in epochs.items():
@@ -283,31 +296,32 @@ class PgWriter:
             self.folds.clear()  # what the batch applied may not have landed
             raise
 
-    def _put_heads(self, cur: psycopg.Cursor[Any], batch: list[Request]) -> None:
-        """Write the head of every trial these appends change, in their transaction:
-        from the writer's fold of the trial (`OpenFolds`), else refolded from the
-        store in one read per benchmark."""
+    def _heads(self, cur: psycopg.Cursor[Any], batch: list[Request]) -> list[tuple[Any, ...]]:
+        """The head of every trial these appends change, written in their transaction
+        (one row per trial: the latest): from the writer's fold of the trial
+        (`OpenFolds`), else refolded from the store (the batch's rows included) in one
+        read per benchmark."""
         changed: dict[str, dict[tuple[str, int], None]] = {}
-        made = []
+        made: dict[tuple[str, str, int], tuple[Any, ...]] = {}
         for key, _, commits in batch:
             known, head = self.folds.heads(key, commits)
             if not known:
                 changed.setdefault(key.benchmark_id, {})[(key.task_id, key.trial)] = None
             elif head is not None:
-                made.append((key.benchmark_id, *head.row()))
-        if made:
-            cur.executemany(PUT_HEADS, made)
+                made[(key.benchmark_id, key.task_id, key.trial)] = (key.benchmark_id, *head.row())
         for benchmark_id, keys in changed.items():
             tasks, trials = [k[0] for k in keys], [k[1] for k in keys]
             # A cursor of its own: in pipeline mode the inserts' cursor would hand back
-            # one of their results ('INSERT 0 1'), not the scan's rows.
+            # their result ('INSERT 0 n'), not the scan's rows.
             with cur.connection.cursor() as scan:
                 rows = scan.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials)).fetchall()
             try:
                 heads = folded_heads(self.where, benchmark_id, rows)
             except StoreCorrupt:  # a commit no reader can read: counted as unfinished
                 heads = [TrialHead(t, r, 0, False) for t, r in keys]
-            cur.executemany(PUT_HEADS, [(benchmark_id, *h.row()) for h in heads])
+            for h in heads:  # the store's fold holds every commit of the batch
+                made[(benchmark_id, h.task_id, h.trial)] = (benchmark_id, *h.row())
+        return list(made.values())
 
     def _landed(self, conn: psycopg.Connection[Any], requests: list[Request]) -> set[int]:
         """Which of ``requests`` (by position) are in the store, by their append ids."""
@@ -317,3 +331,24 @@ class PgWriter:
         columns = [[row[n] for row in firsts] for n in (0, 1, 2, 3, 10)]
         rows = conn.execute(_LANDED, (*columns, list(range(len(requests))))).fetchall()
         return {int(row[0]) for row in rows}
+
+
+def _batch_statements(conn: psycopg.Connection[Any]) -> tuple[str, str]:
+    """The statements that insert a batch's commits and upsert its heads, each taking
+    one array per column (typed as the table's columns are)."""
+    inserts = []
+    for table, columns in (
+        ("corral.commits", _COMMIT_COLUMNS),
+        ("corral.trial_heads", f"benchmark_id, {HEAD_COLUMNS}"),
+    ):
+        types = dict(conn.execute(_TYPES, (table,)).fetchall())
+        arrays = ", ".join(f"%s::{types[c]}[]" for c in columns.split(", "))
+        inserts.append(f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays})")
+    insert, heads = inserts
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in HEAD_COLUMNS.split(", ")[2:])
+    return insert, f"{heads} ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET {updates}"
+
+
+def _columns(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows as one list per column (`unnest`'s arrays)."""
+    return [list(column) for column in zip(*rows, strict=True)]
