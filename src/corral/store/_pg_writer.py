@@ -335,14 +335,15 @@ class PgWriter:
 
 def _batch_statements(conn: psycopg.Connection[Any]) -> tuple[str, str]:
     """The statements that insert a batch's commits and upsert its heads, each taking
-    one array per column (typed as the table's columns are)."""
+    one array per column (typed as the table's columns are), sent in binary: text
+    arrays are quoted element by element in Python, at twice the writer's CPU."""
     inserts = []
     for table, columns in (
         ("corral.commits", _COMMIT_COLUMNS),
         ("corral.trial_heads", f"benchmark_id, {HEAD_COLUMNS}"),
     ):
         types = dict(conn.execute(_TYPES, (table,)).fetchall())
-        arrays = ", ".join(f"%s::{types[c]}[]" for c in columns.split(", "))
+        arrays = ", ".join(f"%b::{types[c]}[]" for c in columns.split(", "))
         inserts.append(f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays})")
     insert, heads = inserts
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in HEAD_COLUMNS.split(", ")[2:])
