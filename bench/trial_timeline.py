@@ -1,7 +1,7 @@
 """Where each trial's time goes at latency L: a per-trial timeline of its waits.
 
     python bench/trial_timeline.py [--trials 4000] [--latency 0.01] [--parallel 64]
-        [--store memory|sqlite]
+        [--store memory|sqlite|postgres] [--server postgresql://postgres@127.0.0.1:5432]
 
 The throughput workload (one model call of ``--latency`` seconds, one tool step,
 a trivial scorer; one trial per task) on ``--parallel`` slots. Each trial's
@@ -31,7 +31,8 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,16 +128,27 @@ PHASES = (
 )
 
 
+@contextmanager
+def store_of(args: argparse.Namespace, tmp: Path) -> Iterator[Any]:
+    if args.store == "sqlite":
+        yield corral.SQLiteStore(tmp / "store.db")
+    elif args.store == "memory":
+        yield corral.MemoryStore()
+    else:  # a database of this run's own, dropped after it
+        from postgres_store import drop_database, fresh_database
+
+        name = fresh_database(args.server)
+        try:
+            yield corral.PostgresStore(f"{args.server}/{name}")
+        finally:
+            drop_database(args.server, name)
+
+
 async def main(args: argparse.Namespace) -> None:
     stamps: Stamps = defaultdict(dict)
     instrument(stamps)
     tasks = {f"t{i}": BenchmarkTaskMetadata("agent", "env") for i in range(args.trials)}
-    with tempfile.TemporaryDirectory() as tmp:
-        inner: Any = (
-            corral.SQLiteStore(Path(tmp) / "store.db")
-            if args.store == "sqlite"
-            else corral.MemoryStore()
-        )
+    with tempfile.TemporaryDirectory() as tmp, store_of(args, Path(tmp)) as inner:
         runner = corral.CorralRunner(
             tasks,
             {"agent": TimedAgent(args.latency, stamps)},
@@ -184,5 +196,6 @@ if __name__ == "__main__":
     parser.add_argument("--trials", type=int, default=4000)
     parser.add_argument("--latency", type=float, default=0.01)
     parser.add_argument("--parallel", type=int, default=64)
-    parser.add_argument("--store", choices=["memory", "sqlite"], default="memory")
+    parser.add_argument("--store", choices=["memory", "sqlite", "postgres"], default="memory")
+    parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
     anyio.run(main, parser.parse_args())
