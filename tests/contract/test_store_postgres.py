@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import anyio
@@ -341,31 +340,6 @@ async def test_heads_are_read_down_the_index_before_the_table_was_ever_analyzed(
         plan = await store._read_chunk("EXPLAIN " + postgres._HEADS, ("bench", "t010000", 0, 8192))
         assert "Sort" not in "\n".join(line for (line,) in plan)
         assert sum([len(chunk) async for chunk in store.heads("bench")]) == 20000
-# -- the writer thread -----------------------------------------------------------
-
-
-def writer_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("corral writer")]
-
-
-async def test_one_writer_thread_serves_every_user_and_ends_with_the_last(pg_dsn: str) -> None:
-    store = PostgresStore(pg_dsn)
-    commits = trial()
-    async with store.opened():
-        assert writer_threads() == [f"corral writer {store!r}"]
-        async with store.opened():  # a second user shares the thread
-            assert len(writer_threads()) == 1
-            slots = [store.enqueue(K, [c]) for c in commits]  # several batches, in order
-            for slot in slots:
-                await slot.wait()
-        assert len(writer_threads()) == 1  # the first user still writes
-        await store.append(TrialKey("bench", "task", 1), commits[:1])
-        assert await store.history(K) == commits
-    assert writer_threads() == []
-    async with store.opened():  # opened again: a thread of its own again
-        assert len(writer_threads()) == 1
-        assert await store.history(K) == commits
-    assert writer_threads() == []
 
 
 async def test_one_batch_of_many_appends_to_the_same_trials_keeps_their_heads(
