@@ -471,15 +471,19 @@ class RebuildProgress:
 class _HeadFold:
     """A trial's fold as far as its head reads it: `TrialFold.apply` less the failed
     attempts and model calls a head never reads (the model calls it holds are its
-    terminal's, `history.model_calls_of`). `OpenFolds.heads` applies each commit."""
+    terminal's, `history.model_calls_of`). The latest attempt's commits are counted
+    from their sequence numbers (``last_seq - first_seq + 1``: a trial's seqs have no
+    gaps, which `OpenFolds.heads` checks), so a commit of work costs a kind test and
+    a usage test. `OpenFolds.heads` applies each commit."""
 
-    __slots__ = ("last_seq", "commits", "started_at", "usage", "earlier_usage", "terminal",
-                 "evaluation")  # fmt: skip
+    __slots__ = ("last_seq", "first_seq", "started_at", "usage", "earlier_usage",
+                 "terminal", "evaluation")  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, started_at: float) -> None:
         self.last_seq = -1
-        self.commits = 0
-        self.started_at = 0.0
+        #: The latest attempt's first commit (0, or its reopen marker's).
+        self.first_seq = 0
+        self.started_at = started_at
         self.usage: Usage = NO_USAGE
         self.earlier_usage: Usage = NO_USAGE
         self.terminal: Commit | None = None
@@ -517,36 +521,38 @@ class OpenFolds:
         folds = self._folds
         fold = folds.get(key)
         first = commits[0].seq
-        if fold is None or fold.last_seq + 1 != first:
-            if first != 0:  # the trial began before this writer saw it
+        last = commits[-1].seq
+        if fold is None or fold.last_seq + 1 != first or last - first + 1 != len(commits):
+            if first != 0 or last + 1 != len(commits):
+                # The trial began before this writer saw it (or its seqs have a gap).
                 folds.pop(key, None)
                 return not changes_head(c.kind for c in commits), None
-            fold = folds[key] = _HeadFold()
+            fold = folds[key] = _HeadFold(commits[0].created_at)
         changes = False
         # `TrialFold.apply` for each commit, as far as a head reads it (this runs
         # for every commit written: kept to the fewest operations).
         for commit in commits:
             kind = commit.kind
+            u = commit.usage
+            if kind in _WORK_KINDS:
+                if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
+                    fold.usage = fold.usage + u
+                continue
+            changes = True
             if kind == _REOPEN:
                 if fold.usage:
                     fold.earlier_usage = fold.earlier_usage + fold.usage
                 fold.usage = NO_USAGE
-                fold.commits = 0
-                fold.terminal = fold.evaluation = None
-            if not fold.commits:
+                fold.first_seq = commit.seq
                 fold.started_at = commit.created_at
-            fold.commits += 1
-            usage = commit.usage
-            if usage is not NO_USAGE and usage:
-                fold.usage = fold.usage + usage
-            if kind in _WORK_KINDS:
-                continue
-            changes = True
+                fold.terminal = fold.evaluation = None
+            if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
+                fold.usage = fold.usage + u
             if kind == _TERMINAL:
                 fold.terminal = commit
             elif kind == _EVALUATION:
                 fold.evaluation = commit
-        fold.last_seq = last_seq = commits[-1].seq
+        fold.last_seq = last
         if not changes:
             return True, None
         terminal, evaluation = fold.terminal, fold.evaluation
@@ -562,8 +568,8 @@ class OpenFolds:
         head = _head(
             key.task_id,
             key.trial,
-            last_seq + 1,
-            fold.commits,
+            last + 1,
+            last - fold.first_seq + 1,
             fold.started_at,
             usage,
             terminal,
