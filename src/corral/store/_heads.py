@@ -145,16 +145,9 @@ def _head(
         return TrialHead(task_id, trial, next_seq, False)
 
 
-def _ended_head(
-    task_id: str,
-    trial: int,
-    next_seq: int,
-    commits: int,
-    started_at: float,
-    usage: Usage,
-    terminal: Commit,
-    evaluation: Commit | None,
-) -> TrialHead:
+def _ended_head(*fields: Any) -> TrialHead:
+    """`_head` of a trial with a terminal (raises what an unreadable payload raises)."""
+    task_id, trial, next_seq, commits, started_at, usage, terminal, evaluation = fields
     # The record's figures (`corral._records.record_of`), read from the payloads
     # without making a record: this runs for every trial a batch finishes.
     # The terminal's fields a head holds, read as `history.terminal_of` reads them
