@@ -1,6 +1,7 @@
 """CPU instructions per trial, counted by valgrind: a cost that machine load cannot move.
 
     python bench/instructions.py [--store sqlite|memory] [--trials 400 2400]
+        [--heads kept|off|both]
 
 Wall and CPU times on a shared VM vary by 30% between runs; instruction counts
 vary by less than 0.1%, so a change of a few percent in Corral's cost per
@@ -9,6 +10,12 @@ trial can be seen at once. Runs `bench/throughput.py` under
 trial (interpreter start-up and imports cancel out). All threads are
 counted, the store's writer included. Needs valgrind (``apt install
 valgrind``); the two sizes take about 100 s together.
+
+``--heads both`` (SQLite) counts the run with trial heads kept and with their upkeep
+switched off (``throughput.py --heads off``, the switch `heads_cost.py` uses) and
+prints each per trial and what the heads cost (issue 26). With ``--heads`` given,
+each run is counted up to its last commit (``throughput.py --to-last-commit``):
+without heads the report reads none, so it is left out of both.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 
 
-def instructions(store: str, trials: int) -> int:
+def instructions(store: str, trials: int, heads: str | None = None) -> int:
     command = [
         "valgrind",
         "--tool=callgrind",
@@ -37,6 +44,8 @@ def instructions(store: str, trials: int) -> int:
         "--store",
         store,
     ]
+    if heads is not None:
+        command += ["--heads", heads, "--to-last-commit"]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -50,14 +59,26 @@ def main() -> None:
     )
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--trials", type=int, nargs=2, default=[400, 2400])
+    parser.add_argument("--heads", choices=["kept", "off", "both"])
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
+    if args.heads not in (None, "kept") and args.store != "sqlite":
+        raise SystemExit("--heads off|both: the SQLite store only")
     small, large = args.trials
-    per_trial = (instructions(args.store, large) - instructions(args.store, small)) / (
-        large - small
-    )
-    print(f"store={args.store} instructions per trial: {per_trial:,.0f}")
+    found: dict[str | None, float] = {}
+    for heads in ("kept", "off") if args.heads == "both" else (args.heads,):
+        per_trial = (
+            instructions(args.store, large, heads) - instructions(args.store, small, heads)
+        ) / (large - small)
+        found[heads] = per_trial
+        print(
+            f"store={args.store} heads={heads or 'kept, report included'} "
+            f"instructions per trial: {per_trial:,.0f}"
+        )
+    if len(found) == 2:
+        cost = found["kept"] - found["off"]
+        print(f"heads cost: {cost:+,.0f} instructions per trial ({cost / found['off']:+.1%})")
 
 
 if __name__ == "__main__":

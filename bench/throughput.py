@@ -1,6 +1,15 @@
 """Trials per second and peak RSS for N one-step trials with zero agent latency.
 
 python bench/throughput.py --trials 10000 --max-parallel 64 [--store sqlite|memory]
+    [--heads kept|off] [--to-last-commit]
+
+``--heads off`` switches the SQLite writer's head upkeep off in this process (as
+`bench/heads_cost.py` does): the commits are written as before, no trial head is
+folded or written, and the report (read from heads) counts none, so the trials
+counted are those asked for. ``--to-last-commit`` ends the process (printing what
+it counted so far) as the last trial's evaluation is committed, before the report:
+`instructions.py --heads` counts the two variants this way, since without heads the
+report reads none and would cost nothing.
 """
 
 from __future__ import annotations
@@ -8,7 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import math
+import os
 import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -64,7 +76,28 @@ class GcTimer:
             self.total += time.perf_counter() - self._start
 
 
+class LastCommit:
+    """Ends the process when the last of ``trials`` evaluations is committed (the run
+    up to its last commit, without its report), removing the store's directory."""
+
+    def __init__(self, trials: int, directory: str) -> None:
+        self.left = trials
+        self.directory = directory
+
+    def on_commit(self, key: corral.TrialKey, commit: corral.Commit) -> None:
+        if commit.kind == "evaluation":
+            self.left -= 1
+            if not self.left:
+                print(f"stopped at the last commit of {key}", flush=True)
+                shutil.rmtree(self.directory, ignore_errors=True)
+                os._exit(0)
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.heads == "off":
+        from heads_cost import patch_out_heads
+
+        patch_out_heads()
     gc_timer = GcTimer()
     tasks = {
         f"t{i}": BenchmarkTaskMetadata("agent", "env", model="m")
@@ -80,6 +113,9 @@ async def main(args: argparse.Namespace) -> None:
             tasks, {"agent": OneStepAgent()}, {"env": CountingEnvironment()}, store=store
         )
         sampler = TaskSampler()
+        observers: list[object] = [sampler] if args.sample_tasks else []
+        if args.to_last_commit:
+            observers.append(LastCommit(args.trials, tmp))
         start = time.perf_counter()
         cpu = time.process_time()
         report = await runner.run(
@@ -87,11 +123,11 @@ async def main(args: argparse.Namespace) -> None:
             trials_per_task=args.per_task,
             max_parallel=args.max_parallel,
             max_parallel_per_task=args.per_task,
-            observers=[sampler] if args.sample_tasks else [],
+            observers=observers,
         )
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu
-    trials = sum(report.counts.values())
+    trials = sum(report.counts.values()) if args.heads == "kept" else args.trials
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"store={args.store}{'/' + args.synchronous if args.store == 'sqlite' else ''} "
@@ -99,7 +135,7 @@ async def main(args: argparse.Namespace) -> None:
         f"wall={wall:.2f}s cpu={cpu:.2f}s cpu_us/trial={cpu / trials * 1e6:.0f} "
         f"trials/s={trials / wall:,.0f} peak_rss={rss_mb:.0f}MB "
         f"peak_live_tasks={sampler.peak if args.sample_tasks else 'n/a'} "
-        f"passed={report.pass_at_k[1]:.3f} gc_s={gc_timer.total:.2f}"
+        f"passed={report.pass_at_k.get(1, math.nan):.3f} gc_s={gc_timer.total:.2f}"
     )
 
 
@@ -111,4 +147,9 @@ if __name__ == "__main__":
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--sample-tasks", action="store_true")
     parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL")
-    anyio.run(main, parser.parse_args())
+    parser.add_argument("--heads", choices=["kept", "off"], default="kept")
+    parser.add_argument("--to-last-commit", action="store_true")
+    parsed = parser.parse_args()
+    if parsed.heads == "off" and parsed.store != "sqlite":
+        parser.error("--heads off: the SQLite store only")
+    anyio.run(main, parsed)

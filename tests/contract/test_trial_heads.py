@@ -467,3 +467,32 @@ def test_sqlite_list_reads_the_overview_kept_with_a_configuration_while_it_is_un
     assert anyio.run(overview) == [("a", 6, 3), ("b", 0, 2)]
     assert anyio.run(overview, False) == [("a", 6, 3), ("b", 0, 2)]
     assert kept() == [("a", 3, 6), ("b", 2, 0)]
+
+
+def test_the_writers_fold_gives_the_one_folds_head_and_a_gap_refolds() -> None:
+    from corral.history import TrialFold
+    from corral.store._heads import OpenFolds
+    from corral.store._summary import summary_of
+
+    key = corral.TrialKey("b", "t", 0)
+    paid = corral.Usage(3, 4, 0.5)
+    commits = [
+        corral.Commit(0, "setup", {"state": 0}, 1.0, paid),
+        corral.Commit(1, "terminal", {"status": "completed", "attempts": 1}, 2.0),
+        corral.Commit(2, "reopen", {}, 3.0, paid),
+        corral.Commit(3, "action", {"tool": "t"}, 4.0, paid),
+        corral.Commit(4, "terminal", {"status": "completed", "worked": 0.5}, 5.0),
+        corral.Commit(5, "evaluation", {"passed": True, "score": 1.0}, 6.0, paid),
+    ]
+    folds = OpenFolds()
+    written = []
+    for end in range(1, 7):
+        known, head = folds.heads(key, commits[end - 1 : end])
+        assert known
+        if head is not None:
+            written.append(end)
+            assert head == head_of(summary_of("t", 0, TrialFold.of(commits[:end])))
+    assert written == [3, 6]  # the reopen and the evaluation (a scored terminal waits)
+    gap = OpenFolds()
+    assert gap.heads(key, commits[:1]) == (True, None)
+    assert gap.heads(key, [commits[1], commits[4]]) == (False, None)  # seqs 1, 4: refold

@@ -27,13 +27,11 @@ from ..history import (
     CommitKind,
     ConfigStream,
     StoredConfigText,
-    TrialFold,
-    finished_and_scored,
 )
-from ..history._codec import _EMPTY, _STATUSES, calls_from_json, calls_json
+from ..history._codec import _EMPTY, MODEL_CALLS, calls_from_json, calls_json
 from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, corrupt
 from ._protocol import TrialSummary
-from ._summary import RowFolder, summary_of
+from ._summary import RowFolder
 
 #: Kinds that never change a head once the trial has one: the work before a terminal.
 #: A batch of only these leaves heads alone; any other kind (terminal, evaluation,
@@ -114,42 +112,66 @@ def head_of(summary: TrialSummary) -> TrialHead:
     """The head of the trial ``summary`` folds (the history's one fold). A terminal or
     evaluation whose payload cannot be read gives a head that is not done: writing a
     head never fails an append (a report from the commits cannot count it either)."""
-    try:
-        return _head_of(summary)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return TrialHead(summary.task_id, summary.trial, summary.next_seq, False)
+    return _head(
+        summary.task_id,
+        summary.trial,
+        summary.next_seq,
+        summary.commits,
+        summary.started_at,
+        summary.usage,
+        summary.terminal,
+        summary.evaluation,
+    )
 
 
-def _head_of(summary: TrialSummary) -> TrialHead:
-    if summary.terminal is None:
+#: Each status's stored text (a terminal's ``status`` read without making the enum).
+_STATUS_TEXT: dict[str, str] = {s.value: s.value for s in TrialStatus}
+
+
+def _head(
+    task_id: str,
+    trial: int,
+    next_seq: int,
+    commits: int,
+    started_at: float,
+    usage: Usage,
+    terminal: Commit | None,
+    evaluation: Commit | None,
+) -> TrialHead:
+    """`head_of` from the fields of a summary (the writer's folds make no summary)."""
+    if terminal is None:
         return TrialHead(
-            summary.task_id,
-            summary.trial,
-            summary.next_seq,
-            False,
-            commits=summary.commits,
-            started_at=summary.started_at,
-            usage=summary.usage,
+            task_id, trial, next_seq, False, commits=commits, started_at=started_at, usage=usage
         )
+    try:
+        return _ended_head(
+            task_id, trial, next_seq, commits, started_at, usage, terminal, evaluation
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return TrialHead(task_id, trial, next_seq, False)
+
+
+def _ended_head(*fields: Any) -> TrialHead:
+    """`_head` of a trial with a terminal (raises what an unreadable payload raises)."""
+    task_id, trial, next_seq, commits, started_at, usage, terminal, evaluation = fields
     # The record's figures (`corral._records.record_of`), read from the payloads
     # without making a record: this runs for every trial a batch finishes.
-    terminal, evaluation = summary.terminal, summary.evaluation
     # The terminal's fields a head holds, read as `history.terminal_of` reads them
     # (an unknown status raises as it does) without decoding the rest twice.
     ended = terminal.payload if type(terminal.payload) is dict else _EMPTY
     raw = ended["status"]
-    status = str((type(raw) is str and _STATUSES.get(raw)) or TrialStatus(raw))
+    status = (type(raw) is str and _STATUS_TEXT.get(raw)) or str(TrialStatus(raw))
     error, evaluation_error = ended.get("error"), None
     score: float | None = None
     scores: Mapping[str, float] | None = None
     passed = False
-    usage = summary.usage
     finished_at = terminal.created_at
     if evaluation is not None:
         scored_passed, scored_score, scored_scores, scored_error = _scored(evaluation)
         finished_at = evaluation.created_at
-        if evaluation.usage:
-            usage = usage + evaluation.usage
+        scored_usage = evaluation.usage
+        if scored_usage is not NO_USAGE and scored_usage:
+            usage = usage + scored_usage
         if scored_passed is None:  # the scorer failed
             evaluation_error = str(scored_error)
             error = f"evaluation failed: {evaluation_error}"
@@ -158,9 +180,9 @@ def _head_of(summary: TrialSummary) -> TrialHead:
             scores = dict(scored_scores) if scored_scores else None
             passed = bool(scored_passed) and status != "limit"
     return TrialHead(
-        summary.task_id,
-        summary.trial,
-        summary.next_seq,
+        task_id,
+        trial,
+        next_seq,
         evaluation is not None or status not in EVALUATED_STATUSES,
         status,
         passed,
@@ -169,13 +191,13 @@ def _head_of(summary: TrialSummary) -> TrialHead:
         error,
         evaluation_error,
         ended.get("attempts", 1),
-        summary.commits,
-        summary.started_at,
+        commits,
+        started_at,
         finished_at,
         usage,
         ended.get("limit"),
-        history.worked_of(terminal),
-        history.model_calls_of(terminal),
+        ended.get("worked"),  # `history.worked_of`
+        history.model_calls_of(terminal) if MODEL_CALLS in ended else None,
     )
 
 
@@ -533,15 +555,31 @@ class RebuildProgress:
         print(f"corral: {self.where}: {text}", file=sys.stderr, flush=True)
 
 
-class _HeadFold(TrialFold):
-    """The one fold, less what a head never reads: the model calls a head holds are
-    its terminal's (`history.model_calls_of`), so the writer does not decode each
-    model call's payload to count them again."""
+class _HeadFold:
+    """A trial's fold as far as its head reads it: `TrialFold.apply` less the failed
+    attempts and model calls a head never reads (the model calls it holds are its
+    terminal's, `history.model_calls_of`). The latest attempt's commits are counted
+    from their sequence numbers (``last_seq - first_seq + 1``: a trial's seqs have no
+    gaps, which `OpenFolds.heads` checks), so a commit of work costs a kind test and
+    a usage test. `OpenFolds.heads` applies each commit."""
 
-    __slots__ = ()
+    __slots__ = ("last_seq", "first_seq", "started_at", "usage", "earlier_usage",
+                 "terminal", "evaluation")  # fmt: skip
 
-    def count_call(self, commit: Commit, payload: Any = None) -> None:
-        pass
+    def __init__(self, started_at: float) -> None:
+        self.last_seq = -1
+        #: The latest attempt's first commit (0, or its reopen marker's).
+        self.first_seq = 0
+        self.started_at = started_at
+        self.usage: Usage = NO_USAGE
+        self.earlier_usage: Usage = NO_USAGE
+        self.terminal: Commit | None = None
+        self.evaluation: Commit | None = None
+
+
+_REOPEN = str(CommitKind.REOPEN)
+_TERMINAL = str(CommitKind.TERMINAL)
+_EVALUATION = str(CommitKind.EVALUATION)
 
 
 class OpenFolds:
@@ -570,22 +608,60 @@ class OpenFolds:
         folds = self._folds
         fold = folds.get(key)
         first = commits[0].seq
-        if fold is None or fold.last_seq + 1 != first:
-            if first != 0:  # the trial began before this writer saw it
+        last = commits[-1].seq
+        if fold is None or fold.last_seq + 1 != first or last - first + 1 != len(commits):
+            if first != 0 or last + 1 != len(commits):
+                # The trial began before this writer saw it (or its seqs have a gap).
                 folds.pop(key, None)
                 return not changes_head(c.kind for c in commits), None
-            fold = folds[key] = _HeadFold()
+            fold = folds[key] = _HeadFold(commits[0].created_at)
         changes = False
+        # `TrialFold.apply` for each commit, as far as a head reads it (this runs
+        # for every commit written: kept to the fewest operations).
         for commit in commits:
-            fold.apply(commit)
-            if commit.kind not in _WORK_KINDS:
-                changes = True
+            kind = commit.kind
+            u = commit.usage
+            if kind in _WORK_KINDS:
+                if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
+                    fold.usage = fold.usage + u
+                continue
+            changes = True
+            if kind == _REOPEN:
+                if fold.usage:
+                    fold.earlier_usage = fold.earlier_usage + fold.usage
+                fold.usage = NO_USAGE
+                fold.first_seq = commit.seq
+                fold.started_at = commit.created_at
+                fold.terminal = fold.evaluation = None
+            if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
+                fold.usage = fold.usage + u
+            if kind == _TERMINAL:
+                fold.terminal = commit
+            elif kind == _EVALUATION:
+                fold.evaluation = commit
+        fold.last_seq = last
         if not changes:
             return True, None
         terminal, evaluation = fold.terminal, fold.evaluation
-        if terminal is not None and evaluation is None and not finished_and_scored(terminal, None):
-            return True, None  # to be scored: its evaluation writes the head
-        head = head_of(summary_of(key.task_id, key.trial, fold))
+        if evaluation is None and terminal is not None:
+            # To be scored (`finished_and_scored`): its evaluation writes the head.
+            p = terminal.payload
+            status = p.get("status") if type(p) is dict else None
+            if type(status) is str and status in EVALUATED_STATUSES:
+                return True, None
+        usage, earlier = fold.usage, fold.earlier_usage
+        if earlier is not NO_USAGE and earlier:  # `TrialFold.spend`
+            usage = usage + earlier
+        head = _head(
+            key.task_id,
+            key.trial,
+            last + 1,
+            last - fold.first_seq + 1,
+            fold.started_at,
+            usage,
+            terminal,
+            evaluation,
+        )
         if head.done:
             del folds[key]
         return True, head
