@@ -93,7 +93,9 @@ class World:
         scores = {"accuracy": 0.1 * (r.trial + 1) + 0.1 * self.scoring}
         if r.task_id != "t1":  # an abstaining scorer leaves a name out
             scores["f1"] = 0.3
-        return Evaluation(float(passed), passed, scores=scores)
+        # Scoring spends too (a graded-by-model scorer): counted once, with the trial.
+        usage = corral.Usage(7, 2, 0.05 * (self.scoring + 1))
+        return Evaluation(float(passed), passed, scores=scores, usage=usage)
 
 
 def runner(world: World, store: CommitStore) -> CorralRunner:

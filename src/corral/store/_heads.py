@@ -168,10 +168,7 @@ def _ended_head(*fields: Any) -> TrialHead:
     finished_at = terminal.created_at
     if evaluation is not None:
         scored_passed, scored_score, scored_scores, scored_error = _scored(evaluation)
-        finished_at = evaluation.created_at
-        scored_usage = evaluation.usage
-        if scored_usage is not NO_USAGE and scored_usage:
-            usage = usage + scored_usage
+        finished_at = evaluation.created_at  # ``usage`` (the fold's) counts its usage
         if scored_passed is None:  # the scorer failed
             evaluation_error = str(scored_error)
             error = f"evaluation failed: {evaluation_error}"
