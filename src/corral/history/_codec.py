@@ -419,6 +419,31 @@ def status_of(commit: Commit) -> str | None:
     return p.get("status") if type(p) is dict else None
 
 
+_STATUS_TEXT: dict[str, str] = {s.value: s.value for s in TrialStatus}
+
+
+def ended_fields_of(commit: Commit) -> tuple[str, Any, Any, Any, Any, Any]:
+    """A terminal's (status, error, attempts, limit, working time, model-call counts),
+    read as `terminal_of` reads them (an unknown status raises as it does) without
+    decoding the rest: what a trial head holds, made for every trial a batch ends."""
+    p = commit.payload if type(commit.payload) is dict else _EMPTY
+    raw = p["status"]
+    status = (type(raw) is str and _STATUS_TEXT.get(raw)) or str(TrialStatus(raw))
+    calls = model_calls_of(commit) if MODEL_CALLS in p else None
+    return status, p.get("error"), p.get("attempts", 1), p.get("limit"), p.get("worked"), calls
+
+
+def scored_fields_of(commit: Commit) -> tuple[Any, Any, Any, Any]:
+    """An evaluation's (passed, score, named scores, error), as `evaluation_of` reads
+    them; from the payload directly when it records no model calls (the only field
+    whose decoding can fail)."""
+    p = commit.payload
+    if type(p) is dict and MODEL_CALLS not in p:
+        return p.get("passed"), p.get("score"), p.get("scores"), p.get("error")
+    scored = evaluation_of(commit)
+    return scored.passed, scored.score, scored.scores, scored.error
+
+
 def failed_attempts_of(commit: Commit) -> tuple[Mapping[str, Any], ...]:
     """The failed attempts one commit records (well-formed entries only)."""
     p = commit.payload

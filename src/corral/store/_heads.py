@@ -21,14 +21,14 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .. import history
 from .._json import dumps
-from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialStatus, Usage
+from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
 from ..history import (
     CallCounts,
     CommitKind,
     ConfigStream,
     StoredConfigText,
 )
-from ..history._codec import _EMPTY, MODEL_CALLS, calls_from_json, calls_json
+from ..history._codec import calls_from_json, calls_json
 from ._decode import LATEST, MAX_TRIALS_PER_TASK, _json, corrupt
 from ._protocol import TrialSummary
 from ._summary import RowFolder
@@ -124,10 +124,6 @@ def head_of(summary: TrialSummary) -> TrialHead:
     )
 
 
-#: Each status's stored text (a terminal's ``status`` read without making the enum).
-_STATUS_TEXT: dict[str, str] = {s.value: s.value for s in TrialStatus}
-
-
 def _head(
     task_id: str,
     trial: int,
@@ -158,16 +154,16 @@ def _ended_head(*fields: Any) -> TrialHead:
     # without making a record: this runs for every trial a batch finishes.
     # The terminal's fields a head holds, read as `history.terminal_of` reads them
     # (an unknown status raises as it does) without decoding the rest twice.
-    ended = terminal.payload if type(terminal.payload) is dict else _EMPTY
-    raw = ended["status"]
-    status = (type(raw) is str and _STATUS_TEXT.get(raw)) or str(TrialStatus(raw))
-    error, evaluation_error = ended.get("error"), None
+    status, error, attempts, limit, worked, calls = history.ended_fields_of(terminal)
+    evaluation_error = None
     score: float | None = None
     scores: Mapping[str, float] | None = None
     passed = False
     finished_at = terminal.created_at
     if evaluation is not None:
-        scored_passed, scored_score, scored_scores, scored_error = _scored(evaluation)
+        scored_passed, scored_score, scored_scores, scored_error = history.scored_fields_of(
+            evaluation
+        )
         finished_at = evaluation.created_at  # ``usage`` (the fold's) counts its usage
         if scored_passed is None:  # the scorer failed
             evaluation_error = str(scored_error)
@@ -187,26 +183,15 @@ def _ended_head(*fields: Any) -> TrialHead:
         scores,
         error,
         evaluation_error,
-        ended.get("attempts", 1),
+        attempts,
         commits,
         started_at,
         finished_at,
         usage,
-        ended.get("limit"),
-        ended.get("worked"),  # `history.worked_of`
-        history.model_calls_of(terminal) if MODEL_CALLS in ended else None,
+        limit,
+        worked,
+        calls,
     )
-
-
-def _scored(evaluation: Commit) -> tuple[Any, Any, Any, Any]:
-    """An evaluation's (passed, score, named scores, error), as `history.evaluation_of`
-    reads them; read from the payload directly when it records no model calls (the
-    only field whose decoding can fail)."""
-    p = evaluation.payload
-    if type(p) is dict and "model_calls" not in p:
-        return p.get("passed"), p.get("score"), p.get("scores"), p.get("error")
-    scored = history.evaluation_of(evaluation)
-    return scored.passed, scored.score, scored.scores, scored.error
 
 
 def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
@@ -642,8 +627,7 @@ class OpenFolds:
         terminal, evaluation = fold.terminal, fold.evaluation
         if evaluation is None and terminal is not None:
             # To be scored (`finished_and_scored`): its evaluation writes the head.
-            p = terminal.payload
-            status = p.get("status") if type(p) is dict else None
+            status = history.status_of(terminal)
             if type(status) is str and status in EVALUATED_STATUSES:
                 return True, None
         usage, earlier = fold.usage, fold.earlier_usage
