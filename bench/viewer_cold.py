@@ -14,38 +14,23 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
 
+from viewer_stores import view_process  # bench/, beside this file
+
 
 def cold(store: str, benchmark_id: str) -> str:
     start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "corral", "view", "--store", store, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("serving "):
-            raise AssertionError(f"corral view did not start: {line}{process.communicate()[1]}")
+    with view_process(store) as (process, url):
         serving = time.perf_counter()
-        url = f"{line.split()[1]}api/benchmark?id={benchmark_id}&wait=1"
-        with urllib.request.urlopen(url) as r:
+        with urllib.request.urlopen(f"{url}api/benchmark?id={benchmark_id}&wait=1") as r:
             body = json.loads(r.read())
         answered = time.perf_counter()
         with open(f"/proc/{process.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(10)
     assert body["ready"] and body["scores"]["pass_at_k"], body.keys()
     return (
         f"{benchmark_id}: started {serving - start:.2f} s, headline {answered - serving:.2f} s, "

@@ -87,8 +87,9 @@ def big_store(
 
 
 @contextmanager
-def serving(store: Path | str, *args: str) -> Iterator[str]:
-    """``corral view`` on ``store`` at a free loopback port; yields its URL."""
+def view_process(store: Path | str, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``corral view`` on ``store`` at a free loopback port, once it serves: its
+    process and URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "corral", "view", "--store", str(store), "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -101,7 +102,7 @@ def serving(store: Path | str, *args: str) -> Iterator[str]:
         line = process.stdout.readline()
         if not line.startswith("serving "):
             raise AssertionError(f"corral view did not start: {line}{process.communicate()[1]}")
-        yield line.split()[1]
+        yield process, line.split()[1]
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -113,3 +114,10 @@ def serving(store: Path | str, *args: str) -> Iterator[str]:
             process.stdout.close()
         if process.stderr is not None:
             process.stderr.close()
+
+
+@contextmanager
+def serving(store: Path | str, *args: str) -> Iterator[str]:
+    """``corral view`` on ``store`` at a free loopback port; yields its URL."""
+    with view_process(store, *args) as (_, url):
+        yield url

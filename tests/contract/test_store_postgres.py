@@ -29,7 +29,13 @@ from corral.store import _pg_writer
 from corral.store._heads import head_of
 
 from ..support import pg
-from ..support.pg import backend_pids, leaves, terminate, wait_for_server
+from ..support.pg import (
+    backend_pids,
+    leaves,
+    terminate,
+    wait_for_server,
+    writer_waits_on_a_lock,
+)
 from .test_store import CONFIG, K, trial
 
 pytestmark = pytest.mark.anyio
@@ -361,13 +367,7 @@ async def test_one_batch_of_many_appends_to_the_same_trials_keeps_their_heads(
             # so every append handed over meanwhile goes into the one batch after it.
             blocker.execute("SELECT * FROM corral.claims FOR UPDATE")
             slots = [store.enqueue(K._replace(task_id="waiting"), commits)]
-            [writer] = backend_pids(pg_dsn, "corral writer")
-            await anyio.to_thread.run_sync(
-                wait_for_server,
-                pg_dsn,
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
-                (writer,),
-            )
+            await anyio.to_thread.run_sync(writer_waits_on_a_lock, pg_dsn)
             slots += [store.enqueue(K, [c]) for c in commits]  # known to the writer
             slots.append(store.enqueue(resumed, commits[2:4]))  # refolded from the store
             slots.append(store.enqueue(resumed, commits[4:]))

@@ -239,6 +239,17 @@ def backend_pids(dsn: str, application_name: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+def writer_waits_on_a_lock(dsn: str) -> int:
+    """The store's writer session's pid, once it waits on a lock a test holds (its
+    batch stopped inside its transaction). Call in a thread: the event loop must
+    stay free to hand the batch over."""
+    [writer] = backend_pids(dsn, "corral writer")
+    wait_for_server(
+        dsn, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)", (writer,)
+    )
+    return writer
+
+
 def terminate(dsn: str, application_name: str) -> list[int]:
     """End the sessions of that name (as a server restart or an admin would)."""
     import psycopg

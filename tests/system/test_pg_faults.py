@@ -16,7 +16,12 @@ from corral.store._pg_writer import PgWriter
 
 from ..contract.test_store import K, trial
 from ..support import pg
-from ..support.pg import backend_pids, leaves, terminate, wait_for_server
+from ..support.pg import (
+    leaves,
+    terminate,
+    wait_for_server,
+    writer_waits_on_a_lock,
+)
 
 pytestmark = pytest.mark.anyio
 pg_dsn = pg.pg_dsn
@@ -55,14 +60,7 @@ async def test_the_writer_terminated_during_a_batch(pg_dsn: str) -> None:
             blocker.execute("SELECT * FROM corral.claims FOR UPDATE")
             pending = [store.enqueue(K._replace(trial=t), trial()) for t in range(1, 4)]
             pending.append(store.enqueue(K, trial()[1:]))
-            [writer] = backend_pids(pg_dsn, "corral writer")
-            # In a thread: the event loop must stay free to hand the batch over.
-            await anyio.to_thread.run_sync(
-                wait_for_server,
-                pg_dsn,
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
-                (writer,),
-            )
+            await anyio.to_thread.run_sync(writer_waits_on_a_lock, pg_dsn)
             terminate(pg_dsn, "corral writer")
             blocker.rollback()
         for p in pending:
