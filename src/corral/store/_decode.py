@@ -120,6 +120,23 @@ def config_problem(config: dict[str, Any]) -> str | None:
 
 def task_problem(task_id: str, meta: Any) -> str | None:
     """What is wrong with one task of a stored configuration, if anything."""
+    if type(meta) is dict:
+        # A task as Corral writes it, in one expression (a reader checks every task of
+        # a configuration: 100,000 of them before a viewer's first page); the checks
+        # one by one below only to say what is wrong.
+        iterations = meta.get("max_iterations", 1)
+        model = meta.get("model")
+        dependencies = meta.get("dependencies", _NO_DEPENDENCIES)
+        if (
+            type(meta.get("environment_id")) is str
+            and type(meta.get("agent_id", "")) is str
+            and (model is None or type(model) is str)
+            and type(iterations) is int
+            and 1 <= iterations < _BIGINT
+            and type(dependencies) is list
+            and all(type(d) is str for d in dependencies)
+        ):
+            return None
     if not isinstance(meta, dict):
         return f"task {task_id!r} is {_shown(meta)}, not an object"
     if "environment_id" not in meta:  # a rescore needs it, and every run records it
@@ -130,6 +147,7 @@ def task_problem(task_id: str, meta: Any) -> str | None:
     return None
 
 
+_NO_DEPENDENCIES: list[str] = []  # never changed: a default to read, not to fill
 _TASK_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("agent_id", lambda v: isinstance(v, str), "text"),
     ("environment_id", lambda v: isinstance(v, str), "text"),
