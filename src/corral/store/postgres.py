@@ -478,20 +478,12 @@ class PostgresStore:
         self._check_writable()
         stream = ConfigStream.of(config)
         created = time.time() if created_at is None else created_at
-        from ._pg_writer import retrying
 
-        def attempt(after_failure: bool) -> bool:
-            pool = self._pool
-            if pool is None:
-                raise StoreError(f"{self!r} is not open")
-            if after_failure:
-                pool.check()  # drop the connections the outage broke
-            with pool.connection() as conn, conn.transaction():
+        def register(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
                 return self._register(conn, benchmark_id, stream, created)
 
-        return await anyio.to_thread.run_sync(
-            retrying, self._where, self.retry_for, attempt, limiter=self._read_limiter
-        )
+        return await self._query(register, False, writes=True)
 
     def _register(
         self, conn: psycopg.Connection[Any], benchmark_id: str, config: ConfigStream, created: float
