@@ -102,6 +102,16 @@ def test_a_password_never_reaches_a_message() -> None:
     assert "secret" not in repr(PostgresStore("postgresql://me:secret@h/db"))
 
 
+def test_append_ids_are_new_for_every_append_and_differ_between_stores() -> None:
+    """What tells an append that landed before a lost COMMIT from another writer's
+    (`PgWriter._landed`): never reused by a store, nor shared by two stores."""
+    first, second = PostgresStore("postgresql://h/db"), PostgresStore("postgresql://h/db")
+    ids = [next(first._append_ids) for _ in range(1000)]
+    others = [next(second._append_ids) for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert not set(ids) & set(others)
+
+
 @pytest.mark.slow  # starts a process: a system test
 def test_importing_corral_does_not_import_psycopg() -> None:
     code = "import sys, corral; print('psycopg' in sys.modules)"

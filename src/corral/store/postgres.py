@@ -13,6 +13,7 @@ psycopg is imported when a store is made, so ``import corral`` does not need it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -163,6 +164,22 @@ _SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_RETRY_FOR = 30.0
 
 
+def append_ids() -> Iterator[uuid.UUID]:
+    """Ids for one store's appends, each new: a random start, then one up per append.
+
+    An id tells this store's append from another writer's at the same sequence
+    number (`PgWriter` looks them up after a lost COMMIT): ids of two stores meet
+    only if their random starts fall within an append count of each other. Not
+    `uuid4` per append: each reads the OS's random source, a system call that
+    lets go of the GIL, which a busy Ray host's threads then take turns for."""
+    start = uuid.uuid4().int
+    for n in itertools.count():
+        yield uuid.UUID(int=(start + n) & _UUID_MASK)
+
+
+_UUID_MASK = (1 << 128) - 1
+
+
 def is_postgres_dsn(store: object) -> bool:
     return isinstance(store, str) and store.startswith(_SCHEMES)
 
@@ -242,6 +259,7 @@ class PostgresStore:
         self._writer: PgWriter | None = None
         self._pool: ConnectionPool[Any] | None = None
         self._queue: BatchQueue[Request] = BatchQueue(self._where, self._run_batch)
+        self._append_ids = append_ids()
         self._users = 0
         self._open_lock: anyio.Lock | None = None
 
@@ -389,7 +407,7 @@ class PostgresStore:
         self._check_writable()
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
-        return self._queue.put(encode(key, list(commits), uuid.uuid4()))
+        return self._queue.put(encode(key, list(commits), next(self._append_ids)))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         await self.enqueue(key, commits).wait()
