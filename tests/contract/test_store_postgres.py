@@ -161,6 +161,33 @@ async def test_a_fenced_off_writer_cannot_append(pg_dsn: str) -> None:
         assert await new.history(K) == trial()
 
 
+@pytest.mark.parametrize("folded", [True, False], ids=["folded", "refolded"])
+async def test_a_fenced_off_batch_writes_neither_commits_nor_heads(
+    pg_dsn: str, folded: bool
+) -> None:
+    """Both ways a batch is written: one statement (the writer folded the trial from
+    its start) and a transaction that refolds the head from the store (it did not)."""
+    old, new = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    async with new.opened():
+        if not folded:
+            async with new.claim("bench"):
+                await new.append(K, trial()[:2])
+        with pytest.raises((StoreError, ExceptionGroup)) as caught:
+            async with old.opened(), old.claim("bench"):
+                if folded:
+                    await old.append(K, trial()[:2])
+                terminate(pg_dsn, "corral claim")
+                async with new.claim("bench"):
+                    await old.append(K, trial()[2:])  # ends the trial: its head changes
+        assert all("claimed by another runner" in str(e) for e in leaves(caught.value))
+        assert await new.history(K) == trial()[:2]
+        assert [h async for chunk in new.heads("bench") for h in chunk] == []
+        async with new.claim("bench"):
+            await new.append(K, trial()[2:])
+        [[head]] = [chunk async for chunk in new.heads("bench")]
+        assert (head.task_id, head.done, head.passed) == ("task", True, True)
+
+
 _HOLD_CLAIM = textwrap.dedent(
     """
     import sys, anyio, corral

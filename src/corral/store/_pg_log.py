@@ -1,8 +1,8 @@
 """psycopg's own log lines, into Corral's log at DEBUG.
 
-psycopg warns about what the store already handles: a pipeline or a pooled
-connection that broke during an outage the store rides through (dozens of
-``error ignored terminating <psycopg.Pipeline [BAD]>`` lines per server restart).
+psycopg warns about what the store already handles: a pooled connection that
+broke during an outage the store rides through (``discarding closed connection``,
+one line per connection of the pool at each server restart).
 With no logging configured, Python prints such warnings to stderr; a handler of
 our own on psycopg's loggers stops that, and passes each line on to
 ``corral.store.psycopg`` at DEBUG. A program that configured logging still gets
