@@ -1,11 +1,12 @@
-"""The PostgreSQL store's writer: blocking code, run in one worker thread at a time.
+"""The PostgreSQL store's writer: blocking code, run on the store's writer thread.
 
-A batch of appends is one transaction; the store acknowledges its appends only
-after COMMIT returned. Transient failures (a dropped connection, a server
-restart, a serialization failure) are retried here with backoff; when a
-connection dropped, the COMMIT may have landed or not, so before writing again
-the writer looks up each append's first row and its append id, and skips the
-appends that landed: a retry never becomes a false conflict or a duplicate.
+A batch of appends is one transaction (usually one statement); the store
+acknowledges its appends only after COMMIT returned. Transient failures (a
+dropped connection, a server restart, a serialization failure) are retried here
+with backoff; when a connection dropped, the COMMIT may have landed or not, so
+before writing again the writer looks up each append's first row and its append
+id, and skips the appends that landed: a retry never becomes a false conflict
+or a duplicate.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
 
 
 class PgWriter:
-    """Owns the write connection; ``write`` is a `BatchQueue`'s blocking write."""
+    """Owns the write connection; ``write`` is what the store's `WriterThread` calls."""
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ from .._errors import BenchmarkBusyError, ConfigError, StoreError, unwrap_single
 from .._json import dumps
 from .._types import Commit
 from ..history import ConfigStream, StoredConfigText
-from ._batching import Batch, BatchQueue, Slot
+from ._batching import Batch, Slot, WriterThread
 from ._config_diff import check_same_stream
 from ._decode import check_created, decode_benchmark, decode_commit, decode_run
 from ._heads import (
@@ -258,7 +258,7 @@ class PostgresStore:
         self._epochs: dict[str, int] = {}  # claims held by this store, read by the writer
         self._writer: PgWriter | None = None
         self._pool: ConnectionPool[Any] | None = None
-        self._queue: BatchQueue[Request] = BatchQueue(self._where, self._run_batch)
+        self._queue: WriterThread[Request] = WriterThread(self._where, self._record_batch)
         self._append_ids = append_ids()
         self._users = 0
         self._open_lock: anyio.Lock | None = None
@@ -276,25 +276,31 @@ class PostgresStore:
         async with self._open_lock:
             if not self._users:
                 await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
-                self._queue.reset()
+                if not self.read_only:  # its one thread, for every user's appends
+                    self._queue.start()
             self._users += 1
         try:
             with unwrap_single():
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._queue.flush_loop)
+                    if not self.read_only:
+                        tg.start_soon(self._queue.watch)
                     try:
                         yield
+                        self._queue.check()  # a failed batch ends the store's use
                     finally:
                         tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await self._queue.drain()
-                async with self._open_lock:
-                    self._users -= 1
-                    if not self._users:
-                        await anyio.to_thread.run_sync(
-                            self._disconnect, limiter=self._write_limiter
-                        )
+                try:
+                    await self._queue.settle()
+                finally:
+                    async with self._open_lock:
+                        self._users -= 1
+                        if not self._users:
+                            await self._queue.stop()
+                            await anyio.to_thread.run_sync(
+                                self._disconnect, limiter=self._write_limiter
+                            )
 
     def _connection(self, **options: Any) -> psycopg.Connection[Any]:
         import psycopg
@@ -385,12 +391,10 @@ class PostgresStore:
 
     # -- writing -----------------------------------------------------------
 
-    async def _run_batch(self, batch: Batch[Request]) -> None:
+    def _record_batch(self, batch: Batch[Request]) -> None:
         writer = self._writer
         assert writer is not None
-        await anyio.to_thread.run_sync(
-            batch.record, writer.write, self._append_failed, limiter=self._write_limiter
-        )
+        batch.record(writer.write, self._append_failed)
 
     def _check_writable(self) -> None:
         if self.read_only:
