@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,40 @@ async def store(
         made = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
     async with made.opened():
         yield made
+
+
+def writer_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("corral writer")]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_one_writer_thread_serves_every_user_and_ends_with_the_last(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    def made(read_only: bool = False) -> SQLiteStore | PostgresStore:
+        if backend == "postgres":
+            return PostgresStore(request.getfixturevalue("pg_dsn"), read_only=read_only)
+        return SQLiteStore(tmp_path / "s.db", read_only=read_only)
+
+    store, commits = made(), trial()
+    async with store.opened():
+        assert writer_threads() == [f"corral writer {store!r}"]
+        async with store.opened():  # a second user shares the thread
+            assert len(writer_threads()) == 1
+            slots = [store.enqueue(K, [c]) for c in commits]  # several batches, in order
+            for slot in slots:
+                await slot.wait()
+        assert len(writer_threads()) == 1  # the first user still writes
+        await store.append(K._replace(trial=1), commits[:1])
+        assert await store.history(K) == commits
+    assert writer_threads() == []
+    async with store.opened():  # opened again: a thread of its own again
+        assert len(writer_threads()) == 1
+    assert writer_threads() == []
+    reader = made(read_only=True)
+    async with reader.opened():  # nothing to write: no thread
+        assert writer_threads() == []
+        assert await reader.history(K) == commits
 
 
 class TestCommitStoreContract:

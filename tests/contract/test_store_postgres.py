@@ -37,7 +37,6 @@ from ..support.pg import (
     writer_waits_on_a_lock,
 )
 from .test_store import CONFIG, K, trial
-from .test_store_sqlite import writer_threads
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,25 +110,6 @@ def test_append_ids_are_new_for_every_append_and_differ_between_stores() -> None
     others = [next(second._append_ids) for _ in range(1000)]
     assert len(set(ids)) == 1000
     assert not set(ids) & set(others)
-
-
-async def test_one_writer_thread_serves_every_user_and_ends_with_the_last(pg_dsn: str) -> None:
-    store = PostgresStore(pg_dsn)
-    commits = trial()
-    async with store.opened():
-        assert writer_threads() == [f"corral writer {store!r}"]
-        async with store.opened():  # a second user shares the thread
-            assert len(writer_threads()) == 1
-            slots = [store.enqueue(K, [c]) for c in commits]  # several batches, in order
-            for slot in slots:
-                await slot.wait()
-        assert len(writer_threads()) == 1  # the first user still writes
-        await store.append(K._replace(trial=1), commits[:1])
-    assert writer_threads() == []
-    reader = PostgresStore(pg_dsn, read_only=True)
-    async with reader.opened():  # nothing to write: no thread
-        assert writer_threads() == []
-        assert await reader.history(K) == commits
 
 
 @pytest.mark.slow  # starts a process: a system test

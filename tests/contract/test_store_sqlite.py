@@ -8,7 +8,6 @@ import hashlib
 import os
 import sqlite3
 import sys
-import threading
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -242,35 +241,6 @@ async def test_a_store_the_os_will_not_let_us_write(tmp_path: Path, what: str) -
             assert await store.history(K) == trial()
     finally:
         target.chmod(mode)
-
-
-# -- the writer thread -----------------------------------------------------------
-
-
-def writer_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("corral writer")]
-
-
-async def test_one_writer_thread_serves_every_user_and_ends_with_the_last(
-    tmp_path: Path,
-) -> None:
-    store = SQLiteStore(tmp_path / "store.db")
-    commits = trial()
-    async with store.opened():
-        assert writer_threads() == [f"corral writer {store!r}"]
-        async with store.opened():  # a second user shares the thread
-            assert len(writer_threads()) == 1
-            slots = [store.enqueue(K, [c]) for c in commits]  # several batches, in order
-            for slot in slots:
-                await slot.wait()
-        assert len(writer_threads()) == 1  # the first user still writes
-        await store.append(TrialKey("bench", "task", 1), commits[:1])
-        assert [c.seq for c in await store.history(K)] == [c.seq for c in commits]
-    assert writer_threads() == []
-    async with store.opened():  # opened again: a thread of its own again
-        assert len(writer_threads()) == 1
-        assert len(await store.history(K)) == len(commits)
-    assert writer_threads() == []
 
 
 # -- vanished, full ------------------------------------------------------------
