@@ -7,7 +7,7 @@ and with their upkeep patched out, alternating in one run (issue 26).
 
 Each measurement is a fresh process (so neither variant inherits the other's heap),
 ``kept`` and ``patched`` taking turns. ``patched`` turns the writer's head upkeep
-(`SQLiteStore._put_heads`, `PgWriter._heads`) into a no-op in that process
+(`SQLiteStore._put_heads`, `PgWriter._known_heads`) into a no-op in that process
 only: the commits are written as before, no head is folded or written. The run is
 timed up to its last commit (its report, built from the heads after it, is left
 out: without heads it reads none). Printed per round and as medians: CPU
@@ -66,7 +66,7 @@ def patch_out_heads() -> None:
     from corral.store import _pg_writer, sqlite
 
     sqlite.SQLiteStore._put_heads = lambda self, conn, requests: None  # type: ignore[method-assign]
-    _pg_writer.PgWriter._heads = lambda self, cur, batch: []  # type: ignore[method-assign]
+    _pg_writer.PgWriter._known_heads = lambda self, batch: ([], {})  # type: ignore[method-assign]
 
 
 class LastCommit:
