@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
@@ -21,7 +20,6 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from .._errors import CommitConflictError, ConfigError, StoreCorrupt, StoreError
-from .._json import dumps
 from .._types import Commit
 from ._heads import HEAD_COLUMNS, OpenFolds, TrialHead, folded_heads
 from ._protocol import TrialKey
@@ -113,24 +111,6 @@ def refusal(exc: Exception) -> str | None:
 
 class FencedError(StoreError):
     """This store's claim on a benchmark was taken over: it may never write it again."""
-
-
-def encode(key: TrialKey, commits: list[Commit], append_id: uuid.UUID) -> Request:
-    rows = [
-        (
-            *key,
-            c.seq,
-            c.kind,
-            dumps(c.payload),
-            c.created_at,
-            c.usage.input_tokens,
-            c.usage.output_tokens,
-            c.usage.cost,
-            append_id,
-        )
-        for c in commits
-    ]
-    return key, rows, commits
 
 
 def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:

@@ -164,20 +164,42 @@ _SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_RETRY_FOR = 30.0
 
 
-def append_ids() -> Iterator[uuid.UUID]:
+def append_ids() -> Iterator[str]:
     """Ids for one store's appends, each new: a random start, then one up per append.
 
     An id tells this store's append from another writer's at the same sequence
     number (`PgWriter` looks them up after a lost COMMIT): ids of two stores meet
     only if their random starts fall within an append count of each other. Not
     `uuid4` per append: each reads the OS's random source, a system call that
-    lets go of the GIL, which a busy Ray host's threads then take turns for."""
+    lets go of the GIL, which a busy Ray host's threads then take turns for. As 32
+    hex digits (PostgreSQL reads them as a uuid), not `uuid.UUID`s: made for
+    every append, on the event loop."""
     start = uuid.uuid4().int
     for n in itertools.count():
-        yield uuid.UUID(int=(start + n) & _UUID_MASK)
+        yield f"{(start + n) & _UUID_MASK:032x}"
 
 
 _UUID_MASK = (1 << 128) - 1
+
+
+def encode(key: TrialKey, commits: list[Commit], append_id: str) -> Request:
+    """An append as the writer writes it: its rows (the commits' columns, the payload
+    encoded, and the append's id), and its commits."""
+    rows = [
+        (
+            *key,
+            c.seq,
+            c.kind,
+            dumps(c.payload),
+            c.created_at,
+            c.usage.input_tokens,
+            c.usage.output_tokens,
+            c.usage.cost,
+            append_id,
+        )
+        for c in commits
+    ]
+    return key, rows, commits
 
 
 def is_postgres_dsn(store: object) -> bool:
@@ -406,8 +428,6 @@ class PostgresStore:
         return error
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Slot[Request]:
-        from ._pg_writer import encode
-
         self._check_writable()
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
