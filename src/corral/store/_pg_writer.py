@@ -264,17 +264,25 @@ class PgWriter:
                 self._check_fence(epochs, held)
                 return
             # A trial this writer has not folded from its start changes its head: refolded
-            # from the store, its rows included, in the transaction that writes them.
-            with conn.transaction(), conn.cursor() as cur:
+            # from the store, its rows included, in the transaction that writes them
+            # (pipelined: a round trip for the rows and the read, one for the rest).
+            with (
+                conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as fence,
+                conn.cursor() as cur,
+            ):
                 if epochs:
                     # FOR SHARE: a new claim (which raises the epoch) waits for this
                     # transaction, so nothing lands after a claim was taken over.
-                    cur.execute(_FENCE, (list(epochs),))
-                    self._check_fence(epochs, {b for b, e in cur.fetchall() if epochs[b] == e})
+                    fence.execute(_FENCE, (list(epochs),))
                 cur.execute(statements.insert, _columns(rows))
-                heads += self._refolded(cur, refold)
+                heads += self._refolded(conn, refold)
                 if heads:
                     cur.execute(statements.put_heads, _columns(heads))
+                if epochs:
+                    held = {b for b, e in fence.fetchall() if epochs[b] == e}
+                    self._check_fence(epochs, held)
         except BaseException:
             self.folds.clear()  # what the batch applied may not have landed
             raise
@@ -309,14 +317,17 @@ class PgWriter:
         return list(made.values()), refold
 
     def _refolded(
-        self, cur: psycopg.Cursor[Any], refold: dict[str, dict[tuple[str, int], None]]
+        self, conn: psycopg.Connection[Any], refold: dict[str, dict[tuple[str, int], None]]
     ) -> list[tuple[Any, ...]]:
         """The heads of the ``refold`` trials, folded from what the store holds of them
         (the batch's rows included: read in its transaction), one read per benchmark."""
         made = []
         for benchmark_id, keys in refold.items():
             tasks, trials = [k[0] for k in keys], [k[1] for k in keys]
-            rows = cur.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials)).fetchall()
+            # A cursor of its own: in pipeline mode the inserts' cursor would hand back
+            # their result ('INSERT 0 n'), not the scan's rows.
+            with conn.cursor() as scan:
+                rows = scan.execute(_SCAN_TRIALS, (benchmark_id, tasks, trials)).fetchall()
             try:
                 heads = folded_heads(self.where, benchmark_id, rows)
             except StoreCorrupt:  # a commit no reader can read: counted as unfinished
