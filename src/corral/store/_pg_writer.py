@@ -371,7 +371,8 @@ class _Statements:
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in HEAD_COLUMNS.split(", ")[2:])
         self._upsert = f" ON CONFLICT (benchmark_id, task_id, trial) DO UPDATE SET {updates}"
         self.insert = selects["corral.commits"]
-        self.put_heads = selects["corral.trial_heads"] + self._upsert
+        self._heads = selects["corral.trial_heads"]
+        self.put_heads = self._heads + self._upsert
         self._appends: dict[tuple[bool, bool], str] = {}
 
     def append(self, fenced: bool, heads: bool) -> str:
@@ -394,9 +395,7 @@ class _Statements:
             parts = [fence] if fence else []
             parts.append(f"commits AS ({self.insert}{only})")
             if heads:
-                parts.append(
-                    f"heads AS ({self.put_heads.replace(self._upsert, '')}{only}{self._upsert})"
-                )
+                parts.append(f"heads AS ({self._heads}{only}{self._upsert})")
             statement = self._appends[(fenced, heads)] = f"WITH {', '.join(parts)} {answer}"
         return statement
 
