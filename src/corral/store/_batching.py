@@ -11,13 +11,14 @@ its batch's write returned.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
 
-from .._errors import StoreError
+from .._errors import StoreError, unwrap_single
 
 R = TypeVar("R")
 
@@ -102,6 +103,53 @@ class WriterThread(Generic[R]):
         self._failure: anyio.Event | None = None  # set once `failed` is
         self._thread: threading.Thread | None = None
         self.failed: BaseException | None = None
+        self._users = 0  # runs (or commands) holding the store open
+        self._open_lock: anyio.Lock | None = None
+
+    @asynccontextmanager
+    async def used(
+        self,
+        connect: Callable[[], Awaitable[None]],
+        disconnect: Callable[[], Awaitable[None]],
+        *,
+        writes: bool,
+    ) -> AsyncIterator[None]:
+        """A store open for as long as the block runs; several runs may share it.
+
+        The first user connects (and, with ``writes``, starts the thread), and the last
+        one out stops it and disconnects; every user's appends go to the one thread, so
+        a user that leaves never strands another's appends. A batch that failed as a
+        whole ends every user's use."""
+        if self._open_lock is None:
+            self._open_lock = anyio.Lock()
+        async with self._open_lock:
+            if not self._users:
+                await connect()
+                if writes:
+                    self.start()
+            self._users += 1
+        try:
+            with unwrap_single():
+                async with anyio.create_task_group() as tg:
+                    if writes:
+                        tg.start_soon(self.watch)
+                    try:
+                        yield
+                        self.check()
+                    finally:
+                        tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                # What was handed over is written even when the run was cancelled
+                # (Ctrl-C): only a kill loses appends nobody was told had landed.
+                try:
+                    await self.settle()
+                finally:  # even when that last batch failed: the last user out closes
+                    async with self._open_lock:
+                        self._users -= 1
+                        if not self._users:
+                            await self.stop()
+                            await disconnect()
 
     def start(self) -> None:
         """Start the thread (on the event loop whose tasks wait on its batches)."""

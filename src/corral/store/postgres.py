@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import anyio
 import anyio.to_thread
 
-from .._errors import BenchmarkBusyError, ConfigError, StoreError, unwrap_single
+from .._errors import BenchmarkBusyError, ConfigError, StoreError
 from .._json import dumps
 from .._types import Commit
 from ..history import ConfigStream, StoredConfigText
@@ -282,8 +282,6 @@ class PostgresStore:
         self._pool: ConnectionPool[Any] | None = None
         self._queue: WriterThread[Request] = WriterThread(self._where, self._record_batch)
         self._append_ids = append_ids()
-        self._users = 0
-        self._open_lock: anyio.Lock | None = None
 
     def __repr__(self) -> str:
         return self._where
@@ -293,36 +291,8 @@ class PostgresStore:
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[None]:
         """Open the store for as long as the block runs; several runs may share it."""
-        if self._open_lock is None:
-            self._open_lock = anyio.Lock()
-        async with self._open_lock:
-            if not self._users:
-                await anyio.to_thread.run_sync(self._connect, limiter=self._write_limiter)
-                if not self.read_only:  # its one thread, for every user's appends
-                    self._queue.start()
-            self._users += 1
-        try:
-            with unwrap_single():
-                async with anyio.create_task_group() as tg:
-                    if not self.read_only:
-                        tg.start_soon(self._queue.watch)
-                    try:
-                        yield
-                        self._queue.check()  # a failed batch ends the store's use
-                    finally:
-                        tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._queue.settle()
-                finally:
-                    async with self._open_lock:
-                        self._users -= 1
-                        if not self._users:
-                            await self._queue.stop()
-                            await anyio.to_thread.run_sync(
-                                self._disconnect, limiter=self._write_limiter
-                            )
+        async with self._queue.used(self._connect, self._disconnect, writes=not self.read_only):
+            yield
 
     def _connection(self, **options: Any) -> psycopg.Connection[Any]:
         import psycopg
@@ -345,7 +315,13 @@ class PostgresStore:
             conn.execute("SET synchronous_commit = off")
         return conn
 
-    def _connect(self) -> None:
+    async def _connect(self) -> None:
+        await anyio.to_thread.run_sync(self._connect_now, limiter=self._write_limiter)
+
+    async def _disconnect(self) -> None:
+        await anyio.to_thread.run_sync(self._disconnect_now, limiter=self._write_limiter)
+
+    def _connect_now(self) -> None:
         import psycopg
         from psycopg_pool import ConnectionPool
 
@@ -404,7 +380,7 @@ class PostgresStore:
         pool.open()
         self._writer, self._pool = writer, pool
 
-    def _disconnect(self) -> None:
+    def _disconnect_now(self) -> None:
         if self._pool is not None:
             self._pool.close()
         if self._writer is not None:

@@ -30,7 +30,6 @@ from .._errors import (
     ConfigError,
     StoreCorrupt,
     StoreError,
-    unwrap_single,
 )
 from .._json import dumps
 from .._types import Commit
@@ -233,8 +232,6 @@ class SQLiteStore:
         self._poisoned: set[TrialKey] = set()
         # The writer's folds of the trials it writes (their heads made from them).
         self._folds = OpenFolds()
-        self._users = 0  # runs (or commands) holding the store open
-        self._open_lock: anyio.Lock | None = None
         # False for a store written before heads were kept, opened read-only: its
         # heads are folded from the commits when asked (nothing is written).
         self._has_heads = True
@@ -263,37 +260,8 @@ class SQLiteStore:
         stops it and disconnects; every user's appends go to the one thread, so a
         user that leaves never strands another's appends.
         """
-        if self._open_lock is None:
-            self._open_lock = anyio.Lock()
-        async with self._open_lock:
-            if not self._users:
-                await self._connect()
-                if not self.read_only:
-                    self._queue.start()
-            self._users += 1
-        try:
-            with unwrap_single():
-                async with anyio.create_task_group() as tg:
-                    if not self.read_only:
-                        tg.start_soon(self._queue.watch)
-                    try:
-                        yield
-                        self._queue.check()  # a failed batch ends the store's use
-                    finally:
-                        tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                # What was handed over is written even when the run was cancelled
-                # (Ctrl-C): only a kill loses appends nobody was told had landed.
-                try:
-                    if self._writer is not None:
-                        await self._queue.settle()
-                finally:  # even when that last batch failed: the last user out closes
-                    async with self._open_lock:
-                        self._users -= 1
-                        if not self._users:
-                            await self._queue.stop()
-                            await self._disconnect()
+        async with self._queue.used(self._connect, self._disconnect, writes=not self.read_only):
+            yield
 
     async def _connect(self) -> None:
         self._folds.clear()  # another process may have written since this one did
