@@ -78,6 +78,20 @@ async def store(
         yield made
 
 
+def overview_config(tasks: int) -> dict[str, object]:
+    """A configuration of ``tasks`` tasks, 3 trials each (the overview tests')."""
+    entry = {"agent_id": "a", "environment_id": "e", "model": None}
+    return {"trials_per_task": 3, "tasks": {f"t{i}": entry for i in range(tasks)}}
+
+
+async def listed(store: CommitStore) -> list[tuple[str, int, int]]:
+    """What ``corral list`` shows of each benchmark: (id, tasks, trials per task)."""
+    async with store.opened():
+        found = await store.overview()  # type: ignore[attr-defined]
+    assert found is not None
+    return [(b.benchmark_id, b.tasks, b.trials_per_task) for b in found]
+
+
 def writer_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("corral writer")]
 

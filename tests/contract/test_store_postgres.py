@@ -36,7 +36,7 @@ from ..support.pg import (
     wait_for_server,
     writer_waits_on_a_lock,
 )
-from .test_store import CONFIG, K, trial
+from .test_store import CONFIG, K, listed, overview_config, trial
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -313,16 +313,10 @@ def test_list_reads_the_overview_kept_with_a_configuration_while_it_is_unchanged
     from corral._json import dumps
     from corral.history import ConfigStream
 
-    def config(tasks: int) -> dict[str, object]:
-        entry = {"agent_id": "a", "environment_id": "e", "model": None}
-        return {"trials_per_task": 3, "tasks": {f"t{i}": entry for i in range(tasks)}}
+    config = overview_config
 
     async def overview(read_only: bool = True) -> list[tuple[str, int, int]]:
-        store = corral.PostgresStore(pg_dsn, read_only=read_only)
-        async with store.opened():
-            found = await store.overview()
-        assert found is not None
-        return [(b.benchmark_id, b.tasks, b.trials_per_task) for b in found]
+        return await listed(corral.PostgresStore(pg_dsn, read_only=read_only))
 
     async def register() -> None:
         store = corral.PostgresStore(pg_dsn)

@@ -40,6 +40,7 @@ from corral.store._heads import head_of, heads_of
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 from ..support import pg
+from .test_store import listed, overview_config
 
 pg_dsn = pg.pg_dsn
 
@@ -425,16 +426,10 @@ def test_sqlite_list_reads_the_overview_kept_with_a_configuration_while_it_is_un
 
     path = tmp_path / "s.db"
 
-    def config(tasks: int) -> dict[str, object]:
-        entry = {"agent_id": "a", "environment_id": "e", "model": None}
-        return {"trials_per_task": 3, "tasks": {f"t{i}": entry for i in range(tasks)}}
+    config = overview_config
 
     async def overview(read_only: bool = True) -> list[tuple[str, int, int]]:
-        store = corral.SQLiteStore(path, read_only=read_only)
-        async with store.opened():
-            found = await store.overview()
-        assert found is not None
-        return [(b.benchmark_id, b.tasks, b.trials_per_task) for b in found]
+        return await listed(corral.SQLiteStore(path, read_only=read_only))
 
     async def register() -> None:
         store = corral.SQLiteStore(path)
