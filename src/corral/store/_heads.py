@@ -245,10 +245,6 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
 _new_head = tuple.__new__
 
 
-def _real(value: Any) -> float | None:
-    return value if value is None or type(value) is float else float(value)
-
-
 def _calls(text: Any) -> dict[str, CallCounts]:
     value = _json(text)
     if not isinstance(value, dict):
@@ -602,25 +598,22 @@ class OpenFolds:
         # for every commit written: kept to the fewest operations).
         for commit in commits:
             kind = commit.kind
+            if kind not in _WORK_KINDS:
+                changes = True
+                if kind == _REOPEN:  # its own usage is the new attempt's
+                    if fold.usage:
+                        fold.earlier_usage = fold.earlier_usage + fold.usage
+                    fold.usage = NO_USAGE
+                    fold.first_seq = commit.seq
+                    fold.started_at = commit.created_at
+                    fold.terminal = fold.evaluation = None
+                elif kind == _TERMINAL:
+                    fold.terminal = commit
+                elif kind == _EVALUATION:
+                    fold.evaluation = commit
             u = commit.usage
-            if kind in _WORK_KINDS:
-                if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
-                    fold.usage = fold.usage + u
-                continue
-            changes = True
-            if kind == _REOPEN:
-                if fold.usage:
-                    fold.earlier_usage = fold.earlier_usage + fold.usage
-                fold.usage = NO_USAGE
-                fold.first_seq = commit.seq
-                fold.started_at = commit.created_at
-                fold.terminal = fold.evaluation = None
             if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
                 fold.usage = fold.usage + u
-            if kind == _TERMINAL:
-                fold.terminal = commit
-            elif kind == _EVALUATION:
-                fold.evaluation = commit
         fold.last_seq = last
         if not changes:
             return True, None
