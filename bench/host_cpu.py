@@ -10,7 +10,9 @@ process, read from /proc): ``host_cpu_us/trial`` from the moment each host has
 started (its actor made, the run's objects unpickled: what a run pays once per
 host) until it is stopped, i.e. what its trials cost it, and ``host_total`` from
 the process's start (Ray's worker start-up and the imports included). Beside it,
-the coordinator's CPU per trial (time.process_time). With ``--in-process``, each
+the coordinator's CPU per trial (time.process_time), and the coordinator's long
+polls: how many, the results each brought, and their round trip (sent until the
+answer is handled on the run loop). With ``--in-process``, each
 repeat first runs the same cell in this process (time.process_time over `run`:
 admission, the store, the report, everything) and prints the ratio host /
 in-process of that pair. With ``--profile DIR``, hosts run under cProfile and
@@ -105,6 +107,56 @@ class HostClock:
         self.pids[id(actor)] = pid
 
 
+class Rounds:
+    """The coordinator's long polls, from its side: each sent (`_poll`) until its answer
+    is handled on the run loop (`_answer`), and that answer until the next poll."""
+
+    def __init__(self) -> None:
+        self.reset()
+        execution: Any = _dispatch.RayExecution
+        poll, answer = execution._poll, execution._answer
+
+        def polled(remote: Any, host: Any, jobs: bytes) -> None:
+            now = time.perf_counter()
+            if id(host) in self.answered:
+                self.turnaround.append(now - self.answered.pop(id(host)))
+            self.sent[id(host)] = now
+            poll(remote, host, jobs)
+
+        def answered(remote: Any, host: Any, reply: Any, results: list[Any]) -> None:
+            now = time.perf_counter()
+            if id(host) in self.sent:
+                self.trip.append(now - self.sent.pop(id(host)))
+            self.answered[id(host)] = now
+            if not isinstance(reply, BaseException):
+                self.results += len(reply[0])
+            answer(remote, host, reply, results)
+
+        execution._poll, execution._answer = polled, answered
+
+    def reset(self) -> None:
+        self.sent: dict[int, float] = {}
+        self.answered: dict[int, float] = {}
+        self.trip: list[float] = []
+        self.turnaround: list[float] = []
+        self.results = 0
+
+    def summary(self) -> str:
+        if not self.trip:
+            return "no rounds"
+
+        def ms(spans: list[float]) -> str:
+            spans = sorted(spans)
+            median, p90 = spans[len(spans) // 2], spans[int(0.9 * (len(spans) - 1))]
+            return f"{median * 1e3:.1f}/{p90 * 1e3:.1f}"
+
+        return (
+            f"rounds {len(self.trip)}, {self.results / len(self.trip):.1f} results a round; "
+            f"poll to answer handled {ms(self.trip)} ms, answer to the next poll "
+            f"{ms(self.turnaround or [0.0])} ms (median/p90)"
+        )
+
+
 class ProfiledHostActor(_dispatch.HostActor):
     """A host under cProfile (its event loop's thread), its statistics written as it stops."""
 
@@ -125,6 +177,7 @@ class ProfiledHostActor(_dispatch.HostActor):
 def main(args: argparse.Namespace) -> None:
     init_ray()
     hosts = HostClock()
+    rounds = Rounds()
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         _dispatch.HostActor = ProfiledHostActor  # type: ignore[misc]
@@ -149,6 +202,7 @@ def main(args: argparse.Namespace) -> None:
             executor = corral.RayExecutor(hosts=args.hosts, host_options=host_options)
             store, databases = store_for(args.store, Path(tmp), 2 * n + 1)
             hosts.reset()
+            rounds.reset()
             cpu = time.process_time()
             row = anyio.run(cell, executor, args.trials, args.latency, args.parallel, store)
             cpu = time.process_time() - cpu
@@ -166,7 +220,8 @@ def main(args: argparse.Namespace) -> None:
                 f"store={args.store} host_cpu_us/trial={host:.0f}{ratio} "
                 f"host_total_us/trial={hosts.total / args.trials * 1e6:.0f} "
                 f"coordinator_cpu_us/trial={cpu / args.trials * 1e6:.0f} "
-                f"trials/s={row['trials_per_s']:,.0f} (host threads: {split})",
+                f"trials/s={row['trials_per_s']:,.0f} (host threads: {split})\n  "
+                + rounds.summary(),
                 flush=True,
             )
 

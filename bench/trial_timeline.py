@@ -8,7 +8,8 @@ a trivial scorer; one trial per task) on ``--parallel`` slots. Each trial's
 moments are stamped from outside the engine (wrappers around the worker pool's
 submission, the job runner and the store's ``enqueue``, and an observer for
 durable commits), so nothing in ``corral`` changes for the measurement. Printed:
-wall against the ideal ``N x L / P`` and, per phase, the median and 90th
+wall against the ideal ``N x L / P``, the CPU per trial of the event loop's
+thread and of the whole process (the stamps' own cost included), and, per phase, the median and 90th
 percentile over the trials, in milliseconds:
 
 - ``queued``: admitted (its job submitted) until a worker runs it;
@@ -155,17 +156,28 @@ async def main(args: argparse.Namespace) -> None:
             {"env": CountingEnvironment()},
             store=HandedStore(inner, stamps),  # type: ignore[arg-type]
         )
-        start = time.perf_counter()
+        start, loop_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
         report = await runner.run(
             "timeline", max_parallel=args.parallel, observers=[Durable(stamps)]
         )
         wall = time.perf_counter() - start
+        loop_cpu, cpu = time.thread_time() - loop_cpu, time.process_time() - cpu
     assert report.counts["completed"] == args.trials, report.counts
     ideal = args.trials * args.latency / args.parallel
     print(
         f"{args.trials:,} trials, L={args.latency * 1e3:g} ms, P={args.parallel}, "
         f"store={args.store}: wall {wall:.2f} s, ideal {ideal:.2f} s, "
         f"wall/ideal {wall / ideal:.2f}"
+    )
+    last = max(own["evaluation_durable"] for own in stamps.values()) - start
+    print(
+        f"the last trial durable after {last:.2f} s ({last / ideal:.2f} x ideal); "
+        f"the report after it: {wall - last:.2f} s"
+    )
+    print(
+        f"CPU per trial: event loop {loop_cpu / args.trials * 1e6:.0f} us, process "
+        f"{cpu / args.trials * 1e6:.0f} us (one loop keeps up while it is under L/P = "
+        f"{args.latency / args.parallel * 1e6:.0f} us: bench/loop_floor.py)"
     )
     print(f"{'phase':16} {'median ms':>10} {'p90 ms':>8}")
     for name, begin, end in PHASES:
