@@ -494,7 +494,7 @@ class CorralRunner:
                     work=work or self._work(benchmark_id, config),
                     store=self.store,
                     executor=executor or LocalExecutor(),
-                    notify=notify,
+                    notify=notify if watchers else None,  # no call per commit for nobody
                     resume=resume,
                     critical_path=config.order == "critical_path",
                     error_budget=error_budget,

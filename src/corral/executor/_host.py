@@ -139,8 +139,7 @@ class Host:
 
     async def _serve(self, store: CommitStore) -> None:
         work = self.spec.work
-        notify = self._notice if work.observed else _ignore
-        acks = Acks(notify, work.max_backlog)
+        acks = Acks(self._notice if work.observed else None, work.max_backlog)
         self._runner = JobRunner(work, store, acks, remote=True)
         pool = self._pool = WorkerPool(self._run, lambda rs: acks.then(self._completer(rs)), acks)
         async with anyio.create_task_group() as outer:
@@ -235,10 +234,6 @@ class Host:
             return Failed(job.t, job.r, _portable(exc))
         finally:
             self._running -= 1
-
-
-def _ignore(key: TrialKey, commit: Commit) -> None:
-    return None
 
 
 def _hand(jobs: list[Job | tuple[int, int]], pool: WorkerPool[Job, Any], runner: JobRunner) -> None:

@@ -49,7 +49,7 @@ class Acks:
     trials never turns into memory growing with the run (0: no bound).
     """
 
-    def __init__(self, notify: Notify, max_backlog: int = 0) -> None:
+    def __init__(self, notify: Notify | None, max_backlog: int = 0) -> None:
         self._notify = notify
         self._queue: deque[_Item] = deque()
         self._wakeup = anyio.Event()
@@ -107,9 +107,11 @@ class Acks:
 
     def durable(self, key: TrialKey, commits: list[Commit]) -> None:
         """Tell the observers of ``commits``, known to be durable (acknowledged, or read
-        back from the store)."""
-        for commit in commits:
-            self._notify(key, commit)
+        back from the store). None to tell: nothing to do."""
+        notify = self._notify
+        if notify is not None:
+            for commit in commits:
+                notify(key, commit)
 
     async def run(self) -> None:
         """Acknowledge in order until closed and empty; raises the first failed append."""

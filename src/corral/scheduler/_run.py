@@ -62,7 +62,7 @@ class RunLoop:
         work: Work,
         store: CommitStore,
         executor: Executor,
-        notify: Notify,
+        notify: Notify | None,
         resume: Resume | None = None,
         critical_path: bool = True,
         error_budget: int | None = None,

@@ -44,9 +44,9 @@ class StopRules:
                 "no new trial was started after that"
             )
 
-    def counting_cost(self, notify: Notify) -> Notify:
-        """``notify``, after adding each durable commit's cost to the run's spend (only
-        with a ``run_cost_limit``)."""
+    def counting_cost(self, notify: Notify | None) -> Notify | None:
+        """``notify`` (None: no observer), after adding each durable commit's cost to
+        the run's spend (only with a ``run_cost_limit``)."""
         if self.run_cost_limit is None:
             return notify
 
@@ -55,7 +55,8 @@ class StopRules:
             if cost:
                 self.spent += cost
                 self.check_cost()
-            notify(key, commit)
+            if notify is not None:
+                notify(key, commit)
 
         return counted
 
