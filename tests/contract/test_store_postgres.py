@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -25,8 +26,9 @@ from corral import (
     TrialKey,
 )
 from corral._runner import _store
-from corral.store import _pg_writer
+from corral.store import RunRecord, _pg_writer
 from corral.store._heads import head_of
+from corral.testing import wait_all_tasks_blocked
 
 from ..support import pg
 from ..support.pg import (
@@ -415,3 +417,95 @@ async def test_one_batch_of_many_appends_to_the_same_trials_keeps_their_heads(
         folded = [head_of(s) for s in await store.summaries("bench") if s.terminal is not None]
         assert list(heads.values()) == folded
         assert len(folded) == 4 and all(h.done for h in folded)
+
+
+def _scored(score: float, *, whole: bool = False) -> list[corral.Commit]:
+    """`trial` with its evaluation's score (an int or a float, as a scorer gives it);
+    ``whole``: its times and costs as ints too (the store's API takes them so)."""
+    *rest, evaluation = trial()
+    scored = dataclasses.replace(evaluation, payload={**evaluation.payload, "score": score})
+    commits = [*rest, scored]
+    if whole:
+        commits = [
+            dataclasses.replace(
+                c,
+                created_at=int(c.created_at),
+                usage=dataclasses.replace(c.usage, cost=int(c.usage.cost + 1)),
+            )
+            for c in commits
+        ]
+    return commits
+
+
+async def test_one_batch_of_ints_and_floats_lands(pg_dsn: str) -> None:
+    """A batch goes as one typed array a column, and psycopg refuses a list of ints and
+    floats ('cannot dump lists of mixed types'): two trials scored 1 and 0.5 in one
+    batch failed it, and the run with it; so did commits timed or costed in ints
+    beside others in floats."""
+    store = PostgresStore(pg_dsn)
+    async with store.opened(), store.claim("bench"):
+        with psycopg.connect(pg_dsn) as blocker:
+            blocker.execute("SELECT * FROM corral.claims FOR UPDATE")  # the next batch waits
+            slots = [store.enqueue(K._replace(task_id="first"), trial())]
+            await anyio.to_thread.run_sync(writer_waits_on_a_lock, pg_dsn)
+            for task_id, commits in (("i", _scored(1, whole=True)), ("f", _scored(0.5))):
+                slots.append(store.enqueue(K._replace(task_id=task_id), commits))
+            blocker.rollback()
+        for slot in slots:
+            await slot.wait()
+        heads = {h.task_id: h async for chunk in store.heads("bench") for h in chunk}
+        assert await store.history(K._replace(task_id="i")) == _scored(1, whole=True)
+    assert {t: h.score for t, h in heads.items()} == {"first": 1.0, "i": 1.0, "f": 0.5}
+    assert all(type(h.score) is type(h.started_at) is float for h in heads.values())
+
+
+async def test_what_a_claim_handed_over_is_written_under_it_before_it_ends(
+    pg_dsn: str,
+) -> None:
+    """A claim ends only once everything handed over under it has been written, under
+    its fence: an append still queued as it ended was written without the fence, after
+    the claim could be another runner's (the epoch was forgotten, the lock let go)."""
+    store = PostgresStore(pg_dsn)
+    with pytest.raises((StoreError, ExceptionGroup)) as caught:
+        async with store.opened(), store.claim("x"), anyio.create_task_group() as tg:
+            claimed, leave = anyio.Event(), anyio.Event()
+
+            async def hold() -> None:
+                async with store.claim("bench"):
+                    claimed.set()
+                    await leave.wait()
+
+            tg.start_soon(hold)
+            await claimed.wait()
+            with psycopg.connect(pg_dsn) as blocker:
+                # The writer waits inside its batch for "x": the append to "bench" is
+                # in the batch after it, still queued as that claim ends.
+                blocker.execute("SELECT * FROM corral.claims WHERE benchmark_id = 'x' FOR UPDATE")
+                first = store.enqueue(K._replace(benchmark_id="x"), trial())
+                await anyio.to_thread.run_sync(writer_waits_on_a_lock, pg_dsn)
+                slot = store.enqueue(K, trial())
+                leave.set()
+                await wait_all_tasks_blocked()  # the claim has ended as far as it can
+                # Another runner takes "bench" over meanwhile.
+                blocker.execute(
+                    "UPDATE corral.claims SET epoch = epoch + 1 WHERE benchmark_id = 'bench'"
+                )
+                blocker.commit()
+            await first.wait()
+            with pytest.raises(StoreError, match="claimed by another runner"):
+                await slot.wait()
+    assert all("claimed by another runner" in str(e) for e in leaves(caught.value))
+    async with store.opened():
+        assert await store.history(K) == []
+
+
+async def test_a_runner_whose_claim_was_taken_over_records_no_run(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn)
+    async with store.opened(), store.claim("bench"):
+        await store.register_benchmark("bench", CONFIG)
+        with psycopg.connect(pg_dsn, autocommit=True) as other:
+            other.execute("UPDATE corral.claims SET epoch = epoch + 1")
+        record = RunRecord("run", 1.0, 2.5, ("task",))
+        with pytest.raises(StoreError, match="claimed by another runner"):
+            await store.record_run("bench", record)
+        assert await store.runs("bench") == []

@@ -41,6 +41,10 @@ _WORK_KINDS = frozenset(
 )
 
 
+def _real(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def changes_head(kinds: Iterable[str]) -> bool:
     """Whether commits of these kinds change their trial's head."""
     return any(kind not in _WORK_KINDS for kind in kinds)
@@ -74,7 +78,8 @@ class TrialHead(NamedTuple):
     model_calls: Mapping[str, CallCounts] | None = None
 
     def row(self) -> tuple[Any, ...]:
-        """The stored columns after the benchmark id (`HEAD_COLUMNS`)."""
+        """The stored columns after the benchmark id (`HEAD_COLUMNS`); a real column
+        always a float (PostgreSQL gets a batch's heads as one typed array a column)."""
         u = self.usage
         return (
             self.task_id,
@@ -83,19 +88,19 @@ class TrialHead(NamedTuple):
             int(self.done),
             self.status,
             int(self.passed),
-            self.score,
+            _real(self.score),
             dumps(dict(self.scores)) if self.scores else None,
             self.error,
             self.evaluation_error,
             self.attempts,
             self.commits,
-            self.started_at,
-            self.finished_at,
+            _real(self.started_at),
+            _real(self.finished_at),
             u.input_tokens,
             u.output_tokens,
-            u.cost,
+            float(u.cost),
             self.limit,
-            self.working_time,
+            _real(self.working_time),
             None if self.model_calls is None else dumps(calls_json(self.model_calls)),
         )
 
@@ -169,7 +174,9 @@ def _ended_head(*fields: Any) -> TrialHead:
             evaluation_error = str(scored_error)
             error = f"evaluation failed: {evaluation_error}"
         else:
-            score = scored_score
+            # A scorer may give 1 or 0.5: the column is a float (one type per column,
+            # as PostgreSQL's arrays of a batch's heads need).
+            score = None if scored_score is None else float(scored_score)
             scores = dict(scored_scores) if scored_scores else None
             passed = bool(scored_passed) and status != "limit"
     return TrialHead(

@@ -65,7 +65,7 @@ _TYPES = (
     "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
 )
 
-_FENCE = "SELECT benchmark_id, epoch FROM corral.claims WHERE benchmark_id = ANY(%s) FOR SHARE"
+FENCE = "SELECT benchmark_id, epoch FROM corral.claims WHERE benchmark_id = ANY(%s) FOR SHARE"
 
 _LANDED = (
     "SELECT k.i FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::uuid[], "
@@ -111,6 +111,13 @@ def refusal(exc: Exception) -> str | None:
 
 class FencedError(StoreError):
     """This store's claim on a benchmark was taken over: it may never write it again."""
+
+
+def fenced_off(where: str, benchmark_id: str) -> FencedError:
+    return FencedError(
+        f"{where}: benchmark {benchmark_id!r} was claimed by another runner since this "
+        "one claimed it; this runner may not write it"
+    )
 
 
 def retrying(where: str, retry_for: float, attempt: Callable[[bool], T]) -> T:
@@ -243,7 +250,8 @@ class PgWriter:
     def _transaction(
         self, conn: psycopg.Connection[Any], benchmarks: Collection[str], batch: list[Request]
     ) -> None:
-        epochs = {b: self.epochs[b] for b in benchmarks if b in self.epochs}
+        known = self.epochs  # changed on the event loop's thread: each read once
+        epochs = {b: e for b in benchmarks if (e := known.get(b)) is not None}
         rows = [row for _, rows, _ in batch for row in rows]
         if self._statements is None:
             self._statements = _Statements(conn)
@@ -275,7 +283,7 @@ class PgWriter:
                 if epochs:
                     # FOR SHARE: a new claim (which raises the epoch) waits for this
                     # transaction, so nothing lands after a claim was taken over.
-                    fence.execute(_FENCE, (list(epochs),))
+                    fence.execute(FENCE, (list(epochs),))
                 cur.execute(statements.insert, _columns(rows))
                 heads += self._refolded(conn, refold)
                 if heads:
@@ -292,10 +300,7 @@ class PgWriter:
         statement that found so wrote nothing)."""
         for benchmark_id in epochs:
             if benchmark_id not in held:
-                raise FencedError(
-                    f"{self.where}: benchmark {benchmark_id!r} was claimed by another "
-                    "runner since this one claimed it; this runner may not write it"
-                )
+                raise fenced_off(self.where, benchmark_id)
 
     def _known_heads(
         self, batch: list[Request]

@@ -191,10 +191,10 @@ def encode(key: TrialKey, commits: list[Commit], append_id: str) -> Request:
             c.seq,
             c.kind,
             dumps(c.payload),
-            c.created_at,
+            float(c.created_at),  # a column's array has one type: never ints among floats
             c.usage.input_tokens,
             c.usage.output_tokens,
-            c.usage.cost,
+            float(c.usage.cost),
             append_id,
         )
         for c in commits
@@ -426,8 +426,11 @@ class PostgresStore:
         try:
             yield
         finally:
-            self._epochs.pop(benchmark_id, None)
             with anyio.CancelScope(shield=True):
+                # What was handed over under the claim is written under it (fenced)
+                # before it ends: never unfenced once another runner may hold it.
+                await self._queue.settle()
+                self._epochs.pop(benchmark_id, None)
                 await anyio.to_thread.run_sync(_release, conn, lock)
 
     def claim_epoch(self, benchmark_id: str) -> int | None:
@@ -456,6 +459,8 @@ class PostgresStore:
         try:
             yield
         finally:
+            with anyio.CancelScope(shield=True):
+                await self._queue.settle()  # written under the claim, as in `claim`
             self._epochs.pop(benchmark_id, None)
 
     def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
@@ -543,8 +548,24 @@ class PostgresStore:
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
         self._check_writable()
         await self._queue.settle()
-        text = dumps(record.to_dict())
-        await self._read(_INSERT_RUN, (benchmark_id, text, benchmark_id), writes=True)
+        params = (benchmark_id, dumps(record.to_dict()), benchmark_id)
+        epoch = self._epochs.get(benchmark_id)
+        if epoch is None:  # written outside a claim (`corral copy`), as appends can be
+            await self._read(_INSERT_RUN, params, writes=True)
+            return
+
+        from ._pg_writer import FENCE, fenced_off
+
+        def fenced(conn: psycopg.Connection[Any]) -> None:
+            # Under the claim's fence, as every append: a runner whose claim was taken
+            # over records no run in the new holder's benchmark.
+            with conn.transaction():
+                held = conn.execute(FENCE, ([benchmark_id],)).fetchall()
+                if held != [(benchmark_id, epoch)]:
+                    raise fenced_off(self._where, benchmark_id)
+                conn.execute(_INSERT_RUN, params)
+
+        await self._query(fenced, None, writes=True)
 
     # -- reading -----------------------------------------------------------
 

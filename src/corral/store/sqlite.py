@@ -459,7 +459,11 @@ class SQLiteStore:
                 raise store_error(path, exc) from exc
             yield
         finally:
-            os.close(fd)  # closing the descriptor releases the lock
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._queue.settle()  # what the claim's holder handed over first
+            finally:
+                os.close(fd)  # closing the descriptor releases the lock
 
     async def register_benchmark(
         self,
