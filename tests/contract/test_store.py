@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from corral import (
@@ -306,3 +307,89 @@ async def test_a_sqlite_path_that_cannot_hold_a_store_is_refused(tmp_path: Path,
 def test_stores_are_commit_stores(tmp_path: Path) -> None:
     assert isinstance(MemoryStore(), CommitStore)
     assert isinstance(SQLiteStore(tmp_path / "unused.db"), CommitStore)
+
+
+async def test_sqlite_a_trial_ended_and_reopened_in_one_batch_keeps_its_refolded_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that ends a trial (its head made from the writer's fold) and then reopens
+    it (refolded from the store) keeps the refolded head: the fold's, written after it,
+    said the trial was done (as PostgreSQL's writer does: a trial refolded in a batch
+    has no head of its own)."""
+    from corral.store import sqlite as sqlite_store
+    from corral.store._heads import head_of
+
+    held, reached = threading.Event(), threading.Event()
+    real = sqlite_store.check_still_there
+
+    def gate(*args: Any) -> None:  # the writer's first batch waits here
+        if not held.is_set():
+            reached.set()
+            held.wait()
+        real(*args)
+
+    monkeypatch.setattr(sqlite_store, "check_still_there", gate)
+    store = SQLiteStore(tmp_path / "s.db")
+    async with store.opened():
+        slots = [store.enqueue(K._replace(task_id="first"), trial())]
+        await anyio.to_thread.run_sync(reached.wait)
+        slots.append(store.enqueue(K, trial()))  # ends it: its head made from the fold
+        slots.append(store.enqueue(K, [Commit(5, "reopen", {"reason": "rerun"}, 2000.0)]))
+        held.set()  # both in the next batch
+        for slot in slots:
+            await slot.wait()
+        heads = {(h.task_id, h.trial): h async for chunk in store.heads("bench") for h in chunk}
+        folded = {(s.task_id, s.trial): s for s in await store.summaries("bench")}
+    reopened = heads.pop(("task", 0))
+    assert (reopened.done, reopened.next_seq) == (False, 6)
+    assert folded[("task", 0)].terminal is None
+    assert heads == {("first", 0): head_of(folded[("first", 0)])}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Task.cancel() is asyncio's
+async def test_sqlite_a_claim_cancelled_twice_lets_go_only_once_its_appends_landed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim ends once what it handed over has landed, even when asyncio's
+    Task.cancel() comes again while it waits (no cancel scope stops that): the second
+    cancel let go of the lock with the claim's appends still unwritten."""
+    import asyncio
+
+    from corral import BenchmarkBusyError
+    from corral.store import sqlite as sqlite_store
+    from corral.testing import wait_all_tasks_blocked
+
+    held, reached = threading.Event(), threading.Event()
+    real = sqlite_store.check_still_there
+
+    def gate(*args: Any) -> None:  # the writer's first batch waits here
+        if not held.is_set():
+            reached.set()
+            held.wait()
+        real(*args)
+
+    monkeypatch.setattr(sqlite_store, "check_still_there", gate)
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path)
+
+    async def run() -> None:
+        async with store.opened(), store.claim("bench"):
+            store.enqueue(K, trial())
+            await anyio.sleep_forever()
+
+    task = asyncio.ensure_future(run())
+    await anyio.to_thread.run_sync(reached.wait)  # the claim's append is being written
+    task.cancel()
+    await wait_all_tasks_blocked()  # the claim ends as far as it can: it waits
+    task.cancel()
+    await wait_all_tasks_blocked()
+    try:
+        with pytest.raises(BenchmarkBusyError):  # still held: its append has not landed
+            async with SQLiteStore(path).claim("bench"):
+                pass
+    finally:
+        held.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with store.opened():
+        assert await store.history(K) == trial()

@@ -10,6 +10,7 @@ its batch's write returned.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -78,6 +79,24 @@ class Slot(Generic[R]):
 RecordBatch = Callable[[Batch[R]], None]
 
 
+async def surely(wait: Callable[[], Awaitable[None]]) -> None:
+    """``await wait()`` to its end, shielded, and again each time asyncio's
+    ``Task.cancel()`` (which no cancel scope stops) interrupts it; then the first such
+    cancellation is raised. What ends a store's use or a claim must know the appends
+    handed over have landed (or failed), however often the caller is cancelled."""
+    interrupted: asyncio.CancelledError | None = None
+    while True:
+        try:
+            with anyio.CancelScope(shield=True):
+                await wait()
+        except asyncio.CancelledError as exc:  # Task.cancel(): it still has to end
+            interrupted = interrupted or exc
+            continue
+        break
+    if interrupted is not None:
+        raise interrupted
+
+
 class WriterThread(Generic[R]):
     """The next batch and one long-lived thread that writes batches one after another.
 
@@ -139,12 +158,13 @@ class WriterThread(Generic[R]):
                     finally:
                         tg.cancel_scope.cancel()
         finally:
-            with anyio.CancelScope(shield=True):
-                # What was handed over is written even when the run was cancelled
-                # (Ctrl-C): only a kill loses appends nobody was told had landed.
-                try:
-                    await self.settle()
-                finally:  # even when that last batch failed: the last user out closes
+            # What was handed over is written even when the run was cancelled (Ctrl-C,
+            # or Task.cancel() again and again): only a kill loses appends nobody was
+            # told had landed.
+            try:
+                await surely(self.settle)
+            finally:  # even when that last batch failed: the last user out closes
+                with anyio.CancelScope(shield=True):
                     async with self._open_lock:
                         self._users -= 1
                         if not self._users:

@@ -28,7 +28,7 @@ from .._errors import BenchmarkBusyError, ConfigError, StoreError
 from .._json import dumps
 from .._types import Commit
 from ..history import ConfigStream, StoredConfigText
-from ._batching import Batch, Slot, WriterThread
+from ._batching import Batch, Slot, WriterThread, surely
 from ._config_diff import check_same_stream
 from ._decode import check_created, decode_benchmark, decode_commit, decode_run
 from ._heads import (
@@ -426,12 +426,14 @@ class PostgresStore:
         try:
             yield
         finally:
-            with anyio.CancelScope(shield=True):
+            try:
                 # What was handed over under the claim is written under it (fenced)
                 # before it ends: never unfenced once another runner may hold it.
-                await self._queue.settle()
+                await surely(self._queue.settle)
+            finally:
                 self._epochs.pop(benchmark_id, None)
-                await anyio.to_thread.run_sync(_release, conn, lock)
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_release, conn, lock)
 
     def claim_epoch(self, benchmark_id: str) -> int | None:
         """The fencing epoch of this store's claim on ``benchmark_id`` (None: not held)."""
@@ -459,9 +461,10 @@ class PostgresStore:
         try:
             yield
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._queue.settle()  # written under the claim, as in `claim`
-            self._epochs.pop(benchmark_id, None)
+            try:
+                await surely(self._queue.settle)  # written under the claim, as in `claim`
+            finally:
+                self._epochs.pop(benchmark_id, None)
 
     def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
         import psycopg

@@ -34,7 +34,7 @@ from .._errors import (
 from .._json import dumps
 from .._types import Commit
 from ..history import PIECE, ConfigStream, StoredConfigText
-from ._batching import Batch, Slot, WriteBatch, WriterThread
+from ._batching import Batch, Slot, WriteBatch, WriterThread, surely
 from ._config_diff import check_same_config, check_same_stream
 from ._decode import check_created, corrupt, decode_benchmark, decode_commit, decode_run
 from ._heads import (
@@ -386,15 +386,20 @@ class SQLiteStore:
     def _put_heads(self, conn: sqlite3.Connection, requests: list[_Request]) -> None:
         """Write the head of every trial these appends change, in their transaction:
         from the writer's fold of the trial, else refolded from the store."""
-        heads = []
+        made: dict[TrialKey, tuple[Any, ...]] = {}  # a trial appended to twice: its last
+        refold: dict[TrialKey, None] = {}
         for key, _, commits in requests:
             known, head = self._folds.heads(key, commits)
             if not known:
-                put_head(conn, self._label, key)
+                refold[key] = None
             elif head is not None:
-                heads.append((key.benchmark_id, *head.row()))
-        if heads:
-            conn.executemany(_PUT_HEAD, heads)
+                made[key] = (key.benchmark_id, *head.row())
+        for key in refold:  # a trial refolded has no head of its own (as PostgreSQL's)
+            made.pop(key, None)
+        if made:
+            conn.executemany(_PUT_HEAD, list(made.values()))
+        for key in refold:  # folded from the store, this batch's rows included
+            put_head(conn, self._label, key)
 
     def _write_one_by_one(
         self, conn: sqlite3.Connection, requests: list[_Request]
@@ -460,8 +465,7 @@ class SQLiteStore:
             yield
         finally:
             try:
-                with anyio.CancelScope(shield=True):
-                    await self._queue.settle()  # what the claim's holder handed over first
+                await surely(self._queue.settle)  # what the claim's holder handed over first
             finally:
                 os.close(fd)  # closing the descriptor releases the lock
 
