@@ -309,6 +309,24 @@ def test_stores_are_commit_stores(tmp_path: Path) -> None:
     assert isinstance(SQLiteStore(tmp_path / "unused.db"), CommitStore)
 
 
+def gate_the_writer(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """(held, reached): the SQLite writer's next batch waits, once it has ``reached``
+    the gate, until ``held`` is set (what is handed over meanwhile is one batch)."""
+    from corral.store import sqlite as sqlite_store
+
+    held, reached = threading.Event(), threading.Event()
+    real = sqlite_store.check_still_there
+
+    def gate(*args: Any) -> None:
+        if not held.is_set():
+            reached.set()
+            held.wait()
+        real(*args)
+
+    monkeypatch.setattr(sqlite_store, "check_still_there", gate)
+    return held, reached
+
+
 async def test_sqlite_a_trial_ended_and_reopened_in_one_batch_keeps_its_refolded_head(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -316,19 +334,9 @@ async def test_sqlite_a_trial_ended_and_reopened_in_one_batch_keeps_its_refolded
     it (refolded from the store) keeps the refolded head: the fold's, written after it,
     said the trial was done (as PostgreSQL's writer does: a trial refolded in a batch
     has no head of its own)."""
-    from corral.store import sqlite as sqlite_store
     from corral.store._heads import head_of
 
-    held, reached = threading.Event(), threading.Event()
-    real = sqlite_store.check_still_there
-
-    def gate(*args: Any) -> None:  # the writer's first batch waits here
-        if not held.is_set():
-            reached.set()
-            held.wait()
-        real(*args)
-
-    monkeypatch.setattr(sqlite_store, "check_still_there", gate)
+    held, reached = gate_the_writer(monkeypatch)
     store = SQLiteStore(tmp_path / "s.db")
     async with store.opened():
         slots = [store.enqueue(K._replace(task_id="first"), trial())]
@@ -356,19 +364,9 @@ async def test_sqlite_a_claim_cancelled_twice_lets_go_only_once_its_appends_land
     import asyncio
 
     from corral import BenchmarkBusyError
-    from corral.store import sqlite as sqlite_store
     from corral.testing import wait_all_tasks_blocked
 
-    held, reached = threading.Event(), threading.Event()
-    real = sqlite_store.check_still_there
-
-    def gate(*args: Any) -> None:  # the writer's first batch waits here
-        if not held.is_set():
-            reached.set()
-            held.wait()
-        real(*args)
-
-    monkeypatch.setattr(sqlite_store, "check_still_there", gate)
+    held, reached = gate_the_writer(monkeypatch)
     path = tmp_path / "s.db"
     store = SQLiteStore(path)
 
