@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import sniffio
 from anyio._backends._asyncio import find_root_task
 
+from corral import ConfigError
 from corral.executor._host import _as_a_run
 
 
@@ -26,3 +28,31 @@ def test_a_hosts_serve_context_names_the_library_and_the_root_task() -> None:
     # sniffio need not look for a task on every anyio call; anyio need not scan every
     # task for a root on every `to_thread.run_sync`; the caller's context is untouched.
     assert seen == {"library": "asyncio", "root": True, "outside": None}
+
+
+class _NoDriver:
+    """A run's store as a host without its driver opens it."""
+
+    def open(self) -> object:
+        raise ConfigError("PostgresStore needs psycopg: pip install 'corral[postgres]'")
+
+
+def test_a_host_whose_store_cannot_open_fails_its_calls_instead_of_leaving_them_waiting() -> None:
+    """`serve` raised before it could say it had stopped: `exchange` and `close` waited
+    for it for good (the run hung)."""
+    from ray import cloudpickle
+
+    from corral.executor._host import Host, HostSpec
+    from corral.executor._wire import dumps
+
+    host = Host(cloudpickle.dumps(HostSpec(None, _NoDriver(), "hub")), 0)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        with pytest.raises(ConfigError):
+            await host.serve()
+        assert host._event("ready").is_set() and host._event("stopped").is_set()
+        with pytest.raises(ConfigError, match="needs psycopg"):
+            await host.exchange(dumps([]))
+        await host.close()
+
+    asyncio.run(main())

@@ -12,6 +12,7 @@ run's spend) of every commit past the last one it heard of.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -160,8 +161,9 @@ class RayExecution:
                 self._poll(host, dumps(host.outbox))
                 host.outbox = []
             elif host.outbox:
-                host.actor.submit.remote(dumps(host.outbox))
+                sent = host.actor.submit.remote(dumps(host.outbox))
                 host.outbox = []
+                sent.future().add_done_callback(functools.partial(self._submitted, host))
         self._wakeup.set()
 
     def close(self) -> None:
@@ -241,13 +243,28 @@ class RayExecution:
                 answer = loads(future.result(), evaluation)
             except Exception as exc:
                 answer = exc
-            self._answers.append((host, answer))
-            try:
-                self._call_soon(self._wake)
-            except RuntimeError:  # the run is over (its loop closed): nobody waits
-                pass
+            self._arrived(host, answer)
 
         host.poll.future().add_done_callback(arrived)
+
+    def _submitted(self, host: _Host, future: Any) -> None:
+        """A separate `submit` that failed (its jobs unreadable on the host, say) is an
+        answer as a failed poll's is (its batch is lost: the run ends, or its host is
+        replaced); a submit that worked says nothing."""
+        try:
+            error = future.exception()
+        except BaseException as exc:  # cancelled: no answer will come
+            error = exc
+        if error is not None:
+            self._arrived(host, error)
+
+    def _arrived(self, host: _Host, answer: Any) -> None:
+        """(On Ray's thread) hand ``answer`` to the run loop and wake it."""
+        self._answers.append((host, answer))
+        try:
+            self._call_soon(self._wake)
+        except RuntimeError:  # the run is over (its loop closed): nobody waits
+            pass
 
     def _wake(self) -> None:
         self._wakeup.set()

@@ -120,9 +120,9 @@ class Host:
     async def serve(self) -> None:
         """Run until `close` or `cancel`: the store open, jobs run as they come."""
         spec = self.spec
-        store = spec.store.open()
-        scopes = self._scopes = SharedScopes(spec.scope_hub, self.index, self._lost_hub)
-        try:
+        try:  # a store that cannot open here (no driver) fails every call, none waits
+            store = spec.store.open()
+            scopes = self._scopes = SharedScopes(spec.scope_hub, self.index, self._lost_hub)
             with scopes.active():  # the run's scopes, for the jobs' agents and tools
                 _as_a_run()
                 self._context = contextvars.copy_context()
