@@ -200,6 +200,21 @@ class BoardAgent:
         return Action("step", {"n": session.trial + 1})
 
 
+class LimitedOnceAgent:
+    """Records a cost of 1.0 and is rate limited (its scratch says so, for when it
+    goes on), then takes one tool step (the action commit carries that cost), then
+    ``Final``."""
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        if session.iteration:
+            return Final(session.state)
+        if not session.scratch.get("limited"):
+            session.scratch["limited"] = True
+            session.record_usage(cost=1.0)
+            raise corral.RateLimited("slow down", retry_after=0.0)
+        return Action("step", {"n": 1})
+
+
 async def through_gate(board: Any, session: corral.AgentSession) -> None:
     """Step through ``board``'s gate as the action ``session`` executes (from its host)."""
     assert session.step_key is not None

@@ -21,6 +21,7 @@ from ..support.ray_support import (
     BoardAgent,
     BoardEnvironment,
     Boards,
+    LimitedOnceAgent,
     call,
     comparable,
     tasks,
@@ -129,6 +130,36 @@ async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, board
     assert report is not None and report.counts["completed"] == 12
     assert seen.heard == Counter((await stored(sqlite)) - earlier)
     assert seen.spent == report.usage.cost == 12.0
+
+
+async def test_a_deferred_trial_whose_host_died_counts_its_carried_usage_once(
+    sqlite: str, boards: Boards
+) -> None:
+    """A trial rate limited after spending 1.0 goes on on a host, whose action commit
+    carries that 1.0, and the host dies in the tool call: the trial goes on on a new
+    host from the coordinator's copy of the deferred job, which carried the 1.0 too
+    (it was counted twice: 2.0)."""
+    gated = boards.get(gate_open=False)
+    runner = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("agent", "env")},
+        {"agent": LimitedOnceAgent()},
+        {"env": BoardEnvironment(gated, gauged=False)},
+        store=sqlite,
+    )
+    report: corral.BenchmarkReport | None = None
+
+    async def run() -> None:
+        nonlocal report
+        report = await runner.run("bench", executor=corral.RayExecutor(hosts=1))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        where = await call(gated.wait_steps.remote(1))
+        for pid in {pid for pid, _ in where.values()}:
+            os.kill(pid, signal.SIGKILL)
+        await call(gated.open.remote())
+    assert report is not None and report.counts["completed"] == 1
+    assert report.usage.cost == 1.0
 
 
 async def test_the_scopes_outlive_the_host_that_made_them(

@@ -62,6 +62,10 @@ class TrialJob:
     scratch: dict[str, Any] | None = None
     #: Usage recorded before a rate limit that no commit has carried yet.
     carried_usage: Usage = NO_USAGE
+    #: The trial's next sequence number when a rate limit last deferred it: a longer
+    #: history when it goes on was written by a host that died since, which carried
+    #: what the job carries (its usage, its model calls) already.
+    deferred_at: int = 0
     #: What the trial may spend (the task's budgets over the run's).
     budget: Budget = NO_BUDGET
     #: Seconds worked before a rate limit deferred this trial (its commits may hold less).

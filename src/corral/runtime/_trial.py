@@ -257,6 +257,11 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         projection = Projection.of(await plan.store.history(plan.key))
         if len(projection.failed_attempts) > len(plan.job.failed_attempts):  # resumed
             plan.job.failed_attempts = [dict(f) for f in projection.failed_attempts]
+        if plan.job.deferrals and projection.next_seq > plan.job.deferred_at:
+            # Deferred, then continued on a host that died after recording: its first
+            # commit carried this usage and these calls (as a resumed trial, the calls
+            # it had not recorded are lost with it).
+            carried, plan.job.calls = NO_USAGE, None
     # A resumed trial goes on counting its attempts (and its retries left).
     attempt = max(attempt, len(plan.job.failed_attempts))
     clock = WorkClock(max(plan.job.worked, projection.worked))
@@ -295,6 +300,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         elif limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
             plan.job.scratch, plan.job.carried_usage = session.scratch, carried
+            plan.job.deferred_at = projection.next_seq
             clock.stop()
             plan.job.worked = clock.spent  # waiting out the rate limit is not work
             delay = plan.policy.rate_limit_wait(limited.retry_after, plan.job.deferrals)
