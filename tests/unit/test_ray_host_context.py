@@ -56,3 +56,23 @@ def test_a_host_whose_store_cannot_open_fails_its_calls_instead_of_leaving_them_
         await host.close()
 
     asyncio.run(main())
+
+
+class _KeywordOnly(Exception):
+    """An error that pickles but cannot be rebuilt from its pickle (``code`` is lost)."""
+
+    def __init__(self, message: str, *, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def test_a_host_error_that_cannot_be_rebuilt_reaches_the_coordinator_by_name() -> None:
+    """It pickled, so it went as itself, and the coordinator's unpickling raised a
+    TypeError in its place: the run's error hid the host's."""
+    from corral import CorralError
+    from corral.executor._host import _portable
+
+    sent = _portable(_KeywordOnly("disk full", code=28))
+    assert isinstance(sent, CorralError) and "disk full" in str(sent)
+    kept = _portable(ValueError("plain"))
+    assert type(kept) is ValueError

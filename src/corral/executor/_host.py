@@ -302,11 +302,13 @@ def _joined(store: CommitStore, spec: HostSpec) -> AbstractAsyncContextManager[A
 
 
 def _portable(exc: Exception) -> Exception:
-    """``exc`` if it pickles (to be raised by the coordinator), else a `CorralError` naming it."""
+    """``exc`` if it pickles and unpickles (to be raised by the coordinator), else a
+    `CorralError` naming it: an error whose class cannot be rebuilt from its pickle (a
+    keyword-only argument, say) became the coordinator's ``TypeError``, hiding it."""
     from ray import cloudpickle
 
     try:
-        cloudpickle.dumps(exc)  # type: ignore[no-untyped-call]
+        cloudpickle.loads(cloudpickle.dumps(exc))  # type: ignore[no-untyped-call]
     except Exception:
         return CorralError(f"on a Ray host: {exc!r}")
     return exc
