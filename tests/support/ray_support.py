@@ -12,8 +12,9 @@ import asyncio
 import inspect
 import os
 import random
+import signal
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import anyio
@@ -213,6 +214,21 @@ class LimitedOnceAgent:
             session.record_usage(cost=1.0)
             raise corral.RateLimited("slow down", retry_after=0.0)
         return Action("step", {"n": 1})
+
+
+async def kill_at_the_gate(
+    run: Callable[[], Awaitable[None]], board: Any, steps: int, *, every: bool = True
+) -> None:
+    """Run ``run`` until ``steps`` steps wait at ``board``'s closed gate, SIGKILL the
+    hosts they run on (``every``; else the first step's only), then open the gate and
+    let the run finish."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        where = await call(board.wait_steps.remote(steps))
+        pids = [pid for pid, _ in where.values()]
+        for pid in set(pids) if every else pids[:1]:
+            os.kill(pid, signal.SIGKILL)
+        await call(board.open.remote())
 
 
 async def through_gate(board: Any, session: corral.AgentSession) -> None:

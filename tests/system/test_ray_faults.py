@@ -24,6 +24,7 @@ from ..support.ray_support import (
     LimitedOnceAgent,
     call,
     comparable,
+    kill_at_the_gate,
     tasks,
 )
 
@@ -121,12 +122,7 @@ async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, board
             "bench", **RUN, run_cost_limit=100.0, executor=executor, observers=[seen]
         )
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        where = await call(gated.wait_steps.remote(4))
-        for pid in {pid for pid, _ in where.values()}:
-            os.kill(pid, signal.SIGKILL)
-        await call(gated.open.remote())
+    await kill_at_the_gate(run, gated, 4)
     assert report is not None and report.counts["completed"] == 12
     assert seen.heard == Counter((await stored(sqlite)) - earlier)
     assert seen.spent == report.usage.cost == 12.0
@@ -152,12 +148,7 @@ async def test_a_deferred_trial_whose_host_died_counts_its_carried_usage_once(
         nonlocal report
         report = await runner.run("bench", executor=corral.RayExecutor(hosts=1))
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        where = await call(gated.wait_steps.remote(1))
-        for pid in {pid for pid, _ in where.values()}:
-            os.kill(pid, signal.SIGKILL)
-        await call(gated.open.remote())
+    await kill_at_the_gate(run, gated, 1)
     assert report is not None and report.counts["completed"] == 1
     assert report.usage.cost == 1.0
 

@@ -5,19 +5,16 @@ when a host is killed between a call's record and its action's effect."""
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 import corral
 from corral.history import ModelCallPayload, decode
 from corral.testing import ChatReply, FakeChatServer
 
-from ..support.ray_support import Boards, call, comparable, through_gate
+from ..support.ray_support import Boards, comparable, kill_at_the_gate, through_gate
 from ..support.tool_bench import LEDGER_HISTORY, Ledger, agent, ledger_model, tasks
 
 pytestmark = [
@@ -112,13 +109,8 @@ async def test_a_host_killed_after_a_record_lands_records_each_call_once(
             nonlocal report
             report = await runner.run("killed", executor=corral.RayExecutor(hosts=2))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            # Both trials' first calls are recorded with their actions; the tools wait.
-            where = await call(gated.wait_steps.remote(2))
-            pid, _ = next(iter(where.values()))
-            os.kill(pid, signal.SIGKILL)
-            await call(gated.open.remote())
+        # Both trials' first calls are recorded with their actions; the tools wait.
+        await kill_at_the_gate(run, gated, 2, every=False)
         assert server.calls == 6  # the recorded turn was not asked again
     assert report is not None and report.counts["completed"] == 2
     sqlite = corral.SQLiteStore(store)

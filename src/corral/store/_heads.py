@@ -41,8 +41,8 @@ _WORK_KINDS = frozenset(
 )
 
 
-def _real(value: float | None) -> float | None:
-    return None if value is None else float(value)
+def _real(value: Any) -> float | None:
+    return value if value is None or type(value) is float else float(value)
 
 
 def changes_head(kinds: Iterable[str]) -> bool:
@@ -174,9 +174,7 @@ def _ended_head(*fields: Any) -> TrialHead:
             evaluation_error = str(scored_error)
             error = f"evaluation failed: {evaluation_error}"
         else:
-            # A scorer may give 1 or 0.5: the column is a float (one type per column,
-            # as PostgreSQL's arrays of a batch's heads need).
-            score = None if scored_score is None else float(scored_score)
+            score = scored_score
             scores = dict(scored_scores) if scored_scores else None
             passed = bool(scored_passed) and status != "limit"
     return TrialHead(
