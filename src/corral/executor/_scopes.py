@@ -15,6 +15,13 @@ A slot is named by a token (host, number): a waiter cancelled on its host
 abandons its token, and the hub gives back a slot it granted meanwhile; when a
 host dies, the coordinator tells the hub to forget every token of that host.
 
+Every call runs on the hub's one event loop (no concurrency groups: those run on
+threads of their own, and a release must wake its waiter on the waiter's loop). An
+async actor runs at most ``max_concurrency`` calls at once and queues the rest, a
+release among them: the bound is set far above any run's waiting acquires
+(`MAX_CALLS`), or a thousand waiters would keep the release that frees one from
+ever running.
+
 If the hub dies, who holds what is lost with it, and a new hub could not keep
 the limits: that is the run's failure, not the agents'. An agent that asks
 the dead hub for a slot never hears back; its host stops the run instead
@@ -34,6 +41,10 @@ import anyio
 from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes, ScopeStatistics
 
 Token = tuple[int, int]
+
+#: Calls the hub runs at once: waiting acquires hold their places (Ray's default for an
+#: async actor, 1,000, deadlocked a run with as many trials waiting for a scope).
+MAX_CALLS = 1_000_000
 
 
 class ScopeHub:
@@ -113,7 +124,7 @@ def hub(name: str, *, create: bool) -> Any:
         "get_if_exists": True,
         "lifetime": "detached",
         "num_cpus": 0,
-        "max_concurrency": 1000,
+        "max_concurrency": MAX_CALLS,
     }
     return ray.remote(ScopeHub).options(**options).remote(os.getpid())
 
