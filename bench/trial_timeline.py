@@ -1,13 +1,15 @@
 """Where each trial's time goes at latency L: a per-trial timeline of its waits.
 
-    python bench/trial_timeline.py [--trials 4000] [--latency 0.01] [--parallel 64]
+    python bench/trial_timeline.py [--trials 4000] [--latency 0.01] [--parallel 64] [--gc python]
         [--store memory|sqlite|postgres] [--server postgresql://postgres@127.0.0.1:5432]
 
 The throughput workload (one model call of ``--latency`` seconds, one tool step,
 a trivial scorer; one trial per task) on ``--parallel`` slots. Each trial's
 moments are stamped from outside the engine (wrappers around the worker pool's
 submission, the job runner and the store's ``enqueue``, and an observer for
-durable commits), so nothing in ``corral`` changes for the measurement. Printed:
+durable commits), so nothing in ``corral`` changes for the measurement. The
+process's garbage collector is tuned as `corral run` tunes its own (`corral._gc`;
+``--gc python`` leaves Python's default). Printed:
 wall against the ideal ``N x L / P``, the CPU per trial of the event loop's
 thread and of the whole process (the stamps' own cost included), and, per phase, the median and 90th
 percentile over the trials, in milliseconds:
@@ -42,6 +44,7 @@ from workloads import CountingEnvironment
 
 import corral
 from corral import Action, BenchmarkTaskMetadata, Final
+from corral._gc import collect_less
 from corral.executor import _pool, _work
 from corral.runtime._jobs import EvalJob, TrialJob
 
@@ -210,4 +213,14 @@ if __name__ == "__main__":
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--store", choices=["memory", "sqlite", "postgres"], default="memory")
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
-    anyio.run(main, parser.parse_args())
+    parser.add_argument(
+        "--gc",
+        choices=["corral", "python"],
+        default="corral",
+        help="the garbage collector as `corral run` tunes its process (corral._gc), "
+        "or Python's default",
+    )
+    args = parser.parse_args()
+    if args.gc == "corral":
+        collect_less()
+    anyio.run(main, args)

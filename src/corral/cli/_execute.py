@@ -16,6 +16,7 @@ import anyio
 import click
 from rich.console import Console
 
+from .._gc import collect_less
 from .._protocols import Observer
 from .._runner import CorralRunner, RunInfo
 from .._terminal import SafeConsole
@@ -24,7 +25,7 @@ from ..progress import ProgressDisplay, Tally
 from ..report import BenchmarkReport
 from ..report._files import report_path
 from ..store import TrialKey
-from ._options import run_async
+from ._options import owns_process, run_async
 from ._progress import Progress, print_notes
 from ._tables import report_renderables
 
@@ -102,6 +103,8 @@ def run_benchmark(
 
     # The first Ctrl-C cancels the run: running work stops, the store closes cleanly;
     # a second one exits at once (see `Interrupts`).
+    if owns_process():  # the `corral` process, its benchmark loaded: see `corral._gc`
+        collect_less()
     with interrupts.installed():
         report = run_async(go)
     if report is None:

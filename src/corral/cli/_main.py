@@ -25,6 +25,7 @@ from ._execute import (
     silence_stdout,
 )
 from ._inspect import copy_command, list_command, report_command, show_command
+from ._options import CliProcess
 from ._run import demo_command, rescore_command, run_command
 from ._view import view_command
 
@@ -63,6 +64,9 @@ class CorralGroup(click.Group):
             # Python hands undecodable bytes over as lone surrogates, which would
             # fail much later (printing, hashing, SQLite) with a traceback.
             _check_utf8(argv)
+            # Run as the `corral` process itself (its argv: not called from a caller's
+            # Python, as a test's CliRunner does), the process is Corral's to tune.
+            extra.setdefault("obj", CliProcess(own=args is None))
             result = super().main(argv, prog_name, complete_var, False, **extra)
             code = result if isinstance(result, int) else 0
         except click.ClickException as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -117,3 +118,21 @@ def run_async(job: Callable[[], Awaitable[T]]) -> T:
 
     anyio.run(main)
     return out[0]
+
+
+@dataclass(frozen=True)
+class CliProcess:
+    """What a command knows of the process it runs in (its root context's ``obj``).
+
+    ``own``: run as the `corral` process itself, from its argv; not called from a
+    caller's Python (a test's ``CliRunner``, a script), whose process settings, such as
+    its garbage collector's (`corral._gc`), are not the command's to change."""
+
+    own: bool = False
+
+
+def owns_process() -> bool:
+    """Whether the command being run is the `corral` process itself (`CliProcess`)."""
+    ctx = click.get_current_context(silent=True)
+    found = None if ctx is None else ctx.find_root().obj
+    return isinstance(found, CliProcess) and found.own

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import gc
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -24,6 +23,7 @@ import anyio
 import anyio.abc
 
 from .._errors import CorralError
+from .._gc import collect_less
 from .._types import Commit
 from ..runtime._acks import Acks
 from ..runtime._jobs import Job, Result
@@ -66,7 +66,7 @@ class HostActor:
 
     def __init__(self, spec: bytes, index: int) -> None:
         self._host = Host(spec, index)
-        _collect_less()  # this process is the host's (Ray gives an actor one of its own)
+        collect_less()  # this process is the host's (Ray gives an actor one of its own)
 
     def pid(self) -> int:
         return os.getpid()
@@ -245,27 +245,6 @@ def _hand(jobs: list[Job | tuple[int, int]], pool: WorkerPool[Job, Any], runner:
         else:
             todo.append(job)
     pool.submit_all(todo)  # type: ignore[arg-type]
-
-
-#: The collector's first threshold on a host (Python's default: 700).
-_GC_THRESHOLD = 20_000
-
-
-def _collect_less() -> None:
-    """Tune the cyclic garbage collector for a host's process, which runs one run.
-
-    What it holds once the run's objects are unpickled (Ray's modules, the agents and
-    environments) lives as long as the process: frozen (`gc.freeze`), the collector no
-    longer walks it on each full collection. And with hundreds of trials in flight,
-    collecting every 700 allocations walked the same live trials over and over. Both
-    cost a host about 20 % of its CPU at P = 512 (0.46 s of collections in 8,000
-    trials, 0.01 s after; measured with ``gc.callbacks``). Cycles still die young:
-    every 20,000 allocations.
-    """
-    gc.collect()  # what is garbage already is not kept for good
-    gc.freeze()
-    _, second, third = gc.get_threshold()
-    gc.set_threshold(_GC_THRESHOLD, second, third)
 
 
 def _as_a_run() -> None:
