@@ -138,6 +138,13 @@ class CommitStore(Protocol):
 
         Once an append of a trial fails, later appends of that trial fail too,
         until its history is read again: a history never has a gap.
+
+        The commits are the store's once handed over: a caller does not change them
+        (nor their payloads) afterwards. A store may read them after ``enqueue``
+        returns (SQLite's and PostgreSQL's writers fold a trial's head from them on
+        their thread), so a payload changed meanwhile could be stored as it was and
+        counted as it became. The runtime hands over payloads of their own (checked
+        and copied as JSON when recorded).
         """
         ...
 
