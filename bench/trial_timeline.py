@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from workloads import CountingEnvironment
+from workloads import CountingEnvironment, GcTimer
 
 import corral
 from corral import Action, BenchmarkTaskMetadata, Final
@@ -160,9 +160,10 @@ async def main(args: argparse.Namespace) -> None:
             store=HandedStore(inner, stamps),  # type: ignore[arg-type]
         )
         start, loop_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
-        report = await runner.run(
-            "timeline", max_parallel=args.parallel, observers=[Durable(stamps)]
-        )
+        with GcTimer() as collector:
+            report = await runner.run(
+                "timeline", max_parallel=args.parallel, observers=[Durable(stamps)]
+            )
         wall = time.perf_counter() - start
         loop_cpu, cpu = time.thread_time() - loop_cpu, time.process_time() - cpu
     assert report.counts["completed"] == args.trials, report.counts
@@ -181,6 +182,10 @@ async def main(args: argparse.Namespace) -> None:
         f"CPU per trial: event loop {loop_cpu / args.trials * 1e6:.0f} us, process "
         f"{cpu / args.trials * 1e6:.0f} us (one loop keeps up while it is under L/P = "
         f"{args.latency / args.parallel * 1e6:.0f} us: bench/loop_floor.py)"
+    )
+    print(
+        f"garbage collector ({args.gc}): {sum(collector.seconds):.2f} s in "
+        f"{sum(collector.collections)} collections"
     )
     print(f"{'phase':16} {'median ms':>10} {'p90 ms':>8}")
     for name, begin, end in PHASES:

@@ -6,10 +6,10 @@ environments, the imported modules) lives as long as the process: frozen
 (`gc.freeze`), no full collection walks it again. And with hundreds of trials in
 flight, collecting every 700 allocations (Python's default) walked the same live
 trials over and over. Measured with ``gc.callbacks``: a Ray host at P = 512 spent
-0.46 s of 8,000 trials collecting (about 20 % of its CPU), 0.01 s after; `corral
-run` at P = 64, L = 10 ms, 40,000 trials on SQLite 1.5 s, 0.05 s after (the
-process's CPU per trial 12 % lower). Cycles still die young: every 20,000
-allocations.
+0.46 s of 8,000 trials collecting (about 20 % of its CPU), 0.01 s after; the
+in-process runner at P = 512, 20,000 trials on SQLite 1.9 s, 0.05 s after (its CPU
+per trial 17 % lower: `bench/trial_timeline.py --gc`). Cycles still die young:
+every 20,000 allocations.
 """
 
 from __future__ import annotations
