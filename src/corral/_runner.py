@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -35,6 +36,7 @@ from .history import StoredConfig
 from .report import BenchmarkReport
 from .report._build import PlanTasks
 from .report._files import check_report_file, report_path, whole_report, write_report
+from .report._spool import RecordSpool
 from .report._stored import stored_report
 from .runtime._retry import RetryPolicy
 from .scheduler import KnownKeys, Limits, Resume, RunLoop, RunPlan, build_plan
@@ -460,8 +462,15 @@ class CorralRunner:
         run_cost_limit = config.stop.run_cost_limit
         error_budget = config.stop.error_budget(len(plan.task_ids) * plan.trials_per_task)
         report_file = config.report_file
+        path = report_file or report_path(self.store, benchmark_id)
+        # The report file's records, kept as the trials finish (`RecordSpool`).
+        spool = None if path is None else RecordSpool(plan.task_ids, plan.trials_per_task)
         # The one folding of errors: a failure every task heard is raised once.
-        with unwrap_single(), scopes.active():  # the run's named scopes, for its agents
+        with (
+            unwrap_single(),
+            scopes.active(),  # the run's named scopes, for its agents
+            contextlib.nullcontext() if spool is None else contextlib.closing(spool),
+        ):
             watchers = [*self.observers, *observers]
             notify = Observers(watchers)
             started = time.time()
@@ -500,6 +509,7 @@ class CorralRunner:
                     error_budget=error_budget,
                     budget=budget,
                     run_cost_limit=run_cost_limit,
+                    spool=spool,
                 )
                 del resume
                 info = RunInfo(
@@ -550,7 +560,6 @@ class CorralRunner:
                 )
                 record = _run_record(kind, started, plan, marks, report)
                 await self.store.record_run(benchmark_id, record)
-                path = report_file or report_path(self.store, benchmark_id)
                 # A benchmark this run registered has the plan's tasks, no others.
                 whole = (
                     report
@@ -558,7 +567,7 @@ class CorralRunner:
                     else await whole_report(self.store, record, report)
                 )
             if path is not None:
-                write_report(path, whole)
+                write_report(path, whole, spool)
             del whole
             return report
 

@@ -23,16 +23,15 @@ from corral import (
     CorralRunner,
     Evaluation,
     Final,
-    RetryPolicy,
     TrialRecord,
 )
 from corral.cli import main
 from corral.cli._inspect import rebuild_report
 from corral.report._files import report_path
 from corral.store import copy_benchmarks, open_store
-from corral.testing import FakeEnvironment, ScriptedAgent
 
 from ..support import pg
+from ..support.scripted import scripted_runner
 
 pg_dsn = pg.pg_dsn
 
@@ -55,13 +54,7 @@ def evaluate(r: TrialRecord) -> Evaluation:
 
 
 def runner(store: CommitStore | str | Path) -> CorralRunner:
-    return CorralRunner(
-        TASKS,
-        {"a": ScriptedAgent(decide)},
-        {"e": FakeEnvironment(evaluate=evaluate)},
-        store=store,
-        retry_policy=RetryPolicy(max_retries=0),
-    )
+    return scripted_runner(TASKS, decide, evaluate, store)
 
 
 async def subset_run(store: CommitStore) -> BenchmarkReport:

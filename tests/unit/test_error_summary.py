@@ -18,7 +18,6 @@ from corral import (
     CorralRunner,
     Evaluation,
     Final,
-    RetryPolicy,
     TrialRecord,
     TrialStatus,
 )
@@ -26,6 +25,8 @@ from corral.cli import main
 from corral.cli._inspect import rebuild_report
 from corral.report import ErrorGroup, build_report
 from corral.store import SQLiteStore, TrialKey
+
+from ..support.scripted import scripted_runner
 
 
 def failed(task_id: str, trial: int, error: str) -> TrialRecord:
@@ -129,15 +130,7 @@ TASKS = {
 
 
 def make_runner(store: Path) -> CorralRunner:
-    from corral.testing import FakeEnvironment, ScriptedAgent
-
-    return CorralRunner(
-        TASKS,
-        {"a": ScriptedAgent(decide)},
-        {"e": FakeEnvironment(evaluate=evaluate)},
-        store=store,
-        retry_policy=RetryPolicy(max_retries=0),
-    )
+    return scripted_runner(TASKS, decide, evaluate, store)
 
 
 class StopAfter:

@@ -20,6 +20,7 @@ from ..store import CommitStore, FileStore
 from ..store._heads import HeadStore, TaskList
 from ..store._runs import RunRecord
 from ._model import BenchmarkReport
+from ._spool import RecordSpool
 from ._stored import stored_report
 
 
@@ -101,9 +102,11 @@ def check_report_file(report_file: object) -> Path | None:
     return path
 
 
-def write_report(path: Path, report: BenchmarkReport) -> None:
+def write_report(path: Path, report: BenchmarkReport, spool: RecordSpool | None = None) -> None:
+    """Write ``report`` as JSON to ``path`` (whole or not at all); the trial records
+    ``spool`` holds are taken from it rather than read again."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     with open(tmp, "w") as f:
-        report.write_json(f)
+        report.write_json(f, trial_texts=None if spool is None else spool.texts)
     os.replace(tmp, path)

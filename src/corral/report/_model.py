@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
@@ -273,19 +273,33 @@ class BenchmarkReport:
             return self.tasks.added()
         return [t for t, r in self.tasks.items() if r.added_by_dependencies]
 
-    def write_json(self, file: IO[str], *, indent: int | None = None) -> None:
+    def write_json(
+        self,
+        file: IO[str],
+        *,
+        indent: int | None = None,
+        trial_texts: Callable[[str, int], list[str] | None] | None = None,
+    ) -> None:
         """Write `to_dict` as JSON, one task at a time, so a huge report is never one
         string (nor, built from trial heads, all its records at once). ``indent``: as
         ``json.dumps(report.to_dict(), indent=indent, default=str)`` writes it, and a
-        newline."""
+        newline. ``trial_texts(task_id, count)``: the JSON texts of a task's ``count``
+        trial records if they are at hand (a run's `RecordSpool`), else None (they are
+        read, from the store for a report built from it); not with ``indent``."""
         head = self.to_dict(tasks=False)
         if indent is not None:
             self._write_indented(file, head, indent)
             return
         file.write(json.dumps(head)[:-1] + ', "tasks": {')
+        metrics = self.metrics
         for i, (task_id, task) in enumerate(self.tasks.items()):
             file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
-            file.write(json.dumps(task.to_dict(self.metrics), default=str))
+            texts = None if trial_texts is None else trial_texts(task_id, len(task.trials))
+            if texts is None:
+                file.write(json.dumps(task.to_dict(metrics), default=str))
+            else:  # as json.dumps writes the whole: the trials' key comes last
+                entry = json.dumps(task.to_dict(metrics, trials=False), default=str)
+                file.write(entry[:-1] + ', "trials": [' + ", ".join(texts) + "]}")
         file.write("}}\n")
 
     def _write_indented(self, file: IO[str], head: dict[str, Any], indent: int) -> None:

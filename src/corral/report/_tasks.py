@@ -67,7 +67,11 @@ class TaskReport:
             return dict(trials.named)
         return task_named_scores(trials)
 
-    def to_dict(self, metrics: tuple[Metric, ...] = METRICS) -> dict[str, Any]:
+    def to_dict(
+        self, metrics: tuple[Metric, ...] = METRICS, *, trials: bool = True
+    ) -> dict[str, Any]:
+        """Plain JSON data (``trials=False`` leaves the trials' records out: their
+        key comes last)."""
         out: dict[str, Any] = {
             "task_id": self.task_id,
             "model": self.model,
@@ -81,7 +85,8 @@ class TaskReport:
         named = self.named_scores
         if named:  # absent without named scores, as before there were any
             out["named_scores"] = named
-        out["trials"] = [t.to_dict() for t in self.trials]
+        if trials:
+            out["trials"] = [t.to_dict() for t in self.trials]
         return out
 
 

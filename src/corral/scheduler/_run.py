@@ -47,6 +47,7 @@ from ._stops import StopRules
 
 if TYPE_CHECKING:
     from ..executor._protocol import Execution, Executor, Work
+    from ..report._spool import RecordSpool
 
 
 _NO_PREVIOUS: tuple[Previous | None, int | None] = (None, None)
@@ -68,8 +69,11 @@ class RunLoop:
         error_budget: int | None = None,
         budget: Budget = NO_BUDGET,
         run_cost_limit: float | None = None,
+        spool: RecordSpool | None = None,
     ) -> None:
         self.benchmark_id = work.benchmark_id
+        #: Each finished trial's record for the report file (None: no file is written).
+        self._spool = spool
         self.plan = plan
         self.store = store
         #: The run-wide per-trial budget (a task's own limits override it).
@@ -253,6 +257,8 @@ class RunLoop:
                 self._metas.pop((t, r), None)
             assert result.record is not None
             self._remember(t, result.record)
+            if self._spool is not None:
+                self._spool.add(t, result.record)
         self.admission.execution_ended(t, r, status)
         if status == TrialStatus.ERROR:
             self.rules.count_error()
@@ -270,6 +276,8 @@ class RunLoop:
     def _evaluated(self, result: Evaluated) -> None:
         t, record = result.t, result.record
         self._remember(t, record, result.state)
+        if self._spool is not None:
+            self._spool.add(t, record)
         self.admission.evaluation_ended(t, result.r)
         if record.evaluation_error is not None:
             self.rules.count_error()
