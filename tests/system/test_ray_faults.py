@@ -225,6 +225,46 @@ async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
     assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
 
 
+async def test_a_dead_scope_hub_stops_a_run_whose_agents_never_ask_it_again(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    """Before, only an agent asking the dead hub for a slot stopped the run: with every
+    agent past its scope (here waiting at a gate), the run went on without its limits'
+    keeper, and a host whose agents came to the scope later would have made a new,
+    empty hub. The coordinator finds the hub dead by itself now."""
+    import ray
+
+    gated = boards.get(gate_open=False)
+    env = BoardEnvironment(gated, gauged=False)
+    scoped = corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
+    )
+    stopped = anyio.Event()
+    failure: BaseException | None = None
+
+    async def run() -> None:
+        nonlocal failure
+        try:
+            await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+        except corral.CorralError as exc:
+            failure = exc
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await call(gated.wait_steps.remote(4))  # past the scope, held at the gate
+        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+        ray.kill(ray.get_actor(name))
+        try:
+            with anyio.fail_after(60):  # the gate stays shut: nothing else stops the run
+                await stopped.wait()
+        finally:
+            await call(gated.open.remote())
+    assert failure is not None and "scope hub" in str(failure) and "again" in str(failure)
+    report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+
+
 async def test_a_zombie_host_cannot_write_once_the_claim_moved(postgres: str) -> None:
     """A host writes under its coordinator's epoch; a new claim (the coordinator died, the
     benchmark was run again) fences it off."""

@@ -31,7 +31,7 @@ from ._host import Failed, HostActor, HostSpec, Notice
 from ._logs import plain
 from ._owner import import_ray
 from ._protocol import RunContext
-from ._scopes import hub
+from ._scopes import hub, hub_died
 from ._wire import dumps, loads
 
 #: Concurrent calls a host serves: serve, submit, exchange, close or cancel, pid.
@@ -102,6 +102,8 @@ class RayExecution:
         self._scopes_final = False
         #: Ray's thread (periodic readings) and `_stop`'s (the final one) both write them.
         self._scopes_lock = threading.Lock()
+        #: Set (on Ray's thread) when the hub is found dead: `_watch_scopes` stops the run.
+        self._hub_lost: BaseException | None = None
         self._observed = spec.work.observed
         #: With observers: the sequence number past the last commit they heard of, for
         #: each trial a host runs or evaluates, by (task id, trial).
@@ -183,8 +185,7 @@ class RayExecution:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                if self._observed:
-                    tg.start_soon(self._watch_scopes)
+                tg.start_soon(self._watch_scopes)
                 await self._serve()
                 tg.cancel_scope.cancel()
             cancelled = False
@@ -207,8 +208,11 @@ class RayExecution:
             self._deliver(results)  # the run loop admits once for the whole batch
 
     async def _watch_scopes(self) -> None:
-        """Keep `scope_statistics` fresh for the observers: ask the hub twice a second
-        (without waiting for its answer; none until a host has made it)."""
+        """Keep `scope_statistics` fresh for the observers, and stop the run once the hub
+        is dead: ask it twice a second (without waiting for its answer; none until a
+        host has made it). A host stops the run when its agents find the hub dead; this
+        stops a run whose agents hold their slots, or never ask again, as well (and one
+        where a host would make a new, empty hub)."""
         hub_handle = None
         while True:
             await anyio.sleep(_SCOPES_EVERY)
@@ -216,15 +220,21 @@ class RayExecution:
                 hub_handle = await anyio.to_thread.run_sync(self._find_hub)
                 if hub_handle is None:
                     continue
+            if self._hub_lost is not None:
+                raise hub_died(self._hub_name, self._hub_lost)
             hub_handle.statistics.remote().future().add_done_callback(self._got_scopes)
 
     def _find_hub(self) -> Any:
         return hub(self._hub_name, create=False)
 
     def _got_scopes(self, future: Any) -> None:
-        # An answer that arrives after the final reading (`_stop`) is older than it.
-        if future.exception() is None:
+        """(On Ray's thread) the hub's answer: its scopes, or that it is dead."""
+        error = future.exception()
+        if error is None:
+            # An answer that arrives after the final reading (`_stop`) is older than it.
             self._read_scopes(future.result(), final=False)
+        elif isinstance(error, self.ray.exceptions.RayActorError):
+            self._hub_lost = error
 
     def _read_scopes(self, statistics: dict[str, ScopeStatistics], *, final: bool) -> None:
         with self._scopes_lock:

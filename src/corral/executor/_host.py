@@ -30,7 +30,7 @@ from ..runtime._jobs import Job, Result
 from ..store._protocol import CommitStore, SharedStore, TrialKey
 from ._pool import WorkerPool
 from ._protocol import Work
-from ._scopes import SharedScopes
+from ._scopes import SharedScopes, hub_died
 from ._stores import StoreSpec
 from ._wire import dumps, loads
 from ._work import JobRunner
@@ -198,11 +198,7 @@ class Host:
         """The run's scope hub died: every job stops (nothing is recorded as an error);
         the coordinator hears of it with the next answer, and stops the run."""
         if self._failure is None:
-            self._failure = CorralError(
-                f"the run's concurrency scope hub (Ray actor {self.spec.scope_hub}) died: "
-                f"{type(error).__name__}; the run stopped, and no trial was recorded as an "
-                "error for it: run the benchmark again to resume"
-            )
+            self._failure = hub_died(self.spec.scope_hub, error)
         self._cancel = True
         self._event("closing").set()
         self._event("wake").set()

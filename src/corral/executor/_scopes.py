@@ -25,7 +25,10 @@ ever running.
 If the hub dies, who holds what is lost with it, and a new hub could not keep
 the limits: that is the run's failure, not the agents'. An agent that asks
 the dead hub for a slot never hears back; its host stops the run instead
-(`SharedScopes.lost`), and a rerun resumes it.
+(`SharedScopes.lost`), and a rerun resumes it. The coordinator asks the hub
+twice a second, too, and stops the run once it finds it dead: a run whose agents
+hold their slots (or never ask again) stops as well, and a host that would make
+a new, empty hub (it finds none by that name) cannot keep it going.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any
 import anyio
 
 from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes, ScopeStatistics
+from .._errors import CorralError
 
 Token = tuple[int, int]
 
@@ -127,6 +131,15 @@ def hub(name: str, *, create: bool) -> Any:
         "max_concurrency": MAX_CALLS,
     }
     return ray.remote(ScopeHub).options(**options).remote(os.getpid())
+
+
+def hub_died(name: str, error: BaseException) -> CorralError:
+    """The run's failure once its hub (the Ray actor ``name``) is found dead."""
+    return CorralError(
+        f"the run's concurrency scope hub (Ray actor {name}) died: "
+        f"{type(error).__name__}; the run stopped, and no trial was recorded as an "
+        "error for it: run the benchmark again to resume"
+    )
 
 
 class SharedScopes(ConcurrencyScopes):
