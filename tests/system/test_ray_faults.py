@@ -55,6 +55,31 @@ def runner(b: Any, store: Any, task_set: dict[str, BenchmarkTaskMetadata]) -> co
 RUN = {"trials_per_task": 2, "max_parallel": 4, "max_parallel_per_task": 1}
 
 
+def scoped_runner(board: Any, store: str) -> corral.CorralRunner:
+    """Six tasks whose agents hold the `concurrency` scope ``api`` (1) while they act."""
+    env = BoardEnvironment(board, gauged=False)
+    return corral.CorralRunner(
+        tasks(6), {"agent": BoardAgent(board, scope=1)}, {"env0": env, "env1": env}, store=store
+    )
+
+
+class RunToFailure:
+    """A run of ``runner`` on two Ray hosts expected to fail: its `CorralError` kept in
+    ``failure``, ``stopped`` set once it returned."""
+
+    def __init__(self, runner: corral.CorralRunner) -> None:
+        self.runner = runner
+        self.failure: BaseException | None = None
+        self.stopped = anyio.Event()
+
+    async def __call__(self) -> None:
+        try:
+            await self.runner.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
+        except corral.CorralError as exc:
+            self.failure = exc
+        self.stopped.set()
+
+
 async def reference(
     boards: Boards, tmp_path: Path, task_set: dict[str, BenchmarkTaskMetadata]
 ) -> Any:
@@ -159,10 +184,7 @@ async def test_the_scopes_outlive_the_host_that_made_them(
     import ray
 
     gated = boards.get(limits={("scope", "api"): 1}, gate_open=False)
-    env = BoardEnvironment(gated, gauged=False)
-    scoped = corral.CorralRunner(
-        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
-    )
+    scoped = scoped_runner(gated, sqlite)
     report: corral.BenchmarkReport | None = None
 
     async def run() -> None:
@@ -190,25 +212,15 @@ async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
     import ray
 
     gated = boards.get(gate_open=False)
-    env = BoardEnvironment(gated, gauged=False)
-    scoped = corral.CorralRunner(
-        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
-    )
-    failure: BaseException | None = None
-
-    async def run() -> None:
-        nonlocal failure
-        try:
-            await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
-        except corral.CorralError as exc:
-            failure = exc
-
+    scoped = scoped_runner(gated, sqlite)
+    run = RunToFailure(scoped)
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         await call(gated.wait_steps.remote(4))  # each agent asks the hub again to answer
         (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
         ray.kill(ray.get_actor(name))
         await call(gated.open.remote())
+    failure = run.failure
     assert failure is not None and "scope" in str(failure) and "again" in str(failure)
     assert "\x1b[" not in str(failure)
     store = corral.SQLiteStore(sqlite, read_only=True)
@@ -235,21 +247,8 @@ async def test_a_dead_scope_hub_stops_a_run_whose_agents_never_ask_it_again(
     import ray
 
     gated = boards.get(gate_open=False)
-    env = BoardEnvironment(gated, gauged=False)
-    scoped = corral.CorralRunner(
-        tasks(6), {"agent": BoardAgent(gated, scope=1)}, {"env0": env, "env1": env}, store=sqlite
-    )
-    stopped = anyio.Event()
-    failure: BaseException | None = None
-
-    async def run() -> None:
-        nonlocal failure
-        try:
-            await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
-        except corral.CorralError as exc:
-            failure = exc
-        stopped.set()
-
+    scoped = scoped_runner(gated, sqlite)
+    run = RunToFailure(scoped)
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         await call(gated.wait_steps.remote(4))  # past the scope, held at the gate
@@ -257,9 +256,10 @@ async def test_a_dead_scope_hub_stops_a_run_whose_agents_never_ask_it_again(
         ray.kill(ray.get_actor(name))
         try:
             with anyio.fail_after(60):  # the gate stays shut: nothing else stops the run
-                await stopped.wait()
+                await run.stopped.wait()
         finally:
             await call(gated.open.remote())
+    failure = run.failure
     assert failure is not None and "scope hub" in str(failure) and "again" in str(failure)
     report = await scoped.run("bench", **RUN, executor=corral.RayExecutor(hosts=2))
     assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
