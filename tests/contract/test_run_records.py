@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from corral.cli import main
 from corral.cli._inspect import rebuild_report
 from corral.report._files import report_path
 from corral.store import copy_benchmarks, open_store
+from corral.store._runs import RunRecord
 
 from ..support import pg
 from ..support.scripted import scripted_runner
@@ -94,6 +96,21 @@ async def test_the_store_alone_gives_a_subset_runs_report(store: CommitStore) ->
     assert rebuilt.budgets == ran.budgets == {"token_limit": 1000}
     assert rebuilt.timings == ran.timings and rebuilt.stopped is None
     assert [rebuilt.tasks[t].trials for t in ran.tasks] == [t.trials for t in ran.tasks.values()]
+
+
+@pytest.mark.anyio
+async def test_a_run_record_handed_over_again_is_recorded_once(store: CommitStore) -> None:
+    """A store retries its own transient errors: a record whose first attempt landed
+    (its acknowledgement lost with the connection) is sent again. Before, PostgreSQL
+    then kept the run twice."""
+    record = RunRecord("run", 1.5, 2.5, ("t",), counts={"completed": 1})
+    later = replace(record, started=3.0, ended=4.0)
+    async with store.opened():
+        await store.register_benchmark("b", {"tasks": {}, "trials_per_task": 1})
+        await store.record_run("b", record)
+        await store.record_run("b", record)  # the retry of a call that landed
+        await store.record_run("b", later)
+        assert await store.runs("b") == [record, later]
 
 
 def test_corral_report_on_postgresql_shows_what_a_subset_run_did(pg_dsn: str) -> None:

@@ -166,7 +166,9 @@ class CommitStore(Protocol):
 
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
         """Append the record of a run of ``benchmark_id`` (registered already), durably,
-        after every commit handed over before it."""
+        after every commit handed over before it. A record the benchmark has already
+        (the same, byte for byte: a call retried after its first attempt landed) is
+        not appended again."""
         ...
 
     async def runs(self, benchmark_id: str) -> list[RunRecord]:

@@ -151,9 +151,12 @@ _READ_PIECE = 1 << 20
 
 # Numbered per benchmark in the order recorded; the claim keeps one writer per
 # benchmark, so two records never race for a number.
+#: A record already there (byte for byte: a retry of a call whose acknowledgement was
+#: lost with the connection) is not recorded again.
 _INSERT_RUN = (
     "INSERT INTO corral.runs (benchmark_id, run, record) "
     "SELECT %s, coalesce(max(run), 0) + 1, %s FROM corral.runs WHERE benchmark_id = %s "
+    "HAVING NOT coalesce(bool_or(record = %s), false) "
     "RETURNING run"
 )
 
@@ -551,7 +554,8 @@ class PostgresStore:
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
         self._check_writable()
         await self._queue.settle()
-        params = (benchmark_id, dumps(record.to_dict()), benchmark_id)
+        text = dumps(record.to_dict())
+        params = (benchmark_id, text, benchmark_id, text)
         epoch = self._epochs.get(benchmark_id)
         if epoch is None:  # written outside a claim (`corral copy`), as appends can be
             await self._read(_INSERT_RUN, params, writes=True)

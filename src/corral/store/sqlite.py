@@ -156,9 +156,11 @@ _INSERT = (
 )
 
 # Run records are numbered per benchmark in the order they were recorded.
+#: A record already there (byte for byte: a retried call) is not recorded again.
 _INSERT_RUN = (
     "INSERT INTO runs (benchmark_id, run, record) "
-    "SELECT ?, COALESCE(MAX(run), 0) + 1, ? FROM runs WHERE benchmark_id = ?"
+    "SELECT ?, COALESCE(MAX(run), 0) + 1, ? FROM runs WHERE benchmark_id = ? "
+    "HAVING COALESCE(SUM(record = ?), 0) = 0"
 )
 _RUNS = "SELECT record FROM runs WHERE benchmark_id = ? ORDER BY run"
 _HAS_RUNS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
@@ -540,7 +542,7 @@ class SQLiteStore:
 
         def insert(conn: sqlite3.Connection) -> None:
             with write_transaction(conn):
-                conn.execute(_INSERT_RUN, (benchmark_id, text, benchmark_id))
+                conn.execute(_INSERT_RUN, (benchmark_id, text, benchmark_id, text))
 
         await self._use(self._writer, insert)
 
