@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
+from .._json import dumps_for_report
 from .._types import TrialRecord, Usage
 from ..history import CallCounts
 from ..store._runs import RunRecord
@@ -296,9 +297,9 @@ class BenchmarkReport:
             file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
             texts = None if trial_texts is None else trial_texts(task_id, len(task.trials))
             if texts is None:
-                file.write(json.dumps(task.to_dict(metrics), default=str))
+                file.write(dumps_for_report(task.to_dict(metrics)))
             else:  # as json.dumps writes the whole: the trials' key comes last
-                entry = json.dumps(task.to_dict(metrics, trials=False), default=str)
+                entry = dumps_for_report(task.to_dict(metrics, trials=False))
                 file.write(entry[:-1] + ', "trials": [' + ", ".join(texts) + "]}")
         file.write("}}\n")
 

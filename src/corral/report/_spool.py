@@ -17,12 +17,12 @@ records from the store (a test compares the two files byte for byte).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from array import array
 from collections.abc import Sequence
 
+from .._json import dumps_for_report
 from .._types import TrialRecord
 
 
@@ -49,7 +49,7 @@ class RecordSpool:
         r = record.trial
         if not 0 <= r < self._n:
             return
-        data = json.dumps(record.to_dict(), default=str).encode()
+        data = dumps_for_report(record.to_dict()).encode()
         self._file.write(data)
         i = t * self._n + r
         self._at[i] = self._end
