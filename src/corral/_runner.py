@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Unpack
 
 import anyio.to_thread
@@ -464,7 +465,7 @@ class CorralRunner:
         report_file = config.report_file
         path = report_file or report_path(self.store, benchmark_id)
         # The report file's records, kept as the trials finish (`RecordSpool`).
-        spool = None if path is None else RecordSpool(plan.task_ids, plan.trials_per_task)
+        spool = None if path is None else _spool(plan, path)
         # The one folding of errors: a failure every task heard is raised once.
         with (
             unwrap_single(),
@@ -570,6 +571,17 @@ class CorralRunner:
                 write_report(path, whole, spool)
             del whole
             return report
+
+
+def _spool(plan: RunPlan, report_file: Path) -> RecordSpool:
+    """The run's `RecordSpool`, beside ``report_file``: a folder that cannot be written
+    is refused before anything runs (before, only once every trial had)."""
+    try:
+        return RecordSpool(plan.task_ids, plan.trials_per_task, report_file.parent)
+    except OSError as exc:
+        raise ConfigError(
+            f"report file {str(report_file)!r}: cannot write in its folder ({exc.strerror or exc})"
+        ) from exc
 
 
 def _check_executor(executor: object) -> Executor:

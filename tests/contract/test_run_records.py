@@ -229,6 +229,17 @@ async def test_a_bad_report_file_is_refused_before_anything_is_written(
 
 
 @pytest.mark.anyio
+async def test_a_report_file_in_a_folder_that_cannot_be_made_is_refused_first(
+    tmp_path: Path,
+) -> None:
+    """Before, the run ran every trial and failed as it wrote the file."""
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(corral.ConfigError, match="report file .*a_file.*folder"):
+        await runner(tmp_path / "store.db").run("b", report_file=tmp_path / "a_file" / "r.json")
+    assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.anyio
 async def test_a_postgresql_store_made_before_run_records_gains_them(pg_dsn: str) -> None:
     await runner(open_store(pg_dsn)).run("b", trials_per_task=2)
     import psycopg

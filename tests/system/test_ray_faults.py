@@ -3,6 +3,7 @@ outlive their host, a dead scope hub, a zombie host fenced off, trial timeouts o
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -15,6 +16,7 @@ import pytest
 
 import corral
 from corral import BenchmarkTaskMetadata, Commit, TrialKey
+from corral.report._files import report_path
 
 from ..support import pg
 from ..support.ray_support import (
@@ -151,6 +153,10 @@ async def test_the_commits_of_killed_hosts_are_announced_once(sqlite: str, board
     assert report is not None and report.counts["completed"] == 12
     assert seen.heard == Counter((await stored(sqlite)) - earlier)
     assert seen.spent == report.usage.cost == 12.0
+    # The report file, from the records the hosts sent (trials continued after their
+    # host died among them), is the one the store's records give.
+    path = report_path(costly.store, "bench")
+    assert path is not None and path.read_text() == json.dumps(report.to_dict()) + "\n"
 
 
 async def test_a_deferred_trial_whose_host_died_counts_its_carried_usage_once(

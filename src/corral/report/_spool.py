@@ -5,7 +5,8 @@ Read back from the store after the last trial, they cost a run on one event loop
 about a fifth of its wall time (40,000 ten-millisecond trials on SQLite: 4 s of 19,
 the commits decoded and folded again into records the run had just made). A
 `RecordSpool` keeps each record's JSON text as the run finishes the trial, in a
-temporary file (not in memory: a run of 100,000 trials would hold 40 MB), with its
+temporary file beside the report (not in memory: a run of 100,000 trials would hold
+40 MB), with its
 place in two arrays a trial; the report file takes a task's texts from it when it
 holds every finished trial of the task, and reads the others from the store (trials
 an earlier run finished, or ended in a way the run does not spool).
@@ -21,6 +22,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Sequence
+from pathlib import Path
 
 from .._json import dumps_for_report
 from .._types import TrialRecord
@@ -29,14 +31,20 @@ from .._types import TrialRecord
 class RecordSpool:
     """The JSON text of each trial record the run hands it (`add`), by (task, trial)."""
 
-    def __init__(self, task_ids: Sequence[str], trials_per_task: int) -> None:
+    def __init__(
+        self, task_ids: Sequence[str], trials_per_task: int, directory: Path | None = None
+    ) -> None:
         self._task_ids = task_ids
         self._n = trials_per_task
         size = len(task_ids) * trials_per_task
         # Where each trial's text starts in the file (-1: none) and its length in bytes.
         self._at = array("q", [-1]) * size
         self._length = array("q", [0]) * size
-        self._file = tempfile.TemporaryFile(prefix="corral-records-")
+        # Beside the report (``directory``), whose disk must hold these texts anyway;
+        # not in a /tmp that may be small, or memory. Nameless: gone with the process.
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+        self._file = tempfile.TemporaryFile(prefix=".corral-records-", dir=directory)
         self._end = 0
         self._flushed = True
         # Where the next task is looked up when the report is read in order; else
