@@ -465,7 +465,7 @@ class CorralRunner:
         report_file = config.report_file
         path = report_file or report_path(self.store, benchmark_id)
         # The report file's records, kept as the trials finish (`RecordSpool`).
-        spool = None if path is None else _spool(plan, path)
+        spool = None if path is None else _spool(plan, path, asked=report_file is not None)
         # The one folding of errors: a failure every task heard is raised once.
         with (
             unwrap_single(),
@@ -573,12 +573,16 @@ class CorralRunner:
             return report
 
 
-def _spool(plan: RunPlan, report_file: Path) -> RecordSpool:
-    """The run's `RecordSpool`, beside ``report_file``: a folder that cannot be written
-    is refused before anything runs (before, only once every trial had)."""
+def _spool(plan: RunPlan, report_file: Path, *, asked: bool) -> RecordSpool | None:
+    """The run's `RecordSpool`, beside ``report_file``. A folder that cannot be written
+    is refused before anything runs (before, only once every trial had) if the file
+    was ``asked`` for; the default one, beside a store file, is the store's path: its
+    own check names what is wrong with it (no spool then)."""
     try:
         return RecordSpool(plan.task_ids, plan.trials_per_task, report_file.parent)
     except OSError as exc:
+        if not asked:
+            return None
         raise ConfigError(
             f"report file {str(report_file)!r}: cannot write in its folder ({exc.strerror or exc})"
         ) from exc
