@@ -465,7 +465,12 @@ class CorralRunner:
         report_file = config.report_file
         path = report_file or report_path(self.store, benchmark_id)
         # The report file's records, kept as the trials finish (`RecordSpool`).
-        spool = None if path is None else _spool(plan, path, asked=report_file is not None)
+        # Not for a rescore: its records carry each trial's earlier usage (`RecordSpool`).
+        spool = (
+            None
+            if path is None or resume.rescoring
+            else _spool(plan, path, asked=report_file is not None)
+        )
         # The one folding of errors: a failure every task heard is raised once.
         with (
             unwrap_single(),

@@ -1,6 +1,7 @@
 """The report file takes the records the run kept as its trials finished
 (`corral.report._spool.RecordSpool`) and is byte for byte the file the store's records
-give: runs with every kind of ending, a rerun that reopens trials, a rescore."""
+give: every report file a run writes here is written a second time with every record
+read from the store, and the two compared."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+import corral
+import corral._runner
 from corral import (
     Action,
     AgentSession,
@@ -17,10 +20,15 @@ from corral import (
     CorralRunner,
     Evaluation,
     Final,
+    MemoryStore,
     TrialRecord,
+    Usage,
 )
-from corral.report._files import report_path
+from corral.report import _spool
+from corral.report._files import report_path, write_report
 from corral.report._lazy import StoreRecords
+from corral.testing import FakeEnvironment, ScriptedAgent
+from corral.testing._fault_store import FaultStore
 
 from ..support.scripted import scripted_runner
 
@@ -35,7 +43,7 @@ def decide(s: AgentSession) -> Action | Final:
         raise RuntimeError("agent bug")
     if s.task_id.startswith("steps") and len(s.steps) < 2:
         return Action("step", {"n": len(s.steps), "keys": {"b": 1, "a": [1.5, None]}})
-    if s.task_id.startswith("loops"):
+    if s.task_id.startswith("loops") and not FIXED["agent"]:
         return Action("step", {"n": len(s.steps)})  # never done: max_iterations
     # Keys out of order, a tuple, a nested float: as recorded, and as read back.
     return Final({"z": s.trial, "a": (1, 2.0), "é": {"y": -0.0}})
@@ -46,7 +54,8 @@ def evaluate(r: TrialRecord) -> Evaluation:
         raise ValueError("grader down")
     if r.task_id.startswith("named"):
         return Evaluation(r.trial, r.trial > 0, {"why": [r.trial]}, scores={"f1": 0.5})
-    return Evaluation(1.0, r.status == "completed")
+    # A model-graded scorer's spend: added to the trial's usage (after earlier attempts').
+    return Evaluation(1.0, r.status == "completed", usage=Usage(cost=0.6))
 
 
 TASKS = {
@@ -59,73 +68,144 @@ TASKS = {
 }
 
 
-def runner(store: Path) -> CorralRunner:
+def runner(store: Any) -> CorralRunner:
     return scripted_runner(TASKS, decide, evaluate, store)
 
 
+class Written:
+    """Every report file the runner writes, written again from the store alone: the
+    two texts, and which tasks the spool did not serve (read from the store)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        self.files: list[tuple[str, str]] = []
+        self.read: list[str] = []
+        self._tmp = tmp_path
+        read = StoreRecords.task_records
+
+        def counted(records: StoreRecords, task_id: str) -> Any:
+            self.read.append(task_id)
+            return read(records, task_id)
+
+        def written(path: Path, report: Any, spool: Any = None) -> None:
+            self.read.clear()
+            write_report(path, report, spool)
+            served = list(self.read)
+            again = self._tmp / f"again-{len(self.files)}.json"
+            write_report(again, report)
+            self.files.append((path.read_text(), again.read_text()))
+            self.read[:] = served
+
+        monkeypatch.setattr(StoreRecords, "task_records", counted)
+        monkeypatch.setattr(corral._runner, "write_report", written)
+
+    def last(self) -> tuple[str, str]:
+        return self.files[-1]
+
+
 @pytest.fixture
-def store_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tasks whose records were read back from the store."""
-    reads: list[str] = []
-    read = StoreRecords.task_records
-
-    def counted(self: StoreRecords, task_id: str) -> Any:
-        reads.append(task_id)
-        return read(self, task_id)
-
-    monkeypatch.setattr(StoreRecords, "task_records", counted)
-    return reads
-
-
-def from_the_store(report: Any) -> str:
-    """The report's JSON with every record read from the store (the report object is
-    built from the store: its records are read when used)."""
-    return json.dumps(report.to_dict()) + "\n"
+def written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Written:
+    FIXED["agent"] = False
+    return Written(monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize("models", [None, ["m1", "m2"]])
 async def test_the_spooled_file_is_the_stored_one(
-    tmp_path: Path, store_reads: list[str], models: list[str] | None
+    tmp_path: Path, written: Written, models: list[str] | None
 ) -> None:
-    FIXED["agent"] = False
     run = runner(tmp_path / "store.db")
     report = await run.run("b", trials_per_task=3, k_values=(1, 3), models=models)
+    assert written.read == []  # the file took every task's records from the spool
+    spooled, stored = written.last()
+    assert spooled == stored
     path = report_path(run.store, "b")
-    assert path is not None
-    assert store_reads == []  # the file took every task's records from the spool
-    text = path.read_text()
-    assert text == from_the_store(report)
-    statuses = {t["status"] for task in json.loads(text)["tasks"].values() for t in task["trials"]}
+    assert path is not None and path.read_text() == json.dumps(report.to_dict()) + "\n"
+    tasks = json.loads(spooled)["tasks"].values()
+    statuses = {t["status"] for task in tasks for t in task["trials"]}
     assert statuses == {"completed", "error", "max_iterations"}
 
-    # A rerun reopens the error trials: a task with trials of an earlier run is read.
+    # A rerun reopens trials (their earlier attempts' usage and the scorer's spend
+    # summed as the store sums them: not from the spool), then a rescore (read).
     FIXED["agent"] = True
-    store_reads.clear()
     again = await runner(tmp_path / "store.db").run(
-        "b", trials_per_task=3, k_values=(1, 3), models=models, rerun=("error",)
+        "b", trials_per_task=3, k_values=(1, 3), models=models, rerun=("error", "max_iterations")
     )
-    assert set(store_reads) == set(again.tasks)
-    assert path.read_text() == from_the_store(again)
-    broken = [t for task_id, t in again.tasks.items() if task_id.startswith("broken")]
-    assert {r.status for task in broken for r in task.trials} == {"completed"}
-
-    # A rescore evaluates every trial again: all from the spool.
-    store_reads.clear()
-    rescored = await runner(tmp_path / "store.db").rescore("b", k_values=(1, 3))
-    assert store_reads == []
-    assert path.read_text() == from_the_store(rescored)
+    assert len(written.files) == 2 and written.last()[0] == written.last()[1]
+    loops = [t for task_id, t in again.tasks.items() if task_id.startswith("loops")]
+    assert {r.status for task in loops for r in task.trials} == {"completed"}
+    await runner(tmp_path / "store.db").rescore("b", k_values=(1, 3))
+    assert len(written.files) == 3 and written.last()[0] == written.last()[1]
 
 
-async def test_a_subset_run_reads_the_tasks_it_did_not_run(
-    tmp_path: Path, store_reads: list[str]
+async def test_a_subset_run_s_own_file_is_the_whole_benchmark_s(
+    tmp_path: Path, written: Written
 ) -> None:
-    FIXED["agent"] = False
     await runner(tmp_path / "store.db").run("b", trials_per_task=2)
-    store_reads.clear()
-    run = runner(tmp_path / "store.db")
-    await run.run("b", task_ids=["loops"], trials_per_task=2, rerun=("max_iterations",))
-    path = report_path(run.store, "b")
-    assert path is not None
-    assert sorted(store_reads) == sorted(t for t in TASKS if t != "loops")
-    whole = await runner(tmp_path / "store.db").run("b", trials_per_task=2)  # all resumed
-    assert path.read_text() == from_the_store(whole)
+    FIXED["agent"] = True
+    await runner(tmp_path / "store.db").run(
+        "b", task_ids=["loops"], trials_per_task=2, rerun=("max_iterations",)
+    )
+    spooled, stored = written.last()
+    assert spooled == stored and sorted(json.loads(spooled)["tasks"]) == sorted(TASKS)
+    assert sorted(written.read) == sorted(TASKS)  # reopened trials and others' are read
+
+
+async def test_a_rerun_whose_new_evaluation_fails_to_land_writes_it_again(
+    tmp_path: Path, written: Written
+) -> None:
+    """Before, the retry of an evaluation whose append failed took any evaluation in the
+    trial's history for its own: one from before the reopen marker. The new one was
+    never written (the trial stayed unscored in the store), while the run, and its
+    report file, called it scored."""
+    memory = MemoryStore()
+    path = tmp_path / "r.json"
+    tasks = {"x": BenchmarkTaskMetadata("a", "e", max_iterations=1)}
+    first = scripted_runner(tasks, decide_loops, evaluate, memory)
+    await first.run("b", trials_per_task=2, report_file=path)
+    FIXED["agent"] = True
+    flaky = FaultStore(memory, kind="evaluation", error=ConnectionError("flaky"))
+    again = CorralRunner(
+        tasks,
+        {"a": ScriptedAgent(decide_loops)},
+        {"e": FakeEnvironment(evaluate=evaluate)},
+        store=flaky,
+        retry_policy=corral.RetryPolicy(max_retries=2, backoff_base=0.001, backoff_cap=0.001),
+    )
+    report = await again.run("b", trials_per_task=2, rerun=("max_iterations",), report_file=path)
+    assert flaky.fired
+    assert report.counts["completed"] == 2 and report.finished == 2  # both scored, stored
+    assert written.last()[0] == written.last()[1]
+
+
+def decide_loops(s: AgentSession) -> Action | Final:
+    s.record_usage(input_tokens=2, cost=0.1)
+    if s.trial == 1 and not FIXED["agent"]:
+        return Action("step", {"n": len(s.steps)})  # max_iterations
+    return Final({"t": s.trial})
+
+
+class FullDisk:
+    """A spool file on a disk that fills up after ``room`` writes."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def write(self, data: bytes) -> int:
+        if self.room <= 0:
+            raise OSError(28, "No space left on device")
+        self.room -= 1
+        return len(data)
+
+    def close(self) -> None:
+        raise OSError(28, "No space left on device")  # flushing what it holds
+
+
+async def test_a_full_disk_stops_the_spool_not_the_run(
+    tmp_path: Path, written: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool gives up (every task read from the store); the run finishes, and a
+    close that fails hides nothing."""
+    monkeypatch.setattr(_spool.tempfile, "TemporaryFile", lambda **_: FullDisk(room=3))
+    report = await runner(tmp_path / "store.db").run("b", trials_per_task=2)
+    assert report.finished == report.total == 12
+    assert sorted(written.read) == sorted(TASKS)
+    assert written.last()[0] == written.last()[1]

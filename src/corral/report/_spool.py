@@ -13,7 +13,11 @@ an earlier run finished, or ended in a way the run does not spool).
 
 What it holds is what the store holds: records of commits handed over (durable
 before the report is written, or the run fails), and `corral report` reads the same
-records from the store (a test compares the two files byte for byte).
+records from the store (a test compares the two files byte for byte). Only trials
+this run started afresh are kept (the run says which): a trial continued or reopened
+carries usage of earlier attempts, which the run's record sums in another order than
+the store's fold (the same cost to the last digit but one). A disk that fills up
+makes it give up, not the run: the report then reads every task from the store.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class RecordSpool:
         self._file = tempfile.TemporaryFile(prefix=".corral-records-", dir=directory)
         self._end = 0
         self._flushed = True
+        #: A write or read failed (a full disk): every task is read from the store.
+        self._broken = False
         # Where the next task is looked up when the report is read in order; else
         # each task's place, made when first needed.
         self._next = 0
@@ -55,10 +61,15 @@ class RecordSpool:
     def add(self, t: int, record: TrialRecord) -> None:
         """Keep ``record`` as task ``t``'s trial (a later record of it replaces it)."""
         r = record.trial
-        if not 0 <= r < self._n:
+        if self._broken or not 0 <= r < self._n:
             return
         data = dumps_for_report(record.to_dict()).encode()
-        self._file.write(data)
+        try:
+            self._file.write(data)
+        except OSError:  # a full disk: the report reads the store, the run goes on
+            self._broken = True
+            self.close()
+            return
         i = t * self._n + r
         self._at[i] = self._end
         self._length[i] = len(data)
@@ -69,18 +80,23 @@ class RecordSpool:
         """The texts of ``task_id``'s trials in trial order, if it holds ``count`` of
         them (the task's finished trials, as the report counts them); else None: the
         report reads the task's records from the store."""
-        t = self._index(task_id)
+        t = None if self._broken else self._index(task_id)
         if t is None:
             return None
         at, length, base = self._at, self._length, t * self._n
         places = [(at[i], length[i]) for i in range(base, base + self._n) if at[i] >= 0]
         if len(places) != count:
             return None
-        if not self._flushed:
-            self._file.flush()
-            self._flushed = True
-        fd = self._file.fileno()
-        return [os.pread(fd, size, start).decode() for start, size in places]
+        try:
+            if not self._flushed:
+                self._file.flush()
+                self._flushed = True
+            fd = self._file.fileno()
+            return [os.pread(fd, size, start).decode() for start, size in places]
+        except OSError:
+            self._broken = True
+            self.close()
+            return None
 
     def _index(self, task_id: str) -> int | None:
         ids, start = self._task_ids, self._next
@@ -95,4 +111,9 @@ class RecordSpool:
         return found
 
     def close(self) -> None:
-        self._file.close()
+        """Let the file go (it has no name: the system frees it). Never raises: what
+        could not be flushed is not needed, and a run's own error stays the one seen."""
+        try:
+            self._file.close()
+        except OSError:
+            pass

@@ -96,10 +96,13 @@ async def evaluate_trial(
         except Exception as exc:
             if not policy.retryable(exc, attempt):
                 raise
-            # The append may have landed before it failed: the store's history says.
-            landed = [c for c in await store.history(key) if c.kind == "evaluation"]
+            # The append may have landed before it failed: the store's history says, at
+            # its sequence number (an earlier evaluation, before a reopen or a rescore,
+            # is not this one).
+            history = await store.history(key)
+            landed = [c for c in history if c.seq == seq and c.kind == "evaluation"]
             if landed:
-                commit = landed[-1]
+                commit = landed[0]
                 acks.durable(key, [commit])
                 break
             await anyio.sleep(policy.delay(attempt))

@@ -72,7 +72,8 @@ class RunLoop:
         spool: RecordSpool | None = None,
     ) -> None:
         self.benchmark_id = work.benchmark_id
-        #: Each finished trial's record for the report file (None: no file is written).
+        #: Each finished trial's record for the report file (None: no file is written),
+        #: of the trials this run starts afresh (see `RecordSpool`).
         self._spool = spool
         self.plan = plan
         self.store = store
@@ -87,6 +88,8 @@ class RunLoop:
         self._heads = resumed.heads
         self._pending_evals = resumed.pending_evals
         self._reopened = resumed.reopen
+        #: Trials an earlier attempt left usage to (continued, or reopened): not spooled.
+        self._carried = frozenset(resumed.partial) | resumed.reopen.keys() if spool else ()
         self._handoffs = Handoffs(plan, resumed)
         #: Each task's id as written (what its scorer is told).
         self._names = plan.output_names or plan.task_ids
@@ -257,7 +260,7 @@ class RunLoop:
                 self._metas.pop((t, r), None)
             assert result.record is not None
             self._remember(t, result.record)
-            if self._spool is not None:
+            if self._spool is not None and (t, r) not in self._carried:
                 self._spool.add(t, result.record)
         self.admission.execution_ended(t, r, status)
         if status == TrialStatus.ERROR:
@@ -276,7 +279,7 @@ class RunLoop:
     def _evaluated(self, result: Evaluated) -> None:
         t, record = result.t, result.record
         self._remember(t, record, result.state)
-        if self._spool is not None:
+        if self._spool is not None and (t, result.r) not in self._carried:
             self._spool.add(t, record)
         self.admission.evaluation_ended(t, result.r)
         if record.evaluation_error is not None:
