@@ -578,19 +578,21 @@ class CorralRunner:
             return report
 
 
-def _spool(plan: RunPlan, report_file: Path, *, asked: bool) -> RecordSpool | None:
-    """The run's `RecordSpool`, beside ``report_file``. A folder that cannot be written
-    is refused before anything runs (before, only once every trial had) if the file
-    was ``asked`` for; the default one, beside a store file, is the store's path: its
-    own check names what is wrong with it (no spool then)."""
-    try:
-        return RecordSpool(plan.task_ids, plan.trials_per_task, report_file.parent)
-    except OSError as exc:
-        if not asked:
-            return None
-        raise ConfigError(
-            f"report file {str(report_file)!r}: cannot write in its folder ({exc.strerror or exc})"
-        ) from exc
+def _spool(plan: RunPlan, report_file: Path, *, asked: bool) -> RecordSpool:
+    """The run's `RecordSpool`, beside ``report_file`` (made with the first record). A
+    report file asked for in a folder that cannot be made is refused before anything
+    runs (before, only once every trial had); the default one, beside a store file,
+    is the store's path: the store's own check names what is wrong with it."""
+    if asked:
+        folder = report_file.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise ConfigError(
+                f"report file {str(report_file)!r}: its folder cannot be made "
+                f"({str(folder)!r} is not a folder)"
+            )
+    return RecordSpool(plan.task_ids, plan.trials_per_task, report_file.parent)
 
 
 def _check_executor(executor: object) -> Executor:

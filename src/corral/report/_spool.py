@@ -27,6 +27,7 @@ import tempfile
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from .._json import dumps_for_report
 from .._types import TrialRecord
@@ -46,9 +47,9 @@ class RecordSpool:
         self._length = array("q", [0]) * size
         # Beside the report (``directory``), whose disk must hold these texts anyway;
         # not in a /tmp that may be small, or memory. Nameless: gone with the process.
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-        self._file = tempfile.TemporaryFile(prefix=".corral-records-", dir=directory)
+        # Made with the first record: a run refused before any trial writes nothing.
+        self._directory = directory
+        self._file: IO[bytes] | None = None
         self._end = 0
         self._flushed = True
         #: A write or read failed (a full disk): every task is read from the store.
@@ -58,6 +59,12 @@ class RecordSpool:
         self._next = 0
         self._position: dict[str, int] | None = None
 
+    def _open(self) -> IO[bytes]:
+        directory = self._directory
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+        return tempfile.TemporaryFile(prefix=".corral-records-", dir=directory)
+
     def add(self, t: int, record: TrialRecord) -> None:
         """Keep ``record`` as task ``t``'s trial (a later record of it replaces it)."""
         r = record.trial
@@ -65,7 +72,10 @@ class RecordSpool:
             return
         data = dumps_for_report(record.to_dict()).encode()
         try:
-            self._file.write(data)
+            file = self._file
+            if file is None:
+                file = self._file = self._open()
+            file.write(data)
         except OSError:  # a full disk: the report reads the store, the run goes on
             self._broken = True
             self.close()
@@ -80,18 +90,20 @@ class RecordSpool:
         """The texts of ``task_id``'s trials in trial order, if it holds ``count`` of
         them (the task's finished trials, as the report counts them); else None: the
         report reads the task's records from the store."""
-        t = None if self._broken else self._index(task_id)
+        t = None if self._broken or self._file is None else self._index(task_id)
         if t is None:
             return None
         at, length, base = self._at, self._length, t * self._n
         places = [(at[i], length[i]) for i in range(base, base + self._n) if at[i] >= 0]
         if len(places) != count:
             return None
+        file = self._file
+        assert file is not None  # a record was added
         try:
             if not self._flushed:
-                self._file.flush()
+                file.flush()
                 self._flushed = True
-            fd = self._file.fileno()
+            fd = file.fileno()
             return [os.pread(fd, size, start).decode() for start, size in places]
         except OSError:
             self._broken = True
@@ -114,6 +126,7 @@ class RecordSpool:
         """Let the file go (it has no name: the system frees it). Never raises: what
         could not be flushed is not needed, and a run's own error stays the one seen."""
         try:
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
         except OSError:
             pass
