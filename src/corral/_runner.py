@@ -9,7 +9,6 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Unpack
 
 import anyio.to_thread
@@ -464,12 +463,12 @@ class CorralRunner:
         error_budget = config.stop.error_budget(len(plan.task_ids) * plan.trials_per_task)
         report_file = config.report_file
         path = report_file or report_path(self.store, benchmark_id)
-        # The report file's records, kept as the trials finish (`RecordSpool`).
-        # Not for a rescore: its records carry each trial's earlier usage (`RecordSpool`).
+        # The report file's records, kept as the trials finish; not for a rescore, whose
+        # records carry each trial's earlier usage (`RecordSpool`).
         spool = (
             None
             if path is None or resume.rescoring
-            else _spool(plan, path, asked=report_file is not None)
+            else RecordSpool(plan.task_ids, plan.trials_per_task, path.parent)
         )
         # The one folding of errors: a failure every task heard is raised once.
         with (
@@ -576,23 +575,6 @@ class CorralRunner:
                 write_report(path, whole, spool)
             del whole
             return report
-
-
-def _spool(plan: RunPlan, report_file: Path, *, asked: bool) -> RecordSpool:
-    """The run's `RecordSpool`, beside ``report_file`` (made with the first record). A
-    report file asked for in a folder that cannot be made is refused before anything
-    runs (before, only once every trial had); the default one, beside a store file,
-    is the store's path: the store's own check names what is wrong with it."""
-    if asked:
-        folder = report_file.parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if not folder.is_dir():
-            raise ConfigError(
-                f"report file {str(report_file)!r}: its folder cannot be made "
-                f"({str(folder)!r} is not a folder)"
-            )
-    return RecordSpool(plan.task_ids, plan.trials_per_task, report_file.parent)
 
 
 def _check_executor(executor: object) -> Executor:

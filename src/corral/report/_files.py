@@ -99,6 +99,14 @@ def check_report_file(report_file: object) -> Path | None:
     path = Path(report_file)
     if path.is_dir():
         raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
+    folder = path.parent  # made when the run writes there: its nearest existing part
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(
+            f"report file {str(path)!r}: its folder cannot be made "
+            f"({str(folder)!r} is not a folder)"
+        )
     return path
 
 
