@@ -53,7 +53,7 @@ def test_records_read_in_report_order_a_window_at_a_time() -> None:
     source.WINDOW = 3
     assert [source.task_records(t)[0].task_id for t in order] == order
     assert reader.reads == [order[0:3], order[3:6], order[6:7]]
-    assert source._position is None  # in order: no index of every task's position
+    assert not source._positions.indexed  # in order: no index of every task's position
     # Out of order: each from its own window on.
     assert source.task_records("t4")[0].task_id == "t4"
     assert source.task_records("t1")[0].task_id == "t1"

@@ -104,6 +104,35 @@ def run_async(job: Callable[[], Any]) -> Any:
     return in_thread(lambda: anyio.run(job))
 
 
+class Positions:
+    """Where a task stands in an order of tasks: at once where it was expected (`expect`:
+    the one after the last found, when they are asked for in order), else from an index
+    of every task's place, made the first time one is asked for out of order."""
+
+    __slots__ = ("_next", "_index")
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._index: dict[str, int] | None = None
+
+    def find(self, order: Sequence[str], task_id: str) -> int | None:
+        start = self._next
+        if start < len(order) and order[start] == task_id:
+            return start
+        if self._index is None:
+            self._index = {t: i for i, t in enumerate(order)}
+        return self._index.get(task_id)
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the index of every task's place was made (a task asked out of order)."""
+        return self._index is not None
+
+    def expect(self, position: int) -> None:
+        """The next task asked for is likely the one at ``position``."""
+        self._next = position
+
+
 class StoreRecords:
     """`RecordSource` over a store: a task's records folded from its commits, read
     with the next tasks of the report (``order``) a window of about ``WINDOW``
@@ -124,10 +153,8 @@ class StoreRecords:
         self._benchmark_id = benchmark_id
         self._trials_per_task = trials_per_task
         self._order = order
-        # Where the next window starts when the report is read in order (no index
-        # needed); else each task's position in ``order``, made when first needed.
-        self._next = 0
-        self._position: dict[str, int] | None = None
+        # Where the next window starts when the report is read in order.
+        self._positions = Positions()
         self._window: dict[str, list[TrialRecord]] = {}
         self._lock = threading.Lock()
 
@@ -141,18 +168,13 @@ class StoreRecords:
 
     def _following(self, task_id: str) -> list[str]:
         order = self._order()
-        start = self._next
-        if not (start < len(order) and order[start] == task_id):
-            # Not read in order (a caller picking tasks): every task's position, once.
-            if self._position is None:
-                self._position = {t: i for i, t in enumerate(order)}
-            found = self._position.get(task_id)
-            if found is None:
-                return [task_id]
-            start = found
+        start = self._positions.find(order, task_id)
+        if start is None:
+            return [task_id]
         # About WINDOW trials a read, however many trials a task has.
-        self._next = start + max(1, self.WINDOW // self._trials_per_task)
-        return list(order[start : self._next])
+        end = start + max(1, self.WINDOW // self._trials_per_task)
+        self._positions.expect(end)
+        return list(order[start:end])
 
     def _read(self, task_ids: list[str]) -> dict[str, list[TrialRecord]]:
         benchmark_id, n = self._benchmark_id, self._trials_per_task

@@ -6,10 +6,9 @@ about a fifth of its wall time (40,000 ten-millisecond trials on SQLite: 4 s of 
 the commits decoded and folded again into records the run had just made). A
 `RecordSpool` keeps each record's JSON text as the run finishes the trial, in a
 temporary file beside the report (not in memory: a run of 100,000 trials would hold
-40 MB), with its
-place in two arrays a trial; the report file takes a task's texts from it when it
-holds every finished trial of the task, and reads the others from the store (trials
-an earlier run finished, or ended in a way the run does not spool).
+40 MB), with its place in two arrays a trial; the report file takes a task's texts
+from it when it holds every finished trial of the task, and reads the others from
+the store (trials an earlier run finished, or ended in a way the run does not spool).
 
 What it holds is what the store holds: records of commits handed over (durable
 before the report is written, or the run fails), and `corral report` reads the same
@@ -31,6 +30,7 @@ from typing import IO
 
 from .._json import dumps_for_report
 from .._types import TrialRecord
+from ._lazy import Positions
 
 
 class RecordSpool:
@@ -54,10 +54,8 @@ class RecordSpool:
         self._flushed = True
         #: A write or read failed (a full disk): every task is read from the store.
         self._broken = False
-        # Where the next task is looked up when the report is read in order; else
-        # each task's place, made when first needed.
-        self._next = 0
-        self._position: dict[str, int] | None = None
+        # Each task's place, at once when the report is read in the run's order.
+        self._positions = Positions()
 
     def _open(self) -> IO[bytes]:
         directory = self._directory
@@ -111,15 +109,9 @@ class RecordSpool:
             return None
 
     def _index(self, task_id: str) -> int | None:
-        ids, start = self._task_ids, self._next
-        if start < len(ids) and ids[start] == task_id:
-            self._next = start + 1
-            return start
-        if self._position is None:  # not read in the run's order: every task's place
-            self._position = {t: i for i, t in enumerate(ids)}
-        found = self._position.get(task_id)
+        found = self._positions.find(self._task_ids, task_id)
         if found is not None:
-            self._next = found + 1
+            self._positions.expect(found + 1)
         return found
 
     def close(self) -> None:
