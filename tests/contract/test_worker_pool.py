@@ -4,6 +4,7 @@ submitted while a worker delivers goes to that worker, and closing ends them all
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -63,3 +64,28 @@ async def test_idle_workers_are_reused_and_close_ends_them() -> None:
         pool.close()
     assert sorted(delivered) == list(range(8))
     assert pool.workers == 4
+
+
+async def test_the_worker_that_ends_a_trial_starts_the_next_trial_before_scoring_it() -> None:
+    """A trial's end admits its evaluation and the next trial together: the next trial
+    (whose execution slot is taken from its admission) is the job the delivering
+    worker goes on with at once; the evaluation waits for a worker to wake."""
+    from corral import BenchmarkTaskMetadata, Evaluation, Final, MemoryStore
+    from tests.support.scripted import scripted_runner
+
+    seen: list[str] = []
+
+    def decide(session: Any) -> Final:
+        seen.append(f"act {session.task_id}")
+        return Final("out")
+
+    def evaluate(record: Any) -> Evaluation:
+        seen.append(f"score {record.task_id}")
+        return Evaluation(1.0, True)
+
+    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(3)}
+    runner = scripted_runner(tasks, decide, evaluate, MemoryStore())
+    await runner.run("order", max_parallel=1)
+    assert sorted(seen) == ["act t0", "act t1", "act t2", "score t0", "score t1", "score t2"]
+    assert seen.index("act t1") < seen.index("score t0")
+    assert seen.index("act t2") < seen.index("score t1")

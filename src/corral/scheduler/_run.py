@@ -165,6 +165,7 @@ class RunLoop:
         """Submit whatever admission allows now; close the execution once all is done."""
         admission = self.admission
         jobs: list[Job] = []
+        evaluations: list[Job] = []
         for start in admission.next_starts():
             t, r = start.task, start.round
             if start.kind == StartKind.EXECUTE:
@@ -172,9 +173,14 @@ class RunLoop:
                 if job is not None:
                     jobs.append(job)
             elif start.kind == StartKind.EVALUATE:
-                jobs.append(self._eval_job(t, r))
+                evaluations.append(self._eval_job(t, r))
             else:
                 self._unreachable.append(start)
+        # Trials first: a worker that delivers a result goes on with the first job
+        # submitted at once, the others wait for a worker to wake. A trial holds its
+        # execution slot from its admission, and execution slots are what bounds a run
+        # (a trial's end admits its evaluation and the next trial together).
+        jobs.extend(evaluations)
         if self._unreachable and not self._recording:
             self._recording = True
             self._spawn(self._record_unrun)
