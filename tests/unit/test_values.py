@@ -13,7 +13,7 @@ import pytest
 import corral
 from corral import Action, BenchmarkTaskMetadata, ConfigError, Evaluation, Final, ToolEffect
 from corral import NotSerializableError as Unrecordable
-from corral._json import MAX_DEPTH, check_json, dumps, loads, recordable_text
+from corral._json import MAX_DEPTH, check_json, dumps, dumps_for_report, loads, recordable_text
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 M = BenchmarkTaskMetadata
@@ -251,3 +251,18 @@ async def test_an_error_message_with_a_lone_surrogate_is_recorded_escaped(tmp_pa
         [trial] = report.tasks["t"].trials
         assert trial.error == "ValueError: bad \\ud800 input"
         assert trial.traceback is not None and "\\ud800" in trial.traceback
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1.5, "b": [1, "é\u2028", None, True, False], "c": {"x": float("nan")}},
+        {"inf": float("-inf"), "big": 10**30, "tuple": (1, "2"), "key": {1: 2, None: 3}},
+        "a plain string é",
+        [Path("/a/path"), {"nested": [[[]]], "": {}}],
+    ],
+)
+def test_a_report_encodes_as_json_dumps_with_default_str(value: Any) -> None:
+    """The report file's encoder (made once, not per call) writes what
+    ``json.dumps(value, default=str)`` writes, byte for byte."""
+    assert dumps_for_report(value) == json.dumps(value, default=str)
