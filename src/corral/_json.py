@@ -214,4 +214,8 @@ if _c_encoder is not None:
         return "".join(_report_encode(value, 0))
 
 else:  # pragma: no cover - Pythons without the C accelerator
-    dumps_for_report = json.JSONEncoder(default=str).encode
+    _REPORT_ENCODER = json.JSONEncoder(default=str)
+
+    def dumps_for_report(value: Any) -> str:
+        """``json.dumps(value, default=str)``, as a report writes its JSON."""
+        return _REPORT_ENCODER.encode(value)
