@@ -17,7 +17,7 @@ from corral._records import TrialTable
 from corral.executor._dispatch import RayExecution, _Host, choose
 from corral.executor._wire import dumps, loads
 from corral.executor._work import _unscored
-from corral.runtime._jobs import EvalJob
+from corral.runtime._jobs import EvalJob, TrialJob
 
 
 def host(index: int, load: int, *, answered: bool) -> _Host:
@@ -107,6 +107,21 @@ def test_an_evaluation_elsewhere_reads_the_store_and_the_keeper_drops_its_record
     (job,) = other.outbox
     assert isinstance(job, EvalJob) and job.record is None  # the host reads the store
     assert ran.outbox == ([(0, 1)] if why == "full" else [])
+
+
+def test_an_evaluation_admitted_with_a_trial_takes_its_keepers_last_room_first() -> None:
+    """A trial's end admits the next trial and its evaluation together, the trial
+    first (the local pool starts it at once); on Ray the evaluation still goes to the
+    host that kept its record while that host has room, whatever the order."""
+    ran, other = host(0, 1, answered=True), host(1, 1, answered=True)
+    remote = remote_with([ran, other], cap=2)
+    remote._ran_on[(0, 1)] = ran
+    remote.flush = lambda: None  # type: ignore[method-assign]  # no actors to send to
+    nxt = TrialJob(1, 0, "t1", BenchmarkTaskMetadata("a", "env"), {})
+    remote.submit_all([nxt, evaluation(0, 1)])
+    (job,) = ran.outbox
+    assert isinstance(job, EvalJob) and job.record is None  # the keeper scores it
+    assert other.outbox == [nxt]
 
 
 class Keeping:

@@ -127,8 +127,14 @@ class RayExecution:
         return self._scope_statistics
 
     def submit_all(self, jobs: Sequence[Job]) -> None:
+        # Evaluations placed first, whatever the run's order (trials first, for the
+        # local pool): each goes to the host that kept its record while it has room.
         for job in jobs:
-            self.submit(job)
+            if not isinstance(job, TrialJob):
+                self.submit(job)
+        for job in jobs:
+            if isinstance(job, TrialJob):
+                self.submit(job)
         self.flush()
 
     def submit(self, job: Job) -> None:
