@@ -226,6 +226,8 @@ if __name__ == "__main__":
         "or Python's default",
     )
     args = parser.parse_args()
+    if args.latency <= 0:
+        parser.error("--latency must be above 0: the ideal wall is N x L / P")
     if args.gc == "corral":
         collect_less()
     anyio.run(main, args)
