@@ -89,3 +89,38 @@ async def test_the_worker_that_ends_a_trial_starts_the_next_trial_before_scoring
     assert sorted(seen) == ["act t0", "act t1", "act t2", "score t0", "score t1", "score t2"]
     assert seen.index("act t1") < seen.index("score t0")
     assert seen.index("act t2") < seen.index("score t1")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("rule", ["run_cost_limit", "fail_on_error"])
+async def test_an_evaluation_that_may_stop_the_run_starts_before_the_next_trial(
+    rule: str,
+) -> None:
+    """With a stop rule an evaluation can trip, a trial's evaluation goes first: behind
+    agents that never wait it would start only when its worker yields (every 16 jobs),
+    and 16 times as many trials would run past the rule. (asyncio only: trio's own
+    scheduling spreads the count between runs, before this change as after.)"""
+    from corral import BenchmarkTaskMetadata, Evaluation, Final, MemoryStore, Usage
+    from tests.support.scripted import scripted_runner
+
+    acted: list[str] = []
+
+    def decide(session: Any) -> Final:
+        acted.append(session.task_id)
+        return Final("out")
+
+    def evaluate(record: Any) -> Evaluation:
+        if rule == "fail_on_error":
+            raise ValueError("the scorer fails")
+        return Evaluation(1.0, True, usage=Usage(cost=10.0))  # a model-graded scorer
+
+    tasks = {f"t{i:03d}": BenchmarkTaskMetadata("a", "e") for i in range(200)}
+    runner = scripted_runner(tasks, decide, evaluate, MemoryStore())
+    stop: dict[str, Any] = (
+        {"run_cost_limit": 5.0} if rule == "run_cost_limit" else {"fail_on_error": 0}
+    )
+    report = await runner.run("stops", max_parallel=8, **stop)
+    assert report.stopped is not None and report.stopped.startswith(rule)
+    # The 8 admitted at the start, and the one the first trial's end admitted with
+    # its evaluation (before the fix: 128).
+    assert len(acted) <= 2 * 8

@@ -176,11 +176,17 @@ class RunLoop:
                 evaluations.append(self._eval_job(t, r))
             else:
                 self._unreachable.append(start)
-        # Trials first: a worker that delivers a result goes on with the first job
-        # submitted at once, the others wait for a worker to wake. A trial holds its
+        # A worker that delivers a result goes on with the first job submitted at
+        # once; the others wait for a worker to wake. Trials first: a trial holds its
         # execution slot from its admission, and execution slots are what bounds a run
-        # (a trial's end admits its evaluation and the next trial together).
-        jobs.extend(evaluations)
+        # (a trial's end admits its evaluation and the next trial together). But when
+        # an evaluation may stop the run (fail_on_error, run_cost_limit) it goes
+        # first: behind trials whose agents never wait, it would start only when the
+        # worker yields, and trials the rule would have held back would run.
+        if self.rules.heed_evaluations:
+            jobs[:0] = evaluations
+        else:
+            jobs.extend(evaluations)
         if self._unreachable and not self._recording:
             self._recording = True
             self._spawn(self._record_unrun)

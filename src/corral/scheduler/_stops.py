@@ -35,6 +35,12 @@ class StopRules:
         #: Why the run stopped before every trial finished, if it did.
         self.stopped: str | None = None
 
+    @property
+    def heed_evaluations(self) -> bool:
+        """Whether an evaluation may stop the run (a failed one counts as an error, a
+        scorer's cost as spent): the run then starts evaluations before new trials."""
+        return self.error_budget is not None or self.run_cost_limit is not None
+
     def count_error(self) -> None:
         self.errors += 1
         budget = self.error_budget
