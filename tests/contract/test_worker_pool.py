@@ -124,3 +124,36 @@ async def test_an_evaluation_that_may_stop_the_run_starts_before_the_next_trial(
     # The 8 admitted at the start, and the one the first trial's end admitted with
     # its evaluation (before the fix: 128).
     assert len(acted) <= 2 * 8
+
+
+async def test_trials_whose_agents_never_wait_leave_their_evaluations_room_to_run() -> None:
+    """The worker that ends a trial starts the next at once; with agents that never
+    wait it would go on so for every trial, and the evaluations it handed out (and
+    their workers' results) would wait for its yield every 16 jobs. A worker yields
+    whenever a job it handed out waits for its worker, or another worker yielded: a
+    trial is scored within a few rounds of P trials of its start (before: 27 x P)."""
+    from corral import BenchmarkTaskMetadata, Evaluation, Final, MemoryStore
+    from tests.support.scripted import scripted_runner
+
+    seen: list[tuple[str, str]] = []
+
+    def decide(session: Any) -> Final:
+        seen.append(("act", session.task_id))
+        return Final("out")
+
+    def evaluate(record: Any) -> Evaluation:
+        seen.append(("score", record.task_id))
+        return Evaluation(1.0, True)
+
+    tasks = {f"t{i:03d}": BenchmarkTaskMetadata("a", "e") for i in range(200)}
+    runner = scripted_runner(tasks, decide, evaluate, MemoryStore())
+    await runner.run("lag", max_parallel=4)
+    started, lag, acts = {}, 0, 0
+    for kind, task in seen:
+        if kind == "act":
+            acts += 1
+            started[task] = acts
+        else:
+            lag = max(lag, acts - started[task])
+    assert len(started) == 200
+    assert lag <= 4 * 4

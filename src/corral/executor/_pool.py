@@ -50,6 +50,10 @@ class WorkerPool(Generic[J, R]):
         #: A worker is delivering: the next job submitted is its own (see `_work`).
         self._delivering = False
         self._kept: J | None = None
+        #: Jobs handed to a worker (idle, or new) that has not started them yet.
+        self._waking = 0
+        #: Workers that yielded before delivering their result.
+        self._yielding = 0
         self._closing = False
         self._ends = 0  # jobs finished (to yield now and then)
         #: Worker tasks started (they end only when the pool closes).
@@ -71,9 +75,11 @@ class WorkerPool(Generic[J, R]):
             if self._delivering and self._kept is None:
                 self._kept = job
             elif self._idle:
+                self._waking += 1
                 self._idle.pop().hand(job)
             else:
                 assert self._tg is not None, "WorkerPool.submit before start"
+                self._waking += 1
                 self.workers += 1
                 self._tg.start_soon(self._work, job)
 
@@ -89,6 +95,7 @@ class WorkerPool(Generic[J, R]):
 
     async def _work(self, first: J) -> None:
         job: J | None = first
+        self._waking -= 1
         run, deliver, acks = self._run, self._deliver, self._acks
         while job is not None:
             result = await run(job)
@@ -96,16 +103,22 @@ class WorkerPool(Generic[J, R]):
             # given back). A store that lags holds the worker here, slot and all,
             # until it has caught up: nothing new starts in the meantime, rather than
             # new workers while the finished ones wait. Otherwise the worker yields
-            # now and then: jobs whose agents never wait would keep it running and
-            # starve every other task (the display, the timer).
+            # now and then, and whenever a job handed out waits for its worker to wake
+            # or another worker yielded: jobs whose agents never wait would keep it
+            # running (each end starting the next at once) and starve every other task
+            # (the display, the timer, the evaluations handed out and their results).
             if acks.full:
                 await acks.room()
             else:
                 self._ends += 1
-                if self._ends % _YIELD_EVERY:
+                if self._ends % _YIELD_EVERY and not (self._waking or self._yielding):
                     await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops
                 else:
-                    await anyio.lowlevel.checkpoint()
+                    self._yielding += 1
+                    try:
+                        await anyio.lowlevel.checkpoint()
+                    finally:
+                        self._yielding -= 1
             self.busy -= 1
             self._delivering = True
             try:
@@ -119,3 +132,5 @@ class WorkerPool(Generic[J, R]):
                 idle: Handoff[J] = Handoff()
                 self._idle.append(idle)
                 job = await idle.wait()
+                if job is not None:
+                    self._waking -= 1
