@@ -269,7 +269,9 @@ class WriterThread(Generic[R]):
 
     def _write(self, batch: Batch[R]) -> None:
         if self.failed is not None:  # appends land in order: none after a lost one
-            batch.fail(StoreError(f"{self.owner}: an earlier batch failed: {self.failed}"))
+            # With the first failure's own error: a run whose tasks hear of it from
+            # several batches ends with one error, the cause (a full disk, say).
+            batch.fail(self.failed)
             return
         try:
             self._record(batch)
