@@ -19,7 +19,9 @@ from corral import BenchmarkTaskMetadata, CorralRunner, Evaluation, Final, Memor
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 
-async def lag(tasks: int, parallel: int) -> int:
+async def scoring_order(tasks: int, parallel: int) -> list[tuple[str, str]]:
+    """("act", task) as each trial starts and ("score", task) as it is scored, in order,
+    for ``tasks`` one-trial tasks ``t00000``, ... run at ``max_parallel=parallel``."""
     seen: list[tuple[str, str]] = []
 
     def decide(session: Any) -> Final:
@@ -37,6 +39,11 @@ async def lag(tasks: int, parallel: int) -> int:
         store=MemoryStore(),
     )
     await runner.run("lag", max_parallel=parallel)
+    return seen
+
+
+def most_behind(seen: list[tuple[str, str]]) -> int:
+    """The most trials started between a trial's start and its scoring."""
     started: dict[str, int] = {}
     acts = worst = 0
     for kind, task in seen:
@@ -46,6 +53,10 @@ async def lag(tasks: int, parallel: int) -> int:
         else:
             worst = max(worst, acts - started[task])
     return worst
+
+
+async def lag(tasks: int, parallel: int) -> int:
+    return most_behind(await scoring_order(tasks, parallel))
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from bench.evaluation_lag import most_behind, scoring_order
 
 from corral.executor._pool import WorkerPool
 from corral.runtime._acks import Acks
@@ -70,25 +71,12 @@ async def test_the_worker_that_ends_a_trial_starts_the_next_trial_before_scoring
     """A trial's end admits its evaluation and the next trial together: the next trial
     (whose execution slot is taken from its admission) is the job the delivering
     worker goes on with at once; the evaluation waits for a worker to wake."""
-    from corral import BenchmarkTaskMetadata, Evaluation, Final, MemoryStore
-    from tests.support.scripted import scripted_runner
-
-    seen: list[str] = []
-
-    def decide(session: Any) -> Final:
-        seen.append(f"act {session.task_id}")
-        return Final("out")
-
-    def evaluate(record: Any) -> Evaluation:
-        seen.append(f"score {record.task_id}")
-        return Evaluation(1.0, True)
-
-    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(3)}
-    runner = scripted_runner(tasks, decide, evaluate, MemoryStore())
-    await runner.run("order", max_parallel=1)
-    assert sorted(seen) == ["act t0", "act t1", "act t2", "score t0", "score t1", "score t2"]
-    assert seen.index("act t1") < seen.index("score t0")
-    assert seen.index("act t2") < seen.index("score t1")
+    seen = await scoring_order(3, 1)
+    assert sorted(seen) == sorted(
+        (kind, f"t{i:05d}") for kind in ("act", "score") for i in range(3)
+    )
+    assert seen.index(("act", "t00001")) < seen.index(("score", "t00000"))
+    assert seen.index(("act", "t00002")) < seen.index(("score", "t00001"))
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -132,28 +120,6 @@ async def test_trials_whose_agents_never_wait_leave_their_evaluations_room_to_ru
     their workers' results) would wait for its yield every 16 jobs. A worker yields
     whenever a job it handed out waits for its worker, or another worker yielded: a
     trial is scored within a few rounds of P trials of its start (before: 27 x P)."""
-    from corral import BenchmarkTaskMetadata, Evaluation, Final, MemoryStore
-    from tests.support.scripted import scripted_runner
-
-    seen: list[tuple[str, str]] = []
-
-    def decide(session: Any) -> Final:
-        seen.append(("act", session.task_id))
-        return Final("out")
-
-    def evaluate(record: Any) -> Evaluation:
-        seen.append(("score", record.task_id))
-        return Evaluation(1.0, True)
-
-    tasks = {f"t{i:03d}": BenchmarkTaskMetadata("a", "e") for i in range(200)}
-    runner = scripted_runner(tasks, decide, evaluate, MemoryStore())
-    await runner.run("lag", max_parallel=4)
-    started, lag, acts = {}, 0, 0
-    for kind, task in seen:
-        if kind == "act":
-            acts += 1
-            started[task] = acts
-        else:
-            lag = max(lag, acts - started[task])
-    assert len(started) == 200
-    assert lag <= 4 * 4
+    seen = await scoring_order(200, 4)
+    assert sum(kind == "act" for kind, _ in seen) == 200
+    assert most_behind(seen) <= 4 * 4
