@@ -1,7 +1,7 @@
 """CPU instructions per trial, counted by valgrind: a cost that machine load cannot move.
 
     python bench/instructions.py [--store sqlite|memory] [--trials 400 2400]
-        [--heads kept|off|both]
+        [--heads kept|off|both] [--latency 0]
 
 Wall and CPU times on a shared VM vary by 30% between runs; instruction counts
 vary by less than 0.1%, so a change of a few percent in Corral's cost per
@@ -30,7 +30,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 
 
-def instructions(store: str, trials: int, heads: str | None = None) -> int:
+def instructions(store: str, trials: int, heads: str | None = None, latency: float = 0.0) -> int:
     command = [
         "valgrind",
         "--tool=callgrind",
@@ -43,6 +43,8 @@ def instructions(store: str, trials: int, heads: str | None = None) -> int:
         "4",
         "--store",
         store,
+        "--latency",
+        str(latency),
     ]
     if heads is not None:
         command += ["--heads", heads, "--to-last-commit"]
@@ -60,6 +62,13 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--trials", type=int, nargs=2, default=[400, 2400])
     parser.add_argument("--heads", choices=["kept", "off", "both"])
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        help="The agent's model call in seconds (throughput.py --latency): 0.01 counts "
+        "the trials of goal 3's workload, whose agents wait.",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
@@ -69,11 +78,13 @@ def main() -> None:
     found: dict[str | None, float] = {}
     for heads in ("kept", "off") if args.heads == "both" else (args.heads,):
         per_trial = (
-            instructions(args.store, large, heads) - instructions(args.store, small, heads)
+            instructions(args.store, large, heads, args.latency)
+            - instructions(args.store, small, heads, args.latency)
         ) / (large - small)
         found[heads] = per_trial
         print(
-            f"store={args.store} heads={heads or 'kept, report included'} "
+            f"store={args.store} latency={args.latency:g} s "
+            f"heads={heads or 'kept, report included'} "
             f"instructions per trial: {per_trial:,.0f}"
         )
     if len(found) == 2:

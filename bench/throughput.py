@@ -1,7 +1,11 @@
 """Trials per second and peak RSS for N one-step trials with zero agent latency.
 
 python bench/throughput.py --trials 10000 --max-parallel 64 [--store sqlite|memory]
-    [--heads kept|off] [--to-last-commit]
+    [--heads kept|off] [--to-last-commit] [--latency 0]
+
+``--latency L`` makes the agent await ``sleep(L)`` (its model call) before its
+step, as in the benchmark workload: `instructions.py --latency` counts what a
+trial costs when its agent waits (a worker's end then costs no turn of the loop).
 
 ``--heads off`` switches the SQLite writer's head upkeep off in this process (as
 `bench/heads_cost.py` does): the commits are written as before, no trial head is
@@ -32,9 +36,14 @@ from corral import Action, BenchmarkTaskMetadata, Evaluation, Final, ToolEffect
 
 
 class OneStepAgent:
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency
+
     async def act(self, session: corral.AgentSession) -> Action | Final:
         if session.iteration:
             return Final(session.state)
+        if self.latency:
+            await anyio.sleep(self.latency)
         return Action("step", {"n": 1})
 
 
@@ -109,9 +118,8 @@ async def main(args: argparse.Namespace) -> None:
             if args.store == "sqlite"
             else corral.MemoryStore()
         )
-        runner = corral.CorralRunner(
-            tasks, {"agent": OneStepAgent()}, {"env": CountingEnvironment()}, store=store
-        )
+        agents = {"agent": OneStepAgent(args.latency)}
+        runner = corral.CorralRunner(tasks, agents, {"env": CountingEnvironment()}, store=store)
         sampler = TaskSampler()
         observers: list[object] = [sampler] if args.sample_tasks else []
         if args.to_last_commit:
@@ -149,6 +157,7 @@ if __name__ == "__main__":
     parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL")
     parser.add_argument("--heads", choices=["kept", "off"], default="kept")
     parser.add_argument("--to-last-commit", action="store_true")
+    parser.add_argument("--latency", type=float, default=0.0)
     parsed = parser.parse_args()
     if parsed.heads == "off" and parsed.store != "sqlite":
         parser.error("--heads off: the SQLite store only")

@@ -123,3 +123,50 @@ async def test_trials_whose_agents_never_wait_leave_their_evaluations_room_to_ru
     seen = await scoring_order(200, 4)
     assert sum(kind == "act" for kind, _ in seen) == 200
     assert most_behind(seen) <= 4 * 4
+
+
+async def test_a_job_that_let_the_loop_turn_ends_without_yielding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker yields at a job's end (a whole turn of the loop) only every 16 jobs, or
+    when its job never let the loop turn: not merely because another worker yielded
+    (before, in a busy run, one worker's yield every 16 jobs made every worker that
+    ended a job in the same turn yield too, and theirs the next turn's: nearly every
+    end of a trial whose agent waits paid a turn: 1,993-1,999 yields here).
+    Each job waits two turns of the loop, as a model call outlasts a whole turn: trio
+    runs half its batches of ready tasks in reverse order, and a job that waited one
+    turn could run before a worker readied with it.
+    """
+    yields = 0
+    checkpoint = anyio.lowlevel.checkpoint
+
+    async def counted() -> None:
+        nonlocal yields
+        yields += 1
+        await checkpoint()
+
+    monkeypatch.setattr(anyio.lowlevel, "checkpoint", counted)
+    pool: WorkerPool[int, int]
+    ended = 0
+
+    async def run(job: int) -> int:
+        await checkpoint()  # a model call, say: the loop turns (not counted)
+        await checkpoint()
+        return job
+
+    def deliver(results: Sequence[int]) -> None:
+        nonlocal ended
+        (job,) = results
+        ended += 1
+        if job < 1000:  # a trial: its chain's next one, and its evaluation
+            pool.submit_all([job + 8] if job + 8 < 1000 else [])
+            pool.submit_all([1000 + job])
+        if ended == 2000:
+            pool.close()
+
+    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
+    async with anyio.create_task_group() as tg:
+        pool.start(tg)
+        pool.submit_all(range(8))  # 8 chains of trials at once
+    assert ended == 2000
+    assert yields <= 2000 // 16 + 8

@@ -50,10 +50,13 @@ class WorkerPool(Generic[J, R]):
         #: A worker is delivering: the next job submitted is its own (see `_work`).
         self._delivering = False
         self._kept: J | None = None
-        #: Jobs handed to a worker (idle, or new) that has not started them yet.
-        self._waking = 0
-        #: Workers that yielded before delivering their result.
-        self._yielding = 0
+        #: Tasks owed a turn of the loop (a job handed to a worker, idle or new; a
+        #: worker's yield), and how many of those have had it (the job started, the
+        #: yield returned), counted since the pool was made. A worker whose job ends
+        #: while one owed before that job started still waits never let the loop turn
+        #: (see `_work`).
+        self._owed = 0
+        self._paid = 0
         self._closing = False
         self._ends = 0  # jobs finished (to yield now and then)
         #: Worker tasks started (they end only when the pool closes).
@@ -75,11 +78,11 @@ class WorkerPool(Generic[J, R]):
             if self._delivering and self._kept is None:
                 self._kept = job
             elif self._idle:
-                self._waking += 1
+                self._owed += 1
                 self._idle.pop().hand(job)
             else:
                 assert self._tg is not None, "WorkerPool.submit before start"
-                self._waking += 1
+                self._owed += 1
                 self.workers += 1
                 self._tg.start_soon(self._work, job)
 
@@ -95,30 +98,33 @@ class WorkerPool(Generic[J, R]):
 
     async def _work(self, first: J) -> None:
         job: J | None = first
-        self._waking -= 1
+        self._paid += 1
         run, deliver, acks = self._run, self._deliver, self._acks
         while job is not None:
+            owed = self._owed
             result = await run(job)
             # The worker's last wait before its result is delivered (and its slot
             # given back). A store that lags holds the worker here, slot and all,
             # until it has caught up: nothing new starts in the meantime, rather than
             # new workers while the finished ones wait. Otherwise the worker yields
-            # now and then, and whenever a job handed out waits for its worker to wake
-            # or another worker yielded: jobs whose agents never wait would keep it
-            # running (each end starting the next at once) and starve every other task
-            # (the display, the timer, the evaluations handed out and their results).
+            # now and then, and whenever its job never let the loop turn (a job handed
+            # out, or another worker's yield, from before it started still waits):
+            # jobs whose agents never wait would keep it running (each end starting the
+            # next at once) and starve every other task (the display, the timer, the
+            # evaluations handed out and their results). A job that waited (a model
+            # call) let them all run: its end costs no turn of the loop.
             if acks.full:
                 await acks.room()
             else:
                 self._ends += 1
-                if self._ends % _YIELD_EVERY and not (self._waking or self._yielding):
+                if self._ends % _YIELD_EVERY and self._paid >= owed:
                     await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops
                 else:
-                    self._yielding += 1
+                    self._owed += 1
                     try:
                         await anyio.lowlevel.checkpoint()
                     finally:
-                        self._yielding -= 1
+                        self._paid += 1
             self.busy -= 1
             self._delivering = True
             try:
@@ -133,4 +139,4 @@ class WorkerPool(Generic[J, R]):
                 self._idle.append(idle)
                 job = await idle.wait()
                 if job is not None:
-                    self._waking -= 1
+                    self._paid += 1
