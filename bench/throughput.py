@@ -1,4 +1,4 @@
-"""Trials per second and peak RSS for N one-step trials with zero agent latency.
+"""Trials per second and peak RSS for N one-step trials (no agent latency, or ``--latency``).
 
 python bench/throughput.py --trials 10000 --max-parallel 64 [--store sqlite|memory]
     [--heads kept|off] [--to-last-commit] [--latency 0]

@@ -132,7 +132,7 @@ async def test_a_job_that_let_the_loop_turn_ends_without_yielding(
     when its job never let the loop turn: not merely because another worker yielded
     (before, in a busy run, one worker's yield every 16 jobs made every worker that
     ended a job in the same turn yield too, and theirs the next turn's: nearly every
-    end of a trial whose agent waits paid a turn: 1,993-1,999 yields here).
+    end of a trial whose agent waits paid a turn: 1,991-1,997 yields here).
     Each job waits two turns of the loop, as a model call outlasts a whole turn: trio
     runs half its batches of ready tasks in reverse order, and a job that waited one
     turn could run before a worker readied with it.

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 J = TypeVar("J")
 R = TypeVar("R")
 
-#: A worker that never waits otherwise yields once every so many jobs.
+#: Workers whose jobs never wait otherwise yield at every so-many-th job end (counted
+#: across the pool).
 _YIELD_EVERY = 16
 
 
@@ -53,8 +54,10 @@ class WorkerPool(Generic[J, R]):
         #: Tasks owed a turn of the loop (a job handed to a worker, idle or new; a
         #: worker's yield), and how many of those have had it (the job started, the
         #: yield returned), counted since the pool was made. A worker whose job ends
-        #: while one owed before that job started still waits never let the loop turn
-        #: (see `_work`).
+        #: with fewer paid than were owed when the job started takes it that the job
+        #: never let the loop turn (see `_work`). By count: on trio, whose batches run
+        #: in either order, a later task paid can stand for an earlier one still
+        #: waiting in the batch, which then runs at the worker's next wait or yield.
         self._owed = 0
         self._paid = 0
         self._closing = False
