@@ -24,7 +24,7 @@ from corral import (
     TrialRecord,
     Usage,
 )
-from corral.report import _spool
+from corral.report import _spool, _tasks
 from corral.report._files import report_path, write_report
 from corral.report._lazy import StoreRecords
 from corral.testing import FakeEnvironment, ScriptedAgent
@@ -134,6 +134,33 @@ async def test_the_spooled_file_is_the_stored_one(
     assert {r.status for task in loops for r in task.trials} == {"completed"}
     await runner(tmp_path / "store.db").rescore("b", k_values=(1, 3))
     assert len(written.files) == 3 and written.last()[0] == written.last()[1]
+
+
+async def test_tasks_of_one_outcome_share_their_text_and_the_file_is_one_dump(
+    tmp_path: Path, written: Written, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report file writes what tasks of one outcome and model share once (all but
+    the task's id): ids that JSON escapes, two models, tasks with named scores, a
+    broken trial's other outcome between them, more groups than it keeps; byte for
+    byte as one `json.dumps` of the report, and as the store's records give it."""
+    monkeypatch.setattr(_tasks, "_GROUPS_KEPT", 2)
+    ids = [f'plain-é-"{i}"\\' for i in range(5)] + ["named-a", "broken-é", "plain-z", "named-b"]
+    tasks = {t: BenchmarkTaskMetadata("a", "e") for t in ids}
+    run = scripted_runner(tasks, decide, evaluate, tmp_path / "store.db")
+    made = []
+    entries = _tasks.TaskColumns.entries
+
+    def counted(columns: Any, metrics: Any) -> Any:
+        for entry in entries(columns, metrics):
+            made.append(entry[0])
+            yield entry
+
+    monkeypatch.setattr(_tasks.TaskColumns, "entries", counted)
+    report = await run.run("b", trials_per_task=2, k_values=(1, 2), models=["m1", "m2"])
+    assert len(made) == 2 * len(ids)  # the file's entries came from the columns
+    spooled, stored = written.last()
+    assert spooled == stored == json.dumps(report.to_dict()) + "\n"
+    assert isinstance(report.tasks, _tasks.TaskColumns)
 
 
 async def test_a_subset_run_s_own_file_is_the_whole_benchmark_s(

@@ -292,15 +292,29 @@ class BenchmarkReport:
             self._write_indented(file, head, indent)
             return
         file.write(json.dumps(head)[:-1] + ', "tasks": {')
-        metrics = self.metrics
-        for i, (task_id, task) in enumerate(self.tasks.items()):
-            file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
-            texts = None if trial_texts is None else trial_texts(task_id, len(task.trials))
-            if texts is None:
+        metrics, tasks = self.metrics, self.tasks
+        if trial_texts is None:
+            for i, (task_id, task) in enumerate(tasks.items()):
+                file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
                 file.write(dumps_for_report(task.to_dict(metrics)))
-            else:  # as json.dumps writes the whole: the trials' key comes last
-                entry = dumps_for_report(task.to_dict(metrics, trials=False))
-                file.write(entry[:-1] + ', "trials": [' + ", ".join(texts) + "]}")
+        else:
+            columns = tasks if isinstance(tasks, TaskColumns) else None
+            entries = (
+                columns.entries(metrics)
+                if columns is not None
+                else (
+                    (t, dumps_for_report(task.to_dict(metrics, trials=False)), len(task.trials))
+                    for t, task in tasks.items()
+                )
+            )
+            for i, (task_id, entry, finished) in enumerate(entries):
+                file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
+                texts = trial_texts(task_id, finished)
+                if texts is None:  # read from the store
+                    task = tasks[task_id] if columns is None else columns.at(i)
+                    file.write(dumps_for_report(task.to_dict(metrics)))
+                else:  # as json.dumps writes the whole: the trials' key comes last
+                    file.write(entry[:-1] + ', "trials": [' + ", ".join(texts) + "]}")
         file.write("}}\n")
 
     def _write_indented(self, file: IO[str], head: dict[str, Any], indent: int) -> None:
