@@ -18,7 +18,7 @@ from ._lazy import LazyTrials
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric
 from ._named import NamedScore, named_scores_of
 from ._scores import Scores, interval_info, task_scores
-from ._tasks import TaskColumns, TaskReport, by_k
+from ._tasks import TaskColumns, TaskReport, by_k, entry_json
 
 
 class Counted(NamedTuple):
@@ -302,10 +302,7 @@ class BenchmarkReport:
             entries = (
                 columns.entries(metrics)
                 if columns is not None
-                else (
-                    (t, dumps_for_report(task.to_dict(metrics, trials=False)), len(task.trials))
-                    for t, task in tasks.items()
-                )
+                else ((t, entry_json(task, metrics), len(task.trials)) for t, task in tasks.items())
             )
             for i, (task_id, entry, finished) in enumerate(entries):
                 file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")

@@ -106,7 +106,8 @@ Values = tuple[dict[int, float], dict[int, float], dict[str, dict[int, float]]]
 _GROUPS_KEPT = 64
 
 
-def _entry(task: TaskReport, metrics: tuple[Metric, ...]) -> str:
+def entry_json(task: TaskReport, metrics: tuple[Metric, ...]) -> str:
+    """``task``'s JSON in a report file, without its trials (whose key comes last)."""
     return dumps_for_report(task.to_dict(metrics, trials=False))
 
 
@@ -181,13 +182,13 @@ class TaskColumns(Mapping[str, TaskReport]):
             k = kind[i]
             finished = kinds[k][0]
             if i in named:
-                yield task_id, _entry(self._make(i), metrics), finished
+                yield task_id, entry_json(self._make(i), metrics), finished
                 continue
             head = '{"task_id": ' + dumps_for_report(task_id)
             group = (k, models[i], environments[i], task_id in added)
             rest = made.get(group)
             if rest is None:
-                whole = _entry(self._make(i), metrics)
+                whole = entry_json(self._make(i), metrics)
                 assert whole.startswith(head), whole
                 if len(made) == _GROUPS_KEPT:  # tasks of an environment each: few repeat
                     made.clear()
