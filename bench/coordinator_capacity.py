@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import random
@@ -67,7 +68,10 @@ class LoadHost:
     async def serve(self) -> None:
         await self.closing.wait()
 
-    async def submit(self, batch: bytes) -> None:
+    async def submit(self, number: int, batch: bytes) -> None:
+        await self._take(batch)
+
+    async def _take(self, batch: bytes) -> None:
         loop = asyncio.get_running_loop()
         for job in loads(batch):
             if type(job) is tuple:
@@ -96,8 +100,8 @@ class LoadHost:
             self.done.append(Executed(job.t, job.r, TrialStatus.COMPLETED, 1, _COMMITS, None))
         self.wake.set()
 
-    async def exchange(self, batch: bytes) -> bytes:
-        await self.submit(batch)
+    async def exchange(self, number: int, batch: bytes) -> bytes:
+        await self._take(batch)
         while not self.done:
             await self.wake.wait()
             self.wake.clear()
@@ -158,7 +162,14 @@ def main(args: argparse.Namespace) -> None:
             before, cpu, machine = thread_cpu(), time.process_time(), busy_ticks()
             # `cell`'s latency only makes its agent (which load hosts never run) and its
             # wall/ideal (not printed): the load hosts make the wait.
-            row = anyio.run(cell, executor, args.trials, 1.0, args.parallel, store)
+            row = anyio.run(
+                functools.partial(cell, stored=False),
+                executor,
+                args.trials,
+                1.0,
+                args.parallel,
+                store,
+            )
             cpu, after = time.process_time() - cpu, thread_cpu()
             busy, whole = (b - a for a, b in zip(machine, busy_ticks(), strict=True))
             shares = by_thread(before, after, cpu, args.trials)

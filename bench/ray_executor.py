@@ -99,7 +99,10 @@ async def cell(
     parallel: int,
     store: Any,
     observe: bool = False,
+    stored: bool = True,
 ) -> dict[str, Any]:
+    """One run's figures; ``stored=False``: its hosts write nothing to the store (load
+    generators), so the report, read from the store, has every trial unfinished."""
     tasks = workloads.throughput_tasks(trials // workloads.TRIALS_PER_TASK)
     runner = corral.CorralRunner(
         tasks,
@@ -118,7 +121,8 @@ async def cell(
     )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     done = sum(report.counts.values())
-    assert done == trials and report.pass_at_k[1] == 1.0, report.counts
+    assert done == trials, report.counts
+    assert report.pass_at_k[1] == 1.0 if stored else report.counts["unfinished"] == trials
     ideal = trials * latency / parallel
     return {
         "cpu_us_per_trial": cpu / trials * 1e6,
