@@ -271,6 +271,49 @@ async def test_a_dead_scope_hub_stops_a_run_whose_agents_never_ask_it_again(
     assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
 
 
+class LosesAnAnswer(corral.RayExecutor):
+    """Two hosts; the coordinator loses host 0's first answer holding results on its way
+    back, as Ray reports a host it cannot reach for the moment (a network partition):
+    the host ran the call, and may well be running still."""
+
+    def __init__(self) -> None:
+        super().__init__(hosts=2)
+        self.execution: Any = None
+        self.lost = False
+
+    def start(self, run: Any) -> Any:
+        import ray
+
+        execution = self.execution = super().start(run)
+        arrived = execution._arrived
+
+        def losing(host: Any, answer: Any) -> None:
+            if not self.lost and host.index == 0 and type(answer) is tuple and answer[0]:
+                self.lost = True
+                answer = ray.exceptions.ActorUnavailableError("injected: answer lost", None)
+            arrived(host, answer)
+
+        execution._arrived = losing  # called on Ray's thread, as the real one
+        return execution
+
+
+async def test_a_host_only_unreachable_is_asked_again_not_replaced(
+    sqlite: str, tmp_path: Path, boards: Boards
+) -> None:
+    """Before, Ray's ActorUnavailableError replaced the host as if it had died (killed,
+    its trials sent on to a new one) though it may still be running and writing them.
+    Now the poll goes again and the host answers it with the answer that was lost: no
+    host is replaced, no result is lost, every step runs once."""
+    board = boards.get(1)
+    executor = LosesAnAnswer()
+    report = await runner(board, sqlite, tasks(6)).run("bench", **RUN, executor=executor)
+    steps = (await call(board.report.remote()))["steps"]
+    assert executor.lost
+    assert executor.execution._made == 2  # no host was replaced
+    assert len(steps) == 12 and set(steps.values()) == {1}
+    assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
+
+
 async def test_a_zombie_host_cannot_write_once_the_claim_moved(postgres: str) -> None:
     """A host writes under its coordinator's epoch; a new claim (the coordinator died, the
     benchmark was run again) fences it off."""

@@ -52,7 +52,7 @@ def test_a_host_whose_store_cannot_open_fails_its_calls_instead_of_leaving_them_
             await host.serve()
         assert host._event("ready").is_set() and host._event("stopped").is_set()
         with pytest.raises(ConfigError, match="needs psycopg"):
-            await host.exchange(dumps([]))
+            await host.exchange(1, dumps([]))
         await host.close()
 
     asyncio.run(main())

@@ -2,7 +2,12 @@
 
 A slot is freed only when the coordinator knows the work ended: its result
 arrived, or its host is confirmed dead (Ray says so); then its running trials
-go to a new host and continue from their heads (``may_have_history``).
+go to a new host and continue from their heads (``may_have_history``). A host Ray
+only cannot reach for the moment (``ActorUnavailableError``) may still be running
+and writing its trials: it is not replaced, and what could not reach it (or whose
+answer was lost on the way back) is sent again, unchanged, until it answers or Ray
+says it died. A host runs each batch once and answers a poll sent again with the
+answer it gave the first time (`HostActor.exchange`, `HostActor.submit`).
 
 A host tells of its durable commits with its next answer, so those it made
 since its last one die with it: before its trials go on elsewhere, the
@@ -13,6 +18,7 @@ run's spend) of every commit past the last one it heard of.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -38,12 +44,24 @@ from ._wire import dumps, loads
 _HOST_CALLS = 16
 #: Seconds between two readings of the hub's scopes for the observers.
 _SCOPES_EVERY = 0.5
+_log = logging.getLogger("corral")
+#: Seconds before a call a host could not be reached for is sent again.
+_UNREACHABLE_AGAIN = 1.0
+
+
+class _Again:
+    """A separate `HostActor.submit` that could not reach its host, to be sent again."""
+
+    __slots__ = ("number", "batch")
+
+    def __init__(self, number: int, batch: bytes) -> None:
+        self.number, self.batch = number, batch
 
 
 class _Host:
     """The coordinator's view of one host: its actor, its poll, the jobs it runs."""
 
-    __slots__ = ("actor", "index", "jobs", "outbox", "poll", "serving")
+    __slots__ = ("actor", "index", "jobs", "outbox", "poll", "polled", "sent", "serving")
 
     def __init__(self, actor: Any, index: int) -> None:
         self.actor = actor
@@ -54,6 +72,10 @@ class _Host:
         self.serving = actor.serve.remote()
         #: The outstanding `HostActor.exchange` (None: to be sent with the next batch).
         self.poll: Any = None
+        #: The latest poll's round and batch (sent again as they were, if it is lost).
+        self.polled: tuple[int, bytes] = (0, b"")
+        #: Separate submits sent so far (each numbered, so the host runs it once).
+        self.sent = 0
 
 
 class RayExecution:
@@ -71,6 +93,9 @@ class RayExecution:
         host_options: Mapping[str, Any],
     ) -> None:
         self.ray = import_ray()
+        #: What Ray raises for an actor it cannot reach for the moment (older Rays: none).
+        unavailable = getattr(self.ray.exceptions, "ActorUnavailableError", None)
+        self._unreachable: tuple[type[BaseException], ...] = (unavailable,) if unavailable else ()
         self.hosts_wanted = hosts
         self.trials_per_host = trials_per_host
         self.max_host_restarts = max_host_restarts
@@ -105,6 +130,8 @@ class RayExecution:
         #: Set (on Ray's thread) when the hub is found dead: `_watch_scopes` stops the run.
         self._hub_lost: BaseException | None = None
         self._observed = spec.work.observed
+        #: Hosts (by index) whose calls are being sent again (out of Ray's reach).
+        self._unreached: set[int] = set()
         #: With observers: the sequence number past the last commit they heard of, for
         #: each trial a host runs or evaluates, by (task id, trial).
         self._heard: dict[tuple[str, int], int] = {}
@@ -169,9 +196,9 @@ class RayExecution:
                 self._poll(host, dumps(host.outbox))
                 host.outbox = []
             elif host.outbox:
-                sent = host.actor.submit.remote(dumps(host.outbox))
+                host.sent += 1
+                self._submit(host, _Again(host.sent, dumps(host.outbox)))
                 host.outbox = []
-                sent.future().add_done_callback(functools.partial(self._submitted, host))
         self._wakeup.set()
 
     def close(self) -> None:
@@ -239,7 +266,10 @@ class RayExecution:
         if error is None:
             # An answer that arrives after the final reading (`_stop`) is older than it.
             self._read_scopes(future.result(), final=False)
-        elif isinstance(error, self.ray.exceptions.RayActorError):
+        elif isinstance(error, self.ray.exceptions.RayActorError) and not isinstance(
+            error,
+            self._unreachable,  # only for now: the next reading asks again
+        ):
             self._hub_lost = error
 
     def _read_scopes(self, statistics: dict[str, ScopeStatistics], *, final: bool) -> None:
@@ -249,9 +279,15 @@ class RayExecution:
                 self._scopes_final = final
 
     def _poll(self, host: _Host, jobs: bytes) -> None:
-        """Send ``host`` its long poll; its answer wakes the run loop (from Ray's thread,
-        which also unpickles it, so the loop has no thread to hop to and back)."""
-        host.poll = host.actor.exchange.remote(jobs)
+        """Send ``host`` its next long poll, with ``jobs``."""
+        host.polled = (host.polled[0] + 1, jobs)
+        self._poll_again(host)
+
+    def _poll_again(self, host: _Host) -> None:
+        """Send ``host`` its latest long poll (again, as it was, when it did not get
+        through); its answer wakes the run loop (from Ray's thread, which also unpickles
+        it, so the loop has no thread to hop to and back)."""
+        host.poll = host.actor.exchange.remote(*host.polled)
         evaluation = self._evaluation
 
         def arrived(future: Any) -> None:
@@ -263,16 +299,21 @@ class RayExecution:
 
         host.poll.future().add_done_callback(arrived)
 
-    def _submitted(self, host: _Host, future: Any) -> None:
+    def _submit(self, host: _Host, submit: _Again) -> None:
+        sent = host.actor.submit.remote(submit.number, submit.batch)
+        sent.future().add_done_callback(functools.partial(self._submitted, host, submit))
+
+    def _submitted(self, host: _Host, submit: _Again, future: Any) -> None:
         """A separate `submit` that failed (its jobs unreadable on the host, say) is an
         answer as a failed poll's is (its batch is lost: the run ends, or its host is
-        replaced); a submit that worked says nothing."""
+        replaced), unless it could not reach the host (sent again); a submit that worked
+        says nothing."""
         try:
             error = future.exception()
         except BaseException as exc:  # cancelled: no answer will come
             error = exc
         if error is not None:
-            self._arrived(host, error)
+            self._arrived(host, submit if isinstance(error, self._unreachable) else error)
 
     def _arrived(self, host: _Host, answer: Any) -> None:
         """(On Ray's thread) hand ``answer`` to the run loop and wake it."""
@@ -286,7 +327,14 @@ class RayExecution:
         self._wakeup.set()
 
     def _answer(self, host: _Host, answer: Any, results: list[Result]) -> None:
+        if type(answer) is _Again:  # a submit that did not reach its host
+            self._later(host, functools.partial(self._submit, host, answer), answer)
+            return
         if isinstance(answer, BaseException):
+            if isinstance(answer, self._unreachable):
+                # It may be running still (a network partition): the poll goes again.
+                self._later(host, functools.partial(self._poll_again, host), answer)
+                return
             if isinstance(answer, self.ray.exceptions.RayActorError):
                 self._replace(host, answer)
                 return
@@ -296,6 +344,7 @@ class RayExecution:
             raise answer
         done, notices = answer
         host.poll = None
+        self._unreached.discard(host.index)
         if notices:
             self._tell(notices)
         for result in done:
@@ -316,6 +365,28 @@ class RayExecution:
         if type(result) is Executed and result.record is None:
             self._ran_on[(t, r)] = host  # it kept the record for the evaluation
         results.append(result)
+
+    def _later(self, host: _Host, send: Callable[[], None], why: object) -> None:
+        """``send`` a call again once `_UNREACHABLE_AGAIN` has passed, unless ``host``
+        was replaced meanwhile (Ray said it died); the first time a host is out of
+        reach (again), say so."""
+        if host.index not in self._unreached:
+            self._unreached.add(host.index)
+            _log.warning(
+                "Ray host %d cannot be reached for now (%s); its calls are sent again "
+                "every %g s until it answers or Ray says it died",
+                host.index,
+                plain(why) if isinstance(why, BaseException) else "a submit did not get through",
+                _UNREACHABLE_AGAIN,
+            )
+
+        async def again() -> None:
+            await anyio.sleep(_UNREACHABLE_AGAIN)
+            if host in self.hosts and not self._closing:
+                send()
+
+        assert self._tg is not None
+        self._tg.start_soon(again)
 
     def _tell(self, notices: list[Notice]) -> None:
         benchmark_id = self._benchmark_id

@@ -74,11 +74,11 @@ class HostActor:
     async def serve(self) -> None:
         await self._host.serve()
 
-    async def submit(self, batch: bytes) -> None:
-        await self._host.submit(batch)
+    async def submit(self, number: int, batch: bytes) -> None:
+        await self._host.submit_once(number, batch)
 
-    async def exchange(self, batch: bytes) -> bytes:
-        return await self._host.exchange(batch)
+    async def exchange(self, number: int, batch: bytes) -> bytes:
+        return await self._host.exchange(number, batch)
 
     async def close(self) -> None:
         await self._host.close()
@@ -109,6 +109,10 @@ class Host:
         #: The context every job runs in (`serve`'s, see `_as_a_run`): worker tasks are
         #: spawned in it, whichever Ray call hands them their first job.
         self._context: contextvars.Context | None = None
+        #: The latest long poll (its round, and its answer once given).
+        self._round: _Round | None = None
+        #: The numbers of the separate submits run so far.
+        self._submits: set[int] = set()
 
     def _event(self, name: str) -> anyio.Event:
         # Made on the actor's loop (anyio needs one running), on first use.
@@ -167,18 +171,41 @@ class Host:
             raise self._failure or CorralError(f"Ray host {self.index} has stopped")
         context.run(_hand, loads(batch), pool, runner)
 
-    async def exchange(self, batch: bytes) -> bytes:
+    async def submit_once(self, number: int, batch: bytes) -> None:
+        """`submit` the coordinator's separate batch ``number``, unless it already came
+        (sent again, as it could not tell whether the first one reached this host)."""
+        if number not in self._submits:
+            self._submits.add(number)
+            await self.submit(batch)
+
+    async def exchange(self, number: int, batch: bytes) -> bytes:
         """`submit` a batch, then wait for at least one result: every result and notice
-        gathered so far, as `_wire` bytes. One call a round: the coordinator's long poll."""
-        await self.submit(batch)
-        while not self._done and self._failure is None and not self._event("stopped").is_set():
-            await self._event("wake").wait()
-            self._events["wake"] = anyio.Event()
-        if self._failure is not None:
-            raise self._failure
-        done, notices = self._done, self._notices
-        self._done, self._notices = [], []
-        return dumps((done, notices))
+        gathered so far, as `_wire` bytes. One call a round: the coordinator's long poll.
+        The same round asked again (its answer was lost on the way, or the call never
+        arrived: the coordinator cannot tell) gets the same answer, its batch run once;
+        calls of one round take turns, so results go into one answer only."""
+        current = self._round
+        if current is not None and number < current.number:
+            # An earlier round's first call, come late: the coordinator had it again and
+            # was answered before it sent this round. Nobody waits for this answer.
+            return dumps(([], []))
+        if current is None or number > current.number:
+            current = self._round = _Round(number)
+        async with current.turn:
+            if current.answer is not None:
+                return current.answer
+            if not current.submitted:  # (a first call cancelled before it submitted)
+                await self.submit(batch)
+                current.submitted = True
+            while not self._done and self._failure is None and not self._event("stopped").is_set():
+                await self._event("wake").wait()
+                self._events["wake"] = anyio.Event()
+            if self._failure is not None:
+                raise self._failure
+            done, notices = self._done, self._notices
+            self._done, self._notices = [], []
+            current.answer = dumps((done, notices))
+            return current.answer
 
     async def close(self) -> None:
         """Stop once idle (the run is over) and the store has everything."""
@@ -230,6 +257,19 @@ class Host:
             return Failed(job.t, job.r, _portable(exc))
         finally:
             self._running -= 1
+
+
+class _Round:
+    """One long poll of the coordinator's: its number, whether its batch was handed to
+    the pool, and its answer once given (to a call of this round asked again)."""
+
+    __slots__ = ("number", "submitted", "answer", "turn")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.submitted = False
+        self.answer: bytes | None = None
+        self.turn = anyio.Lock()
 
 
 def _hand(jobs: list[Job | tuple[int, int]], pool: WorkerPool[Job, Any], runner: JobRunner) -> None:

@@ -1,0 +1,94 @@
+"""A Ray host's calls sent again: the coordinator could not tell whether the first one
+reached the host (Ray's ActorUnavailableError), so the host runs each batch once and
+answers a long poll asked again with the answer it gave."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray")
+
+
+class _Pool:
+    """Records the batches handed to it."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def submit_all(self, jobs: list[Any]) -> None:
+        self.batches.append(jobs)
+
+
+def _host() -> tuple[Any, _Pool]:
+    from ray import cloudpickle
+
+    from corral.executor._host import Host, HostSpec
+
+    host = Host(cloudpickle.dumps(HostSpec(None, None, "hub")), 0)  # type: ignore[arg-type]
+    pool = _Pool()
+    host._pool, host._runner, host._context = pool, object(), contextvars.copy_context()
+    return host, pool
+
+
+def test_a_submit_sent_again_runs_once() -> None:
+    from corral.executor._wire import dumps
+
+    host, pool = _host()
+
+    async def main() -> None:
+        host._event("ready").set()
+        await host.submit_once(1, dumps([]))
+        await host.submit_once(1, dumps([]))  # again: it had arrived
+        await host.submit_once(2, dumps([]))
+
+    asyncio.run(main())
+    assert len(pool.batches) == 2
+
+
+def test_a_poll_asked_again_gets_the_same_answer_and_its_batch_runs_once() -> None:
+    from corral.executor._wire import dumps, loads
+
+    host, pool = _host()
+    answers: list[bytes] = []
+
+    async def main() -> None:
+        host._event("ready").set()
+        first = asyncio.ensure_future(host.exchange(1, dumps([])))
+        again = asyncio.ensure_future(host.exchange(1, dumps([])))  # while it still waits
+        await asyncio.sleep(0)
+        host._completer(["result"])()  # a result: the poll answers
+        answers.extend(await asyncio.gather(first, again))
+        answers.append(await host.exchange(1, dumps([])))  # after it answered
+        host._completer(["next"])()
+        answers.append(await host.exchange(2, dumps([])))  # the next round: new results
+        answers.append(await host.exchange(1, dumps([])))  # round 1's first call, come late
+
+    asyncio.run(main())
+    answered = [loads(a, None) for a in answers]
+    assert answered == [(["result"], [])] * 3 + [(["next"], []), ([], [])]
+    assert len(pool.batches) == 2  # one per round: the late call's batch is not run
+
+
+def test_a_poll_whose_first_call_was_cancelled_waits_anew_without_a_second_batch() -> None:
+    from corral.executor._wire import dumps, loads
+
+    host, pool = _host()
+    answers: list[bytes] = []
+
+    async def main() -> None:
+        host._event("ready").set()
+        first = asyncio.ensure_future(host.exchange(1, dumps([])))
+        await asyncio.sleep(0)  # submitted, waiting for a result
+        first.cancel()
+        again = asyncio.ensure_future(host.exchange(1, dumps([])))
+        await asyncio.sleep(0)
+        host._completer(["result"])()
+        answers.append(await again)
+
+    asyncio.run(main())
+    assert [loads(a, None) for a in answers] == [(["result"], [])]
+    assert len(pool.batches) == 1
