@@ -111,7 +111,9 @@ class Host:
         self._context: contextvars.Context | None = None
         #: The latest long poll (its round, and its answer once given).
         self._round: _Round | None = None
-        #: The numbers of the separate submits run so far.
+        #: The separate submits run so far (numbered 1, 2, ... by the coordinator): every
+        #: number below ``_submits_below``, and those above it that came out of order.
+        self._submits_below = 1
         self._submits: set[int] = set()
 
     def _event(self, name: str) -> anyio.Event:
@@ -174,9 +176,13 @@ class Host:
     async def submit_once(self, number: int, batch: bytes) -> None:
         """`submit` the coordinator's separate batch ``number``, unless it already came
         (sent again, as it could not tell whether the first one reached this host)."""
-        if number not in self._submits:
-            self._submits.add(number)
-            await self.submit(batch)
+        if number < self._submits_below or number in self._submits:
+            return
+        self._submits.add(number)
+        while self._submits_below in self._submits:  # kept small: only the gaps' worth
+            self._submits.remove(self._submits_below)
+            self._submits_below += 1
+        await self.submit(batch)
 
     async def exchange(self, number: int, batch: bytes) -> bytes:
         """`submit` a batch, then wait for at least one result: every result and notice
