@@ -285,3 +285,11 @@ async def test_a_host_lost_mid_trial_changes_nothing_in_the_report(
     assert comparable(report) == comparable(reference)
     steps = (await call(board.report.remote()))["steps"]
     assert len(steps) == 12 and max(steps.values()) == 2  # the lost host's steps ran again
+    if how == "ray.kill":  # the lost host was fenced off before its trials went on
+        import psycopg
+
+        with psycopg.connect(store) as conn:
+            row = conn.execute(
+                "SELECT fenced_hosts FROM corral.claims WHERE benchmark_id = 'bench'"
+            ).fetchone()
+        assert row is not None and len(row[0]) == 1

@@ -333,6 +333,85 @@ async def test_a_zombie_host_cannot_write_once_the_claim_moved(postgres: str) ->
         assert [c.seq for c in await successor.history(key)] == [0]
 
 
+@pytest.mark.parametrize("fold", ["folded", "refolded"])
+async def test_a_host_its_coordinator_fenced_off_cannot_write(postgres: str, fold: str) -> None:
+    """A host Ray said died may live on a while (its node cut off from the cluster):
+    once its coordinator has fenced it off, its writes fail (on either of the writer's
+    paths: a trial it folded from its start, or one it refolds from the store), another
+    host writes on, and a new claim lifts the fence for the next run's hosts."""
+    coordinator, zombie, other = (corral.PostgresStore(postgres) for _ in range(3))
+    key, elsewhere = TrialKey("f", "t", 0), TrialKey("f", "u", 0)
+    # The step ends the trial: a commit that changes a trial's head, so a trial the
+    # zombie did not write from its start is refolded (the writer's second path).
+    ended = {"status": "completed", "output": "done", "error": None, "attempts": 1, "state": None}
+    setup, step = Commit(0, "setup", {}, time.time()), Commit(1, "terminal", ended, time.time())
+    async with coordinator.opened(), other.opened():
+        async with coordinator.claim("f"):
+            epoch = coordinator.claim_epoch("f")
+            assert epoch is not None
+            if fold == "refolded":
+                await coordinator.append(key, [setup])
+            with pytest.raises(BaseException) as caught:  # its append fails, its store too
+                async with zombie.opened(), zombie.joined("f", epoch, 0):
+                    if fold == "folded":
+                        await zombie.append(key, [setup])
+                    await coordinator.fence_host("f", 0)
+                    await zombie.append(key, [step])
+            assert all("fenced it off" in str(e) for e in pg.leaves(caught.value))
+            assert [c.seq for c in await coordinator.history(key)] == [0]
+            async with other.joined("f", epoch, 1):
+                await other.append(elsewhere, [setup])
+        async with coordinator.claim("f"):  # the next run: its host 0 is a new one
+            epoch = coordinator.claim_epoch("f")
+            assert epoch is not None
+            async with other.joined("f", epoch, 0):
+                await other.append(key, [step])
+        assert [c.seq for c in await coordinator.history(key)] == [0, 1]
+
+
+async def test_fencing_a_host_waits_out_its_write_in_flight_and_says_so(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host's write holds the claim's row share-locked until it commits (a host frozen
+    mid-transaction holds it until the server ends its session): the fence waits for
+    it, warning each time its lock timeout passes, and lands once the write is done."""
+    import logging
+    import threading
+
+    import psycopg
+
+    from corral.store import postgres as pg_store
+
+    monkeypatch.setattr(pg_store, "_FENCE_WAIT_MS", 50)
+    warned = threading.Event()
+
+    class Warned(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waits for writes holding the claim" in record.getMessage():
+                warned.set()
+
+    handler = Warned(logging.WARNING)
+    logging.getLogger("corral.store").addHandler(handler)
+    coordinator = corral.PostgresStore(postgres)
+    try:
+        async with coordinator.opened(), coordinator.claim("w"):
+            with psycopg.connect(postgres) as writing:  # a host's write, mid-transaction
+                writing.execute("SELECT 1 FROM corral.claims WHERE benchmark_id = 'w' FOR SHARE")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(coordinator.fence_host, "w", 0)
+                    try:
+                        assert await anyio.to_thread.run_sync(warned.wait, 30)
+                    finally:
+                        writing.commit()  # the write lands: the fence goes on
+            with psycopg.connect(postgres) as conn:
+                row = conn.execute(
+                    "SELECT fenced_hosts FROM corral.claims WHERE benchmark_id = 'w'"
+                ).fetchone()
+            assert row == ([0],)
+    finally:
+        logging.getLogger("corral.store").removeHandler(handler)
+
+
 class StallingAgent:
     """Task ``stall`` never decides (it honours cancellation); the others answer at once."""
 

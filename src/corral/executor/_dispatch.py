@@ -32,7 +32,7 @@ import anyio.to_thread
 from .._concurrency import ScopeStatistics
 from .._errors import CorralError
 from ..runtime._jobs import Evaluated, Executed, Job, Postponed, Result, TrialJob
-from ..store._protocol import TrialKey
+from ..store._protocol import SharedStore, TrialKey
 from ._host import Failed, HostActor, HostSpec, Notice
 from ._logs import plain
 from ._owner import import_ray
@@ -416,23 +416,33 @@ class RayExecution:
         for job in jobs:
             # It may have recorded steps (or ended) before it died: go on from its head.
             job.may_have_history = True
-        if self._observed and jobs:
+        if jobs:
             assert self._tg is not None
-            self._tg.start_soon(self._read_back, jobs)
+            self._tg.start_soon(self._fence_and_resend, dead.index, jobs)
         else:
-            self._resend(jobs)
+            self.flush()  # the new host's first poll
+
+    async def _fence_and_resend(self, dead: int, jobs: list[Job]) -> None:
+        """Fence the ``dead`` host off the store (Ray said it died, but a host on a node
+        cut off from the cluster may live on a while, and write), tell of its ``jobs``'
+        commits nobody heard of, then send the jobs on."""
+        store = self._store
+        if isinstance(store, SharedStore):
+            await store.fence_host(self._benchmark_id, dead)
+        if self._observed:
+            await self._read_back(jobs)
+        self._resend(jobs)
+        self._deliver(())  # a commit read back may have stopped admission (run_cost_limit)
 
     async def _read_back(self, jobs: list[Job]) -> None:
         """Tell of the commits of a dead host's ``jobs`` nobody heard of (read from the
-        store: nothing writes them meanwhile), then send the jobs on."""
+        store, which fenced the host off: nothing writes them meanwhile)."""
         for job in jobs:
             key = TrialKey(self._benchmark_id, job.task_id, job.r)
             heard = self._heard[(job.task_id, job.r)]
             unheard = [c for c in await self._store.history(key) if c.seq >= heard]
             if unheard:
                 self._tell([(job.task_id, job.r, unheard)])
-        self._resend(jobs)
-        self._deliver(())  # a commit read back may have stopped admission (run_cost_limit)
 
     def _resend(self, jobs: list[Job]) -> None:
         for job in jobs:

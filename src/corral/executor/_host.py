@@ -133,7 +133,7 @@ class Host:
                 _as_a_run()
                 self._context = contextvars.copy_context()
                 async with store.opened():
-                    async with _joined(store, spec):
+                    async with _joined(store, spec, self.index):
                         await self._serve(store)
         except BaseException as exc:
             self._failure = exc
@@ -314,11 +314,12 @@ def _as_a_run() -> None:
     _root_task.set(asyncio.current_task())
 
 
-def _joined(store: CommitStore, spec: HostSpec) -> AbstractAsyncContextManager[Any]:
-    """Write under the coordinator's claim (PostgreSQL's epoch); a store whose claim
-    hosts need not join (SQLite's file lock) gives no epoch."""
+def _joined(store: CommitStore, spec: HostSpec, index: int) -> AbstractAsyncContextManager[Any]:
+    """Write under the coordinator's claim (PostgreSQL's epoch), as host ``index`` (which
+    the coordinator fences off if it replaces this host); a store whose claim hosts need
+    not join (SQLite's file lock) gives no epoch."""
     if isinstance(store, SharedStore) and spec.store.epoch is not None:
-        return store.joined(spec.work.benchmark_id, spec.store.epoch)
+        return store.joined(spec.work.benchmark_id, spec.store.epoch, index)
     return nullcontext()
 
 

@@ -65,7 +65,10 @@ _TYPES = (
     "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
 )
 
-FENCE = "SELECT benchmark_id, epoch FROM corral.claims WHERE benchmark_id = ANY(%s) FOR SHARE"
+FENCE = (
+    "SELECT benchmark_id, epoch, fenced_hosts FROM corral.claims "
+    "WHERE benchmark_id = ANY(%s) FOR SHARE"
+)
 
 _LANDED = (
     "SELECT k.i FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::uuid[], "
@@ -113,7 +116,13 @@ class FencedError(StoreError):
     """This store's claim on a benchmark was taken over: it may never write it again."""
 
 
-def fenced_off(where: str, benchmark_id: str) -> FencedError:
+def fenced_off(where: str, benchmark_id: str, host: int | None = None) -> FencedError:
+    if host is not None:
+        return FencedError(
+            f"{where}: benchmark {benchmark_id!r} was claimed by another runner since this "
+            f"Ray host's coordinator claimed it, or the coordinator replaced this host ({host}) "
+            "and fenced it off; it may not write it"
+        )
     return FencedError(
         f"{where}: benchmark {benchmark_id!r} was claimed by another runner since this "
         "one claimed it; this runner may not write it"
@@ -175,12 +184,15 @@ class PgWriter:
         *,
         retry_for: float,
         epochs: Mapping[str, int],
+        hosts: Mapping[str, int],
     ) -> None:
         self._connect = connect
         self.where = where
         self.retry_for = retry_for
         #: The claims this store holds (benchmark id -> epoch), kept by the store.
         self.epochs = epochs
+        #: The host number it writes a claim as (a Ray host's; the holder has none).
+        self.hosts = hosts
         self.conn: psycopg.Connection[Any] | None = None
         # Trials with a failed append: later appends fail until history() is read.
         self.poisoned: set[TrialKey] = set()
@@ -252,6 +264,7 @@ class PgWriter:
     ) -> None:
         known = self.epochs  # changed on the event loop's thread: each read once
         epochs = {b: e for b in benchmarks if (e := known.get(b)) is not None}
+        hosts = [self.hosts.get(b, -1) for b in epochs]  # -1: the claim's holder
         rows = [row for _, rows, _ in batch for row in rows]
         if self._statements is None:
             self._statements = _Statements(conn)
@@ -263,7 +276,7 @@ class PgWriter:
                 # statement, autocommitted: the fence, the rows, the heads.
                 fenced = statements.append(bool(epochs), bool(heads))
                 params: list[Any] = (
-                    [list(epochs), list(epochs.values()), len(epochs)] if epochs else []
+                    [list(epochs), list(epochs.values()), hosts, len(epochs)] if epochs else []
                 )
                 params += _columns(rows)
                 if heads:
@@ -289,7 +302,10 @@ class PgWriter:
                 if heads:
                     cur.execute(statements.put_heads, _columns(heads))
                 if epochs:
-                    held = {b for b, e in fence.fetchall() if epochs[b] == e}
+                    host = dict(zip(epochs, hosts, strict=True))
+                    held = {
+                        b for b, e, off in fence.fetchall() if epochs[b] == e and host[b] not in off
+                    }
                     self._check_fence(epochs, held)
         except BaseException:
             self.folds.clear()  # what the batch applied may not have landed
@@ -300,7 +316,7 @@ class PgWriter:
         statement that found so wrote nothing)."""
         for benchmark_id in epochs:
             if benchmark_id not in held:
-                raise fenced_off(self.where, benchmark_id)
+                raise fenced_off(self.where, benchmark_id, self.hosts.get(benchmark_id))
 
     def _known_heads(
         self, batch: list[Request]
@@ -388,8 +404,9 @@ class _Statements:
             if fenced:
                 fence = (
                     "fence AS (SELECT c.benchmark_id FROM corral.claims c "
-                    "JOIN unnest(%b::text[], %b::bigint[]) AS e(b, n) "
-                    "ON c.benchmark_id = e.b AND c.epoch = e.n FOR SHARE OF c), "
+                    "JOIN unnest(%b::text[], %b::bigint[], %b::int4[]) AS e(b, n, h) "
+                    "ON c.benchmark_id = e.b AND c.epoch = e.n "
+                    "AND NOT (e.h = ANY(c.fenced_hosts)) FOR SHARE OF c), "
                     "held AS (SELECT array_agg(benchmark_id) AS ids, "
                     "count(*) = %b::int4 AS ok FROM fence)"
                 )

@@ -203,8 +203,17 @@ class SharedStore(Protocol):
         """The address hosts open, with the claim this store holds on ``benchmark_id``."""
         ...
 
-    def joined(self, benchmark_id: str, epoch: int) -> AbstractAsyncContextManager[None]:
-        """Write ``benchmark_id`` under a claim another process holds (its ``epoch``)."""
+    def joined(
+        self, benchmark_id: str, epoch: int, host: int | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """Write ``benchmark_id`` under a claim another process holds (its ``epoch``), as
+        its Ray host number ``host`` (which `fence_host` can fence off)."""
+        ...
+
+    async def fence_host(self, benchmark_id: str, host: int) -> None:
+        """Fence host ``host`` of this store's claim off ``benchmark_id``: once this
+        returns, everything it wrote is readable and it can write nothing more (the
+        coordinator replaced it; it may still be alive)."""
         ...
 
 

@@ -209,6 +209,13 @@ def is_postgres_dsn(store: object) -> bool:
     return isinstance(store, str) and store.startswith(_SCHEMES)
 
 
+#: Milliseconds a writer's session may sit idle inside a transaction before the server
+#: ends it (`PostgresStore._writer_connection`).
+_IDLE_IN_TRANSACTION_MS = 60_000
+#: Milliseconds `PostgresStore.fence_host` waits for the claim's row between warnings.
+_FENCE_WAIT_MS = 10_000
+
+
 class PostgresStore:
     """Commit histories in a PostgreSQL database (``postgresql://user@host/db``).
 
@@ -281,6 +288,7 @@ class PostgresStore:
         self._write_limiter = anyio.CapacityLimiter(1)
         self._read_limiter = anyio.CapacityLimiter(readers)
         self._epochs: dict[str, int] = {}  # claims held by this store, read by the writer
+        self._hosts: dict[str, int] = {}  # the host this store writes claims as (`joined`)
         self._writer: PgWriter | None = None
         self._pool: ConnectionPool[Any] | None = None
         self._queue: WriterThread[Request] = WriterThread(self._where, self._record_batch)
@@ -314,6 +322,10 @@ class PostgresStore:
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
         conn = self._connection(application_name="corral writer")
+        # A writer frozen inside a transaction (a paused machine, a Ray host cut off from
+        # its cluster) holds the claim's row share-locked: the server ends its session
+        # after this long, so a coordinator fencing it off (`fence_host`) goes on.
+        conn.execute(f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_MS}")
         if not self.synchronous_commit:
             conn.execute("SET synchronous_commit = off")
         return conn
@@ -337,7 +349,11 @@ class PostgresStore:
         writer = None
         if not self.read_only:
             writer = PgWriter(
-                self._writer_connection, self._where, retry_for=self.retry_for, epochs=self._epochs
+                self._writer_connection,
+                self._where,
+                retry_for=self.retry_for,
+                epochs=self._epochs,
+                hosts=self._hosts,
             )
 
         def first(after_failure: bool) -> psycopg.Connection[Any]:
@@ -448,18 +464,26 @@ class PostgresStore:
         return HostAccess(self.dsn, options, "network", self.claim_epoch(benchmark_id))
 
     @asynccontextmanager
-    async def joined(self, benchmark_id: str, epoch: int) -> AsyncIterator[None]:
+    async def joined(
+        self, benchmark_id: str, epoch: int, host: int | None = None
+    ) -> AsyncIterator[None]:
         """Write ``benchmark_id`` under a claim another process holds (its ``epoch``),
-        without taking it: the Ray hosts of a run write under their coordinator's claim.
+        without taking it, as host number ``host``: the Ray hosts of a run write under
+        their coordinator's claim.
 
         Every write checks the epoch as the holder's own do, so once the claim is
         taken over (the coordinator died and a new run claimed the benchmark), a host
-        that is still alive can never write again.
+        that is still alive can never write again; nor can one its coordinator fenced
+        off (`fence_host`).
         """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
             raise ConfigError(f"a claim's epoch is a positive integer, not {epoch!r}")
+        if host is not None and (isinstance(host, bool) or not isinstance(host, int) or host < 0):
+            raise ConfigError(f"a host's number is an integer from 0, not {host!r}")
         if benchmark_id in self._epochs:
             raise BenchmarkBusyError(f"{self._where} already holds a claim on {benchmark_id!r}")
+        if host is not None:
+            self._hosts[benchmark_id] = host
         self._epochs[benchmark_id] = epoch
         try:
             yield
@@ -468,6 +492,47 @@ class PostgresStore:
                 await surely(self._queue.settle)  # written under the claim, as in `claim`
             finally:
                 self._epochs.pop(benchmark_id, None)
+                self._hosts.pop(benchmark_id, None)
+
+    async def fence_host(self, benchmark_id: str, host: int) -> None:
+        """Fence host ``host`` off this store's claim on ``benchmark_id``. The update
+        waits for every write holding the claim's row (each share-locks it), so once it
+        returns, what the host wrote is readable and its next write finds itself fenced."""
+        epoch = self._epochs.get(benchmark_id)
+        if epoch is None or benchmark_id in self._hosts:
+            raise StoreError(f"{self._where} holds no claim on {benchmark_id!r} to fence")
+        if isinstance(host, bool) or not isinstance(host, int) or host < 0:
+            raise ConfigError(f"a host's number is an integer from 0, not {host!r}")
+
+        from psycopg import errors
+
+        from ._pg_writer import fenced_off, log
+
+        def fence(conn: psycopg.Connection[Any]) -> None:
+            while True:
+                try:
+                    with conn.transaction():
+                        conn.execute(f"SET LOCAL lock_timeout = {_FENCE_WAIT_MS}")
+                        row = conn.execute(
+                            "UPDATE corral.claims SET fenced_hosts = "
+                            "array_append(fenced_hosts, %s) "
+                            "WHERE benchmark_id = %s AND epoch = %s RETURNING 1",
+                            (host, benchmark_id, epoch),
+                        ).fetchone()
+                    break
+                except errors.LockNotAvailable:
+                    log.warning(
+                        "%s: fencing Ray host %d off %r waits for writes holding the "
+                        "claim (a writer frozen in a transaction is cut off after %d s)",
+                        self._where,
+                        host,
+                        benchmark_id,
+                        _IDLE_IN_TRANSACTION_MS // 1000,
+                    )
+            if row is None:
+                raise fenced_off(self._where, benchmark_id)
+
+        await self._query(fence, None, writes=True)
 
     def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
         import psycopg
@@ -485,7 +550,8 @@ class PostgresStore:
                 )
             (epoch,) = conn.execute(
                 "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
-                "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1 "
+                "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1, "
+                "fenced_hosts = '{}' "
                 "RETURNING epoch",
                 (benchmark_id,),
             ).fetchone() or (0,)
@@ -568,7 +634,7 @@ class PostgresStore:
             # over records no run in the new holder's benchmark.
             with conn.transaction():
                 held = conn.execute(FENCE, ([benchmark_id],)).fetchall()
-                if held != [(benchmark_id, epoch)]:
+                if [(b, e) for b, e, _ in held] != [(benchmark_id, epoch)]:
                     raise fenced_off(self._where, benchmark_id)
                 conn.execute(_INSERT_RUN, params)
 

@@ -247,10 +247,16 @@ class SQLiteStore:
         return HostAccess(str(self.path.absolute()), options, "machine")
 
     @asynccontextmanager
-    async def joined(self, benchmark_id: str, epoch: int) -> AsyncIterator[None]:
+    async def joined(
+        self, benchmark_id: str, epoch: int, host: int | None = None
+    ) -> AsyncIterator[None]:
         """Nothing to join: the claim is the coordinator's file lock, and hosts write
         beside it without taking it."""
         yield
+
+    async def fence_host(self, benchmark_id: str, host: int) -> None:
+        """Nothing to fence: the hosts of a file store run on this machine, where a host
+        Ray says died has been killed (no network stands between them)."""
 
     # -- lifecycle ---------------------------------------------------------
 
