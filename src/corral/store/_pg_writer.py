@@ -262,9 +262,13 @@ class PgWriter:
     def _transaction(
         self, conn: psycopg.Connection[Any], benchmarks: Collection[str], batch: list[Request]
     ) -> None:
-        known = self.epochs  # changed on the event loop's thread: each read once
+        # Both changed on the event loop's thread: each read once, the hosts first (a
+        # `joined` block drops its epoch before its host, so an epoch read is never
+        # paired with a host already gone: -1, the claim's holder, is not fenced off).
+        hosts_of = {b: self.hosts.get(b, -1) for b in benchmarks}
+        known = self.epochs
         epochs = {b: e for b in benchmarks if (e := known.get(b)) is not None}
-        hosts = [self.hosts.get(b, -1) for b in epochs]  # -1: the claim's holder
+        hosts = [hosts_of[b] for b in epochs]
         rows = [row for _, rows, _ in batch for row in rows]
         if self._statements is None:
             self._statements = _Statements(conn)
