@@ -369,6 +369,14 @@ async def test_a_host_its_coordinator_fenced_off_cannot_write(postgres: str, fol
         assert [c.seq for c in await coordinator.history(key)] == [0, 1]
 
 
+@pytest.mark.parametrize("host", [-1, True, "0"])
+async def test_a_host_number_that_is_not_one_is_refused(postgres: str, host: Any) -> None:
+    store = corral.PostgresStore(postgres)
+    with pytest.raises(corral.ConfigError, match=f"host's number .*{host!r}"):
+        async with store.joined("f", 1, host):
+            pass
+
+
 async def test_fencing_a_host_waits_out_its_write_in_flight_and_says_so(
     postgres: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -306,9 +306,10 @@ class PgWriter:
                 if heads:
                     cur.execute(statements.put_heads, _columns(heads))
                 if epochs:
-                    host = dict(zip(epochs, hosts, strict=True))
                     held = {
-                        b for b, e, off in fence.fetchall() if epochs[b] == e and host[b] not in off
+                        b
+                        for b, e, off in fence.fetchall()
+                        if epochs[b] == e and hosts_of[b] not in off
                     }
                     self._check_fence(epochs, held)
         except BaseException:

@@ -216,6 +216,12 @@ _IDLE_IN_TRANSACTION_MS = 60_000
 _FENCE_WAIT_MS = 10_000
 
 
+def _check_host(host: object) -> None:
+    """`ConfigError` unless ``host`` is a Ray host's number (an integer from 0)."""
+    if isinstance(host, bool) or not isinstance(host, int) or host < 0:
+        raise ConfigError(f"a host's number is an integer from 0, not {host!r}")
+
+
 class PostgresStore:
     """Commit histories in a PostgreSQL database (``postgresql://user@host/db``).
 
@@ -478,8 +484,8 @@ class PostgresStore:
         """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
             raise ConfigError(f"a claim's epoch is a positive integer, not {epoch!r}")
-        if host is not None and (isinstance(host, bool) or not isinstance(host, int) or host < 0):
-            raise ConfigError(f"a host's number is an integer from 0, not {host!r}")
+        if host is not None:
+            _check_host(host)
         if benchmark_id in self._epochs:
             raise BenchmarkBusyError(f"{self._where} already holds a claim on {benchmark_id!r}")
         if host is not None:
@@ -501,8 +507,7 @@ class PostgresStore:
         epoch = self._epochs.get(benchmark_id)
         if epoch is None or benchmark_id in self._hosts:
             raise StoreError(f"{self._where} holds no claim on {benchmark_id!r} to fence")
-        if isinstance(host, bool) or not isinstance(host, int) or host < 0:
-            raise ConfigError(f"a host's number is an integer from 0, not {host!r}")
+        _check_host(host)
 
         from psycopg import errors
 
