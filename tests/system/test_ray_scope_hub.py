@@ -1,13 +1,19 @@
-"""The Ray executor's scope hub (`corral.executor._scopes`) under load: a release is
-answered however many acquires wait for the scope it frees."""
+"""The Ray executor's scope hub (`corral.executor._scopes`): a release is answered however
+many acquires wait for the scope it frees, and a host that cannot reach the hub for a
+moment asks again instead of stopping the run."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import uuid
+from typing import Any
 
 import pytest
 
-from corral.executor._scopes import hub
+from corral.executor._dispatch import RayExecution
+from corral.executor._owner import unreachable_errors
+from corral.executor._scopes import SharedScopes, hub
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -34,5 +40,142 @@ def test_a_release_is_answered_while_more_acquires_wait_than_the_hub_runs_at_onc
         stats = ray.get(scopes.statistics.remote(), timeout=60)["api"]
         assert (stats.in_use, stats.peak) == (1, 1)
         assert not ray.wait(list(waiting), num_returns=1, timeout=0)[0]
+    finally:
+        ray.kill(scopes)
+
+
+class Lost:
+    """A call Ray could not deliver: awaited (as a host does) or through its future (as
+    the coordinator does), it raises ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __await__(self) -> Any:
+        raise self.error
+        yield  # a generator: awaitable
+
+    def future(self) -> concurrent.futures.Future[None]:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        future.set_exception(self.error)
+        return future
+
+
+class Partitioned:
+    """A real hub's handle, through which Ray loses calls as it does for an actor it
+    cannot reach for the moment: ``lose_answers`` calls of each method run on the hub,
+    their answers lost; ``lose_calls`` never reach it. Either way the caller gets
+    ``ActorUnavailableError``, and cannot tell which it was."""
+
+    def __init__(self, real: Any, lose_answers: dict[str, int], lose_calls: dict[str, int]):
+        self.real, self.lose_answers, self.lose_calls = real, lose_answers, lose_calls
+        self.calls: list[str] = []
+
+    def __getattr__(self, method: str) -> Any:
+        import ray
+
+        outer = self
+
+        class Method:
+            def remote(self, *args: Any) -> Any:
+                outer.calls.append(method)
+                lost = ray.exceptions.ActorUnavailableError(f"injected: {method} lost", None)
+                if outer.lose_calls.get(method, 0):
+                    outer.lose_calls[method] -= 1
+                    return Lost(lost)
+                ref = getattr(outer.real, method).remote(*args)
+                if outer.lose_answers.get(method, 0):
+                    outer.lose_answers[method] -= 1
+
+                    async def answer_lost() -> None:
+                        await ref
+                        raise lost
+
+                    return answer_lost()
+                return ref
+
+        return Method()
+
+
+@pytest.mark.parametrize("lost", ["answers", "calls"])
+def test_a_host_that_cannot_reach_the_hub_for_now_asks_again_and_the_run_goes_on(
+    lost: str,
+) -> None:
+    """Before, Ray's ActorUnavailableError on an acquire stopped the whole run as if
+    the hub had died, and a release it hit was lost: its slot stayed taken for the
+    rest of the run. Now each call goes again under its token: the slot is granted
+    once, given back once, and the host carries on."""
+    import ray
+
+    scopes = hub(f"corral-scopes-test-{uuid.uuid4().hex}", create=True)
+    lost_hub: list[BaseException] = []
+    registry = SharedScopes("unused", 0, lost_hub.append, again=0.01)
+    losses = {"acquire": 1, "release": 1}
+    if lost == "answers":
+        handle = Partitioned(scopes, lose_answers=losses, lose_calls={})
+    else:
+        handle = Partitioned(scopes, lose_answers={}, lose_calls=losses)
+    registry._hub_handle = handle
+
+    async def main() -> None:
+        scope = registry.scope("api", 2)
+        await asyncio.wait_for(scope.acquire(), 60)
+        stats = await scopes.statistics.remote()
+        assert stats["api"].in_use == 1  # once, however often it was asked
+        scope.release()
+        await asyncio.wait_for(registry.settle(), 60)
+        stats = await scopes.statistics.remote()
+        assert (stats["api"].in_use, stats["api"].peak) == (0, 1)
+
+    try:
+        asyncio.run(main())
+    finally:
+        ray.kill(scopes)
+    assert lost_hub == []
+    assert handle.calls == ["acquire", "acquire", "release", "release"]
+
+
+def test_the_hub_forgets_a_dead_host_even_when_the_first_word_of_it_is_lost() -> None:
+    """Before, the coordinator told the hub once that a host died: lost on the way, the
+    dead host's slots stayed taken for the rest of the run (a small scope could end up
+    all taken, and the run hang). Now it goes again with the coordinator's next reading
+    of the hub."""
+    import ray
+
+    scopes = hub(f"corral-scopes-test-{uuid.uuid4().hex}", create=True)
+    try:
+        ray.get(scopes.acquire.remote("api", 1, (5, 0)), timeout=60)  # host 5 holds the slot
+        handle = Partitioned(scopes, lose_answers={}, lose_calls={"forget": 1})
+        coordinator = object.__new__(RayExecution)  # only its `_forget` and its memory
+        coordinator._unreachable = unreachable_errors(ray)
+        coordinator._unforgotten = set()
+        coordinator._forget(handle, 5)  # lost
+        assert coordinator._unforgotten == {5}
+        coordinator._forget_again(handle)  # the next reading of the hub
+        assert not coordinator._unforgotten and handle.calls == ["forget", "forget"]
+        ray.get(scopes.acquire.remote("api", 1, (6, 0)), timeout=60)  # the slot came back
+        assert ray.get(scopes.statistics.remote(), timeout=60)["api"].in_use == 1
+    finally:
+        ray.kill(scopes)
+
+
+def test_a_stopping_host_waits_only_so_long_for_a_hub_out_of_reach() -> None:
+    import ray
+
+    scopes = hub(f"corral-scopes-test-{uuid.uuid4().hex}", create=True)
+    registry = SharedScopes("unused", 0, lambda error: None, again=0.01)
+    registry._hub_handle = Partitioned(scopes, lose_answers={}, lose_calls={"release": 10**9})
+
+    async def main() -> None:
+        scope = registry.scope("api", 1)
+        await asyncio.wait_for(scope.acquire(), 60)
+        scope.release()  # goes again and again: the hub is out of reach for good
+        sent = set(registry._sent)
+        await asyncio.wait_for(registry.settle(limit=0), 60)
+        await asyncio.wait(sent)
+        assert all(task.cancelled() for task in sent) and not registry._sent
+
+    try:
+        asyncio.run(main())
     finally:
         ray.kill(scopes)

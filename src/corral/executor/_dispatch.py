@@ -35,7 +35,7 @@ from ..runtime._jobs import Evaluated, Executed, Job, Postponed, Result, TrialJo
 from ..store._protocol import SharedStore, TrialKey
 from ._host import Failed, HostActor, HostSpec, Notice
 from ._logs import plain
-from ._owner import import_ray
+from ._owner import UNREACHABLE_AGAIN, import_ray, unreachable_errors
 from ._protocol import RunContext
 from ._scopes import hub, hub_died
 from ._wire import dumps, loads
@@ -45,8 +45,6 @@ _HOST_CALLS = 16
 #: Seconds between two readings of the hub's scopes for the observers.
 _SCOPES_EVERY = 0.5
 _log = logging.getLogger("corral")
-#: Seconds before a call a host could not be reached for is sent again.
-_UNREACHABLE_AGAIN = 1.0
 
 
 class _Again:
@@ -93,9 +91,9 @@ class RayExecution:
         host_options: Mapping[str, Any],
     ) -> None:
         self.ray = import_ray()
-        #: What Ray raises for an actor it cannot reach for the moment (older Rays: none).
-        unavailable = getattr(self.ray.exceptions, "ActorUnavailableError", None)
-        self._unreachable: tuple[type[BaseException], ...] = (unavailable,) if unavailable else ()
+        self._unreachable = unreachable_errors(self.ray)
+        #: Dead hosts whose `_forget` did not get through to the hub (yet).
+        self._unforgotten: set[int] = set()
         self.hosts_wanted = hosts
         self.trials_per_host = trials_per_host
         self.max_host_restarts = max_host_restarts
@@ -255,7 +253,26 @@ class RayExecution:
                     continue
             if self._hub_lost is not None:
                 raise hub_died(self._hub_name, self._hub_lost)
+            self._forget_again(hub_handle)
             hub_handle.statistics.remote().future().add_done_callback(self._got_scopes)
+
+    def _forget(self, scopes: Any, index: int) -> Any:
+        """Tell the hub host ``index`` died (its slots come back); a call Ray could not
+        deliver for now goes again with the next reading of the hub (`_forget_again`).
+        Returns the call's future."""
+
+        def done(future: Any) -> None:  # on Ray's thread
+            if isinstance(future.exception(), self._unreachable):
+                self._unforgotten.add(index)
+
+        future = scopes.forget.remote(index).future()
+        future.add_done_callback(done)
+        return future
+
+    def _forget_again(self, scopes: Any) -> None:
+        """Send again each `_forget` that did not get through."""
+        while self._unforgotten:
+            self._forget(scopes, self._unforgotten.pop())
 
     def _find_hub(self) -> Any:
         return hub(self._hub_name, create=False)
@@ -367,7 +384,7 @@ class RayExecution:
         results.append(result)
 
     def _later(self, host: _Host, send: Callable[[], None], why: object) -> None:
-        """``send`` a call again once `_UNREACHABLE_AGAIN` has passed, unless ``host``
+        """``send`` a call again once `UNREACHABLE_AGAIN` has passed, unless ``host``
         was replaced meanwhile (Ray said it died); the first time a host is out of
         reach (again), say so."""
         if host.index not in self._unreached:
@@ -377,11 +394,11 @@ class RayExecution:
                 "every %g s until it answers or Ray says it died",
                 host.index,
                 plain(why) if isinstance(why, BaseException) else "a submit did not get through",
-                _UNREACHABLE_AGAIN,
+                UNREACHABLE_AGAIN,
             )
 
         async def again() -> None:
-            await anyio.sleep(_UNREACHABLE_AGAIN)
+            await anyio.sleep(UNREACHABLE_AGAIN)
             if host in self.hosts and not self._closing:
                 send()
 
@@ -408,7 +425,7 @@ class RayExecution:
         self.hosts.remove(dead)
         scopes = hub(self._hub_name, create=False)
         if scopes is not None:
-            scopes.forget.remote(dead.index)
+            self._forget(scopes, dead.index)
         self.ray.kill(dead.actor)
         self._new_host()
         jobs = list(dead.jobs.values())

@@ -28,6 +28,7 @@ from .._types import Commit
 from ..runtime._acks import Acks
 from ..runtime._jobs import Job, Result
 from ..store._protocol import CommitStore, SharedStore, TrialKey
+from ._numbers import Numbers
 from ._pool import WorkerPool
 from ._protocol import Work
 from ._scopes import SharedScopes, hub_died
@@ -111,10 +112,8 @@ class Host:
         self._context: contextvars.Context | None = None
         #: The latest long poll (its round, and its answer once given).
         self._round: _Round | None = None
-        #: The separate submits run so far (numbered 1, 2, ... by the coordinator): every
-        #: number below ``_submits_below``, and those above it that came out of order.
-        self._submits_below = 1
-        self._submits: set[int] = set()
+        #: The separate submits run so far (numbered 1, 2, ... by the coordinator).
+        self._submits = Numbers()
 
     def _event(self, name: str) -> anyio.Event:
         # Made on the actor's loop (anyio needs one running), on first use.
@@ -176,13 +175,8 @@ class Host:
     async def submit_once(self, number: int, batch: bytes) -> None:
         """`submit` the coordinator's separate batch ``number``, unless it already came
         (sent again, as it could not tell whether the first one reached this host)."""
-        if number < self._submits_below or number in self._submits:
-            return
-        self._submits.add(number)
-        while self._submits_below in self._submits:  # kept small: only the gaps' worth
-            self._submits.remove(self._submits_below)
-            self._submits_below += 1
-        await self.submit(batch)
+        if self._submits.add(number):
+            await self.submit(batch)
 
     async def exchange(self, number: int, batch: bytes) -> bytes:
         """`submit` a batch, then wait for at least one result: every result and notice

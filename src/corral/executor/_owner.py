@@ -29,6 +29,17 @@ def import_ray() -> types.ModuleType:
     return ray
 
 
+#: How long a call Ray could not deliver for the moment waits before it goes again.
+UNREACHABLE_AGAIN = 1.0
+
+
+def unreachable_errors(ray: types.ModuleType) -> tuple[type[BaseException], ...]:
+    """What Ray raises for an actor it cannot reach for the moment (a partition, a node
+    not yet declared dead), which may still be running the call: older Rays have none."""
+    unavailable = getattr(ray.exceptions, "ActorUnavailableError", None)
+    return (unavailable,) if unavailable else ()
+
+
 class RayOwner:
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None

@@ -13,7 +13,10 @@ no resources, ``ray list actors`` shows it as ``corral-scopes-...``).
 
 A slot is named by a token (host, number): a waiter cancelled on its host
 abandons its token, and the hub gives back a slot it granted meanwhile; when a
-host dies, the coordinator tells the hub to forget every token of that host.
+host dies, the coordinator tells the hub to forget every token of that host. A call
+Ray cannot deliver for the moment (``ActorUnavailableError``: the hub may have run
+it) goes again under the same token every second until the hub answers: the hub
+grants a token at most once, and nothing to a token whose slot is over.
 
 Every call runs on the hub's one event loop (no concurrency groups: those run on
 threads of their own, and a release must wake its waiter on the waiter's loop). An
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -43,8 +47,14 @@ import anyio
 
 from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes, ScopeStatistics
 from .._errors import CorralError
+from ._logs import plain
+from ._numbers import Numbers
+from ._owner import UNREACHABLE_AGAIN, import_ray, unreachable_errors
 
 Token = tuple[int, int]
+#: Seconds a stopping host waits for the releases it sent to reach a hub out of reach.
+SETTLE_LIMIT = 10.0
+_log = logging.getLogger("corral")
 
 #: Calls the hub runs at once: waiting acquires hold their places (Ray's default for an
 #: async actor, 1,000, deadlocked a run with as many trials waiting for a scope).
@@ -52,7 +62,13 @@ MAX_CALLS = 1_000_000
 
 
 class ScopeHub:
-    """The scopes of one run, served to every host (a Ray async actor)."""
+    """The scopes of one run, served to every host (a Ray async actor).
+
+    Every call about a token may come more than once: a host Ray could not reach the
+    hub from for a moment sends it again, not knowing whether the first one ran. An
+    acquire asked again is answered as the first one is (the slot granted once), and
+    one that comes after its token's slot was given back (released or abandoned)
+    grants nothing."""
 
     def __init__(self, maker: int) -> None:
         #: The process id of the host that made it (it outlives that host).
@@ -60,14 +76,25 @@ class ScopeHub:
         self._scopes = ConcurrencyScopes(max_subprocesses=1)
         self._held: dict[Token, ConcurrencyScope] = {}
         self._waiting: dict[Token, asyncio.Task[Any]] = {}
-        self._abandoned: set[Token] = set()
+        #: By host: the tokens whose acquire (or abandon) has come. A token seen that is
+        #: neither held nor waiting is over: an acquire of it, come late or again,
+        #: grants nothing. Tokens come soon after their host makes them, so what this
+        #: keeps beside its low-water mark is the calls in flight, however long a slot
+        #: is held.
+        self._seen: dict[int, Numbers] = {}
         self._dead: set[int] = set()
 
     async def acquire(self, name: str, limit: int, token: Token) -> None:
         scope = self._scopes.scope(name, limit)  # ConfigError reaches the caller
-        if token in self._abandoned or token[0] in self._dead:
-            self._abandoned.discard(token)
+        if token in self._held:  # asked again: the answer to the first call was lost
             return
+        first = self._waiting.get(token)
+        if first is not None:  # asked again while the first call waits: its answer
+            await asyncio.wait({first})
+            return
+        host, number = token
+        if host in self._dead or not self._seen_of(host).add(number):
+            return  # a dead host's, or over (given back, abandoned)
         task = asyncio.current_task()
         assert task is not None
         self._waiting[token] = task
@@ -83,13 +110,21 @@ class ScopeHub:
             scope.release()
 
     def abandon(self, token: Token) -> None:
-        """The caller of ``acquire(token)`` was cancelled: give back what it got."""
-        if token in self._held:
-            self.release(token)
-        elif token in self._waiting:
-            self._waiting[token].cancel()
-        else:  # its acquire has not started yet
-            self._abandoned.add(token)
+        """The caller of ``acquire(token)`` was cancelled: give back what it got (and
+        grant nothing to its acquire if that has not come yet)."""
+        if token[0] in self._dead:
+            return
+        self._seen_of(token[0]).add(token[1])
+        self.release(token)
+        waiting = self._waiting.get(token)
+        if waiting is not None:
+            waiting.cancel()
+
+    def _seen_of(self, host: int) -> Numbers:
+        seen = self._seen.get(host)
+        if seen is None:
+            seen = self._seen[host] = Numbers(first=0)
+        return seen
 
     def forget(self, host: int) -> None:
         """``host`` is dead: its slots come back and its waiters stop waiting."""
@@ -99,6 +134,7 @@ class ScopeHub:
         for token, task in list(self._waiting.items()):
             if token[0] == host:
                 task.cancel()
+        self._seen.pop(host, None)  # its tokens are refused as a dead host's
 
     def statistics(self) -> dict[str, ScopeStatistics]:
         """Every scope's limit, holders, waiters and peak across the hosts, by name."""
@@ -143,19 +179,33 @@ def hub_died(name: str, error: BaseException) -> CorralError:
 
 
 class SharedScopes(ConcurrencyScopes):
-    """A host's registry: named scopes live in the hub, the subprocess bound here."""
+    """A host's registry: named scopes live in the hub, the subprocess bound here.
 
-    def __init__(self, hub_name: str, host: int, lost: Callable[[BaseException], None]) -> None:
+    A call Ray cannot deliver to the hub for the moment (``ActorUnavailableError``:
+    a partition, a node not yet declared dead) goes again every ``again`` seconds
+    under its token until the hub answers; only a hub Ray says died stops the run."""
+
+    def __init__(
+        self,
+        hub_name: str,
+        host: int,
+        lost: Callable[[BaseException], None],
+        again: float = UNREACHABLE_AGAIN,
+    ) -> None:
         super().__init__()
         self._hub_name = hub_name
         #: Called when the hub is found dead (the host stops every job).
         self.lost = lost
+        self.again = again
         self._hub_handle: Any = None
         self._host = host
         self._tokens = itertools.count()
         self._remote: dict[str, _RemoteScope] = {}
         #: Releases and abandons sent to the hub and not yet done there.
-        self._sent: set[Any] = set()
+        self._sent: set[asyncio.Task[None]] = set()
+        self._unreachable: tuple[type[BaseException], ...] | None = None
+        #: Whether the hub is out of reach (said once an outage).
+        self._out_of_reach = False
 
     def _get(self, name: str, limit: int) -> ConcurrencyScope:
         if name == SUBPROCESSES:
@@ -175,20 +225,66 @@ class SharedScopes(ConcurrencyScopes):
     def token(self) -> Token:
         return (self._host, next(self._tokens))
 
-    def send(self, ref: Any) -> None:
-        """Keep track of a call to the hub that nobody awaits, until it is done."""
-        sent = self._sent
-        sent.add(ref)
-        ref.future().add_done_callback(lambda _: sent.discard(ref))
-
-    async def settle(self) -> None:
-        """Return once the hub has done every release and abandon sent so far (so
-        what it reports after this host stopped is what the run left)."""
-        for ref in list(self._sent):
+    async def call(self, method: str, *args: Any) -> None:
+        """Call the hub's ``method`` until it answers: sent again while Ray cannot reach
+        the hub; `RayActorError` once Ray says it died."""
+        if self._unreachable is None:
+            self._unreachable = unreachable_errors(import_ray())
+        while True:
             try:
-                await ref
-            except Exception:  # noqa: S110 - a hub that failed holds nothing to report
-                pass
+                await getattr(self._hub, method).remote(*args)
+            except self._unreachable as exc:
+                if not self._out_of_reach:
+                    self._out_of_reach = True
+                    _log.warning(
+                        "host %d cannot reach the run's scope hub for now (%s); its calls "
+                        "go again every %g s until it answers or Ray says it died",
+                        self._host,
+                        plain(exc),
+                        self.again,
+                    )
+                await anyio.sleep(self.again)
+                continue
+            self._out_of_reach = False
+            return
+
+    def send(self, method: str, token: Token, loop: asyncio.AbstractEventLoop) -> None:
+        """`call` the hub's ``method`` (a release, an abandon) for ``token`` without
+        waiting, on ``loop`` (the host's: see `loop`); kept track of until it is done."""
+        task = loop.create_task(self._sent_call(method, token))
+        self._sent.add(task)
+        task.add_done_callback(self._sent.discard)
+
+    @staticmethod
+    def loop() -> asyncio.AbstractEventLoop:
+        """The host's event loop, which the caller runs on (or a clear error)."""
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "a concurrency scope of a Ray host was released outside the host's event loop"
+            ) from None
+
+    async def _sent_call(self, method: str, token: Token) -> None:
+        try:
+            await self.call(method, token)
+        except Exception:  # noqa: S110 - a hub that failed holds nothing to report
+            pass  # (the coordinator finds it dead and stops the run)
+
+    async def settle(self, limit: float = SETTLE_LIMIT) -> None:
+        """Return once the hub has done every release and abandon sent so far (so
+        what it reports after this host stopped is what the run left), or after
+        ``limit`` seconds of a hub out of reach: what is still being sent is dropped
+        (a host settles as it stops, at the run's end, which kills the hub)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while self._sent:
+            left = deadline - loop.time()
+            if left <= 0:
+                for task in self._sent:
+                    task.cancel()
+                return
+            await asyncio.wait(list(self._sent), timeout=left)
 
 
 class _RemoteScope(ConcurrencyScope):
@@ -204,15 +300,16 @@ class _RemoteScope(ConcurrencyScope):
     async def acquire(self) -> None:
         from ray.exceptions import RayActorError
 
-        hub, token = self._registry._hub, self._registry.token()
+        registry = self._registry
+        token = registry.token()
         try:
-            await hub.acquire.remote(self.name, self.limit, token)
+            await registry.call("acquire", self.name, self.limit, token)
         except RayActorError as exc:
             # Not the agent's error to record: its host cancels this job, and every other.
-            self._registry.lost(exc)
+            registry.lost(exc)
             await anyio.sleep_forever()
         except BaseException:
-            self._registry.send(hub.abandon.remote(token))
+            registry.send("abandon", token, registry.loop())
             raise
         self._tokens.append(token)
         self._in_use += 1
@@ -220,5 +317,7 @@ class _RemoteScope(ConcurrencyScope):
     def release(self) -> None:
         if not self._tokens:
             raise RuntimeError(f"concurrency scope {self.name!r} released more often than acquired")
+        registry = self._registry
+        loop = registry.loop()  # before anything changes: it raises off the host's loop
         self._in_use -= 1
-        self._registry.send(self._registry._hub.release.remote(self._tokens.pop()))
+        registry.send("release", self._tokens.pop(), loop)
