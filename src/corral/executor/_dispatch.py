@@ -35,7 +35,7 @@ from ..runtime._jobs import Evaluated, Executed, Job, Postponed, Result, TrialJo
 from ..store._protocol import SharedStore, TrialKey
 from ._host import Failed, HostActor, HostSpec, Notice
 from ._logs import plain
-from ._owner import UNREACHABLE_AGAIN, import_ray, unreachable_errors
+from ._owner import UNREACHABLE_AGAIN, actor_class, import_ray, unreachable_errors
 from ._protocol import RunContext
 from ._scopes import hub, hub_died
 from ._wire import dumps, loads
@@ -102,12 +102,8 @@ class RayExecution:
         self._benchmark_id = spec.work.benchmark_id
         self._hub_name = spec.scope_hub
         self._spec = self.ray.cloudpickle.dumps(spec)
-        self._actor_class = self.ray.remote(HostActor).options(
-            max_restarts=0,
-            max_task_retries=0,
-            max_concurrency=_HOST_CALLS,
-            **host_options,
-        )
+        own = {"max_restarts": 0, "max_task_retries": 0, "max_concurrency": _HOST_CALLS}
+        self._actor_class = actor_class(self.ray, HostActor, {**own, **host_options})
         self.hosts: list[_Host] = []
         self._made = 0
         self._restarts = 0

@@ -32,7 +32,8 @@ class RayExecutor:
     started); ``"auto"`` or ``"ray://..."`` joins a cluster. Each host runs up to
     ``trials_per_host`` trials and evaluations at once (None: as many as the run's
     limits admit). ``host_options`` go to each host actor (``num_cpus``, default 1;
-    ``runtime_env``, ``resources``, ``scheduling_strategy``, ...); ``init_options``
+    ``runtime_env``, ``resources``, ``scheduling_strategy``, ``enable_task_events``,
+    default False, ...); ``init_options``
     to ``ray.init`` when this executor starts or joins Ray. Agents and environments
     are pickled (cloudpickle) once per host. ``max_host_restarts`` bounds how often
     a dead host is replaced in one run (default: ``2 * hosts``).

@@ -49,7 +49,7 @@ from .._concurrency import SUBPROCESSES, ConcurrencyScope, ConcurrencyScopes, Sc
 from .._errors import CorralError
 from ._logs import plain
 from ._numbers import Numbers
-from ._owner import UNREACHABLE_AGAIN, import_ray, unreachable_errors
+from ._owner import UNREACHABLE_AGAIN, actor_class, import_ray, unreachable_errors
 
 Token = tuple[int, int]
 #: Seconds a stopping host waits for the releases it sent to reach a hub out of reach.
@@ -166,7 +166,7 @@ def hub(name: str, *, create: bool) -> Any:
         "num_cpus": 0,
         "max_concurrency": MAX_CALLS,
     }
-    return ray.remote(ScopeHub).options(**options).remote(os.getpid())
+    return actor_class(ray, ScopeHub, options).remote(os.getpid())
 
 
 def hub_died(name: str, error: BaseException) -> CorralError:
