@@ -289,7 +289,7 @@ async def test_a_host_lost_mid_trial_changes_nothing_in_the_report(
         import psycopg
 
         with psycopg.connect(store) as conn:
-            row = conn.execute(
-                "SELECT fenced_hosts FROM corral.claims WHERE benchmark_id = 'bench'"
-            ).fetchone()
-        assert row is not None and len(row[0]) == 1
+            fenced = conn.execute(
+                "SELECT host FROM corral.claim_writers WHERE benchmark_id = 'bench' AND fenced"
+            ).fetchall()
+        assert len(fenced) == 1

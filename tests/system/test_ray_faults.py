@@ -3,11 +3,15 @@ outlive their host, a dead scope hub, a zombie host fenced off, trial timeouts o
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -380,44 +384,116 @@ async def test_a_host_number_that_is_not_one_is_refused(postgres: str, host: Any
 async def test_fencing_a_host_waits_out_its_write_in_flight_and_says_so(
     postgres: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A host's write holds the claim's row share-locked until it commits (a host frozen
-    mid-transaction holds it until the server ends its session): the fence waits for
-    it, warning each time its lock timeout passes, and lands once the write is done."""
-    import logging
-    import threading
-
+    """A host's write holds its row of the claim's writers share-locked until it commits
+    (a host frozen mid-transaction holds it until the server ends its session): the
+    fence waits for it, warning each time its lock timeout passes, and lands once the
+    write is done."""
     import psycopg
 
     from corral.store import postgres as pg_store
 
     monkeypatch.setattr(pg_store, "_FENCE_WAIT_MS", 50)
+    coordinator, host = corral.PostgresStore(postgres), corral.PostgresStore(postgres)
+    with warnings_of("corral.store", "waits for its writes in flight") as warned:
+        async with coordinator.opened(), host.opened(), coordinator.claim("w"):
+            epoch = coordinator.claim_epoch("w")
+            assert epoch is not None
+            async with host.joined("w", epoch, 0):
+                with psycopg.connect(postgres) as writing:  # host 0's write, mid-transaction
+                    writing.execute(HOST_WRITING, ("w", epoch, 0))
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(coordinator.fence_host, "w", 0)
+                        try:
+                            assert await anyio.to_thread.run_sync(warned.wait, 30)
+                        finally:
+                            writing.commit()  # the write lands: the fence goes on
+            assert fenced_hosts(postgres, "w") == [0]
+
+
+async def test_fencing_a_host_does_not_wait_for_the_other_hosts_writes(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the fence updated the claim's row, which every host's write share-locks:
+    it waited for all of them, and with many hosts writing at once one always held it
+    (16 writers of 10 ms each starved it for over a minute, `lock_timeout` never
+    firing: each wait was for another writer). The run's lost host stayed unfenced and
+    its trials never went on. Now it waits for the fenced host's writes alone."""
+    import psycopg
+
+    from corral.store import postgres as pg_store
+
+    monkeypatch.setattr(pg_store, "_FENCE_WAIT_MS", 50)
+    coordinator = corral.PostgresStore(postgres)
+    hosts = [corral.PostgresStore(postgres) for _ in range(3)]
+    fenced = anyio.Event()
+
+    async def fence() -> None:
+        await coordinator.fence_host("o", 0)
+        fenced.set()
+
+    with warnings_of("corral.store", "waits for its writes in flight") as waited:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(coordinator.opened())
+            await stack.enter_async_context(coordinator.claim("o"))
+            epoch = coordinator.claim_epoch("o")
+            assert epoch is not None
+            for number, host in enumerate(hosts):  # host 0 too: its row is updated
+                await stack.enter_async_context(host.opened())
+                await stack.enter_async_context(host.joined("o", epoch, number))
+            with psycopg.connect(postgres) as one, psycopg.connect(postgres) as two:
+                one.execute(HOST_WRITING, ("o", epoch, 1))  # hosts 1 and 2 write
+                two.execute(HOST_WRITING, ("o", epoch, 2))
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(fence)
+                    try:
+                        with anyio.move_on_after(20) as waiting:
+                            await fenced.wait()
+                    finally:
+                        one.commit()  # (a fence that waits for them goes on, and returns)
+                        two.commit()
+            assert not waiting.cancelled_caught, "the fence waited for the other hosts' writes"
+            assert not waited.is_set()
+            await hosts[1].append(TrialKey("o", "t", 0), [Commit(0, "setup", {}, 1.0)])
+    assert fenced_hosts(postgres, "o") == [0]
+
+
+#: What a host's write holds while it is in flight: the claim's row and its own row of
+#: the claim's writers, share-locked (as the writer's statement does).
+HOST_WRITING = (
+    "SELECT 1 FROM corral.claims c JOIN corral.claim_writers w ON w.benchmark_id = "
+    "c.benchmark_id AND w.epoch = c.epoch WHERE c.benchmark_id = %s AND c.epoch = %s "
+    "AND w.host = %s FOR SHARE OF c, w"
+)
+
+
+def fenced_hosts(postgres: str, benchmark_id: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(postgres) as conn:
+        rows = conn.execute(
+            "SELECT host FROM corral.claim_writers WHERE benchmark_id = %s AND fenced "
+            "ORDER BY host",
+            (benchmark_id,),
+        ).fetchall()
+    return [host for (host,) in rows]
+
+
+@contextlib.contextmanager
+def warnings_of(logger: str, text: str) -> Iterator[threading.Event]:
+    """An event set once ``logger`` warns with ``text`` in its message."""
     warned = threading.Event()
 
     class Warned(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "waits for writes holding the claim" in record.getMessage():
+            if text in record.getMessage():
                 warned.set()
 
     handler = Warned(logging.WARNING)
-    logging.getLogger("corral.store").addHandler(handler)
-    coordinator = corral.PostgresStore(postgres)
+    logging.getLogger(logger).addHandler(handler)
     try:
-        async with coordinator.opened(), coordinator.claim("w"):
-            with psycopg.connect(postgres) as writing:  # a host's write, mid-transaction
-                writing.execute("SELECT 1 FROM corral.claims WHERE benchmark_id = 'w' FOR SHARE")
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(coordinator.fence_host, "w", 0)
-                    try:
-                        assert await anyio.to_thread.run_sync(warned.wait, 30)
-                    finally:
-                        writing.commit()  # the write lands: the fence goes on
-            with psycopg.connect(postgres) as conn:
-                row = conn.execute(
-                    "SELECT fenced_hosts FROM corral.claims WHERE benchmark_id = 'w'"
-                ).fetchone()
-            assert row == ([0],)
+        yield warned
     finally:
-        logging.getLogger("corral.store").removeHandler(handler)
+        logging.getLogger(logger).removeHandler(handler)
 
 
 class StallingAgent:

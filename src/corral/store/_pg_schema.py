@@ -92,6 +92,18 @@ CREATE TABLE IF NOT EXISTS corral.claims (
     -- The fencing token: raised by every claim, checked by every write.
     epoch bigint NOT NULL
 );
+-- Who writes under a claim: its holder (host -1) and each Ray host that joined it.
+-- Every write share-locks its writer's row and checks it is not fenced off; fencing
+-- a host updates its row alone, so it waits for that host's writes in flight and for
+-- no other's. Added in version 2 without a new version: older code neither reads
+-- nor needs it.
+CREATE TABLE IF NOT EXISTS corral.claim_writers (
+    benchmark_id text COLLATE "C" NOT NULL,
+    epoch bigint NOT NULL,
+    host integer NOT NULL,
+    fenced boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (benchmark_id, epoch, host)
+);
 """
 
 
@@ -113,34 +125,7 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
             (str(SCHEMA_VERSION),),
         )
         _keep_overviews(conn)
-    with conn.transaction():  # apart: the rebuild above runs without the table locked
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        _add_host_fences(conn, where)
     check_schema(conn, where)
-
-
-_ADD_HOST_FENCES = (
-    "ALTER TABLE corral.claims ADD COLUMN fenced_hosts integer[] NOT NULL DEFAULT '{}'"
-)
-
-
-def _add_host_fences(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
-    """The claims' fenced Ray hosts (`PostgresStore.fence_host`), added without a new
-    version: older code neither reads nor writes them. Looked up first: ``ADD COLUMN IF
-    NOT EXISTS`` would lock the table against every write each time a store opens."""
-    found = conn.execute(
-        "SELECT 1 FROM pg_attribute WHERE attrelid = 'corral.claims'::regclass "
-        "AND attname = 'fenced_hosts' AND NOT attisdropped"
-    ).fetchone()
-    if found is None:
-        try:
-            conn.execute(_ADD_HOST_FENCES)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise StoreError(
-                f"{where}: this Corral adds a column to the table corral.claims, which "
-                f"only its owner may do ({exc}); open the store once as that role, or "
-                f"have it run: {_ADD_HOST_FENCES}"
-            ) from exc
 
 
 # The overviews of the benchmarks registered before overviews were kept (or by older

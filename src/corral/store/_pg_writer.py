@@ -65,10 +65,18 @@ _TYPES = (
     "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
 )
 
-FENCE = (
-    "SELECT benchmark_id, epoch, fenced_hosts FROM corral.claims "
-    "WHERE benchmark_id = ANY(%s) FOR SHARE"
+# The claims a batch writes under that hold: at their epoch, its writer (the holder,
+# -1, or a Ray host) not fenced off. FOR SHARE of both rows: a new claim (which raises
+# the epoch) and a fence of this writer wait for the batch's transaction, so nothing
+# lands after either; a fence of another writer does not.
+_HELD = (
+    "SELECT c.benchmark_id FROM corral.claims c "
+    "JOIN unnest({0}::text[], {0}::bigint[], {0}::int4[]) AS e(b, n, h) "
+    "ON c.benchmark_id = e.b AND c.epoch = e.n "
+    "JOIN corral.claim_writers w ON w.benchmark_id = e.b AND w.epoch = e.n AND w.host = e.h "
+    "AND NOT w.fenced FOR SHARE OF c, w"
 )
+FENCE = _HELD.format("%s")
 
 _LANDED = (
     "SELECT k.i FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::uuid[], "
@@ -298,20 +306,13 @@ class PgWriter:
                 conn.cursor() as cur,
             ):
                 if epochs:
-                    # FOR SHARE: a new claim (which raises the epoch) waits for this
-                    # transaction, so nothing lands after a claim was taken over.
-                    fence.execute(FENCE, (list(epochs),))
+                    fence.execute(FENCE, (list(epochs), list(epochs.values()), hosts))
                 cur.execute(statements.insert, _columns(rows))
                 heads += self._refolded(conn, refold)
                 if heads:
                     cur.execute(statements.put_heads, _columns(heads))
                 if epochs:
-                    held = {
-                        b
-                        for b, e, off in fence.fetchall()
-                        if epochs[b] == e and hosts_of[b] not in off
-                    }
-                    self._check_fence(epochs, held)
+                    self._check_fence(epochs, {b for (b,) in fence.fetchall()})
         except BaseException:
             self.folds.clear()  # what the batch applied may not have landed
             raise
@@ -408,10 +409,7 @@ class _Statements:
         if statement is None:
             if fenced:
                 fence = (
-                    "fence AS (SELECT c.benchmark_id FROM corral.claims c "
-                    "JOIN unnest(%b::text[], %b::bigint[], %b::int4[]) AS e(b, n, h) "
-                    "ON c.benchmark_id = e.b AND c.epoch = e.n "
-                    "AND NOT (e.h = ANY(c.fenced_hosts)) FOR SHARE OF c), "
+                    f"fence AS ({_HELD.format('%b')}), "
                     "held AS (SELECT array_agg(benchmark_id) AS ids, "
                     "count(*) = %b::int4 AS ok FROM fence)"
                 )

@@ -212,8 +212,18 @@ def is_postgres_dsn(store: object) -> bool:
 #: Milliseconds a writer's session may sit idle inside a transaction before the server
 #: ends it (`PostgresStore._writer_connection`).
 _IDLE_IN_TRANSACTION_MS = 60_000
-#: Milliseconds `PostgresStore.fence_host` waits for the claim's row between warnings.
+#: Milliseconds `PostgresStore.fence_host` waits for the host's row between warnings.
 _FENCE_WAIT_MS = 10_000
+#: The host number a claim's holder writes as (`corral.claim_writers`).
+_HOLDER = -1
+_ADD_WRITER = (
+    "INSERT INTO corral.claim_writers (benchmark_id, epoch, host) VALUES (%s, %s, %s) "
+    "ON CONFLICT (benchmark_id, epoch, host) DO NOTHING"
+)
+_DROP_OLD_WRITERS = (
+    "DELETE FROM corral.claim_writers WHERE ctid IN (SELECT ctid FROM corral.claim_writers "
+    "WHERE benchmark_id = %s AND epoch < %s FOR UPDATE SKIP LOCKED)"
+)
 
 
 def _check_host(host: object) -> None:
@@ -329,8 +339,9 @@ class PostgresStore:
     def _writer_connection(self) -> psycopg.Connection[Any]:
         conn = self._connection(application_name="corral writer")
         # A writer frozen inside a transaction (a paused machine, a Ray host cut off from
-        # its cluster) holds the claim's row share-locked: the server ends its session
-        # after this long, so a coordinator fencing it off (`fence_host`) goes on.
+        # its cluster) holds the claim's row and its own row of the claim's writers
+        # share-locked: the server ends its session after this long, so a coordinator
+        # fencing it off (`fence_host`) or a new claim goes on.
         conn.execute(f"SET idle_in_transaction_session_timeout = {_IDLE_IN_TRANSACTION_MS}")
         if not self.synchronous_commit:
             conn.execute("SET synchronous_commit = off")
@@ -489,6 +500,12 @@ class PostgresStore:
         if benchmark_id in self._epochs:
             raise BenchmarkBusyError(f"{self._where} already holds a claim on {benchmark_id!r}")
         if host is not None:
+            self._check_writable()
+            await self._query(
+                lambda conn: conn.execute(_ADD_WRITER, (benchmark_id, epoch, host)),
+                None,
+                writes=True,
+            )
             self._hosts[benchmark_id] = host
         self._epochs[benchmark_id] = epoch
         try:
@@ -501,9 +518,10 @@ class PostgresStore:
                 self._hosts.pop(benchmark_id, None)
 
     async def fence_host(self, benchmark_id: str, host: int) -> None:
-        """Fence host ``host`` off this store's claim on ``benchmark_id``. The update
-        waits for every write holding the claim's row (each share-locks it), so once it
-        returns, what the host wrote is readable and its next write finds itself fenced."""
+        """Fence host ``host`` off this store's claim on ``benchmark_id``. The update of
+        the host's row of the claim's writers waits for the host's writes in flight
+        (each share-locks it) and no other host's, so once it returns, what the host
+        wrote is readable and its next write finds itself fenced."""
         epoch = self._epochs.get(benchmark_id)
         if epoch is None or benchmark_id in self._hosts:
             raise StoreError(f"{self._where} holds no claim on {benchmark_id!r} to fence")
@@ -518,24 +536,29 @@ class PostgresStore:
                 try:
                     with conn.transaction():
                         conn.execute(f"SET LOCAL lock_timeout = {_FENCE_WAIT_MS}")
-                        row = conn.execute(
-                            "UPDATE corral.claims SET fenced_hosts = "
-                            "array_append(fenced_hosts, %s) "
-                            "WHERE benchmark_id = %s AND epoch = %s RETURNING 1",
-                            (host, benchmark_id, epoch),
+                        held = conn.execute(
+                            "SELECT 1 FROM corral.claims WHERE benchmark_id = %s AND epoch = %s",
+                            (benchmark_id, epoch),
                         ).fetchone()
+                        if held is None:  # taken over: its writers are fenced off already
+                            raise fenced_off(self._where, benchmark_id)
+                        # The host's row alone: its writes in flight hold it, no other's.
+                        conn.execute(
+                            "INSERT INTO corral.claim_writers (benchmark_id, epoch, host, "
+                            "fenced) VALUES (%s, %s, %s, true) ON CONFLICT (benchmark_id, "
+                            "epoch, host) DO UPDATE SET fenced = true",
+                            (benchmark_id, epoch, host),
+                        )
                     break
                 except errors.LockNotAvailable:
                     log.warning(
-                        "%s: fencing Ray host %d off %r waits for writes holding the "
-                        "claim (a writer frozen in a transaction is cut off after %d s)",
+                        "%s: fencing Ray host %d off %r waits for its writes in flight "
+                        "(a writer frozen in a transaction is cut off after %d s)",
                         self._where,
                         host,
                         benchmark_id,
                         _IDLE_IN_TRANSACTION_MS // 1000,
                     )
-            if row is None:
-                raise fenced_off(self._where, benchmark_id)
 
         await self._query(fence, None, writes=True)
 
@@ -553,13 +576,19 @@ class PostgresStore:
                     f"benchmark {benchmark_id!r} is being run by another live runner on "
                     f"{self._where}; wait for it to finish or stop it"
                 )
-            (epoch,) = conn.execute(
-                "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
-                "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1, "
-                "fenced_hosts = '{}' "
-                "RETURNING epoch",
-                (benchmark_id,),
-            ).fetchone() or (0,)
+            with conn.transaction():
+                (epoch,) = conn.execute(
+                    "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
+                    "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1 "
+                    "RETURNING epoch",
+                    (benchmark_id,),
+                ).fetchone() or (0,)
+                # The holder writes as host -1. The writers of earlier claims are done
+                # for (their epoch is gone): their rows go, but for those a write of a
+                # host still alive holds (left for a later claim: waiting for them could
+                # deadlock with that write, which waits for the claim's row).
+                conn.execute(_ADD_WRITER, (benchmark_id, epoch, _HOLDER))
+                conn.execute(_DROP_OLD_WRITERS, (benchmark_id, epoch))
         except BaseException as exc:
             conn.close()
             if isinstance(exc, psycopg.Error):
@@ -637,9 +666,10 @@ class PostgresStore:
         def fenced(conn: psycopg.Connection[Any]) -> None:
             # Under the claim's fence, as every append: a runner whose claim was taken
             # over records no run in the new holder's benchmark.
+            writer = self._hosts.get(benchmark_id, _HOLDER)
             with conn.transaction():
-                held = conn.execute(FENCE, ([benchmark_id],)).fetchall()
-                if [(b, e) for b, e, _ in held] != [(benchmark_id, epoch)]:
+                held = conn.execute(FENCE, ([benchmark_id], [epoch], [writer])).fetchall()
+                if held != [(benchmark_id,)]:
                     raise fenced_off(self._where, benchmark_id)
                 conn.execute(_INSERT_RUN, params)
 
