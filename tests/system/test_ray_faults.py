@@ -457,6 +457,75 @@ async def test_fencing_a_host_does_not_wait_for_the_other_hosts_writes(
     assert fenced_hosts(postgres, "o") == [0]
 
 
+async def test_a_new_claim_refuses_the_old_hosts_writes_and_waits_only_for_those_in_flight(
+    postgres: str,
+) -> None:
+    """Before, a new claim raised the epoch by updating the claim's row, which every
+    write share-locks: the hosts of a coordinator that died (alive on a node cut off
+    from the cluster) got their share locks in ahead of it as long as they kept
+    writing, and the new run waited. Now the claim first fences every old writer off,
+    a row at a time, each waiting for its one write in flight: a write that starts
+    after that is refused at once and locks nothing."""
+    import psycopg
+
+    from corral.store._pg_writer import FENCE  # what every write checks, and locks
+
+    old, successor = corral.PostgresStore(postgres), corral.PostgresStore(postgres)
+    hosts = [corral.PostgresStore(postgres) for _ in range(2)]
+    claimed, done, answered = anyio.Event(), anyio.Event(), anyio.Event()
+    refused: list[Any] = []
+
+    async def claim() -> None:
+        async with successor.claim("n"):
+            claimed.set()
+            await done.wait()
+
+    async def host_1_writes(one: Any, epoch: int) -> None:
+        refused.extend(
+            await anyio.to_thread.run_sync(
+                lambda: one.execute(FENCE, (["n"], [epoch], [1])).fetchall()
+            )
+        )
+        answered.set()
+
+    async with contextlib.AsyncExitStack() as stack:
+        for store in (old, successor, *hosts):
+            await stack.enter_async_context(store.opened())
+        async with old.claim("n"):
+            epoch = old.claim_epoch("n")
+            assert epoch is not None
+            for number, host in enumerate(hosts, start=1):
+                await stack.enter_async_context(host.joined("n", epoch, number))
+        # The coordinator is gone; its hosts 1 and 2 live on, host 2 mid-write.
+        with (
+            psycopg.connect(postgres) as two,
+            psycopg.connect(postgres, autocommit=True) as one,
+        ):
+            assert two.execute(FENCE, (["n"], [epoch], [2])).fetchall() == [("n",)]
+            blocked_by = (
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity "
+                "WHERE %s = ANY(pg_blocking_pids(pid)))"
+            )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(claim)
+                try:
+                    # The claim waits for host 2's write in flight...
+                    await anyio.to_thread.run_sync(
+                        pg.wait_for_server, postgres, blocked_by, (two.info.backend_pid,)
+                    )
+                    tg.start_soon(host_1_writes, one, epoch)  # ... as host 1 writes again
+                    with anyio.move_on_after(10):
+                        await answered.wait()
+                    in_time = answered.is_set()
+                finally:
+                    two.commit()  # host 2's write lands, before the claim
+                with anyio.fail_after(20):
+                    await claimed.wait()
+                done.set()
+    assert in_time, "host 1's write waited for the claim"
+    assert refused == []  # refused: its row is fenced off
+
+
 #: What a host's write holds while it is in flight: the claim's row and its own row of
 #: the claim's writers, share-locked (as the writer's statement does).
 HOST_WRITING = (

@@ -220,6 +220,35 @@ _ADD_WRITER = (
     "INSERT INTO corral.claim_writers (benchmark_id, epoch, host) VALUES (%s, %s, %s) "
     "ON CONFLICT (benchmark_id, epoch, host) DO NOTHING"
 )
+_FENCE_WRITER = (
+    "UPDATE corral.claim_writers SET fenced = true "
+    "WHERE benchmark_id = %s AND epoch = %s AND host = %s"
+)
+
+
+def _until_fenced(conn: psycopg.Connection[Any], fence: Callable[[], object], what: str) -> None:
+    """``fence()`` in a transaction of its own, again each time its lock waits longer than
+    `_FENCE_WAIT_MS` (saying so: ``what`` waits for the writes in flight) or is
+    chosen to end a deadlock."""
+    from psycopg import errors
+
+    from ._pg_writer import log
+
+    while True:
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = {_FENCE_WAIT_MS}")
+                fence()
+            return
+        except (errors.LockNotAvailable, errors.DeadlockDetected):
+            log.warning(
+                "%s waits for its writes in flight (a writer frozen in a transaction is "
+                "cut off after %d s)",
+                what,
+                _IDLE_IN_TRANSACTION_MS // 1000,
+            )
+
+
 _DROP_OLD_WRITERS = (
     "DELETE FROM corral.claim_writers WHERE ctid IN (SELECT ctid FROM corral.claim_writers "
     "WHERE benchmark_id = %s AND epoch < %s FOR UPDATE SKIP LOCKED)"
@@ -527,40 +556,43 @@ class PostgresStore:
             raise StoreError(f"{self._where} holds no claim on {benchmark_id!r} to fence")
         _check_host(host)
 
-        from psycopg import errors
-
-        from ._pg_writer import fenced_off, log
+        from ._pg_writer import fenced_off
 
         def fence(conn: psycopg.Connection[Any]) -> None:
-            while True:
-                try:
-                    with conn.transaction():
-                        conn.execute(f"SET LOCAL lock_timeout = {_FENCE_WAIT_MS}")
-                        held = conn.execute(
-                            "SELECT 1 FROM corral.claims WHERE benchmark_id = %s AND epoch = %s",
-                            (benchmark_id, epoch),
-                        ).fetchone()
-                        if held is None:  # taken over: its writers are fenced off already
-                            raise fenced_off(self._where, benchmark_id)
-                        # The host's row alone: its writes in flight hold it, no other's.
-                        conn.execute(
-                            "INSERT INTO corral.claim_writers (benchmark_id, epoch, host, "
-                            "fenced) VALUES (%s, %s, %s, true) ON CONFLICT (benchmark_id, "
-                            "epoch, host) DO UPDATE SET fenced = true",
-                            (benchmark_id, epoch, host),
-                        )
-                    break
-                except errors.LockNotAvailable:
-                    log.warning(
-                        "%s: fencing Ray host %d off %r waits for its writes in flight "
-                        "(a writer frozen in a transaction is cut off after %d s)",
-                        self._where,
-                        host,
-                        benchmark_id,
-                        _IDLE_IN_TRANSACTION_MS // 1000,
-                    )
+            def once() -> None:
+                held = conn.execute(
+                    "SELECT 1 FROM corral.claims WHERE benchmark_id = %s AND epoch = %s",
+                    (benchmark_id, epoch),
+                ).fetchone()
+                if held is None:  # taken over: its writers are fenced off already
+                    raise fenced_off(self._where, benchmark_id)
+                # The host's row alone: its writes in flight hold it, no other's.
+                conn.execute(
+                    "INSERT INTO corral.claim_writers (benchmark_id, epoch, host, "
+                    "fenced) VALUES (%s, %s, %s, true) ON CONFLICT (benchmark_id, "
+                    "epoch, host) DO UPDATE SET fenced = true",
+                    (benchmark_id, epoch, host),
+                )
+
+            _until_fenced(
+                conn, once, f"{self._where}: fencing Ray host {host} off {benchmark_id!r}"
+            )
 
         await self._query(fence, None, writes=True)
+
+    def _fence_writers(self, conn: psycopg.Connection[Any], benchmark_id: str) -> None:
+        writers = conn.execute(
+            "SELECT epoch, host FROM corral.claim_writers WHERE benchmark_id = %s "
+            "AND NOT fenced ORDER BY epoch, host",
+            (benchmark_id,),
+        ).fetchall()
+        for epoch, host in writers:
+            _until_fenced(
+                conn,
+                lambda: conn.execute(_FENCE_WRITER, (benchmark_id, epoch, host)),  # noqa: B023
+                f"{self._where}: claiming {benchmark_id!r} fences off writer {host} of "
+                f"claim {epoch}, which",
+            )
 
     def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
         import psycopg
@@ -576,6 +608,15 @@ class PostgresStore:
                     f"benchmark {benchmark_id!r} is being run by another live runner on "
                     f"{self._where}; wait for it to finish or stop it"
                 )
+            # Every writer of earlier claims (hosts of a coordinator that died, which
+            # may live on) is fenced off first, a row at a time (each waits for its one
+            # writer's write in flight, and holds nothing else meanwhile: no deadlock
+            # with a write of several benchmarks); their later writes are refused. The
+            # raise of the epoch then waits for the writes still in flight, where it
+            # would otherwise wait while hosts kept writing (each write share-locks the
+            # claim's row, and a new share lock gets in ahead of it). A host an old
+            # coordinator still alive adds meanwhile is stopped by the epoch alone.
+            self._fence_writers(conn, benchmark_id)
             with conn.transaction():
                 (epoch,) = conn.execute(
                     "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
