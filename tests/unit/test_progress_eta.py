@@ -155,7 +155,10 @@ def test_queued_trials_name_the_limit_that_holds_them() -> None:
     assert queue_reasons(full, limits)[0] == "max_parallel 8/8"
     assert queue_reasons(dataclasses.replace(held, ready=0), limits) == []
     throttled = dataclasses.replace(held, effective_by_model={"m": 2, "n": 3})
-    assert "model n 3/3" in queue_reasons(throttled, limits)  # rate-limited below max
+    assert "model n 3/3 (rate-limited from 8)" in queue_reasons(throttled, limits)
+    # Cut below what is in use (the trials running finish): the line says why.
+    cut = dataclasses.replace(held, effective_by_model={"m": 1, "n": 8})
+    assert "model m 2/1 (rate-limited from 2)" in queue_reasons(cut, limits)
 
 
 def test_after_a_ctrl_c_the_display_says_it_is_stopping() -> None:

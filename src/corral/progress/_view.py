@@ -57,12 +57,16 @@ def queue_reasons(statistics: Statistics, limits: Limits) -> list[str]:
     for limit in limits.declarations:
         if limit.phase is not LimitPhase.EXECUTION:  # queued trials wait to execute
             continue
-        caps = _effective(s, limit) or limits.keyed(limit)
+        configured, effective = limits.keyed(limit), _effective(s, limit)
+        caps = effective or configured
         for key, used in s.used(limit).items():
             cap = caps.get(key, limits.max_parallel)
             # An adaptive limit counts every key: at max_parallel, max_parallel says it.
             if used >= cap and not (limit.adaptive and used >= limits.max_parallel):
-                reasons.append(f"{limit.label} {key} {used}/{cap}")
+                # A cap rate limits cut (in use may be above it, as trials finish).
+                full = configured.get(key, limits.max_parallel)
+                cut = f" (rate-limited from {full})" if key in effective and cap < full else ""
+                reasons.append(f"{limit.label} {key} {used}/{cap}{cut}")
     return reasons
 
 
