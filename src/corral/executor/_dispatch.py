@@ -252,18 +252,15 @@ class RayExecution:
             self._forget_again(hub_handle)
             hub_handle.statistics.remote().future().add_done_callback(self._got_scopes)
 
-    def _forget(self, scopes: Any, index: int) -> Any:
+    def _forget(self, scopes: Any, index: int) -> None:
         """Tell the hub host ``index`` died (its slots come back); a call Ray could not
-        deliver for now goes again with the next reading of the hub (`_forget_again`).
-        Returns the call's future."""
+        deliver for now goes again with the next reading of the hub (`_forget_again`)."""
 
         def done(future: Any) -> None:  # on Ray's thread
             if isinstance(future.exception(), self._unreachable):
                 self._unforgotten.add(index)
 
-        future = scopes.forget.remote(index).future()
-        future.add_done_callback(done)
-        return future
+        scopes.forget.remote(index).future().add_done_callback(done)
 
     def _forget_again(self, scopes: Any) -> None:
         """Send again each `_forget` that did not get through."""

@@ -21,6 +21,7 @@ from psycopg import errors as pg_errors
 
 from .._errors import CommitConflictError, ConfigError, StoreCorrupt, StoreError
 from .._types import Commit
+from ._claim_writers import HOLDER
 from ._heads import HEAD_COLUMNS, OpenFolds, TrialHead, folded_heads
 from ._protocol import TrialKey
 
@@ -273,7 +274,7 @@ class PgWriter:
         # Both changed on the event loop's thread: each read once, the hosts first (a
         # `joined` block drops its epoch before its host, so an epoch read is never
         # paired with a host already gone: -1, the claim's holder, is not fenced off).
-        hosts_of = {b: self.hosts.get(b, -1) for b in benchmarks}
+        hosts_of = {b: self.hosts.get(b, HOLDER) for b in benchmarks}
         known = self.epochs
         epochs = {b: e for b in benchmarks if (e := known.get(b)) is not None}
         hosts = [hosts_of[b] for b in epochs]

@@ -12,6 +12,7 @@ psycopg is imported when a store is made, so ``import corral`` does not need it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import time
@@ -29,6 +30,7 @@ from .._json import dumps
 from .._types import Commit
 from ..history import ConfigStream, StoredConfigText
 from ._batching import Batch, Slot, WriterThread, surely
+from ._claim_writers import HOLDER, check_host
 from ._config_diff import check_same_stream
 from ._decode import check_created, decode_benchmark, decode_commit, decode_run
 from ._heads import (
@@ -214,15 +216,19 @@ def is_postgres_dsn(store: object) -> bool:
 _IDLE_IN_TRANSACTION_MS = 60_000
 #: Milliseconds `PostgresStore.fence_host` waits for the host's row between warnings.
 _FENCE_WAIT_MS = 10_000
-#: The host number a claim's holder writes as (`corral.claim_writers`).
-_HOLDER = -1
 _ADD_WRITER = (
     "INSERT INTO corral.claim_writers (benchmark_id, epoch, host) VALUES (%s, %s, %s) "
     "ON CONFLICT (benchmark_id, epoch, host) DO NOTHING"
 )
+#: A writer's row fenced off (made so if it never joined): it waits for that writer's
+#: writes in flight alone.
 _FENCE_WRITER = (
-    "UPDATE corral.claim_writers SET fenced = true "
-    "WHERE benchmark_id = %s AND epoch = %s AND host = %s"
+    "INSERT INTO corral.claim_writers (benchmark_id, epoch, host, fenced) "
+    "VALUES (%s, %s, %s, true) ON CONFLICT (benchmark_id, epoch, host) DO UPDATE SET fenced = true"
+)
+_DROP_OLD_WRITERS = (
+    "DELETE FROM corral.claim_writers WHERE ctid IN (SELECT ctid FROM corral.claim_writers "
+    "WHERE benchmark_id = %s AND epoch < %s FOR UPDATE SKIP LOCKED)"
 )
 
 
@@ -247,18 +253,6 @@ def _until_fenced(conn: psycopg.Connection[Any], fence: Callable[[], object], wh
                 what,
                 _IDLE_IN_TRANSACTION_MS // 1000,
             )
-
-
-_DROP_OLD_WRITERS = (
-    "DELETE FROM corral.claim_writers WHERE ctid IN (SELECT ctid FROM corral.claim_writers "
-    "WHERE benchmark_id = %s AND epoch < %s FOR UPDATE SKIP LOCKED)"
-)
-
-
-def _check_host(host: object) -> None:
-    """`ConfigError` unless ``host`` is a Ray host's number (an integer from 0)."""
-    if isinstance(host, bool) or not isinstance(host, int) or host < 0:
-        raise ConfigError(f"a host's number is an integer from 0, not {host!r}")
 
 
 class PostgresStore:
@@ -525,7 +519,7 @@ class PostgresStore:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
             raise ConfigError(f"a claim's epoch is a positive integer, not {epoch!r}")
         if host is not None:
-            _check_host(host)
+            check_host(host)
         if benchmark_id in self._epochs:
             raise BenchmarkBusyError(f"{self._where} already holds a claim on {benchmark_id!r}")
         if host is not None:
@@ -554,7 +548,7 @@ class PostgresStore:
         epoch = self._epochs.get(benchmark_id)
         if epoch is None or benchmark_id in self._hosts:
             raise StoreError(f"{self._where} holds no claim on {benchmark_id!r} to fence")
-        _check_host(host)
+        check_host(host)
 
         from ._pg_writer import fenced_off
 
@@ -567,12 +561,7 @@ class PostgresStore:
                 if held is None:  # taken over: its writers are fenced off already
                     raise fenced_off(self._where, benchmark_id)
                 # The host's row alone: its writes in flight hold it, no other's.
-                conn.execute(
-                    "INSERT INTO corral.claim_writers (benchmark_id, epoch, host, "
-                    "fenced) VALUES (%s, %s, %s, true) ON CONFLICT (benchmark_id, "
-                    "epoch, host) DO UPDATE SET fenced = true",
-                    (benchmark_id, epoch, host),
-                )
+                conn.execute(_FENCE_WRITER, (benchmark_id, epoch, host))
 
             _until_fenced(
                 conn, once, f"{self._where}: fencing Ray host {host} off {benchmark_id!r}"
@@ -589,7 +578,7 @@ class PostgresStore:
         for epoch, host in writers:
             _until_fenced(
                 conn,
-                lambda: conn.execute(_FENCE_WRITER, (benchmark_id, epoch, host)),  # noqa: B023
+                functools.partial(conn.execute, _FENCE_WRITER, (benchmark_id, epoch, host)),
                 f"{self._where}: claiming {benchmark_id!r} fences off writer {host} of "
                 f"claim {epoch}, which",
             )
@@ -628,7 +617,7 @@ class PostgresStore:
                 # for (their epoch is gone): their rows go, but for those a write of a
                 # host still alive holds (left for a later claim: waiting for them could
                 # deadlock with that write, which waits for the claim's row).
-                conn.execute(_ADD_WRITER, (benchmark_id, epoch, _HOLDER))
+                conn.execute(_ADD_WRITER, (benchmark_id, epoch, HOLDER))
                 conn.execute(_DROP_OLD_WRITERS, (benchmark_id, epoch))
         except BaseException as exc:
             conn.close()
@@ -707,7 +696,7 @@ class PostgresStore:
         def fenced(conn: psycopg.Connection[Any]) -> None:
             # Under the claim's fence, as every append: a runner whose claim was taken
             # over records no run in the new holder's benchmark.
-            writer = self._hosts.get(benchmark_id, _HOLDER)
+            writer = self._hosts.get(benchmark_id, HOLDER)
             with conn.transaction():
                 held = conn.execute(FENCE, ([benchmark_id], [epoch], [writer])).fetchall()
                 if held != [(benchmark_id,)]:
