@@ -18,6 +18,7 @@ from corral import (
     CommitStore,
     ConfigError,
     MemoryStore,
+    NotSerializableError,
     PostgresStore,
     SQLiteStore,
     TrialKey,
@@ -302,6 +303,49 @@ async def test_a_sqlite_path_that_cannot_hold_a_store_is_refused(tmp_path: Path,
     with pytest.raises(ConfigError, match=str(path)):
         async with SQLiteStore(path).opened():
             pass
+
+
+async def test_an_append_refuses_a_payload_json_would_change(store: CommitStore) -> None:
+    """``{1: "one", "1": "uno"}`` would be written with two keys ``"1"`` and read back
+    as ``{"1": "uno"}``: refused, naming the key, before anything is handed over."""
+    await store.register_benchmark("bench", CONFIG)
+    bad = commit(0, "setup", {"state": {1: "one", "1": "uno"}, "previous_trial": None})
+    with pytest.raises(NotSerializableError, match="has key 1 of type int"):
+        await store.append(K, [bad])
+    with pytest.raises(NotSerializableError, match="nan"):
+        await store.append(K, [commit(0, "setup", {"state": float("nan")})])
+    assert await store.history(K) == []
+    await store.append(K, trial()[:1])  # the store and the trial go on
+    assert await store.history(K) == trial()[:1]
+
+
+async def test_an_empty_append_is_refused_alone(store: CommitStore) -> None:
+    """An append of no commits lands nothing: refused at once, it fails neither the
+    append handed over beside it nor any after (it failed the SQLite store's batch as a
+    whole, and so every later append, before)."""
+    await store.register_benchmark("bench", CONFIG)
+    beside = store.enqueue(K._replace(trial=1), trial()[:1])
+    with pytest.raises(ValueError, match="at least one commit"):
+        store.enqueue(K, [])
+    await beside.wait()
+    await store.append(K, trial())
+    assert await store.history(K) == trial()
+
+
+async def test_a_head_holds_a_token_total_past_64_bits(store: CommitStore) -> None:
+    """Each commit's tokens fit a 64-bit column, their sum does not: the head keeps the
+    most it can hold, the commits every step's exact count."""
+    await store.register_benchmark("bench", CONFIG)
+    big = [
+        commit(0, "setup", {"state": None, "previous_trial": None}, input_tokens=2**62),
+        commit(1, "action", input_tokens=2**62, output_tokens=2**63 - 1),
+        commit(2, "action", input_tokens=2**62, output_tokens=1),
+    ]
+    await store.append(K, big[:2])
+    await store.append(K, big[2:] + trial(1)[2:])  # its tool effect, terminal, evaluation
+    assert [c.usage for c in await store.history(K)][:3] == [c.usage for c in big]
+    (summary,) = await store.summaries("bench")
+    assert summary.usage.input_tokens == 3 * 2**62
 
 
 def test_stores_are_commit_stores(tmp_path: Path) -> None:

@@ -62,6 +62,31 @@ async def test_a_number_past_what_a_store_holds_fails_only_its_trial_and_every_r
         json.dumps(report.to_dict(), allow_nan=False)
 
 
+@pytest.mark.anyio
+async def test_a_trial_whose_steps_add_up_past_int64_tokens_ends_and_the_store_goes_on(
+    store: Any,
+) -> None:
+    """Each step is within bounds; their sum is not what a 64-bit head column holds.
+    Before, the head's write failed its whole batch: the run died, its terminal rolled
+    back, and every resume died the same way."""
+
+    def decide(session: corral.AgentSession) -> Any:
+        session.record_usage(input_tokens=2**62)
+        return corral.Action("noop", {}) if session.iteration < 2 else Final("done")
+
+    tasks = {"big": M("a", "e")}
+    runner = corral.CorralRunner(
+        tasks, {"a": ScriptedAgent(decide)}, {"e": FakeEnvironment()}, store=store
+    )
+    trial = (await runner.run("b")).tasks["big"].trials[0]
+    assert trial.status == TrialStatus.COMPLETED
+    assert trial.usage.input_tokens == 3 * 2**62  # the record: every step's exact count
+    other = corral.CorralRunner(
+        tasks, {"a": ScriptedAgent(lambda s: Final("ok"))}, {"e": FakeEnvironment()}, store=store
+    )
+    assert (await other.run("other")).counts["completed"] == 1
+
+
 def test_the_usage_of_one_step_is_bounded_as_a_sum_too() -> None:
     session = corral.AgentSession(
         benchmark_id="b", task_id="t", trial=0, metadata=M("a", "e"), inputs={}

@@ -45,6 +45,17 @@ def _real(value: Any) -> float | None:
     return value if value is None or type(value) is float else float(value)
 
 
+#: The largest integer a head's token columns hold (SQLite INTEGER, PostgreSQL bigint).
+_INT64 = 2**63 - 1
+
+
+def _tokens(value: int) -> int:
+    """A trial's token total as its head keeps it: at most `_INT64`. Each step records at
+    most that many, but a trial's sum of them (every attempt's, and its scoring's) may
+    pass it; its commits keep every step's exact count."""
+    return value if value <= _INT64 else _INT64
+
+
 def changes_head(kinds: Iterable[str]) -> bool:
     """Whether commits of these kinds change their trial's head."""
     return any(kind not in _WORK_KINDS for kind in kinds)
@@ -79,7 +90,8 @@ class TrialHead(NamedTuple):
 
     def row(self) -> tuple[Any, ...]:
         """The stored columns after the benchmark id (`HEAD_COLUMNS`); a real column
-        always a float (PostgreSQL gets a batch's heads as one typed array a column)."""
+        always a float (PostgreSQL gets a batch's heads as one typed array a column), a
+        token total at most what a 64-bit column holds (`_tokens`)."""
         u = self.usage
         return (
             self.task_id,
@@ -96,8 +108,8 @@ class TrialHead(NamedTuple):
             self.commits,
             _real(self.started_at),
             _real(self.finished_at),
-            u.input_tokens,
-            u.output_tokens,
+            _tokens(u.input_tokens),
+            _tokens(u.output_tokens),
             float(u.cost),
             self.limit,
             _real(self.working_time),

@@ -16,11 +16,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._json import check_json
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
 from .._types import TrialKey as TrialKey  # re-exported: its home before it moved
 from ..history import ConfigStream, StoredConfig
 from ._runs import RunRecord
+
+
+def check_handed(key: TrialKey, commits: Sequence[Commit]) -> None:
+    """Refuse an append of no commits (``ValueError``): it would land nothing, and a
+    store must not take it into a batch beside other trials' appends. Every store's
+    ``enqueue`` calls it first, before anything is handed over."""
+    if not commits:
+        raise ValueError(f"{key}: an append needs at least one commit")
+
+
+def check_payloads(key: TrialKey, commits: Sequence[Commit]) -> None:
+    """Refuse (`NotSerializableError`, naming the bad part) a payload that would not read
+    back as it was given: a key that is not a string (JSON would write ``1`` as ``"1"``,
+    and ``{1: a, "1": b}`` as two ``"1"`` keys, one lost), NaN, an integer too long.
+    Every store's ``append`` calls it, before anything is handed over: the runtime's own
+    commits are checked when their values are recorded, and go through ``enqueue``."""
+    for c in commits:
+        check_json(c.payload, f"{key}: the payload of commit {c.seq}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +147,10 @@ class CommitStore(Protocol):
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:
         """Hand commits over without waiting: they become durable in the order handed
-        over, all commits of one call together. ``append`` is ``enqueue`` + ``wait``.
+        over, all commits of one call together. ``append`` is ``enqueue`` + ``wait``,
+        and checks the payloads first (`check_payloads`); ``enqueue`` takes them as the
+        runtime makes them, plain JSON already checked. An append of no commits is
+        refused at once (``ValueError``).
 
         The order is a promise callers rely on: once an append is durable, every
         append handed over before it is durable too. A batch that fails as a whole

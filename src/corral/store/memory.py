@@ -26,7 +26,14 @@ from ._heads import (
     head_of,
     task_list_of_config,
 )
-from ._protocol import BenchmarkInfo, Pending, TrialKey, TrialSummary
+from ._protocol import (
+    BenchmarkInfo,
+    Pending,
+    TrialKey,
+    TrialSummary,
+    check_handed,
+    check_payloads,
+)
 from ._runs import RunRecord
 from ._summary import SummaryBuilder
 
@@ -115,6 +122,7 @@ class MemoryStore:
         return False
 
     def enqueue(self, key: TrialKey, commits: Sequence[Commit]) -> Pending:
+        check_handed(key, commits)
         given, commits = commits, [_encoded(c) for c in commits]
         if key in self._poisoned:
             return _Landed(CommitConflictError(f"{key}: an earlier append of this trial failed"))
@@ -144,6 +152,7 @@ class MemoryStore:
         self._heads[key] = head_of(_summary(key, self._kept[key]))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        check_payloads(key, commits)
         landed = self.enqueue(key, commits)
         await anyio.lowlevel.checkpoint()
         await landed.wait()

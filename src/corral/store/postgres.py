@@ -47,7 +47,14 @@ from ._heads import (
     task_list_of_pieces,
     utf8_pieces,
 )
-from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
+from ._protocol import (
+    BenchmarkInfo,
+    HostAccess,
+    TrialKey,
+    TrialSummary,
+    check_handed,
+    check_payloads,
+)
 from ._runs import RunRecord
 from ._summary import RowFolder
 
@@ -466,9 +473,11 @@ class PostgresStore:
         self._check_writable()
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
+        check_handed(key, commits)
         return self._queue.put(encode(key, list(commits), next(self._append_ids)))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        check_payloads(key, commits)
         await self.enqueue(key, commits).wait()
 
     @asynccontextmanager

@@ -53,7 +53,14 @@ from ._heads import (
     task_list_of_pieces,
     utf8_pieces,
 )
-from ._protocol import BenchmarkInfo, HostAccess, TrialKey, TrialSummary
+from ._protocol import (
+    BenchmarkInfo,
+    HostAccess,
+    TrialKey,
+    TrialSummary,
+    check_handed,
+    check_payloads,
+)
 from ._runs import RunRecord
 from ._sqlite_file import (
     SCHEMA_VERSION,
@@ -366,9 +373,11 @@ class SQLiteStore:
             raise self._refuse_write("append commits")
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
+        check_handed(key, commits)
         return self._queue.put((key, [_row(key, c) for c in commits], commits))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
+        check_payloads(key, commits)
         await self.enqueue(key, commits).wait()
 
     def _write_batch(
