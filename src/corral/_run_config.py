@@ -365,10 +365,9 @@ def _no_retry(value: object) -> tuple[type[BaseException], ...]:
 
 def _limit_settings(limits: Limits) -> dict[str, Any]:
     """The keywords of `Limits.resolve` that give ``limits`` again, leaving out a
-    defaulted limit so that it follows the limits it defaults from."""
+    defaulted limit (`Limits.follows`) so that it follows the limits it defaults from;
+    one given stays, even equal to its default."""
     out = limits.to_dict()
-    if limits.max_parallel_evaluations == limits.max_parallel:
-        del out["max_parallel_evaluations"]
-    if limits.max_parallel_total == limits.max_parallel + limits.max_parallel_evaluations:
-        del out["max_parallel_total"]
+    for name in limits.follows:
+        del out[name]
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import resource
 import shutil
 import signal
 import sys
@@ -53,6 +54,34 @@ REASONS: Final = {
 }
 
 MIB = 1024 * 1024
+#: The largest memory, file size, process count or disk taken (below a C long).
+_MAX_LIMIT = 2**62
+#: CPU seconds beyond which the command's CPU is in effect not bounded (136 years).
+_MAX_CPU = 2**32
+
+#: The setting behind each resource limit the wrapper sets.
+_SETTINGS = {
+    "RLIMIT_CPU": "cpu_seconds",
+    "RLIMIT_AS": "memory",
+    "RLIMIT_FSIZE": "file_size",
+    "RLIMIT_NPROC": "processes",
+}
+
+
+def _check_host_limits(limits: Limits, isolated: bool, cpu_name: str) -> None:
+    """A limit above this process's own hard limit cannot be set in the sandbox (the
+    wrapper would fail, as if the command had): a `ConfigError` naming it, first."""
+    for rlimit, _, hard in limits.rlimits(isolated):
+        setting = _SETTINGS.get(rlimit)
+        if setting is None:
+            continue
+        host = resource.getrlimit(getattr(resource, rlimit))[1]
+        if host != resource.RLIM_INFINITY and hard > host:
+            name = cpu_name if setting == "cpu_seconds" else setting
+            raise ConfigError(
+                f"{name} {getattr(limits, setting)!r} is above this system's hard limit "
+                f"({rlimit} {host}); give at most that"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +155,25 @@ async def sandbox(
         ("memory", memory),
         ("processes", processes),
         ("file_size", file_size),
-        ("disk", disk),
         ("max_output", max_output),
     ):
         positive_int(name, value, or_none=True)
+    positive_int("disk", disk)  # the size of its work folder: there is no "no bound"
+    for name, value in (
+        ("memory", memory),
+        ("processes", processes),
+        ("file_size", file_size),
+        ("disk", disk),
+    ):
+        if value is not None and value > _MAX_LIMIT:  # a C long for setrlimit or bwrap
+            raise ConfigError(f"{name} must be at most {_MAX_LIMIT}, not {value!r}")
+    cpu_name = "cpu_seconds"
     if cpu_seconds is None:
-        cpu_seconds = timeout
+        cpu_seconds, cpu_name = timeout, "cpu_seconds (default: timeout)"
     seconds("cpu_seconds", cpu_seconds)
-    limits = Limits(math.ceil(cpu_seconds), memory, processes, file_size)
+    # More CPU than a century is no bound at all; the kernel's count would overflow.
+    limits = Limits(min(math.ceil(cpu_seconds), _MAX_CPU), memory, processes, file_size)
+    _check_host_limits(limits, isolation != "none", cpu_name)
     work_files = _files(files)
     data = input.encode() if isinstance(input, str) else input
     extra_env = dict(env or {})

@@ -55,6 +55,8 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
 
     def __init__(self, path: str | os.PathLike[str], *, _spooled: bool = False) -> None:
         self.path = Path(path)
+        # A spooled file is a temporary the user never saw: its lines are the items given.
+        self._spooled = _spooled
         self._ids: list[str] = []
         self._positions: dict[str, int] = {}
         self._offsets = array("q")
@@ -92,7 +94,15 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
         with _Spool(spool_dir) as spool:
             for item in tasks:
                 spool.write(item)
-        return cls(spool.path, _spooled=True)
+        return cls._of_spool(spool)
+
+    @classmethod
+    def _of_spool(cls, spool: _Spool) -> TaskSource:
+        try:
+            return cls(spool.path, _spooled=True)
+        except BaseException:  # refused: the spool file has no source to go with
+            _remove(str(spool.path))
+            raise
 
     @classmethod
     async def from_async_iterable(
@@ -105,7 +115,11 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
         with _Spool(spool_dir) as spool:
             async for item in tasks:
                 spool.write(item)
-        return cls(spool.path, _spooled=True)
+        return cls._of_spool(spool)
+
+    def _where(self, number: int) -> str:
+        """Line ``number`` of the file, for messages: a spooled file's line N is item N."""
+        return f"task source item {number}" if self._spooled else f"{self.path}:{number}"
 
     def _index(self) -> None:
         try:
@@ -117,9 +131,10 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
             for number, raw in enumerate(handle, start=1):
                 line = raw.strip()
                 if line:
-                    task_id, meta = _parse(line, f"{self.path}:{number}")
+                    where = self._where(number)
+                    task_id, meta = _parse(line, where)
                     if task_id in self._positions:
-                        raise ConfigError(f"{self.path}:{number}: task id {task_id!r} repeats")
+                        raise ConfigError(f"{where}: task id {task_id!r} repeats")
                     self._positions[task_id] = len(self._ids)
                     self._ids.append(task_id)
                     self._offsets.append(offset)
@@ -176,7 +191,7 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
             self._cache.move_to_end(task_id)
             return meta
         position = self._positions[task_id]
-        where = f"{self.path}:{self._lines[position]}"
+        where = self._where(self._lines[position])
         start = self._offsets[position]
         end = self._offsets[position + 1] if position + 1 < len(self._ids) else self._size
         try:

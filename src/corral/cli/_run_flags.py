@@ -90,8 +90,9 @@ def _reruns(statuses: tuple[str, ...], retry_errors: bool) -> tuple[str, ...] | 
 
 
 def _count_or_fraction(value: float | None) -> float | None:
-    """``--fail-on-error 3`` is the count 3, not the float 3.0."""
-    return int(value) if value is not None and value >= 1 and value.is_integer() else value
+    """``--fail-on-error 3`` is the count 3, not the float 3.0 (0 too: stop at the first
+    error, as ``run(..., fail_on_error=0)``)."""
+    return int(value) if value is not None and value.is_integer() else value
 
 
 _RERUN_CHOICES = click.Choice(["error", "timeout", "max_iterations", "unreachable", "limit"])
@@ -265,6 +266,8 @@ RUN_FLAGS: tuple[RunFlag, ...] = (
         "report_file",
         "Also write the report as JSON here (default: reports/ID.json beside an SQLite store).",
         metavar="PATH",
+        # Given, even empty: an empty path is refused (RunConfig), not the default.
+        read=lambda given: given,
     ),
 )
 _BY_SETTING = {flag.setting: flag for flag in RUN_FLAGS}

@@ -66,6 +66,8 @@ def view_command(
     if export_id is not None:
         if output is None:
             raise ConfigError("--export needs -o FILE.html: where to write the page")
+        if not output.name or output.is_dir():  # `-o ""` arrives as Path(".")
+            raise ConfigError(f"-o {str(output)!r} is a folder, not a file to write the page to")
         page = with_store(store, lambda s: export_html(s, export_id))
         output.write_text(page, encoding="utf-8")
         click.echo(f"wrote {output} ({len(page.encode()):,} bytes): open it in a browser")

@@ -62,11 +62,15 @@ class Fields:
 
     def tasks(self, rows: Iterable[tuple[str, Row]]) -> Iterator[dict[str, Any]]:
         """Each row (with where it was read, for messages) as a task line."""
+        ids: set[str] = set()  # a repeat is named by the dataset's row, not the spool's line
         for where, row in rows:
             if not isinstance(row, Mapping):
                 raise ConfigError(f"{where}: expected a record of fields, not {row!r}")
             line = self._line(where, row)
             if line is not None:
+                if line["id"] in ids:
+                    raise ConfigError(f"{where}: task id {line['id']!r} repeats")
+                ids.add(line["id"])
                 yield line
 
     def _line(self, where: str, row: Row) -> dict[str, Any] | None:

@@ -163,14 +163,24 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
             yield where, row
 
 
+#: What `csv.DictReader` gives a field a short row has no value for.
+_MISSING: Any = object()
+
+
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise ConfigError(f"delimiter must be one character, not {delimiter!r}")
     with _opened(path, newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
+        reader = csv.DictReader(handle, delimiter=delimiter, restval=_MISSING)
         for row in reader:
             if None in row:  # more values than the header names
                 raise ConfigError(
                     f"{path}:{reader.line_num}: more values than the header has fields"
+                )
+            missing = [name for name, value in row.items() if value is _MISSING]
+            if missing:  # fewer: the last fields would be None, a target silently gone
+                raise ConfigError(
+                    f"{path}:{reader.line_num}: fewer values than the header has fields "
+                    f"(no {', '.join(map(repr, missing))})"
                 )
             yield f"{path}:{reader.line_num}", row

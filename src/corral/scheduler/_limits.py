@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -45,6 +45,10 @@ class Limits:
     #: Each declared keyed limit's caps (key -> cap), by its setting.
     caps: Mapping[str, Mapping[str, int]]
     declarations: tuple[KeyedLimit, ...]
+    #: The counts `resolve` filled in, not given: they follow the counts they default
+    #: from when a config changes those (`RunConfig.updated`). A count given stays as
+    #: given, even equal to its default.
+    follows: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -74,6 +78,7 @@ class Limits:
                 raise TypeError(f"Limits() got an unexpected keyword argument {name!r}{hint}")
         put(self, "declarations", declared)
         put(self, "caps", MappingProxyType({n: _keyed(n, given.get(n)) for n in settings}))
+        put(self, "follows", frozenset())
 
     @property
     def max_parallel_by_model(self) -> Mapping[str, int]:
@@ -121,7 +126,7 @@ class Limits:
             if name not in settings:
                 hint = did_you_mean(name, [*_COUNTS, *settings])
                 raise ConfigError(f"unknown limit {name!r}{hint}")
-        return cls(
+        made = cls(
             max_parallel=parallel,
             max_parallel_per_task=per_task,
             max_parallel_evaluations=evaluations,
@@ -129,6 +134,16 @@ class Limits:
             caps=keyed,  # None is no limit; the rest is checked when built
             declarations=declarations,
         )
+        follows = {
+            name
+            for name, value in (
+                ("max_parallel_evaluations", max_parallel_evaluations),
+                ("max_parallel_total", max_parallel_total),
+            )
+            if value is None
+        }
+        object.__setattr__(made, "follows", frozenset(follows))
+        return made
 
     def check_keys(self, known: KnownKeys) -> None:
         """Refuse a keyed limit whose key names nothing the runner knows (a typo would

@@ -35,13 +35,15 @@ async def copy_benchmarks(
     Every trial is read back from the destination and compared with the source,
     commit by commit; a difference is a `StoreError`.
     """
-    async with source.opened(), destination.opened():
+    async with source.opened():
         known = {info.benchmark_id: info for info in await source.benchmarks()}
         chosen = list(known) if benchmark_ids is None else list(benchmark_ids)
         for benchmark_id in chosen:
             if benchmark_id not in known:
                 raise ConfigError(f"the source store has no benchmark {benchmark_id!r}")
-        return [await _copy_one(source, destination, known[b]) for b in chosen]
+        # Opened (an SQLite file created) only once the copy is known to be possible.
+        async with destination.opened():
+            return [await _copy_one(source, destination, known[b]) for b in chosen]
 
 
 async def _copy_one(source: CommitStore, destination: CommitStore, info: BenchmarkInfo) -> Copied:

@@ -1,0 +1,179 @@
+"""Bad input a user gives first (CLI flags, copy, view export, datasets, the
+sandbox's options, run settings) is refused before anything runs, or kept as given."""
+
+from __future__ import annotations
+
+import resource
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+import corral
+from corral import ConfigError, datasets
+from corral.cli import main
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
+
+
+def _invoke(*args: Any) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _quickstart_store(tmp_path: Path) -> Path:
+    store = tmp_path / "s.db"
+    result = _invoke("run", QUICKSTART, "--store", store, "--progress", "none")
+    assert result.exit_code == 0, result.output
+    return store
+
+
+# -- corral run flags ------------------------------------------------------------
+
+
+def test_fail_on_error_zero_is_accepted_as_by_run(tmp_path: Path) -> None:
+    """`run(..., fail_on_error=0)` (stop at the first error) is valid; the flag's N is
+    "a count", so `--fail-on-error 0` must be too, not refused as "not 0.0"."""
+    corral.RunConfig.of(fail_on_error=0)  # the library takes it
+    result = _invoke(
+        "run",
+        QUICKSTART,
+        "--store",
+        tmp_path / "s.db",
+        "--progress",
+        "none",
+        "--fail-on-error",
+        "0",
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_empty_report_file_is_refused_not_ignored(tmp_path: Path) -> None:
+    """`report_file=""` is a ConfigError from Python; `--report-file ""` silently
+    wrote the report to the default place instead."""
+    with pytest.raises(ConfigError):
+        corral.RunConfig.of(report_file="")
+    store = tmp_path / "s.db"
+    result = _invoke("run", QUICKSTART, "--store", store, "--progress", "none", "--report-file", "")
+    assert result.exit_code == 2, result.output
+    assert "report_file" in result.stderr
+    assert not store.exists()
+
+
+# -- corral copy -----------------------------------------------------------------
+
+
+def test_copy_of_an_unknown_benchmark_creates_no_destination(tmp_path: Path) -> None:
+    store = _quickstart_store(tmp_path)
+    destination = tmp_path / "copy.db"
+    result = _invoke("copy", store, destination, "--benchmark", "nope")
+    assert result.exit_code == 2, result.output
+    assert "nope" in result.stderr
+    assert not destination.exists(), "a refused copy wrote an empty store file"
+
+
+# -- corral view --export --------------------------------------------------------
+
+
+def test_view_export_to_an_empty_path_is_bad_input(tmp_path: Path) -> None:
+    store = _quickstart_store(tmp_path)
+    result = _invoke("view", "--store", store, "--export", "quickstart", "-o", "")
+    assert result.exit_code == 2, result.output
+
+
+# -- datasets --------------------------------------------------------------------
+
+
+def _jsonl(path: Path, *lines: str) -> Path:
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_refused_dataset_leaves_no_spool_file(tmp_path: Path) -> None:
+    data = _jsonl(
+        tmp_path / "data.jsonl",
+        '{"id": "a", "input": "q1", "target": "1"}',
+        '{"id": "a", "input": "q2", "target": "2"}',
+    )
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with pytest.raises(ConfigError):
+        datasets.from_jsonl(data, agent_id="x", environment_id="e", spool_dir=spool)
+    assert list(spool.iterdir()) == [], "the refused dataset's spooled task file was left"
+
+
+def test_refused_item_is_named_not_by_the_temporary_spool_file(tmp_path: Path) -> None:
+    data = _jsonl(
+        tmp_path / "data.jsonl",
+        '{"id": "a", "input": "q1", "target": "1"}',
+        '{"id": "a", "input": "q2", "target": "2"}',
+    )
+    with pytest.raises(ConfigError) as caught:
+        datasets.from_jsonl(data, agent_id="x", environment_id="e", spool_dir=tmp_path)
+    assert "corral-tasks-" not in str(caught.value), str(caught.value)
+
+
+def test_csv_row_with_fewer_values_than_the_header_is_refused(tmp_path: Path) -> None:
+    """A row with more values than the header is a ConfigError; one with fewer got
+    None for the missing fields: a task silently without its target."""
+    path = tmp_path / "quiz.csv"
+    path.write_text("id,input,target\na,q1,1\nb,q2\n")
+    with pytest.raises(ConfigError, match="quiz.csv:3"):
+        datasets.from_csv(path, agent_id="x", environment_id="e", spool_dir=tmp_path)
+
+
+# -- corral.sandbox --------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_sandbox_huge_timeout_runs_the_command() -> None:
+    """A timeout past what setrlimit takes (the CPU limit defaults to it) ran the
+    wrapper into an OverflowError: status 1 and a traceback, as if the user's command
+    had failed."""
+    result = await corral.sandbox(["true"], timeout=1e30, isolation="none")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+async def test_sandbox_processes_above_the_host_limit_is_a_config_error() -> None:
+    """``processes`` above the host's hard RLIMIT_NPROC cannot be set inside the
+    sandbox: every command "exited 1" with the wrapper's ValueError traceback as its
+    stderr and no reason, indistinguishable from the user's program failing."""
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip("no hard process limit here")
+    with pytest.raises(ConfigError, match="processes"):
+        await corral.sandbox(["true"], timeout=5, processes=hard + 1)
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+async def test_sandbox_disk_none_is_a_config_error() -> None:
+    """``disk`` (an int, unlike memory/processes/file_size) took None, and bubblewrap
+    then failed to start: a CorralError at run time, not a ConfigError."""
+    with pytest.raises(ConfigError, match="disk"):
+        await corral.sandbox(["true"], timeout=5, disk=None)  # type: ignore[arg-type]
+
+
+# -- RunConfig -------------------------------------------------------------------
+
+
+def test_an_evaluation_limit_given_is_kept_by_updated() -> None:
+    """Given explicitly, max_parallel_evaluations=8 must stay 8 when max_parallel
+    changes, as it does when the same run_defaults are a mapping (`corral run
+    --max-parallel 32` over them)."""
+    from corral.cli._run_flags import run_config
+
+    settings = {"max_parallel": 8, "max_parallel_evaluations": 8, "max_parallel_total": 16}
+    as_mapping = run_config(settings, {"max_parallel": 32}).limits
+    as_config = run_config(corral.RunConfig.of(**settings), {"max_parallel": 32}).limits
+    assert as_mapping.max_parallel_evaluations == 8
+    assert as_config.max_parallel_evaluations == as_mapping.max_parallel_evaluations
+    assert as_config.max_parallel_total == as_mapping.max_parallel_total
