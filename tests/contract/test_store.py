@@ -348,6 +348,28 @@ async def test_a_head_holds_a_token_total_past_64_bits(store: CommitStore) -> No
     assert summary.usage.input_tokens == 3 * 2**62
 
 
+async def test_a_trial_whose_append_failed_stays_refused_across_a_reopen(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Once an append of a trial fails, later appends of that trial fail until its
+    history is read again. Closing and reopening the store (a second run with the same
+    store object) reads no history: PostgreSQL forgot the failure with its writer."""
+    store: CommitStore
+    if backend == "postgres":
+        store = PostgresStore(request.getfixturevalue("pg_dsn"))
+    else:
+        store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    async with store.opened():
+        await store.append(K, [commit(0)])
+        with pytest.raises(CommitConflictError):
+            await store.append(K, [commit(0)])
+    async with store.opened():
+        with pytest.raises(CommitConflictError):  # no gap: the writer must look first
+            await store.append(K, [commit(1)])
+        assert [c.seq for c in await store.history(K)] == [0]
+        await store.append(K, [commit(1)])  # read: the trial goes on
+
+
 def test_stores_are_commit_stores(tmp_path: Path) -> None:
     assert isinstance(MemoryStore(), CommitStore)
     assert isinstance(SQLiteStore(tmp_path / "unused.db"), CommitStore)

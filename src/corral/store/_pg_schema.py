@@ -114,6 +114,10 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
         older = _has_store(conn) and stored_version(conn) < SCHEMA_VERSION
         conn.execute(_DDL)
         if older:  # written before heads were kept: they are folded once, here
+            # A runner of the older code still running writes commits and no heads:
+            # every claim's epoch goes up first (waiting for its writes in flight), so
+            # its next write is refused and nothing lands that the rebuild missed.
+            conn.execute("UPDATE corral.claims SET epoch = epoch + 1")
             rebuild_heads(conn, where)
             conn.execute(
                 "UPDATE corral.meta SET value = %s WHERE key = 'schema_version'",

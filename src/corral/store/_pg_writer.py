@@ -194,6 +194,7 @@ class PgWriter:
         retry_for: float,
         epochs: Mapping[str, int],
         hosts: Mapping[str, int],
+        poisoned: set[TrialKey] | None = None,
     ) -> None:
         self._connect = connect
         self.where = where
@@ -204,7 +205,7 @@ class PgWriter:
         self.hosts = hosts
         self.conn: psycopg.Connection[Any] | None = None
         # Trials with a failed append: later appends fail until history() is read.
-        self.poisoned: set[TrialKey] = set()
+        self.poisoned: set[TrialKey] = set() if poisoned is None else poisoned
         #: The folds of the trials this writer writes (their heads made from them).
         self.folds = OpenFolds()
         # (insert the commits, upsert the heads): each a whole batch in one statement.

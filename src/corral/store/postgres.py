@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -336,6 +337,9 @@ class PostgresStore:
         self._epochs: dict[str, int] = {}  # claims held by this store, read by the writer
         self._hosts: dict[str, int] = {}  # the host this store writes claims as (`joined`)
         self._writer: PgWriter | None = None
+        # Trials with a failed append: later appends fail until history() is read (kept
+        # with the store, as SQLite's are: a reopen reads no history).
+        self._poisoned: set[TrialKey] = set()
         self._pool: ConnectionPool[Any] | None = None
         self._queue: WriterThread[Request] = WriterThread(self._where, self._record_batch)
         self._append_ids = append_ids()
@@ -401,6 +405,7 @@ class PostgresStore:
                 retry_for=self.retry_for,
                 epochs=self._epochs,
                 hosts=self._hosts,
+                poisoned=self._poisoned,
             )
 
         def first(after_failure: bool) -> psycopg.Connection[Any]:
@@ -490,7 +495,20 @@ class PostgresStore:
         """
         self._check_writable()
         lock = int.from_bytes(hashlib.sha256(benchmark_id.encode()).digest()[:8], signed=True)
-        conn = await anyio.to_thread.run_sync(self._take_claim, benchmark_id, lock)
+        taking = _Taking()
+        try:
+            conn, epoch = await anyio.to_thread.run_sync(
+                taking.run, self._take_claim, benchmark_id, lock
+            )
+        except BaseException:
+            # asyncio's Task.cancel() (which no cancel scope stops) while the thread was
+            # taking it: the claim it took (or takes yet) is let go, never left held.
+            left = taking.abandon()
+            if left is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_release, left[0], lock)
+            raise
+        self._epochs[benchmark_id] = epoch
         try:
             yield
         finally:
@@ -592,7 +610,7 @@ class PostgresStore:
                 f"claim {epoch}, which",
             )
 
-    def _take_claim(self, benchmark_id: str, lock: int) -> psycopg.Connection[Any]:
+    def _take_claim(self, benchmark_id: str, lock: int) -> tuple[psycopg.Connection[Any], int]:
         import psycopg
 
         try:
@@ -633,8 +651,7 @@ class PostgresStore:
             if isinstance(exc, psycopg.Error):
                 raise StoreError(f"{self._where}: cannot claim {benchmark_id!r}: {exc}") from exc
             raise
-        self._epochs[benchmark_id] = int(epoch)
-        return conn
+        return conn, int(epoch)
 
     async def register_benchmark(
         self,
@@ -772,8 +789,7 @@ class PostgresStore:
 
     async def history(self, key: TrialKey) -> list[Commit]:
         await self._queue.settle()
-        if self._writer is not None:
-            self._writer.poisoned.discard(key)
+        self._poisoned.discard(key)
         rows = await self._read(
             f"SELECT {_COLUMNS} FROM corral.commits "
             "WHERE benchmark_id = %s AND task_id = %s AND trial = %s ORDER BY seq",
@@ -885,6 +901,37 @@ class PostgresStore:
             "SELECT record FROM corral.runs WHERE benchmark_id = %s ORDER BY run", (benchmark_id,)
         )
         return [decode_run(self._where, benchmark_id, text) for (text,) in rows]
+
+
+class _Taking:
+    """A claim being taken on a worker thread, for a task that may stop waiting for it
+    (`abandon`): then whichever side has the claim last lets it go."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._abandoned = False
+        self._taken: tuple[psycopg.Connection[Any], int] | None = None
+
+    def run(
+        self,
+        take: Callable[[str, int], tuple[psycopg.Connection[Any], int]],
+        benchmark_id: str,
+        lock: int,
+    ) -> tuple[psycopg.Connection[Any], int]:
+        taken = take(benchmark_id, lock)
+        with self._mutex:
+            if not self._abandoned:
+                self._taken = taken
+                return taken
+        _release(taken[0], lock)  # nobody waits for it any more
+        return taken
+
+    def abandon(self) -> tuple[psycopg.Connection[Any], int] | None:
+        """Stop waiting: the claim taken already (to let go of), or None."""
+        with self._mutex:
+            self._abandoned = True
+            taken, self._taken = self._taken, None
+        return taken
 
 
 def _release(conn: psycopg.Connection[Any], lock: int) -> None:
