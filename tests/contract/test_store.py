@@ -71,13 +71,15 @@ def backend(request: pytest.FixtureRequest) -> str:
 async def store(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[CommitStore]:
-    made: CommitStore
-    if backend == "postgres":
-        made = PostgresStore(request.getfixturevalue("pg_dsn"))
-    else:
-        made = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    made = new_store(backend, tmp_path, request)
     async with made.opened():
         yield made
+
+
+def new_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> CommitStore:
+    if backend == "postgres":
+        return PostgresStore(request.getfixturevalue("pg_dsn"))
+    return MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
 
 
 def overview_config(tasks: int) -> dict[str, object]:
@@ -354,11 +356,7 @@ async def test_a_trial_whose_append_failed_stays_refused_across_a_reopen(
     """Once an append of a trial fails, later appends of that trial fail until its
     history is read again. Closing and reopening the store (a second run with the same
     store object) reads no history: PostgreSQL forgot the failure with its writer."""
-    store: CommitStore
-    if backend == "postgres":
-        store = PostgresStore(request.getfixturevalue("pg_dsn"))
-    else:
-        store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    store = new_store(backend, tmp_path, request)
     async with store.opened():
         await store.append(K, [commit(0)])
         with pytest.raises(CommitConflictError):
