@@ -56,6 +56,16 @@ class _Again:
         self.number, self.batch = number, batch
 
 
+class _LostServe:
+    """A host's `HostActor.serve` that could not reach it, to be sent again (a host that
+    never serves is never ready: its polls would wait for good)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 class _Host:
     """The coordinator's view of one host: its actor, its poll, the jobs it runs."""
 
@@ -67,7 +77,8 @@ class _Host:
         self.jobs: dict[tuple[int, int], Job] = {}
         #: Jobs to send, and (t, r) pairs of records it may drop (see `_jobs`).
         self.outbox: list[Job | tuple[int, int]] = []
-        self.serving = actor.serve.remote()
+        #: Its `HostActor.serve` call (sent by `RayExecution._send_serve`).
+        self.serving: Any = None
         #: The outstanding `HostActor.exchange` (None: to be sent with the next batch).
         self.poll: Any = None
         #: The latest poll's round and batch (sent again as they were, if it is lost).
@@ -140,7 +151,24 @@ class RayExecution:
         self._made += 1
         host = _Host(actor, self._made - 1)
         self.hosts.append(host)
+        self._send_serve(host)
         return host
+
+    def _send_serve(self, host: _Host) -> None:
+        """Send ``host`` its `serve` call (again, when Ray could not deliver it: the host
+        runs one, and answers one sent again at once)."""
+        host.serving = host.actor.serve.remote()
+        host.serving.future().add_done_callback(functools.partial(self._served, host))
+
+    def _served(self, host: _Host, future: Any) -> None:
+        """(On Ray's thread) a `serve` that did not get through goes again; its other
+        ends (the host's failure, its death) reach the run through its poll."""
+        try:
+            error = future.exception()
+        except BaseException:  # cancelled: the run is over
+            return
+        if isinstance(error, self._unreachable):
+            self._arrived(host, _LostServe(error))
 
     # -- out ---------------------------------------------------------------
 
@@ -339,6 +367,9 @@ class RayExecution:
     def _answer(self, host: _Host, answer: Any, results: list[Result]) -> None:
         if type(answer) is _Again:  # a submit that did not reach its host
             self._later(host, functools.partial(self._submit, host, answer), answer)
+            return
+        if type(answer) is _LostServe:  # its serve call may not have reached it
+            self._later(host, functools.partial(self._send_serve, host), answer.error)
             return
         if isinstance(answer, BaseException):
             if isinstance(answer, self._unreachable):

@@ -114,6 +114,8 @@ class Host:
         self._round: _Round | None = None
         #: The separate submits run so far (numbered 1, 2, ... by the coordinator).
         self._submits = Numbers()
+        #: Whether `serve` was called (a call sent again returns at once).
+        self._serving = False
 
     def _event(self, name: str) -> anyio.Event:
         # Made on the actor's loop (anyio needs one running), on first use.
@@ -123,7 +125,11 @@ class Host:
         return event
 
     async def serve(self) -> None:
-        """Run until `close` or `cancel`: the store open, jobs run as they come."""
+        """Run until `close` or `cancel`: the store open, jobs run as they come. Called
+        again (the coordinator could not tell whether its first call came), it returns."""
+        if self._serving:
+            return
+        self._serving = True
         spec = self.spec
         try:  # a store that cannot open here (no driver) fails every call, none waits
             store = spec.store.open()
@@ -182,30 +188,45 @@ class Host:
         """`submit` a batch, then wait for at least one result: every result and notice
         gathered so far, as `_wire` bytes. One call a round: the coordinator's long poll.
         The same round asked again (its answer was lost on the way, or the call never
-        arrived: the coordinator cannot tell) gets the same answer, its batch run once;
-        calls of one round take turns, so results go into one answer only."""
+        arrived: the coordinator cannot tell) gets the same answer, its batch run once.
+        Only the round's latest call waits for results: the coordinator sent it again
+        because Ray failed the earlier one (which may still be waiting here), so nobody
+        waits for the earlier one's answer, and it returns at once with nothing (else
+        each call sent again would hold one of the host's places for calls, and once
+        they were all taken, the separate submits that bring its next jobs would queue
+        behind polls that only those jobs' results can answer)."""
         current = self._round
         if current is not None and number < current.number:
             # An earlier round's first call, come late: the coordinator had it again and
             # was answered before it sent this round. Nobody waits for this answer.
-            return dumps(([], []))
+            return _NOTHING
         if current is None or number > current.number:
             current = self._round = _Round(number)
-        async with current.turn:
+            self._event("wake").set()  # an earlier round's call still waiting stops
+        async with current.turn:  # the round's batch goes to the pool once
             if current.answer is not None:
                 return current.answer
             if not current.submitted:  # (a first call cancelled before it submitted)
                 await self.submit(batch)
                 current.submitted = True
-            while not self._done and self._failure is None and not self._event("stopped").is_set():
-                await self._event("wake").wait()
+        current.calls += 1
+        mine = current.calls
+        self._event("wake").set()  # an earlier call of this round stops waiting
+        while True:
+            if self._round is not current or current.calls != mine:
+                return _NOTHING  # sent again since (or a later round came): nobody waits
+            if self._done or self._failure is not None or self._event("stopped").is_set():
+                break
+            wake = self._event("wake")
+            await wake.wait()
+            if self._events.get("wake") is wake:  # (another waiter may have renewed it)
                 self._events["wake"] = anyio.Event()
-            if self._failure is not None:
-                raise self._failure
-            done, notices = self._done, self._notices
-            self._done, self._notices = [], []
-            current.answer = dumps((done, notices))
-            return current.answer
+        if self._failure is not None:
+            raise self._failure
+        done, notices = self._done, self._notices
+        self._done, self._notices = [], []
+        current.answer = dumps((done, notices))
+        return current.answer
 
     async def close(self) -> None:
         """Stop once idle (the run is over) and the store has everything."""
@@ -259,15 +280,21 @@ class Host:
             self._running -= 1
 
 
+#: The answer to a poll nobody waits for.
+_NOTHING = dumps(([], []))
+
+
 class _Round:
     """One long poll of the coordinator's: its number, whether its batch was handed to
     the pool, and its answer once given (to a call of this round asked again)."""
 
-    __slots__ = ("number", "submitted", "answer", "turn")
+    __slots__ = ("number", "submitted", "answer", "turn", "calls")
 
     def __init__(self, number: int) -> None:
         self.number = number
         self.submitted = False
+        #: Calls of this round that came to wait for results: the latest one waits.
+        self.calls = 0
         self.answer: bytes | None = None
         self.turn = anyio.Lock()
 

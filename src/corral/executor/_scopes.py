@@ -61,6 +61,10 @@ _log = logging.getLogger("corral")
 MAX_CALLS = 1_000_000
 
 
+class HostForgotten(CorralError):
+    """The hub's answer to a host it was told died (`ScopeHub.forget`)."""
+
+
 class ScopeHub:
     """The scopes of one run, served to every host (a Ray async actor).
 
@@ -93,8 +97,12 @@ class ScopeHub:
             await asyncio.wait({first})
             return
         host, number = token
-        if host in self._dead or not self._seen_of(host).add(number):
-            return  # a dead host's, or over (given back, abandoned)
+        if host in self._dead:
+            # Ray said it died, yet it asks: it lives on, cut off (its agents would take
+            # a return for a grant, beside the slots the live hosts hold). It stops.
+            raise HostForgotten(f"Ray host {host} was declared dead: the scope hub forgot it")
+        if not self._seen_of(host).add(number):
+            return  # over (given back, abandoned): nobody waits for this answer
         task = asyncio.current_task()
         assert task is not None
         self._waiting[token] = task
@@ -304,8 +312,10 @@ class _RemoteScope(ConcurrencyScope):
         token = registry.token()
         try:
             await registry.call("acquire", self.name, self.limit, token)
-        except RayActorError as exc:
-            # Not the agent's error to record: its host cancels this job, and every other.
+        except (RayActorError, HostForgotten) as exc:
+            # Not the agent's error to record: its host cancels this job, and every other
+            # (the hub died, or forgot this host: Ray said it died, its trials go on
+            # elsewhere).
             registry.lost(exc)
             await anyio.sleep_forever()
         except BaseException:
