@@ -64,10 +64,13 @@ class Handoffs:
         """The earlier trial (t, r)'s reflective session sees, or (None, q) when it is
         trial q, which must be read from the store. ``phases``: admission's (every trial's)."""
         previous = self._previous[t]
-        if previous is not None and previous.trial >= r:
+        base = t * self.plan.trials_per_task
+        if previous is not None and (
+            previous.trial >= r or phases[base + previous.trial] != Phase.DONE
+        ):
             # Rounds finished out of order (a resumed run, or a later round's
-            # parents ended first): this trial sees the latest *earlier* one.
-            base = t * self.plan.trials_per_task
+            # parents ended first), or the one kept was reopened by a rerun and has
+            # not finished again: this trial sees the latest *earlier* finished one.
             earlier = [q for q in range(r) if phases[base + q] == Phase.DONE]
             return None, earlier[-1] if earlier else None
         return previous, None
@@ -78,6 +81,7 @@ class Handoffs:
         trial follows (a one-trial run keeps no state at all)."""
         best = self._previous[t]
         last = record.trial + 1 >= self.plan.trials_per_task
-        if not last and (best is None or best.trial < record.trial):
+        # A trial reopened by a rerun finishes again: its new record replaces the old.
+        if not last and (best is None or best.trial <= record.trial):
             final = record.state if state is None else state
             self._previous[t] = Previous(record.trial, record.evaluation, final)
