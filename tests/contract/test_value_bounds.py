@@ -11,7 +11,7 @@ import pytest
 
 import corral
 from corral import BenchmarkTaskMetadata, Final, NotSerializableError, TrialStatus, Usage
-from corral._json import MAX_INT_DIGITS, check_json, dumps, loads
+from corral._json import MAX_DEPTH, MAX_INT_DIGITS, check_json, dumps, loads
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 M = BenchmarkTaskMetadata
@@ -145,3 +145,38 @@ async def test_a_model_reply_counting_1e30_prompt_tokens_fails_only_its_attempt(
             huge = report.tasks["huge"].trials[0]
             assert huge.status == TrialStatus.ERROR and str(10**30) in (huge.error or "")
     assert report.usage.input_tokens == 3
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.anyio
+async def test_a_value_as_deep_as_allowed_is_recorded_in_every_commit_it_goes_into(
+    tmp_path: Path,
+) -> None:
+    """A state nested as deep as a recorded value may be goes one level deeper inside
+    its commit's payload: the runtime's own commits (a failed attempt's terminal), and a
+    copy of the store, must not check it again as if the payload were the value."""
+
+    def fail(session: corral.AgentSession) -> Any:
+        raise RuntimeError("the agent fails")
+
+    state = _nested(MAX_DEPTH)
+    check_json(state, "state")  # allowed when recorded
+    runner = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(fail)},
+        {"e": FakeEnvironment(state=state)},
+        store=tmp_path / "s.db",
+        max_retries=0,
+    )
+    trial = (await runner.run("b")).tasks["t"].trials[0]
+    assert trial.status == TrialStatus.ERROR and "the agent fails" in (trial.error or "")
+    copied = await corral.store.copy_benchmarks(
+        corral.SQLiteStore(tmp_path / "s.db"), corral.SQLiteStore(tmp_path / "d.db")
+    )
+    assert [c.benchmark_id for c in copied] == ["b"]

@@ -104,3 +104,27 @@ def test_a_poll_whose_first_call_was_cancelled_waits_anew_without_a_second_batch
     asyncio.run(main())
     assert [loads(a, None) for a in answers] == [(["result"], [])]
     assert len(pool.batches) == 1
+
+
+def test_a_first_call_come_late_does_not_take_the_awaited_calls_results() -> None:
+    """Ray keeps no order: a round's first call, failed on the coordinator while still on
+    its way, can reach the host after the call sent again. The late one must not be
+    the one that waits (nobody waits for its answer): the round's results would be
+    lost, their trials never finish, and the run hang."""
+    from corral.executor._wire import dumps, loads
+
+    host, _ = _host()
+    got: list[Any] = []  # what the coordinator receives: the calls it waits for
+
+    async def main() -> None:
+        host._event("ready").set()
+        again = asyncio.ensure_future(host.exchange(1, dumps([]), 2))  # arrives first
+        await wait_all_tasks_blocked()
+        late_first = asyncio.ensure_future(host.exchange(1, dumps([]), 1))
+        await wait_all_tasks_blocked()
+        assert late_first.done() and loads(late_first.result(), None) == ([], [])
+        host._completer(["result"])()  # the round's result
+        got.append(loads(await again, None))
+
+    asyncio.run(main())
+    assert got == [(["result"], [])]

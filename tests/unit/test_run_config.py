@@ -186,3 +186,16 @@ def test_run_defaults_may_be_a_run_config(tmp_path: Path) -> None:
     # -k over the file's trials is refused by the config, naming both.
     again = cli.invoke(main, ["run", str(bench), "--store", str(store), "-k", "8"])
     assert again.exit_code == 2 and "k = 8 is larger than trials_per_task = 4" in again.output
+
+
+def test_a_defaulted_count_follows_max_parallel_after_a_replace() -> None:
+    """`dataclasses.replace` of a config's limits (the runner's own Ray capacity does it)
+    keeps which counts follow the ones they default from; one given stays."""
+    config = RunConfig()
+    limits = dataclasses.replace(config.limits, max_parallel_per_task=2)
+    updated = dataclasses.replace(config, limits=limits).updated(max_parallel=8)
+    assert (updated.limits.max_parallel_evaluations, updated.limits.max_parallel_total) == (8, 16)
+    pinned = RunConfig.of(max_parallel=4, max_parallel_evaluations=4, max_parallel_total=8)
+    limits = dataclasses.replace(pinned.limits, max_parallel_per_task=2)
+    updated = dataclasses.replace(pinned, limits=limits).updated(max_parallel=8)
+    assert (updated.limits.max_parallel_evaluations, updated.limits.max_parallel_total) == (4, 8)

@@ -69,7 +69,17 @@ class _LostServe:
 class _Host:
     """The coordinator's view of one host: its actor, its poll, the jobs it runs."""
 
-    __slots__ = ("actor", "index", "jobs", "outbox", "poll", "polled", "sent", "serving")
+    __slots__ = (
+        "actor",
+        "index",
+        "jobs",
+        "outbox",
+        "poll",
+        "polled",
+        "sent",
+        "serving",
+        "attempt",
+    )
 
     def __init__(self, actor: Any, index: int) -> None:
         self.actor = actor
@@ -83,6 +93,8 @@ class _Host:
         self.poll: Any = None
         #: The latest poll's round and batch (sent again as they were, if it is lost).
         self.polled: tuple[int, bytes] = (0, b"")
+        #: The latest poll's calls sent so far: the host waits only on the highest.
+        self.attempt = 0
         #: Separate submits sent so far (each numbered, so the host runs it once).
         self.sent = 0
 
@@ -319,13 +331,15 @@ class RayExecution:
     def _poll(self, host: _Host, jobs: bytes) -> None:
         """Send ``host`` its next long poll, with ``jobs``."""
         host.polled = (host.polled[0] + 1, jobs)
+        host.attempt = 0
         self._poll_again(host)
 
     def _poll_again(self, host: _Host) -> None:
         """Send ``host`` its latest long poll (again, as it was, when it did not get
         through); its answer wakes the run loop (from Ray's thread, which also unpickles
         it, so the loop has no thread to hop to and back)."""
-        host.poll = host.actor.exchange.remote(*host.polled)
+        host.attempt += 1
+        host.poll = host.actor.exchange.remote(*host.polled, host.attempt)
         evaluation = self._evaluation
 
         def arrived(future: Any) -> None:

@@ -78,8 +78,8 @@ class HostActor:
     async def submit(self, number: int, batch: bytes) -> None:
         await self._host.submit_once(number, batch)
 
-    async def exchange(self, number: int, batch: bytes) -> bytes:
-        return await self._host.exchange(number, batch)
+    async def exchange(self, number: int, batch: bytes, attempt: int = 0) -> bytes:
+        return await self._host.exchange(number, batch, attempt)
 
     async def close(self) -> None:
         await self._host.close()
@@ -184,7 +184,7 @@ class Host:
         if self._submits.add(number):
             await self.submit(batch)
 
-    async def exchange(self, number: int, batch: bytes) -> bytes:
+    async def exchange(self, number: int, batch: bytes, attempt: int = 0) -> bytes:
         """`submit` a batch, then wait for at least one result: every result and notice
         gathered so far, as `_wire` bytes. One call a round: the coordinator's long poll.
         The same round asked again (its answer was lost on the way, or the call never
@@ -194,7 +194,9 @@ class Host:
         waits for the earlier one's answer, and it returns at once with nothing (else
         each call sent again would hold one of the host's places for calls, and once
         they were all taken, the separate submits that bring its next jobs would queue
-        behind polls that only those jobs' results can answer)."""
+        behind polls that only those jobs' results can answer). The latest is the one the
+        coordinator sent last (``attempt``), not the last to arrive: Ray keeps no order,
+        and a call sent before it that arrives after it answers nothing at once."""
         current = self._round
         if current is not None and number < current.number:
             # An earlier round's first call, come late: the coordinator had it again and
@@ -209,6 +211,9 @@ class Host:
             if not current.submitted:  # (a first call cancelled before it submitted)
                 await self.submit(batch)
                 current.submitted = True
+        if attempt < current.attempt:  # sent before a call that came already: come late
+            return _NOTHING
+        current.attempt = attempt
         current.calls += 1
         mine = current.calls
         self._event("wake").set()  # an earlier call of this round stops waiting
@@ -288,13 +293,15 @@ class _Round:
     """One long poll of the coordinator's: its number, whether its batch was handed to
     the pool, and its answer once given (to a call of this round asked again)."""
 
-    __slots__ = ("number", "submitted", "answer", "turn", "calls")
+    __slots__ = ("number", "submitted", "answer", "turn", "calls", "attempt")
 
     def __init__(self, number: int) -> None:
         self.number = number
         self.submitted = False
         #: Calls of this round that came to wait for results: the latest one waits.
         self.calls = 0
+        #: The highest `Host.exchange` attempt of this round that came.
+        self.attempt = 0
         self.answer: bytes | None = None
         self.turn = anyio.Lock()
 

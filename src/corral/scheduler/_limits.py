@@ -48,7 +48,9 @@ class Limits:
     #: The counts `resolve` filled in, not given: they follow the counts they default
     #: from when a config changes those (`RunConfig.updated`). A count given stays as
     #: given, even equal to its default.
-    follows: frozenset[str] = field(init=False, repr=False, compare=False)
+    #: (An argument, so that `dataclasses.replace` keeps it: a count changed away from
+    #: its default stops following.)
+    follows: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class Limits:
         *,
         caps: Mapping[str, Mapping[str, int] | None] | None = None,
         declarations: Sequence[KeyedLimit] = KEYED_LIMITS,
+        follows: Collection[str] = frozenset(),
         **keyed: Mapping[str, int] | None,
     ) -> None:
         put = object.__setattr__
@@ -78,7 +81,12 @@ class Limits:
                 raise TypeError(f"Limits() got an unexpected keyword argument {name!r}{hint}")
         put(self, "declarations", declared)
         put(self, "caps", MappingProxyType({n: _keyed(n, given.get(n)) for n in settings}))
-        put(self, "follows", frozenset())
+        # A count follows only while it is what it defaults to (`replace` keeps follows).
+        derived = {
+            "max_parallel_evaluations": self.max_parallel,
+            "max_parallel_total": self.max_parallel + self.max_parallel_evaluations,
+        }
+        put(self, "follows", frozenset(n for n in follows if getattr(self, n) == derived.get(n)))
 
     @property
     def max_parallel_by_model(self) -> Mapping[str, int]:
@@ -126,24 +134,22 @@ class Limits:
             if name not in settings:
                 hint = did_you_mean(name, [*_COUNTS, *settings])
                 raise ConfigError(f"unknown limit {name!r}{hint}")
-        made = cls(
+        return cls(
             max_parallel=parallel,
             max_parallel_per_task=per_task,
             max_parallel_evaluations=evaluations,
             max_parallel_total=total,
             caps=keyed,  # None is no limit; the rest is checked when built
             declarations=declarations,
+            follows=[
+                name
+                for name, value in (
+                    ("max_parallel_evaluations", max_parallel_evaluations),
+                    ("max_parallel_total", max_parallel_total),
+                )
+                if value is None
+            ],
         )
-        follows = {
-            name
-            for name, value in (
-                ("max_parallel_evaluations", max_parallel_evaluations),
-                ("max_parallel_total", max_parallel_total),
-            )
-            if value is None
-        }
-        object.__setattr__(made, "follows", frozenset(follows))
-        return made
 
     def check_keys(self, known: KnownKeys) -> None:
         """Refuse a keyed limit whose key names nothing the runner knows (a typo would

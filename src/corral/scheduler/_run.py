@@ -359,7 +359,7 @@ class RunLoop:
             seq = history[-1].seq + 1 if history else 0
         payload = terminal(TrialStatus.ERROR, attempts=0, failure=error_fields(exc))
         commit = Commit(seq, "terminal", encode(payload), time.time())
-        await self.store.append(key, [commit])
+        await self.store.enqueue(key, [commit]).wait()  # the runtime's own: checked
         self.acks.durable(key, [commit])
         self._partial.discard((t, r))
         self._heads.pop((t, r), None)
@@ -392,7 +392,7 @@ class RunLoop:
         reopened = self._reopened.get((t, r))
         seq = 0 if reopened is None else reopened[0] + 1
         commit = Commit(seq, "terminal", encode(payload), time.time())
-        await self.store.append(key, [commit])
+        await self.store.enqueue(key, [commit]).wait()  # the runtime's own: checked
         self.acks.durable(key, [commit])
         self._remember(
             t,
