@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from .._chat import ThinkingBlock, ToolCall, thinking_text
+from .._json import recordable_text
 from .._types import UNCHANGED, Evaluation, TrialStatus
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
@@ -282,10 +283,13 @@ def capped(value: Any, limit: int) -> tuple[Any, int]:
         nonlocal cut
         t = type(v)
         if t is str:
+            # A reply may hold a lone surrogate (JSON's "\ud800"): kept as its escape,
+            # since no store can write it.
             if len(v) <= limit:
-                return v
+                return recordable_text(v)
             cut += 1
-            return f"{v[:limit]}… {TRUNCATED} {len(v) - limit:,} more characters]"
+            kept = recordable_text(v[:limit])
+            return f"{kept}… {TRUNCATED} {len(v) - limit:,} more characters]"
         if v is None or t is bool or t is int:
             return v
         if t is float:
@@ -294,12 +298,24 @@ def capped(value: Any, limit: int) -> tuple[Any, int]:
             cut += 1
             return f"{TRUNCATED} nested too deeply]"
         if isinstance(v, Mapping):
-            return {k if type(k) is str else str(k): walk(x, depth + 1) for k, x in v.items()}
+            return {
+                recordable_text(k if type(k) is str else str(k)): walk(x, depth + 1)
+                for k, x in v.items()
+            }
         if isinstance(v, list | tuple):
             return [walk(x, depth + 1) for x in v]
         return walk(repr(v), depth)
 
     return walk(value, 0), cut
+
+
+def _recordable_block(block: ThinkingBlock) -> ThinkingBlock:
+    """A thinking block whole, but for a lone surrogate, kept as its escape."""
+    fields = (block.text, block.signature, block.data)
+    clean = tuple(None if f is None else recordable_text(f) for f in fields)
+    if clean == fields:
+        return block
+    return ThinkingBlock(clean[0] or "", clean[1], block.redacted, clean[2])
 
 
 def model_call(
@@ -324,6 +340,8 @@ def model_call(
     input, output tokens, cost, cache-read and cache-write tokens) but for the
     ``thinking`` blocks, kept whole (their text is the ``reasoning``)."""
     sent, cut = capped(list(messages), limit)
+    thinking = tuple(_recordable_block(b) for b in thinking)
+    (finish_reason,), _ = capped([finish_reason], limit)
     values, more = capped([text, None if thinking else reasoning, error], limit)
     cut += more
     if thinking:

@@ -7,7 +7,8 @@ import functools
 import json
 import math
 import ssl
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+import zlib
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -26,6 +27,13 @@ DEFAULT_CONNECTIONS = 64
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 #: Of an error body, only a message is shown: read no more than this of it.
 _ERROR_BODY_BYTES = 64 * 1024
+#: The most bytes one decompression step may produce: a gzip bomb is refused after
+#: about this much past the cap, never after a whole read's worth (x1000) of it.
+_PIECE = 64 * 1024
+#: The most content codings one reply may stack ("gzip, gzip, ...").
+_MAX_CODINGS = 4
+#: The content codings decoded here (httpx's own decoder has no bound on its output).
+ACCEPTED_ENCODINGS = "gzip, deflate"
 
 
 @functools.cache
@@ -58,7 +66,11 @@ class HTTPModel:
         self.timeout = float(seconds("timeout", timeout))
         self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
         self.url = self.base_url + url_path
-        self._headers = {"content-type": "application/json", **headers}
+        self._headers = {
+            "content-type": "application/json",
+            "accept-encoding": ACCEPTED_ENCODINGS,
+            **headers,
+        }
         self._client: httpx.AsyncClient | None = None
         self._users = 0
         #: The size of the pool open now (None: none is open).
@@ -172,6 +184,8 @@ class HTTPModel:
                     body = await self._read(response, ok)
             except httpx.TimeoutException as exc:
                 raise self._timed_out(exc) from exc
+            except httpx.DecodingError as exc:
+                raise ModelUnavailable(f"the reply from {url} could not be decoded: {exc}") from exc
             except httpx.TransportError as exc:  # refused, reset, or dropped mid-response
                 raise ModelUnavailable(
                     f"connection to {url} failed: {type(exc).__name__}: {exc}",
@@ -183,7 +197,9 @@ class HTTPModel:
             raise status_error(response.status_code, response.headers, body, url)
         try:
             return self.parse(json.loads(body))
-        except ValueError as exc:  # a proxy's error page, a cut body: worth another try
+        # A proxy's error page, a cut body, JSON nested past the decoder's recursion
+        # limit: worth another try.
+        except (ValueError, RecursionError) as exc:
             raise ModelUnavailable(
                 f"HTTP {response.status_code} from {url} is not {self.reply_kind}: {exc}",
                 status_code=response.status_code,
@@ -191,22 +207,42 @@ class HTTPModel:
 
     async def _read(self, response: httpx.Response, ok: bool) -> bytes:
         """The decoded body, counted as it comes: past the cap, a reply is an error
-        and an error body is cut (only its message is shown)."""
+        and an error body is cut (only its message is shown). It is decompressed
+        here, a bounded piece at a time, so the cap bounds memory too."""
         limit = self.max_response_bytes if ok else _ERROR_BODY_BYTES
         parts: list[bytes] = []
         size = 0
-        async for part in response.aiter_bytes():
-            size += len(part)
-            if size > limit:
-                if not ok:
-                    parts.append(part[: limit - size + len(part)])
-                    break
-                raise ModelError(
-                    f"the reply from {self.url} has more than max_response_bytes={limit} "
-                    f"bytes (decoded): not read further",
-                    status_code=response.status_code,
-                )
-            parts.append(part)
+        try:
+            stages = _decoders(response.headers.get("content-encoding", ""))
+        except ValueError as exc:
+            if not ok:
+                return b""
+            raise ModelUnavailable(
+                f"HTTP {response.status_code} from {self.url}: {exc}",
+                status_code=response.status_code,
+            ) from None
+        try:
+            async for raw in response.aiter_raw():
+                for part in _decoded(stages, raw):
+                    size += len(part)
+                    if size > limit:
+                        if not ok:
+                            parts.append(part[: limit - size + len(part)])
+                            return b"".join(parts)
+                        raise ModelError(
+                            f"the reply from {self.url} has more than max_response_bytes="
+                            f"{limit} bytes (decoded): not read further",
+                            status_code=response.status_code,
+                        )
+                    parts.append(part)
+        except zlib.error as exc:
+            if not ok:  # an error body: its message, as far as it decoded
+                return b"".join(parts)
+            raise ModelUnavailable(
+                f"HTTP {response.status_code} from {self.url} could not be decompressed "
+                f"({response.headers.get('content-encoding')}): {exc}",
+                status_code=response.status_code,
+            ) from None
         return b"".join(parts)
 
     def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
@@ -215,6 +251,57 @@ class HTTPModel:
             f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}",
             failure_kind="timeout",
         )
+
+
+class _Inflate:
+    """One gzip or deflate coding, undone a bounded piece at a time."""
+
+    def __init__(self, gzip: bool) -> None:
+        self.gzip = gzip
+        self.raw_deflate_tried = gzip
+        self.obj = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out = self.obj.decompress(data, _PIECE)
+            except zlib.error:
+                if self.raw_deflate_tried:
+                    raise
+                # "deflate" sent as a raw stream, without zlib's header (as httpx reads it).
+                self.raw_deflate_tried = True
+                self.obj = zlib.decompressobj(-zlib.MAX_WBITS)
+                continue
+            self.raw_deflate_tried = True
+            data = self.obj.unconsumed_tail
+            if out:
+                yield out
+            if not data and len(out) < _PIECE:
+                return
+
+
+def _decoders(header: str) -> list[_Inflate]:
+    """The decoders of a Content-Encoding, in the order they apply (the last coding
+    named is undone first); ValueError naming a coding not decoded here."""
+    stages = []
+    for coding in reversed([c.strip().lower() for c in header.split(",")]):
+        if coding in ("", "identity"):
+            continue
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            raise ValueError(f"the reply's content-encoding {coding!r} is not supported")
+        stages.append(_Inflate(gzip=coding != "deflate"))
+    if len(stages) > _MAX_CODINGS:  # each is a decoder and a level of `_decoded`
+        raise ValueError(f"the reply names {len(stages)} content codings")
+    return stages
+
+
+def _decoded(stages: Sequence[_Inflate], data: bytes) -> Iterator[bytes]:
+    if not stages:
+        if data:
+            yield data
+        return
+    for piece in stages[0].feed(data):
+        yield from _decoded(stages[1:], piece)
 
 
 def pool_size(info: Any) -> int:

@@ -42,7 +42,7 @@ def server_message(body: bytes) -> str:
     text = body.decode("utf-8", "replace").strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the decoder's limit
         data = None
     if isinstance(data, Mapping):
         error = data.get("error", data)
@@ -58,7 +58,7 @@ def server_message(body: bytes) -> str:
 def _code(body: bytes) -> str | None:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     error = data.get("error") if isinstance(data, Mapping) else None
     code = error.get("code") if isinstance(error, Mapping) else None
@@ -154,4 +154,5 @@ def duration(text: str) -> float | None:
             return None
         total += float(match.group(1)) * _UNIT[match.group(2)]
         at = match.end()
-    return total if at == len(text) and at > 0 else None
+    # "999...9s" past a float's range is inf, which no record can hold: unreadable.
+    return total if at == len(text) and at > 0 and math.isfinite(total) else None

@@ -10,6 +10,7 @@ asks the model again: no call is ever recorded twice.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -96,6 +97,8 @@ class CallLog:
         self.sent = list(messages)
         status = getattr(error, "status_code", None)  # a user's own error may have none
         told = error.retry_after if isinstance(error, RateLimited) else None
+        if not (isinstance(told, int | float) and math.isfinite(told) and told >= 0):
+            told = None  # a user's own RateLimited(retry_after=inf) must still be recorded
         text = f"{type(error).__name__}: {error}"
         self.failed.append(
             FailedTry(kind, text, status if type(status) is int else None, told, None, time.time())

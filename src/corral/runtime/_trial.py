@@ -422,22 +422,25 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             return
         actions = _actions(decision)
         turn_no = projection.iteration
+        # Checked before the model calls are taken: an action that cannot be recorded
+        # fails the attempt, and the calls (and their usage) stay for its terminal.
+        checked = [
+            (
+                check_json(action.tool, "Action.tool", limit),
+                check_json(action.arguments, f"the arguments of {action.tool!r}", limit),
+            )
+            for action in actions
+        ]
         usage = session.take_usage()
         # The model calls that chose these actions come first, in the same append
         # (their sequence numbers before the actions', which the step keys use).
         items = _with_calls(session.calls, projection, ()) if session.calls.pending else []
         first = writer.next_seq + len(items)
         keyed = []
-        for index, action in enumerate(actions):
+        for index, (action, (tool, arguments)) in enumerate(zip(actions, checked, strict=True)):
             seq = first + index
             key = step_key(plan.key, seq)
-            declared = ActionPayload(
-                check_json(action.tool, "Action.tool", limit),
-                check_json(action.arguments, f"the arguments of {action.tool!r}", limit),
-                turn_no,
-                index,
-                key,
-            )
+            declared = ActionPayload(tool, arguments, turn_no, index, key)
             items.append(("action", declared, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
         await writer.commit(items)
