@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import ConfigError, StoreError
+from .._terminal import clean
 from .._types import TrialRecord
 from ..history import StoredConfig
 from ..report import BenchmarkReport, is_finished
@@ -319,7 +320,8 @@ def copy_command(source: str, destination: str, benchmarks: tuple[str, ...]) -> 
         return await copy_benchmarks(src, dst, benchmarks or None)
 
     for done in run_async(go):
+        shown = clean(done.benchmark_id, one_line=True)  # a recorded id: never obeyed
         click.echo(
-            f"copied {done.benchmark_id}: {done.trials:,} trials, {done.commits:,} commits "
+            f"copied {shown}: {done.trials:,} trials, {done.commits:,} commits "
             f"({done.new:,} new), verified"
         )

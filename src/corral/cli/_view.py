@@ -68,6 +68,7 @@ def view_command(
             raise ConfigError("--export needs -o FILE.html: where to write the page")
         if not output.name or output.is_dir():  # `-o ""` arrives as Path(".")
             raise ConfigError(f"-o {str(output)!r} is a folder, not a file to write the page to")
+        _not_the_store(store, output)
         page = with_store(store, lambda s: export_html(s, export_id))
         output.write_text(page, encoding="utf-8")
         click.echo(f"wrote {output} ({len(page.encode()):,} bytes): open it in a browser")
@@ -76,6 +77,21 @@ def view_command(
         raise ConfigError("-o is for --export; the viewer is served, not written")
     hosts = allowed_hosts(host, allow_hosts)
     serve(reading_store(store), host, port, hosts)
+
+
+def _not_the_store(where: str, output: Path) -> None:
+    """A `ConfigError` if ``output`` is the store's own file (or one SQLite keeps beside
+    it): an export reads the store, it never writes over it."""
+    path = getattr(reading_store(where), "path", None)
+    if path is None:
+        return
+    store = Path(path).resolve()
+    target = output.resolve()
+    if target in (store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal"))):
+        raise ConfigError(
+            f"-o {str(output)!r} is the store's own file: the page would replace the "
+            "store; give another file (page.html)"
+        )
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -20,9 +20,9 @@ from ..report import BenchmarkReport
 from ..report._calls import calls_dict
 from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
-from ..store import BenchmarkInfo, CommitStore, TrialKey
+from ..store import CommitStore, TrialKey
 from ._assets import by_k
-from ._cache import Loaded, config_summary
+from ._cache import Loaded
 from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
@@ -48,19 +48,22 @@ def _metric_list(metrics: Sequence[Metric]) -> list[dict[str, str]]:
     return [{"name": m.name, "key": m.key, "description": m.description} for m in metrics]
 
 
-def benchmark_entry(info: BenchmarkInfo, finished: int, loaded: Loaded | None) -> dict[str, Any]:
-    """One line of the benchmarks page; pass@k and errors once the benchmark has loaded."""
+def benchmark_entry(
+    benchmark_id: str, created_at: float, total: int, finished: int, loaded: Loaded
+) -> dict[str, Any]:
+    """One line of the benchmarks page; pass@k and errors once the benchmark has loaded.
+    ``finished``: its trials finished as its report counts them (scored if scored)."""
     out: dict[str, Any] = {
-        "benchmark_id": info.benchmark_id,
-        "created_at": info.created_at,
-        "config": config_summary(info.config) if loaded is None else loaded.config_summary,
+        "benchmark_id": benchmark_id,
+        "created_at": created_at,
+        "config": loaded.config_summary,
         "finished": finished,
-        "total": info.trials,
+        "total": total,
         "pass_at_k": None,
         "errors": None,
-        "version": None if loaded is None else loaded.version,
+        "version": loaded.version,
     }
-    report = None if loaded is None else loaded.report
+    report = loaded.report
     if report is not None:
         out["pass_at_k"] = by_k(report.pass_at_k)
         out["errors"] = report.counts.get("error", 0)
@@ -185,8 +188,15 @@ async def task_page(
 
 
 def previous_trial(commits: Sequence[Commit]) -> int | None:
-    """The earlier trial whose evaluation this one was shown (recorded with its setup)."""
-    setup = next((c for c in commits if c.kind == "setup"), None)
+    """The earlier trial whose evaluation this one was shown (recorded with the setup of
+    its latest attempt, the one the report uses)."""
+    # A reopen (a rerun) starts a fresh attempt with its own setup: the latest counts.
+    setup = None
+    for c in reversed(commits):
+        if c.kind == "reopen":
+            break
+        if c.kind == "setup":
+            setup = c
     if setup is None:
         return None
     payload = history.decode(setup)

@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from .._errors import ConfigError
 from ..store import CommitStore
+from ..store._heads import HeadStore
 from . import _pages
 from ._assets import asset, shell, to_json
 from ._cache import Loaded, LoadFailed, ViewCache
@@ -122,10 +123,31 @@ async def _ready(cache: ViewCache, benchmark_id: str) -> Loaded:
 
 
 async def _benchmarks(request: Request, cache: ViewCache) -> Any:
+    # Polled every few seconds: from a store that keeps heads, each benchmark's counts
+    # without decoding its configuration (as `corral list`), its finished trials as its
+    # report counts them.
+    store = cache.store
+    overview = await store.overview() if isinstance(store, HeadStore) else None
     out = []
-    for info in await cache.store.benchmarks():
-        loaded = await cache.get(info.benchmark_id)  # starts loading the ones not loaded yet
-        out.append(_pages.benchmark_entry(info, info.finished, loaded))
+    if overview is not None:
+        for b in overview:
+            loaded = await cache.get(b.benchmark_id)  # starts loading the ones not loaded yet
+            assert isinstance(store, HeadStore)
+            finished = await store.finished_trials(b.benchmark_id, b.trials_per_task)
+            total = b.tasks * b.trials_per_task
+            out.append(
+                _pages.benchmark_entry(b.benchmark_id, b.created_at, total, finished, loaded)
+            )
+        return {"benchmarks": out}
+    for info in await store.benchmarks():
+        loaded = await cache.get(info.benchmark_id)
+        report = loaded.report
+        finished = info.finished if report is None else report.finished
+        out.append(
+            _pages.benchmark_entry(
+                info.benchmark_id, info.created_at, info.trials, finished, loaded
+            )
+        )
     return {"benchmarks": out}
 
 
