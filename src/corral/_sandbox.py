@@ -188,6 +188,7 @@ async def sandbox(
     shown = _read_only(read_only)
     as_root = os.geteuid() == 0
     fd = _memfd(encode_files(work_files)) if work_files else None
+    started, status = _memfd(b""), _memfd(b"")
     try:
         inner = wrapper_command(
             argv,
@@ -197,6 +198,8 @@ async def sandbox(
             uid=FIRST_UID + random.randrange(UIDS) if as_root else None,
             files_fd=fd,
             isolated=True,
+            started_fd=started,
+            status_fd=status,
         )
         outer = bwrap_command(
             bwrap,
@@ -211,17 +214,20 @@ async def sandbox(
             tuple(outer),
             data,
             timeout,
-            pass_fds=() if fd is None else (fd,),
+            pass_fds=(started, status) if fd is None else (fd, started, status),
             max_output=max_output,
             kill=_kill_sandbox,
         )
+        began = os.pread(started, 1, 0) == b"1"
+        own = os.pread(status, 32, 0)
     finally:
-        if fd is not None:
-            os.close(fd)
-    if _bwrap_failed(ended):
+        for each in (fd, started, status):
+            if each is not None:
+                os.close(each)
+    if not began and _bwrap_failed(ended):
         message = ended.stderr.decode("utf-8", "replace").strip()
         raise CorralError(f"bubblewrap could not start the sandbox: {message}")
-    return _result(argv, ended, from_bwrap=True)
+    return _result(argv, ended, from_bwrap=True, status=own)
 
 
 async def _unisolated(
@@ -259,11 +265,18 @@ async def _unisolated(
     return _result(argv, ended, from_bwrap=False)
 
 
-def _result(argv: tuple[str, ...], ended: Ended, *, from_bwrap: bool) -> SandboxResult:
+def _result(
+    argv: tuple[str, ...], ended: Ended, *, from_bwrap: bool, status: bytes = b""
+) -> SandboxResult:
     returncode = ended.returncode
     # bubblewrap reports a command killed by signal N as status 128 + N; as
-    # corral.subprocess (and Python), a negative status names the signal.
-    if from_bwrap and 128 < returncode < 128 + 65:
+    # corral.subprocess (and Python), a negative status names the signal. The
+    # wrapper's own account of the command tells that from a command's exit(128 + N),
+    # when it agrees with bubblewrap's status (the command cannot change a verdict).
+    own = _status(status)
+    if from_bwrap and own is not None and (128 - own if own < 0 else own) == returncode:
+        returncode = own
+    elif from_bwrap and 128 < returncode < 128 + 65:
         returncode = 128 - returncode
     return SandboxResult(
         argv,
@@ -273,6 +286,13 @@ def _result(argv: tuple[str, ...], ended: Ended, *, from_bwrap: bool) -> Sandbox
         reason=_reason(ended, returncode),
         truncated=ended.overflowed,
     )
+
+
+def _status(text: bytes) -> int | None:
+    try:
+        return int(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
 
 
 def _reason(ended: Ended, returncode: int) -> str | None:

