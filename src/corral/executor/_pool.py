@@ -118,6 +118,10 @@ class WorkerPool(Generic[J, R]):
             # call) let them all run: its end costs no turn of the loop.
             if acks.full:
                 await acks.room()
+            elif acks.settle and acks.waiting:
+                # What the job recorded decides what may start next (its cost, against
+                # a run_cost_limit): its result waits until that is durable and counted.
+                await acks.settled()
             else:
                 self._ends += 1
                 if self._ends % _YIELD_EVERY and self._paid >= owed:

@@ -63,6 +63,23 @@ class Acks:
         self._drained: anyio.Event | None = None
         #: The most appends ever waiting at once.
         self.peak_backlog = 0
+        #: Whether a worker delivers its job's result only once every append handed
+        #: over before it is durable (set when durable commits decide admission: a
+        #: ``run_cost_limit`` counts the cost of durable commits only).
+        self.settle = False
+
+    @property
+    def waiting(self) -> bool:
+        """Whether appends handed over are not yet acknowledged."""
+        return bool(self._queue)
+
+    async def settled(self) -> None:
+        """Return once every append handed over so far is durable and its observers told."""
+        if not self._queue:
+            return
+        done = anyio.Event()
+        self.then(done.set)
+        await done.wait()
 
     async def room(self) -> None:
         """Return once the backlog is down to half its bound (at once if not full)."""

@@ -394,7 +394,8 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
     # resumed trial does anything (its budget may have been lowered since); a trial
     # without one skips the calls.
     budgeted = writer.budget is not None
-    if budgeted and writer.over_budget():
+    # The usage a failed or deferred attempt left (carried, not yet committed) counts.
+    if budgeted and writer.over_budget(session._usage):
         return
     turn = projection.open_turn
     if turn is not None:
@@ -404,7 +405,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         await _execute(writer, session, missing, turn.state_before)
     max_iterations = plan.job.metadata.max_iterations
     while projection.iteration < max_iterations:
-        if budgeted and writer.over_budget():
+        if budgeted and writer.over_budget(session._usage):
             return
         decision = await plan.agent.act(session)
         if isinstance(decision, Final):

@@ -111,6 +111,9 @@ class RunLoop:
             spent=resumed.cost,
         )
         self.acks = Acks(self.rules.counting_cost(notify), work.max_backlog)
+        # The cost a job recorded is counted once durable: its result (which frees its
+        # slot) waits for that, so no trial starts on a spend not yet counted.
+        self.acks.settle = run_cost_limit is not None
         self.rules.check_cost()
         # Trials that cannot run, to record: unreachable (a start) or unreadable.
         self._unreachable: deque[Start | tuple[int, int, CorralError]] = deque()
