@@ -58,17 +58,27 @@ async def test_run_cost_limit_stops_admission_exactly_on_a_sqlite_store(tmp_path
     assert report.finished == 2
 
 
-async def test_a_budget_overrun_by_a_failed_attempt_is_not_asked_again() -> None:
-    """The usage a failed attempt recorded counts against the budget before the retry
-    asks the agent anything: a trial already over its token budget ends ``limit``."""
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(RuntimeError("flaky after the model call"), id="failed attempt"),
+        pytest.param(corral.RateLimited("429 after a billed call", retry_after=0), id="deferral"),
+    ],
+)
+async def test_a_budget_overrun_before_a_failure_is_not_asked_again(
+    failure: Exception,
+) -> None:
+    """The usage a failed attempt (retried) or a rate limit's deferral carried counts
+    against the budget before the agent is asked anything again: a trial already over
+    its token budget ends ``limit``, with that usage."""
     calls: list[int] = []
 
     class Overspends:
         async def act(self, session: AgentSession) -> Action | Final:
             calls.append(session.attempt)
-            session.record_usage(input_tokens=150)  # a model call, then a failure
-            if session.attempt == 0:
-                raise RuntimeError("flaky after the model call")
+            session.record_usage(input_tokens=150)  # a model call, then the failure
+            if len(calls) == 1:
+                raise failure
             return Final("done")
 
     run = corral.CorralRunner(
@@ -81,29 +91,4 @@ async def test_a_budget_overrun_by_a_failed_attempt_is_not_asked_again() -> None
     report = await run.run("b", token_limit=100)
     [trial] = report.tasks["t"].trials
     assert calls == [0]  # 150 tokens of a budget of 100 were spent: no second call
-    assert (trial.status, trial.limit, trial.usage.input_tokens) == ("limit", "token_limit", 150)
-
-
-async def test_a_budget_overrun_before_a_rate_limit_is_not_asked_again() -> None:
-    """The same after a rate limit's deferral: the usage it carried counts at once."""
-    calls: list[int] = []
-
-    class Overspends:
-        async def act(self, session: AgentSession) -> Action | Final:
-            calls.append(session.iteration)
-            session.record_usage(input_tokens=150)
-            if len(calls) == 1:
-                raise corral.RateLimited("429 after a billed call", retry_after=0)
-            return Final("done")
-
-    run = corral.CorralRunner(
-        {"t": Meta("a", "e")},
-        {"a": Overspends()},
-        {"e": FakeEnvironment(evaluate=passed)},
-        store=corral.MemoryStore(),
-        retry_policy=RetryPolicy(max_retries=0),
-    )
-    report = await run.run("b", token_limit=100)
-    [trial] = report.tasks["t"].trials
-    assert calls == [0]
     assert (trial.status, trial.limit, trial.usage.input_tokens) == ("limit", "token_limit", 150)
