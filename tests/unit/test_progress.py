@@ -216,7 +216,7 @@ def test_tally_counts_passes_errors_and_unscored_trials() -> None:
     assert tally.passed == 1
     assert tally.pass_rate == 0.25
     assert tally.errors == 2  # one trial error, one failed evaluation
-    assert tally.retried == 2
+    assert tally.retried == 3  # failed attempts given another: 1 + 2, as the report counts
     assert (tally.input_tokens, tally.output_tokens, tally.cost) == (5, 1, 0.5)
     assert Tally().pass_rate is None
 

@@ -82,6 +82,7 @@ def run_benchmark(
     progress: Progress,
     as_json: bool = False,
     rescore: bool = False,
+    store: str | None = None,
 ) -> int:
     """Run (or resume) ``benchmark_id``, showing ``progress``, print
     its report as a table, or as JSON, and return the exit code (see `exit_code`).
@@ -118,7 +119,9 @@ def run_benchmark(
     asked = run_kwargs.get("report_file") if config is None else config.report_file
     path = Path(asked) if asked else report_path(runner.store, benchmark_id)
     try:
-        print_report(console, report, path, as_json=as_json, rescore=rescore, live=True)
+        print_report(
+            console, report, path, as_json=as_json, rescore=rescore, live=True, store=store
+        )
         if not as_json:
             print_notes(console, notice.info)
     except (ClosedPipe, BrokenPipeError):  # `| head`: the run's outcome is still its own
@@ -194,11 +197,14 @@ def print_report(
     as_json: bool,
     rescore: bool = False,
     live: bool = False,
+    store: str | None = None,
 ) -> None:
     if as_json:  # a task at a time: a huge report is never one string
         report.write_json(sys.stdout, indent=2)
         return
-    for renderable in report_renderables(report, json_path, rescore=rescore, live=live):
+    for renderable in report_renderables(
+        report, json_path, rescore=rescore, live=live, store=store
+    ):
         console.print(renderable)
 
 

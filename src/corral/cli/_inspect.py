@@ -191,7 +191,7 @@ def report_command(benchmark_id: str, store: str, as_json: bool, ks: tuple[int, 
         return report, path if path is not None and path.is_file() else None
 
     report, path = with_store(store, job)
-    print_report(make_console(), report, path, as_json=as_json)
+    print_report(make_console(), report, path, as_json=as_json, store=store)
 
 
 @click.command("show")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from typing import Any
 
 import anyio
 import click
+from rich.text import Text
 
 from .._benchmark import Benchmark
 from .._errors import ConfigError, CorralError
@@ -117,6 +119,7 @@ def run_command(
             },
             progress=shown,
             as_json=as_json,
+            store=store,
         )
     finally:
         if ray is not None:  # the local Ray it started is gone before this command exits
@@ -219,6 +222,7 @@ def rescore_command(
         progress=shown,
         as_json=as_json,
         rescore=True,
+        store=store,
     )
 
 
@@ -346,12 +350,14 @@ def _demo(
     config = run_config(benchmark.run_defaults, {})
     models = sorted({m.model for m in benchmark.tasks.values() if m.model})
     console = make_console()
-    console.print(
-        f"[bold cyan]corral demo[/]: {len(benchmark.tasks)} tasks x "
-        f"{config.trials_per_task} trials on {', '.join(models)} in "
-        f"{', '.join(benchmark.environments)}; benchmark id [bold]{benchmark_id}[/]",
+    console.print(  # the id as written: any id is valid, "[/]" and "[red]" too
+        Text.assemble(
+            ("corral demo", "bold cyan"),
+            f": {len(benchmark.tasks)} tasks x {config.trials_per_task} trials on "
+            f"{', '.join(models)} in {', '.join(benchmark.environments)}; benchmark id ",
+            (benchmark_id, "bold"),
+        ),
         highlight=False,
-        markup=True,
     )
     where = f"the models at {base_url}"
     if base_url is None:
@@ -359,11 +365,15 @@ def _demo(
     if provider == "anthropic":
         where += " over Anthropic's Messages API"
     console.print(f"ToolAgent with {where}", style="dim", highlight=False)
-    code = run_benchmark(console, runner, benchmark_id, {"config": config}, progress=progress)
-    store_flag = "" if store == DEFAULT_STORE else f" --store {store}"
+    code = run_benchmark(
+        console, runner, benchmark_id, {"config": config}, progress=progress, store=store
+    )
+    # Commands to copy: quoted as a shell reads them back.
+    store_flag = "" if store == DEFAULT_STORE else f" --store {shlex.quote(store)}"
+    quoted = shlex.quote(benchmark_id)
     console.print(
-        f"next: corral show {benchmark_id} bid-build 0{store_flag}  ·  "
-        f"corral report {benchmark_id}{store_flag}  ·  corral list{store_flag}",
+        f"next: corral show {quoted} bid-build 0{store_flag}  ·  "
+        f"corral report {quoted}{store_flag}  ·  corral list{store_flag}",
         style="dim",
         highlight=False,
     )

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .._costs import format_cost
 from .._run_meta import shown_generation, shown_provenance
+from .._runner import DEFAULT_STORE
 from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
 from ..report._calls import calls_line
 from ..report._metrics import Metric
@@ -297,10 +298,11 @@ def models_table(report: BenchmarkReport) -> Table | None:
     return table
 
 
-def errors_table(report: BenchmarkReport) -> Table | None:
+def errors_table(report: BenchmarkReport, store: str | None = None) -> Table | None:
     """Trial errors, failed evaluations, then timeouts, max_iterations and over-budget
     trials, each apart: each message with its count and up to three example trials
-    (``corral show ID TASK TRIAL`` prints one in full)."""
+    (``corral show ID TASK TRIAL`` prints one in full; with ``--store`` when ``store``
+    is not the default, so the command runs as printed)."""
     sections = [
         ("trial errors", report.errors),
         ("evaluation failures", report.evaluation_errors),
@@ -310,7 +312,8 @@ def errors_table(report: BenchmarkReport) -> Table | None:
     if not examples:
         return None
     task, _, trial = examples[0].rpartition("#")
-    show = shlex.join(["corral", "show", report.benchmark_id, task, trial])
+    where = [] if store is None or store == DEFAULT_STORE else ["--store", store]
+    show = shlex.join(["corral", "show", report.benchmark_id, task, trial, *where])
     table = Table(
         title="errors" if not report.endings else "errors and trials that ended without Final",
         title_justify="left",
@@ -342,14 +345,19 @@ def group_message(group: ErrorGroup) -> str:
 
 
 def report_renderables(
-    report: BenchmarkReport, json_path: Path | None, *, rescore: bool = False, live: bool = False
+    report: BenchmarkReport,
+    json_path: Path | None,
+    *,
+    rescore: bool = False,
+    live: bool = False,
+    store: str | None = None,
 ) -> list[RenderableType]:
     table = models_table(report)
     out: list[RenderableType] = [table if table is not None else report_table(report)]
     for means in (scores_table(report), named_scores_table(report)):
         if means is not None:
             out.append(means)
-    errors = errors_table(report)
+    errors = errors_table(report, store)
     if errors is not None:
         out.append(errors)
     out.append(report_summary(report, json_path, rescore=rescore, live=live))

@@ -79,6 +79,7 @@ class Tally:
         self.evaluation_failures = 0
         self.statuses: dict[str, int] = {}
         self.unscored = 0  # trials that ended error/unreachable: finished, not passed
+        #: Attempts retried after an exception (`BenchmarkReport.retries`, summed).
         self.retried = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -156,7 +157,8 @@ class Tally:
                 for lane in lanes:
                     lane.finished += 1
             if payload.attempts > 1:
-                self.retried += 1
+                # Failed attempts given another, as the report's `retries` counts them.
+                self.retried += payload.attempts - 1
             limit = payload.limit
             if limit is not None:
                 self.limits[limit] = self.limits.get(limit, 0) + 1
