@@ -293,3 +293,52 @@ async def test_a_host_lost_mid_trial_changes_nothing_in_the_report(
                 "SELECT host FROM corral.claim_writers WHERE benchmark_id = 'bench' AND fenced"
             ).fetchall()
         assert len(fenced) == 1
+
+
+class ScopeLimitsAgent:
+    """t0 holds scope "api" (limit 1) at the board's gate; t1, once t0 holds it, names
+    "api" with limit 2 (a `ConfigError`, caught), then opens the gate; t2 holds "api"
+    (limit 1) after both."""
+
+    def __init__(self, board: Any) -> None:
+        self.board = board
+
+    async def act(self, session: corral.AgentSession) -> corral.Final:
+        if session.task_id == "t0":
+            async with corral.concurrency("api", 1):
+                await call(self.board.step.remote("t0 holds", os.getpid(), None))
+                await call(self.board.left.remote())
+            return corral.Final("held")
+        if session.task_id == "t1":
+            await call(self.board.wait_steps.remote(1))
+            try:
+                async with corral.concurrency("api", 2):
+                    outcome = "not refused"
+            except corral.ConfigError:
+                outcome = "refused"
+            await call(self.board.open.remote())
+            return corral.Final(outcome)
+        async with corral.concurrency("api", 1):
+            return corral.Final("held")
+
+
+@ASYNCIO
+async def test_a_scope_named_with_another_limit_leaves_its_holders_alone(
+    executor_kind: Place, tmp_path: Path
+) -> None:
+    """A scope used with another limit is that use's `ConfigError`, as in process: a
+    trial holding the scope meanwhile releases it as usual, and the next one gets it."""
+    board = executor_kind.board(gate_open=False)
+    run = runner(
+        board, tmp_path / "store.db", tasks(3), agent=ScopeLimitsAgent(board), gauged=False
+    )
+    # On Ray, t0 and t1 on one host (whose registry both use).
+    ray = executor_kind.name == "ray"
+    executor = corral.RayExecutor(hosts=1) if ray else executor_kind.executor()
+    with anyio.fail_after(60):
+        report = await run.run(
+            "scopes", trials_per_task=1, max_parallel=2, max_retries=0, executor=executor
+        )
+    outputs = {task_id: [t.output for t in task.trials] for task_id, task in report.tasks.items()}
+    assert outputs == {"t0": ["held"], "t1": ["refused"], "t2": ["held"]}
+    assert report.counts["completed"] == 3

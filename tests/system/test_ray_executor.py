@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
@@ -175,3 +176,21 @@ async def test_a_run_cost_limit_counts_what_hosts_spend(tmp_path: Path) -> None:
     # One trial at a time, and a host's commits reach the coordinator before the end of
     # the trial that made them: admission stopped right when the third one was recorded.
     assert report.counts["completed"] == 3
+
+
+@ASYNCIO
+async def test_hosts_the_cluster_cannot_place_are_refused_as_too_many_cpus_are(
+    tmp_path: Path, boards: Boards
+) -> None:
+    """A host asking for a resource no node has (a GPU, a custom resource) would never
+    start, nor its trials: refused before anything runs, as hosts wanting more CPUs than
+    the cluster has are, rather than a run that waits for good."""
+    board = boards.get(0)
+    store = tmp_path / "store.db"
+    for options, named in (
+        ({"resources": {"no_node_has_this": 1}}, "no_node_has_this"),
+        ({"num_gpus": 1}, "GPU"),
+    ):
+        executor = corral.RayExecutor(hosts=1, host_options=options)
+        with anyio.fail_after(30), pytest.raises(corral.ConfigError, match=named):
+            await runner(board, store, 1).run("unplaceable", executor=executor)

@@ -176,14 +176,22 @@ class RayExecutor:
             except Exception as exc:
                 where = "start Ray" if self.address is None else f"join Ray at {self.address!r}"
                 raise ConfigError(f"could not {where}: {type(exc).__name__}: {plain(exc)}") from exc
+        cluster = ray.cluster_resources()
         need = self.hosts * float(self.host_options["num_cpus"])
-        have = float(ray.cluster_resources().get("CPU", 0))
+        have = float(cluster.get("CPU", 0))
         if need > have:  # the hosts that do not fit would never start, nor their trials
             raise ConfigError(
                 f"{self.hosts} hosts of num_cpus={self.host_options['num_cpus']} need {need:g} "
                 f"CPUs; the Ray cluster has {have:g} (fewer hosts, or a smaller "
                 "host_options['num_cpus'])"
             )
+        for resource, each in _wanted(self.host_options).items():
+            have = float(cluster.get(resource, 0))
+            if each > have:  # no node can place even one host: it would never start
+                raise ConfigError(
+                    f"a host asks for {each:g} of resource {resource!r}; the Ray cluster has "
+                    f"{have:g} (host_options)"
+                )
         here = ray.util.get_node_ip_address()
         return all(n["NodeManagerAddress"] == here for n in ray.nodes() if n.get("Alive"))
 
@@ -194,6 +202,22 @@ class RayExecutor:
         self._owner.stop()
         if self._log is not None:
             self._log.stop()
+
+
+def _wanted(options: Mapping[str, Any]) -> dict[str, float]:
+    """The resources besides CPUs one host asks for (``num_gpus``, ``memory``,
+    ``resources``), by Ray's name for them."""
+    wanted: dict[str, float] = {}
+    for option, resource in (("num_gpus", "GPU"), ("memory", "memory")):
+        amount = options.get(option)
+        if isinstance(amount, int | float) and not isinstance(amount, bool) and amount > 0:
+            wanted[resource] = float(amount)
+    custom = options.get("resources")
+    if isinstance(custom, Mapping):
+        for resource, amount in custom.items():
+            if isinstance(amount, int | float) and not isinstance(amount, bool) and amount > 0:
+                wanted[str(resource)] = float(amount)
+    return wanted
 
 
 def _mapping(name: str, value: Mapping[str, Any] | None) -> Mapping[str, Any]:

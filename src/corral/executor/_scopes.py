@@ -208,7 +208,7 @@ class SharedScopes(ConcurrencyScopes):
         self._hub_handle: Any = None
         self._host = host
         self._tokens = itertools.count()
-        self._remote: dict[str, _RemoteScope] = {}
+        self._remote: dict[tuple[str, int], _RemoteScope] = {}
         #: Releases and abandons sent to the hub and not yet done there.
         self._sent: set[asyncio.Task[None]] = set()
         self._unreachable: tuple[type[BaseException], ...] | None = None
@@ -218,10 +218,12 @@ class SharedScopes(ConcurrencyScopes):
     def _get(self, name: str, limit: int) -> ConcurrencyScope:
         if name == SUBPROCESSES:
             return super()._get(name, limit)
-        found = self._remote.get(name)
-        if found is None or found.limit != limit:
-            # The hub checks the limit against every host's use of the name.
-            found = self._remote[name] = _RemoteScope(self, name, limit)
+        # One scope object per (name, limit): the hub checks the limit against every
+        # host's use of the name (a use with another limit is that use's ConfigError),
+        # and a trial holding a slot releases it through the object it acquired it with.
+        found = self._remote.get((name, limit))
+        if found is None:
+            found = self._remote[(name, limit)] = _RemoteScope(self, name, limit)
         return found
 
     @property
