@@ -179,8 +179,11 @@ def bwrap_command(
         args.append("--unshare-user")
     args += _system_mounts()
     # /dev and the root are memory bubblewrap makes, unbounded and (in a user namespace)
-    # the command's own: read-only, so only the bounded /tmp and work folder hold data.
-    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    # the command's own: read-only, so only the bounded /tmp, /dev/shm (POSIX shared
+    # memory and semaphores: Python's multiprocessing) and work folder hold data.
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev"]
     args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
     args += ["--perms", "0777" if as_root else "0755", "--size", str(disk), "--tmpfs", WORKDIR]
     args += _extra_mounts(read_only)

@@ -103,7 +103,8 @@ os.close(writer)
 code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
 if code < 0:  # killed by a signal (a limit, say): so is this process, for the sandbox to see
     import signal
-    signal.signal(-code, signal.SIG_DFL)
+    if -code != signal.SIGKILL:  # SIGKILL's action cannot be set (nor needs to be)
+        signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 if code != 0:
     os._exit(code)

@@ -23,6 +23,7 @@ from ..executor import RayExecutor, default_log_file
 from ..report._passk import default_ks
 from ..runtime import RetryPolicy
 from ..store import CommitStore
+from ..store._open import shown_address
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
 from ._load import benchmark_module, load_benchmark
 from ._options import durability_option, open_store, store_option
@@ -369,7 +370,7 @@ def _demo(
         console, runner, benchmark_id, {"config": config}, progress=progress, store=store
     )
     # Commands to copy: quoted as a shell reads them back.
-    store_flag = "" if store == DEFAULT_STORE else f" --store {shlex.quote(store)}"
+    store_flag = "" if store == DEFAULT_STORE else f" --store {shlex.quote(shown_address(store))}"
     quoted = shlex.quote(benchmark_id)
     console.print(
         f"next: corral show {quoted} bid-build 0{store_flag}  ·  "

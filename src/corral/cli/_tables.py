@@ -16,6 +16,7 @@ from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, 
 from ..report._calls import calls_line
 from ..report._metrics import Metric
 from ..report._tasks import task_rows
+from ..store._open import shown_address
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
@@ -312,7 +313,8 @@ def errors_table(report: BenchmarkReport, store: str | None = None) -> Table | N
     if not examples:
         return None
     task, _, trial = examples[0].rpartition("#")
-    where = [] if store is None or store == DEFAULT_STORE else ["--store", store]
+    # A PostgreSQL password is masked, as everywhere the CLI shows a store's address.
+    where = [] if store is None or store == DEFAULT_STORE else ["--store", shown_address(store)]
     show = shlex.join(["corral", "show", report.benchmark_id, task, trial, *where])
     table = Table(
         title="errors" if not report.endings else "errors and trials that ended without Final",

@@ -262,7 +262,9 @@ class _Inflate:
         self.obj = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
 
     def feed(self, data: bytes) -> Iterator[bytes]:
-        while True:
+        # Past the end of the stream, bytes are ignored, as httpx's decoder ignored
+        # them (zlib keeps a stale ``unconsumed_tail`` after its end: never fed again).
+        while not self.obj.eof:
             try:
                 out = self.obj.decompress(data, _PIECE)
             except zlib.error:
@@ -276,7 +278,7 @@ class _Inflate:
             data = self.obj.unconsumed_tail
             if out:
                 yield out
-            if not data and len(out) < _PIECE:
+            if self.obj.eof or (not data and len(out) < _PIECE):
                 return
 
 
