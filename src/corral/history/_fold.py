@@ -9,6 +9,7 @@ a resume see it) once that terminal is also scored if its status is scored.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
@@ -16,7 +17,13 @@ from typing import Any, Self
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
 from ._codec import ChatMessage, chat_message, decode, failed_attempts_of, status_of
 from ._kinds import CommitKind
-from ._payloads import CallCounts, EvaluationPayload, ModelCallPayload, ReopenPayload
+from ._payloads import (
+    TRUNCATED,
+    CallCounts,
+    EvaluationPayload,
+    ModelCallPayload,
+    ReopenPayload,
+)
 
 _REOPEN = CommitKind.REOPEN
 _TERMINAL = CommitKind.TERMINAL
@@ -243,11 +250,11 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
     out: list[TranscriptCall | TranscriptAttempt] = []
     chain = CallChain()
     names: dict[str, str] = {}
-    replied = False
+    replied: ModelCallPayload | None = None  # the previous call, if it got a reply
     attempt = 1
     for commit in commits:
         if commit.kind == _REOPEN:
-            chain, replied = CallChain(), False
+            chain, replied = CallChain(), None
             attempt += 1
             why = decode(commit)
             assert isinstance(why, ReopenPayload)
@@ -274,15 +281,37 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
         sent = []
         for index, raw in enumerate(whole[keep:]):
             message = chat_message(raw, names)
-            if index == 0 and replied and keep and message.role == "assistant":
+            if index == 0 and replied is not None and keep and _is_reply(message, replied):
                 continue  # the previous reply, as the agent sends it back
             sent.append(message)
         for tool_call in call.tool_calls:
             names.setdefault(tool_call.id, tool_call.name)
-        replied = call.error is None
+        replied = call if call.error is None else None
         at = commit.created_at
         out.append(TranscriptCall(commit.seq, at, call, tuple(sent), len(whole), attempt))
     return out
+
+
+def _is_reply(message: ChatMessage, reply: ModelCallPayload) -> bool:
+    """Whether ``message`` is ``reply`` sent back (its text and tool calls, the calls'
+    ids aside: an agent may number them its own way); anything else sent in its place
+    is shown."""
+    said = reply.text or ""
+    if message.role != "assistant":
+        return False
+    if message.text != said:  # or the same, cut at the cap when it was recorded
+        kept, cut, _ = message.text.partition("… " + TRUNCATED)
+        if not cut or not said.startswith(kept):
+            return False
+    sent = [(c.name, _arguments(c.arguments)) for c in message.tool_calls]
+    return sent == [(c.name, _arguments(c.arguments)) for c in reply.tool_calls]
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested past the decoder
+        return text
 
 
 def _scorer_calls(commit: Commit, attempt: int) -> list[TranscriptCall]:
