@@ -18,7 +18,7 @@ def check_same_config(benchmark_id: str, stored: Mapping[str, Any], new: Mapping
     A run of some of the benchmark's tasks (each with its metadata unchanged) is
     the same benchmark: it continues those tasks only.
     """
-    if stored == new or _subset(stored, new):
+    if (stored == new and same_json(stored, new)) or _subset(stored, new):
         return
     detail = first_difference(stored, new)
     raise ConfigError(
@@ -67,7 +67,7 @@ def _same_stream(stored: StoredConfigText, new: ConfigStream) -> bool:
             same = False
             for old_id, old in entries:
                 if old_id == task_id:
-                    same = old == entry
+                    same = old == entry and same_json(old, entry)
                     break
                 skipped[old_id] = _digest(old)
         if not same:
@@ -98,10 +98,30 @@ def _subset(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     if stored.get("trials_per_task") != new.get("trials_per_task"):
         return False
     old_tasks: Mapping[str, Any] = stored.get("tasks", {})
-    return all(old_tasks.get(t, _MISSING) == m for t, m in new.get("tasks", {}).items())
+    return all(same_json(old_tasks.get(t, _MISSING), m) for t, m in new.get("tasks", {}).items())
 
 
 _MISSING = object()
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``a == b`` as JSON values: ``true`` is not ``1`` nor ``false`` ``0`` (Python's
+    ``True == 1`` would let a resumed run change a target or an input unnoticed)."""
+    if type(a) is bool or type(b) is bool:
+        return type(a) is type(b) and a == b
+    if isinstance(a, Mapping):
+        return (
+            isinstance(b, Mapping)
+            and len(a) == len(b)
+            and all(k in b and same_json(v, b[k]) for k, v in a.items())
+        )
+    if isinstance(a, (list, tuple)):
+        return (
+            isinstance(b, (list, tuple))
+            and len(a) == len(b)
+            and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return bool(a == b)
 
 
 def first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -118,12 +138,17 @@ def first_difference(stored: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     if added:
         return f"task {added[0]!r} was not in it"
     for task_id in new_tasks:
-        if old_tasks[task_id] != new_tasks[task_id]:
-            for name, value in old_tasks[task_id].items():
-                if new_tasks[task_id].get(name) != value:
-                    return (
-                        f"task {task_id!r} {name} was {value!r}, "
-                        f"now {new_tasks[task_id].get(name)!r}"
-                    )
+        old, now = old_tasks[task_id], new_tasks[task_id]
+        if not same_json(old, now):
+            if not isinstance(old, Mapping) or not isinstance(now, Mapping):
+                return f"task {task_id!r} metadata changed"
+            for name in (*old, *(n for n in now if n not in old)):
+                value, new_value = old.get(name, _MISSING), now.get(name, _MISSING)
+                if not same_json(value, new_value):
+                    return f"task {task_id!r} {name} was {_said(value)}, now {_said(new_value)}"
             return f"task {task_id!r} metadata changed"
     return "configuration changed"
+
+
+def _said(value: Any) -> str:
+    return "unset" if value is _MISSING else repr(value)

@@ -59,6 +59,16 @@ async def _copy_one(source: CommitStore, destination: CommitStore, info: Benchma
             benchmark_id, info.config, created_at=info.created_at
         )
         # Check every trial before writing any, so a refused copy writes nothing.
+        if existed:
+            ours = {(k.task_id, k.trial) for k in keys}
+            async for chunk in destination.scan(benchmark_id):
+                for s in chunk:
+                    if (s.task_id, s.trial) not in ours:
+                        raise ConfigError(
+                            f"benchmark {benchmark_id!r} is in the destination with other "
+                            f"commits (task {s.task_id!r} trial {s.trial}, which the source "
+                            "does not have); refusing to copy it"
+                        )
         missing = []
         total = 0
         for key in keys:

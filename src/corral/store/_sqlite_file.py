@@ -15,7 +15,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from .._errors import ConfigError, CorralError, StoreError
+from .._errors import ConfigError, CorralError, StoreCorrupt, StoreError
 
 SCHEMA_VERSION = 3
 #: The tables of each schema version this code reads. Version 2 only added ``runs``
@@ -74,7 +74,13 @@ def check_file(path: Path, *, read_only: bool) -> bool:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise ConfigError(f"store path {where} {problem(exc)}; it was left unchanged") from exc
-    if row is None or tables != TABLES.get(int(row[0]) if row[0].isdigit() else 0):
+    version = row[0] if row is not None else None
+    if (
+        row is None
+        or not isinstance(version, str)
+        or not (version.isascii() and version.isdigit())
+        or tables != TABLES.get(int(version))
+    ):
         found = "no schema version" if row is None else f"schema version {row[0]}"
         raise ConfigError(
             f"store path {where} has {found}; this Corral reads versions 1 to {SCHEMA_VERSION}"
@@ -121,6 +127,9 @@ def problem(exc: BaseException) -> str:
 
 def store_error(path: Path, exc: BaseException) -> StoreError:
     """``exc`` (from sqlite3 or the OS) as one line naming the store and what is wrong."""
+    if isinstance(exc, sqlite3.Error) and str(exc).startswith("Could not decode to UTF-8"):
+        # Corral writes only UTF-8: text that is not was written behind its back.
+        return StoreCorrupt(f"store {str(path)!r} is corrupt: {exc}")
     return StoreError(f"store {str(path)!r} {problem(exc)}")
 
 

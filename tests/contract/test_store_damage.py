@@ -1,0 +1,180 @@
+"""Damage the store's checks missed: trial heads, a schema version, text that is not
+UTF-8, a changed value comparing equal on resume, a copy into a store that differs."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from corral.cli import main
+
+from .test_copy import BENCH
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("made")
+    bench, store = folder / "ops.py", folder / "store.db"
+    bench.write_text(BENCH)
+    assert invoke(["run", str(bench), "--store", str(store), "--no-progress"]).exit_code == 1
+    return bench, store
+
+
+def fresh(made: tuple[Path, Path], folder: Path) -> Path:
+    store = folder / "store.db"
+    shutil.copy(made[1], store)
+    return store
+
+
+def sql(store: Path, statement: str) -> None:
+    with closing(sqlite3.connect(store)) as db, db:
+        assert db.execute(statement).rowcount > 0
+
+
+HEAD_DAMAGE = {
+    "status unknown": "status = 'exploded'",
+    "working_time text": "working_time = 'x'",
+    "passed not a boolean": "passed = 5",
+    "done not a boolean": "done = 7",
+    "trial negative": "trial = -1",
+    "input_tokens negative": "input_tokens = -5",
+}
+
+
+@pytest.mark.parametrize("damage", list(HEAD_DAMAGE))
+@pytest.mark.parametrize("command", ["report", "run"])
+def test_a_damaged_trial_head_is_one_error_line(
+    made: tuple[Path, Path], tmp_path: Path, damage: str, command: str
+) -> None:
+    store = fresh(made, tmp_path)
+    sql(store, f"UPDATE trial_heads SET {HEAD_DAMAGE[damage]} WHERE task_id = 'even' AND trial = 0")
+    args = {
+        "report": ["report", "ops", "--store", str(store)],
+        "run": ["run", str(made[0]), "--store", str(store), "--no-progress"],
+    }[command]
+    result = invoke(args)
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and "is corrupt" in lines[-1], result.stderr
+
+
+def test_a_schema_version_of_non_ascii_digits_is_one_error_line(
+    made: tuple[Path, Path], tmp_path: Path
+) -> None:
+    store = fresh(made, tmp_path)
+    sql(store, "UPDATE meta SET value = '\u00b2' WHERE key = 'schema_version'")  # '²'.isdigit()
+    result = invoke(["report", "ops", "--store", str(store)])
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    assert "schema version" in result.stderr and str(store) in result.stderr
+
+
+# -- a changed configuration on resume ---------------------------------------------
+
+import corral  # noqa: E402
+from corral import BenchmarkTaskMetadata as Meta  # noqa: E402
+from corral.testing import FakeEnvironment, ScriptedAgent  # noqa: E402
+
+
+async def _run_twice(path: Path, first: Meta, second: Meta) -> None:
+    for meta in (first, second):
+        runner = corral.CorralRunner(
+            {"t": meta}, {"a": ScriptedAgent()}, {"e": FakeEnvironment()}, store=path
+        )
+        await runner.run("b")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (Meta("a", "e", target=0), Meta("a", "e", target=False)),
+        (Meta("a", "e", inputs={"x": 1}), Meta("a", "e", inputs={"x": True})),
+    ],
+    ids=["target 0 -> false", "input 1 -> true"],
+)
+async def test_a_value_changed_to_an_equal_comparing_bool_is_refused(
+    tmp_path: Path, first: Meta, second: Meta
+) -> None:
+    with pytest.raises(corral.ConfigError, match="different configuration"):
+        await _run_twice(tmp_path / "s.db", first, second)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "second, named",
+    [
+        (Meta("a", "e", target="x"), "target"),
+        (Meta("a", "e", metadata={"level": 2}), "metadata"),
+    ],
+)
+async def test_a_field_added_on_resume_is_named(tmp_path: Path, second: Meta, named: str) -> None:
+    with pytest.raises(corral.ConfigError) as caught:
+        await _run_twice(tmp_path / "s.db", Meta("a", "e"), second)
+    assert f"task 't' {named} was" in str(caught.value), str(caught.value)
+
+
+# -- corral copy into a store that already has the benchmark ------------------------
+
+from corral import Commit, MemoryStore, TrialKey  # noqa: E402
+
+
+@pytest.mark.anyio
+async def test_copy_refuses_a_destination_with_a_trial_the_source_lacks(tmp_path: Path) -> None:
+    """Each destination trial's history must be a prefix of the source's (the
+    docstring); one the source does not have at all is not, so the copy must not
+    report "verified" while the two stores give different reports."""
+    source, destination = MemoryStore(), corral.SQLiteStore(tmp_path / "d.db")
+    config = {"trials_per_task": 2, "tasks": {"t": {"agent_id": "a", "environment_id": "e"}}}
+    terminal = {"status": "completed", "output": 1, "attempts": 1, "state": None}
+    for store, trials in ((source, (0,)), (destination, (0, 1))):
+        async with store.opened():
+            await store.register_benchmark("b", config)
+            for trial in trials:
+                key = TrialKey("b", "t", trial)
+                await store.append(key, [Commit(0, "setup", {"state": None}, 1.0)])
+                await store.append(key, [Commit(1, "terminal", terminal, 2.0)])
+    with pytest.raises(corral.ConfigError, match="'b' is in the destination with other commits"):
+        await corral.copy_benchmarks(source, destination)
+
+
+@pytest.mark.parametrize(
+    "statement, command",
+    [
+        (
+            "UPDATE commits SET payload = CAST(x'7b22ff22' AS TEXT) "
+            "WHERE task_id = 'even' AND trial = 1 AND kind = 'terminal'",
+            "show",
+        ),
+        (
+            "UPDATE trial_heads SET error = CAST(x'ff' AS TEXT) "
+            "WHERE task_id = 'even' AND trial = 1",
+            "view",
+        ),
+    ],
+    ids=["payload not UTF-8 / show", "head error not UTF-8 / view"],
+)
+def test_text_that_is_not_utf8_is_a_corrupt_store(
+    made: tuple[Path, Path], tmp_path: Path, statement: str, command: str
+) -> None:
+    store = fresh(made, tmp_path)
+    sql(store, statement)
+    args = {
+        "show": ["show", "ops", "even", "1", "--store", str(store)],
+        "view": ["view", "--store", str(store), "--export", "ops", "-o", str(tmp_path / "o.html")],
+    }[command]
+    result = invoke(args)
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "is corrupt" in line and str(store) in line
