@@ -13,7 +13,6 @@ from typing import Any, Unpack
 
 import anyio.to_thread
 
-from . import history
 from ._budget import Budget
 from ._checks import non_negative_int
 from ._concurrency import ConcurrencyScopes, ScopeStatistics
@@ -30,7 +29,7 @@ from ._selection import select_samples
 from ._sources import TaskSource
 from ._suggest import did_you_mean
 from ._tools import check_tools
-from ._types import BenchmarkTaskMetadata, Commit, TrialStatus
+from ._types import BenchmarkTaskMetadata
 from .executor import Execution, Executor, LocalExecutor, Work
 from .history import StoredConfig
 from .report import BenchmarkReport
@@ -41,7 +40,7 @@ from .report._stored import stored_report
 from .runtime._retry import RetryPolicy
 from .scheduler import KnownKeys, Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._plan import across_models, check_models, scoring_plan
-from .store import CommitStore, TrialKey, open_store
+from .store import CommitStore, open_store
 from .store._config_diff import first_difference
 from .store._heads import TaskList
 from .store._runs import RunRecord
@@ -499,8 +498,7 @@ class CorralRunner:
                 if resume.rescoring:  # no closure: the tasks keep the last run's marks
                     runs = await self.store.runs(benchmark_id)
                     marks = frozenset(runs[-1].added if runs else ())
-                resume.settle()
-                await _reopen(self.store, benchmark_id, plan, resume.reopen, notify)
+                resume.settle()  # a rerun's reopen marker is written as its trial starts
                 loop = RunLoop(
                     plan=plan,
                     limits=limits,
@@ -650,27 +648,6 @@ def _used(
 
 def _check_benchmark_id(benchmark_id: object) -> None:
     check_id("benchmark_id", benchmark_id)
-
-
-async def _reopen(
-    store: CommitStore,
-    benchmark_id: str,
-    plan: RunPlan,
-    trials: Mapping[tuple[int, int], tuple[int, TrialStatus]],
-    notify: Observers,
-) -> None:
-    """Append the reopen marker of every trial given a fresh attempt, durably."""
-    if not trials:
-        return
-    now = time.time()
-    handed = []
-    for (t, r), (seq, status) in trials.items():
-        key = TrialKey(benchmark_id, plan.task_ids[t], r)
-        commit = Commit(seq, "reopen", history.encode(history.reopen(status)), now)
-        handed.append((store.enqueue(key, [commit]), key, commit))
-    for handle, key, commit in handed:
-        await handle.wait()
-        notify(key, commit)
 
 
 def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:

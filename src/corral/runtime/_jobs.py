@@ -81,6 +81,10 @@ class TrialJob:
     #: Model calls and failed tries that no commit has carried yet (None until the
     #: trial's first session: a job is sent to its host without one).
     calls: CallLog | None = None
+    #: A rerun whose reopen marker is not written yet: (its sequence number, the status
+    #: it reopens). The runtime writes it with the trial's first commit, so a run that
+    #: stops before the trial starts leaves its earlier attempt standing (and counted).
+    reopen: tuple[int, TrialStatus] | None = None
 
 
 @dataclass(slots=True)

@@ -44,6 +44,7 @@ from ..history import (
     encode,
     terminal,
 )
+from ..history import reopen as reopened
 from ..store._protocol import CommitStore, Pending, TrialKey
 from ._acks import Acks
 from ._jobs import Deferred, Previous, TrialJob
@@ -262,6 +263,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             # commit carried this usage and these calls (as a resumed trial, the calls
             # it had not recorded are lost with it).
             carried, plan.job.calls = NO_USAGE, None
+    if plan.job.reopen is not None:
+        _reopen(plan, projection)
     # A resumed trial goes on counting its attempts (and its retries left).
     attempt = max(attempt, len(plan.job.failed_attempts))
     clock = WorkClock(max(plan.job.worked, projection.worked))
@@ -334,6 +337,20 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             failure = error_fields(error)
             await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried, clock)
     return _outcome(plan, projection)
+
+
+def _reopen(plan: TrialPlan, projection: Projection) -> None:
+    """Hand over the reopen marker of the rerun this job starts, unless it landed
+    already (from a host that died since, say): not waited for, as a setup is not; what
+    the attempt writes after it lands after it."""
+    assert plan.job.reopen is not None
+    seq, status = plan.job.reopen
+    plan.job.reopen = None  # a deferred job goes on past it
+    if projection.next_seq != seq:
+        return
+    commit = Commit(seq, CommitKind.REOPEN, encode(reopened(status)), time.time())
+    plan.acks.add(plan.store.enqueue(plan.key, [commit]), plan.key, [commit])
+    projection.apply(commit)
 
 
 def _deadline(timeout: float | None) -> float:

@@ -73,7 +73,7 @@ class Resume:
             if record.status in self._rerun:
                 self.reopen[(t, r)] = (s.next_seq, record.status)
                 self.partial.add((t, r))
-                self.heads[(t, r)] = s.next_seq + 1  # after its reopen marker
+                self.heads[(t, r)] = s.next_seq  # its reopen marker, written as it starts
                 continue
             self.statuses[t * n + r] = STATUS_CODES[record.status]
             if record.status == TrialStatus.UNREACHABLE:
@@ -93,6 +93,35 @@ class Resume:
             if r + 1 < n and (best is None or best.trial < r):  # as `Handoffs.finished`
                 self.previous[t] = Previous(r, record.evaluation, record.state)
 
+    def _reopen_unreachable(self, t: int, r: int, seq: int) -> None:
+        n = self.plan.trials_per_task
+        self.phases[t * n + r] = Phase.PENDING
+        self.statuses[t * n + r] = 0
+        self.finished -= 1
+        self.records.remove(self.plan.task_ids[t], r)
+        self.partial.add((t, r))
+        self.reopen[(t, r)] = (seq, TrialStatus.UNREACHABLE)
+        self.heads[(t, r)] = seq  # its reopen marker, written as it starts
+
+    def _reachable_again(self) -> list[tuple[int, int]]:
+        """Reopen the unreachable trials none of whose parents (of the same round) ended
+        without completing any more: each has completed since, or runs again. A rerun
+        writes a trial's reopen marker only as it starts, so a run that stopped after a
+        parent's rerun began, and before its child could start, leaves the child's
+        record standing."""
+        n, done = self.plan.trials_per_task, STATUS_CODES[TrialStatus.COMPLETED]
+        partial = self.partial
+        found = []
+        for (t, r), seq in list(self._unreachable_seq.items()):
+            parents = self.plan.parents[t]
+            if parents and all(
+                self.statuses[p * n + r] == done or (p, r) in partial for p in parents
+            ):
+                del self._unreachable_seq[(t, r)]
+                self._reopen_unreachable(t, r, seq)
+                found.append((t, r))
+        return found
+
     @property
     def rescoring(self) -> bool:
         return self._rescore is not None
@@ -106,21 +135,16 @@ class Resume:
         """After the last chunk: reopen the unreachable descendants of reopened trials
         (their parents may now give an output); with ``rescore``, nothing else runs."""
         self._index = None
-        n = self.plan.trials_per_task
         todo = list(self.reopen)
+        if self._rescore is None:
+            todo += self._reachable_again()
         while todo:
             t, r = todo.pop()
             for c in self.plan.children[t]:
                 seq = self._unreachable_seq.pop((c, r), None)
                 if seq is None:
                     continue
-                self.phases[c * n + r] = Phase.PENDING
-                self.statuses[c * n + r] = 0
-                self.finished -= 1
-                self.records.remove(self.plan.task_ids[c], r)
-                self.partial.add((c, r))
-                self.reopen[(c, r)] = (seq, TrialStatus.UNREACHABLE)
-                self.heads[(c, r)] = seq + 1
+                self._reopen_unreachable(c, r, seq)
                 todo.append((c, r))
         if self._rescore is not None:
             # Unfinished trials are left for a later run.

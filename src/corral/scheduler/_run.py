@@ -33,7 +33,7 @@ from .._types import (
     TrialStatus,
 )
 from ..executor._protocol import RunContext
-from ..history import encode, terminal
+from ..history import encode, reopen, terminal
 from ..runtime._acks import Acks, Notify
 from ..runtime._jobs import EvalJob, Evaluated, Executed, Job, Postponed, Previous, Result, TrialJob
 from ..runtime._retry import error_fields
@@ -235,6 +235,7 @@ class RunLoop:
             budget=self.budget.under(meta),
             head=self._heads.pop((t, r), 0) if self._heads else 0,
             facts=(self._names[t], meta),
+            reopen=self._reopened.get((t, r)) if self._reopened else None,
         )
 
     def _eval_job(self, t: int, r: int) -> EvalJob:
@@ -351,6 +352,14 @@ class RunLoop:
         if (stalled := self._stalled()) is not None:  # pragma: no cover
             raise stalled
 
+    def _marker(self, t: int, r: int, seq: int) -> list[Commit]:
+        """The reopen marker of trial (t, r) if it is a rerun whose marker is not in the
+        store (its next sequence number is the marker's): to write before its terminal."""
+        reopened = self._reopened.get((t, r))
+        if reopened is None or reopened[0] != seq:
+            return []
+        return [Commit(seq, "reopen", encode(reopen(reopened[1])), time.time())]
+
     async def _record_unreadable(self, t: int, r: int, exc: CorralError) -> TrialRecord:
         """Trial (t, r) cannot start: its task's inputs could not be read (a task file
         changed during the run). It ends ``error`` at once; no retry would help."""
@@ -361,9 +370,11 @@ class RunLoop:
             history = await self.store.history(key)
             seq = history[-1].seq + 1 if history else 0
         payload = terminal(TrialStatus.ERROR, attempts=0, failure=error_fields(exc))
-        commit = Commit(seq, "terminal", encode(payload), time.time())
-        await self.store.enqueue(key, [commit]).wait()  # the runtime's own: checked
-        self.acks.durable(key, [commit])
+        commits = self._marker(t, r, seq)
+        commits.append(Commit(seq + len(commits), "terminal", encode(payload), time.time()))
+        await self.store.enqueue(key, commits).wait()  # the runtime's own: checked
+        self.acks.durable(key, commits)
+        commit = commits[-1]
         self._partial.discard((t, r))
         self._heads.pop((t, r), None)
         return record_of(
@@ -391,12 +402,15 @@ class RunLoop:
             cause={"task_id": parent_id, "status": str(parent_status)},
         )
         key = self._key(t, r)
-        # A reopened trial's history goes on after its reopen marker.
+        # A reopened trial's history goes on with its reopen marker, written here: the
+        # trial never started, so nothing wrote it.
         reopened = self._reopened.get((t, r))
-        seq = 0 if reopened is None else reopened[0] + 1
-        commit = Commit(seq, "terminal", encode(payload), time.time())
-        await self.store.enqueue(key, [commit]).wait()  # the runtime's own: checked
-        self.acks.durable(key, [commit])
+        seq = 0 if reopened is None else reopened[0]
+        commits = self._marker(t, r, seq)
+        commits.append(Commit(seq + len(commits), "terminal", encode(payload), time.time()))
+        await self.store.enqueue(key, commits).wait()  # the runtime's own: checked
+        self.acks.durable(key, commits)
+        commit = commits[-1]
         self._remember(
             t,
             record_of(
