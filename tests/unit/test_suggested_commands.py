@@ -30,6 +30,7 @@ def _demo(tmp_path: Path, benchmark_id: str):
     )
 
 
+@pytest.mark.slow  # runs the whole demo
 def test_demo_prints_a_benchmark_id_with_brackets_as_written(tmp_path: Path) -> None:
     # A valid id (README: non-empty, <= 200 characters, no control characters).
     result = _demo(tmp_path, "x[/]y")
@@ -40,12 +41,14 @@ def test_demo_prints_a_benchmark_id_with_brackets_as_written(tmp_path: Path) -> 
     assert "benchmark id x[/]y" in result.output
 
 
+@pytest.mark.slow  # runs the whole demo
 def test_demo_does_not_treat_a_benchmark_id_as_markup(tmp_path: Path) -> None:
     result = _demo(tmp_path, "my [red]demo")
     assert result.exit_code == 0
     assert "benchmark id my [red]demo" in result.output
 
 
+@pytest.mark.slow  # runs the whole demo
 def test_demos_next_commands_parse_back_to_its_id_and_store(tmp_path: Path) -> None:
     benchmark_id = "my demo"
     result = _demo(tmp_path, benchmark_id)
