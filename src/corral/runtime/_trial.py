@@ -115,6 +115,12 @@ class _Writer:
         self.told = projection.next_seq
         self._pending: deque[tuple[Pending, list[Commit]]] = deque()
 
+    def adopt(self, handle: Pending, commits: list[Commit]) -> None:
+        """Take ``commits``, handed over before this writer's own, as the first of its
+        pending appends (a rerun's reopen marker): observers hear of them first."""
+        self._pending.appendleft((handle, commits))
+        self.told = commits[0].seq
+
     def hand_over(self) -> None:
         """The attempt is over: the run acknowledges what is still on its way.
 
@@ -254,8 +260,13 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     carried = plan.job.carried_usage
     scratch = plan.job.scratch
     projection = Projection()
+    # A rerun's reopen marker, handed over as the trial starts: the first writer waits
+    # for it as for its own commits (so observers hear of it first).
+    marker: tuple[Pending, list[Commit]] | None = None
     if plan.job.may_have_history:
         projection = Projection.of(await plan.store.history(plan.key))
+        if plan.job.reopen is not None:  # before what the attempt takes from its history
+            marker = _reopen(plan, projection)
         if len(projection.failed_attempts) > len(plan.job.failed_attempts):  # resumed
             plan.job.failed_attempts = [dict(f) for f in projection.failed_attempts]
         if plan.job.deferrals and projection.next_seq > plan.job.deferred_at:
@@ -263,8 +274,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             # commit carried this usage and these calls (as a resumed trial, the calls
             # it had not recorded are lost with it).
             carried, plan.job.calls = NO_USAGE, None
-    if plan.job.reopen is not None:
-        _reopen(plan, projection)
+    assert plan.job.reopen is None  # a reopened trial has a history, read above
     # A resumed trial goes on counting its attempts (and its retries left).
     attempt = max(attempt, len(plan.job.failed_attempts))
     clock = WorkClock(max(plan.job.worked, projection.worked))
@@ -274,6 +284,9 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         session = await _session(plan, projection, attempt, scratch)
         session._usage, carried = carried, NO_USAGE
         writer = _Writer(plan, projection, session, clock)
+        if marker is not None:
+            writer.adopt(*marker)
+            marker = None
         error: BaseException | None = None
         # Why the attempt was cut short: "timeout" or "working_time_limit".
         cut: str | None = None
@@ -339,18 +352,19 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     return _outcome(plan, projection)
 
 
-def _reopen(plan: TrialPlan, projection: Projection) -> None:
+def _reopen(plan: TrialPlan, projection: Projection) -> tuple[Pending, list[Commit]] | None:
     """Hand over the reopen marker of the rerun this job starts, unless it landed
-    already (from a host that died since, say): not waited for, as a setup is not; what
-    the attempt writes after it lands after it."""
+    already (from a host that died since, say), and fold it in: not waited for, as a
+    setup is not; what the attempt writes after it lands after it."""
     assert plan.job.reopen is not None
     seq, status = plan.job.reopen
     plan.job.reopen = None  # a deferred job goes on past it
     if projection.next_seq != seq:
-        return
+        return None
     commit = Commit(seq, CommitKind.REOPEN, encode(reopened(status)), time.time())
-    plan.acks.add(plan.store.enqueue(plan.key, [commit]), plan.key, [commit])
+    handle = plan.store.enqueue(plan.key, [commit])
     projection.apply(commit)
+    return handle, [commit]
 
 
 def _deadline(timeout: float | None) -> float:

@@ -404,8 +404,13 @@ class RunLoop:
         key = self._key(t, r)
         # A reopened trial's history goes on with its reopen marker, written here: the
         # trial never started, so nothing wrote it.
+        # A partial one (a store an earlier version left: its marker written before it
+        # ran) goes on from its head.
         reopened = self._reopened.get((t, r))
-        seq = 0 if reopened is None else reopened[0]
+        if reopened is not None:
+            seq = reopened[0]
+        else:
+            seq = self._heads.pop((t, r), 0) if self._heads else 0
         commits = self._marker(t, r, seq)
         commits.append(Commit(seq + len(commits), "terminal", encode(payload), time.time()))
         await self.store.enqueue(key, commits).wait()  # the runtime's own: checked
