@@ -208,13 +208,7 @@ async def test_an_old_store_with_up_front_markers_resumes_a_child_left_unreachab
     tasks = {"p": Meta("a", "e"), "c": Meta("a", "e", dependencies=("p",))}
 
     def make() -> corral.CorralRunner:
-        return corral.CorralRunner(
-            tasks,
-            {"a": Agent()},
-            {"e": FakeEnvironment()},
-            store=store,
-            retry_policy=corral.RetryPolicy(max_retries=0, backoff_base=0),
-        )
+        return _no_retries(tasks, Agent(), store)
 
     first = await make().run("b", k_values=(1,))
     assert first.counts["unreachable"] == 1 and first.counts["error"] == 1
@@ -252,13 +246,7 @@ async def test_observers_hear_every_commit_of_a_rerun_once_in_order(
     }
 
     def make() -> corral.CorralRunner:
-        return corral.CorralRunner(
-            tasks,
-            {"a": Agent()},
-            {"e": FakeEnvironment()},
-            store=store,
-            retry_policy=corral.RetryPolicy(max_retries=0, backoff_base=0),
-        )
+        return _no_retries(tasks, Agent(), store)
 
     await make().run("b", trials_per_task=2, k_values=(1,))
     before = {}
@@ -299,3 +287,11 @@ async def test_observers_hear_every_commit_of_a_rerun_once_in_order(
                 assert [c.seq for c in h] == list(range(len(h)))
                 assert heard.get((t, r), []) == list(range(before[(t, r)], len(h))), (t, r)
                 assert [c.kind for c in h].count("reopen") == 1, (t, r, [c.kind for c in h])
+
+
+def _no_retries(
+    tasks: dict[str, Meta], agent: Any, store: corral.CommitStore
+) -> corral.CorralRunner:
+    return corral.CorralRunner(
+        tasks, {"a": agent}, {"e": FakeEnvironment()}, store=store, retry_policy=NO_BACKOFF
+    )
