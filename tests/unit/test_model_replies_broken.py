@@ -80,8 +80,9 @@ async def test_a_body_that_does_not_decompress_is_a_failed_try_in_the_transcript
     bad = HostileReply.raw(OK, headers={"content-encoding": "gzip"})
     record, history, _ = await run_one(bad)
     assert str(record.status) == "completed"
-    (failed,) = failed_tries(history)
-    assert failed["error"].startswith("ModelUnavailable")
+    # Its first try, the bad body; on a loaded machine a try after it may fail too.
+    failed = failed_tries(history)
+    assert failed and failed[0]["error"].startswith("ModelUnavailable"), failed
 
 
 # -- 2. JSON nested too deeply for the decoder ---------------------------------------
@@ -99,8 +100,10 @@ async def test_deeply_nested_json_is_a_model_error_not_a_recursion_error(status:
 async def test_deeply_nested_json_is_a_failed_try_in_the_transcript() -> None:
     record, history, _ = await run_one(HostileReply.raw(b"[" * 100_000))
     assert str(record.status) == "completed"
-    (failed,) = failed_tries(history)
-    assert failed["error"].startswith("ModelUnavailable")
+    # Its first try, the nested body; on a loaded machine a try after it may fail too.
+    failed = failed_tries(history)
+    assert failed and failed[0]["error"].startswith("ModelUnavailable"), failed
+    assert "recursion" in failed[0]["error"], failed
 
 
 # -- 3. A rate-limit reset too large for a float -------------------------------------
