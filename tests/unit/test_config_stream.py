@@ -130,6 +130,7 @@ def _plan(n: int) -> Any:
     return build_plan(tasks, None, include_dependencies=True, trials_per_task=1)
 
 
+@pytest.mark.slow  # 20,000 tasks registered in three stores, their memory traced
 def test_registering_holds_no_dict_of_every_task(tmp_path: Path) -> None:
     plan = _plan(20_000)
     size = len(dumps(plan.config()))  # 3.4 MB of text; the dict takes some 4x that
