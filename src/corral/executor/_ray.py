@@ -207,17 +207,15 @@ class RayExecutor:
 def _wanted(options: Mapping[str, Any]) -> dict[str, float]:
     """The resources besides CPUs one host asks for (``num_gpus``, ``memory``,
     ``resources``), by Ray's name for them."""
-    wanted: dict[str, float] = {}
-    for option, resource in (("num_gpus", "GPU"), ("memory", "memory")):
-        amount = options.get(option)
-        if isinstance(amount, int | float) and not isinstance(amount, bool) and amount > 0:
-            wanted[resource] = float(amount)
+    asked = [("GPU", options.get("num_gpus")), ("memory", options.get("memory"))]
     custom = options.get("resources")
     if isinstance(custom, Mapping):
-        for resource, amount in custom.items():
-            if isinstance(amount, int | float) and not isinstance(amount, bool) and amount > 0:
-                wanted[str(resource)] = float(amount)
-    return wanted
+        asked += [(str(resource), amount) for resource, amount in custom.items()]
+    return {
+        resource: float(amount)
+        for resource, amount in asked
+        if isinstance(amount, int | float) and not isinstance(amount, bool) and amount > 0
+    }
 
 
 def _mapping(name: str, value: Mapping[str, Any] | None) -> Mapping[str, Any]:

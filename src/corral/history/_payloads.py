@@ -342,15 +342,14 @@ def model_call(
     sent, cut = capped(list(messages), limit)
     thinking = tuple(_recordable_block(b) for b in thinking)
     (finish_reason,), _ = capped([finish_reason], limit)
-    # The text beside tool calls is kept whole, as thinking is: the conversation of
-    # the next turn sends it back from here, and must send what the model wrote.
-    whole = text if tool_calls else None
     values, more = capped(
         [None if tool_calls else text, None if thinking else reasoning, error], limit
     )
     cut += more
-    if tool_calls:
-        values[0] = None if whole is None else recordable_text(whole)
+    if tool_calls and text is not None:
+        # The text beside tool calls is kept whole, as thinking is: the conversation of
+        # the next turn sends it back from here, and must send what the model wrote.
+        values[0] = recordable_text(text)
     if thinking:
         values[1] = thinking_text(thinking)
     calls = []

@@ -12,13 +12,23 @@ changed once handed over (a frozen one's ``__init__`` costs several times more).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._budget import NO_BUDGET, Budget
 from .._records import ScoringFacts
-from .._types import NO_USAGE, BenchmarkTaskMetadata, Evaluation, TrialRecord, TrialStatus, Usage
+from .._types import (
+    NO_USAGE,
+    BenchmarkTaskMetadata,
+    Commit,
+    Evaluation,
+    TrialRecord,
+    TrialStatus,
+    Usage,
+)
+from ..history import CommitKind, encode, reopen
 from ._model_calls import CallLog  # noqa: TC001 (a dataclass field's type)
 
 
@@ -85,6 +95,13 @@ class TrialJob:
     #: it reopens). The runtime writes it with the trial's first commit, so a run that
     #: stops before the trial starts leaves its earlier attempt standing (and counted).
     reopen: tuple[int, TrialStatus] | None = None
+
+
+def reopen_marker(seq: int, status: TrialStatus) -> Commit:
+    """The reopen marker of a rerun (`TrialJob.reopen`: its sequence number, the status
+    it reopens), made now: written as the trial starts, or with its terminal when it
+    ends without starting (unreachable, unreadable)."""
+    return Commit(seq, CommitKind.REOPEN, encode(reopen(status)), time.time())
 
 
 @dataclass(slots=True)

@@ -44,10 +44,9 @@ from ..history import (
     encode,
     terminal,
 )
-from ..history import reopen as reopened
 from ..store._protocol import CommitStore, Pending, TrialKey
 from ._acks import Acks
-from ._jobs import Deferred, Previous, TrialJob
+from ._jobs import Deferred, Previous, TrialJob, reopen_marker
 from ._model_calls import CallLog
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
@@ -361,7 +360,7 @@ def _reopen(plan: TrialPlan, projection: Projection) -> tuple[Pending, list[Comm
     plan.job.reopen = None  # a deferred job goes on past it
     if projection.next_seq != seq:
         return None
-    commit = Commit(seq, CommitKind.REOPEN, encode(reopened(status)), time.time())
+    commit = reopen_marker(seq, status)
     handle = plan.store.enqueue(plan.key, [commit])
     projection.apply(commit)
     return handle, [commit]

@@ -33,9 +33,19 @@ from .._types import (
     TrialStatus,
 )
 from ..executor._protocol import RunContext
-from ..history import encode, reopen, terminal
+from ..history import TerminalPayload, encode, terminal
 from ..runtime._acks import Acks, Notify
-from ..runtime._jobs import EvalJob, Evaluated, Executed, Job, Postponed, Previous, Result, TrialJob
+from ..runtime._jobs import (
+    EvalJob,
+    Evaluated,
+    Executed,
+    Job,
+    Postponed,
+    Previous,
+    Result,
+    TrialJob,
+    reopen_marker,
+)
 from ..runtime._retry import error_fields
 from ..store._protocol import CommitStore, TrialKey
 from ._admission import Admission, Start, StartKind, Statistics
@@ -352,13 +362,18 @@ class RunLoop:
         if (stalled := self._stalled()) is not None:  # pragma: no cover
             raise stalled
 
-    def _marker(self, t: int, r: int, seq: int) -> list[Commit]:
-        """The reopen marker of trial (t, r) if it is a rerun whose marker is not in the
-        store (its next sequence number is the marker's): to write before its terminal."""
+    async def _end_unrun(self, t: int, r: int, seq: int, payload: TerminalPayload) -> Commit:
+        """Write trial (t, r)'s terminal (``payload``) at ``seq``, after its reopen marker
+        if it is a rerun whose marker is not in the store yet (its next sequence number
+        is the marker's): the trial never started, so nothing wrote it. Returns the
+        terminal, durable and heard of."""
+        key = self._key(t, r)
         reopened = self._reopened.get((t, r))
-        if reopened is None or reopened[0] != seq:
-            return []
-        return [Commit(seq, "reopen", encode(reopen(reopened[1])), time.time())]
+        commits = [reopen_marker(seq, reopened[1])] if reopened and reopened[0] == seq else []
+        commits.append(Commit(seq + len(commits), "terminal", encode(payload), time.time()))
+        await self.store.enqueue(key, commits).wait()  # the runtime's own: checked
+        self.acks.durable(key, commits)
+        return commits[-1]
 
     async def _record_unreadable(self, t: int, r: int, exc: CorralError) -> TrialRecord:
         """Trial (t, r) cannot start: its task's inputs could not be read (a task file
@@ -370,11 +385,7 @@ class RunLoop:
             history = await self.store.history(key)
             seq = history[-1].seq + 1 if history else 0
         payload = terminal(TrialStatus.ERROR, attempts=0, failure=error_fields(exc))
-        commits = self._marker(t, r, seq)
-        commits.append(Commit(seq + len(commits), "terminal", encode(payload), time.time()))
-        await self.store.enqueue(key, commits).wait()  # the runtime's own: checked
-        self.acks.durable(key, commits)
-        commit = commits[-1]
+        commit = await self._end_unrun(t, r, seq, payload)
         self._partial.discard((t, r))
         self._heads.pop((t, r), None)
         return record_of(
@@ -402,20 +413,14 @@ class RunLoop:
             cause={"task_id": parent_id, "status": str(parent_status)},
         )
         key = self._key(t, r)
-        # A reopened trial's history goes on with its reopen marker, written here: the
-        # trial never started, so nothing wrote it.
-        # A partial one (a store an earlier version left: its marker written before it
-        # ran) goes on from its head.
+        # A reopened trial's history goes on at its reopen marker; a partial one (a store
+        # an earlier version left: its marker written before it ran) from its head.
         reopened = self._reopened.get((t, r))
         if reopened is not None:
             seq = reopened[0]
         else:
             seq = self._heads.pop((t, r), 0) if self._heads else 0
-        commits = self._marker(t, r, seq)
-        commits.append(Commit(seq + len(commits), "terminal", encode(payload), time.time()))
-        await self.store.enqueue(key, commits).wait()  # the runtime's own: checked
-        self.acks.durable(key, commits)
-        commit = commits[-1]
+        commit = await self._end_unrun(t, r, seq, payload)
         self._remember(
             t,
             record_of(

@@ -224,23 +224,30 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
             raise ValueError("its key is not (text, integer)")
         if type(attempts) is not int or type(commits) is not int:
             raise ValueError("its counts are not integers")
+        if not 0 <= trial < MAX_TRIALS_PER_TASK:
+            raise ValueError(f"its trial {trial!r} is not in 0..{MAX_TRIALS_PER_TASK - 1:,}")
+        if next_seq < 0:
+            raise ValueError(f"its next sequence number {next_seq!r} is negative")
+        if done not in (0, 1) or passed not in (0, 1):
+            raise ValueError(f"its done {done!r} or passed {passed!r} is not 0 or 1")
+        if status is not None and status not in _STATUSES:
+            raise ValueError(f"its status {status!r} is none of {', '.join(sorted(_STATUSES))}")
+        if attempts < 0 or commits < 0:
+            raise ValueError("its counts are negative")
+        if working_time is not None and type(working_time) not in (int, float):
+            raise ValueError(f"its working time {working_time!r} is not a number")
         if not (
-            0 <= trial < MAX_TRIALS_PER_TASK
-            and 0 <= next_seq
-            and done in (0, 1)
-            and passed in (0, 1)
-            and (status is None or status in _STATUSES)
-            and attempts >= 0
-            and commits >= 0
-            and (working_time is None or type(working_time) in (int, float))
-            and type(input_tokens) is int
+            type(input_tokens) is int
             and type(output_tokens) is int
+            and type(cost) in (int, float)
             and input_tokens >= 0
             and output_tokens >= 0
-            and type(cost) in (int, float)
             and cost >= 0
         ):
-            raise ValueError(_head_problem(row))
+            raise ValueError(
+                f"its usage ({input_tokens!r}, {output_tokens!r}, {cost!r}) is not "
+                "non-negative numbers"
+            )
         # The tuple made directly: a head is read per trial of a report (100,000 of
         # them), and the named tuple's own constructor costs a third of the read.
         return _new_head(
@@ -278,32 +285,6 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
 
 _new_head = tuple.__new__
 _STATUSES = frozenset(str(s) for s in TrialStatus)
-
-
-def _head_problem(row: Sequence[Any]) -> str:
-    """What is wrong with a head row whose key and counts are integers (in words)."""
-    trial, next_seq, done, status, passed = row[1], row[2], row[3], row[4], row[5]
-    attempts, commits, tin, tout, cost, worked = (
-        row[10],
-        row[11],
-        row[14],
-        row[15],
-        row[16],
-        row[18],
-    )
-    if not 0 <= trial < MAX_TRIALS_PER_TASK:
-        return f"its trial {trial!r} is not in 0..{MAX_TRIALS_PER_TASK - 1:,}"
-    if next_seq < 0:
-        return f"its next sequence number {next_seq!r} is negative"
-    if done not in (0, 1) or passed not in (0, 1):
-        return f"its done {done!r} or passed {passed!r} is not 0 or 1"
-    if status is not None and status not in _STATUSES:
-        return f"its status {status!r} is none of {', '.join(sorted(_STATUSES))}"
-    if attempts < 0 or commits < 0:
-        return "its counts are negative"
-    if worked is not None and type(worked) not in (int, float):
-        return f"its working time {worked!r} is not a number"
-    return f"its usage ({tin!r}, {tout!r}, {cost!r}) is not non-negative numbers"
 
 
 def _calls(text: Any) -> dict[str, CallCounts]:

@@ -187,16 +187,11 @@ async def task_page(
     }
 
 
-def previous_trial(commits: Sequence[Commit]) -> int | None:
+def previous_trial(commits: list[Commit]) -> int | None:
     """The earlier trial whose evaluation this one was shown (recorded with the setup of
     its latest attempt, the one the report uses)."""
     # A reopen (a rerun) starts a fresh attempt with its own setup: the latest counts.
-    setup = None
-    for c in reversed(commits):
-        if c.kind == "reopen":
-            break
-        if c.kind == "setup":
-            setup = c
+    setup = next((c for c in history.latest_attempt(commits) if c.kind == "setup"), None)
     if setup is None:
         return None
     payload = history.decode(setup)
