@@ -36,6 +36,9 @@ def test_a_poll_sent_again_many_times_leaves_room_for_the_hosts_other_calls(
     host = actor_class(ray, HostActor, {**own, "num_cpus": 0}).remote(
         ray.cloudpickle.dumps(spec), 0
     )
+    # Started (its process up, its code imported) before anything below is timed: a
+    # loaded machine may take long to start a Ray worker, which is not what is tested.
+    ray.get(host.pid.remote(), timeout=120)
     host.serve.remote()
     try:
         # An idle host's round-1 poll, and the same round sent again after each of 15
