@@ -341,20 +341,16 @@ def test_the_report_table_shares_equal_named_scores_only() -> None:
     assert list(kept[3].scores) == ["f1", "exact"]  # type: ignore[union-attr]
 
 
-#: A lone capital "I" (or "A") is read as a choice among the default letters: telling
-#: the pronoun from the letter ("A is correct") needs a decision, not a regex tweak.
-_PRONOUN = "known: a lone 'I' before a word is read as choice I with the default letters"
-
-
 @pytest.mark.parametrize(
     ("output", "chosen"),
     [
-        pytest.param(
-            "So I pick B",  # the pronoun is no choice, with the default letters too
-            "B",
-            marks=pytest.mark.xfail(strict=True, reason=_PRONOUN),
-        ),
-        pytest.param("I think it's C.", "C", marks=pytest.mark.xfail(strict=True, reason=_PRONOUN)),
+        ("So I pick B", "B"),  # the pronoun is no choice, with the default letters too
+        ("I think it's C.", "C"),
+        ("I'm sure: D", "D"),
+        ("A good guess would be E", "E"),  # the article is no choice either
+        ("A is correct.", "A"),  # but a letter that "is" something was chosen
+        ("The last one, I", "I"),  # a lone I at the end is the letter
+        ("I is the answer", "I"),
         ("The answer is a bit tricky, but it is (C).", "C"),  # "a" is an article here
         ("The answer: b", "B"),  # a small letter on its own is a choice
     ],

@@ -117,6 +117,10 @@ _CHOICE_PATTERNS = (
 
 
 _WORD_AFTER = re.compile(r"\s+\w")
+#: After a lone capital "I" or "A", what makes it the pronoun or the article ("I think",
+#: "I'm", "A good guess"), not a choice: a small word other than "is" or "was" ("A is
+#: correct" chose A), or an apostrophe.
+_PRONOUN_AFTER = re.compile(r"'|\s+(?!(?:is|was)\b)[a-z]")
 
 
 class _Choice(Scorer):
@@ -139,6 +143,12 @@ class _Choice(Scorer):
                 # "the answer is a bit ...": a small letter running on into a word is
                 # an article or a pronoun, not a choice ("answer: b" is one).
                 if letter.islower() and _WORD_AFTER.match(text, found.end(1)):
+                    continue
+                if (
+                    regex is self.regexes[-1]
+                    and letter in "AI"
+                    and _PRONOUN_AFTER.match(text, found.end(1))
+                ):
                     continue
                 return letter.upper()
         return None
