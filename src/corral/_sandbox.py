@@ -10,12 +10,14 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import Process
 
 from ._checks import positive_int, seconds
@@ -190,34 +192,35 @@ async def sandbox(
     fd = _memfd(encode_files(work_files)) if work_files else None
     started, status = _memfd(b""), _memfd(b"")
     try:
-        inner = wrapper_command(
-            argv,
-            workdir=WORKDIR,
-            limits=limits,
-            # As root, a uid of its own: root is never held to a process limit.
-            uid=FIRST_UID + random.randrange(UIDS) if as_root else None,
-            files_fd=fd,
-            isolated=True,
-            started_fd=started,
-            status_fd=status,
-        )
-        outer = bwrap_command(
-            bwrap,
-            inner,
-            network=network,
-            disk=disk,
-            read_only=[*interpreter_folders(), *shown],
-            env=_environment(WORKDIR, extra_env),
-            as_root=as_root,
-        )
-        ended = await run_bounded(
-            tuple(outer),
-            data,
-            timeout,
-            pass_fds=(started, status) if fd is None else (fd, started, status),
-            max_output=max_output,
-            kill=_kill_sandbox,
-        )
+        # As root, a uid of its own: root is never held to a process limit.
+        with _own_uid() if as_root else nullcontext(None) as uid:
+            inner = wrapper_command(
+                argv,
+                workdir=WORKDIR,
+                limits=limits,
+                uid=uid,
+                files_fd=fd,
+                isolated=True,
+                started_fd=started,
+                status_fd=status,
+            )
+            outer = bwrap_command(
+                bwrap,
+                inner,
+                network=network,
+                disk=disk,
+                read_only=[*interpreter_folders(), *shown],
+                env=_environment(WORKDIR, extra_env),
+                as_root=as_root,
+            )
+            ended = await run_bounded(
+                tuple(outer),
+                data,
+                timeout,
+                pass_fds=(started, status) if fd is None else (fd, started, status),
+                max_output=max_output,
+                kill=_kill_sandbox,
+            )
         began = os.pread(started, 1, 0) == b"1"
         own = os.pread(status, 32, 0)
     finally:
@@ -382,6 +385,31 @@ def _bwrap_failed(ended: Ended) -> bool:
         and not ended.timed_out
         and ended.stderr.startswith(b"bwrap: ")
     )
+
+
+#: The uids this event loop's sandboxes started as root hold while they run.
+_held_uids: anyio.lowlevel.RunVar[set[int]] = anyio.lowlevel.RunVar("corral_sandbox_uids")
+
+
+@contextmanager
+def _own_uid(draw: Callable[[int], int] = random.randrange) -> Iterator[int]:
+    """A uid for one sandbox started as root, none of this event loop's other running
+    sandboxes holds: a process limit counts all of one uid's processes, so two
+    sandboxes sharing a uid would share one limit (drawn at random: about once in
+    16,000 sandboxes with 64 at once). Other processes draw at random."""
+    try:
+        held = _held_uids.get()
+    except LookupError:
+        held = set()
+        _held_uids.set(held)
+    uid = FIRST_UID + draw(UIDS)
+    while uid in held:
+        uid = FIRST_UID + (uid - FIRST_UID + 1) % UIDS
+    held.add(uid)
+    try:
+        yield uid
+    finally:
+        held.discard(uid)
 
 
 def _kill_sandbox(process: Process) -> None:
