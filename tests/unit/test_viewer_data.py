@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -323,6 +324,62 @@ async def test_requests_at_once_share_one_load() -> None:
             both.start_soon(ask)
             both.start_soon(ask)
         assert got[0] is got[1] and (await cache.newest("b")).version == 1
+        tg.cancel_scope.cancel()
+
+
+async def test_the_cache_keeps_the_most_recently_used_loads_and_reloads_a_dropped_one() -> None:
+    """Every benchmark opened was kept for the server's life (227 MB at one open
+    100,000-trial benchmark, more with each one opened); only the `keep` most recently
+    used are now. A dropped one is freed, and read again from the store when asked."""
+    store = MemoryStore()
+    for b in ("a", "b", "c"):
+        await store.register_benchmark(b, CONFIG)
+        await store.append(TrialKey(b, "t", 0), ended("completed", True, 0.0))
+        await store.append(TrialKey(b, "t", 1), ended("completed", b != "b", 1.0))
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, keep=2)
+        a = await cache.newest("a")
+        dropped = weakref.ref(await cache.newest("b"))
+        assert await cache.get("a") is a  # a used after b
+        await cache.newest("c")
+        await cache.get("c")  # held now: b, the least recently used, is dropped
+        gc.collect()
+        assert dropped() is None
+        # The benchmarks page's line of it is kept: not read again while unchanged.
+        line = await cache.brief("b")
+        assert (line.version, line.pass_at_k, line.errors) == (2, {1: 0.5, 2: 1.0}, 0)
+        assert await cache.get("a") is a  # still held: not read again
+        b = await cache.newest("b")  # read again, and served as before
+        assert b.version == 4 and [r.passed for r in b.rows] == [True, False]
+        assert b.report is not None and b.report.pass_at_k[1] == 0.5
+        assert await cache.get("b") is b
+        tg.cancel_scope.cancel()
+
+
+async def test_a_dropped_benchmark_s_line_is_read_again_once_it_changes() -> None:
+    """The benchmarks page does not hold a benchmark, nor read one again each poll; a
+    dropped one that changed shows its last line until it is read again."""
+    store = MemoryStore()
+    for b in ("a", "b"):
+        await store.register_benchmark(b, CONFIG)
+        await store.append(TrialKey(b, "t", 0), ended("completed", True, 0.0))
+        await store.append(TrialKey(b, "t", 1), ended("completed", False, 1.0))
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, clock=clock, keep=1)
+        await cache.brief("a")
+        await cache.brief("b")
+        await cache.newest("b")
+        first = await cache.brief("a")  # both loaded: a, used no later than b, is dropped
+        assert first.version == 1 and first.pass_at_k == {1: 0.5, 2: 1.0}
+        clock.now = 5.0
+        assert await cache.brief("a") is first  # unchanged: not read again
+        await store.append(TrialKey("a", "t", 1), [Commit(3, "reopen", {}, 9.0)])
+        clock.now = 10.0
+        assert await cache.brief("a") is first  # read again; the last line meanwhile
+        await cache.newest("a")
+        again = await cache.brief("a")
+        assert again.version == 3 and again.finished == 1 and again.live
         tg.cancel_scope.cancel()
 
 

@@ -75,6 +75,25 @@ def config_summary(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class Brief(NamedTuple):
+    """What the cache keeps of a load it dropped (`ViewCache.keep`): the benchmarks page's
+    line, and, as of the load, what tells whether the benchmark changed since."""
+
+    benchmark_id: str
+    version: int
+    config_summary: dict[str, Any]
+    started: float
+    took: float
+    failure: str | None
+    live: bool
+    #: Finished trials as the report counted them (None while the load went on).
+    finished: int | None
+    runs: int
+    trials_per_task: int
+    pass_at_k: dict[int, float] | None
+    errors: int | None
+
+
 class Loaded:
     """One load of a benchmark: its rows (growing while loading) and, once done, its report."""
 
@@ -120,6 +139,24 @@ class Loaded:
     def live(self) -> bool:
         """True while some trial of the benchmark has not finished."""
         return self.report is None or self.report.finished < self.expected
+
+    def brief(self) -> Brief:
+        """What is kept of this load once it is dropped."""
+        report = self.report
+        return Brief(
+            self.benchmark_id,
+            self.version,
+            self.config_summary,
+            self.started,
+            self.took,
+            self.failure,
+            self.live,
+            None if report is None else report.finished,
+            self.runs,
+            self.trials_per_task,
+            None if report is None else report.pass_at_k,
+            None if report is None else report.counts.get("error", 0),
+        )
 
     async def fill(self, store: CommitStore, reading: Reading | None = None) -> None:
         """Load the benchmark from ``store``: what ``reading`` reads of it (a `Reading`
@@ -281,7 +318,12 @@ class LoadFailed(Exception):
 
 
 class ViewCache:
-    """Loads per benchmark id, started in ``task_group`` on first use."""
+    """Loads per benchmark id, started in ``task_group`` on first use. Only the ``keep``
+    most recently used are held (a 100,000-trial load is some 200 MB); of one dropped,
+    its line on the benchmarks page is kept, and it is read again when next used."""
+
+    #: Loads held at most (besides those in progress).
+    KEEP = 4
 
     def __init__(
         self,
@@ -290,13 +332,17 @@ class ViewCache:
         *,
         refresh: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        keep: int = KEEP,
     ) -> None:
         self.store = store
         self._tg = task_group
         self.refresh = refresh
+        self.keep = keep
         self._clock = clock
         self._current: dict[str, Loaded] = {}  # the latest finished load
         self._pending: dict[str, Loaded] = {}  # a load in progress
+        self._dropped: dict[str, Brief] = {}  # what is kept of a load dropped
+        self._used: dict[str, None] = {}  # benchmark ids, least recently used first
         # Per benchmark: when its finished trials and runs were last counted, and the counts.
         self._counted: dict[str, tuple[float, tuple[int | None, int]]] = {}
         self._versions = 0  # loads started
@@ -306,17 +352,32 @@ class ViewCache:
         """The latest load of the benchmark (maybe still loading); a `ConfigError` if unknown."""
         # One at a time: two requests at once must not both start a load.
         async with self._lock:
-            return await self._get(benchmark_id)
+            # The most recently used from now: never the load dropped to make room.
+            self._used.pop(benchmark_id, None)
+            self._used[benchmark_id] = None
+            try:
+                return await self._get(benchmark_id)
+            except ConfigError:
+                del self._used[benchmark_id]
+                raise
+
+    async def brief(self, benchmark_id: str) -> Brief:
+        """The benchmark's line on the benchmarks page, not counted as a use: of its load,
+        or of the one dropped (while it is read again, if the benchmark changed since)."""
+        async with self._lock:
+            self._settle()
+            dropped = self._dropped.get(benchmark_id)
+            if dropped is None:
+                return (await self._get(benchmark_id)).brief()
+            if await self._stale(dropped):
+                await self._get(benchmark_id)
+            return dropped
 
     async def _get(self, benchmark_id: str) -> Loaded:
+        self._settle()
         current = self._current.get(benchmark_id)
         pending = self._pending.get(benchmark_id)
-        if pending is not None and pending.done.is_set():
-            del self._pending[benchmark_id]
-            if pending.failure is None or current is None:
-                self._current[benchmark_id] = current = pending
-            pending = None
-        if pending is None and (current is None or await self._stale(current)):
+        if pending is None and (current is None or await self._stale(current.brief())):
             # The trials are read from now, while the configuration is.
             reading = Reading(self.store, benchmark_id, self._tg)
             try:
@@ -333,6 +394,25 @@ class ViewCache:
             self._tg.start_soon(pending.fill, self.store, reading)
         return current if current is not None else pending  # type: ignore[return-value]
 
+    def _settle(self) -> None:
+        """Every load done since takes its benchmark's place (a failed one only where none
+        was), and the least recently used are dropped: any request does it, so a load
+        no one asks for again is not held meanwhile."""
+        for benchmark_id, pending in list(self._pending.items()):
+            if pending.done.is_set():
+                del self._pending[benchmark_id]
+                if pending.failure is None or benchmark_id not in self._current:
+                    self._current[benchmark_id] = pending
+                    self._dropped.pop(benchmark_id, None)
+        self._drop_unused()
+
+    def _drop_unused(self) -> None:
+        """Drop the least recently used loads beyond `keep` (one never used first)."""
+        order = {benchmark_id: i for i, benchmark_id in enumerate(self._used)}
+        by_use = sorted(self._current, key=lambda benchmark_id: order.get(benchmark_id, -1))
+        for benchmark_id in by_use[: max(0, len(by_use) - self.keep)]:
+            self._dropped[benchmark_id] = self._current.pop(benchmark_id).brief()
+
     async def newest(self, benchmark_id: str) -> Loaded:
         """The benchmark once a load started by now is done (a reload included)."""
         loaded = await self.get(benchmark_id)
@@ -340,25 +420,24 @@ class ViewCache:
         await loaded.ready()
         return loaded
 
-    async def _stale(self, loaded: Loaded) -> bool:
+    async def _stale(self, loaded: Brief) -> bool:
         # A live benchmark reloads every refresh seconds, but spends at most a third
         # of the time loading (a 100,000-trial load takes seconds).
         every = max(self.refresh, 3 * loaded.took)
         if loaded.failure is not None or (loaded.live and self._clock() - loaded.started >= every):
             return True
-        if loaded.report is None:
+        if loaded.finished is None:
             return False
-        return await self._counts(loaded) != (loaded.report.finished, loaded.runs)
+        return await self._counts(loaded) != (loaded.finished, loaded.runs)
 
-    async def _counts(self, loaded: Loaded) -> tuple[int | None, int]:
+    async def _counts(self, loaded: Brief) -> tuple[int | None, int]:
         """The benchmark's finished trials (as its report counts them) and recorded runs:
         the store is asked at most once per refresh, the load's own until then."""
-        assert loaded.report is not None
         benchmark_id = loaded.benchmark_id
         now = self._clock()
         at, counts = self._counted.get(benchmark_id, (float("-inf"), (None, 0)))
         if at < loaded.started:  # the load's own counts are the newer
-            at, counts = loaded.started, (loaded.report.finished, loaded.runs)
+            at, counts = loaded.started, (loaded.finished, loaded.runs)
         if now - at >= self.refresh:
             store = self.store
             finished: int | None

@@ -29,7 +29,9 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     info = next(b for b in await store.benchmarks() if b.benchmark_id == benchmark_id)
     assert loaded.report is not None
     finished = loaded.report.finished  # as the report counts them (scored if scored)
-    entry = _pages.benchmark_entry(benchmark_id, info.created_at, loaded.expected, finished, loaded)
+    entry = _pages.benchmark_entry(
+        benchmark_id, info.created_at, loaded.expected, finished, loaded.brief()
+    )
     trials = {}
     chains: dict[str, dict[int, int | None]] = {t: {} for t in loaded.stored.tasks}
     for r in loaded.rows:

@@ -22,7 +22,7 @@ from ..report._metrics import METRICS, Metric
 from ..report._scores import interval_info
 from ..store import CommitStore, TrialKey
 from ._assets import by_k
-from ._cache import Loaded
+from ._cache import Brief, Loaded
 from ._compare import model_columns
 from ._index import Row, TrialQuery, page_of, select
 from ._timeline import timeline
@@ -49,25 +49,20 @@ def _metric_list(metrics: Sequence[Metric]) -> list[dict[str, str]]:
 
 
 def benchmark_entry(
-    benchmark_id: str, created_at: float, total: int, finished: int, loaded: Loaded
+    benchmark_id: str, created_at: float, total: int, finished: int, brief: Brief
 ) -> dict[str, Any]:
     """One line of the benchmarks page; pass@k and errors once the benchmark has loaded.
     ``finished``: its trials finished as its report counts them (scored if scored)."""
-    out: dict[str, Any] = {
+    return {
         "benchmark_id": benchmark_id,
         "created_at": created_at,
-        "config": loaded.config_summary,
+        "config": brief.config_summary,
         "finished": finished,
         "total": total,
-        "pass_at_k": None,
-        "errors": None,
-        "version": loaded.version,
+        "pass_at_k": None if brief.pass_at_k is None else by_k(brief.pass_at_k),
+        "errors": brief.errors,
+        "version": brief.version,
     }
-    report = loaded.report
-    if report is not None:
-        out["pass_at_k"] = by_k(report.pass_at_k)
-        out["errors"] = report.counts.get("error", 0)
-    return out
 
 
 def summary(loaded: Loaded) -> dict[str, Any]:

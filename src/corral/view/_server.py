@@ -131,22 +131,17 @@ async def _benchmarks(request: Request, cache: ViewCache) -> Any:
     out = []
     if overview is not None:
         for b in overview:
-            loaded = await cache.get(b.benchmark_id)  # starts loading the ones not loaded yet
+            brief = await cache.brief(b.benchmark_id)  # starts loading the ones not loaded yet
             assert isinstance(store, HeadStore)
             finished = await store.finished_trials(b.benchmark_id, b.trials_per_task)
             total = b.tasks * b.trials_per_task
-            out.append(
-                _pages.benchmark_entry(b.benchmark_id, b.created_at, total, finished, loaded)
-            )
+            out.append(_pages.benchmark_entry(b.benchmark_id, b.created_at, total, finished, brief))
         return {"benchmarks": out}
     for info in await store.benchmarks():
-        loaded = await cache.get(info.benchmark_id)
-        report = loaded.report
-        finished = info.finished if report is None else report.finished
+        brief = await cache.brief(info.benchmark_id)
+        finished = info.finished if brief.finished is None else brief.finished
         out.append(
-            _pages.benchmark_entry(
-                info.benchmark_id, info.created_at, info.trials, finished, loaded
-            )
+            _pages.benchmark_entry(info.benchmark_id, info.created_at, info.trials, finished, brief)
         )
     return {"benchmarks": out}
 
