@@ -340,10 +340,7 @@ class CorralRunner:
         executor = self.executor if executor is None else _check_executor(executor)
         observed = bool(self.observers or observers) or config.stop.run_cost_limit is not None
         work = self._work(benchmark_id, config, observed=observed)
-        capacity = await executor.prepare(work, self.store)
-        if capacity is not None and capacity < config.limits.max_parallel_total:
-            limits = dataclasses.replace(config.limits, max_parallel_total=capacity)
-            config = dataclasses.replace(config, limits=limits)
+        config = await self._prepared(executor, work, config)
         resume = Resume(plan, rerun=config.rerun)
         return await self._run(
             benchmark_id,
@@ -408,8 +405,30 @@ class CorralRunner:
         limits.check_keys(KnownKeys(evaluation_keys=self._evaluation_keys()))
         if scopes is None:
             scopes = ConcurrencyScopes()
+        # Scored where the runner's runs score (on Ray hosts: a scorer may need them).
+        work = self._work(benchmark_id, settings, observed=bool(self.observers or observers))
+        settings = await self._prepared(self.executor, work, settings)
         resume = Resume(plan, rescore="failed" if failed_only else "all")
-        return await self._run(benchmark_id, plan, settings, scopes, observers, resume, meta=meta)
+        return await self._run(
+            benchmark_id,
+            plan,
+            settings,
+            scopes,
+            observers,
+            resume,
+            executor=self.executor,
+            work=work,
+            meta=meta,
+        )
+
+    async def _prepared(self, executor: Executor, work: Work, config: RunConfig) -> RunConfig:
+        """``config`` once ``executor`` is ready to run ``work`` (it refuses what it cannot
+        run before anything is written), its jobs at once capped at what it can run."""
+        capacity = await executor.prepare(work, self.store)
+        if capacity is not None and capacity < config.limits.max_parallel_total:
+            limits = dataclasses.replace(config.limits, max_parallel_total=capacity)
+            config = dataclasses.replace(config, limits=limits)
+        return config
 
     def _check_same_tasks(
         self, benchmark_id: str, config: Mapping[str, Any], task_ids: Sequence[str]

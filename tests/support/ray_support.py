@@ -350,6 +350,18 @@ class PlainEnvironment:
         return Evaluation(1.0, True)
 
 
+class HostScorer(PlainEnvironment):
+    """Passes a trial only when scored in a process other than the one that made it
+    (a scorer that needs what only the hosts have: a sandbox, a GPU)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+        on_a_host = os.getpid() != self.pid
+        return Evaluation(float(on_a_host), on_a_host)
+
+
 def limits_of(rng: random.Random) -> dict[str, Any]:
     return {
         "max_parallel": rng.randint(2, 6),

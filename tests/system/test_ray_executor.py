@@ -19,6 +19,7 @@ from ..support.ray_support import (
     BoardEnvironment,
     Boards,
     CostlyAgent,
+    HostScorer,
     OnlyHere,
     PlainEnvironment,
     call,
@@ -141,6 +142,16 @@ def test_the_cli_runs_on_ray_hosts_with_the_same_report(tmp_path: Path, ray_clus
     assert local.exit_code == on_ray.exit_code == 0, on_ray.output
     assert json.loads(on_ray.stdout)["pass_at_k"] == json.loads(local.stdout)["pass_at_k"]
     assert "--executor ray" in _refused("run", bench, "--store", tmp_path / "x.db", "--hosts", "2")
+    # A rescore scores on the hosts too (it had no --executor: it scored here).
+    again = _invoke(
+        "rescore", "bench", bench, "--store", tmp_path / "ray.db", "--executor", "ray", "--json"
+    )
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["pass_at_k"] == json.loads(local.stdout)["pass_at_k"]
+    ray_db = tmp_path / "ray.db"
+    assert "--executor ray" in _refused(
+        "rescore", "bench", bench, "--store", ray_db, "--hosts", "2"
+    )
 
 
 @ASYNCIO
@@ -194,3 +205,18 @@ async def test_hosts_the_cluster_cannot_place_are_refused_as_too_many_cpus_are(
         executor = corral.RayExecutor(hosts=1, host_options=options)
         with anyio.fail_after(30), pytest.raises(corral.ConfigError, match=named):
             await runner(board, store, 1).run("unplaceable", executor=executor)
+
+
+@ASYNCIO
+async def test_a_rescore_scores_on_the_runner_s_ray_hosts(tmp_path: Path) -> None:
+    """A runner built with a `RayExecutor` scored its run on the hosts, and its rescore in
+    this process (where a scorer needing the hosts' sandbox or GPU fails every trial)."""
+    r = corral.CorralRunner(
+        tasks(2, environments=1),
+        {"agent": CostlyAgent()},
+        {"env0": HostScorer()},
+        store=tmp_path / "store.db",
+        executor=corral.RayExecutor(hosts=1),
+    )
+    assert (await r.run("scored")).pass_at_k[1] == 1.0
+    assert (await r.rescore("scored")).pass_at_k[1] == 1.0

@@ -45,6 +45,32 @@ def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def executor_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--executor`` and the Ray options (`corral run`, `corral rescore`)."""
+    for option in (
+        click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go."),
+        click.option(
+            "--ray-timeout",
+            type=float,
+            help="Seconds to wait for joining --ray-address (default 60).",
+        ),
+        click.option("--hosts", type=int, help="Ray hosts (actors) that run trials (default 1)."),
+        click.option(
+            "--ray-address", help="Ray cluster to join ('auto', ray://...; default: start one)."
+        ),
+        click.option(
+            "--executor",
+            type=click.Choice(["local", "ray"]),
+            default="local",
+            show_default=True,
+            help="Where trials (and scorers) run: in this process, or on Ray hosts "
+            "(admission stays here).",
+        ),
+    ):
+        command = option(command)
+    return command
+
+
 @click.command("run")
 @click.argument("target", metavar="FILE[:OBJECT]")
 @click.option("--benchmark-id", help="Id to record under (default: the file's stem).")
@@ -53,19 +79,7 @@ def tag_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @durability_option
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="Where trials run: in this process, or on Ray hosts (admission stays here).",
-)
-@click.option("--ray-address", help="Ray cluster to join ('auto', ray://...; default: start one).")
-@click.option("--hosts", type=int, help="Ray hosts (actors) that run trials (default 1).")
-@click.option(
-    "--ray-timeout", type=float, help="Seconds to wait for joining --ray-address (default 60)."
-)
-@click.option("-v", "--verbose", is_flag=True, help="Say where Ray's own logs go.")
+@executor_options
 @click.option(
     "--base-url",
     help="The model endpoint, for a benchmark whose function takes base_url "
@@ -171,6 +185,7 @@ def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRu
 @durability_option
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@executor_options
 @tag_options
 def rescore_command(
     benchmark_id: str,
@@ -181,6 +196,11 @@ def rescore_command(
     progress: str | None,
     no_progress: bool,
     as_json: bool,
+    executor: str,
+    ray_address: str | None,
+    hosts: int | None,
+    ray_timeout: float | None,
+    verbose: bool,
     run_tags: tuple[str, ...],
     note: str | None,
     **flags: Any,
@@ -194,37 +214,49 @@ def rescore_command(
     """
     shown = progress_choice(progress, no_progress)
     given = flag_settings(flags)
-    benchmark, _ = load_benchmark(target)
-    defaults = benchmark.run_defaults
-    runner_settings = {k: given.pop(k) for k in ("max_retries", "evaluation_timeout") if k in given}
-    config = runner_defaults(defaults).updated(**runner_settings)
-    timeouts = config.timeouts or Timeouts()
-    runner = _runner(
-        benchmark,
-        open_store(store, durability, create=False),
-        retry_policy=config.retry,
-        trial_timeout=timeouts.trial,
-        evaluation_timeout=timeouts.evaluation,
-    )
-    wanted = defaults.k_values if isinstance(defaults, RunConfig) else defaults.get("k_values")
-    ks = given.pop("k_values", ())
-    settings = {
-        **given,
-        "failed_only": failed_only,
-        "k_values": _rescore_ks(runner.store, benchmark_id, ks, wanted),
-        "tags": run_tags or None,
-        "note": note,
-    }
-    return run_benchmark(
-        make_console(),
-        runner,
-        benchmark_id,
-        {k: v for k, v in settings.items() if v is not None},
-        progress=shown,
-        as_json=as_json,
-        rescore=True,
-        store=store,
-    )
+    ray = _executor(executor, ray_address, hosts, ray_timeout)
+    if ray is not None and verbose:
+        click.echo(f"Ray's logs: {ray.log_file}", err=True)
+    try:
+        benchmark, path = load_benchmark(target)
+        if ray is not None:  # hosts cannot import the file by its name: its code travels
+            ray.pickle_by_value(sys.modules[benchmark_module(path)])
+        defaults = benchmark.run_defaults
+        runner_settings = {
+            k: given.pop(k) for k in ("max_retries", "evaluation_timeout") if k in given
+        }
+        config = runner_defaults(defaults).updated(**runner_settings)
+        timeouts = config.timeouts or Timeouts()
+        runner = _runner(
+            benchmark,
+            open_store(store, durability, create=False),
+            retry_policy=config.retry,
+            trial_timeout=timeouts.trial,
+            evaluation_timeout=timeouts.evaluation,
+            executor=ray,
+        )
+        wanted = defaults.k_values if isinstance(defaults, RunConfig) else defaults.get("k_values")
+        ks = given.pop("k_values", ())
+        settings = {
+            **given,
+            "failed_only": failed_only,
+            "k_values": _rescore_ks(runner.store, benchmark_id, ks, wanted),
+            "tags": run_tags or None,
+            "note": note,
+        }
+        return run_benchmark(
+            make_console(),
+            runner,
+            benchmark_id,
+            {k: v for k, v in settings.items() if v is not None},
+            progress=shown,
+            as_json=as_json,
+            rescore=True,
+            store=store,
+        )
+    finally:
+        if ray is not None:  # the local Ray it started is gone before this command exits
+            ray.shutdown()
 
 
 def _rescore_ks(
