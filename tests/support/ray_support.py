@@ -13,6 +13,7 @@ import inspect
 import os
 import random
 import signal
+import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
@@ -336,6 +337,17 @@ class CostlyAgent:
 
     async def act(self, session: corral.AgentSession) -> Final:
         session.record_usage(cost=1.0)
+        return Final(1)
+
+
+class LockInScratch:
+    """Keeps a lock in task t0's scratch (as an agent keeping a live client there would),
+    then hits a rate limit once: the trial is deferred, scratch and all."""
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        if session.task_id == "t0" and "lock" not in session.scratch:
+            session.scratch["lock"] = threading.Lock()
+            raise corral.RateLimited(retry_after=0.0)
         return Final(1)
 
 

@@ -20,6 +20,7 @@ from ..support.ray_support import (
     Boards,
     CostlyAgent,
     HostScorer,
+    LockInScratch,
     OnlyHere,
     PlainEnvironment,
     call,
@@ -220,3 +221,19 @@ async def test_a_rescore_scores_on_the_runner_s_ray_hosts(tmp_path: Path) -> Non
     )
     assert (await r.run("scored")).pass_at_k[1] == 1.0
     assert (await r.rescore("scored")).pass_at_k[1] == 1.0
+
+
+@ASYNCIO
+async def test_a_deferred_trial_whose_scratch_cannot_travel_fails_alone(tmp_path: Path) -> None:
+    """A rate limit defers a trial, scratch and all, which goes back to the coordinator:
+    one that cannot be pickled failed the host's answer, and with it the whole run."""
+    r = corral.CorralRunner(
+        tasks(3, environments=1),
+        {"agent": LockInScratch()},
+        {"env0": PlainEnvironment()},
+        store=tmp_path / "store.db",
+    )
+    report = await r.run("scratch", executor=corral.RayExecutor(hosts=1))
+    assert (report.counts["completed"], report.counts["error"]) == (2, 1)
+    error = report.tasks["t0"].trials[0].error
+    assert error is not None and "session.scratch" in error and "lock" in error, error

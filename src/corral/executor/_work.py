@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import NotSerializableError
 from .._records import with_evaluation
 from .._types import EVALUATED_STATUSES, Commit, Evaluation, TrialRecord
 from ..runtime._acks import Acks
@@ -30,6 +31,7 @@ from ..runtime._trial import TrialPlan, load_previous, run_trial
 from ..store._protocol import CommitStore, TrialKey
 from ..store._summary import SummaryBuilder
 from ._protocol import Work
+from ._wire import dumps
 
 
 class JobRunner:
@@ -81,6 +83,7 @@ class JobRunner:
             trial_timeout=work.trial_timeout,
             acks=self.acks,
             max_value_bytes=work.max_value_bytes,
+            unsendable=_unsendable if self.remote else None,
         )
         outcome = await run_trial(plan)
         if isinstance(outcome, Deferred):
@@ -133,6 +136,19 @@ class JobRunner:
         # The state apart (the report keeps records without one, and across a process
         # a record travels without it).
         return Evaluated(job.t, job.r, evaluated, record.state)
+
+
+def _unsendable(scratch: dict[str, Any]) -> NotSerializableError | None:
+    """Why a deferred trial's scratch cannot go back to the coordinator, or None."""
+    try:
+        dumps(scratch)
+    except Exception as exc:  # whatever pickling a value of the agent's raised
+        return NotSerializableError(
+            f"session.scratch cannot be pickled ({type(exc).__name__}: {exc}), so the "
+            "trial cannot wait out its rate limit off this Ray host; keep live objects "
+            "(clients, locks) out of scratch"
+        )
+    return None
 
 
 def _unscored(key: TrialKey, history: list[Commit]) -> Any:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from .._budget import Exceeded
-from .._errors import unwrap_single
+from .._errors import NotSerializableError, unwrap_single
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
@@ -72,6 +72,9 @@ class TrialPlan:
     acks: Acks
     #: The most bytes of JSON one recorded value may take.
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    #: Where a deferred trial waits in another process (a Ray host's goes back to the
+    #: coordinator): why a scratch cannot go there (None: it can).
+    unsendable: Callable[[dict[str, Any]], NotSerializableError | None] | None = None
 
 
 def step_key(key: TrialKey, action_seq: int) -> str:
@@ -312,6 +315,12 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             gave_up := plan.policy.rate_limit_exhausted(limited, plan.job.deferrals)
         ):
             error = gave_up  # ends the trial below, naming the rate limit
+        elif (
+            limited is not None and plan.unsendable and (stuck := plan.unsendable(session.scratch))
+        ):
+            # It cannot wait where it would (it would fail the host's whole answer): it
+            # alone ends below, saying why, not retried.
+            error = stuck
         elif limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
             plan.job.scratch, plan.job.carried_usage = session.scratch, carried
