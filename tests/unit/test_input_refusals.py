@@ -177,3 +177,11 @@ def test_an_evaluation_limit_given_is_kept_by_updated() -> None:
     assert as_mapping.max_parallel_evaluations == 8
     assert as_config.max_parallel_evaluations == as_mapping.max_parallel_evaluations
     assert as_config.max_parallel_total == as_mapping.max_parallel_total
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", True])
+def test_a_ray_executor_refuses_a_bad_max_host_restarts(bad: Any) -> None:
+    """-1 was taken, and the run failed at its first dead host saying it died "more
+    than max_host_restarts=-1" times."""
+    with pytest.raises(ConfigError, match=f"max_host_restarts.*{bad!r}"):
+        corral.RayExecutor(max_host_restarts=bad)

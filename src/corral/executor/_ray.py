@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from .._checks import positive_int
+from .._checks import non_negative_int, positive_int
 from .._errors import ConfigError
 from ..store._protocol import CommitStore
 from ._dispatch import RayExecution
@@ -78,9 +78,7 @@ class RayExecutor:
         self.init_options = dict(_mapping("init_options", init_options))
         if max_host_restarts is None:
             max_host_restarts = 2 * self.hosts
-        elif isinstance(max_host_restarts, bool) or not isinstance(max_host_restarts, int):
-            raise ConfigError(f"max_host_restarts must be an integer, not {max_host_restarts!r}")
-        self.max_host_restarts = max_host_restarts
+        self.max_host_restarts = non_negative_int("max_host_restarts", max_host_restarts)
         if log_file is not None and not isinstance(log_file, str | os.PathLike):
             raise ConfigError(f"log_file must be a path, not {log_file!r}")
         self._log = None if log_file is None else RayLog(Path(log_file))
