@@ -165,17 +165,29 @@ async def test_environment_supplies_key_and_base_url(
     assert Anthropic("m").url == "https://api.anthropic.com/v1/messages"
 
 
+#: Anthropic's rate limit headers of an account whose token bucket reads as empty.
+EXHAUSTED = {
+    "anthropic-ratelimit-requests-remaining": "49",
+    "anthropic-ratelimit-requests-reset": "2099-01-01T00:00:01Z",
+    "anthropic-ratelimit-tokens-remaining": "0",
+    "anthropic-ratelimit-tokens-reset": "2099-01-01T00:00:30Z",
+}
+
+
 @pytest.mark.parametrize(
     ("reply", "error", "wait"),
     [
         (ChatReply.rate_limited(7), corral.RateLimited, 7.0),
         (ChatReply.failure(529, "Overloaded"), corral.ModelUnavailable, None),
         (ChatReply.failure(529, "Overloaded", headers={"retry-after": "3"}), corral.RateLimited, 3),
+        # The account's limits (sent with every answer, their token count rounded to
+        # thousands) do not say how long an overload lasts: retried, not a rate limit.
+        (ChatReply.failure(529, "Overloaded", headers=EXHAUSTED), corral.ModelUnavailable, None),
         (ChatReply.failure(500, "Internal"), corral.ModelUnavailable, None),
         (ChatReply.failure(401, "invalid x-api-key"), corral.ModelError, None),
         (ChatReply.failure(400, "prompt is too long"), corral.ModelError, None),
     ],
-    ids=["429", "529", "529-retry-after", "500", "401", "400"],
+    ids=["429", "529", "529-retry-after", "529-account-limits", "500", "401", "400"],
 )
 async def test_errors_by_status(
     server: FakeAnthropicServer, reply: ChatReply, error: type[Exception], wait: float | None

@@ -52,8 +52,9 @@ class Anthropic(HTTPModel):
 
     Errors as `OpenAICompatible`'s: a 429 is `corral.RateLimited` with its
     ``retry-after``; a 529 (overloaded) is `corral.ModelUnavailable`, retried
-    as a failed attempt, or `corral.RateLimited` when it says how long to wait
-    (as a 503 does); other refusals are `corral.ModelError`.
+    as a failed attempt, or `corral.RateLimited` when its ``retry-after`` says how
+    long to wait (as a 503 does: the account's ``anthropic-ratelimit-*`` headers do
+    not); other refusals are `corral.ModelError`.
     """
 
     reply_kind = "a Messages API reply"

@@ -15,7 +15,7 @@ from .._errors import ModelError, ModelUnavailable, RateLimited
 #: Statuses that a later attempt may not meet (besides 5xx): OpenAI's SDK retries these too.
 _TRANSIENT = frozenset({408, 409})
 _MAX_MESSAGE = 500
-#: Unavailable, or overloaded (Anthropic's 529): with a wait, a rate limit.
+#: Unavailable, or overloaded (Anthropic's 529): with a Retry-After, a rate limit.
 _BUSY = frozenset({503, 529})
 
 
@@ -24,11 +24,15 @@ def status_error(
 ) -> RateLimited | ModelError | ModelUnavailable:
     """The error a non-2xx answer means, with the server's message in it."""
     message = f"HTTP {status} from {url}: {server_message(body)}"
-    wait = retry_after(headers, time.time())
+    now = time.time()
     if status == 429:
         if _code(body) == "insufficient_quota":  # out of credit: waiting will not help
             return ModelError(message, status_code=status)
-        return RateLimited(message, retry_after=wait, status_code=status)
+        return RateLimited(message, retry_after=retry_after(headers, now), status_code=status)
+    # The account's rate limit headers come with every answer (Anthropic rounds its
+    # token count to thousands, so a busy account reads 0): they say when its quota
+    # refills, not when an overload ends. Only the server's own Retry-After does.
+    wait = _told(headers, now)
     if status in _BUSY and wait is not None:
         return RateLimited(message, retry_after=wait, status_code=status)
     if status >= 500 or status in _TRANSIENT:
@@ -73,18 +77,10 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
     longest of those whose ``x-ratelimit-remaining-*`` is exhausted or unknown)
     and Anthropic's ``anthropic-ratelimit-*-reset`` (an RFC 3339 time, likewise).
     """
+    told = _told(headers, now)
+    if told is not None:
+        return told
     lower = {k.lower(): v for k, v in headers.items()}
-    millis = _number(lower.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000
-    value = lower.get("retry-after")
-    if value is not None:
-        seconds = _number(value)
-        if seconds is not None:
-            return seconds
-        when = _http_date(value)
-        if when is not None:
-            return max(0.0, when - now)
     resets = []
     for name, text in lower.items():
         if name.startswith("x-ratelimit-reset-"):
@@ -102,6 +98,24 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
 
 
 _ANTHROPIC = "anthropic-ratelimit-"
+
+
+def _told(headers: Mapping[str, str], now: float) -> float | None:
+    """The wait of ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), or
+    None if neither says one."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    millis = _number(lower.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    value = lower.get("retry-after")
+    if value is not None:
+        seconds = _number(value)
+        if seconds is not None:
+            return seconds
+        when = _http_date(value)
+        if when is not None:
+            return max(0.0, when - now)
+    return None
 
 
 def _iso_time(text: str) -> float | None:
