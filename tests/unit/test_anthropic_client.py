@@ -5,7 +5,7 @@ and cost), errors by status, and a `ToolAgent` trial end to end."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -129,6 +129,31 @@ async def test_thinking_tool_use_and_cache_usage_with_cost(server: FakeAnthropic
     server.enqueue(ChatReply(content="x", usage=(10, 1), cache=(100, 100)))
     response = await client(server, prices=priced).complete(HELLO)
     assert response.usage.cost == pytest.approx((10 * 3 + 100 * 1 + 100 * 2 + 15) / 1e6)
+
+
+class HourCache(FakeAnthropicServer):
+    """Anthropic's usage with its cache writes by lifetime (``cache_control``'s ``ttl``)."""
+
+    def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+        body = json.loads(super().render(request, reply, number))
+        written = body["usage"]["cache_creation_input_tokens"]
+        hour = min(150, written)
+        lives = {"ephemeral_5m_input_tokens": written - hour, "ephemeral_1h_input_tokens": hour}
+        body["usage"]["cache_creation"] = lives
+        return json.dumps(body).encode()
+
+
+async def test_an_hours_cache_write_costs_twice_an_input_token() -> None:
+    with HourCache([ChatReply(content="x", usage=(100, 20), cache=(0, 200))] * 2) as server:
+        prices = {"input": 3.0, "output": 15.0}
+        response = await client(server, prices=prices).complete(HELLO)
+        assert response.cache_write_tokens == 200
+        # 50 written for 5 minutes (1.25 times an input token), 150 for an hour (2 times).
+        expected = (100 * 3.0 + 50 * 3.75 + 150 * 6.0 + 20 * 15.0) / 1e6
+        assert response.usage.cost == pytest.approx(expected)
+        priced = {**prices, "cache_write": 4.0, "cache_write_1h": 7.0}
+        response = await client(server, prices=priced).complete(HELLO)
+        assert response.usage.cost == pytest.approx((300 + 50 * 4.0 + 150 * 7.0 + 300) / 1e6)
 
 
 async def test_the_reply_goes_back_as_it_came_thinking_signed(

@@ -20,7 +20,7 @@ from ._messages_api import cache_prices, convert_messages, convert_tools, parse_
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 #: The Messages API needs a bound on every reply; this one when no call names one.
 DEFAULT_MAX_TOKENS = 4096
 
@@ -42,8 +42,9 @@ class Anthropic(HTTPModel):
     the ``anthropic-version`` header and ``beta`` a list of ``anthropic-beta``
     features. ``max_tokens`` bounds a reply when the call names no bound.
     ``prices`` in dollars per million tokens: ``input``, ``output`` and the
-    prompt cache's ``cache_read`` and ``cache_write`` (by default 0.1 and 1.25
-    times ``input``, Anthropic's multipliers); the reply's usage counts every
+    prompt cache's ``cache_read``, ``cache_write`` and ``cache_write_1h`` (a
+    write with ``ttl: "1h"``; by default 0.1, 1.25 and 2 times ``input``,
+    Anthropic's multipliers); the reply's usage counts every
     prompt token (cached ones too) and its ``cache_read_tokens`` and
     ``cache_write_tokens`` say how many came from or went to the cache.
     ``extra_body`` is merged into every request (e.g. ``{"thinking": {"type":

@@ -32,9 +32,11 @@ from .._types import Usage
 #: Where the arguments of a call the API cannot take (not a JSON object) are kept.
 RAW_ARGUMENTS = "arguments"
 #: Cache prices from the input price when not given: Anthropic's multipliers
-#: (a read costs a tenth of an input token, a 5-minute write a quarter more).
+#: (a read costs a tenth of an input token, a 5-minute write a quarter more, a
+#: write that lives an hour twice as much).
 CACHE_READ_FACTOR = 0.1
 CACHE_WRITE_FACTOR = 1.25
+CACHE_WRITE_1H_FACTOR = 2.0
 
 
 def convert_messages(
@@ -179,6 +181,7 @@ def cache_prices(prices: Mapping[str, float] | None) -> dict[str, float] | None:
     if "input" in out:
         out.setdefault("cache_read", out["input"] * CACHE_READ_FACTOR)
         out.setdefault("cache_write", out["input"] * CACHE_WRITE_FACTOR)
+        out.setdefault("cache_write_1h", out["input"] * CACHE_WRITE_1H_FACTOR)
     return out
 
 
@@ -212,13 +215,16 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
     fresh = _count(usage, "input_tokens")
     read = _count(usage, "cache_read_input_tokens")
     written = _count(usage, "cache_creation_input_tokens")
+    hour = min(_hour_writes(usage), written)
     output = _count(usage, "output_tokens")
     cost = 0.0
     if prices:
+        write = prices.get("cache_write", 0.0)
         cost = (
             fresh * prices.get("input", 0.0)
             + read * prices.get("cache_read", 0.0)
-            + written * prices.get("cache_write", 0.0)
+            + (written - hour) * write
+            + hour * prices.get("cache_write_1h", write)
             + output * prices.get("output", 0.0)
         ) / 1e6
     stop = body.get("stop_reason")
@@ -233,6 +239,15 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         cache_write_tokens=written,
         thinking=tuple(thoughts),
     )
+
+
+def _hour_writes(usage: Mapping[str, Any]) -> int:
+    """The cache writes that live an hour (``cache_control``'s ``ttl: "1h"``), which
+    cost more than the 5-minute ones: ``usage.cache_creation`` counts each kind."""
+    lives = usage.get("cache_creation")
+    if not isinstance(lives, Mapping):
+        return 0
+    return _count(lives, "ephemeral_1h_input_tokens")
 
 
 def _text(block: Mapping[str, Any], key: str) -> str:
