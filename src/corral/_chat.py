@@ -24,6 +24,13 @@ class ToolCall:
 #: ``{"type": "redacted_thinking", "data": ...}`` (`ThinkingBlock.as_dict`).
 THINKING_BLOCKS = "thinking_blocks"
 
+#: The key of an assistant message (in Corral's OpenAI-style chat turns) that says
+#: where its text stands among its ``tool_calls``: a list of one string more than
+#: the calls, the i-th written before call i and the last after them all
+#: (`ChatResponse.text_parts`). Only Anthropic's reply can interleave them; a
+#: message whose ``content`` is not their concatenation is sent as its content says.
+TEXT_PARTS = "text_parts"
+
 
 @dataclass(frozen=True, slots=True)
 class ThinkingBlock:
@@ -84,7 +91,9 @@ class ChatResponse:
     cache (when it says). ``thinking`` is the reasoning as the provider's own
     blocks (Anthropic's, signed, and its redacted ones): a conversation sends
     them back with the assistant turn they came with (under `THINKING_BLOCKS`;
-    ``message`` holds them as the provider sent them).
+    ``message`` holds them as the provider sent them). ``text_parts`` is
+    ``content`` split where the reply's tool calls stand in it (`TEXT_PARTS`),
+    when some of it comes after a call (else empty: all of it is before them).
     """
 
     content: str | None
@@ -97,6 +106,7 @@ class ChatResponse:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     thinking: tuple[ThinkingBlock, ...] = ()
+    text_parts: tuple[str, ...] = ()
 
 
 class ChatModel(Protocol):

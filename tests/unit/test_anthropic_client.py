@@ -14,6 +14,7 @@ import pytest
 import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
+from corral.history import ModelCallPayload, decode
 from corral.models import Anthropic
 from corral.testing import ChatReply, FakeAnthropicServer, thinking_signature
 
@@ -282,6 +283,22 @@ def test_a_message_the_api_cannot_take_is_refused() -> None:
     ]
 
 
+def test_text_parts_place_the_text_only_while_they_are_its_content() -> None:
+    model = Anthropic("m", base_url="http://127.0.0.1:9", api_key="")
+    call = {"id": "call_a", "function": {"name": "lookup", "arguments": "{}"}}
+    turn = {"role": "assistant", "content": "Ab", "tool_calls": [call], "text_parts": ["A", "b"]}
+    answer = {"role": "tool", "tool_call_id": "call_a", "content": "L1"}
+
+    def sent(message: dict[str, Any]) -> list[Any]:
+        body = model.request_body([{"role": "user", "content": "go"}, message, answer])
+        return [b.get("text", b["type"]) for b in body["messages"][1]["content"]]
+
+    assert sent(turn) == ["A", "tool_use", "b"]
+    assert sent({**turn, "content": "Edited"}) == ["Edited", "tool_use"]  # the agent's text
+    with pytest.raises(corral.ConfigError, match="text_parts"):
+        sent({**turn, "text_parts": "Ab"})
+
+
 def ledger_in_messages(body: dict[str, Any]) -> ChatReply:
     """`tool_bench.ledger_model` on Messages API requests: both lookups of a two-account
     task at once (parallel tool use), then each balance, then the sum."""
@@ -323,3 +340,41 @@ async def test_a_tool_agent_trial_end_to_end(server: FakeAnthropicServer) -> Non
     assert {t["name"] for t in server.requests[0]["tools"]} == {"lookup", "balance"}
     assert record.usage.input_tokens > 0 and record.usage.cost > 0
     assert model.connections is None  # the run's pool is closed
+
+
+class Interleaving(FakeAnthropicServer):
+    """Its first reply says something before each of its two tool calls, as Claude may."""
+
+    def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+        body = json.loads(super().render(request, reply, number))
+        if number == 1:
+            first, second = body["content"]
+            said = [{"type": "text", "text": "First 3."}, {"type": "text", "text": "Then 4."}]
+            body["content"] = [said[0], first, said[1], second]
+        return json.dumps(body).encode()
+
+
+async def test_text_between_tool_calls_goes_back_where_the_model_wrote_it() -> None:
+    calls = (("lookup", {"account": 3}), ("lookup", {"account": 4}))
+    with Interleaving([ChatReply.tools(*calls), ChatReply.text("7")]) as server:
+        agent = ToolAgent(client(server), "Look them up.", parse_final=int)
+        tasks = {"pair": Meta("teller", "ledger", model="claude-test", inputs={"prompt": "Go"})}
+        store = corral.MemoryStore()
+        runner = corral.CorralRunner(tasks, {"teller": agent}, {"ledger": Ledger()}, store=store)
+        report = await runner.run("interleaved")
+    assert report.tasks["pair"].trials[0].output == 7
+    async with store.opened():
+        history = await store.history(corral.TrialKey("interleaved", "pair", 0))
+    reply = next(decode(c) for c in history if c.kind == "model_call")
+    assert isinstance(reply, ModelCallPayload)  # the record says where the text stood
+    assert reply.text == "First 3.Then 4." and reply.text_parts == ("First 3.", "Then 4.", "")
+    turn = server.requests[1]["messages"][1]
+    assert turn["role"] == "assistant"
+    said = [(b["type"], b.get("text") or b["input"]) for b in turn["content"]]
+    # Not "First 3.Then 4." before both calls: the model never wrote that.
+    assert said == [
+        ("text", "First 3."),
+        ("tool_use", {"account": 3}),
+        ("text", "Then 4."),
+        ("tool_use", {"account": 4}),
+    ]

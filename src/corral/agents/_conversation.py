@@ -2,11 +2,11 @@
 
 The inputs are the user turn, each recorded turn of actions is one assistant
 message with its tool calls, and each recorded effect is the tool message
-answering its call, with the text the model wrote beside those calls and the
-thinking blocks it began that reply with (from the model call recorded with them:
-Anthropic refuses a tool-use turn sent back without its signed thinking). Nothing
-held in memory enters it, so a retried or resumed attempt sends exactly the
-conversation an uninterrupted one would.
+answering its call, with the text the model wrote beside those calls (where it
+wrote it among them) and the thinking blocks it began that reply with (from the
+model call recorded with them: Anthropic refuses a tool-use turn sent back without
+its signed thinking). Nothing held in memory enters it, so a retried or resumed
+attempt sends exactly the conversation an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import history
-from .._chat import THINKING_BLOCKS
+from .._chat import TEXT_PARTS, THINKING_BLOCKS
 from .._tools import INVALID_JSON
 from ..history import ActionPayload, CommitKind, ModelCallPayload, ToolEffectPayload
 from ..runtime import AgentSession
@@ -99,9 +99,18 @@ def _assistant(reply: ModelCallPayload | None, calls: list[dict[str, Any]]) -> d
     """The assistant turn of a recorded reply that made ``calls``."""
     if reply is None:
         return {"role": "assistant", "content": None, "tool_calls": calls}
-    message = {"role": "assistant", "content": reply.text or None, "tool_calls": calls}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.text or None,
+        "tool_calls": calls,
+    }
     if reply.thinking:
         message[THINKING_BLOCKS] = [block.as_dict() for block in reply.thinking]
+    parts = reply.text_parts
+    if parts and len(calls) < len(parts):
+        # Its text where the model wrote it among the calls (what follows the calls a
+        # turn did not run, past `max_tool_calls`, after the last it did).
+        message[TEXT_PARTS] = [*parts[: len(calls)], "".join(parts[len(calls) :])]
     return message
 
 

@@ -159,6 +159,8 @@ def _model_call(p: Any) -> dict[str, Any]:
         out["tool_calls"] = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in p.tool_calls
         ]
+    if p.text_parts:  # absent when the text comes before every call, as before
+        out["text_parts"] = list(p.text_parts)
     if p.finish_reason is not None:
         out["finish_reason"] = p.finish_reason
     for name in ("input_tokens", "output_tokens", "cost", "cache_read_tokens"):
@@ -260,6 +262,13 @@ def _number(value: Any) -> float:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    """A stored list of strings (anything else: none)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return ()
+    return tuple(value)
 
 
 def _positive(value: Any) -> float | None:
@@ -366,6 +375,7 @@ def _decode_model_call(p: Mapping[str, Any]) -> ModelCallPayload:
         _text(get("error")),
         _int(get("truncated")),
         thinking,
+        _texts(get("text_parts")),
     )
 
 

@@ -184,7 +184,9 @@ class ModelCallPayload:
     `TRUNCATED` (``truncated`` counts them). ``thinking``: the reply's thinking
     blocks as the provider sent them, signatures included, kept whole (the
     provider refuses a changed one when the conversation goes back to it after a
-    resume); ``reasoning`` is then their text.
+    resume); ``reasoning`` is then their text. ``text_parts``: ``text`` split where
+    the tool calls stand in it, when some of it follows a call (kept whole too: the
+    next turn sends it back as the model wrote it).
     """
 
     model: str | None = None
@@ -206,6 +208,7 @@ class ModelCallPayload:
     error: str | None = None
     truncated: int = 0
     thinking: tuple[ThinkingBlock, ...] = ()
+    text_parts: tuple[str, ...] = ()
 
 
 Payload = (
@@ -334,6 +337,7 @@ def model_call(
     failed: tuple[FailedTry, ...] = (),
     error: str | None = None,
     thinking: tuple[ThinkingBlock, ...] = (),
+    text_parts: tuple[str, ...] = (),
 ) -> ModelCallPayload:
     """A model call's payload, each recorded string capped at ``limit`` characters
     (``messages``: those sent beyond the previous call's first ``keep``; ``usage``:
@@ -382,4 +386,5 @@ def model_call(
         values[2],
         cut,
         thinking,
+        tuple(map(recordable_text, text_parts)) if tool_calls and text is not None else (),
     )

@@ -13,11 +13,12 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
         "(or 'corral[anthropic]')"
     ) from _exc
 
-from .._chat import THINKING_BLOCKS, ChatModel, ChatResponse, ThinkingBlock, ToolCall
+from .._chat import TEXT_PARTS, THINKING_BLOCKS, ChatModel, ChatResponse, ThinkingBlock, ToolCall
 from ._anthropic import Anthropic
 from ._openai import OpenAICompatible
 
 __all__ = [
+    "TEXT_PARTS",
     "THINKING_BLOCKS",
     "Anthropic",
     "ChatModel",

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._chat import (
+    TEXT_PARTS,
     THINKING_BLOCKS,
     ChatResponse,
     ThinkingBlock,
@@ -58,7 +59,7 @@ def convert_messages(
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise ConfigError(f"messages[{index}].tool_calls must be a list")
-            blocks = _blocks(content, index) + [_tool_use(c) for c in calls]
+            blocks = _said(message, calls, index)
             _join(turns, "assistant", _thinking(message, blocks, index) + blocks)
         elif role == "tool":
             result = {
@@ -105,6 +106,24 @@ def _blocks(content: object, index: int) -> list[dict[str, Any]]:
         elif part.get("type") != "text" or part.get("text"):
             blocks.append(dict(part))  # Anthropic's own blocks, as they are
     return blocks
+
+
+def _said(message: Mapping[str, Any], calls: list[Any], index: int) -> list[dict[str, Any]]:
+    """An assistant turn's text and tool uses, its text where `TEXT_PARTS` puts it
+    among the calls when they are its content (else its content, then the calls)."""
+    content = message.get("content")
+    parts = message.get(TEXT_PARTS)
+    if parts is None:
+        return _blocks(content, index) + [_tool_use(c) for c in calls]
+    if not isinstance(parts, list | tuple) or not all(isinstance(p, str) for p in parts):
+        raise ConfigError(f"messages[{index}].{TEXT_PARTS} must be a list of strings")
+    if len(parts) != len(calls) + 1 or "".join(parts) != (content or ""):
+        # Not the reply's own text (the agent changed it, or its calls): as written.
+        return _blocks(content, index) + [_tool_use(c) for c in calls]
+    blocks = []
+    for part, call in zip(parts, calls, strict=False):
+        blocks += _blocks(part, index) + [_tool_use(call)]
+    return blocks + _blocks(parts[-1], index)
 
 
 def _thinking(
@@ -193,6 +212,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
     if not isinstance(content, list):
         raise ValueError(f"content is {_shown(content)}, not a list")
     texts: list[str] = []
+    parts = [""]  # the text before each tool call, and after the last
     thoughts: list[ThinkingBlock] = []
     calls: list[ToolCall] = []
     for block in content:
@@ -201,6 +221,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         kind = block.get("type")
         if kind == "text":
             texts.append(_text(block, "text"))
+            parts[-1] += texts[-1]
         elif kind == "thinking":
             signature = block.get("signature")
             signed = signature if isinstance(signature, str) else None
@@ -209,6 +230,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
             thoughts.append(ThinkingBlock(redacted=True, data=_text(block, "data")))
         elif kind == "tool_use":
             calls.append(_tool_call(block))
+            parts.append("")
         # Other blocks (server tools) stay in `message` only.
     usage = body.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
@@ -238,6 +260,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         cache_read_tokens=read,
         cache_write_tokens=written,
         thinking=tuple(thoughts),
+        text_parts=tuple(parts) if any(parts[1:]) else (),
     )
 
 

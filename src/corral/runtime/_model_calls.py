@@ -50,6 +50,8 @@ class PendingCall:
     #: The most characters of one recorded string (`check_record_chars`).
     limit: int = DEFAULT_RECORD_CHARS
     thinking: tuple[ThinkingBlock, ...] = ()
+    #: The text split at the tool calls (`ChatResponse.text_parts`).
+    text_parts: tuple[str, ...] = ()
 
 
 class CallLog:
@@ -160,6 +162,7 @@ class CallLog:
                     failed=call.failed,
                     error=call.error,
                     thinking=call.thinking,
+                    text_parts=call.text_parts,
                 )
             )
             if call.error is None or call.messages:

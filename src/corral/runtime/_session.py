@@ -147,8 +147,9 @@ class AgentSession:
         if latency is not None and not (isinstance(latency, int | float) and latency >= 0):
             raise ConfigError(f"latency must be a number of seconds >= 0, not {latency!r}")
         thinking: tuple[ThinkingBlock, ...] = ()
+        parts: tuple[str, ...] = ()
         if response is not None:
-            thinking = response.thinking
+            thinking, parts = response.thinking, response.text_parts
             usage = response.usage
             text, reasoning = response.content, response.reasoning
             finish_reason, tool_calls = response.finish_reason, response.tool_calls
@@ -178,6 +179,7 @@ class AgentSession:
                 error,
                 check_record_chars(record_chars),
                 thinking,
+                parts,
             )
         )
 
