@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -178,3 +179,74 @@ def test_text_that_is_not_utf8_is_a_corrupt_store(
     assert result.exit_code == 2, result.output
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "is corrupt" in line and str(store) in line
+
+
+# -- a commit deleted from the middle of a trial's history --------------------------
+
+GAP_COMMANDS = {
+    "report --json": ["report", "ops", "--json"],
+    "show": ["show", "ops", "even", "0"],
+    "view": ["view", "--export", "ops", "-o", "{tmp}/o.html"],
+    "copy": ["copy", "{store}", "{tmp}/copy.db"],
+    "run": ["run", "{bench}", "--no-progress"],
+}
+
+
+def _gap_args(name: str, store: str, bench: Path, tmp_path: Path) -> list[str]:
+    args = [a.format(store=store, bench=bench, tmp=tmp_path) for a in GAP_COMMANDS[name]]
+    return args if name == "copy" else [*args, "--store", store]
+
+
+def _cut_even_0(delete: Any) -> None:
+    """Commit 1 of trial 0 of 'even' deleted, and its end (a resume reads it again)."""
+    delete("DELETE FROM {commits} WHERE task_id = 'even' AND trial = 0 AND seq = 1")
+    delete(
+        "DELETE FROM {commits} WHERE task_id = 'even' AND trial = 0 "
+        "AND kind IN ('terminal', 'evaluation')"
+    )
+
+
+@pytest.mark.parametrize("command", list(GAP_COMMANDS))
+def test_a_commit_missing_from_a_trials_history_is_one_error_line(
+    made: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    """A trial's commits are numbered 0, 1, 2... with no gap; one missing was deleted
+    behind Corral's back, and reading around it would report (or resume, or copy) a
+    history that was never recorded."""
+    store = fresh(made, tmp_path)
+    _cut_even_0(lambda statement: sql(store, statement.format(commits="commits")))
+    before = _commits(store)
+    result = invoke(_gap_args(command, str(store), made[0], tmp_path))
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == (
+        f"error: benchmark 'ops' in store {str(store)!r} is corrupt: task 'even' trial 0 "
+        "has no commit 1, though it has commit 2"
+    ), result.stderr
+    assert _commits(store) == before
+    assert not (tmp_path / "copy.db").exists() or not _commits(tmp_path / "copy.db")
+
+
+def _commits(store: Path) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(store)) as db:
+        return db.execute("SELECT * FROM commits ORDER BY task_id, trial, seq").fetchall()
+
+
+@pytest.mark.parametrize("command", ["report --json", "show", "run"])
+def test_a_commit_missing_from_a_postgres_trials_history_is_one_error_line(
+    made: tuple[Path, Path], tmp_path: Path, pg_dsn: str, command: str
+) -> None:
+    import psycopg
+
+    assert invoke(["copy", str(made[1]), pg_dsn]).exit_code == 0
+    with psycopg.connect(pg_dsn) as conn:
+        _cut_even_0(lambda statement: conn.execute(statement.format(commits="corral.commits")))
+    result = invoke(_gap_args(command, pg_dsn, made[0], tmp_path))
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and line.endswith(
+        "is corrupt: task 'even' trial 0 has no commit 1, though it has commit 2"
+    ), result.stderr
+

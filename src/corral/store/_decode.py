@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import StoreCorrupt
-from .._types import NO_USAGE, Commit, TrialStatus, Usage
+from .._types import NO_USAGE, Commit, TrialKey, TrialStatus, Usage
 from ..history import KINDS
 from ._runs import RunRecord
 
@@ -218,6 +218,26 @@ def decode_commit(
         raise corrupt(where, benchmark_id, f"task {task_id!r} trial {trial} {at}: {problem}")
     usage = Usage(tin, tout, float(cost)) if tin or tout or cost else NO_USAGE
     return Commit(seq, kind, body, float(created), usage)
+
+
+def missing_commit(
+    where: str, benchmark_id: str, task_id: str, trial: int, missing: int, found: int
+) -> StoreCorrupt:
+    """The error for a trial whose commits skip sequence number ``missing`` (the next
+    one stored is ``found``): every writer appends a trial's commits as 0, 1, 2...
+    with no gap, so one is missing only if it was deleted behind Corral's back, and
+    the history read around it was never recorded."""
+    what = f"task {task_id!r} trial {trial} has no commit {missing}, though it has commit {found}"
+    return corrupt(where, benchmark_id, what)
+
+
+def check_unbroken(where: str, key: TrialKey, history: Sequence[Commit]) -> None:
+    """Raise `missing_commit` unless ``history`` (``key``'s decoded commits in seq
+    order, as a store's ``history`` reads them) is numbered 0, 1, 2... Its seqs are
+    distinct and non-negative, so its last one says so at once."""
+    if history and history[-1].seq != len(history) - 1:
+        at = next(n for n, c in enumerate(history) if c.seq != n)
+        raise missing_commit(where, key.benchmark_id, key.task_id, key.trial, at, history[at].seq)
 
 
 def _row_problem(seq: Any, kind: Any, created: Any, tin: Any, tout: Any, cost: Any) -> str | None:

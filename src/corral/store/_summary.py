@@ -7,7 +7,7 @@ from typing import Any
 
 from .._types import Commit
 from ..history import TrialFold
-from ._decode import decode_commit
+from ._decode import decode_commit, missing_commit
 from ._protocol import TrialSummary
 
 
@@ -46,7 +46,8 @@ class SummaryBuilder:
 class RowFolder:
     """Folds ``benchmark_id``'s scan rows ``(task_id, trial, seq, kind, payload,
     created_at, input_tokens, output_tokens, cost)``, in key order and in chunks, into
-    trial summaries; ``where`` names the store in a `StoreCorrupt`."""
+    trial summaries; ``where`` names the store in a `StoreCorrupt` (a row that cannot
+    be read, or a trial whose seqs skip one)."""
 
     __slots__ = ("_builder", "_where", "_benchmark_id")
 
@@ -67,7 +68,11 @@ class RowFolder:
                 if builder is not None:
                     out.append(builder.build())
                 builder = self._builder = SummaryBuilder(task_id, trial)
-            builder.add(commit)
+            fold = builder.fold
+            if commit.seq != fold.last_seq + 1:  # seqs go 0, 1, 2...: one was deleted
+                missing = fold.last_seq + 1
+                raise missing_commit(where, benchmark_id, task_id, trial, missing, commit.seq)
+            fold.apply(commit)
         return out
 
     def rest(self) -> list[TrialSummary]:

@@ -33,7 +33,7 @@ from ..history import ConfigStream, StoredConfigText
 from ._batching import Batch, Slot, WriterThread, surely
 from ._claim_writers import HOLDER, check_host
 from ._config_diff import check_same_stream
-from ._decode import check_created, decode_benchmark, decode_commit, decode_run
+from ._decode import check_created, check_unbroken, decode_benchmark, decode_commit, decode_run
 from ._heads import (
     CONFIG_PIECE,
     HEAD_COLUMNS,
@@ -796,7 +796,9 @@ class PostgresStore:
             tuple(key),
         )
         where = self._where
-        return [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
+        commits = [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
+        check_unbroken(where, key, commits)
+        return commits
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]

@@ -36,7 +36,14 @@ from .._types import Commit
 from ..history import PIECE, ConfigStream, StoredConfigText
 from ._batching import Batch, Slot, WriteBatch, WriterThread, surely
 from ._config_diff import check_same_config, check_same_stream
-from ._decode import check_created, corrupt, decode_benchmark, decode_commit, decode_run
+from ._decode import (
+    check_created,
+    check_unbroken,
+    corrupt,
+    decode_benchmark,
+    decode_commit,
+    decode_run,
+)
 from ._heads import (
     HEAD_COLUMNS,
     BenchmarkOverview,
@@ -588,7 +595,9 @@ class SQLiteStore:
             tuple(key),
         )
         where = self._label
-        return [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
+        commits = [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
+        check_unbroken(where, key, commits)
+        return commits
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
