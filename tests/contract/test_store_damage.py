@@ -250,3 +250,19 @@ def test_a_commit_missing_from_a_postgres_trials_history_is_one_error_line(
         "is corrupt: task 'even' trial 0 has no commit 1, though it has commit 2"
     ), result.stderr
 
+
+# -- a JSON report is printed whole or not at all -----------------------------------
+
+
+def test_report_json_of_a_damaged_store_prints_no_cut_document(
+    made: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`report --json` reads each task's records as it writes them: damage in a later
+    task ('odd', after 'even') must not leave the document begun on stdout."""
+    store = fresh(made, tmp_path)
+    sql(store, "UPDATE commits SET input_tokens = 'many' WHERE task_id = 'odd' AND seq = 1")
+    result = invoke(["report", "ops", "--json", "--store", str(store)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "task 'odd' trial 0 commit 1" in line, line

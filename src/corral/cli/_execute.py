@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -199,13 +201,29 @@ def print_report(
     live: bool = False,
     store: str | None = None,
 ) -> None:
-    if as_json:  # a task at a time: a huge report is never one string
-        report.write_json(sys.stdout, indent=2)
+    if as_json:
+        _print_json_whole(report)
         return
     for renderable in report_renderables(
         report, json_path, rescore=rescore, live=live, store=store
     ):
         console.print(renderable)
+
+
+#: Characters of a JSON report held in memory before the rest goes to a temporary file.
+_JSON_IN_MEMORY = 1 << 22
+
+
+def _print_json_whole(report: BenchmarkReport) -> None:
+    """``report`` as JSON on stdout, whole or not at all. Its tasks' records are read
+    from the store as it is written (a task at a time: a huge report is never one
+    string), so damage found in a later task would leave a cut document on stdout
+    before the error line: it is written aside first (to disk past a few MB), then
+    copied."""
+    with tempfile.SpooledTemporaryFile(_JSON_IN_MEMORY, "w+", encoding="utf-8") as aside:
+        report.write_json(aside, indent=2)
+        aside.seek(0)
+        shutil.copyfileobj(aside, sys.stdout)
 
 
 class Interrupts:
