@@ -84,7 +84,7 @@ def test_a_schema_version_of_non_ascii_digits_is_one_error_line(
 
 import corral  # noqa: E402
 from corral import BenchmarkTaskMetadata as Meta  # noqa: E402
-from corral.testing import FakeEnvironment, ScriptedAgent  # noqa: E402
+from corral.testing import FakeEnvironment, ScriptedAgent, json_edit, tamper  # noqa: E402
 
 
 async def _run_twice(path: Path, first: Meta, second: Meta) -> None:
@@ -266,3 +266,22 @@ def test_report_json_of_a_damaged_store_prints_no_cut_document(
     assert result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and "task 'odd' trial 0 commit 1" in line, line
+
+
+# -- a JSON value where a reader looks a name up --------------------------------------
+
+
+@pytest.mark.parametrize("status", [["completed"], {"completed": True}], ids=["list", "object"])
+@pytest.mark.parametrize("command", ["report --json", "show", "view", "copy"])
+def test_a_terminal_status_that_is_not_text_is_one_error_line(
+    made: tuple[Path, Path], tmp_path: Path, status: object, command: str
+) -> None:
+    """A status that is a list or an object is no status (looking it up among the
+    statuses raised TypeError: a traceback from every command that reads commits)."""
+    store = fresh(made, tmp_path)
+    tamper(store, "commits", "payload", json_edit(status=status), "kind = 'terminal'")
+    result = invoke(_gap_args(command, str(store), made[0], tmp_path))
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "its terminal payload has status" in line, line

@@ -279,6 +279,12 @@ def _text_or_null(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
 
+def _is_status(value: Any) -> bool:
+    """Whether ``value`` is a status (text first: a list or an object cannot be looked
+    up in a set, and looking raises TypeError)."""
+    return type(value) is str and value in _STATUSES
+
+
 _COUNT = (lambda v: _is_int(v, 0, _BIGINT), "a non-negative integer")
 # Only what a report needs is required: the store's contract lets a caller record
 # other payloads under the other kinds (the runtime's `Projection` reads those).
@@ -290,7 +296,7 @@ _PAYLOAD_FIELDS: Mapping[str, tuple[tuple[str, Callable[[Any], bool], str], ...]
     "action": (("turn", *_COUNT),),
     "tool_effect": (("action_seq", *_COUNT),),
     "terminal": (
-        ("status", lambda v: v in _STATUSES, f"one of {', '.join(sorted(_STATUSES))}"),
+        ("status", _is_status, f"one of {', '.join(sorted(_STATUSES))}"),
         ("attempts", *_COUNT),
         ("error", _text_or_null, "text or null"),
         ("traceback", _text_or_null, "text or null"),
@@ -317,9 +323,10 @@ def _terminal_fine(p: Any) -> bool:
     get = p.get if type(p) is dict else None
     if get is None:
         return False
-    attempts, worked = get("attempts", 0), get("worked", 0.0)
+    status, attempts, worked = get("status"), get("attempts", 0), get("worked", 0.0)
     return (
-        get("status") in _STATUSES
+        type(status) is str
+        and status in _STATUSES
         and type(attempts) is int
         and attempts >= 0
         and type(worked) is float
