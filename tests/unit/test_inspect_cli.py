@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from click.testing import CliRunner, Result
 
 from corral import Commit
@@ -105,6 +106,30 @@ def test_show_renders_reopen_markers_as_attempt_boundaries(tmp_path: Path) -> No
     outcome = next(line for line in out.splitlines() if line.startswith("outcome"))
     assert "completed" in outcome and "passed" in outcome and "error" not in outcome
     assert "latest of 2 runs" in outcome
+
+
+@pytest.mark.parametrize(
+    "payload, shown",
+    [
+        ({"tool": "add", "arguments": [1, 2]}, "add([1,2])"),  # Action.arguments unchecked
+        ({"tool": "add", "arguments": "x=1"}, 'add("x=1")'),
+        ({"tool": "add", "budget": ["token_limit"]}, 'budget ["token_limit"]'),
+        ({"tool": "add", "budget": {"token_limit": "many"}}, 'token_limit "many"'),
+        ({"tool": "add", "budget": {"steps": 3}}, "steps 3"),  # a limit this version lacks
+    ],
+    ids=["arguments a list", "arguments text", "budget a list", "limit text", "limit unknown"],
+)
+def test_show_prints_an_action_as_recorded_whatever_its_values(
+    tmp_path: Path, payload: dict[str, Any], shown: str
+) -> None:
+    """The store keeps any JSON an action's payload holds (an agent's `Action.arguments`
+    are not checked): `show` prints it as it is, not a traceback."""
+    store = tmp_path / "s.db"
+    action = Commit(0, "action", {"turn": 0, "index": 0, **payload}, 10.0)
+    _store(store, {("t", 0): [action, terminal(1, "error", 11.0)]}, 1)
+    result = CliRunner().invoke(main, ["show", "b", "t", "0", "--store", str(store)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert shown in _flat(result.output)
 
 
 def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:

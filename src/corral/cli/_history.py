@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -122,14 +123,14 @@ def _outcome(commits: list[Commit]) -> str:
 def budget_text(commits: list[Commit]) -> str:
     """The budget the latest attempt ran under (as its setup or terminal recorded it),
     each limit with what the attempt spent; which one ended it, if one did."""
-    budget: dict[str, Any] = {}
+    budget: Any = {}
     worked = 0.0
     ended = None
     for c in commits:
         if isinstance(c.payload, dict) and c.kind in _STAMPED:
             p = decode(c)
             assert isinstance(p, _STAMPED_PAYLOADS)
-            budget = dict(p.stamp.budget) if p.stamp.budget is not None else budget
+            budget = p.stamp.budget if p.stamp.budget is not None else budget
             worked = p.stamp.worked if p.stamp.worked is not None else worked
             if isinstance(p, TerminalPayload) and p.limit is not None:
                 ended = p.limit
@@ -139,12 +140,22 @@ def budget_text(commits: list[Commit]) -> str:
         "cost_limit": f"cost {usage.cost:.5g}",
         "working_time_limit": f"{worked:.3f} s working",
     }
+    if not isinstance(budget, Mapping):  # not as Corral writes it: as stored
+        return compact(budget)
     if not budget:
         return "none (spent " + ", ".join(spent.values()) + ")"
-    parts = [f"{name} {limit:g}: spent {spent[name]}" for name, limit in budget.items()]
+    parts = [_limit(name, limit, spent) for name, limit in budget.items()]
     if ended is not None:
         parts.append(f"ended by {ended}")
     return " · ".join(parts)
+
+
+def _limit(name: str, limit: Any, spent: Mapping[str, str]) -> str:
+    """One limit of a budget with what was spent of it; a limit this version does not
+    know, or that is not a number, as stored (the store keeps any JSON a payload has)."""
+    if name in spent and type(limit) in (int, float):
+        return f"{name} {limit:g}: spent {spent[name]}"
+    return f"{name} {compact(limit)}"
 
 
 def _commits(commits: list[Commit]) -> Table:
@@ -194,7 +205,7 @@ def describe(commit: Commit) -> str:
         seen = p.previous_trial
         return f"state {compact(p.state)}" + (f" · sees trial {seen}" if seen is not None else "")
     if isinstance(p, ActionPayload):
-        arguments = ", ".join(f"{k}={compact(v)}" for k, v in (p.arguments or {}).items())
+        arguments = _arguments(p.arguments)
         return f"{p.tool}({arguments}) · turn {p.turn}.{p.index} · key {str(p.step_key)[:17]}"
     if isinstance(p, ToolEffectPayload):
         text = f"#{p.action_seq} -> {compact(p.observation)}"
@@ -227,6 +238,14 @@ def describe(commit: Commit) -> str:
         f"; the earlier run ended {previous}" if previous is not None else ""
     )
     return f"reopened ({why})"
+
+
+def _arguments(arguments: Any) -> str:
+    """An action's arguments as ``k=v, ...``; arguments that are not an object (an
+    agent's `Action.arguments` are not checked) as they are."""
+    if not isinstance(arguments, Mapping):
+        return "" if arguments is None else compact(arguments)
+    return ", ".join(f"{k}={compact(v)}" for k, v in arguments.items())
 
 
 def _call(p: ModelCallPayload) -> str:
