@@ -183,3 +183,35 @@ async def test_scratch_survives_a_rate_limit() -> None:
     trial = report.tasks["t"].trials[0]
     assert trial.attempts == 1
     assert trial.output == "from turn 0"
+
+
+@pytest.mark.anyio
+async def test_trial_timeout_counts_an_attempts_work_across_its_rate_limit_waits() -> None:
+    # One attempt works 50 s, is deferred, then would work 50 s more: 100 s of work
+    # outlives trial_timeout=60 (the wait between is not work). A deferral continues
+    # the attempt, so it must not start the attempt's timeout afresh.
+    limited: list[float] = []
+
+    async def decide(session: corral.AgentSession) -> Final:
+        await anyio.sleep(50)
+        if not limited:
+            limited.append(trio.current_time())
+            raise RateLimited(retry_after=1000)
+        return Final("too late")
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=MemoryStore(),
+        max_retries=0,
+        trial_timeout=60,
+        max_rate_limit_wait=1000,
+    )
+    start = trio.current_time()
+    report = await runner.run("b")
+    trial = report.tasks["t"].trials[0]
+    assert (trial.status, trial.attempts) == ("timeout", 1)
+    assert "trial_timeout of 60" in str(trial.error)
+    # 50 s of work, the 1000 s wait, then the 10 s left of the attempt's 60.
+    assert trio.current_time() - start == pytest.approx(1060)

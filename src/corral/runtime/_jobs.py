@@ -80,6 +80,9 @@ class TrialJob:
     budget: Budget = NO_BUDGET
     #: Seconds worked before a rate limit deferred this trial (its commits may hold less).
     worked: float = 0.0
+    #: Seconds the attempt a rate limit deferred had worked: it goes on with the rest of
+    #: its ``trial_timeout``, which bounds an attempt's work, not each stretch of it.
+    attempt_worked: float = 0.0
     #: The errors of the attempts that failed and were retried (see `_attempt_errors`).
     failed_attempts: list[dict[str, Any]] = field(default_factory=list)
     #: The sequence number of this run's first commit of the trial: the commits before

@@ -282,6 +282,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     clock = WorkClock(max(plan.job.worked, projection.worked))
     clock.start()
     working_limit = plan.job.budget.working_time_limit
+    # What the attempt worked before a rate limit deferred it counts to its timeout.
+    used = plan.job.attempt_worked
     while projection.terminal is None:
         session = await _session(plan, projection, attempt, scratch)
         session._usage, carried = carried, NO_USAGE
@@ -292,8 +294,9 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         error: BaseException | None = None
         # Why the attempt was cut short: "timeout" or "working_time_limit".
         cut: str | None = None
+        began = clock.spent
         try:
-            timeout = _deadline(plan.trial_timeout)
+            timeout = _deadline(plan.trial_timeout, used)
             budget = clock.deadline(working_limit)
             if timeout == budget == float("inf"):  # no cancel scope to pay for
                 await _attempt(plan, writer, session)
@@ -326,6 +329,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             plan.job.scratch, plan.job.carried_usage = session.scratch, carried
             plan.job.deferred_at = projection.next_seq
             clock.stop()
+            plan.job.attempt_worked = used + clock.spent - began
             plan.job.worked = clock.spent  # waiting out the rate limit is not work
             delay = plan.policy.rate_limit_wait(limited.retry_after, plan.job.deferrals)
             return Deferred(delay, attempt, limited.retry_after)
@@ -352,6 +356,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             await anyio.sleep(plan.policy.delay(attempt))
             clock.start()
             attempt += 1
+            used = 0.0  # a new attempt, a new trial_timeout
             scratch = None  # a retry starts from the store, not from memory
         else:
             assert error is not None
@@ -375,8 +380,9 @@ def _reopen(plan: TrialPlan, projection: Projection) -> tuple[Pending, list[Comm
     return handle, [commit]
 
 
-def _deadline(timeout: float | None) -> float:
-    return float("inf") if timeout is None else anyio.current_time() + timeout
+def _deadline(timeout: float | None, used: float) -> float:
+    """When an attempt that has worked ``used`` seconds already outlives ``timeout``."""
+    return float("inf") if timeout is None else anyio.current_time() + max(0.0, timeout - used)
 
 
 async def _session(
