@@ -128,12 +128,20 @@ def test_corral_report_on_postgresql_shows_what_a_subset_run_did(pg_dsn: str) ->
 async def test_a_later_commit_hides_the_last_runs_own_figures() -> None:
     store = corral.MemoryStore()
     await subset_run(store)
-    # A trial reopened by a run that never ended: the record no longer describes the
-    # store, so its reuse count and budgets are not shown; the closure marks are.
+    # A trial reopened and ended again by a run that never recorded itself: the record
+    # no longer describes the store, so its reuse count and budgets are not shown; the
+    # closure marks are. (Reopened alone, the trial counts its earlier attempt still.)
     key = corral.TrialKey("b", "child", 0)
     head = len(await store.history(key))
     reopen = {"reason": "rerun", "previous_status": "completed"}
-    await store.append(key, [corral.Commit(head, "reopen", reopen, 1.0)])
+    ended = {"status": "error", "output": None, "error": "boom", "attempts": 1, "state": None}
+    await store.append(
+        key,
+        [
+            corral.Commit(head, "reopen", reopen, 1.0),
+            corral.Commit(head + 1, "terminal", ended, 1.5),
+        ],
+    )
     rebuilt = await reported(store)
     assert rebuilt.added_by_dependencies == ["parent"]
     assert (rebuilt.resumed, rebuilt.budgets) == (0, {})

@@ -334,6 +334,31 @@ async def test_an_empty_append_is_refused_alone(store: CommitStore) -> None:
     assert await store.history(K) == trial()
 
 
+async def test_a_reopened_trial_counts_its_ended_attempt_and_its_head_says_it_moved(
+    store: CommitStore,
+) -> None:
+    """A rerun's reopen marker, and its new attempt's terminal before its evaluation,
+    leave the trial counted with its ended attempt (a stopped rerun never drops it from
+    n), while `heads_written` grows with each (how a viewer sees a rerun start)."""
+    from corral.store._heads import HeadStore
+
+    assert isinstance(store, HeadStore)
+    await store.register_benchmark("bench", CONFIG)
+    await store.append(K, trial(passed=True))
+    written = [await store.heads_written("bench")]
+    reopen = commit(5, "reopen", {"reason": "rerun", "previous_status": "completed"})
+    await store.append(K, [reopen, *trial(6, passed=False)[:4]])  # not scored yet
+    written.append(await store.heads_written("bench"))
+    [head] = [h async for chunk in store.heads("bench") for h in chunk]
+    assert (head.done, head.status, head.passed, head.commits) == (True, "completed", True, 5)
+    assert await store.finished_trials("bench", 1) == 1
+    await store.append(K, trial(6, passed=False)[4:])
+    written.append(await store.heads_written("bench"))
+    [head] = [h async for chunk in store.heads("bench") for h in chunk]
+    assert (head.done, head.passed, head.commits) == (True, False, 6)
+    assert written[0] < written[1] < written[2]
+
+
 async def test_a_head_holds_a_token_total_past_64_bits(store: CommitStore) -> None:
     """Each commit's tokens fit a 64-bit column, their sum does not: the head keeps the
     most it can hold, the commits every step's exact count."""
@@ -396,8 +421,9 @@ async def test_sqlite_a_trial_ended_and_reopened_in_one_batch_keeps_its_refolded
 ) -> None:
     """A batch that ends a trial (its head made from the writer's fold) and then reopens
     it (refolded from the store) keeps the refolded head: the fold's, written after it,
-    said the trial was done (as PostgreSQL's writer does: a trial refolded in a batch
-    has no head of its own)."""
+    said the trial's next commit was its reopen marker (as PostgreSQL's writer does: a
+    trial refolded in a batch has no head of its own). Until the reopened attempt
+    ends, the head is the earlier one's, still done."""
     from corral.store._heads import head_of
 
     held, reached = gate_the_writer(monkeypatch)
@@ -413,8 +439,9 @@ async def test_sqlite_a_trial_ended_and_reopened_in_one_batch_keeps_its_refolded
         heads = {(h.task_id, h.trial): h async for chunk in store.heads("bench") for h in chunk}
         folded = {(s.task_id, s.trial): s for s in await store.summaries("bench")}
     reopened = heads.pop(("task", 0))
-    assert (reopened.done, reopened.next_seq) == (False, 6)
+    assert (reopened.done, reopened.next_seq) == (True, 6)
     assert folded[("task", 0)].terminal is None
+    assert reopened == head_of(folded[("task", 0)])
     assert heads == {("first", 0): head_of(folded[("first", 0)])}
 
 

@@ -132,9 +132,10 @@ def test_show_prints_an_action_as_recorded_whatever_its_values(
     assert shown in _flat(result.output)
 
 
-def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:
-    """A trial awaiting its evaluation is not finished: a resume evaluates it; nor is a
-    trial reopened after its terminal: a resume runs its fresh attempt."""
+def test_list_counts_finished_trials_as_the_report_does(tmp_path: Path) -> None:
+    """A trial awaiting its evaluation is not finished: a resume evaluates it. A trial
+    reopened after its terminal counts its earlier attempt until the fresh one ends
+    (a rerun stopped midway never drops a trial from n)."""
     store = tmp_path / "s.db"
     _store(
         store,
@@ -142,7 +143,7 @@ def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:
             ("t", 0): [terminal(0, "completed", 1.0), evaluation(1, 2.0)],  # finished
             ("t", 1): [terminal(0, "completed", 1.0)],  # awaits its evaluation
             ("t", 2): [terminal(0, "error", 1.0, error="E: x")],  # finished (error)
-            ("t", 3): [  # reopened by a rerun: its fresh attempt has not ended
+            ("t", 3): [  # reopened by a rerun: its fresh attempt has not ended (counted)
                 terminal(0, "error", 1.0, error="E: x"),
                 Commit(1, "reopen", {"reason": "rerun", "previous_status": "error"}, 2.0),
             ],
@@ -150,9 +151,9 @@ def test_list_counts_finished_trials_as_a_resume_does(tmp_path: Path) -> None:
         5,
     )
     out = _flat(_invoke("list", "--store", store).output)
-    assert "2/5" in out
+    assert "3/5" in out
     report = _flat(_invoke("report", "b", "--store", store).output)
-    assert "incomplete: 2 of 5 trials finished" in report
+    assert "incomplete: 3 of 5 trials finished" in report
 
 
 BENCH = textwrap.dedent(

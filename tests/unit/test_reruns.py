@@ -102,6 +102,57 @@ async def test_a_rerun_stopped_before_its_trials_ran_does_not_drop_their_failure
     assert again.tasks["t"].pass_at_k == first.tasks["t"].pass_at_k
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_rerun_cancelled_mid_attempt_does_not_drop_its_trial_from_n(
+    kind: str, tmp_path: Path
+) -> None:
+    """A rerun cancelled (Ctrl-C) while its reopened trial runs: the new attempt has
+    not ended, so nothing new is known of the trial, and its earlier attempt stays
+    counted (in ``corral report`` and in the next run's report, stopped before it could
+    run the trial), as for a rerun stopped before the trial started. Left out of n,
+    the failure vanished: pass@1 went from 0.67 to 1.0."""
+    import anyio
+
+    from corral.cli._inspect import rebuild_report
+
+    store: corral.CommitStore = (
+        MemoryStore() if kind == "memory" else corral.SQLiteStore(tmp_path / "s.db")
+    )
+    agent = Flaky({1})
+    first = await _flaky_runner(agent, store).run("b", trials_per_task=3, k_values=(1, 3))
+    assert [t.status for t in first.tasks["t"].trials] == ["completed", "error", "completed"]
+    started = anyio.Event()
+
+    class Hangs(Flaky):
+        async def act(self, session: AgentSession) -> Final:
+            session.record_usage(cost=1.0)
+            started.set()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+    async with anyio.create_task_group() as tg:
+
+        async def rerun() -> None:
+            await _flaky_runner(Hangs(set()), store).run(
+                "b", trials_per_task=3, k_values=(1, 3), rerun=("error",)
+            )
+
+        tg.start_soon(rerun)
+        await started.wait()
+        tg.cancel_scope.cancel()
+    async with store.opened():
+        shown = await rebuild_report(store, "b", (1, 3))
+    assert [t.status for t in shown.tasks["t"].trials] == ["completed", "error", "completed"]
+    assert shown.pass_at_k == first.pass_at_k
+    agent.asked.clear()
+    again = await _flaky_runner(agent, store).run(
+        "b", trials_per_task=3, k_values=(1, 3), run_cost_limit=1.0
+    )
+    assert again.stopped is not None and agent.asked == []  # nothing ran
+    assert [t.status for t in again.tasks["t"].trials] == ["completed", "error", "completed"]
+    assert again.pass_at_k == first.pass_at_k
+
+
 async def test_a_child_left_unreachable_by_a_stopped_rerun_runs_once_its_parent_completed() -> None:
     """A rerun writes a trial's reopen marker only as the trial starts: a run stopped
     after a parent's rerun completed and before its unreachable child could start

@@ -172,12 +172,15 @@ async def test_a_live_benchmark_reloads_and_serves_the_last_load_meanwhile() -> 
         # Finished: no reload while nothing changes, however long.
         clock.now = 100.0
         assert await cache.get("b") is second
-        # A rerun reopens a trial: the finished count changes and the benchmark reloads.
+        # A rerun reopens a trial: its head changes and the benchmark reloads; until the
+        # new attempt ends, the earlier one is counted (as the report counts it).
         await store.append(TrialKey("b", "t", 1), [Commit(3, "reopen", {}, 9.0)])
         clock.now = 103.0
         await cache.get("b")
         third = await cache.newest("b")
-        assert [r.status for r in third.rows] == ["completed", "running"]
+        assert third is not second
+        assert [r.status for r in third.rows] == ["completed", "completed"]
+        assert third.report is not None and third.report.pass_at_k[1] == 0.5
         tg.cancel_scope.cancel()
 
 

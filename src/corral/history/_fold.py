@@ -4,7 +4,8 @@ A ``reopen`` commit starts the trial's latest attempt: the fold then describes w
 follows it (its commits, terminal, evaluation, usage, failed attempts), but for
 `spend`, which counts every attempt. A trial is `finished` (as the store sees it)
 with a terminal after its latest reopen, and `finished_and_scored` (as a report and
-a resume see it) once that terminal is also scored if its status is scored.
+a resume see it) once that terminal is also scored if its status is scored. Until
+then a reopened trial's report counts its `standing` attempt: the latest that was.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class TrialFold:
         "failed_attempts",
         "calls",
         "last_call_seq",
+        "standing",
     )
 
     def __init__(self) -> None:
@@ -67,6 +69,11 @@ class TrialFold:
         self.calls: dict[str, CallCounts] | None = None
         #: The sequence number of the latest attempt's last model call (None: none).
         self.last_call_seq: int | None = None
+        #: The latest earlier attempt that was `finished_and_scored`, as (terminal,
+        #: evaluation, commits, started_at): what a report counts while the attempt a
+        #: rerun reopened has not ended (a cancelled or crashed rerun never drops a
+        #: trial from n). None: no such attempt.
+        self.standing: tuple[Commit, Commit | None, int, float] | None = None
 
     @classmethod
     def of(cls, commits: Sequence[Commit]) -> Self:
@@ -80,6 +87,9 @@ class TrialFold:
         self.last_seq = commit.seq
         kind = commit.kind
         if kind == _REOPEN:
+            if finished_and_scored(self.terminal, self.evaluation):
+                assert self.terminal is not None
+                self.standing = (self.terminal, self.evaluation, self.commits, self.started_at)
             if self.usage:
                 self.earlier_usage = self.earlier_usage + self.usage
             self.usage = NO_USAGE

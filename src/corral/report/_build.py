@@ -25,9 +25,11 @@ from ._tasks import TaskColumns, TaskReport
 
 
 def is_finished(summary: TrialSummary) -> bool:
-    """What a resume leaves alone: a terminal commit and, if its status is scored, an
-    evaluation (a trial still to be scored is evaluated by the next run)."""
-    return finished_and_scored(summary.terminal, summary.evaluation)
+    """Whether a report counts the trial: its counted attempt (`TrialSummary.counted`)
+    has a terminal commit and, if its status is scored, an evaluation (a trial still
+    to be scored is evaluated by the next run)."""
+    counted = summary.counted()
+    return finished_and_scored(counted.terminal, counted.evaluation)
 
 
 def records_from(
@@ -37,7 +39,7 @@ def records_from(
     out = {}
     for s in summaries:
         if is_finished(s):
-            out[(s.task_id, s.trial)] = s.record(keep_state=keep_state)
+            out[(s.task_id, s.trial)] = s.counted().record(keep_state=keep_state)
     return out
 
 

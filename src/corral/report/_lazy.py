@@ -184,6 +184,7 @@ class StoreRecords:
             out: dict[str, list[TrialRecord]] = {task_id: [] for task_id in task_ids}
             async with store.opened():
                 for s in await store.task_summaries(benchmark_id, task_ids):
+                    s = s.counted()  # a rerun's earlier attempt, until the new one ends
                     if 0 <= s.trial < n and finished_and_scored(s.terminal, s.evaluation):
                         out[s.task_id].append(s.record())
             return out

@@ -63,8 +63,9 @@ def changes_head(kinds: Iterable[str]) -> bool:
 
 class TrialHead(NamedTuple):
     """One trial as a report counts it: its latest attempt's outcome and every
-    attempt's usage. ``done`` is `finished_and_scored` (what a report and a resume
-    count); a trial whose latest attempt has no terminal has ``status`` None."""
+    attempt's usage. ``done`` is `finished_and_scored` (what a report counts) of the
+    attempt a report counts (`TrialSummary.counted`: a rerun's earlier one until the
+    new one ends); a trial with no such attempt has ``status`` None."""
 
     task_id: str
     trial: int
@@ -126,9 +127,11 @@ HEAD_COLUMNS = (
 
 
 def head_of(summary: TrialSummary) -> TrialHead:
-    """The head of the trial ``summary`` folds (the history's one fold). A terminal or
-    evaluation whose payload cannot be read gives a head that is not done: writing a
-    head never fails an append (a report from the commits cannot count it either)."""
+    """The head of the trial ``summary`` folds (the history's one fold): of the attempt
+    a report counts (`TrialSummary.counted`). A terminal or evaluation whose payload
+    cannot be read gives a head that is not done: writing a head never fails an append
+    (a report from the commits cannot count it either)."""
+    summary = summary.counted()
     return _head(
         summary.task_id,
         summary.trial,
@@ -504,6 +507,12 @@ class HeadStore(Protocol):
         """Trials finished as a report counts them (`TrialHead.done`)."""
         ...
 
+    async def heads_written(self, benchmark_id: str) -> int:
+        """The sum of the heads' next sequence numbers: it grows whenever a head is
+        written again, a rerun's reopen marker and its end included, which change no
+        count of `finished_trials` (a report counts the earlier attempt meanwhile)."""
+        ...
+
     async def task_list(self, benchmark_id: str) -> TaskList | None:
         """What a report needs of the benchmark's configuration, read without decoding
         it whole (None: no such benchmark, or one to read whole)."""
@@ -527,7 +536,12 @@ async def heads_of(store: Any, benchmark_id: str) -> AsyncIterator[list[TrialHea
             yield chunk
         return
     async for summaries in store.scan(benchmark_id):
-        yield [head_of(s) for s in summaries if s.terminal is not None]
+        yield headed(summaries)
+
+
+async def sum_written(chunks: AsyncIterator[list[TrialHead]]) -> int:
+    """`HeadStore.heads_written` of these heads."""
+    return sum([sum(h.next_seq for h in chunk) async for chunk in chunks])
 
 
 async def count_done(chunks: AsyncIterator[list[TrialHead]], trials_per_task: int) -> int:
@@ -543,10 +557,16 @@ def folded_heads(
 ) -> list[TrialHead]:
     """The heads of the trials whose scan rows ``(task_id, trial, seq, kind, payload,
     created_at, input_tokens, output_tokens, cost)`` these are, whole and in key order
-    (``finished_only``: of those with a terminal commit since their latest reopen)."""
+    (``finished_only``: of those with an attempt to count, `headed`)."""
     folder = RowFolder(where, benchmark_id)
     summaries = folder.fold(rows) + folder.rest()
-    return [head_of(s) for s in summaries if not finished_only or s.terminal is not None]
+    return headed(summaries) if finished_only else [head_of(s) for s in summaries]
+
+
+def headed(summaries: Iterable[TrialSummary]) -> list[TrialHead]:
+    """The heads of the trials that have an attempt to count (a terminal commit since
+    their latest reopen, or before it: `TrialSummary.counted`)."""
+    return [head_of(s) for s in summaries if s.terminal is not None or s.standing is not None]
 
 
 class RebuildProgress:
@@ -610,8 +630,9 @@ class OpenFolds:
     append, a failed batch) falls back to refolding the trial from the store.
 
     A terminal whose status is scored writes no head: until its evaluation lands, the
-    trial's head stays as its last one (none, or not done after a reopen), which is
-    what a report counts either way.
+    trial's head stays as its last one (none, or a rerun's earlier attempt: a reopen
+    after an attempt that ended refolds the trial), which is what a report counts
+    either way.
     """
 
     def __init__(self) -> None:
@@ -643,6 +664,13 @@ class OpenFolds:
             if kind not in _WORK_KINDS:
                 changes = True
                 if kind == _REOPEN:  # its own usage is the new attempt's
+                    if fold.terminal is not None and history.finished_and_scored(
+                        fold.terminal, fold.evaluation
+                    ):
+                        # The ended attempt stands until the new one ends (a copy
+                        # lands both in one batch): the one fold makes that head.
+                        del folds[key]
+                        return False, None
                     if fold.usage:
                         fold.earlier_usage = fold.earlier_usage + fold.usage
                     fold.usage = NO_USAGE

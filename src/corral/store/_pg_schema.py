@@ -11,7 +11,7 @@ import re
 import psycopg
 
 from .._errors import StoreCorrupt, StoreError
-from ._heads import head_of
+from ._heads import headed
 
 SCHEMA_VERSION = 2
 #: Version 2 added ``trial_heads`` (each trial's head, see `corral.store._heads`),
@@ -190,9 +190,10 @@ def rebuild_heads(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
             while True:
                 rows = rows_of.fetchmany(4096)
                 summaries = folder.fold(rows) if rows else folder.rest()
-                heads = [s for s in summaries if s.terminal is not None]
                 with conn.cursor() as cur:
-                    cur.executemany(PUT_HEADS, [(benchmark_id, *head_of(s).row()) for s in heads])
+                    cur.executemany(
+                        PUT_HEADS, [(benchmark_id, *h.row()) for h in headed(summaries)]
+                    )
                 progress.add(len(summaries))
                 if not rows:
                     break

@@ -20,7 +20,7 @@ from .._json import check_json
 from .._records import record_of
 from .._types import Commit, TrialRecord, Usage
 from .._types import TrialKey as TrialKey  # re-exported: its home before it moved
-from ..history import ConfigStream, StoredConfig
+from ..history import ConfigStream, StoredConfig, finished_and_scored
 from ._runs import RunRecord
 
 
@@ -47,7 +47,8 @@ class TrialSummary:
     """What the report needs of one trial, without its whole history.
 
     After a ``reopen`` commit it describes the trial's latest attempt: its
-    commits, terminal and (latest) evaluation; usage counts every attempt.
+    commits, terminal and (latest) evaluation; usage counts every attempt. What a
+    report counts is `counted`.
     """
 
     task_id: str
@@ -59,6 +60,18 @@ class TrialSummary:
     evaluation: Commit | None
     #: The sequence number the trial's next commit takes.
     next_seq: int = 0
+    #: The latest earlier attempt that ended (and was scored), as a summary of its own
+    #: (`TrialFold.standing`); None: none.
+    standing: TrialSummary | None = None
+
+    def counted(self) -> TrialSummary:
+        """The attempt a report counts: the latest once it has ended and been scored (if
+        its status is scored), until then the one a rerun reopened (`standing`), so a
+        rerun stopped midway (cancelled, crashed) leaves the trial counted as it was."""
+        standing = self.standing
+        if standing is None or finished_and_scored(self.terminal, self.evaluation):
+            return self
+        return standing
 
     def record(self, *, keep_state: bool = True, scored: bool = True) -> TrialRecord:
         """The trial's record; only for a summary with a terminal commit. ``scored=False``

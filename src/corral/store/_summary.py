@@ -13,6 +13,12 @@ from ._protocol import TrialSummary
 
 def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
     """The `TrialSummary` a trial's fold describes."""
+    standing = None
+    if fold.standing is not None:
+        terminal, evaluation, commits, started_at = fold.standing
+        standing = TrialSummary(
+            task_id, trial, commits, started_at, fold.spend, terminal, evaluation, fold.next_seq
+        )
     return TrialSummary(
         task_id=task_id,
         trial=trial,
@@ -22,6 +28,7 @@ def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
         terminal=fold.terminal,
         evaluation=fold.evaluation,
         next_seq=fold.next_seq,
+        standing=standing,
     )
 
 

@@ -187,6 +187,10 @@ class MemoryStore:
             if key.benchmark_id == benchmark_id and head.done and key.trial < trials_per_task
         )
 
+    async def heads_written(self, benchmark_id: str) -> int:
+        await anyio.lowlevel.checkpoint()
+        return sum(h.next_seq for k, h in self._heads.items() if k.benchmark_id == benchmark_id)
+
     async def task_list(self, benchmark_id: str) -> TaskList | None:
         await anyio.lowlevel.checkpoint()
         entry = self._configs.get(benchmark_id)

@@ -44,7 +44,8 @@ from ._heads import (
     checked_overview,
     count_done,
     decode_head,
-    head_of,
+    headed,
+    sum_written,
     task_list_of_pieces,
     utf8_pieces,
 )
@@ -119,6 +120,7 @@ _KEEP_OVERVIEW = (
 _DONE = (
     "SELECT count(*) FROM corral.trial_heads WHERE benchmark_id = %s AND done = 1 AND trial < %s"
 )
+_WRITTEN = "SELECT coalesce(sum(next_seq), 0) FROM corral.trial_heads WHERE benchmark_id = %s"
 
 # A trial is finished when its latest terminal commit follows its latest reopen.
 _BENCHMARKS = """
@@ -821,7 +823,7 @@ class PostgresStore:
         await self._queue.settle()
         if not self._has_heads:
             async for summaries in self.scan(benchmark_id):
-                yield [head_of(s) for s in summaries if s.terminal is not None]
+                yield headed(summaries)
             return
         after: tuple[Any, ...] = ("", -1)
         while rows := await self._read_chunk(_HEADS, (benchmark_id, *after, chunk)):
@@ -835,6 +837,12 @@ class PostgresStore:
         if not self._has_heads:
             return await count_done(self.heads(benchmark_id), trials_per_task)
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
+        return int(rows[0][0]) if rows else 0
+
+    async def heads_written(self, benchmark_id: str) -> int:
+        if not self._has_heads:
+            return await sum_written(self.heads(benchmark_id))
+        rows = await self._read(_WRITTEN, (benchmark_id,))
         return int(rows[0][0]) if rows else 0
 
     async def task_list(self, benchmark_id: str) -> TaskList | None:

@@ -56,7 +56,8 @@ from ._heads import (
     count_done,
     decode_head,
     folded_heads,
-    head_of,
+    headed,
+    sum_written,
     task_list_of_pieces,
     utf8_pieces,
 )
@@ -163,6 +164,7 @@ _OVERVIEW = (
 )
 _ROWID = "SELECT rowid FROM benchmarks WHERE benchmark_id = ?"
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
+_WRITTEN = "SELECT COALESCE(SUM(next_seq), 0) FROM trial_heads WHERE benchmark_id = ?"
 
 _INSERT = (
     "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
@@ -635,7 +637,7 @@ class SQLiteStore:
         await self._queue.settle()
         if not self._has_heads:
             async for summaries in self.scan(benchmark_id):
-                yield [head_of(s) for s in summaries if s.terminal is not None]
+                yield headed(summaries)
             return
         label = self._label
         after: tuple[Any, ...] | None = None
@@ -656,6 +658,12 @@ class SQLiteStore:
         if not self._has_heads:
             return await count_done(self.heads(benchmark_id), trials_per_task)
         rows = await self._read(_DONE, (benchmark_id, trials_per_task))
+        return int(rows[0][0])
+
+    async def heads_written(self, benchmark_id: str) -> int:
+        if not self._has_heads:
+            return await sum_written(self.heads(benchmark_id))
+        rows = await self._read(_WRITTEN, (benchmark_id,))
         return int(rows[0][0])
 
     async def task_list(self, benchmark_id: str) -> TaskList | None:
@@ -747,7 +755,7 @@ def rebuild_heads(conn: sqlite3.Connection, where: str) -> None:
         while True:
             rows = cursor.fetchmany(4096)
             summaries = folder.fold(rows) if rows else folder.rest()
-            put = [(benchmark_id, *head_of(s).row()) for s in summaries if s.terminal is not None]
+            put = [(benchmark_id, *head.row()) for head in headed(summaries)]
             conn.executemany(_PUT_HEAD, put)
             progress.add(len(summaries))
             if not rows:

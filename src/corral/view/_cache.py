@@ -4,9 +4,10 @@ A load reads the store's ``scan`` in the background; the list in scan order is
 served from the rows loaded so far, everything else once the load is done. While
 a benchmark is live (some trial unfinished) its data is reloaded when older than
 ``refresh`` seconds (or three times as long as a load takes); a finished one when
-its count of finished trials changes (a rerun reopening a trial) or a run is
-recorded (a rescore, a resume: each records its run once done), each looked up at
-most once per ``refresh`` seconds. Until a reload is done, the previous load keeps
+its trial heads change (a rerun reopening a trial, which its report goes on
+counting as it was until it ends again) or a run is recorded (a rescore, a resume:
+each records its run once done), each looked up at most once per ``refresh``
+seconds. Until a reload is done, the previous load keeps
 being served; each load has a new ``version``, so a page knows its data changed.
 """
 
@@ -89,6 +90,8 @@ class Brief(NamedTuple):
     #: Finished trials as the report counted them (None while the load went on).
     finished: int | None
     runs: int
+    #: `HeadStore.heads_written` of the heads loaded (None: the store keeps none).
+    written: int | None
     trials_per_task: int
     pass_at_k: dict[int, float] | None
     errors: int | None
@@ -107,6 +110,8 @@ class Loaded:
         self.loaded_at = time.time()
         #: Runs recorded when the load started (a new one means the data changed).
         self.runs = 0
+        #: `HeadStore.heads_written` of the heads loaded (None: the store keeps none).
+        self.written: int | None = None
         self.config = config
         self.stored = StoredConfig.decode(config)
         self.trials_per_task = self.stored.trials_per_task
@@ -153,6 +158,7 @@ class Loaded:
             self.live,
             None if report is None else report.finished,
             self.runs,
+            self.written,
             self.trials_per_task,
             None if report is None else report.pass_at_k,
             None if report is None else report.counts.get("error", 0),
@@ -191,6 +197,7 @@ class Loaded:
         n = self.trials_per_task
 
         def rows_of(chunk: list[TrialHead]) -> list[TrialHead]:
+            self.written = (self.written or 0) + sum(head.next_seq for head in chunk)
             for head in chunk:
                 task = meta.get(head.task_id)
                 if task is not None and 0 <= head.trial < n:
@@ -209,6 +216,7 @@ class Loaded:
                     task = meta.get(s.task_id)
                     if task is None or not 0 <= s.trial < n:
                         continue
+                    s = s.counted()  # as its head: a rerun's earlier attempt, until it ends
                     record = s.record(keep_state=False) if is_finished(s) else None
                     self.rows.append(row_of(s, record, *task))
                 self._progress.set()
@@ -313,6 +321,15 @@ class _Rows:
             yield self._seen(chunk)
 
 
+#: What says a finished benchmark changed: (finished trials, runs, heads written).
+_Counts = tuple[int | None, int, int | None]
+
+
+def _counts_of(loaded: Brief) -> _Counts:
+    """`ViewCache._counts` as ``loaded`` read them."""
+    return (loaded.finished, loaded.runs, loaded.written)
+
+
 class LoadFailed(Exception):
     """The store could not be read."""
 
@@ -344,7 +361,7 @@ class ViewCache:
         self._dropped: dict[str, Brief] = {}  # what is kept of a load dropped
         self._used: dict[str, None] = {}  # benchmark ids, least recently used first
         # Per benchmark: when its finished trials and runs were last counted, and the counts.
-        self._counted: dict[str, tuple[float, tuple[int | None, int]]] = {}
+        self._counted: dict[str, tuple[float, _Counts]] = {}
         self._versions = 0  # loads started
         self._lock = anyio.Lock()
 
@@ -428,24 +445,27 @@ class ViewCache:
             return True
         if loaded.finished is None:
             return False
-        return await self._counts(loaded) != (loaded.finished, loaded.runs)
+        return await self._counts(loaded) != _counts_of(loaded)
 
-    async def _counts(self, loaded: Brief) -> tuple[int | None, int]:
-        """The benchmark's finished trials (as its report counts them) and recorded runs:
-        the store is asked at most once per refresh, the load's own until then."""
+    async def _counts(self, loaded: Brief) -> _Counts:
+        """The benchmark's finished trials (as its report counts them), recorded runs and
+        `HeadStore.heads_written`: the store is asked at most once per refresh, the
+        load's own until then."""
         benchmark_id = loaded.benchmark_id
         now = self._clock()
-        at, counts = self._counted.get(benchmark_id, (float("-inf"), (None, 0)))
+        at, counts = self._counted.get(benchmark_id, (float("-inf"), (None, 0, None)))
         if at < loaded.started:  # the load's own counts are the newer
-            at, counts = loaded.started, (loaded.finished, loaded.runs)
+            at, counts = loaded.started, _counts_of(loaded)
         if now - at >= self.refresh:
             store = self.store
             finished: int | None
-            if isinstance(store, HeadStore):  # one count of its heads
+            written = None
+            if isinstance(store, HeadStore):  # one count of its heads, and one sum
                 finished = await store.finished_trials(benchmark_id, loaded.trials_per_task)
+                written = await store.heads_written(benchmark_id)
             else:
                 found = {b.benchmark_id: b.finished for b in await store.benchmarks()}
                 finished = found.get(benchmark_id)
-            counts = (finished, len(await store.runs(benchmark_id)))
+            counts = (finished, len(await store.runs(benchmark_id)), written)
             self._counted[benchmark_id] = (now, counts)
         return counts
