@@ -53,6 +53,8 @@ class RateLimited(CorralError):
     It is not a failed attempt: the trial gives back its slots, waits
     ``retry_after`` seconds (or a backoff when None), and continues from its
     head, while the effective limit of its model shrinks and then grows back.
+    A ``retry_after`` that is no number of seconds (a header's text, NaN, a negative
+    wait) is a `ConfigError` naming it, raised here: only the trial that made it fails.
     """
 
     def __init__(
@@ -62,6 +64,15 @@ class RateLimited(CorralError):
         retry_after: float | None = None,
         status_code: int | None = None,
     ):
+        if retry_after is not None and not (
+            isinstance(retry_after, int | float)
+            and not isinstance(retry_after, bool)
+            and retry_after >= 0  # False for NaN; infinity is capped by the runner
+        ):
+            raise ConfigError(
+                "RateLimited(retry_after=...) must be a non-negative number of seconds or "
+                f"None, not {retry_after!r}"
+            )
         super().__init__(message)
         self.retry_after = retry_after
         self.status_code = status_code

@@ -215,3 +215,38 @@ async def test_trial_timeout_counts_an_attempts_work_across_its_rate_limit_waits
     assert "trial_timeout of 60" in str(trial.error)
     # 50 s of work, the 1000 s wait, then the 10 s left of the attempt's 60.
     assert trio.current_time() - start == pytest.approx(1060)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("retry_after", ["30", float("nan"), -1.0, True], ids=repr)
+@pytest.mark.parametrize("where", ["agent", "scorer"])
+async def test_a_rate_limit_with_a_bad_wait_ends_its_trial_naming_it_not_the_run(
+    retry_after: Any, where: str
+) -> None:
+    """``RateLimited(retry_after=headers["retry-after"])`` (a string), or NaN, or a
+    negative wait: a user's mistake. It ended the whole run with a TypeError or
+    "deadline must not be NaN"; it is a `ConfigError` naming the value, raised where the
+    error is made, so only that trial (or scoring) fails, and says why."""
+
+    def decide(session: corral.AgentSession) -> Final:
+        if where == "agent" and session.task_id == "bad":
+            raise RateLimited(retry_after=retry_after)
+        return Final("ok")
+
+    def score(trial: corral.TrialRecord) -> corral.Evaluation:
+        if where == "scorer" and trial.task_id == "bad":
+            raise RateLimited(retry_after=retry_after)
+        return corral.Evaluation(1.0, True)
+
+    runner = CorralRunner(
+        {"bad": BenchmarkTaskMetadata("a", "e"), "good": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment(evaluate=score)},
+        store=MemoryStore(),
+        max_retries=0,
+    )
+    report = await runner.run("b")
+    assert report.tasks["good"].trials[0].passed
+    bad = report.tasks["bad"].trials[0]
+    error = bad.error if where == "agent" else bad.evaluation_error
+    assert error is not None and "ConfigError" in error and repr(retry_after) in error
