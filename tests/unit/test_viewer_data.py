@@ -27,7 +27,7 @@ from corral import (
 )
 from corral._turns import declared_order
 from corral.runtime import AgentSession
-from corral.testing import FakeEnvironment, Gate, ScriptedAgent
+from corral.testing import FakeEnvironment, Gate, ScriptedAgent, wait_all_tasks_blocked
 from corral.view._cache import LoadFailed, ViewCache, collections_paused
 from corral.view._charts import histogram
 from corral.view._index import Row, TrialQuery, select
@@ -384,6 +384,89 @@ async def test_a_dropped_benchmark_s_line_is_read_again_once_it_changes() -> Non
         again = await cache.brief("a")
         # The rerun's trial counts its earlier attempt until the new one ends.
         assert again.version == 3 and again.finished == 2 and not again.live
+        tg.cancel_scope.cancel()
+
+
+class Gated(MemoryStore):
+    """A memory store whose loads each wait at their benchmark's gate: those waiting there
+    are the loads in flight (a load reads the runs first)."""
+
+    def __init__(self, ids: str) -> None:
+        super().__init__()
+        self.gates = {b: Gate() for b in ids}
+        self.started: list[str] = []  # benchmarks whose load began reading, in order
+
+    async def runs(self, benchmark_id: str) -> list[Any]:
+        self.started.append(benchmark_id)
+        await self.gates[benchmark_id].wait()
+        return await super().runs(benchmark_id)
+
+
+async def gated(ids: str) -> Gated:
+    store = Gated(ids)
+    for b in ids:
+        await store.register_benchmark(b, CONFIG)
+        await store.append(TrialKey(b, "t", 0), ended("completed", True, 0.0))
+    return store
+
+
+def at_once(cache: ViewCache, store: Gated) -> int:
+    """Loads held or in flight: held by the cache (done, dropped or not yet) or reading."""
+    done = [p for p in cache._pending.values() if p.done.is_set()]
+    return len(cache._current) + len(done) + sum(g.waiting for g in store.gates.values())
+
+
+async def test_the_benchmarks_page_loads_no_more_than_keep_at_once() -> None:
+    """The first visit to the benchmarks page started loading every benchmark at once,
+    and the cache dropped the extras only at the next request (30 benchmarks of
+    100,000 trials: some 6 GB at once). Loads beyond `keep` wait their turn; every
+    line is on the page meanwhile, as loading."""
+    ids = "abcdef"
+    store = await gated(ids)
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, clock=Clock(), keep=2)
+        lines = [await cache.brief(b) for b in ids]
+        assert [line.benchmark_id for line in lines] == list(ids)
+        assert all(line.pass_at_k is None and line.config_summary["tasks"] == 1 for line in lines)
+        most = 0
+        for _ in ids:  # each round lets through the loads reading
+            await wait_all_tasks_blocked()
+            most = max(most, at_once(cache, store))
+            for gate in store.gates.values():
+                if gate.waiting:
+                    gate.open()
+        await wait_all_tasks_blocked()
+        most = max(most, at_once(cache, store))
+        assert most <= 2 and all(g.is_open for g in store.gates.values())
+        assert sorted(store.started) == list(ids)  # each read once
+        assert [(await cache.brief(b)).pass_at_k for b in ids] == [{1: 1.0}] * len(ids)
+        tg.cancel_scope.cancel()
+
+
+async def test_a_benchmark_opened_is_read_before_the_benchmarks_page_s_lines() -> None:
+    """A benchmark the user opens does not wait behind the lines the benchmarks page
+    asked for: it is read as soon as a slot is free, ahead of them."""
+    ids = "abcdef"
+    store = await gated(ids)
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, clock=Clock(), keep=2)
+        for b in ids:
+            await cache.brief(b)
+        await wait_all_tasks_blocked()
+        await cache.get("e")  # its line's load was waiting: now read first
+        await wait_all_tasks_blocked()
+        assert "e" in store.started and not {"c", "d", "f"} & set(store.started)
+        store.gates["e"].open()
+        e = await cache.newest("e")  # while the lines' loads still wait
+        assert e.report is not None and e.report.pass_at_k[1] == 1.0
+        assert at_once(cache, store) <= 2
+        for gate in store.gates.values():
+            gate.open()
+        await wait_all_tasks_blocked()  # every line read, one at a time
+        assert sorted(store.started) == list(ids)
+        assert await cache.get("e") is e  # the one opened is kept, the lines' dropped
+        assert (await cache.newest("f")).report is not None
+        assert await cache.get("e") is e
         tg.cancel_scope.cancel()
 
 

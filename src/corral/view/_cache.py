@@ -334,12 +334,26 @@ class LoadFailed(Exception):
     """The store could not be read."""
 
 
-class ViewCache:
-    """Loads per benchmark id, started in ``task_group`` on first use. Only the ``keep``
-    most recently used are held (a 100,000-trial load is some 200 MB); of one dropped,
-    its line on the benchmarks page is kept, and it is read again when next used."""
+class _Turn:
+    """A load's place in line for a slot of `ViewCache` (given by `ViewCache._wake`)."""
 
-    #: Loads held at most (besides those in progress).
+    def __init__(self, opened: bool) -> None:
+        #: Asked for by the benchmark's own page, not only for its line on the benchmarks page.
+        self.opened = opened
+        #: Set once the load may read.
+        self.given = anyio.Event()
+
+
+class ViewCache:
+    """Loads per benchmark id, started in ``task_group`` on first use. At most ``keep``
+    loads are held or reading at once (a 100,000-trial load is some 200 MB): the least
+    recently used held one is dropped to make room, and a load that finds none waits in line.
+    Of one dropped, its line on the benchmarks page is kept, and it is read again when
+    next used. The benchmarks page's lines are read one at a time, behind a benchmark
+    opened: the first visit does not read every benchmark at once, nor make one opened
+    wait for them."""
+
+    #: Loads held or reading at most.
     KEEP = 4
 
     def __init__(
@@ -357,7 +371,9 @@ class ViewCache:
         self.keep = keep
         self._clock = clock
         self._current: dict[str, Loaded] = {}  # the latest finished load
-        self._pending: dict[str, Loaded] = {}  # a load in progress
+        self._pending: dict[str, Loaded] = {}  # a load in progress (in line or reading)
+        self._line: dict[str, _Turn] = {}  # loads waiting for a slot, first come first
+        self._reading: dict[str, bool] = {}  # loads given a slot, and whether opened
         self._dropped: dict[str, Brief] = {}  # what is kept of a load dropped
         self._used: dict[str, None] = {}  # benchmark ids, least recently used first
         # Per benchmark: when its finished trials and runs were last counted, and the counts.
@@ -373,7 +389,7 @@ class ViewCache:
             self._used.pop(benchmark_id, None)
             self._used[benchmark_id] = None
             try:
-                return await self._get(benchmark_id)
+                return await self._get(benchmark_id, opened=True)
             except ConfigError:
                 del self._used[benchmark_id]
                 raise
@@ -385,31 +401,80 @@ class ViewCache:
             self._settle()
             dropped = self._dropped.get(benchmark_id)
             if dropped is None:
-                return (await self._get(benchmark_id)).brief()
+                return (await self._get(benchmark_id, opened=False)).brief()
             if await self._stale(dropped):
-                await self._get(benchmark_id)
+                await self._get(benchmark_id, opened=False)
             return dropped
 
-    async def _get(self, benchmark_id: str) -> Loaded:
+    async def _get(self, benchmark_id: str, *, opened: bool) -> Loaded:
         self._settle()
         current = self._current.get(benchmark_id)
         pending = self._pending.get(benchmark_id)
         if pending is None and (current is None or await self._stale(current.brief())):
-            # The trials are read from now, while the configuration is.
-            reading = Reading(self.store, benchmark_id, self._tg)
-            try:
-                with collections_paused():
-                    config = await self.store.benchmark_config(benchmark_id)
-                    if config is None:
-                        raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
-                    self._versions += 1
-                    pending = Loaded(benchmark_id, config, self._clock(), self._versions)
-            except BaseException:
-                reading.close()
-                raise
-            self._pending[benchmark_id] = pending
-            self._tg.start_soon(pending.fill, self.store, reading)
+            pending = await self._load(benchmark_id, opened)
+        elif opened and benchmark_id in self._line:  # opened now: read ahead of the lines
+            self._line[benchmark_id].opened = True
+            self._wake()
         return current if current is not None else pending  # type: ignore[return-value]
+
+    async def _load(self, benchmark_id: str, opened: bool) -> Loaded:
+        """A new load of the benchmark, in line for a slot (`_wake`); its configuration
+        is read now (the benchmarks page shows it while the load waits)."""
+        turn = _Turn(opened)
+        self._line[benchmark_id] = turn
+        self._wake()
+        # Given a slot at once: the trials are read from now, while the configuration is.
+        reading = Reading(self.store, benchmark_id, self._tg) if turn.given.is_set() else None
+        try:
+            with collections_paused():
+                config = await self.store.benchmark_config(benchmark_id)
+                if config is None:
+                    raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
+                self._versions += 1
+                loaded = Loaded(benchmark_id, config, self._clock(), self._versions)
+        except BaseException:
+            if reading is not None:
+                reading.close()
+            self._line.pop(benchmark_id, None)
+            self._reading.pop(benchmark_id, None)
+            self._wake()
+            raise
+        self._pending[benchmark_id] = loaded
+        self._tg.start_soon(self._fill, loaded, turn, reading)
+        return loaded
+
+    async def _fill(self, loaded: Loaded, turn: _Turn, reading: Reading | None) -> None:
+        """Fill ``loaded`` once its turn comes; then it takes its benchmark's place at once
+        (not at the next request: the loads held stay within `keep`), and the next in
+        line reads."""
+        benchmark_id = loaded.benchmark_id
+        try:
+            if reading is None:
+                await turn.given.wait()
+                loaded.started, loaded.loaded_at = self._clock(), time.time()
+                reading = Reading(self.store, benchmark_id, self._tg)
+            await loaded.fill(self.store, reading)
+        finally:
+            if self._line.get(benchmark_id) is turn:  # cancelled in line
+                del self._line[benchmark_id]
+            self._reading.pop(benchmark_id, None)
+            self._settle()
+            self._wake()
+
+    def _wake(self) -> None:
+        """Give free slots to the loads in line: benchmarks opened first, in turn, then
+        the benchmarks page's lines, one reading at a time (what is opened is not kept
+        waiting for them). A slot is free while fewer than `keep` loads are reading; the
+        least recently used held loads are dropped to make room for the one given it."""
+        for benchmark_id, turn in sorted(self._line.items(), key=lambda item: not item[1].opened):
+            if len(self._reading) >= self.keep:
+                return
+            if not turn.opened and not all(self._reading.values()):
+                return  # a line is being read: the rest wait for it
+            del self._line[benchmark_id]
+            self._reading[benchmark_id] = turn.opened
+            self._drop_unused()
+            turn.given.set()
 
     def _settle(self) -> None:
         """Every load done since takes its benchmark's place (a failed one only where none
@@ -424,10 +489,12 @@ class ViewCache:
         self._drop_unused()
 
     def _drop_unused(self) -> None:
-        """Drop the least recently used loads beyond `keep` (one never used first)."""
+        """Drop the least recently used loads (one never used first) until those held and
+        those reading are `keep` at most."""
         order = {benchmark_id: i for i, benchmark_id in enumerate(self._used)}
         by_use = sorted(self._current, key=lambda benchmark_id: order.get(benchmark_id, -1))
-        for benchmark_id in by_use[: max(0, len(by_use) - self.keep)]:
+        room = max(0, self.keep - len(self._reading))
+        for benchmark_id in by_use[: max(0, len(by_use) - room)]:
             self._dropped[benchmark_id] = self._current.pop(benchmark_id).brief()
 
     async def newest(self, benchmark_id: str) -> Loaded:
