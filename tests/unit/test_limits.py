@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import pytest
 
-from corral import ConfigError, Limits
+from corral import ConfigError, Limits, RunConfig
 
 
 def test_defaults() -> None:
@@ -25,6 +25,20 @@ def test_evaluations_and_total_follow_max_parallel() -> None:
     limits = Limits.resolve(max_parallel=6, max_parallel_evaluations=2)
     assert limits.max_parallel_total == 8
     assert Limits.resolve(max_parallel=6, max_parallel_total=3).max_parallel_total == 3
+
+
+def test_limits_built_directly_default_as_resolve_does() -> None:
+    # Before, `Limits(max_parallel=16)` took evaluations 4 and a total of 8 (the
+    # defaults of max_parallel=4): a run given it executed 8 trials at once, not 16.
+    assert Limits(max_parallel=16) == Limits.resolve(max_parallel=16)
+    assert Limits(max_parallel=16).max_parallel_total == 32
+    assert Limits(max_parallel=6, max_parallel_evaluations=2).max_parallel_total == 8
+    assert Limits(max_parallel=6, max_parallel_total=3).max_parallel_evaluations == 6
+    # Filled in, they follow max_parallel as a config changes it, as resolve's do.
+    config = RunConfig(limits=Limits(max_parallel=2)).updated(max_parallel=8)
+    assert (config.limits.max_parallel_evaluations, config.limits.max_parallel_total) == (8, 16)
+    with pytest.raises(ConfigError, match="max_parallel must be a positive integer, not 0"):
+        Limits(max_parallel=0)
 
 
 def test_keyed_limits_are_kept_read_only() -> None:

@@ -29,9 +29,9 @@ def _keyed(name: str, value: Mapping[str, int] | None) -> Mapping[str, int]:
 @dataclass(frozen=True, slots=True, init=False)
 class Limits:
     """Every limit of a run, resolved (README, "Limits", lists them): evaluations default
-    to ``max_parallel``, the total to ``max_parallel`` + evaluations (`resolve` fills
-    them in); a keyed limit bounds only the ids it names. Checked when built: a bad
-    limit is a `ConfigError` naming it.
+    to ``max_parallel``, the total to ``max_parallel`` + evaluations (filled in when
+    built, directly or by `resolve`); a keyed limit bounds only the ids it names.
+    Checked when built: a bad limit is a `ConfigError` naming it.
 
     The keyed limits are the ``declarations`` (`KEYED_LIMITS` unless given): each
     one's caps are a keyword named by its setting (``max_parallel_by_model={...}``),
@@ -56,8 +56,8 @@ class Limits:
         self,
         max_parallel: int = 4,
         max_parallel_per_task: int = 1,
-        max_parallel_evaluations: int = 4,
-        max_parallel_total: int = 8,
+        max_parallel_evaluations: int | None = None,
+        max_parallel_total: int | None = None,
         *,
         caps: Mapping[str, Mapping[str, int] | None] | None = None,
         declarations: Sequence[KeyedLimit] = KEYED_LIMITS,
@@ -68,10 +68,21 @@ class Limits:
         for name, value in (
             ("max_parallel", max_parallel),
             ("max_parallel_per_task", max_parallel_per_task),
-            ("max_parallel_evaluations", max_parallel_evaluations),
-            ("max_parallel_total", max_parallel_total),
         ):
             put(self, name, positive_int(name, value))
+        # A count not given defaults (and follows) as the README's table says, here as in
+        # `resolve`: fixed defaults of 4 and 8 held ``Limits(max_parallel=16)`` to 8
+        # executions at once.
+        following = set(follows)
+        if max_parallel_evaluations is None:
+            max_parallel_evaluations = self.max_parallel
+            following.add("max_parallel_evaluations")
+        evaluations = positive_int("max_parallel_evaluations", max_parallel_evaluations)
+        put(self, "max_parallel_evaluations", evaluations)
+        if max_parallel_total is None:
+            max_parallel_total = self.max_parallel + evaluations
+            following.add("max_parallel_total")
+        put(self, "max_parallel_total", positive_int("max_parallel_total", max_parallel_total))
         declared = tuple(declarations)
         settings = [limit.setting for limit in declared]
         given = {**(caps or {}), **keyed}
@@ -86,7 +97,7 @@ class Limits:
             "max_parallel_evaluations": self.max_parallel,
             "max_parallel_total": self.max_parallel + self.max_parallel_evaluations,
         }
-        put(self, "follows", frozenset(n for n in follows if getattr(self, n) == derived.get(n)))
+        put(self, "follows", frozenset(n for n in following if getattr(self, n) == derived.get(n)))
 
     @property
     def max_parallel_by_model(self) -> Mapping[str, int]:
