@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
 from corral import Action, AgentSession, Evaluation, Final, RetryPolicy, TrialRecord
 from corral import BenchmarkTaskMetadata as Meta
-from corral.testing import FakeEnvironment
+from corral.testing import FakeEnvironment, LaggingStore, ScriptedAgent, wait_all_tasks_blocked
 
 pytestmark = pytest.mark.anyio
 
@@ -92,3 +93,48 @@ async def test_a_budget_overrun_before_a_failure_is_not_asked_again(
     [trial] = report.tasks["t"].trials
     assert calls == [0]  # 150 tokens of a budget of 100 were spent: no second call
     assert (trial.status, trial.limit, trial.usage.input_tokens) == ("limit", "token_limit", 150)
+
+
+class OneByOne(LaggingStore):
+    """A lagging store a test makes durable one append at a time, oldest first."""
+
+    def release_one(self) -> None:
+        self._held.pop(0).release()
+
+
+async def test_run_cost_limit_holds_while_the_store_lags_past_its_backlog() -> None:
+    """A worker whose store lags past ``max_backlog`` waits only for half of it to land
+    before its result frees its slot: the trial's own costly terminal may still wait.
+    Its spend must be counted before anything starts on the strength of that slot."""
+    started: list[str] = []
+
+    def decide(session: AgentSession) -> Final:
+        started.append(session.task_id)
+        session.record_usage(cost=1.0)
+        return Final("done")
+
+    store = OneByOne()
+    run = corral.CorralRunner(
+        {f"t{i}": Meta("a", "e") for i in range(4)},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment(evaluate=passed)},
+        store=store,
+        retry_policy=RetryPolicy(max_retries=0),
+        max_backlog=2,
+    )
+    report: list[corral.BenchmarkReport] = []
+
+    async def go() -> None:
+        report.append(await run.run("b", max_parallel=2, run_cost_limit=2))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(go)
+        while not report:
+            await wait_all_tasks_blocked()
+            if store.held:
+                store.release_one()
+    # t0 and t1 start together and spend 2 between them: nothing starts after them
+    # (before: their slots were freed with t1's terminal not yet counted, so t2 and
+    # t3 started too).
+    assert started == ["t0", "t1"]
+    assert report[0].stopped is not None and report[0].stopped.startswith("run_cost_limit")

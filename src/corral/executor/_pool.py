@@ -116,13 +116,17 @@ class WorkerPool(Generic[J, R]):
             # next at once) and starve every other task (the display, the timer, the
             # evaluations handed out and their results). A job that waited (a model
             # call) let them all run: its end costs no turn of the loop.
+            waited = False
+            if acks.settle and acks.waiting:
+                # What the job recorded decides what may start next (its cost, against
+                # a run_cost_limit): its result waits until that is durable and counted
+                # (first: a full backlog's room is half of it, which may hold the job's
+                # own costly terminal still).
+                await acks.settled()
+                waited = True
             if acks.full:
                 await acks.room()
-            elif acks.settle and acks.waiting:
-                # What the job recorded decides what may start next (its cost, against
-                # a run_cost_limit): its result waits until that is durable and counted.
-                await acks.settled()
-            else:
+            elif not waited:
                 self._ends += 1
                 if self._ends % _YIELD_EVERY and self._paid >= owed:
                     await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops
