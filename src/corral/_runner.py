@@ -161,6 +161,7 @@ class CorralRunner:
             max_backlog=self.max_backlog,
             max_value_bytes=config.max_value_bytes,
             observed=observed,
+            max_subprocesses=config.max_subprocesses,
         )
 
     def _evaluation_keys(self) -> set[str]:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
+from typing import Any
 
+import anyio
 import pytest
 import sniffio
 from anyio._backends._asyncio import find_root_task
 
 from corral import ConfigError
+from corral._concurrency import available_cpus
 from corral.executor._host import _as_a_run
 
 
@@ -76,3 +80,57 @@ def test_a_host_error_that_cannot_be_rebuilt_reaches_the_coordinator_by_name() -
     assert isinstance(sent, CorralError) and "disk full" in str(sent)
     kept = _portable(ValueError("plain"))
     assert type(kept) is ValueError
+
+
+class _Memory:
+    """A run's store as a host opens it: here, a memory store of its own."""
+
+    epoch = None
+
+    def open(self) -> object:
+        from corral import MemoryStore
+
+        return MemoryStore()
+
+
+def test_a_hosts_subprocess_bound_is_the_runs_max_subprocesses() -> None:
+    """The bound stays per host, but it is the run's ``max_subprocesses`` when set
+    (before, every host took its own CPU count, whatever the run said)."""
+    from ray import cloudpickle
+
+    from corral import BenchmarkTaskMetadata, CorralRunner, MemoryStore
+    from corral.executor._host import Host, HostSpec
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    sent: list[Any] = []
+
+    class Hosts:  # an executor that keeps the run's `Work`, as Ray's sends it to its hosts
+        async def prepare(self, work: Any, store: Any) -> int | None:
+            sent.append(work)
+            raise ConfigError("kept")
+
+        def start(self, run: Any) -> Any:
+            raise AssertionError("not started")
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": FakeEnvironment()},
+        store=MemoryStore(),
+    )
+    bounds = []
+    for asked in (3, None):
+        with pytest.raises(ConfigError, match="kept"):
+            anyio.run(partial(runner.run, "b", max_subprocesses=asked, executor=Hosts()))
+        host = Host(cloudpickle.dumps(HostSpec(sent[-1], _Memory(), "hub")), 0)
+
+        async def serve(host: Host = host) -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host.serve)
+                await host._event("ready").wait()
+                assert host._scopes is not None
+                bounds.append(host._scopes.subprocess_scope().limit)
+                await host.close()
+
+        asyncio.run(serve())
+    assert bounds == [3, available_cpus()]  # unset: the host's own CPUs

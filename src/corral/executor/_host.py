@@ -133,7 +133,12 @@ class Host:
         spec = self.spec
         try:  # a store that cannot open here (no driver) fails every call, none waits
             store = spec.store.open()
-            scopes = self._scopes = SharedScopes(spec.scope_hub, self.index, self._lost_hub)
+            scopes = self._scopes = SharedScopes(
+                spec.scope_hub,
+                self.index,
+                self._lost_hub,
+                max_subprocesses=spec.work.max_subprocesses,
+            )
             with scopes.active():  # the run's scopes, for the jobs' agents and tools
                 _as_a_run()
                 self._context = contextvars.copy_context()

@@ -44,6 +44,9 @@ class Work:
     max_value_bytes: int
     #: Whether anyone (observers, a run_cost_limit) hears of durable commits.
     observed: bool = False
+    #: The bound of `corral.subprocess` calls at once, where they run (a Ray host keeps
+    #: its own: None is its CPUs).
+    max_subprocesses: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 A host's registry (`SharedScopes`) hands out proxies whose ``acquire`` asks the
 hub for a slot and whose ``release`` gives it back, so a scope bounds its
 resource across all hosts of the run, not per host. The subprocess bound stays
-per host: it is about that machine's CPUs.
+per host: it is about that machine's CPUs (the run's ``max_subprocesses`` on each
+host, else each host's own CPUs).
 
 The hub is made by the first host that uses a named scope (a named actor, one
 per run), so a run without scopes starts no process for it. It is detached, so
@@ -199,8 +200,10 @@ class SharedScopes(ConcurrencyScopes):
         host: int,
         lost: Callable[[BaseException], None],
         again: float = UNREACHABLE_AGAIN,
+        *,
+        max_subprocesses: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(max_subprocesses=max_subprocesses)  # the run's, else this host's CPUs
         self._hub_name = hub_name
         #: Called when the hub is found dead (the host stops every job).
         self.lost = lost
