@@ -207,6 +207,10 @@ def test_keyed_limits_merge_with_run_defaults(tmp_path: Path, store: Path) -> No
         (["--order", "lifo"], "'lifo'"),
         (["--max-subprocesses", "0"], "0"),
         (["--model", "a,a"], "'a' is listed twice"),
+        (  # before, the last one silently won
+            ["--max-parallel-by-model", "m1=2", "--max-parallel-by-model", "m1=5"],
+            "'m1' is given twice: 2 and 5",
+        ),
         (["--backoff-base", "-1"], "-1"),
     ],
 )

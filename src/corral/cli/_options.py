@@ -81,16 +81,20 @@ def k_option(command: F) -> F:
 
 
 def keyed_limits(flag: str, values: Iterable[str]) -> dict[str, int]:
-    """``("a=2", "b=3")`` as ``{"a": 2, "b": 3}``; a malformed item is a `ConfigError`."""
+    """``("a=2", "b=3")`` as ``{"a": 2, "b": 3}``; a malformed item, or a name given two
+    limits (one would be dropped unsaid), is a `ConfigError`."""
     out: dict[str, int] = {}
     for item in values:
         name, sep, number = item.rpartition("=")
         if not sep or not name:
             raise ConfigError(f"{flag}: expected NAME=N, not {item!r}")
         try:
-            out[name] = int(number)
+            limit = int(number)
         except ValueError:
             raise ConfigError(f"{flag}: {number!r} in {item!r} is not an integer") from None
+        if out.get(name, limit) != limit:
+            raise ConfigError(f"{flag}: {name!r} is given twice: {out[name]} and {limit}")
+        out[name] = limit
     return out
 
 
