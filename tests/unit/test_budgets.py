@@ -317,6 +317,22 @@ async def test_run_cost_limit_stops_admission_and_a_higher_one_finishes() -> Non
     assert higher.counts["completed"] == 4 and higher.usage.cost == pytest.approx(4)
 
 
+async def test_run_cost_limit_counts_the_tasks_a_later_run_leaves_out() -> None:
+    store = MemoryStore()
+    tasks = {f"t{i}": Meta("a", "e") for i in range(3)}
+
+    def make() -> corral.CorralRunner:
+        return runner(Spender(cost=0.5, turns=1), tasks=tasks, store=store)
+
+    first = await make().run("b", max_parallel=1, run_cost_limit=1)
+    assert first.finished == 1 and first.stopped is not None  # t0 spent 1
+    # Every run of the benchmark spent 1 already, t0's included though this run leaves
+    # it out: nothing starts (before, t0's cost was not counted and t1 ran).
+    later = await make().run("b", task_ids=["t1", "t2"], max_parallel=1, run_cost_limit=1)
+    assert later.finished == 0 and later.stopped is not None
+    assert later.stopped.startswith("run_cost_limit: 1 spent of 1")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "named"),
     [

@@ -60,11 +60,12 @@ class Resume:
         if index is None:
             index = self._index = Positions(plan.task_ids)
         for s in summaries:
+            # Every trial's, those of tasks this run leaves out too: the benchmark spent it.
+            self.cost += s.usage.cost
             t = index.get(s.task_id)
             if t is None or not 0 <= s.trial < n:
                 continue
             r = s.trial
-            self.cost += s.usage.cost
             if s.terminal is None:
                 self.partial.add((t, r))
                 self.heads[(t, r)] = s.next_seq
