@@ -9,6 +9,7 @@ deferral) goes on from what it had already spent.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +74,7 @@ class Budget:
             tokens = usage.input_tokens + usage.output_tokens
             if tokens > self.token_limit:
                 return Exceeded("token_limit", tokens, self.token_limit)
-        if self.cost_limit is not None and usage.cost > self.cost_limit:
+        if self.cost_limit is not None and cost_over(usage.cost, self.cost_limit):
             return Exceeded("cost_limit", usage.cost, self.cost_limit)
         if self.working_time_limit is not None and worked >= self.working_time_limit:
             return Exceeded("working_time_limit", round(worked, 6), self.working_time_limit)
@@ -81,6 +82,21 @@ class Budget:
 
 
 NO_BUDGET = Budget()
+
+#: How far apart a sum of costs and a limit may be and still be equal: adding costs
+#: rounds (0.1 three times is 0.30000000000000004), which must not overrun a budget of
+#: 0.3, nor stop a run's 0.9999999999999999 short of a limit of 1.
+_COST_TOLERANCE = 1e-9
+
+
+def cost_over(spent: float, limit: float) -> bool:
+    """Whether a cost ``spent`` (a sum) is beyond ``limit``, not merely off by rounding."""
+    return spent > limit and not math.isclose(spent, limit, rel_tol=_COST_TOLERANCE)
+
+
+def cost_reached(spent: float, limit: float) -> bool:
+    """Whether a cost ``spent`` (a sum) has reached ``limit``, up to rounding."""
+    return spent >= limit or math.isclose(spent, limit, rel_tol=_COST_TOLERANCE)
 
 
 @dataclass(frozen=True, slots=True)

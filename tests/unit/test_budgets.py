@@ -317,6 +317,24 @@ async def test_run_cost_limit_stops_admission_and_a_higher_one_finishes() -> Non
     assert higher.counts["completed"] == 4 and higher.usage.cost == pytest.approx(4)
 
 
+async def test_a_cost_spent_to_the_limit_in_parts_is_not_over_it() -> None:
+    # 0.1 three times is 0.30000000000000004 in floating point: the trial ended
+    # "cost_limit exceeded: spent 0.3 of 0.3"; and 0.7 + 0.1 * 3 is 0.9999999999999999,
+    # which never reached a run_cost_limit of 1, so a fifth trial started.
+    report = await runner(Spender(cost=0.1, turns=2)).run("b", cost_limit=0.3)
+    [trial] = report.tasks["t"].trials
+    assert (trial.status, trial.error) == (TrialStatus.COMPLETED, None)
+
+    class Spends:
+        async def act(self, session: AgentSession) -> Final:
+            session.record_usage(cost=0.7 if session.task_id == "t0" else 0.1)
+            return Final("done")
+
+    tasks = {f"t{i}": Meta("a", "e") for i in range(6)}
+    ran = await runner(Spends(), tasks=tasks).run("c", max_parallel=1, run_cost_limit=1)
+    assert ran.finished == 4 and ran.stopped is not None
+
+
 async def test_run_cost_limit_counts_the_tasks_a_later_run_leaves_out() -> None:
     store = MemoryStore()
     tasks = {f"t{i}": Meta("a", "e") for i in range(3)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .._budget import cost_reached
 from .._types import Commit
 from ..runtime._acks import Notify
 from ..store._protocol import TrialKey
@@ -68,7 +69,7 @@ class StopRules:
 
     def check_cost(self) -> None:
         limit = self.run_cost_limit
-        if limit is not None and self.spent >= limit:
+        if limit is not None and cost_reached(self.spent, limit):
             self._stop(
                 f"run_cost_limit: {self.spent:g} spent of {limit:g}; no new trial was started "
                 "after that (run again with a higher run_cost_limit to continue)"
