@@ -236,3 +236,29 @@ def test_the_cli_selects_samples(tmp_path: Path) -> None:
         main, ["run", str(bench), "--store", str(tmp_path / "s.db"), "--limit", "0"]
     )
     assert result.exit_code == 2 and "limit must be a positive integer, not 0" in result.output
+
+
+# -- files as users have them --------------------------------------------------------
+
+
+def load(path: Path, **kwargs: Any) -> TaskSource:
+    read = datasets.from_csv if path.suffix == ".csv" else datasets.from_jsonl
+    return read(path, agent_id="a", environment_id="e", spool_dir=path.parent, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("d.jsonl", b'{"id": "a", "input": "x", "target": "1"}\n{"id": "b", "input": "caf\xe9"}\n'),
+        ("d.csv", b"id,input,target\nb,caf\xe9,2\n"),
+    ],
+    ids=["jsonl", "csv"],
+)
+def test_a_byte_that_is_not_utf8_is_refused_naming_its_line(
+    tmp_path: Path, name: str, text: bytes
+) -> None:
+    """A Latin-1 file gave a UnicodeDecodeError, naming neither the file nor the line."""
+    path = tmp_path / name
+    path.write_bytes(text)
+    with pytest.raises(ConfigError, match=rf"{name}:2: not UTF-8 text \(byte 0xe9"):
+        load(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -145,22 +146,41 @@ def _source(
 
 def _opened(path: Path, **options: Any) -> Any:
     try:
-        return open(path, encoding="utf-8", **options)
+        return open(path, encoding="utf-8", errors="surrogateescape", **options)
     except OSError as exc:
         raise ConfigError(f"dataset {str(path)!r} cannot be read: {exc}") from None
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
-    with _opened(path) as handle:
+#: What decoding with ``surrogateescape`` makes of a byte that is not UTF-8.
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _lines(path: Path, **options: Any) -> Iterator[str]:
+    """The file's lines as text. A byte that is not UTF-8 is a `ConfigError` naming its
+    line: a strict decoder raises a UnicodeDecodeError for a block of the file, which
+    names neither the file nor the line."""
+    with _opened(path, **options) as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = loads(line)
-            except ValueError as exc:
-                raise ConfigError(f"{where}: not a JSON object ({exc})") from None
-            yield where, row
+            bad = _NOT_UTF8.search(line)
+            if bad is not None:
+                byte = ord(bad.group()) - 0xDC00
+                raise ConfigError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{byte:02x} at character "
+                    f"{bad.start() + 1}): save the file as UTF-8"
+                )
+            yield line
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
+    for number, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: not a JSON object ({exc})") from None
+        yield where, row
 
 
 #: What `csv.DictReader` gives a field a short row has no value for.
@@ -170,17 +190,14 @@ _MISSING: Any = object()
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise ConfigError(f"delimiter must be one character, not {delimiter!r}")
-    with _opened(path, newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter, restval=_MISSING)
-        for row in reader:
-            if None in row:  # more values than the header names
-                raise ConfigError(
-                    f"{path}:{reader.line_num}: more values than the header has fields"
-                )
-            missing = [name for name, value in row.items() if value is _MISSING]
-            if missing:  # fewer: the last fields would be None, a target silently gone
-                raise ConfigError(
-                    f"{path}:{reader.line_num}: fewer values than the header has fields "
-                    f"(no {', '.join(map(repr, missing))})"
-                )
-            yield f"{path}:{reader.line_num}", row
+    reader = csv.DictReader(_lines(path, newline=""), delimiter=delimiter, restval=_MISSING)
+    for row in reader:
+        if None in row:  # more values than the header names
+            raise ConfigError(f"{path}:{reader.line_num}: more values than the header has fields")
+        missing = [name for name, value in row.items() if value is _MISSING]
+        if missing:  # fewer: the last fields would be None, a target silently gone
+            raise ConfigError(
+                f"{path}:{reader.line_num}: fewer values than the header has fields "
+                f"(no {', '.join(map(repr, missing))})"
+            )
+        yield f"{path}:{reader.line_num}", row
