@@ -262,3 +262,23 @@ def test_a_byte_that_is_not_utf8_is_refused_naming_its_line(
     path.write_bytes(text)
     with pytest.raises(ConfigError, match=rf"{name}:2: not UTF-8 text \(byte 0xe9"):
         load(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("d.jsonl", '\ufeff{"id": "q1", "input": "x", "target": "1"}\n'),
+        ("d.csv", "\ufeffid,input,target\r\nq1,x,1\r\n"),
+    ],
+    ids=["jsonl", "csv"],
+)
+def test_a_byte_order_mark_is_not_part_of_the_first_field(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """Excel's "CSV UTF-8" (and Notepad) start the file with a byte order mark: the
+    JSONL line was refused as not JSON, the CSV header's first field was "\\ufeffid"."""
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8"))
+    source = load(path)
+    assert list(source) == ["q1"]
+    assert source["q1"].inputs == {"prompt": "x"} and source["q1"].target == "1"

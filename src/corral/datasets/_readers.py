@@ -145,8 +145,10 @@ def _source(
 
 
 def _opened(path: Path, **options: Any) -> Any:
+    """``path`` opened as UTF-8 text; a byte order mark (Excel's "CSV UTF-8" starts
+    with one) is not part of the first field."""
     try:
-        return open(path, encoding="utf-8", errors="surrogateescape", **options)
+        return open(path, encoding="utf-8-sig", errors="surrogateescape", **options)
     except OSError as exc:
         raise ConfigError(f"dataset {str(path)!r} cannot be read: {exc}") from None
 
