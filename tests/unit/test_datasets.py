@@ -282,3 +282,12 @@ def test_a_byte_order_mark_is_not_part_of_the_first_field(
     source = load(path)
     assert list(source) == ["q1"]
     assert source["q1"].inputs == {"prompt": "x"} and source["q1"].target == "1"
+
+
+def test_a_csv_header_naming_a_field_twice_is_refused(tmp_path: Path) -> None:
+    """A row kept the last of two columns of one name: the first's values were
+    silently dropped."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,input,target,input\nq1,first,1,second\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"d\.csv:1: the header names the field 'input' twice"):
+        load(path)

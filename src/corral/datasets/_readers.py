@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,7 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise ConfigError(f"delimiter must be one character, not {delimiter!r}")
     reader = csv.DictReader(_lines(path, newline=""), delimiter=delimiter, restval=_MISSING)
+    _check_header(path, reader.fieldnames or (), reader.line_num)
     for row in reader:
         if None in row:  # more values than the header names
             raise ConfigError(f"{path}:{reader.line_num}: more values than the header has fields")
@@ -203,3 +204,14 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
                 f"(no {', '.join(map(repr, missing))})"
             )
         yield f"{path}:{reader.line_num}", row
+
+
+def _check_header(path: Path, names: Sequence[str], line: int) -> None:
+    """Refuse a header that names a field twice: a row would keep only the last of the
+    two columns, the other's values silently gone. (Blank names are left alone: the
+    empty columns a spreadsheet's export may end with.)"""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen and name.strip():
+            raise ConfigError(f"{path}:{line}: the header names the field {name!r} twice")
+        seen.add(name)
