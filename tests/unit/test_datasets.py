@@ -291,3 +291,13 @@ def test_a_csv_header_naming_a_field_twice_is_refused(tmp_path: Path) -> None:
     path.write_text("id,input,target,input\nq1,first,1,second\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"d\.csv:1: the header names the field 'input' twice"):
         load(path)
+
+
+def test_a_csv_field_longer_than_the_csv_module_reads_is_a_config_error(tmp_path: Path) -> None:
+    """A prompt over `csv.field_size_limit()` (128 KiB) gave the csv module's bare
+    `_csv.Error`, naming neither the file nor the line."""
+    path = tmp_path / "d.csv"
+    long = "x" * (csv.field_size_limit() + 1)
+    path.write_text(f"id,input,target\nq1,x,1\nq2,{long},2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"d\.csv:3: .*field larger than field limit"):
+        load(path)

@@ -193,6 +193,16 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise ConfigError(f"delimiter must be one character, not {delimiter!r}")
     reader = csv.DictReader(_lines(path, newline=""), delimiter=delimiter, restval=_MISSING)
+    try:
+        yield from _csv_records(path, reader)
+    except csv.Error as exc:  # the module's own, which names no file or line
+        hint = ": raise it with csv.field_size_limit(n)" if "field limit" in str(exc) else ""
+        # The line the row reader stopped at (the DictReader's count is the last row's).
+        line = reader.reader.line_num
+        raise ConfigError(f"{path}:{line}: not valid CSV ({exc}){hint}") from None
+
+
+def _csv_records(path: Path, reader: csv.DictReader[str]) -> Iterator[tuple[str, Row]]:
     _check_header(path, reader.fieldnames or (), reader.line_num)
     for row in reader:
         if None in row:  # more values than the header names
