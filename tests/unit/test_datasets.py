@@ -301,3 +301,20 @@ def test_a_csv_field_longer_than_the_csv_module_reads_is_a_config_error(tmp_path
     path.write_text(f"id,input,target\nq1,x,1\nq2,{long},2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"d\.csv:3: .*field larger than field limit"):
         load(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('id,input,target\nq1,x,"1\nq2,y,2\nq3,z,3\n', 4),  # the rows after it were its target
+        ('id,input,target\nq1,"x"y,1\n', 2),  # was read as "xy"
+    ],
+    ids=["left-open", "text-after-the-closing-quote"],
+)
+def test_a_malformed_csv_quote_is_refused(tmp_path: Path, text: str, line: int) -> None:
+    """A quote left open ran to the end of the file: every later row silently became
+    part of the field, a dataset of one task."""
+    path = tmp_path / "d.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"d\.csv:{line}: "):
+        load(path)

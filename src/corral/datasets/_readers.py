@@ -192,7 +192,11 @@ _MISSING: Any = object()
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, Row]]:
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise ConfigError(f"delimiter must be one character, not {delimiter!r}")
-    reader = csv.DictReader(_lines(path, newline=""), delimiter=delimiter, restval=_MISSING)
+    # Strict: a quote left open would otherwise run to the end of the file, every later
+    # row silently part of its field.
+    reader = csv.DictReader(
+        _lines(path, newline=""), delimiter=delimiter, restval=_MISSING, strict=True
+    )
     try:
         yield from _csv_records(path, reader)
     except csv.Error as exc:  # the module's own, which names no file or line
