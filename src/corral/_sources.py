@@ -312,24 +312,24 @@ class _Spool:
         if exc is not None:
             _remove(str(self.path))
 
-    def write(self, item: tuple[str, BenchmarkTaskMetadata] | Mapping[str, Any]) -> None:
+    def write(
+        self, item: tuple[str, BenchmarkTaskMetadata] | Mapping[str, Any], where: str = ""
+    ) -> None:
+        """Add ``item``; a refusal names it by ``where`` (a dataset's file and line), or
+        else by its number."""
         self._count += 1
+        where = where or f"task source item {self._count}"
         if isinstance(item, Mapping):
             row = dict(item)
         elif isinstance(item, tuple) and len(item) == 2:
             task_id, meta = item
             if not isinstance(meta, BenchmarkTaskMetadata):
                 raise ConfigError(
-                    f"task source item {self._count}: expected BenchmarkTaskMetadata, "
-                    f"not {type(meta).__name__}"
+                    f"{where}: expected BenchmarkTaskMetadata, not {type(meta).__name__}"
                 )
             row = {"id": task_id, **_as_row(meta)}
         else:
-            raise ConfigError(
-                f"task source item {self._count}: expected (task_id, metadata) or a dict, "
-                f"not {item!r}"
-            )
-        where = f"task source item {self._count}"
+            raise ConfigError(f"{where}: expected (task_id, metadata) or a dict, not {item!r}")
         if isinstance(row.get("id"), str):
             where += f" (task {short_repr(row['id'])})"
         try:

@@ -318,3 +318,19 @@ def test_a_malformed_csv_quote_is_refused(tmp_path: Path, text: str, line: int) 
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=rf"d\.csv:{line}: "):
         load(path)
+
+
+def test_a_row_refused_as_a_task_is_named_by_its_file_and_line(tmp_path: Path) -> None:
+    """Rows the task file refuses (a value JSON cannot record, a blank id) were named
+    "task source item N": the Nth task kept, not the file's line N (blank lines and
+    skipped rows shift it), and with ids made from the content, no id to search for."""
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(
+        '{"input": "x", "target": 1}\n\n{"input": "y", "target": NaN}\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:3 .*target.* is nan"):
+        load(rows, id=None)
+    table = tmp_path / "d.csv"
+    table.write_text("id,input,target\nq1,x,1\n\n ,y,2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^\S*d\.csv:4: task id must be a non-empty string"):
+        load(table)

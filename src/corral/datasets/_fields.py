@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigError
+from .._ids import check_id
 from .._json import dumps
 from .._types import BenchmarkTaskMetadata
 
@@ -60,8 +61,8 @@ class Fields:
             raise ConfigError(f"dataset task settings: {exc}") from None
         self._seen: dict[str, int] = {}
 
-    def tasks(self, rows: Iterable[tuple[str, Row]]) -> Iterator[dict[str, Any]]:
-        """Each row (with where it was read, for messages) as a task line."""
+    def tasks(self, rows: Iterable[tuple[str, Row]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each row as a task line, with where it was read (for messages)."""
         ids: set[str] = set()  # a repeat is named by the dataset's row, not the spool's line
         for where, row in rows:
             if not isinstance(row, Mapping):
@@ -71,7 +72,7 @@ class Fields:
                 if line["id"] in ids:
                     raise ConfigError(f"{where}: task id {line['id']!r} repeats")
                 ids.add(line["id"])
-                yield line
+                yield where, line
 
     def _line(self, where: str, row: Row) -> dict[str, Any] | None:
         if self.sample is not None:
@@ -106,6 +107,10 @@ class Fields:
             task_id = str(task_id)
         elif not isinstance(task_id, str):
             raise ConfigError(f"{where}: the id {task_id!r} is not a string or an integer")
+        try:
+            check_id("task id", task_id)
+        except ConfigError as exc:  # here, where the row's line is known
+            raise ConfigError(f"{where}: {exc}") from None
         line: dict[str, Any] = {
             "id": task_id,
             "agent_id": self.base.agent_id,

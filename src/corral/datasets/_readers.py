@@ -12,7 +12,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._json import loads
-from .._sources import TaskSource
+from .._sources import TaskSource, _Spool
 from ._fields import Fields, FieldSpec, Row, SampleFunction
 
 
@@ -141,7 +141,13 @@ def _source(
     rows: Iterator[tuple[str, Row]],
     spool_dir: str | os.PathLike[str] | None,
 ) -> TaskSource:
-    return TaskSource.from_iterable(fields.tasks(rows), spool_dir=spool_dir)
+    """The rows' tasks, spooled as `TaskSource.from_iterable` spools them, but a row the
+    task file refuses is named by its dataset's file and line (the spool's item number
+    is not the line: blank lines and skipped rows are not items)."""
+    with _Spool(spool_dir) as spool:
+        for where, line in fields.tasks(rows):
+            spool.write(line, where)
+    return TaskSource._of_spool(spool)
 
 
 def _opened(path: Path, **options: Any) -> Any:
