@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from rich.console import Console
 
 import corral
 from corral import Comparison, ConfigError, compare
 from corral.cli import main
+from corral.cli._compare import render_comparison
 
 from ..support.reports import bare_report, hand_made_report, outcomes
 
@@ -152,6 +154,22 @@ def test_tasks_with_fewer_than_k_trials_on_a_side_are_left_out_and_named() -> No
             b,
             k=4,
         )
+
+
+def test_one_shared_task_is_too_few_for_a_verdict() -> None:
+    """The interval over one shared task is that task's difference ([+1, +1] here), so
+    the comparison called B better "(the 95% interval excludes 0)": one task says
+    nothing of how another draw of tasks would go."""
+    a = hand_made_report("a", {"t": outcomes(4, 0), "only-a": outcomes(4, 4)})
+    b = hand_made_report("b", {"t": outcomes(4, 4)})
+    result = compare(a, b)
+    assert result.shared == ("t",) and result.improved == ("t",)
+    assert result.difference == corral.Estimate(1.0, 1.0, 1.0)
+    assert not result.significant and result.to_dict()["significant"] is False
+    console = Console(record=True, width=100)
+    console.print(render_comparison(result))
+    verdict = " ".join(console.export_text().split())
+    assert "B is better" not in verdict and "verdict too few shared tasks to tell" in verdict
 
 
 @pytest.mark.parametrize(

@@ -130,11 +130,13 @@ def render_comparison(c: Comparison) -> RenderableType:
         estimate(c.b),
         f"{difference.value:+.3f} [{difference.low:+.3f}, {difference.high:+.3f}]",
     )
-    verdict = (
-        f"B is {'better' if difference.value > 0 else 'worse'} (the 95% interval excludes 0)"
-        if c.significant
-        else "no significant difference (the 95% interval includes 0)"
-    )
+    if len(c.shared) < 2:
+        verdict = "too few shared tasks to tell (an interval over tasks needs two)"
+    elif c.significant:
+        better = "better" if difference.value > 0 else "worse"
+        verdict = f"B is {better} (the 95% interval excludes 0)"
+    else:
+        verdict = "no significant difference (the 95% interval includes 0)"
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")

@@ -70,7 +70,11 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        """True when the difference's interval excludes 0."""
+        """True when the difference's interval excludes 0, over at least two shared
+        tasks: the interval over one task is that task's difference, no evidence of
+        how another draw of tasks would go."""
+        if len(self.shared) < 2:
+            return False
         return self.difference.low > 0.0 or self.difference.high < 0.0
 
     def to_dict(self) -> dict[str, Any]:
