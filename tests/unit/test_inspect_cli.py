@@ -10,10 +10,14 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner, Result
+from rich.console import Console
 
 from corral import Commit
 from corral.cli import main
+from corral.cli._tables import models_table, report_table
 from corral.store import SQLiteStore, TrialKey
+
+from ..support.reports import hand_made_report
 
 TRACE = 'Traceback (most recent call last):\n  File "agent.py", line 3, in act\n    boom()\n'
 
@@ -210,3 +214,29 @@ def test_report_k_does_not_follow_the_last_run(tmp_path: Path) -> None:
     assert "pass@3" in out and "pass@1" not in out
     helped = _flat(_invoke("report", "--help").output)
     assert "1, 2, 4, ... up to the trials per task" in helped
+
+
+def _table_text(table: Any) -> str:
+    console = Console(record=True, width=200)
+    console.print(table)
+    return _flat(console.export_text())
+
+
+def test_the_mean_row_of_an_interrupted_run_says_which_tasks_each_mean_is_over() -> None:
+    """A mean at k is over the tasks with at least k finished trials; the row said
+    "mean of 4 tasks" over a pass@1 of three of them and a pass@4 of one."""
+    passes = {"A": [True] * 4, "B": [True], "C": [], "D": [False]}
+    report = hand_made_report("b", passes, trials_per_task=4, k_values=(1, 4))
+    text = _table_text(report_table(report))
+    assert "mean of 4 tasks" not in text
+    assert "mean over tasks with ≥ k trials" in text
+    over = "each mean at k is over the tasks with at least k finished trials"
+    assert f"{over}: 3 of 4 at k = 1, 1 of 4 at k = 4" in text
+    whole = hand_made_report("c", {"A": [True] * 4, "B": [False] * 4}, k_values=(1, 4))
+    text = _table_text(report_table(whole))
+    assert "mean of 2 tasks" in text and "finished trials" not in text
+    # Per model, likewise: model y has no trial of q1 yet, and one of q0.
+    passes = {"q0@x": [True] * 4, "q1@x": [True] * 4, "q0@y": [False], "q1@y": []}
+    text = _table_text(models_table(hand_made_report("m", passes, k_values=(1, 4))))
+    assert "mean of 2 tasks" not in text
+    assert "y: 1 of 2 at k = 1, 0 of 2 at k = 4" in text

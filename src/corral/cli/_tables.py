@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import RenderableType
@@ -41,11 +42,17 @@ def metrics_note(report: BenchmarkReport, columns: list[tuple[Metric, int]]) -> 
 def report_table(report: BenchmarkReport) -> Table:
     """One row per task (task, model, env, passed/n, pass@k..., pass^k...), then the mean."""
     columns = metric_columns(report)
+    ks = sorted({k for _, k in columns})
+    counted = dict.fromkeys(ks, 0)
+    for _, _, n, _, _ in task_rows(report.tasks):
+        for k in ks:
+            counted[k] += n >= k
+    label, note = mean_label(len(report.tasks), [(None, counted)])
     table = Table(
         title=f"{report.benchmark_id}: {report.metrics[0].name} over "
         f"{report.trials_per_task} trials per task" + metrics_note(report, columns),
         title_justify="left",
-        caption="* added by dependency closure" if report.added_by_dependencies else None,
+        caption=_caption(report, note),
         caption_justify="left",
     )
     table.add_column("task", no_wrap=True)
@@ -74,7 +81,7 @@ def report_table(report: BenchmarkReport) -> Table:
         table.add_row(Text(f"… {more:,} more tasks (--json lists every one)", style="dim"))
     table.add_section()
     table.add_row(
-        Text(f"mean of {len(report.tasks)} tasks", style="bold"),
+        Text(label, style="bold"),
         "",
         "",
         f"{passed}/{trials}",
@@ -257,10 +264,22 @@ def models_table(report: BenchmarkReport) -> Table | None:
     first = report.metrics[0]
     shown = [(m, k) for m in report.metrics for k in m.table_ks(report.k_values)[-1:]]
     columns = [(first, k) for k in first.table_ks(report.k_values)] + shown[1:]
+    rows: dict[str, dict[str, TaskReport]] = {}
+    for task_id, task in report.tasks.items():
+        base, _, model = task_id.rpartition("@")
+        rows.setdefault(base, {})[model] = task
+    ks = sorted({k for _, k in columns})
+    counted = {m: dict.fromkeys(ks, 0) for m in models}
+    for by in rows.values():
+        for m, of_model in counted.items():
+            found = by.get(m)
+            for k in ks:
+                of_model[k] += found is not None and len(found.trials) >= k
+    label, note = mean_label(len(rows), counted.items())
     table = Table(
         title=f"{first.name} by model" + metrics_note(report, columns),
         title_justify="left",
-        caption="* added by dependency closure" if report.added_by_dependencies else None,
+        caption=_caption(report, note),
         caption_justify="left",
     )
     table.add_column("task", no_wrap=True)
@@ -268,10 +287,6 @@ def models_table(report: BenchmarkReport) -> Table | None:
         table.add_column(f"{model}\npassed", justify="right")
         for metric, k in columns:
             table.add_column(f"{model}\n{metric.label(k)}", justify="right")
-    rows: dict[str, dict[str, TaskReport]] = {}
-    for task_id, task in report.tasks.items():
-        base, _, model = task_id.rpartition("@")
-        rows.setdefault(base, {})[model] = task
     totals = {m: [0, 0] for m in models}
     for base, by in rows.items():
         cells: list[RenderableType] = []
@@ -295,8 +310,32 @@ def models_table(report: BenchmarkReport) -> Table | None:
             Text(_score(report.means_by_model.get(metric.name, {}).get(m, {}).get(k)), style="bold")
             for metric, k in columns
         ]
-    table.add_row(Text(f"mean of {len(rows)} tasks", style="bold"), *means)
+    table.add_row(Text(label, style="bold"), *means)
     return table
+
+
+def mean_label(
+    total: int, counted: Iterable[tuple[str | None, dict[int, int]]]
+) -> tuple[str, str | None]:
+    """The mean row's label, and a note when a mean is over fewer than the ``total``
+    tasks: a mean at k is over the tasks with at least k finished trials (an interrupted
+    run's), ``counted`` of them by k, per model (None: every task). A k no task has
+    enough trials for shows no mean, so it needs no note."""
+    counted = list(counted)
+    if all(n in (0, total) for _, of_model in counted for n in of_model.values()):
+        return f"mean of {total} tasks", None
+    parts = [
+        ("" if model is None else f"{model}: ")
+        + ", ".join(f"{n} of {total} at k = {k}" for k, n in of_model.items())
+        for model, of_model in counted
+    ]
+    note = "each mean at k is over the tasks with at least k finished trials: "
+    return "mean over tasks with ≥ k trials", note + "; ".join(parts)
+
+
+def _caption(report: BenchmarkReport, note: str | None) -> str | None:
+    lines = ["* added by dependency closure"] if report.added_by_dependencies else []
+    return "\n".join([*lines, *([note] if note else [])]) or None
 
 
 def errors_table(report: BenchmarkReport, store: str | None = None) -> Table | None:
