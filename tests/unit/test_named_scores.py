@@ -88,6 +88,24 @@ def test_equal_scores_give_a_point_interval() -> None:
     assert found["acc"].estimate.to_dict() == {"value": 0.2, "low": 0.2, "high": 0.2}
 
 
+def test_scores_near_the_largest_float_are_averaged_not_overflowed() -> None:
+    """Finite scores whose sum passes the largest float: a task of two trials at
+    1.5e308 raised OverflowError in its mean, tasks at 1.5e308 and -1.5e308 a
+    ValueError (inf - inf) in the report's, and a sum that only overflowed to inf was
+    kept within the values present: a mean of 1.5e308 where it is 1e308."""
+    big = 1.5e308
+    assert task_named_scores([trial("t", 0, {"x": big}), trial("t", 1, {"x": big})]) == {"x": big}
+    report = scored_report({"a": [{"x": big}], "b": [{"x": big}], "c": [{"x": 0.0}]})
+    estimate = report.named_scores["x"].estimate
+    assert estimate.value == pytest.approx(1e308)
+    assert 0.0 <= estimate.low <= estimate.value <= estimate.high <= big
+    mixed = scored_report({"a": [{"x": big}], "b": [{"x": big}], "c": [{"x": -big}]})
+    estimate = mixed.named_scores["x"].estimate
+    assert estimate.value == pytest.approx(0.5e308)
+    assert -big <= estimate.low <= estimate.value <= estimate.high <= big
+    json.loads(json.dumps(mixed.to_dict()), parse_constant=pytest.fail)  # no NaN, no Infinity
+
+
 def test_a_report_without_named_scores_has_the_same_json_keys_and_an_empty_mapping() -> None:
     report = hand_made_report("plain", {"t1": [True, False], "t2": [True, True]})
     out = report.to_dict()

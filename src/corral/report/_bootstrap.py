@@ -10,6 +10,7 @@ draw per task: 10,000 tasks cost what 200 do. Everything is stdlib; a
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
 from math import floor, fsum, lgamma, log, pi, sqrt, tan
@@ -120,6 +121,7 @@ def bootstrap_means(
         return _coded(rng, total, counts, columns, resamples)
     out: list[list[float]] = [[] for _ in columns]
     members = [j for j, count in enumerate(counts) for _ in range(count)] if direct else []
+    terms = [scaled(values, total) for values in columns]
     for _ in range(resamples):
         if direct:
             drawn = [0] * len(counts)
@@ -127,8 +129,8 @@ def bootstrap_means(
                 drawn[j] += 1
         else:
             drawn = multinomial(rng, total, counts)
-        for q, values in enumerate(columns):
-            out[q].append(sum(map(mul, drawn, values)) / total)
+        for q, (values, divisor) in enumerate(terms):
+            out[q].append(sum(map(mul, drawn, values)) / divisor)
     for dist, values in zip(out, columns, strict=True):
         low, high = _span(counts, values)
         dist[:] = sorted(low if x < low else high if x > high else x for x in dist)
@@ -170,10 +172,11 @@ def _coded(
     out = []
     for values in columns:
         low, high = _span(counts, values)
+        terms, divisor = scaled(values, total)
         means = {}
         for code in set(codes):
             drawn_per_kind = [code // weight % base for weight in weights]
-            x = sum(map(mul, drawn_per_kind, values)) / total
+            x = sum(map(mul, drawn_per_kind, terms)) / divisor
             means[code] = low if x < low else high if x > high else x
         out.append(sorted(map(means.__getitem__, codes)))
     return out
@@ -181,9 +184,26 @@ def _coded(
 
 def weighted_mean(counts: Sequence[int], values: Sequence[float]) -> float:
     """The mean of ``counts[j]`` copies of each ``values[j]``, within the values present."""
-    mean = fsum(c * v for c, v in zip(counts, values, strict=True)) / sum(counts)
+    terms, divisor = scaled(values, sum(counts))
+    mean = fsum(c * v for c, v in zip(counts, terms, strict=True)) / divisor
     low, high = _span(counts, values)
     return min(max(mean, low), high)
+
+
+def plain_mean(values: Sequence[float]) -> float:
+    """The mean of ``values`` (at least one), summed exactly."""
+    terms, divisor = scaled(values, len(values))
+    return fsum(terms) / divisor
+
+
+def scaled(values: Sequence[float], total: int) -> tuple[Sequence[float], float]:
+    """``values`` and ``total``: a mean of ``total`` of them is their sum over it. But
+    where such a sum could pass the largest float (values near it, which a named score
+    may take: they are finite), the values divided by ``total``, and 1: no sum then
+    overflows to inf (or fails, as `fsum` does), and the mean stays finite."""
+    if max(map(abs, values), default=0.0) * total <= sys.float_info.max:
+        return values, float(total)
+    return [v / total for v in values], 1.0
 
 
 def _span(counts: Sequence[int], values: Sequence[float]) -> tuple[float, float]:

@@ -6,7 +6,6 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
-from math import fsum
 from typing import Any, Protocol
 
 from .._positions import Positions
@@ -15,6 +14,7 @@ from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..history import CallCounts, StoredConfig, finished_and_scored
 from ..store._heads import TaskList, TrialHead
 from ..store._protocol import TrialSummary
+from ._bootstrap import plain_mean
 from ._calls import CallTally
 from ._errors import ENDING_STATUSES, ErrorGroup, ErrorGroups, ending_message
 from ._lazy import RecordSource
@@ -192,7 +192,7 @@ class HeadTally:
             if mutable is not None:
                 mutable[position] = _GONE  # each task's tuple freed once its report is made
             named = found.pop(position, None)
-            means = None if named is None else {k: fsum(v) / len(v) for k, v in named.items()}
+            means = None if named is None else {k: plain_mean(v) for k, v in named.items()}
             yield task_id, model, environment_id, finished[position], passed[position], means
         self._meta = []
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from math import fsum
 from typing import Any
 
 from .._types import TrialRecord
-from ._bootstrap import RESAMPLES, SEED
+from ._bootstrap import RESAMPLES, SEED, plain_mean
 from ._scores import Estimate, mean_interval
 
 #: How `compare` and ``corral compare --metric`` name a named score: ``score:accuracy``.
@@ -43,7 +42,7 @@ def task_named_scores(trials: Iterable[TrialRecord]) -> dict[str, float]:
             continue
         for name, value in evaluation.scores.items():
             found.setdefault(name, []).append(float(value))
-    return {name: fsum(values) / len(values) for name, values in found.items()}
+    return {name: plain_mean(values) for name, values in found.items()}
 
 
 def named_scores(
