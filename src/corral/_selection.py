@@ -50,7 +50,8 @@ def select_samples(
         task_ids = list(dict.fromkeys(sample_ids))
     if not shuffle and limit is None:
         return task_ids
-    chosen = list(tasks) if task_ids is None else list(task_ids)
+    # Each id once: a repeat would take a place under the limit, and move the shuffle.
+    chosen = list(tasks) if task_ids is None else list(dict.fromkeys(task_ids))
     if shuffle:
         random.Random(0 if seed is None else seed).shuffle(chosen)
     return chosen if limit is None else chosen[:limit]

@@ -184,6 +184,20 @@ async def test_sample_ids(tmp_path: Path) -> None:
     assert set(report.tasks) == {"s01", "s05"}
 
 
+async def test_a_repeated_task_id_counts_once_toward_the_limit(tmp_path: Path) -> None:
+    """``task_ids`` with an id twice ran that one task alone under ``limit=2`` (the
+    repeat took the second place), and a shuffle drew differently for the repeat."""
+    report = await runner(tmp_path).run("b", task_ids=["s01", "s01", "s02"], limit=2)
+    assert set(report.tasks) == {"s01", "s02"}
+    ids = ["s03", "s01", "s02", "s04", "s05", "s06"]
+    drawn = [
+        set((await runner(tmp_path).run("b", task_ids=i, limit=3, shuffle=True, seed=s)).tasks)
+        for s in range(4)
+        for i in (ids, ids[:1] + ids)
+    ]
+    assert drawn[0::2] == drawn[1::2]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
