@@ -6,8 +6,9 @@ import contextlib
 import importlib.util
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -114,14 +115,9 @@ def run_command(
     """
     shown = progress_choice(progress, no_progress)
     settings = flag_settings(flags)
-    ray = _executor(executor, ray_address, hosts, ray_timeout)
-    if ray is not None and verbose:
-        click.echo(f"Ray's logs: {ray.log_file}", err=True)
-    try:
-        benchmark, path = load_benchmark(target, base_url)
+    with _executor(executor, ray_address, hosts, ray_timeout, verbose=verbose) as ray:
+        benchmark, path = _loaded(target, ray, base_url)
         config = run_config(benchmark.run_defaults, settings)
-        if ray is not None:  # hosts cannot import the file by its name: its code travels
-            ray.pickle_by_value(sys.modules[benchmark_module(path)])
         runner = _runner(benchmark, open_store(store, durability), executor=ray)
         return run_benchmark(
             make_console(),
@@ -136,25 +132,45 @@ def run_command(
             as_json=as_json,
             store=store,
         )
-    finally:
-        if ray is not None:  # the local Ray it started is gone before this command exits
-            ray.shutdown()
 
 
+@contextlib.contextmanager
 def _executor(
-    kind: str, address: str | None, hosts: int | None, timeout: float | None
-) -> RayExecutor | None:
-    if kind == "ray":  # Ray's own logs go to a file, not over the live display
-        return RayExecutor(
-            address,
-            1 if hosts is None else hosts,
-            log_file=default_log_file(),
-            connect_timeout=60.0 if timeout is None else timeout,
-        )
-    for flag, value in (("--ray-address", address), ("--hosts", hosts), ("--ray-timeout", timeout)):
-        if value is not None:
-            raise ConfigError(f"{flag} {value} needs --executor ray")
-    return None
+    kind: str, address: str | None, hosts: int | None, timeout: float | None, *, verbose: bool
+) -> Iterator[RayExecutor | None]:
+    """The executor the flags ask for (None: this process); the local Ray it started
+    is gone before the command exits."""
+    if kind != "ray":
+        flags = (("--ray-address", address), ("--hosts", hosts), ("--ray-timeout", timeout))
+        for flag, value in flags:
+            if value is not None:
+                raise ConfigError(f"{flag} {value} needs --executor ray")
+        yield None
+        return
+    # Ray's own logs go to a file, not over the live display.
+    ray = RayExecutor(
+        address,
+        1 if hosts is None else hosts,
+        log_file=default_log_file(),
+        connect_timeout=60.0 if timeout is None else timeout,
+    )
+    if verbose:
+        click.echo(f"Ray's logs: {ray.log_file}", err=True)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _loaded(
+    target: str, ray: RayExecutor | None, base_url: str | None = None
+) -> tuple[Benchmark, Path]:
+    """The benchmark ``target`` names; on Ray, its file's code travels to the hosts
+    (they cannot import the file by its name)."""
+    benchmark, path = load_benchmark(target, base_url)
+    if ray is not None:
+        ray.pickle_by_value(sys.modules[benchmark_module(path)])
+    return benchmark, path
 
 
 def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRunner:
@@ -214,13 +230,8 @@ def rescore_command(
     """
     shown = progress_choice(progress, no_progress)
     given = flag_settings(flags)
-    ray = _executor(executor, ray_address, hosts, ray_timeout)
-    if ray is not None and verbose:
-        click.echo(f"Ray's logs: {ray.log_file}", err=True)
-    try:
-        benchmark, path = load_benchmark(target)
-        if ray is not None:  # hosts cannot import the file by its name: its code travels
-            ray.pickle_by_value(sys.modules[benchmark_module(path)])
+    with _executor(executor, ray_address, hosts, ray_timeout, verbose=verbose) as ray:
+        benchmark, _ = _loaded(target, ray)
         defaults = benchmark.run_defaults
         runner_settings = {
             k: given.pop(k) for k in ("max_retries", "evaluation_timeout") if k in given
@@ -254,9 +265,6 @@ def rescore_command(
             rescore=True,
             store=store,
         )
-    finally:
-        if ray is not None:  # the local Ray it started is gone before this command exits
-            ray.shutdown()
 
 
 def _rescore_ks(
