@@ -285,3 +285,86 @@ def test_a_terminal_status_that_is_not_text_is_one_error_line(
     assert result.exit_code == 2, result.output
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "its terminal payload has status" in line, line
+
+
+# -- a trial's last commit deleted: its head says more than its commits ----------------
+
+#: Which trial loses its last commit (its evaluation: the head still says it passed).
+_CUT_END = "DELETE FROM {commits} WHERE task_id = 'even' AND trial = 0 AND kind = 'evaluation'"
+_CUT_END_LINE = "is corrupt: task 'even' trial 0 has 4 commits, though its head was made from 5"
+
+
+def test_a_trials_last_commit_deleted_is_one_error_line(
+    made: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A report counts a trial from its head and lists its record from its commits:
+    with its evaluation deleted the head still says it passed, and `report --json`
+    printed 'even' as passed 3 times beside 2 trials' records. Corral never deletes
+    a commit, so a trial with fewer commits than its head was made from is damage."""
+    store = fresh(made, tmp_path)
+    sql(store, _CUT_END.format(commits="commits"))
+    result = invoke(["report", "ops", "--json", "--store", str(store)])
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == f"error: benchmark 'ops' in store {str(store)!r} {_CUT_END_LINE}", line
+
+
+def test_a_postgres_trials_last_commit_deleted_is_one_error_line(
+    made: tuple[Path, Path], pg_dsn: str
+) -> None:
+    import psycopg
+
+    assert invoke(["copy", str(made[1]), pg_dsn]).exit_code == 0
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(_CUT_END.format(commits="corral.commits"))
+    result = invoke(["report", "ops", "--json", "--store", pg_dsn])
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and line.endswith(_CUT_END_LINE), result.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_head_behind_its_trials_commits_is_no_damage(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A head is behind its trial's commits while the trial runs (work after a reopen
+    changes no head) or while a writer appends after the head was read: only a head
+    ahead of its commits is damage."""
+    from corral.history import encode, reopen, terminal
+    from corral.store import open_store
+
+    address = str(tmp_path / "s.db") if backend == "sqlite" else request.getfixturevalue("pg_dsn")
+    config = {"trials_per_task": 1, "tasks": {"t": {"agent_id": "a", "environment_id": "e"}}}
+    ended = encode(terminal(corral.TrialStatus.ERROR, attempts=1, failure={"error": "boom"}))
+    store, key = open_store(address), TrialKey("b", "t", 0)
+    async with store.opened():
+        await store.register_benchmark("b", config)
+        await store.append(key, [Commit(0, "setup", {"state": None}, 1.0)])
+        await store.append(key, [Commit(1, "terminal", ended, 2.0)])
+        reopened = encode(reopen(corral.TrialStatus.ERROR))
+        await store.append(key, [Commit(2, "reopen", reopened, 3.0)])
+        await store.append(key, [Commit(3, "setup", {"state": None}, 4.0)])
+        heads = [h async for chunk in store.heads("b") for h in chunk]  # type: ignore[attr-defined]
+        assert [(h.next_seq, h.done) for h in heads] == [(3, False)]
+        (summary,) = await store.task_summaries("b", ["t"])  # type: ignore[attr-defined]
+        assert summary.next_seq == 4 and summary.terminal is None
+        # A writer appending between the reads of the heads and of the commits (the
+        # heads are read first: a head read second could be ahead of the commits).
+        reader = open_store(address, read_only=True)
+        async with reader.opened():
+            read, reads = reader._read, []  # type: ignore[attr-defined]
+
+            async def racing(sql: str, params: Any) -> Any:
+                rows = await read(sql, params)
+                reads.append(sql)
+                if len(reads) == 1:  # a head and commit land after the first read
+                    await store.append(key, [Commit(4, "terminal", ended, 5.0)])
+                return rows
+
+            reader._read = racing  # type: ignore[attr-defined]
+            (summary,) = await reader.task_summaries("b", ["t"])  # type: ignore[attr-defined]
+            assert summary.next_seq == 5 and summary.terminal is not None

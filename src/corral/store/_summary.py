@@ -7,7 +7,7 @@ from typing import Any
 
 from .._types import Commit
 from ..history import TrialFold
-from ._decode import decode_commit, missing_commit
+from ._decode import corrupt, decode_commit, missing_commit
 from ._protocol import TrialSummary
 
 
@@ -85,3 +85,27 @@ class RowFolder:
     def rest(self) -> list[TrialSummary]:
         """The last trial's summary, once every row has been folded."""
         return [] if self._builder is None else [self._builder.build()]
+
+
+def check_heads_met(
+    where: str,
+    benchmark_id: str,
+    heads: Iterable[Sequence[Any]],
+    summaries: Sequence[TrialSummary],
+) -> None:
+    """Raise `StoreCorrupt` if a trial has fewer commits in ``summaries`` (read by
+    `RowFolder`, so numbered 0, 1, 2...) than its head, one of ``heads`` ``(task_id,
+    trial, next_seq)``, was made from. A head is written in the transaction of the
+    commits it was made from, and Corral never deletes a commit: read before the
+    commits, a head can only be behind them (a live writer appending meanwhile), never
+    ahead. Ahead, the commits it counted were deleted behind Corral's back, and a report
+    would count the trial as its head says beside a record that says otherwise."""
+    found = {(s.task_id, s.trial): s.next_seq for s in summaries}
+    for task_id, trial, next_seq in heads:
+        has = found.get((task_id, trial), 0)
+        if type(next_seq) is int and has < next_seq:  # another type: `decode_head` says so
+            what = (
+                f"task {task_id!r} trial {trial} has {has} commits, "
+                f"though its head was made from {next_seq}"
+            )
+            raise corrupt(where, benchmark_id, what)

@@ -58,7 +58,7 @@ from ._protocol import (
     check_payloads,
 )
 from ._runs import RunRecord
-from ._summary import RowFolder
+from ._summary import RowFolder, check_heads_met
 
 if TYPE_CHECKING:
     import psycopg
@@ -85,6 +85,10 @@ _SCAN_TASKS = (
     "CASE WHEN kind IN ('terminal', 'evaluation') THEN payload END, "
     "created_at, input_tokens, output_tokens, cost FROM corral.commits "
     "WHERE benchmark_id = %s AND task_id = ANY(%s) ORDER BY task_id, trial, seq"
+)
+_HEAD_SEQS = (
+    "SELECT task_id, trial, next_seq FROM corral.trial_heads "
+    "WHERE benchmark_id = %s AND task_id = ANY(%s)"
 )
 _HEADS = (
     f"SELECT {HEAD_COLUMNS} FROM corral.trial_heads WHERE benchmark_id = %s "
@@ -884,11 +888,17 @@ class PostgresStore:
     async def task_summaries(
         self, benchmark_id: str, task_ids: Sequence[str]
     ) -> list[TrialSummary]:
-        """The summaries of these tasks' trials, folded from their commits."""
+        """The summaries of these tasks' trials, folded from their commits; checked
+        against their heads, read first (`check_heads_met`: each statement reads what
+        was committed when it began, so the heads' commits are all seen by the next)."""
         await self._queue.settle()
-        rows = await self._read(_SCAN_TASKS, (benchmark_id, list(task_ids)))
+        params = (benchmark_id, list(task_ids))
+        heads = await self._read(_HEAD_SEQS, params) if self._has_heads else []
+        rows = await self._read(_SCAN_TASKS, params)
         folder = RowFolder(self._where, benchmark_id)
-        return folder.fold(rows) + folder.rest()
+        summaries = folder.fold(rows) + folder.rest()
+        check_heads_met(self._where, benchmark_id, heads, summaries)
+        return summaries
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(

@@ -84,7 +84,7 @@ from ._sqlite_file import (
     write_transaction,
 )
 from ._sqlite_thread import Owned, in_thread
-from ._summary import RowFolder
+from ._summary import RowFolder, check_heads_met
 
 T = TypeVar("T")
 
@@ -163,6 +163,7 @@ _OVERVIEW = (
     "FROM benchmarks ORDER BY created_at"
 )
 _ROWID = "SELECT rowid FROM benchmarks WHERE benchmark_id = ?"
+_HEAD_SEQS = "SELECT task_id, trial, next_seq FROM trial_heads WHERE benchmark_id = ? "
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 _WRITTEN = "SELECT COALESCE(SUM(next_seq), 0) FROM trial_heads WHERE benchmark_id = ?"
 
@@ -702,12 +703,19 @@ class SQLiteStore:
     async def task_summaries(
         self, benchmark_id: str, task_ids: Sequence[str]
     ) -> list[TrialSummary]:
-        """The summaries of these tasks' trials, folded from their commits."""
+        """The summaries of these tasks' trials, folded from their commits; checked
+        against their heads, read first (`check_heads_met`: each read, in a transaction
+        of its own, sees what was committed when it began, so the next sees every
+        commit the heads were made from)."""
         await self._queue.settle()
-        sql = _SCAN_COLUMNS + f"AND task_id IN ({', '.join('?' * len(task_ids))}) "
-        rows = await self._read(sql + "ORDER BY task_id, trial, seq", (benchmark_id, *task_ids))
+        marks = f"AND task_id IN ({', '.join('?' * len(task_ids))}) "
+        params = (benchmark_id, *task_ids)
+        heads = await self._read(_HEAD_SEQS + marks, params) if self._has_heads else []
+        rows = await self._read(_SCAN_COLUMNS + marks + "ORDER BY task_id, trial, seq", params)
         folder = RowFolder(self._label, benchmark_id)
-        return folder.fold(rows) + folder.rest()
+        summaries = folder.fold(rows) + folder.rest()
+        check_heads_met(self._label, benchmark_id, heads, summaries)
+        return summaries
 
     async def benchmark_config(self, benchmark_id: str) -> Mapping[str, Any] | None:
         rows = await self._read(
