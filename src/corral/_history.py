@@ -12,6 +12,7 @@ from ._suggest import did_you_mean
 from ._types import Commit
 from .history import StoredConfig, TrialFold, terminal_of
 from .store import CommitStore, TrialKey
+from .store._heads import HeadStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +81,25 @@ async def load_history(
         )
     parents = {}
     for parent in tasks[task_id].dependencies:
-        history = await store.history(TrialKey(benchmark_id, parent, trial))
+        history = await _history(store, TrialKey(benchmark_id, parent, trial))
         terminal = TrialFold.of(history).terminal
         if terminal is None:
             parents[parent] = ParentResult(None, None)
         else:
             ended = terminal_of(terminal)
             parents[parent] = ParentResult(str(ended.status), ended.output)
-    commits = await store.history(TrialKey(benchmark_id, task_id, trial))
+    commits = await _history(store, TrialKey(benchmark_id, task_id, trial))
     metadata = stored.entry(task_id)  # shown as stored (`corral show --json`)
     return TrialHistory(benchmark_id, task_id, trial, metadata, parents, commits)
+
+
+async def _history(store: CommitStore, key: TrialKey) -> list[Commit]:
+    """``key``'s commits, checked against its head where the store keeps heads: what
+    is shown of a trial beside its head (the viewer's row) or a report built from
+    heads must not contradict them."""
+    if isinstance(store, HeadStore):
+        return await store.checked_history(key)
+    return await store.history(key)
 
 
 async def no_benchmark(store: CommitStore, benchmark_id: str, where: str) -> ConfigError:

@@ -311,15 +311,33 @@ def test_a_trials_last_commit_deleted_is_one_error_line(
     assert line == f"error: benchmark 'ops' in store {str(store)!r} {_CUT_END_LINE}", line
 
 
+@pytest.mark.parametrize("command", ["show", "view"])
+def test_a_trials_last_commit_deleted_is_one_error_line_where_its_commits_are_shown(
+    made: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    """`show` and the viewer's trial page show a trial's commits beside what its head
+    says (the viewer's row: passed, 5 commits) and the report built from the heads:
+    with the commits the head counted gone, both are damage, as `report --json` says."""
+    store = fresh(made, tmp_path)
+    sql(store, _CUT_END.format(commits="commits"))
+    result = invoke(_gap_args(command, str(store), made[0], tmp_path))
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == f"error: benchmark 'ops' in store {str(store)!r} {_CUT_END_LINE}", line
+    assert not (tmp_path / "o.html").exists()
+
+
+@pytest.mark.parametrize("command", ["report --json", "show"])
 def test_a_postgres_trials_last_commit_deleted_is_one_error_line(
-    made: tuple[Path, Path], pg_dsn: str
+    made: tuple[Path, Path], tmp_path: Path, pg_dsn: str, command: str
 ) -> None:
     import psycopg
 
     assert invoke(["copy", str(made[1]), pg_dsn]).exit_code == 0
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(_CUT_END.format(commits="corral.commits"))
-    result = invoke(["report", "ops", "--json", "--store", pg_dsn])
+    result = invoke(_gap_args(command, pg_dsn, made[0], tmp_path))
     assert "Traceback" not in result.output
     assert result.exit_code == 2, result.output
     line = result.stderr.strip().splitlines()[-1]
@@ -357,14 +375,21 @@ async def test_a_head_behind_its_trials_commits_is_no_damage(
         reader = open_store(address, read_only=True)
         async with reader.opened():
             read, reads = reader._read, []  # type: ignore[attr-defined]
+            landing = [
+                Commit(4, "terminal", ended, 5.0),
+                Commit(5, "reopen", reopened, 6.0),
+            ]
 
             async def racing(sql: str, params: Any) -> Any:
                 rows = await read(sql, params)
                 reads.append(sql)
-                if len(reads) == 1:  # a head and commit land after the first read
-                    await store.append(key, [Commit(4, "terminal", ended, 5.0)])
+                if len(reads) % 2:  # a head and its commit land after each first read
+                    await store.append(key, [landing.pop(0)])
                 return rows
 
             reader._read = racing  # type: ignore[attr-defined]
             (summary,) = await reader.task_summaries("b", ["t"])  # type: ignore[attr-defined]
             assert summary.next_seq == 5 and summary.terminal is not None
+            # As `show` and the viewer read a trial's commits beside its head.
+            assert len(await reader.checked_history(key)) == 6  # type: ignore[attr-defined]
+            assert not landing

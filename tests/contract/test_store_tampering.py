@@ -53,15 +53,15 @@ UNSEEN = {
         or name in ("task agent_id list", "task max_iterations text")
         for command in ("list", "report", "compare")
     ),
-    # Nor a benchmark's creation time (``list`` shows it); the viewer reads the trials
-    # whose heads it lists, by their keys.
+    # Nor a benchmark's creation time (``list`` shows it). (The viewer reads the trials
+    # whose heads it lists, by their keys: a trial whose commits moved to another key
+    # has fewer than its head was made from, which it says.)
     *(
         (name, command)
         for name in CORRUPTIONS
         if name.startswith("benchmark created_at")
         for command in ("report", "compare")
     ),
-    *((name, "view") for name in ("task_id blob", "trial text", "trial negative", "trial huge")),
     # Run records are read by what reports a benchmark (report, compare, rescore, the
     # viewer), by list (their tags) and by copy; a run only appends one.
     *(

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .. import history
 from .._json import dumps
-from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialStatus, Usage
+from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, TrialKey, TrialStatus, Usage
 from ..history import (
     CallCounts,
     CommitKind,
@@ -501,6 +501,12 @@ class HeadStore(Protocol):
     ) -> list[TrialSummary]:
         """The summaries of these tasks' trials (their records, read when used), in
         (task id, trial) order."""
+        ...
+
+    async def checked_history(self, key: TrialKey) -> list[Commit]:
+        """``key``'s `history`, checked against its head, read first (`check_head_met`):
+        what shows a trial's commits beside its head (`corral show`, the viewer's trial
+        page beside its row) says a store whose commits were deleted is corrupt."""
         ...
 
     async def finished_trials(self, benchmark_id: str, trials_per_task: int) -> int:

@@ -93,19 +93,28 @@ def check_heads_met(
     heads: Iterable[Sequence[Any]],
     summaries: Sequence[TrialSummary],
 ) -> None:
-    """Raise `StoreCorrupt` if a trial has fewer commits in ``summaries`` (read by
-    `RowFolder`, so numbered 0, 1, 2...) than its head, one of ``heads`` ``(task_id,
-    trial, next_seq)``, was made from. A head is written in the transaction of the
-    commits it was made from, and Corral never deletes a commit: read before the
-    commits, a head can only be behind them (a live writer appending meanwhile), never
-    ahead. Ahead, the commits it counted were deleted behind Corral's back, and a report
-    would count the trial as its head says beside a record that says otherwise."""
+    """`check_head_met` for each of ``heads`` ``(task_id, trial, next_seq)`` against
+    its trial's commits in ``summaries`` (read by `RowFolder` after the heads, so
+    numbered 0, 1, 2...; a trial with none has no summary)."""
     found = {(s.task_id, s.trial): s.next_seq for s in summaries}
     for task_id, trial, next_seq in heads:
         has = found.get((task_id, trial), 0)
-        if type(next_seq) is int and has < next_seq:  # another type: `decode_head` says so
-            what = (
-                f"task {task_id!r} trial {trial} has {has} commits, "
-                f"though its head was made from {next_seq}"
-            )
-            raise corrupt(where, benchmark_id, what)
+        check_head_met(where, benchmark_id, task_id, trial, has, next_seq)
+
+
+def check_head_met(
+    where: str, benchmark_id: str, task_id: str, trial: int, has: int, next_seq: Any
+) -> None:
+    """Raise `StoreCorrupt` if a trial has fewer commits (``has``, numbered 0, 1, 2...)
+    than its head was made from (``next_seq``, the head read before the commits). A
+    head is written in the transaction of the commits it was made from, and Corral
+    never deletes a commit: read first, a head can only be behind them (a live writer
+    appending meanwhile), never ahead. Ahead, the commits it counted were deleted
+    behind Corral's back, and a report would count the trial as its head says beside
+    a record (a history) that says otherwise."""
+    if type(next_seq) is int and has < next_seq:  # another type: `decode_head` says so
+        what = (
+            f"task {task_id!r} trial {trial} has {has} commits, "
+            f"though its head was made from {next_seq}"
+        )
+        raise corrupt(where, benchmark_id, what)

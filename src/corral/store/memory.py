@@ -162,6 +162,10 @@ class MemoryStore:
         self._poisoned.discard(key)
         return [_decoded(c) for c in self._kept.get(key, ())]
 
+    async def checked_history(self, key: TrialKey) -> list[Commit]:
+        """`history`: nothing but Corral changes a memory store's commits."""
+        return await self.history(key)
+
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
 

@@ -58,7 +58,7 @@ from ._protocol import (
     check_payloads,
 )
 from ._runs import RunRecord
-from ._summary import RowFolder, check_heads_met
+from ._summary import RowFolder, check_head_met, check_heads_met
 
 if TYPE_CHECKING:
     import psycopg
@@ -89,6 +89,10 @@ _SCAN_TASKS = (
 _HEAD_SEQS = (
     "SELECT task_id, trial, next_seq FROM corral.trial_heads "
     "WHERE benchmark_id = %s AND task_id = ANY(%s)"
+)
+_HEAD_SEQ = (
+    "SELECT next_seq FROM corral.trial_heads "
+    "WHERE benchmark_id = %s AND task_id = %s AND trial = %s"
 )
 _HEADS = (
     f"SELECT {HEAD_COLUMNS} FROM corral.trial_heads WHERE benchmark_id = %s "
@@ -804,6 +808,14 @@ class PostgresStore:
         where = self._where
         commits = [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
         check_unbroken(where, key, commits)
+        return commits
+
+    async def checked_history(self, key: TrialKey) -> list[Commit]:
+        """`history`, checked against its head read first (`check_head_met`)."""
+        heads = await self._read(_HEAD_SEQ, tuple(key)) if self._has_heads else []
+        commits = await self.history(key)
+        for (next_seq,) in heads:
+            check_head_met(self._where, *key, len(commits), next_seq)
         return commits
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:

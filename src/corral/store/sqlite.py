@@ -84,7 +84,7 @@ from ._sqlite_file import (
     write_transaction,
 )
 from ._sqlite_thread import Owned, in_thread
-from ._summary import RowFolder, check_heads_met
+from ._summary import RowFolder, check_head_met, check_heads_met
 
 T = TypeVar("T")
 
@@ -164,6 +164,7 @@ _OVERVIEW = (
 )
 _ROWID = "SELECT rowid FROM benchmarks WHERE benchmark_id = ?"
 _HEAD_SEQS = "SELECT task_id, trial, next_seq FROM trial_heads WHERE benchmark_id = ? "
+_HEAD_SEQ = "SELECT next_seq FROM trial_heads WHERE benchmark_id = ? AND task_id = ? AND trial = ?"
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 _WRITTEN = "SELECT COALESCE(SUM(next_seq), 0) FROM trial_heads WHERE benchmark_id = ?"
 
@@ -600,6 +601,14 @@ class SQLiteStore:
         where = self._label
         commits = [decode_commit(where, key.benchmark_id, key.task_id, key.trial, r) for r in rows]
         check_unbroken(where, key, commits)
+        return commits
+
+    async def checked_history(self, key: TrialKey) -> list[Commit]:
+        """`history`, checked against its head read first (`check_head_met`)."""
+        heads = await self._read(_HEAD_SEQ, tuple(key)) if self._has_heads else []
+        commits = await self.history(key)
+        for (next_seq,) in heads:
+            check_head_met(self._label, *key, len(commits), next_seq)
         return commits
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
