@@ -328,6 +328,28 @@ def test_a_trials_last_commit_deleted_is_one_error_line_where_its_commits_are_sh
     assert not (tmp_path / "o.html").exists()
 
 
+@pytest.mark.parametrize("cut", ["its evaluation", "every commit"])
+def test_a_copy_of_a_trial_whose_last_commits_were_deleted_is_refused(
+    made: tuple[Path, Path], tmp_path: Path, cut: str
+) -> None:
+    """The copy's heads are made from the commits copied: it would report the trial
+    unscored (or not at all) where the source's report counts it passed, and say
+    "verified". Refused before anything is written."""
+    store = fresh(made, tmp_path)
+    statement = _CUT_END if cut == "its evaluation" else _CUT_END.split(" AND kind")[0]
+    sql(store, statement.format(commits="commits"))
+    result = invoke(_gap_args("copy", str(store), made[0], tmp_path))
+    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    has = "4 commits" if cut == "its evaluation" else "0 commits"
+    assert line == (
+        f"error: benchmark 'ops' in store {str(store)!r} is corrupt: task 'even' trial 0 "
+        f"has {has}, though its head was made from 5"
+    ), line
+    assert not (tmp_path / "copy.db").exists() or not _commits(tmp_path / "copy.db")
+
+
 @pytest.mark.parametrize("command", ["report --json", "show"])
 def test_a_postgres_trials_last_commit_deleted_is_one_error_line(
     made: tuple[Path, Path], tmp_path: Path, pg_dsn: str, command: str

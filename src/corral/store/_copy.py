@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._errors import ConfigError, StoreError
+from .._types import Commit
+from ._heads import HeadStore
 from ._protocol import BenchmarkInfo, CommitStore, TrialKey
 
 #: Commits handed to the destination per append (one trial's history at most).
@@ -71,8 +73,9 @@ async def _copy_one(source: CommitStore, destination: CommitStore, info: Benchma
                         )
         missing = []
         total = 0
+        await _check_headless(source, benchmark_id, keys)
         for key in keys:
-            history = await source.history(key)
+            history = await _checked_history(source, key)
             total += len(history)
             there = await destination.history(key) if existed else []
             if len(there) > len(history) or history[: len(there)] != there:
@@ -108,3 +111,26 @@ async def _copy_one(source: CommitStore, destination: CommitStore, info: Benchma
                     f"{key.task_id!r} trial {key.trial}"
                 )
     return Copied(benchmark_id, len(keys), total, new)
+
+
+async def _checked_history(source: CommitStore, key: TrialKey) -> list[Commit]:
+    """``key``'s commits in ``source``, checked against its head where it keeps heads
+    (`HeadStore.checked_history`): the copy's heads are made from the commits copied,
+    so a copy of commits its head counted and that were deleted since would report
+    otherwise than its source, though "verified"."""
+    if isinstance(source, HeadStore):
+        return await source.checked_history(key)
+    return await source.history(key)
+
+
+async def _check_headless(source: CommitStore, benchmark_id: str, keys: list[TrialKey]) -> None:
+    """`_checked_history` of each trial ``source`` keeps a head of without a commit
+    among ``keys`` (the trials its scan found): every commit it counted was deleted,
+    or a writer began it after the scan (its commits are then read with it)."""
+    if not isinstance(source, HeadStore):
+        return
+    found = {(k.task_id, k.trial) for k in keys}
+    async for chunk in source.heads(benchmark_id):
+        for head in chunk:
+            if (head.task_id, head.trial) not in found:
+                await source.checked_history(TrialKey(benchmark_id, head.task_id, head.trial))
