@@ -240,3 +240,19 @@ def test_the_mean_row_of_an_interrupted_run_says_which_tasks_each_mean_is_over()
     text = _table_text(models_table(hand_made_report("m", passes, k_values=(1, 4))))
     assert "mean of 2 tasks" not in text
     assert "y: 1 of 2 at k = 1, 0 of 2 at k = 4" in text
+
+
+def test_the_viewers_model_means_say_which_tasks_each_mean_is_over() -> None:
+    """The viewer's tasks-by-model table labels its mean row as the CLI's does: not
+    "mean of 2 tasks" over a model that has finished one task's trials."""
+    from corral.view._compare import model_columns
+
+    passes = {"q0@x": [True] * 4, "q1@x": [True] * 4, "q0@y": [False], "q1@y": []}
+    columns = model_columns(hand_made_report("m", passes, k_values=(1, 4)))
+    assert columns is not None
+    assert columns["mean_label"] == "mean over tasks with ≥ k trials"
+    assert "y: 1 of 2 at k = 1, 0 of 2 at k = 4" in columns["mean_note"]
+    whole = {"q0@x": [True] * 4, "q1@x": [False] * 4, "q0@y": [True] * 4, "q1@y": [True] * 4}
+    columns = model_columns(hand_made_report("w", whole, k_values=(1, 4)))
+    assert columns is not None
+    assert (columns["mean_label"], columns["mean_note"]) == ("mean of 2 tasks", None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import RenderableType
@@ -16,7 +15,7 @@ from .._runner import DEFAULT_STORE
 from ..report import BenchmarkReport, ErrorGroup, Estimate, NamedScore, Scores, TaskReport
 from ..report._calls import calls_line
 from ..report._metrics import Metric
-from ..report._tasks import task_rows
+from ..report._tasks import mean_label, task_rows
 from ..store._open import shown_address
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
@@ -312,25 +311,6 @@ def models_table(report: BenchmarkReport) -> Table | None:
         ]
     table.add_row(Text(label, style="bold"), *means)
     return table
-
-
-def mean_label(
-    total: int, counted: Iterable[tuple[str | None, dict[int, int]]]
-) -> tuple[str, str | None]:
-    """The mean row's label, and a note when a mean is over fewer than the ``total``
-    tasks: a mean at k is over the tasks with at least k finished trials (an interrupted
-    run's), ``counted`` of them by k, per model (None: every task). A k no task has
-    enough trials for shows no mean, so it needs no note."""
-    counted = list(counted)
-    if all(n in (0, total) for _, of_model in counted for n in of_model.values()):
-        return f"mean of {total} tasks", None
-    parts = [
-        ("" if model is None else f"{model}: ")
-        + ", ".join(f"{n} of {total} at k = {k}" for k, n in of_model.items())
-        for model, of_model in counted
-    ]
-    note = "each mean at k is over the tasks with at least k finished trials: "
-    return "mean over tasks with ≥ k trials", note + "; ".join(parts)
 
 
 def _caption(report: BenchmarkReport, note: str | None) -> str | None:

@@ -9,7 +9,7 @@ read each task's outcome (`outcomes`) or a first page of tasks.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -301,3 +301,22 @@ def task_rows(
         return
     for task_id, task in tasks.items():
         yield task_id, task.model, len(task.trials), task.passed, task
+
+
+def mean_label(
+    total: int, counted: Iterable[tuple[str | None, dict[int, int]]]
+) -> tuple[str, str | None]:
+    """The mean row's label, and a note when a mean is over fewer than the ``total``
+    tasks: a mean at k is over the tasks with at least k finished trials (an interrupted
+    run's), ``counted`` of them by k, per model (None: every task). A k no task has
+    enough trials for shows no mean, so it needs no note."""
+    counted = list(counted)
+    if all(n in (0, total) for _, of_model in counted for n in of_model.values()):
+        return f"mean of {total} tasks", None
+    parts = [
+        ("" if model is None else f"{model}: ")
+        + ", ".join(f"{n} of {total} at k = {k}" for k, n in of_model.items())
+        for model, of_model in counted
+    ]
+    note = "each mean at k is over the tasks with at least k finished trials: "
+    return "mean over tasks with ≥ k trials", note + "; ".join(parts)

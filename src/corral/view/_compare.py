@@ -10,7 +10,7 @@ from .._errors import ConfigError
 from ..report import BenchmarkReport, TaskReport
 from ..report import compare as compare_reports
 from ..report._named import SCORE_PREFIX
-from ..report._tasks import task_rows
+from ..report._tasks import mean_label, task_rows
 from ._assets import by_k
 from ._cache import Loaded
 
@@ -73,7 +73,21 @@ def model_columns(report: BenchmarkReport) -> dict[str, Any] | None:
         model: {m.key: by_k(of_metric.get(m.name, {}).get(model, {})) for m in report.metrics}
         for model in models
     }
-    return {"models": models, "rows": rows, "tasks_total": len(by_task), "means": means}
+    # A mean at k is over the tasks with k finished trials (fewer in an interrupted run).
+    ks = report.k_values
+    counted = [
+        (m, {k: sum(len(c[m].trials) >= k for c in by_task.values() if m in c) for k in ks})
+        for m in models
+    ]
+    label, note = mean_label(len(by_task), counted)
+    return {
+        "models": models,
+        "rows": rows,
+        "tasks_total": len(by_task),
+        "means": means,
+        "mean_label": label,
+        "mean_note": note,
+    }
 
 
 def compare(a: Loaded, b: Loaded, models: tuple[str, str] | None = None) -> dict[str, Any]:

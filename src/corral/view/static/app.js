@@ -505,7 +505,7 @@
           el("div", { class: "sub" }, metricValues(first, c[first.key])));
       }));
     });
-    const means = el("tr", { class: "means" }, el("td", {}, "mean of " + num(mv.tasks_total) + " tasks"),
+    const means = el("tr", { class: "means" }, el("td", mv.mean_note ? { title: mv.mean_note } : {}, mv.mean_label),
       mv.models.map((m) => el("td", { class: "n" }, metricValues(first, mv.means[m][first.key]))));
     const pick = (name, chosen) => el("select", { name: name, "aria-label": name },
       mv.models.map((m) => el("option", { value: m, selected: m === chosen }, m)));
