@@ -253,9 +253,9 @@ class RunConfig:
         if self.task_ids is not None:
             if isinstance(self.task_ids, str) or not isinstance(self.task_ids, Sequence):
                 raise ConfigError(f"task_ids must be a sequence of task ids, not {self.task_ids!r}")
-            put("task_ids", tuple(self.task_ids))
-        if isinstance(self.sample_ids, list):  # checked with the tasks (`select_samples`)
-            put("sample_ids", tuple(self.sample_ids))
+            put("task_ids", _ids("task_ids", self.task_ids))
+        if isinstance(self.sample_ids, list | tuple):  # checked with the tasks (`select_samples`)
+            put("sample_ids", _ids("sample_ids", self.sample_ids))
         trials = positive_int("trials_per_task", self.trials_per_task)
         if trials > MAX_TRIALS_PER_TASK:  # more than the store reads back
             raise ConfigError(
@@ -371,3 +371,12 @@ def _limit_settings(limits: Limits) -> dict[str, Any]:
     for name in limits.follows:
         del out[name]
     return out
+
+
+def _ids(name: str, ids: Sequence[object]) -> tuple[str, ...]:
+    """``ids`` as a tuple, each a task id (text: a list or number among them would
+    reach the tasks' lookup as a TypeError, or as no task)."""
+    for task_id in ids:
+        if not isinstance(task_id, str):
+            raise ConfigError(f"{name} must hold task ids (text), not {task_id!r}")
+    return tuple(ids)  # type: ignore[arg-type]

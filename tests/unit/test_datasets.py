@@ -206,6 +206,10 @@ async def test_a_repeated_task_id_counts_once_toward_the_limit(tmp_path: Path) -
         ({"shuffle": True, "seed": "x"}, r"seed must be an integer, not 'x'"),
         ({"sample_ids": ["s5"]}, r"unknown sample id 's5' in sample_ids"),
         ({"sample_ids": ["s05"], "task_ids": ["s01"]}, r"task_ids or sample_ids, not both"),
+        # Not a TypeError from the tasks' lookup: an id that is no text is named.
+        ({"sample_ids": [["s05"]]}, r"sample_ids must hold task ids \(text\), not \['s05'\]"),
+        ({"task_ids": ["s01", ["s05"]]}, r"task_ids must hold task ids \(text\), not \['s05'\]"),
+        ({"task_ids": [5]}, r"task_ids must hold task ids \(text\), not 5"),
     ],
 )
 async def test_bad_selections_are_refused(
