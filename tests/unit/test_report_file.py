@@ -22,8 +22,10 @@ from corral import (
 )
 from corral._records import TrialTable, evaluation_of
 from corral.report import build_report
-from corral.report._files import report_file_name, report_path
+from corral.report._files import report_file_name, report_path, write_report
 from corral.testing import FakeEnvironment, ScriptedAgent
+
+from ..support.reports import hand_made_report
 
 
 def decide(s: AgentSession) -> Final:
@@ -83,7 +85,7 @@ async def test_the_written_report_is_exactly_the_reports_json(
         assert path is not None and path.name == report_file_name("b/1 x")
         text = path.read_text()
         assert text == json.dumps(report.to_dict()) + "\n"
-        assert not path.with_suffix(".json.tmp").exists()
+        assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".tmp") == []
     assert report.resumed == 15 * (len(models) if models else 1)
     data = json.loads(text)
     # The file names errors (trial errors and failed evaluations apart) and completeness.
@@ -260,3 +262,15 @@ async def test_a_subset_run_keeps_the_whole_benchmark_in_the_report_file(tmp_pat
     assert sorted(data["tasks"]) == sorted(TASKS)  # the file: the whole benchmark
     assert (data["finished"], data["total"]) == (10, 10)
     assert data["errors"][0]["examples"] == ["err#1"]
+
+
+def test_a_report_file_is_written_aside_under_a_name_of_its_own(tmp_path: Path) -> None:
+    """Two runs writing ``a.json`` and ``a.txt`` in one folder each wrote through
+    ``a.json.tmp``: one took the other's half-written file."""
+    theirs = tmp_path / "a.json.tmp"
+    theirs.write_text("another run's report, half written")
+    report = hand_made_report("b", {"t": [True]})
+    write_report(tmp_path / "a.txt", report)
+    assert theirs.read_text() == "another run's report, half written"
+    assert json.loads((tmp_path / "a.txt").read_text())["benchmark_id"] == "b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json.tmp", "a.txt"]

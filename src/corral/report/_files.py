@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,14 @@ def write_report(path: Path, report: BenchmarkReport, spool: RecordSpool | None 
     """Write ``report`` as JSON to ``path`` (whole or not at all); the trial records
     ``spool`` holds are taken from it rather than read again."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w") as f:
-        report.write_json(f, trial_texts=None if spool is None else spool.texts)
-    os.replace(tmp, path)
+    # A name of its own beside ``path`` (``a.json`` and ``a.txt`` written at once by two
+    # runs took one ``a.json.tmp``), made afresh ("x": the umask's permissions, as the
+    # report's own), gone if the writing fails.
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            report.write_json(f, trial_texts=None if spool is None else spool.texts)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
