@@ -543,3 +543,24 @@ async def test_spend_survives_kill_9(tmp_path: Path) -> None:
     assert (trial.status, trial.limit, trial.usage.input_tokens) == ("limit", "token_limit", 90)
     assert agent.calls == 1
     assert trial.working_time is not None and trial.working_time >= 0.2
+
+
+def test_the_live_display_shows_a_run_cost_summed_to_its_limit_as_reached() -> None:
+    """0.7 + 0.1 + 0.1 + 0.1 is 0.9999999999999999 in floats: the run stops there (it
+    reached run_cost_limit=1), and the display says so as the run does."""
+    from corral.progress._tally import Tally
+    from corral.progress._view import Snapshot, _budgets
+    from corral.scheduler import Limits, Statistics
+
+    spent = 0.7 + 0.1 + 0.1 + 0.1
+    assert spent < 1
+    snapshot = Snapshot(
+        "b", 1.0, Statistics(0, 0, 0, 0, 0, 0), Limits(), Tally(), 0, None,
+        budgets={"run_cost_limit": 1.0}, spent=spent,
+    )  # fmt: skip
+    assert str(_budgets(snapshot).style) == "bold yellow"
+    below = Snapshot(
+        "b", 1.0, Statistics(0, 0, 0, 0, 0, 0), Limits(), Tally(), 0, None,
+        budgets={"run_cost_limit": 1.0}, spent=0.9,
+    )  # fmt: skip
+    assert str(_budgets(below).style) == ""

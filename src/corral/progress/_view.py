@@ -10,6 +10,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from .._budget import cost_reached
 from .._concurrency import SUBPROCESSES, ScopeStatistics
 from ..scheduler import KeyedLimit, LimitPhase, Limits, Statistics
 from ._per_task import held_by_task
@@ -213,7 +214,7 @@ def _budgets(snapshot: Snapshot) -> Text:
     for name, ended in sorted(tally.limits.items()):
         if name not in budgets:  # a task's own budget
             parts.append(f"{name} ended {ended}")
-    full = "run_cost_limit" in budgets and snapshot.spent >= budgets["run_cost_limit"]
+    full = "run_cost_limit" in budgets and cost_reached(snapshot.spent, budgets["run_cost_limit"])
     return Text("budgets: " + " · ".join(parts), style="bold yellow" if full else "")
 
 
