@@ -359,6 +359,43 @@ async def test_a_reopened_trial_counts_its_ended_attempt_and_its_head_says_it_mo
     assert written[0] < written[1] < written[2]
 
 
+async def test_a_reopened_trials_head_is_the_fold_while_its_new_attempt_works(
+    store: CommitStore,
+) -> None:
+    """The counted (earlier) attempt's head is made at the reopen marker; the new
+    attempt's work commits write no head, so the fold of every commit counts the trial
+    as that head does: its earlier attempts' usage, next commit the marker's next (a
+    report from the heads and one from the commits told two costs mid-rerun), and a
+    second reopen moves it on."""
+    from corral.store._heads import HeadStore, head_of
+
+    assert isinstance(store, HeadStore)
+
+    async def same() -> Any:
+        [kept] = [h async for chunk in store.heads("bench") for h in chunk]
+        [summary] = await store.summaries("bench")
+        assert kept == head_of(summary)
+        return kept
+
+    await store.register_benchmark("bench", CONFIG)
+    await store.append(K, trial(passed=True))
+    reopen = {"reason": "rerun", "previous_status": "completed"}
+    await store.append(K, [commit(5, "reopen", reopen)])
+    await store.append(K, [commit(6, "action", cost=2.0), commit(7, "action", cost=3.0)])
+    head = await same()
+    assert (head.done, head.passed, head.next_seq, head.usage.cost) == (True, True, 6, 0.75)
+    await store.append(K, [commit(8, "reopen", reopen)])  # a second rerun, stopped too
+    await store.append(K, [commit(9, "action", cost=4.0)])
+    head = await same()
+    assert (head.done, head.passed, head.next_seq, head.usage.cost) == (True, True, 9, 5.75)
+    await store.append(K, trial(10, passed=False)[:4])  # ended, not scored yet
+    head = await same()
+    assert (head.done, head.passed, head.next_seq, head.usage.cost) == (True, True, 9, 5.75)
+    await store.append(K, trial(10, passed=False)[4:])
+    head = await same()
+    assert (head.done, head.passed, head.next_seq, head.usage.cost) == (True, False, 15, 10.5)
+
+
 async def test_a_head_holds_a_token_total_past_64_bits(store: CommitStore) -> None:
     """Each commit's tokens fit a 64-bit column, their sum does not: the head keeps the
     most it can hold, the commits every step's exact count."""

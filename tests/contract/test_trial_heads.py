@@ -169,7 +169,7 @@ async def play(world: World, store: CommitStore, steps: list[str]) -> None:
 
 async def killed_rerun(store: CommitStore) -> None:
     """What a rerun killed after reopening a finished trial leaves: its reopen commit
-    (and a first step), no terminal yet."""
+    (and a first step, paid for, appended after it as a runtime does), no terminal yet."""
     key = corral.TrialKey("b", "t1", 1)
     async with store.opened():
         history = await store.history(key)
@@ -178,13 +178,9 @@ async def killed_rerun(store: CommitStore) -> None:
         head = history[-1].seq + 1
         reopen = {"reason": "rerun", "previous_status": "completed"}
         step = {"action": {"tool": "noop", "arguments": {}}}
-        await store.append(
-            key,
-            [
-                corral.Commit(head, "reopen", reopen, 2.0),
-                corral.Commit(head + 1, "action", step, 2.5),
-            ],
-        )
+        await store.append(key, [corral.Commit(head, "reopen", reopen, 2.0)])
+        paid = corral.Usage(5, 1, 0.7)
+        await store.append(key, [corral.Commit(head + 1, "action", step, 2.5, paid)])
 
 
 @pytest.fixture

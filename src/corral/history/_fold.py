@@ -47,6 +47,7 @@ class TrialFold:
         "calls",
         "last_call_seq",
         "standing",
+        "reopen_seq",
     )
 
     def __init__(self) -> None:
@@ -72,8 +73,11 @@ class TrialFold:
         #: The latest earlier attempt that was `finished_and_scored`, as (terminal,
         #: evaluation, commits, started_at): what a report counts while the attempt a
         #: rerun reopened has not ended (a cancelled or crashed rerun never drops a
-        #: trial from n). None: no such attempt.
+        #: trial from n), with `earlier_usage` and as of `reopen_seq`: its head is made
+        #: at the reopen, the new attempt's work writing none. None: no such attempt.
         self.standing: tuple[Commit, Commit | None, int, float] | None = None
+        #: The sequence number of the latest ``reopen`` commit (-1: none).
+        self.reopen_seq = -1
 
     @classmethod
     def of(cls, commits: Sequence[Commit]) -> Self:
@@ -90,6 +94,7 @@ class TrialFold:
             if finished_and_scored(self.terminal, self.evaluation):
                 assert self.terminal is not None
                 self.standing = (self.terminal, self.evaluation, self.commits, self.started_at)
+            self.reopen_seq = commit.seq
             if self.usage:
                 self.earlier_usage = self.earlier_usage + self.usage
             self.usage = NO_USAGE

@@ -65,7 +65,8 @@ class TrialHead(NamedTuple):
     """One trial as a report counts it: its latest attempt's outcome and every
     attempt's usage. ``done`` is `finished_and_scored` (what a report counts) of the
     attempt a report counts (`TrialSummary.counted`: a rerun's earlier one until the
-    new one ends); a trial with no such attempt has ``status`` None."""
+    new one ends, with the usage of the attempts before the reopen, as made at it); a
+    trial with no such attempt has ``status`` None."""
 
     task_id: str
     trial: int

@@ -16,8 +16,16 @@ def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
     standing = None
     if fold.standing is not None:
         terminal, evaluation, commits, started_at = fold.standing
+        # As of the latest reopen: the new attempt's work changes no head (`OpenFolds`).
         standing = TrialSummary(
-            task_id, trial, commits, started_at, fold.spend, terminal, evaluation, fold.next_seq
+            task_id,
+            trial,
+            commits,
+            started_at,
+            fold.earlier_usage,
+            terminal,
+            evaluation,
+            fold.reopen_seq + 1,
         )
     return TrialSummary(
         task_id=task_id,
