@@ -348,6 +348,11 @@ def test_the_report_table_shares_equal_named_scores_only() -> None:
         ("I think it's C.", "C"),
         ("I'm sure: D", "D"),
         ("A good guess would be E", "E"),  # the article is no choice either
+        ("It is hard. A fair guess: F", "F"),  # a sentence's first word, after its stop
+        ("Notes:\n- A fair guess: F", "F"),
+        # A capital A inside a sentence is no article (that is "a"): it was chosen.
+        ("Option A fits best.", "A"),
+        ("I choose A because the rest fail.", "A"),
         ("A is correct.", "A"),  # but a letter that "is" something was chosen
         ("The last one, I", "I"),  # a lone I at the end is the letter
         ("I is the answer", "I"),

@@ -121,6 +121,9 @@ _WORD_AFTER = re.compile(r"\s+\w")
 #: "I'm", "A good guess"), not a choice: a small word other than "is" or "was" ("A is
 #: correct" chose A), or an apostrophe.
 _PRONOUN_AFTER = re.compile(r"'|\s+(?!(?:is|was)\b)[a-z]")
+#: Where a sentence starts (a line's list marker or quote before it): the article is
+#: "A" only there ("Option A fits" chose A).
+_SENTENCE_START = re.compile(r"(?:\A|[.!?\n])[\s\"'(*#>-]*\Z")
 
 
 class _Choice(Scorer):
@@ -144,14 +147,20 @@ class _Choice(Scorer):
                 # an article or a pronoun, not a choice ("answer: b" is one).
                 if letter.islower() and _WORD_AFTER.match(text, found.end(1)):
                     continue
-                if (
-                    regex is self.regexes[-1]
-                    and letter in "AI"
-                    and _PRONOUN_AFTER.match(text, found.end(1))
-                ):
+                if regex is self.regexes[-1] and self._pronoun(text, found):
                     continue
                 return letter.upper()
         return None
+
+    @staticmethod
+    def _pronoun(text: str, found: re.Match[str]) -> bool:
+        """Whether a lone capital letter is the pronoun "I" (anywhere) or the article "A"
+        (which starts a sentence) rather than a choice."""
+        letter = found.group(1)
+        if letter not in ("A", "I") or not _PRONOUN_AFTER.match(text, found.end(1)):
+            return False
+        start = found.start(1)
+        return letter == "I" or bool(_SENTENCE_START.search(text, max(0, start - 20), start))
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         wanted = {self._letter(t, trial) for t in targets_of(trial, self.name)}
