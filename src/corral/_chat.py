@@ -192,16 +192,17 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
 _MAX_TOKENS = 2**53
 
 
-def _count(usage: Mapping[str, Any], name: str) -> int:
+def _count(usage: Mapping[str, Any], name: str, where: str = "usage") -> int:
     """A token count: absent (or null) is 0; anything but a whole number from 0 to
-    `_MAX_TOKENS` is a malformed reply, never a silent 0 (``12.0`` is 12)."""
+    `_MAX_TOKENS` is a malformed reply, never a silent 0 (``12.0`` is 12). ``where``
+    names ``usage`` in the reply, for the message."""
     value = usage.get(name)
     if value is None:
         return 0
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if type(value) is not int or not 0 <= value < _MAX_TOKENS:
-        raise ValueError(f"usage.{name} is {_shown(value)}, not a token count")
+        raise ValueError(f"{where}.{name} is {_shown(value)}, not a token count")
     return value
 
 

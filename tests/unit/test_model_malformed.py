@@ -62,6 +62,10 @@ def message(**fields: Any) -> HostileReply:
         (message(usage={"input_tokens": 10**30}), "usage.input_tokens"),
         (message(usage={"cache_read_input_tokens": -5}), "usage.cache_read_input_tokens"),
         (message(usage={"cache_creation_input_tokens": 2.5}), "usage.cache_creation_input"),
+        (
+            message(usage={"cache_creation": {"ephemeral_1h_input_tokens": -1}}),
+            "usage.cache_creation.ephemeral_1h_input_tokens is -1",
+        ),
         (HostileReply.raw({"choices": []}), "content is None, not a list"),
         (HostileReply.raw([1, 2]), "the body is not a JSON object"),
     ],
@@ -74,6 +78,7 @@ def message(**fields: Any) -> HostileReply:
         "input-tokens",
         "cache-read",
         "cache-write",
+        "cache-write-1h",
         "openai-body",
         "array",
     ],

@@ -270,7 +270,7 @@ def _hour_writes(usage: Mapping[str, Any]) -> int:
     lives = usage.get("cache_creation")
     if not isinstance(lives, Mapping):
         return 0
-    return _count(lives, "ephemeral_1h_input_tokens")
+    return _count(lives, "ephemeral_1h_input_tokens", "usage.cache_creation")
 
 
 def _text(block: Mapping[str, Any], key: str) -> str:
