@@ -352,3 +352,32 @@ def test_a_row_refused_as_a_task_is_named_by_its_file_and_line(tmp_path: Path) -
     table.write_text("id,input,target\nq1,x,1\n\n ,y,2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"^\S*d\.csv:4: task id must be a non-empty string"):
         load(table)
+
+
+def test_a_jsonl_object_naming_a_key_twice_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """JSON readers disagree on a repeated key (the stdlib keeps the last, silently):
+    which target was meant is not Corral's to guess."""
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(
+        '{"id": "a", "input": "x", "target": 1}\n'
+        '{"id": "b", "input": "y", "target": 2, "target": 3}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:2: key 'target' appears twice"):
+        load(rows)
+    nested = tmp_path / "n.jsonl"
+    nested.write_text('{"id": "a", "input": {"q": 1, "q": 2}, "target": 1}\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^\S*n\.jsonl:1: key 'q' appears twice"):
+        load(nested)
+
+
+def test_a_null_id_is_refused_not_replaced_by_a_content_id(tmp_path: Path) -> None:
+    """With an id field named, a row whose id is null got an id made from its content,
+    silently, beside the rows with ids of their own."""
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(
+        '{"id": "a", "input": "x", "target": 1}\n{"id": null, "input": "y", "target": 2}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:2: field 'id' \(the task id\) is null"):
+        load(rows)

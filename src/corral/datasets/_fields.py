@@ -98,6 +98,11 @@ class Fields:
                 raise ConfigError(f"{where}: metadata must be a mapping, not {metadata!r}")
         else:
             task_id = None if self.id is None else _field(row, self.id, where)
+            if self.id is not None and task_id is None:
+                raise ConfigError(
+                    f"{where}: field {self.id!r} (the task id) is null: give every row an id, "
+                    "or id=None for ids made from each row's content"
+                )
             inputs = _picked(row, self.input, where, single="prompt")
             target = None if self.target is None else _field(row, self.target, where)
             metadata = _picked(row, self.metadata, where)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
-from .._json import loads
 from .._sources import TaskSource, _Spool
 from ._fields import Fields, FieldSpec, Row, SampleFunction
 
@@ -185,10 +185,33 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
             continue
         where = f"{path}:{number}"
         try:
-            row = loads(line)
+            row = _DECODER.decode(line)
+        except _RepeatedKey as exc:
+            raise ConfigError(
+                f"{where}: key {exc.args[0]!r} appears twice in one object (which value is meant?)"
+            ) from None
         except ValueError as exc:
             raise ConfigError(f"{where}: not a JSON object ({exc})") from None
         yield where, row
+
+
+class _RepeatedKey(Exception):
+    """A JSON object names one key twice (the stdlib would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return found
+
+
+#: Made once (`json.loads` with a hook makes a decoder per call).
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
 
 
 #: What `csv.DictReader` gives a field a short row has no value for.
