@@ -120,8 +120,17 @@ def test_show_renders_reopen_markers_as_attempt_boundaries(tmp_path: Path) -> No
         ({"tool": "add", "budget": ["token_limit"]}, 'budget ["token_limit"]'),
         ({"tool": "add", "budget": {"token_limit": "many"}}, 'token_limit "many"'),
         ({"tool": "add", "budget": {"steps": 3}}, "steps 3"),  # a limit this version lacks
+        # An integer no float holds: `:g` raised OverflowError (a traceback).
+        ({"tool": "add", "budget": {"token_limit": 10**400}}, "token_limit 1000"),
     ],
-    ids=["arguments a list", "arguments text", "budget a list", "limit text", "limit unknown"],
+    ids=[
+        "arguments a list",
+        "arguments text",
+        "budget a list",
+        "limit text",
+        "limit unknown",
+        "limit past a float",
+    ],
 )
 def test_show_prints_an_action_as_recorded_whatever_its_values(
     tmp_path: Path, payload: dict[str, Any], shown: str

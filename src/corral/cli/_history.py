@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -152,9 +153,11 @@ def budget_text(commits: list[Commit]) -> str:
 
 def _limit(name: str, limit: Any, spent: Mapping[str, str]) -> str:
     """One limit of a budget with what was spent of it; a limit this version does not
-    know, or that is not a number, as stored (the store keeps any JSON a payload has)."""
+    know, or that is not a number a float holds, as stored (the store keeps any JSON a
+    payload has: an integer past a float's range too, which ``:g`` cannot format)."""
     if name in spent and type(limit) in (int, float):
-        return f"{name} {limit:g}: spent {spent[name]}"
+        with suppress(OverflowError):
+            return f"{name} {limit:g}: spent {spent[name]}"
     return f"{name} {compact(limit)}"
 
 
