@@ -352,8 +352,8 @@ async def test_the_cache_keeps_the_most_recently_used_loads_and_reloads_a_droppe
         line = await cache.brief("b")
         assert (line.version, line.pass_at_k, line.errors) == (2, {1: 0.5, 2: 1.0}, 0)
         assert await cache.get("a") is a  # still held: not read again
-        b = await cache.newest("b")  # read again, and served as before
-        assert b.version == 4 and [r.passed for r in b.rows] == [True, False]
+        b = await cache.newest("b")  # read again, and served as before (its version too)
+        assert b.version == 2 and [r.passed for r in b.rows] == [True, False]
         assert b.report is not None and b.report.pass_at_k[1] == 0.5
         assert await cache.get("b") is b
         tg.cancel_scope.cancel()
@@ -384,6 +384,34 @@ async def test_a_dropped_benchmark_s_line_is_read_again_once_it_changes() -> Non
         again = await cache.brief("a")
         # The rerun's trial counts its earlier attempt until the new one ends.
         assert again.version == 3 and again.finished == 2 and not again.live
+        tg.cancel_scope.cancel()
+
+
+async def test_a_dropped_benchmark_read_again_unchanged_keeps_its_version() -> None:
+    """A page redraws, and says "the store changed", when its benchmark's version
+    changes: one dropped only to make room (`keep`) and read again unchanged is the
+    same data, and kept its version (a page opened again said it was updated, and one
+    left open redrew at each poll that read it again). Changed since, it has a new one."""
+    store = MemoryStore()
+    for b in ("a", "b"):
+        await store.register_benchmark(b, CONFIG)
+        await store.append(TrialKey(b, "t", 0), ended("completed", True, 0.0))
+        await store.append(TrialKey(b, "t", 1), ended("completed", False, 1.0))
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, clock=clock, keep=1)
+        a = await cache.newest("a")
+        await cache.newest("b")  # a dropped to make room
+        again = await cache.newest("a")
+        assert again is not a and again.version == a.version
+        b = await cache.newest("b")
+        assert b.version == 2
+        # Changed while dropped, and found so only by the load: a new version then.
+        await store.append(TrialKey("a", "t", 1), [Commit(3, "reopen", {}, 9.0)])
+        assert (await cache.newest("a")).version == 3
+        clock.now = 10.0  # changed while held, and dropped
+        await store.append(TrialKey("b", "t", 1), [Commit(3, "reopen", {}, 9.0)])
+        assert (await cache.newest("b")).version == 4
         tg.cancel_scope.cancel()
 
 

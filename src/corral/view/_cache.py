@@ -8,7 +8,8 @@ its trial heads change (a rerun reopening a trial, which its report goes on
 counting as it was until it ends again) or a run is recorded (a rescore, a resume:
 each records its run once done), each looked up at most once per ``refresh``
 seconds. Until a reload is done, the previous load keeps
-being served; each load has a new ``version``, so a page knows its data changed.
+being served; each load has a new ``version``, so a page knows its data changed (one
+read again unchanged, after it was dropped to make room, keeps its dropped load's).
 """
 
 from __future__ import annotations
@@ -430,8 +431,8 @@ class ViewCache:
                 config = await self.store.benchmark_config(benchmark_id)
                 if config is None:
                     raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
-                self._versions += 1
-                loaded = Loaded(benchmark_id, config, self._clock(), self._versions)
+                version, same = await self._version_of(benchmark_id)
+                loaded = Loaded(benchmark_id, config, self._clock(), version)
         except BaseException:
             if reading is not None:
                 reading.close()
@@ -440,13 +441,28 @@ class ViewCache:
             self._wake()
             raise
         self._pending[benchmark_id] = loaded
-        self._tg.start_soon(self._fill, loaded, turn, reading)
+        self._tg.start_soon(self._fill, loaded, turn, reading, same)
         return loaded
 
-    async def _fill(self, loaded: Loaded, turn: _Turn, reading: Reading | None) -> None:
+    async def _version_of(self, benchmark_id: str) -> tuple[int, _Counts | None]:
+        """A new load's version, and the counts it must find to keep it: a benchmark
+        dropped only to make room (finished, unchanged as far as `_stale` knows) is
+        read again as the same data, under its dropped load's version (a page shown
+        again, or watching it, must not say the store changed, nor redraw); any
+        other load has a new version."""
+        dropped = self._dropped.get(benchmark_id)
+        if dropped is not None and not dropped.live and not await self._stale(dropped):
+            return dropped.version, _counts_of(dropped)
+        self._versions += 1
+        return self._versions, None
+
+    async def _fill(
+        self, loaded: Loaded, turn: _Turn, reading: Reading | None, same: _Counts | None
+    ) -> None:
         """Fill ``loaded`` once its turn comes; then it takes its benchmark's place at once
         (not at the next request: the loads held stay within `keep`), and the next in
-        line reads."""
+        line reads. One that kept its dropped load's version (``same``: the counts that
+        load read) and read otherwise has a new one: it changed since last counted."""
         benchmark_id = loaded.benchmark_id
         try:
             if reading is None:
@@ -454,6 +470,10 @@ class ViewCache:
                 loaded.started, loaded.loaded_at = self._clock(), time.time()
                 reading = Reading(self.store, benchmark_id, self._tg)
             await loaded.fill(self.store, reading)
+            brief = loaded.brief()
+            if same is not None and (brief.failure or brief.live or _counts_of(brief) != same):
+                self._versions += 1
+                loaded.version = self._versions
         finally:
             if self._line.get(benchmark_id) is turn:  # cancelled in line
                 del self._line[benchmark_id]
