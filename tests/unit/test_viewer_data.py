@@ -415,6 +415,38 @@ async def test_a_dropped_benchmark_read_again_unchanged_keeps_its_version() -> N
         tg.cancel_scope.cancel()
 
 
+async def test_a_page_left_open_polls_a_dropped_benchmark_without_reading_it() -> None:
+    """A page left open asks its benchmark's version every few seconds: one dropped to
+    make room was read again whole at each poll (more pages open than `keep`: the
+    viewer read benchmarks on end). Unchanged, its dropped load's version is the answer."""
+    from types import SimpleNamespace
+
+    from corral.view._server import _version
+
+    store = Watched()
+    for b in ("a", "b"):
+        await store.register_benchmark(b, CONFIG)
+        for trial in (0, 1):
+            await store.append(TrialKey(b, "t", trial), ended("completed", True, 0.0))
+    clock = Clock()
+    async with anyio.create_task_group() as tg:
+        cache = ViewCache(store, tg, clock=clock, keep=1)
+        a = await cache.newest("a")
+        await cache.newest("b")  # a dropped to make room
+        store.asked.clear()
+        for now in (3.0, 6.0):
+            clock.now = now
+            answer = await _version(SimpleNamespace(query_params={"id": "a"}), cache)  # type: ignore[arg-type]
+            await wait_all_tasks_blocked()
+            assert answer == {"version": a.version, "loaded_at": a.loaded_at, "live": False}
+        assert "heads" not in store.asked  # counted (its runs too), not read again
+        await store.append(TrialKey("a", "t", 1), [Commit(3, "reopen", {}, 9.0)])
+        clock.now = 9.0  # changed: read again, under a new version
+        await _version(SimpleNamespace(query_params={"id": "a"}), cache)  # type: ignore[arg-type]
+        assert (await cache.newest("a")).version == 3
+        tg.cancel_scope.cancel()
+
+
 class Gated(MemoryStore):
     """A memory store whose loads each wait at their benchmark's gate: those waiting there
     are the loads in flight (a load reads the runs first)."""

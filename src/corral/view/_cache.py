@@ -85,6 +85,8 @@ class Brief(NamedTuple):
     version: int
     config_summary: dict[str, Any]
     started: float
+    #: Wall-clock time the load started (`Loaded.loaded_at`).
+    loaded_at: float
     took: float
     failure: str | None
     live: bool
@@ -154,6 +156,7 @@ class Loaded:
             self.version,
             self.config_summary,
             self.started,
+            self.loaded_at,
             self.took,
             self.failure,
             self.live,
@@ -322,6 +325,11 @@ class _Rows:
             yield self._seen(chunk)
 
 
+def _version_answer(loaded: Brief | Loaded) -> dict[str, Any]:
+    """`ViewCache.version`'s answer, of a load or of what was kept of one."""
+    return {"version": loaded.version, "loaded_at": loaded.loaded_at, "live": loaded.live}
+
+
 #: What says a finished benchmark changed: (finished trials, runs, heads written).
 _Counts = tuple[int | None, int, int | None]
 
@@ -406,6 +414,20 @@ class ViewCache:
             if await self._stale(dropped):
                 await self._get(benchmark_id, opened=False)
             return dropped
+
+    async def version(self, benchmark_id: str) -> dict[str, Any]:
+        """Which load of the benchmark is served, its start and whether it is live (what
+        a page polls to redraw when it changes). Of one dropped and unchanged, its
+        dropped load's, not read again: a page left open polls it every few seconds, and
+        with more pages open than `keep` each poll read a benchmark again whole."""
+        async with self._lock:
+            self._settle()
+            dropped = self._dropped.get(benchmark_id)
+            if dropped is not None and benchmark_id in self._pending:
+                dropped = None  # read again already: the load's
+            if dropped is not None and not await self._stale(dropped):
+                return _version_answer(dropped)
+        return _version_answer(await self.get(benchmark_id))
 
     async def _get(self, benchmark_id: str, *, opened: bool) -> Loaded:
         self._settle()

@@ -203,5 +203,4 @@ async def _compare(request: Request, cache: ViewCache) -> Any:
 
 async def _version(request: Request, cache: ViewCache) -> Any:
     """Which load of the benchmark is served (a page polls it to redraw when it changes)."""
-    loaded = await cache.get(_param(request, "id"))
-    return {"version": loaded.version, "loaded_at": loaded.loaded_at, "live": loaded.live}
+    return await cache.version(_param(request, "id"))
