@@ -359,14 +359,20 @@ async def test_the_cache_keeps_the_most_recently_used_loads_and_reloads_a_droppe
         tg.cancel_scope.cancel()
 
 
-async def test_a_dropped_benchmark_s_line_is_read_again_once_it_changes() -> None:
-    """The benchmarks page does not hold a benchmark, nor read one again each poll; a
-    dropped one that changed shows its last line until it is read again."""
+async def two_benchmarks() -> MemoryStore:
+    """Benchmarks a and b, each of one task with a passed trial and a failed one."""
     store = MemoryStore()
     for b in ("a", "b"):
         await store.register_benchmark(b, CONFIG)
         await store.append(TrialKey(b, "t", 0), ended("completed", True, 0.0))
         await store.append(TrialKey(b, "t", 1), ended("completed", False, 1.0))
+    return store
+
+
+async def test_a_dropped_benchmark_s_line_is_read_again_once_it_changes() -> None:
+    """The benchmarks page does not hold a benchmark, nor read one again each poll; a
+    dropped one that changed shows its last line until it is read again."""
+    store = await two_benchmarks()
     clock = Clock()
     async with anyio.create_task_group() as tg:
         cache = ViewCache(store, tg, clock=clock, keep=1)
@@ -392,11 +398,7 @@ async def test_a_dropped_benchmark_read_again_unchanged_keeps_its_version() -> N
     changes: one dropped only to make room (`keep`) and read again unchanged is the
     same data, and kept its version (a page opened again said it was updated, and one
     left open redrew at each poll that read it again). Changed since, it has a new one."""
-    store = MemoryStore()
-    for b in ("a", "b"):
-        await store.register_benchmark(b, CONFIG)
-        await store.append(TrialKey(b, "t", 0), ended("completed", True, 0.0))
-        await store.append(TrialKey(b, "t", 1), ended("completed", False, 1.0))
+    store = await two_benchmarks()
     clock = Clock()
     async with anyio.create_task_group() as tg:
         cache = ViewCache(store, tg, clock=clock, keep=1)
