@@ -35,6 +35,7 @@ POINTS = {
     "after the action commit": ("action", 1, True),
     "before the tool-effect commit": ("tool_effect", 1, False),
     "inside a parallel turn": ("tool_effect", 3, True),
+    "before a parallel turn's first tool effect": ("tool_effect", 2, False),
     "before the terminal commit": ("terminal", 1, False),
     "after the terminal commit": ("terminal", 1, True),
     "before the evaluation commit": ("evaluation", 1, False),
@@ -145,6 +146,22 @@ async def test_cancelled_run_resumes_to_the_same_report() -> None:
     report = await runner(memory, log, TASKS).run("b", trials_per_task=TRIALS, k_values=(1, 2))
     assert comparable(report) == await reference()
     check_log(log, memory, asked_twice_allowed=4)
+
+
+@pytest.mark.anyio
+async def test_a_fault_before_a_parallel_effect_leaves_no_gap_in_an_sqlite_store(
+    tmp_path: Any,
+) -> None:
+    """The other action of the turn ends after the refused append: its effect must not
+    land past the sequence number that append took (the store would read as corrupt)."""
+    sqlite = corral.SQLiteStore(tmp_path / "store.db")
+    store = FaultStore(sqlite, kind="tool_effect", key=TARGET, nth=2, error=Fault("refused"))
+    report = await runner(store, Log(None), TASKS, retry_policy=NO_WAIT).run(
+        "b", trials_per_task=TRIALS, k_values=(1, 2)
+    )
+    assert store.fired
+    assert comparable(report) == await reference()
+    assert report.tasks[TARGET.task_id].trials[TARGET.trial].attempts == 2
 
 
 @pytest.mark.anyio

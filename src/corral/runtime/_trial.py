@@ -116,6 +116,8 @@ class _Writer:
         #: The first sequence number the observers have not heard of from this attempt.
         self.told = projection.next_seq
         self._pending: deque[tuple[Pending, list[Commit]]] = deque()
+        #: What refused an append of this attempt (see `stage`).
+        self._refused: BaseException | None = None
 
     def adopt(self, handle: Pending, commits: list[Commit]) -> None:
         """Take ``commits``, handed over before this writer's own, as the first of its
@@ -137,15 +139,37 @@ class _Writer:
             self.told = commits[-1].seq + 1  # the acks tell the observers, or end the run
 
     def stage(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
+        """Number ``items`` past the head and hand them to the store, not waited for.
+
+        Once an append could not be handed over (the store's ``enqueue`` raised), every
+        later one of the attempt raises the same: the sequence numbers it took are gone,
+        and another action of a parallel turn must not land its effect past them (a gap
+        in the history). The attempt fails, and its retry starts from the store's history.
+        """
+        if self._refused is not None:
+            raise self._refused
+        calls = self.session.calls
+        if calls.pending or calls.failed:
+            # The model calls that led here land with what followed from them.
+            items = _with_calls(calls, self.projection, items)
+        try:
+            commits = self._numbered(items)
+            handle = self.plan.store.enqueue(self.plan.key, commits)
+        except BaseException as exc:
+            self._refused = exc
+            raise
+        self._pending.append((handle, commits))
+        _sync(self.session, self.projection)
+        return commits
+
+    def _numbered(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
+        """``items`` as the next commits, folded into the projection."""
         now = time.time()
         worked = round(self.clock.spent, 6)
         plan, projection = self.plan, self.projection
         plain = Stamp(worked) if self._plain else None
         commits = []
         calls = self.session.calls
-        if calls.pending or calls.failed:
-            # The model calls that led here land with what followed from them.
-            items = _with_calls(calls, self.projection, items)
         for kind, payload, usage in items:
             # A terminal counts the trial's model calls: `_stamp` stamps it if it made any.
             if plain is not None and (kind != "terminal" or projection.calls is None):
@@ -158,8 +182,6 @@ class _Writer:
             if kind == _MODEL_CALL:
                 calls.staged(commit.seq)
             self.next_seq += 1
-        self._pending.append((plan.store.enqueue(plan.key, commits), commits))
-        _sync(self.session, projection)
         return commits
 
     async def flush(self) -> None:
