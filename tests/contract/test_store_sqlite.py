@@ -328,6 +328,48 @@ async def test_a_reopened_trial_is_unfinished_until_it_ends_again(
     assert info.finished == 2  # "ended" and "ended again"
 
 
+_GROWS_TOO_FAR = """
+import resource, signal, sys
+from pathlib import Path
+import anyio
+from corral import Commit, SQLiteStore, StoreError, TrialKey
+
+async def main() -> None:
+    path = Path(sys.argv[1])
+    size = path.stat().st_size + 64 * 1024
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    store = SQLiteStore(path)
+    try:
+        async with store.opened():
+            for seq in range(5, 200):
+                key = TrialKey("bench", "task", 0)
+                await store.append(key, [Commit(seq, "action", {"blob": "x" * 4000}, 1.0)])
+    except StoreError as exc:
+        print(exc)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs RLIMIT_FSIZE")
+async def test_a_write_the_os_refuses_says_the_store_cannot_be_written(tmp_path: Path) -> None:
+    """A file at its size limit (or a user over a disk quota) fails SQLite's write with
+    an I/O error, not SQLITE_FULL: it is a write that failed, not a file unreadable."""
+    path = tmp_path / "store.db"
+    await make_store(path)
+    child = await anyio.run_process(
+        [sys.executable, "-c", _GROWS_TOO_FAR, str(path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    message = child.stdout.decode().strip()
+    assert message.startswith(f"store {str(path)!r} cannot be written"), message
+    again = SQLiteStore(path)
+    async with again.opened():  # what landed before is intact, without a gap
+        seqs = [c.seq for c in await again.history(K)]
+    assert seqs[:5] == [0, 1, 2, 3, 4] and seqs == list(range(len(seqs)))
+
+
 @pytest.mark.parametrize(
     "exc",
     [

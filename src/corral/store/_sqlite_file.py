@@ -108,12 +108,25 @@ def disk_full(exc: BaseException) -> bool:
     return getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(exc)
 
 
+#: SQLite's I/O errors of a write: the OS refused to write the file (a disk quota, the
+#: file's size limit, EIO), where only a full disk (ENOSPC) reads as SQLITE_FULL.
+_WRITE_ERRORS = frozenset(
+    {"SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_DIR_FSYNC", "SQLITE_IOERR_TRUNCATE"}
+)
+
+
+def write_refused(exc: BaseException) -> bool:
+    return getattr(exc, "sqlite_errorname", "") in _WRITE_ERRORS
+
+
 def problem(exc: BaseException) -> str:
     """What an error from SQLite or the OS says about the store, as a phrase."""
     name = getattr(exc, "sqlite_errorname", "")
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     if disk_full(exc):
         return f"cannot be written: disk full ({text})"
+    if write_refused(exc):
+        return f"cannot be written ({text}; a disk quota or the file size limit may be reached)"
     if name.startswith("SQLITE_READONLY") or (
         isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     ):
@@ -134,8 +147,9 @@ def store_error(path: Path, exc: BaseException) -> StoreError:
 
 
 def open_error(path: Path, exc: BaseException) -> CorralError:
-    """An error while opening: the path is bad input (`ConfigError`), unless the disk is full."""
-    if disk_full(exc):
+    """An error while opening: the path is bad input (`ConfigError`), unless the disk is
+    full or a write was refused."""
+    if disk_full(exc) or write_refused(exc):
         return store_error(path, exc)
     return ConfigError(f"store path {str(path)!r} {problem(exc)}")
 
