@@ -73,6 +73,14 @@ def test_copy_of_an_unknown_benchmark_creates_no_destination(tmp_path: Path) -> 
     assert not destination.exists(), "a refused copy wrote an empty store file"
 
 
+def test_copy_of_a_mistyped_benchmark_names_its_close_matches(tmp_path: Path) -> None:
+    """A mistyped id comes with its close matches, as `report` and `show` give them."""
+    store = _quickstart_store(tmp_path)
+    result = _invoke("copy", store, tmp_path / "copy.db", "--benchmark", "quickstrat")
+    assert result.exit_code == 2, result.output
+    assert "did you mean 'quickstart'?" in result.stderr, result.stderr
+
+
 # -- corral view --export --------------------------------------------------------
 
 
@@ -80,6 +88,15 @@ def test_view_export_to_an_empty_path_is_bad_input(tmp_path: Path) -> None:
     store = _quickstart_store(tmp_path)
     result = _invoke("view", "--store", store, "--export", "quickstart", "-o", "")
     assert result.exit_code == 2, result.output
+
+
+def test_view_export_of_a_mistyped_benchmark_names_its_close_matches(tmp_path: Path) -> None:
+    store = _quickstart_store(tmp_path)
+    page = tmp_path / "page.html"
+    result = _invoke("view", "--store", store, "--export", "quickstrat", "-o", page)
+    assert result.exit_code == 2, result.output
+    assert "did you mean 'quickstart'?" in result.stderr, result.stderr
+    assert not page.exists()
 
 
 # -- datasets --------------------------------------------------------------------

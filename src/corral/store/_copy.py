@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._errors import ConfigError, StoreError
+from .._suggest import did_you_mean
 from .._types import Commit
 from ._heads import HeadStore
 from ._protocol import BenchmarkInfo, CommitStore, TrialKey
@@ -42,7 +43,8 @@ async def copy_benchmarks(
         chosen = list(known) if benchmark_ids is None else list(benchmark_ids)
         for benchmark_id in chosen:
             if benchmark_id not in known:
-                raise ConfigError(f"the source store has no benchmark {benchmark_id!r}")
+                hint = did_you_mean(benchmark_id, known)
+                raise ConfigError(f"the source store has no benchmark {benchmark_id!r}{hint}")
         # Opened (an SQLite file created) only once the copy is known to be possible.
         async with destination.opened():
             return [await _copy_one(source, destination, known[b]) for b in chosen]

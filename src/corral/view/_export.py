@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._errors import ConfigError
+from .._history import no_benchmark
 from ..store import CommitStore
 from . import _pages
 from ._assets import standalone
@@ -22,7 +22,7 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     (comparing two benchmarks needs the server)."""
     config = await store.benchmark_config(benchmark_id)
     if config is None:
-        raise ConfigError(f"no benchmark {benchmark_id!r} in the store")
+        raise await no_benchmark(store, benchmark_id, "the store")
     loaded = Loaded(benchmark_id, config, time.monotonic())
     await loaded.fill(store)
     await loaded.ready()
