@@ -99,6 +99,17 @@ def test_view_export_of_a_mistyped_benchmark_names_its_close_matches(tmp_path: P
     assert not page.exists()
 
 
+def test_view_export_into_a_missing_folder_is_bad_input(tmp_path: Path) -> None:
+    """`-o` in a folder that is not there is refused (exit 2, naming the folder) before
+    the benchmark is read, not a failure (exit 1) once the page is made."""
+    store = _quickstart_store(tmp_path)
+    page = tmp_path / "no-such-folder" / "page.html"
+    result = _invoke("view", "--store", store, "--export", "quickstart", "-o", page)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(page.parent) in lines[0], result.stderr
+
+
 # -- datasets --------------------------------------------------------------------
 
 

@@ -68,6 +68,10 @@ def view_command(
             raise ConfigError("--export needs -o FILE.html: where to write the page")
         if not output.name or output.is_dir():  # `-o ""` arrives as Path(".")
             raise ConfigError(f"-o {str(output)!r} is a folder, not a file to write the page to")
+        if not output.parent.is_dir():  # found before the benchmark is read, not after
+            raise ConfigError(
+                f"-o {str(output)!r}: there is no folder {str(output.parent)!r} to write it in"
+            )
         _not_the_store(store, output)
         page = with_store(store, lambda s: export_html(s, export_id))
         output.write_text(page, encoding="utf-8")
