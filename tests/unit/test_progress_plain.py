@@ -205,6 +205,24 @@ def test_demo_shows_plain_progress_when_stdout_is_not_a_terminal(tmp_path: Path)
     assert re.search(r"^corral demo-\S+ \+[\d.]+ s: (\d+)/\1 trials \(100%\)", out, re.M), out
 
 
+@pytest.mark.parametrize(
+    "env",
+    [{"CI": "true"}, {"FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0"}],
+    ids=str,
+)
+def test_run_in_a_ci_log_prints_plain_lines_even_with_colours_forced(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """CI sets FORCE_COLOR (or rich's TTY_COMPATIBLE=1 with TTY_INTERACTIVE=0) for
+    coloured logs: that asks for colour, not a live display, whose redraws (cursor
+    moves, several times a second) would flood a log that is no terminal."""
+    bench = tmp_path / "bench.py"
+    bench.write_text(GATED)
+    out = _cli("run", bench, "--store", tmp_path / "s.db", env=env).stdout
+    assert re.search(r"^corral bench \+[\d.]+ s: 4/4 trials \(100%\)", out, re.M), out
+    assert "\x1b[?25l" not in out and "\x1b[1A" not in out, repr(out[:300])
+
+
 @pytest.mark.parametrize("quiet", [("--progress", "none"), ("--no-progress",), ("--json",)])
 def test_progress_none_or_json_prints_no_progress(tmp_path: Path, quiet: tuple[str, ...]) -> None:
     bench = tmp_path / "bench.py"

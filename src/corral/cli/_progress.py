@@ -50,12 +50,27 @@ class Progress:
         owns stdout: ``auto`` shows nothing, a chosen view goes to stderr."""
         mode = self.mode
         if mode == "auto":
-            mode = "none" if as_json else "rich" if console.is_terminal else "plain"
+            mode = "none" if as_json else "rich" if live_terminal(console) else "plain"
         if mode == "rich":
             return ProgressDisplay(Console(stderr=True) if as_json else console)
         if mode == "plain":
             return PlainProgress(sys.stderr if as_json else console.file, interval=self.interval)
         return None
+
+
+def live_terminal(console: Console) -> bool:
+    """Whether ``console`` suits a live display: rich says it is interactive (not with
+    ``TTY_INTERACTIVE=0``) and it is a terminal, or ``TTY_COMPATIBLE=1`` says it acts as
+    one. ``FORCE_COLOR`` alone, which CI sets for coloured logs, asks for colour: on a
+    pipe the display's redraws would flood the log, where plain lines belong."""
+    if not console.is_interactive:
+        return False
+    if os.environ.get("TTY_COMPATIBLE") == "1":
+        return True
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError):  # no isatty, or already closed
+        return False
 
 
 def progress_choice(progress: str | None, no_progress: bool) -> Progress:
