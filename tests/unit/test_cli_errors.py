@@ -208,6 +208,16 @@ def test_errors_in_the_benchmark_file_show_only_the_users_frames(
 # -- arguments ----------------------------------------------------------------
 
 
+def test_corral_alone_prints_its_help_as_help_not_as_an_error_line() -> None:
+    """`corral` with no command is a newcomer asking what there is: the help, laid out
+    as `corral --help` lays it out (not squeezed into one `error: Usage: ...` line)."""
+    result = _invoke()
+    assert result.exit_code == 2, result.output
+    help_text = _invoke("--help").stdout
+    assert result.stderr == help_text, result.stderr
+    assert "error:" not in result.stderr
+
+
 def test_invalid_utf8_in_an_argument_is_one_line(tmp_path: Path) -> None:
     # Python turns undecodable bytes of argv into lone surrogates.
     line = _one_error_line(_invoke("run", "\udcff.py"), 2)

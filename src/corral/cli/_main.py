@@ -29,6 +29,11 @@ from ._options import CliProcess
 from ._run import demo_command, rescore_command, run_command
 from ._view import view_command
 
+#: What click (8.2 and later) raises for a group given no command, carrying its help.
+_NoArgsIsHelp: type[click.UsageError] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("NoArgsIsHelpError", (click.UsageError,), {})
+)
+
 
 class CorralGroup(click.Group):
     """Prints every refusal as one ``error: ...`` line (no traceback) and exits
@@ -69,6 +74,9 @@ class CorralGroup(click.Group):
             extra.setdefault("obj", CliProcess(own=args is None))
             result = super().main(argv, prog_name, complete_var, False, **extra)
             code = result if isinstance(result, int) else 0
+        except _NoArgsIsHelp as exc:  # `corral` alone: the help, laid out, as click shows it
+            exc.show()
+            code = exc.exit_code
         except click.ClickException as exc:
             message = exc.format_message()
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
