@@ -35,6 +35,45 @@ def test_extract_code_takes_the_first_fenced_block() -> None:
     assert extract_code(None) == ""
 
 
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        # A shell block first: its closing fence is no opening one (it took "Then:").
+        ("```bash\npip install x\n```\nThen:\n```python\nx = 1\n```\n", "x = 1\n"),
+        # A reply with Windows line ends.
+        ("```python\r\nx = 1\r\n```\r\n", "x = 1\r\n"),
+        # A block in a list item, indented with it: its code at the top level again.
+        (
+            "1. The code:\n   ```python\n   def f():\n       return 1\n   ```\n",
+            "def f():\n    return 1\n",
+        ),
+        # A body indented as the function's, fences too: its indentation kept.
+        ("    ```python\n    return 1\n    ```\n", "    return 1\n"),
+        # Three backticks inside the code do not end its block.
+        ('```python\nfence = "```"\n```\n', 'fence = "```"\n'),
+        # A reply cut off (max_tokens) before its closing fence: the code up to its end.
+        ("Here:\n```python\nx = 1\n", "x = 1\n"),
+        # A tilde fence, a longer fence, a language tag with more after it.
+        ("~~~python\nx = 1\n~~~\n", "x = 1\n"),
+        ("````py\nx = 1\n````\n", "x = 1\n"),
+        ("```python title=main.py\nx = 1\n```", "x = 1\n"),
+    ],
+    ids=[
+        "shell_first",
+        "crlf",
+        "in_a_list",
+        "body_indented",
+        "fence_in_code",
+        "cut_off",
+        "tilde",
+        "longer",
+        "title",
+    ],
+)
+def test_extract_code_reads_fences_as_markdown_does(answer: str, code: str) -> None:
+    assert extract_code(answer) == code
+
+
 async def test_a_right_program_passes_and_a_wrong_one_says_why() -> None:
     scorer = code_tests(TESTS)
     right = await scorer(trial("```python\ndef add(a, b):\n    return a + b\n```"))

@@ -15,16 +15,54 @@ from ._base import Scorer
 #: What a failed evaluation's ``details["stderr"]`` keeps of the error output (its end).
 STDERR_TAIL = 2000
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+#: A fence opening a block (CommonMark): its indentation, its fence, its info string.
+_OPENING = re.compile(r"( *)(`{3,}|~{3,})[ \t]*([^`]*)")
+#: The info strings (their first word) of a block of Python code; none is a bare fence.
+_PYTHON = ("", "python", "python3", "py")
 
 
 def extract_code(text: object) -> str:
-    """The code in a model's answer: its first fenced block (```python ... ```), else
-    the whole text. Anything but text is an empty program."""
+    """The code in a model's answer: its first fenced block of Python (```python ...
+    ```, or a bare fence), else the whole text. Anything but text is an empty program.
+
+    Fences are read line by line, as Markdown does: another language's block is skipped
+    whole (its closing fence opens nothing), a fence in the code does not end it unless
+    alone on its line, a block indented (in a list item: up to three spaces) is
+    unindented as much, and a block never closed (a reply cut off) runs to the end.
+    """
     if not isinstance(text, str):
         return ""
-    found = _FENCE.search(text)
-    return found.group(1) if found else text
+    lines = text.split("\n")
+    at = 0
+    while at < len(lines):
+        opening = _OPENING.fullmatch(lines[at].rstrip("\r\t "))
+        at += 1
+        if opening is None:
+            continue
+        indent, fence, info = len(opening[1]), opening[2], opening[3].split()
+        # Markdown's fence in a list item is indented by at most three spaces; one
+        # indented more is a body at its function's indentation, kept.
+        indent = 0 if indent > 3 else indent
+        end = _closing(lines, at, fence)
+        if (info[0].lower() if info else "") in _PYTHON:
+            body = [_unindent(line, indent) for line in lines[at:end]]
+            return "\n".join(body) + ("\n" if end < len(lines) and body else "")
+        at = end + 1
+    return text
+
+
+def _closing(lines: list[str], start: int, fence: str) -> int:
+    """The line closing a block opened by ``fence`` (as long or longer, alone on its
+    line), or the number of lines: a block never closed ends with the text."""
+    for at in range(start, len(lines)):
+        line = lines[at].strip()
+        if line.startswith(fence) and line == fence[0] * len(line):
+            return at
+    return len(lines)
+
+
+def _unindent(line: str, indent: int) -> str:
+    return line[min(indent, len(line) - len(line.lstrip(" "))) :]
 
 
 Part = str | Callable[[TrialRecord], str]
