@@ -137,3 +137,39 @@ async def test_without_tests_or_a_target_it_is_a_config_error() -> None:
         code_tests(name="")
     with pytest.raises(ConfigError, match="file_name"):
         code_tests(TESTS, file_name="a/b.py")
+
+
+#: A wrong `add` whose answer ends with its own tests: `unittest.main()` exits.
+SELF_TESTED = """```python
+import unittest
+
+def add(a, b):
+    return a - b
+
+class TestAdd(unittest.TestCase):
+    def test_zero(self):
+        self.assertEqual(add(0, 0), 0)
+
+if __name__ == "__main__":
+    unittest.main()
+```"""
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [SELF_TESTED, "def add(a, b):\n    return a - b\n\nimport sys\nsys.exit(0)\n"],
+    ids=["unittest_main", "sys_exit"],
+)
+async def test_a_program_ending_before_its_tests_fails(answer: str) -> None:
+    evaluation = await code_tests(TESTS)(trial(answer))
+    assert (evaluation.passed, evaluation.details["reason"]) == (False, "tests_failed")
+    assert evaluation.details["message"] == "the program ended before its tests ran"
+
+
+async def test_tests_of_their_own_ending_the_program_decide() -> None:
+    tests = "import unittest\n\nclass T(unittest.TestCase):\n"
+    tests += "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nunittest.main()\n"
+    right = await code_tests(tests)(trial("def add(a, b):\n    return a + b\n"))
+    assert right.passed
+    wrong = await code_tests(tests)(trial("def add(a, b):\n    return a - b\n"))
+    assert (wrong.passed, wrong.details["reason"]) == (False, "tests_failed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -92,16 +93,21 @@ class CodeTests(Scorer):
         self.program = program
         self.file_name = file_name
         self.command = (sys.executable, file_name) if command is None else tuple(command)
+        # Python of our own choosing: a line before the tests can say they began.
+        self.marks = command is None
         self.files = dict(files)
         self.limits = dict(limits)
 
     def __repr__(self) -> str:
         return f"code_tests(name={self.name!r}, command={list(self.command)!r})"
 
-    def source(self, trial: TrialRecord) -> str:
-        """The file that runs: the program, then its tests."""
+    def source(self, trial: TrialRecord, mark: str | None = None) -> str:
+        """The file that runs: the program, then its tests; with ``mark``, a line
+        between them writing it to the standard output (the tests began)."""
         program = extract_code(trial.output) if self.program is None else self.program(trial)
-        return f"{program}\n\n{self._tests(trial)}\n"
+        tests = self._tests(trial)
+        began = "" if mark is None or not tests.strip() else f"{_began(mark)}\n"
+        return f"{program}\n\n{began}{tests}\n"
 
     def _tests(self, trial: TrialRecord) -> str:
         tests: Any = self.tests
@@ -115,14 +121,22 @@ class CodeTests(Scorer):
         return tests if isinstance(tests, str) else str(tests(trial))
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
-        files = {**self.files, self.file_name: self.source(trial)}
-        result = await sandbox(self.command, files=files, **self.limits)
-        if result.success and result.reason is None:
+        # A program exiting 0 before its tests (`unittest.main()` of its own, `sys.exit`)
+        # would pass them unrun: it must reach them, a mark it cannot know says so.
+        mark = secrets.token_hex(16) if self.marks else None
+        source = self.source(trial, mark)
+        result = await sandbox(
+            self.command, files={**self.files, self.file_name: source}, **self.limits
+        )
+        unrun = mark is not None and mark in source and mark not in result.stdout
+        if result.success and result.reason is None and not unrun:
             return self.verdict(1.0, True, {"returncode": 0})
         reason = result.reason or "tests_failed"
         stderr = result.stderr[-STDERR_TAIL:]
         last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         message = result.describe if result.reason else f"the tests failed: {last or 'no output'}"
+        if result.success and result.reason is None:
+            message = "the program ended before its tests ran"
         return self.verdict(
             0.0,
             False,
@@ -133,6 +147,12 @@ class CodeTests(Scorer):
                 "stderr": stderr,
             },
         )
+
+
+def _began(mark: str) -> str:
+    """The line before the tests: the mark, on the standard output's descriptor (the
+    program may have replaced `sys.stdout`)."""
+    return f'__import__("os").write(1, b"\\n{mark}\\n")'
 
 
 def code_tests(
@@ -157,9 +177,11 @@ def code_tests(
     trial, or by default the trial's target) follow it in ``file_name``, which
     ``command`` runs (default: this Python) in the sandbox's work folder beside
     ``files``. It passes (score 1.0) when the command exits 0 within its
-    limits; otherwise ``details`` holds the ``reason`` (``tests_failed``, or the
-    sandbox's: ``timeout``, ``memory``, ``processes``, ...), a ``message``, the
-    exit status and the end of the error output. Its score is under
+    limits (and, run by the default command, reached its tests: a line before
+    them writes a random mark to the standard output); otherwise ``details``
+    holds the ``reason`` (``tests_failed``, or the sandbox's: ``timeout``,
+    ``memory``, ``processes``, ...), a ``message``, the exit status and the end
+    of the error output. Its score is under
     ``scores[name]`` too. Use it as an environment's ``evaluate`` (``return await
     self.scorer(trial)``), call it from one, or put it in `combine`.
     """
