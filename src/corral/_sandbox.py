@@ -344,13 +344,28 @@ def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:
             or path.is_absolute()
             or ".." in path.parts
             or str(path) in ("", ".")
+            or "\0" in name
         ):
             raise ConfigError(f"files: {name!r} is not a relative file name inside the work folder")
         if not isinstance(content, str | bytes):
             kind = type(content).__name__
             raise ConfigError(f"files[{name!r}] must be text or bytes, not {kind}")
+        if str(path) in checked:
+            raise ConfigError(f"files: {name!r} names a file named before (as {str(path)!r})")
         checked[str(path)] = content
+    _no_file_in_a_file(files, checked)
     return checked
+
+
+def _no_file_in_a_file(named: Mapping[str, object], files: Mapping[str, object]) -> None:
+    """A file is no folder: one named inside another could not be written (the
+    sandbox's own program would fail, as if the command had)."""
+    for name in named:
+        for parent in PurePosixPath(name).parents:
+            if str(parent) in files:
+                raise ConfigError(
+                    f"files: {name!r} cannot be written inside the file {str(parent)!r}"
+                )
 
 
 def _read_only(paths: Sequence[str | os.PathLike[str]]) -> list[str]:

@@ -8,6 +8,7 @@ of ours) and nothing it tried to write outside its folder exists.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -304,6 +305,30 @@ async def test_without_bubblewrap_it_names_the_package(
 async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         await sandbox(["true"], **keywords)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("command", "keywords", "named"),
+    [
+        # Written by the sandbox's own program, which failed as if the command had.
+        (["true"], {"files": {"a": "", "a/b.py": ""}}, "'a/b.py'"),
+        (["true"], {"files": {"a/b.py": "", "a": ""}}, "'a'"),
+        (["true"], {"files": {"a\0b": ""}}, "'a\\x00b'"),
+        # Two names of one file: one content would be lost.
+        (["true"], {"files": {"a.py": "1", "./a.py": "2"}}, "'./a.py'"),
+    ],
+    ids=[
+        "file_in_a_file",
+        "file_over_a_folder",
+        "nul_in_name",
+        "one_file_twice",
+    ],
+)
+async def test_files_it_cannot_write_are_refused_before_it_runs(
+    command: object, keywords: dict[str, object], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        await sandbox(command, timeout=ROOMY, **keywords)  # type: ignore[arg-type]
 
 
 async def test_an_exit_status_above_128_is_the_commands_own() -> None:
