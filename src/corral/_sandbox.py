@@ -38,6 +38,7 @@ from ._subprocess import (
     SubprocessResult,
     _command,
     kill_group,
+    no_nul,
     run_bounded,
 )
 
@@ -182,6 +183,7 @@ async def sandbox(
     for key, text in extra_env.items():
         if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:
             raise ConfigError(f"env must map names to text, not {key!r}: {text!r}")
+        no_nul("env", key), no_nul("env", text)
     if isolation == "none":
         return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
     if isolation != "bubblewrap":

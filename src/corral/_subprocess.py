@@ -74,6 +74,8 @@ async def subprocess(
     """
     command = _command(args)
     seconds("timeout", timeout, or_none=True)
+    for key, text in (env or {}).items():
+        no_nul("env", key), no_nul("env", text)
     data = input.encode() if isinstance(input, str) else input
     ended = await run_bounded(
         command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **env}
@@ -90,12 +92,20 @@ def _command(args: Command) -> str | tuple[str, ...]:
     if isinstance(args, str):
         if not args.strip():
             raise ConfigError("the command to run is an empty string")
-        return args
+        return no_nul("the command", args)
     if isinstance(args, bytes) or not isinstance(args, Sequence) or not args:
         raise ConfigError(
             f"the command must be a string or a non-empty list of strings, not {args!r}"
         )
-    return tuple(os.fspath(arg) for arg in args)
+    return tuple(no_nul("the command", os.fspath(arg)) for arg in args)
+
+
+def no_nul(what: str, text: str) -> str:
+    """``text`` itself; a NUL in it is a `ConfigError` naming it (no program can be
+    given one: it would be a `ValueError` from deep in the process's start)."""
+    if isinstance(text, str) and "\0" in text:
+        raise ConfigError(f"{what} cannot hold a NUL character: {text!r}")
+    return text
 
 
 @dataclass(frozen=True, slots=True)

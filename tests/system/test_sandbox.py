@@ -316,15 +316,22 @@ async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:
         (["true"], {"files": {"a\0b": ""}}, "'a\\x00b'"),
         # Two names of one file: one content would be lost.
         (["true"], {"files": {"a.py": "1", "./a.py": "2"}}, "'./a.py'"),
+        # A ValueError from deep in the process's start.
+        (["echo", "a\0b"], {}, "'a\\x00b'"),
+        ("echo a\0b", {}, "'echo a\\x00b'"),
+        (["true"], {"env": {"A": "b\0c"}}, "'b\\x00c'"),
     ],
     ids=[
         "file_in_a_file",
         "file_over_a_folder",
         "nul_in_name",
         "one_file_twice",
+        "nul_in_argument",
+        "nul_in_line",
+        "nul_in_env",
     ],
 )
-async def test_files_it_cannot_write_are_refused_before_it_runs(
+async def test_files_and_text_it_cannot_write_or_pass_are_refused(
     command: object, keywords: dict[str, object], named: str
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(named)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from subprocess import CalledProcessError
@@ -173,6 +174,19 @@ async def test_a_missing_program_raises_and_frees_its_slot() -> None:
 async def test_bad_arguments_are_refused(args: object, deadline: object) -> None:
     with pytest.raises(ConfigError):
         await subprocess(args, timeout=deadline)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("args", "keywords"),
+    [(["echo", "a\0b"], {}), ("echo a\0b", {}), (["true"], {"env": {"A": "a\0b"}})],
+    ids=["argument", "line", "env"],
+)
+async def test_a_nul_character_is_refused_naming_the_text(
+    args: object, keywords: dict[str, object]
+) -> None:
+    """A NUL cannot be passed to a program: a ValueError from deep in the start, before."""
+    with pytest.raises(ConfigError, match=re.escape("a\\x00b")):
+        await subprocess(args, **keywords)  # type: ignore[arg-type]
 
 
 async def test_a_timeout_kills_and_reaps_the_whole_process_tree(
