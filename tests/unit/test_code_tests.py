@@ -173,3 +173,11 @@ async def test_tests_of_their_own_ending_the_program_decide() -> None:
     assert right.passed
     wrong = await code_tests(tests)(trial("def add(a, b):\n    return a - b\n"))
     assert (wrong.passed, wrong.details["reason"]) == (False, "tests_failed")
+
+
+async def test_a_program_that_is_no_utf_8_fails_not_errs() -> None:
+    """A reply holding a lone surrogate (half an emoji from a broken stream) cannot be
+    written as UTF-8: Python refuses the file as it was written, a failed score."""
+    evaluation = await code_tests(TESTS)(trial("def add(a, b):\n    return a + b  # \ud83d\n"))
+    assert (evaluation.passed, evaluation.details["reason"]) == (False, "tests_failed")
+    assert "SyntaxError" in evaluation.details["message"]

@@ -125,8 +125,11 @@ class CodeTests(Scorer):
         # would pass them unrun: it must reach them, a mark it cannot know says so.
         mark = secrets.token_hex(16) if self.marks else None
         source = self.source(trial, mark)
+        # As written, a lone surrogate too (half an emoji): the command refuses it, a
+        # failed score, where UTF-8 proper would raise here.
+        text = source.encode("utf-8", "surrogatepass")
         result = await sandbox(
-            self.command, files={**self.files, self.file_name: source}, **self.limits
+            self.command, files={**self.files, self.file_name: text}, **self.limits
         )
         unrun = mark is not None and mark in source and mark not in result.stdout
         if result.success and result.reason is None and not unrun:
