@@ -352,11 +352,24 @@ def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:
         if not isinstance(content, str | bytes):
             kind = type(content).__name__
             raise ConfigError(f"files[{name!r}] must be text or bytes, not {kind}")
+        if isinstance(content, str) and not _utf8(content):
+            raise ConfigError(
+                f"files[{name!r}] is text that cannot be written as UTF-8 (a lone "
+                "surrogate): give its bytes"
+            )
         if str(path) in checked:
             raise ConfigError(f"files: {name!r} names a file named before (as {str(path)!r})")
         checked[str(path)] = content
     _no_file_in_a_file(files, checked)
     return checked
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _no_file_in_a_file(named: Mapping[str, object], files: Mapping[str, object]) -> None:

@@ -314,6 +314,8 @@ async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:
         (["true"], {"files": {"a": "", "a/b.py": ""}}, "'a/b.py'"),
         (["true"], {"files": {"a/b.py": "", "a": ""}}, "'a'"),
         (["true"], {"files": {"a\0b": ""}}, "'a\\x00b'"),
+        # Text that is no UTF-8 (a UnicodeEncodeError).
+        (["true"], {"files": {"a.py": "x = '\ud83d'"}}, "files['a.py']"),
         # Two names of one file: one content would be lost.
         (["true"], {"files": {"a.py": "1", "./a.py": "2"}}, "'./a.py'"),
         # A ValueError from deep in the process's start.
@@ -325,6 +327,7 @@ async def test_bad_arguments_are_refused(keywords: dict[str, object]) -> None:
         "file_in_a_file",
         "file_over_a_folder",
         "nul_in_name",
+        "no_utf_8",
         "one_file_twice",
         "nul_in_argument",
         "nul_in_line",
