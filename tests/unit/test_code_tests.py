@@ -137,6 +137,11 @@ async def test_without_tests_or_a_target_it_is_a_config_error() -> None:
         code_tests(name="")
     with pytest.raises(ConfigError, match="file_name"):
         code_tests(TESTS, file_name="a/b.py")
+    # The program would replace it: what the caller gave would be lost.
+    with pytest.raises(ConfigError, match="files.*'main.py'.*file_name"):
+        code_tests(TESTS, files={"main.py": "import helper\n", "helper.py": ""})
+    with pytest.raises(ConfigError, match="files.*'./solution.py'.*file_name"):
+        code_tests(TESTS, files={"./solution.py": ""}, file_name="solution.py")
 
 
 #: A wrong `add` whose answer ends with its own tests: `unittest.main()` exits.

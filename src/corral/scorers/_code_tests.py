@@ -6,6 +6,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from .._errors import ConfigError
@@ -89,6 +90,12 @@ class CodeTests(Scorer):
                 raise ConfigError(f"{part} must be text or a function of the trial, not {value!r}")
         if not isinstance(file_name, str) or not file_name or "/" in file_name:
             raise ConfigError(f"file_name must be a plain file name, not {file_name!r}")
+        for name in files:
+            if isinstance(name, str) and PurePosixPath(name) == PurePosixPath(file_name):
+                raise ConfigError(
+                    f"files has {name!r}, the file_name the program and its tests are "
+                    "written to: it would be replaced (give another file_name)"
+                )
         self.tests = tests
         self.program = program
         self.file_name = file_name
