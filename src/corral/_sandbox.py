@@ -251,7 +251,10 @@ async def _unisolated(
             inner = wrapper_command(
                 argv, workdir=folder, limits=limits, uid=None, files_fd=fd, isolated=False
             )
-            environment = _environment(folder, {"PATH": os.environ.get("PATH", ""), **env})
+            # Its temporary files in its folder too: gone with it, none left in the host's /tmp.
+            environment = _environment(
+                folder, {"PATH": os.environ.get("PATH", ""), **env}, tmp=folder
+            )
             ended = await run_bounded(
                 tuple(inner),
                 data,
@@ -391,9 +394,9 @@ def _read_only(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     return shown
 
 
-def _environment(home: str, extra: Mapping[str, str]) -> dict[str, str]:
+def _environment(home: str, extra: Mapping[str, str], tmp: str = "/tmp") -> dict[str, str]:
     path = f"{os.path.dirname(os.path.abspath(sys.executable))}:/usr/local/bin:/usr/bin:/bin"
-    return {"PATH": path, "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8", **extra}
+    return {"PATH": path, "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8", **extra}
 
 
 def _bwrap() -> str:

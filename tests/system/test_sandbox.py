@@ -284,6 +284,17 @@ async def test_without_bubblewrap_it_names_the_package(
     assert slept.reason == "timeout"
 
 
+async def test_without_isolation_its_temporary_files_go_with_its_folder() -> None:
+    """Its TMPDIR is its own folder, deleted afterwards: a program's temporary file (not
+    removed, or its program killed first) is not left in the host's /tmp."""
+    code = "import tempfile\nprint(tempfile.mkstemp(prefix='corral-test-left-')[1])\n"
+    result = await sandbox([PYTHON, "-c", code], timeout=ROOMY, isolation="none")
+    assert result.success, result.stderr
+    left = result.stdout.strip()
+    assert os.path.basename(left).startswith("corral-test-left-")
+    assert not await anyio.Path(left).exists(), left
+
+
 @pytest.mark.parametrize(
     "keywords",
     [
