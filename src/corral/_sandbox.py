@@ -57,6 +57,8 @@ REASONS: Final = {
 }
 
 MIB = 1024 * 1024
+#: The defaults of the largest file a sandboxed command may write, and of its work folder.
+FILE_SIZE = DISK = 64 * MIB
 #: The largest memory, file size, process count or disk taken (below a C long).
 _MAX_LIMIT = 2**62
 #: CPU seconds beyond which the command's CPU is in effect not bounded (136 years).
@@ -119,8 +121,8 @@ async def sandbox(
     memory: int | None = 1024 * MIB,
     cpu_seconds: float | None = None,
     processes: int | None = 64,
-    file_size: int | None = 64 * MIB,
-    disk: int = 64 * MIB,
+    file_size: int | None = FILE_SIZE,
+    disk: int = DISK,
     max_output: int = 1 * MIB,
     network: bool = False,
     files: Mapping[str, str | bytes] | None = None,
@@ -153,30 +155,16 @@ async def sandbox(
     but no process limit and no isolation at all.
     """
     argv = _argv(command)
-    seconds("timeout", timeout)
-    for name, value in (
-        ("memory", memory),
-        ("processes", processes),
-        ("file_size", file_size),
-        ("max_output", max_output),
-    ):
-        positive_int(name, value, or_none=True)
-    positive_int("disk", disk)  # the size of its work folder: there is no "no bound"
-    for name, value in (
-        ("memory", memory),
-        ("processes", processes),
-        ("file_size", file_size),
-        ("disk", disk),
-    ):
-        if value is not None and value > _MAX_LIMIT:  # a C long for setrlimit or bwrap
-            raise ConfigError(f"{name} must be at most {_MAX_LIMIT}, not {value!r}")
-    cpu_name = "cpu_seconds"
-    if cpu_seconds is None:
-        cpu_seconds, cpu_name = timeout, "cpu_seconds (default: timeout)"
-    seconds("cpu_seconds", cpu_seconds)
-    # More CPU than a century is no bound at all; the kernel's count would overflow.
-    limits = Limits(min(math.ceil(cpu_seconds), _MAX_CPU), memory, processes, file_size)
-    _check_host_limits(limits, isolation != "none", cpu_name)
+    limits = checked_limits(
+        timeout=timeout,
+        memory=memory,
+        cpu_seconds=cpu_seconds,
+        processes=processes,
+        file_size=file_size,
+        disk=disk,
+        max_output=max_output,
+        isolation=isolation,
+    )
     work_files = _files(files)
     data = input.encode() if isinstance(input, str) else input
     extra_env = dict(env or {})
@@ -186,8 +174,6 @@ async def sandbox(
         no_nul("env", key), no_nul("env", text)
     if isolation == "none":
         return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
-    if isolation != "bubblewrap":
-        raise ConfigError(f"isolation must be 'bubblewrap' or 'none', not {isolation!r}")
     bwrap = _bwrap()
     shown = _read_only(read_only)
     as_root = os.geteuid() == 0
@@ -233,6 +219,48 @@ async def sandbox(
         message = ended.stderr.decode("utf-8", "replace").strip()
         raise CorralError(f"bubblewrap could not start the sandbox: {message}")
     return _result(argv, ended, from_bwrap=True, status=own)
+
+
+def checked_limits(
+    *,
+    timeout: float,  # noqa: ASYNC109
+    memory: int | None,
+    cpu_seconds: float | None,
+    processes: int | None,
+    file_size: int | None,
+    disk: int,
+    max_output: int,
+    isolation: Isolation,
+) -> Limits:
+    """The limits of `sandbox`, checked (a `ConfigError` naming a bad one): so a caller
+    that runs it later (a scorer) can refuse them when it is made."""
+    seconds("timeout", timeout)
+    for name, value in (
+        ("memory", memory),
+        ("processes", processes),
+        ("file_size", file_size),
+        ("max_output", max_output),
+    ):
+        positive_int(name, value, or_none=True)
+    positive_int("disk", disk)  # the size of its work folder: there is no "no bound"
+    for name, value in (
+        ("memory", memory),
+        ("processes", processes),
+        ("file_size", file_size),
+        ("disk", disk),
+    ):
+        if value is not None and value > _MAX_LIMIT:  # a C long for setrlimit or bwrap
+            raise ConfigError(f"{name} must be at most {_MAX_LIMIT}, not {value!r}")
+    cpu_name = "cpu_seconds"
+    if cpu_seconds is None:
+        cpu_seconds, cpu_name = timeout, "cpu_seconds (default: timeout)"
+    seconds("cpu_seconds", cpu_seconds)
+    if isolation not in ("bubblewrap", "none"):
+        raise ConfigError(f"isolation must be 'bubblewrap' or 'none', not {isolation!r}")
+    # More CPU than a century is no bound at all; the kernel's count would overflow.
+    limits = Limits(min(math.ceil(cpu_seconds), _MAX_CPU), memory, processes, file_size)
+    _check_host_limits(limits, isolation != "none", cpu_name)
+    return limits
 
 
 async def _unisolated(

@@ -140,6 +140,11 @@ async def test_a_failure_is_reported_with_its_reason() -> None:
         await environment.evaluate(bare)
 
 
+def test_a_bad_timeout_is_refused_before_the_run() -> None:
+    with pytest.raises(ConfigError, match="timeout"):
+        humaneval.benchmark("http://127.0.0.1:9/v1", api_key="", timeout=0)
+
+
 def test_the_tests_are_the_target_and_the_agent_never_sees_them() -> None:
     bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="")
     for task_id, meta in bench.tasks.items():

@@ -186,3 +186,23 @@ async def test_a_program_that_is_no_utf_8_fails_not_errs() -> None:
     evaluation = await code_tests(TESTS)(trial("def add(a, b):\n    return a + b  # \ud83d\n"))
     assert (evaluation.passed, evaluation.details["reason"]) == (False, "tests_failed")
     assert "SyntaxError" in evaluation.details["message"]
+
+
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": "10"}, "timeout"),
+        ({"memory": -1}, "memory"),
+        ({"cpu_seconds": -1}, "cpu_seconds"),
+        ({"processes": 0}, "processes"),
+        ({"max_output": 0}, "max_output"),
+        ({"isolation": "docker"}, "isolation"),
+        ({"command": []}, "command"),
+        ({"files": {"../up.py": ""}}, "files"),
+    ],
+)
+def test_bad_limits_are_refused_when_it_is_made(keywords: dict[str, object], named: str) -> None:
+    """Not at the first trial's scoring, after the model was asked for every trial."""
+    with pytest.raises(ConfigError, match=named):
+        code_tests(TESTS, **keywords)  # type: ignore[arg-type]

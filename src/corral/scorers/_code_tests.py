@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .._errors import ConfigError
-from .._sandbox import MIB, Isolation, sandbox
+from .._sandbox import DISK, FILE_SIZE, MIB, Isolation, _argv, _files, checked_limits, sandbox
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer
 
@@ -96,6 +96,11 @@ class CodeTests(Scorer):
                     f"files has {name!r}, the file_name the program and its tests are "
                     "written to: it would be replaced (give another file_name)"
                 )
+        # Refused now, not at the first trial's scoring (after every trial's model calls).
+        checked_limits(**limits, file_size=FILE_SIZE, disk=DISK)
+        _files(files)
+        if command is not None:
+            _argv(command)
         self.tests = tests
         self.program = program
         self.file_name = file_name
