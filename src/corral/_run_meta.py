@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ConfigError
+from ._types import BenchmarkTaskMetadata
 
 MAX_TAG_CHARS = 100
 MAX_TAGS = 50
@@ -135,11 +136,21 @@ class RunMeta:
         return replace(self, provenance=provenance(None if file is None else Path(file)))
 
 
-def generation_of(agents: Mapping[str, object]) -> dict[str, dict[str, Any]]:
+def generation_of(
+    agents: Mapping[str, object], tasks: Iterable[BenchmarkTaskMetadata] = ()
+) -> dict[str, dict[str, Any]]:
     """Each agent's generation settings (the model it calls, temperature, ...), by agent
     id, from an agent's ``generation_settings()`` (`corral.agents.ToolAgent` has one);
     agents without one are left out. Settings that are not a JSON object are a
-    `ConfigError` naming the agent, before the run starts."""
+    `ConfigError` naming the agent, before the run starts.
+
+    A task that names its model is run on it (the agent is asked with
+    ``session.model``, and the report counts the trial under it): an agent's
+    ``model`` is the models its ``tasks`` name (its own where a task names none),
+    joined by ", ", not the one its client would call by default."""
+    named: dict[str, set[str | None]] = {}
+    for meta in tasks:
+        named.setdefault(meta.agent_id, set()).add(meta.model)
     found: dict[str, dict[str, Any]] = {}
     for agent_id, agent in agents.items():
         hook = getattr(agent, "generation_settings", None)
@@ -154,6 +165,10 @@ def generation_of(agents: Mapping[str, object]) -> dict[str, dict[str, Any]]:
             raise ConfigError(
                 f"agent {agent_id!r}: generation_settings() must give a JSON object ({exc})"
             ) from None
+        own = found[agent_id].get("model")
+        if agent_id in named and isinstance(own, str):
+            called = {own if model is None else model for model in named[agent_id]}
+            found[agent_id]["model"] = ", ".join(sorted(called))
     return found
 
 

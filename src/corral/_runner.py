@@ -310,7 +310,6 @@ class CorralRunner:
         """
         _check_benchmark_id(benchmark_id)
         config = self.config(config, **settings)
-        meta = replace(RunMeta.of(tags, note, source), generation=generation_of(self.agents))
         task_ids = select_samples(
             self.tasks,
             config.task_ids,
@@ -320,6 +319,8 @@ class CorralRunner:
             sample_ids=config.sample_ids,
         )
         plan = self._plan(config, task_ids)
+        generation = generation_of(self.agents, map(plan.light, range(len(plan.task_ids))))
+        meta = replace(RunMeta.of(tags, note, source), generation=generation)
         limits = config.limits
         limits.check_keys(
             KnownKeys(

@@ -192,3 +192,33 @@ async def test_generation_settings_that_are_not_json_are_refused_before_the_run(
         await runner.run("b")
     async with store.opened():
         assert await store.benchmarks() == []
+
+
+@pytest.mark.anyio
+async def test_an_agent_s_recorded_model_is_the_one_its_tasks_ran_on() -> None:
+    """A task naming its model is run on it (ToolAgent asks with ``session.model``;
+    `corral run --model` names it on every task): the run recorded the model the
+    agent's client calls by default instead ("gpt-4o-mini" for a run on another)."""
+    from corral import BenchmarkTaskMetadata, CorralRunner, Final
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    class Agent(ScriptedAgent):
+        def generation_settings(self) -> dict[str, object]:
+            return {"model": "default-model", "temperature": 0.5}
+
+    def runner(tasks: dict[str, BenchmarkTaskMetadata]) -> CorralRunner:
+        agents = {"a": Agent(lambda s: Final(1)), "idle": Agent(lambda s: Final(1))}
+        return CorralRunner(tasks, agents, {"e": FakeEnvironment("e")}, store=MemoryStore())
+
+    named = {"t": BenchmarkTaskMetadata("a", "e", model="m1")}
+    report = await runner(named).run("b")
+    assert report.generation["a"] == {"model": "m1", "temperature": 0.5}
+    assert report.generation["idle"]["model"] == "default-model"  # no task: its own
+    mixed = {
+        "t": BenchmarkTaskMetadata("a", "e", model="m2"),
+        "u": BenchmarkTaskMetadata("a", "e"),
+    }
+    report = await runner(mixed).run("b")
+    assert report.generation["a"]["model"] == "default-model, m2"
+    report = await runner({"t": BenchmarkTaskMetadata("a", "e")}).run("b", models=["x", "y"])
+    assert report.generation["a"]["model"] == "x, y"
