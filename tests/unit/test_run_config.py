@@ -188,6 +188,29 @@ def test_run_defaults_may_be_a_run_config(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "k = 8 is larger than trials_per_task = 4" in again.output
 
 
+@pytest.mark.parametrize("as_config", [True, False], ids=["RunConfig", "mapping"])
+def test_trials_under_the_defaults_k_keep_the_ks_they_can_tell(
+    tmp_path: Path, as_config: bool
+) -> None:
+    """A benchmark's pass@2 is for its own 4 trials: ``--trials 1`` reports pass@1,
+    not "k = 2 is larger than trials_per_task = 1" (an explicit -k 2 still is)."""
+    given = BENCH[BENCH.index("corral.RunConfig.of(") : BENCH.index("),\n)") + 1]
+    mapping = '{"trials_per_task": 4, "k_values": [1, 2]}'
+    text = BENCH if as_config else BENCH.replace(given, mapping)
+    assert as_config or "RunConfig" not in text
+    bench = tmp_path / "bench.py"
+    bench.write_text(text)
+    store = str(tmp_path / "s.db")
+    cli = CliRunner()
+    result = cli.invoke(main, ["run", str(bench), "--store", store, "--trials", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["trials_per_task"] == 1 and set(report["pass_at_k"]) == {"1"}
+    asked = ["run", str(bench), "--store", store, "--trials", "1", "-k", "2"]
+    refused = cli.invoke(main, [*asked, "--benchmark-id", "other"])
+    assert refused.exit_code == 2 and "k = 2 is larger than trials_per_task = 1" in refused.output
+
+
 def test_a_defaulted_count_follows_max_parallel_after_a_replace() -> None:
     """`dataclasses.replace` of a config's limits (the runner's own Ray capacity does it)
     keeps which counts follow the ones they default from; one given stays."""

@@ -7,7 +7,7 @@ A flag not given sets nothing: the benchmark's ``run_defaults`` (a mapping of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -319,8 +319,9 @@ def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]
             name: {**defaults.limits.caps[name], **value} if name in KEYED else value
             for name, value in flags.items()
         }
-        return defaults.updated(**merged)
+        return defaults.updated(**_ks_within(defaults.k_values, merged))
     defaults = {k: v for k, v in defaults.items() if k not in EXTRAS}
+    flags = _ks_within(defaults.get("k_values"), flags)
     unknown = sorted(set(defaults) - set(SETTINGS))
     if unknown:
         raise ConfigError(
@@ -333,6 +334,19 @@ def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]
             value = {**settings[name], **value}
         settings[name] = value
     return RunConfig.of(**settings)
+
+
+def _ks_within(ks: object, flags: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``flags``, with the defaults' k values up to the trials ``--trials`` asks for
+    when it gives no ``-k``: a benchmark's pass@10 is for its own 10 trials, and
+    ``--trials 2`` then reports pass@1, rather than refusing k = 10."""
+    trials = flags.get("trials_per_task")
+    if type(trials) is not int or "k_values" in flags or not isinstance(ks, Sequence):
+        return flags
+    kept = [k for k in ks if type(k) is int and k <= trials]
+    if len(kept) == len(ks):
+        return flags
+    return {**flags, "k_values": kept or [1]}
 
 
 def runner_defaults(defaults: Mapping[str, Any] | RunConfig) -> RunConfig:
