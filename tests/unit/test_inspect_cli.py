@@ -265,3 +265,24 @@ def test_the_viewers_model_means_say_which_tasks_each_mean_is_over() -> None:
     columns = model_columns(hand_made_report("w", whole, k_values=(1, 4)))
     assert columns is not None
     assert (columns["mean_label"], columns["mean_note"]) == ("mean of 2 tasks", None)
+
+
+def test_show_tells_a_rescore_of_the_earlier_attempt_from_the_new_attempts_score(
+    tmp_path: Path,
+) -> None:
+    """A rescore while a rerun was unfinished scored the earlier attempt (its evaluation
+    names that attempt's terminal): `show` does not give it as the new attempt's
+    verdict, which has none yet."""
+    store = tmp_path / "s.db"
+    earlier = Commit(3, "evaluation", {**evaluation(3, 4.0).payload, "terminal_seq": 0}, 4.0)
+    commits = [
+        terminal(0, "max_iterations", 1.0),
+        evaluation(1, 2.0, passed=False),
+        Commit(2, "reopen", {"reason": "rerun", "previous_status": "max_iterations"}, 3.0),
+        earlier,
+        terminal(4, "max_iterations", 5.0),
+    ]
+    _store(store, {("t", 0): commits}, 1)
+    out = _invoke("show", "b", "t", "0", "--store", store).output
+    outcome = next(line for line in out.splitlines() if line.startswith("outcome"))
+    assert "max_iterations" in outcome and "passed" not in outcome, outcome

@@ -153,19 +153,23 @@ async def test_a_rerun_cancelled_mid_attempt_does_not_drop_its_trial_from_n(
     assert again.pass_at_k == first.pass_at_k
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rescore leaves a reopened trial unscored: its evaluation would land after "
-    "the reopen marker, which the fold reads as the new attempt's",
-)
-async def test_a_rescore_after_a_cancelled_rerun_scores_the_attempt_its_report_counts() -> None:
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+async def test_a_rescore_after_a_cancelled_rerun_scores_the_attempt_its_report_counts(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """A rerun of a max_iterations trial, cancelled mid-attempt, leaves the trial counted
-    with its earlier attempt; a rescore with a fixed scorer then reports that attempt
-    with the old scorer's verdict (pass@1 0.0 where the new scorer says 1.0), as if
-    rescored. Before reruns counted the earlier attempt, the trial was left out."""
+    with its earlier attempt; a rescore with a fixed scorer reported that attempt with
+    the old scorer's verdict (pass@1 0.0 where the new scorer says 1.0). It scores that
+    attempt now, and the rerun, resumed, still runs and scores the new one."""
     import anyio
 
-    store = MemoryStore()
+    from corral.cli._inspect import rebuild_report
+    from corral.history import evaluation_of
+
+    store: corral.CommitStore = MemoryStore()
+    if backend != "memory":
+        where = tmp_path / "s.db" if backend == "sqlite" else request.getfixturevalue("pg_dsn")
+        store = corral.open_store(str(where))
     fixed: list[bool] = []
     started = anyio.Event()
 
@@ -201,6 +205,24 @@ async def test_a_rescore_after_a_cancelled_rerun_scores_the_attempt_its_report_c
     rescored = await make(Agent()).rescore("b")
     assert rescored.finished == 1
     assert rescored.pass_at_k[1] == 1.0
+    key = corral.TrialKey("b", "t", 0)
+    async with store.opened():
+        assert (await rebuild_report(store, "b")).pass_at_k[1] == 1.0  # its head too
+        history = await store.history(key)
+    kinds = [c.kind for c in history]
+    assert kinds.count("reopen") == 1 and kinds[-1] == "evaluation"
+    first_end = kinds.index("terminal")
+    assert evaluation_of(history[-1]).terminal_seq == first_end
+    # The rerun goes on where it stopped: its new attempt runs, ends and is scored.
+    resumed = await make(Agent()).run("b", trials_per_task=1)
+    assert resumed.finished == 1 and resumed.pass_at_k[1] == 1.0
+    async with store.opened():
+        history = await store.history(key)
+    kinds = [c.kind for c in history]
+    assert kinds.count("terminal") == 2 and kinds[-2:] == ["terminal", "evaluation"]
+    assert evaluation_of(history[-1]).terminal_seq is None
+    (trial,) = resumed.tasks["t"].trials
+    assert trial.status == "max_iterations" and trial.evaluation is not None
 
 
 async def test_a_child_left_unreachable_by_a_stopped_rerun_runs_once_its_parent_completed() -> None:

@@ -132,6 +132,7 @@ class JobRunner:
             facts=job.facts,
             keep_state=False,
             share=self.share,
+            terminal_seq=job.terminal_seq,
         )
         # The state apart (the report keeps records without one, and across a process
         # a record travels without it).

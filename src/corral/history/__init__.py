@@ -33,6 +33,7 @@ from ._fold import (
     finished_and_scored,
     last_of_kind,
     latest_attempt,
+    scored_terminal,
     transcript,
 )
 from ._kinds import KINDS, CommitKind
@@ -106,6 +107,7 @@ __all__ = [
     "model_calls_of",
     "reopen",
     "scored_fields_of",
+    "scored_terminal",
     "status_of",
     "terminal",
     "terminal_of",

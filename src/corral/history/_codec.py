@@ -136,7 +136,13 @@ def _evaluation(p: Any) -> dict[str, Any]:
         out["attempts"] = p.attempts
     if p.trial_status is not None:
         out["trial_status"] = p.trial_status
+    if p.terminal_seq is not None:  # absent for the latest attempt's, as before
+        out[TERMINAL_SEQ] = p.terminal_seq
     return out
+
+
+#: The key of an evaluation payload naming the terminal it scores (`EvaluationPayload`).
+TERMINAL_SEQ = "terminal_seq"
 
 
 def _reopen(p: Any) -> dict[str, Any]:
@@ -341,7 +347,12 @@ def _decode_evaluation(p: Mapping[str, Any]) -> EvaluationPayload:
         get("trial_status"),
         get("scores"),
         _each(get("model_calls"), _decode_model_call),
+        _int_or_none(get(TERMINAL_SEQ)),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 def _decode_reopen(p: Mapping[str, Any]) -> ReopenPayload:

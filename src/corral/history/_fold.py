@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from .._types import EVALUATED_STATUSES, NO_USAGE, Commit, Usage
-from ._codec import ChatMessage, chat_message, decode, failed_attempts_of, status_of
+from ._codec import (
+    TERMINAL_SEQ,
+    ChatMessage,
+    chat_message,
+    decode,
+    failed_attempts_of,
+    status_of,
+)
 from ._kinds import CommitKind
 from ._payloads import (
     TRUNCATED,
@@ -106,6 +113,13 @@ class TrialFold:
             self.started_at = commit.created_at
         self.commits += 1
         usage = commit.usage
+        if kind == _EVALUATION and self.standing is not None and self._scores_standing(commit):
+            # A rescore of the attempt the trial is counted with (not the new one's).
+            terminal, _, commits, started_at = self.standing
+            self.standing = (terminal, commit, commits, started_at)
+            if usage is not NO_USAGE and usage:  # spent on that attempt
+                self.earlier_usage = self.earlier_usage + usage
+            return
         if usage is not NO_USAGE and usage:
             self.usage = self.usage + usage
         if kind == _TERMINAL:
@@ -118,6 +132,12 @@ class TrialFold:
             failed = failed_attempts_of(commit)
             if failed:  # each such commit carries all so far
                 self.failed_attempts = failed
+
+    def _scores_standing(self, evaluation: Commit) -> bool:
+        """Whether ``evaluation`` scores the standing attempt's terminal (written by a
+        rescore while the trial's new attempt had not ended)."""
+        assert self.standing is not None
+        return scored_terminal(evaluation) == self.standing[0].seq
 
     def count_call(self, commit: Commit, payload: ModelCallPayload | None = None) -> None:
         """Count a model call (``payload``: its typed payload, if the caller has it)."""
@@ -169,8 +189,21 @@ def latest_attempt(commits: list[Commit]) -> list[Commit]:
 
 
 def last_of_kind(commits: Sequence[Commit], kind: str) -> Commit | None:
-    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts)."""
-    return next((c for c in reversed(commits) if c.kind == kind), None)
+    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts;
+    not one of an earlier attempt's terminal, `scored_terminal`)."""
+    return next(
+        (c for c in reversed(commits) if c.kind == kind and scored_terminal(c) is None), None
+    )
+
+
+def scored_terminal(commit: Commit) -> int | None:
+    """The terminal an evaluation names as the one it scores (a rescore's of the attempt
+    a reopened trial is counted with, its rerun unfinished); None: the latest one."""
+    payload = commit.payload
+    if commit.kind != _EVALUATION or type(payload) is not dict:
+        return None
+    seq = payload.get(TERMINAL_SEQ)
+    return seq if type(seq) is int else None
 
 
 def counts_of(call: ModelCallPayload) -> CallCounts:
@@ -267,8 +300,10 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
     names: dict[str, str] = {}
     replied: ModelCallPayload | None = None  # the previous call, if it got a reply
     attempt = 1
+    reopens: list[int] = []  # their seqs: which attempt a rescore's scorer calls were of
     for commit in commits:
         if commit.kind == _REOPEN:
+            reopens.append(commit.seq)
             chain, replied = CallChain(), None
             attempt += 1
             why = decode(commit)
@@ -285,7 +320,9 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
             )
             continue
         if commit.kind == _EVALUATION:
-            out.extend(_scorer_calls(commit, attempt))
+            earlier = scored_terminal(commit)
+            of = attempt if earlier is None else 1 + sum(r < earlier for r in reopens)
+            out.extend(_scorer_calls(commit, of))
             continue
         if commit.kind != _MODEL_CALL:
             continue

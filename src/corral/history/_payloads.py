@@ -138,6 +138,10 @@ class EvaluationPayload:
     scores: Mapping[str, float] | None = None
     #: The model calls scoring made (a graded-by-model scorer's), each whole (no delta).
     model_calls: tuple[ModelCallPayload, ...] = ()
+    #: The sequence number of the terminal it scores, when that is not the latest
+    #: attempt's: a rescore of the earlier attempt a reopened trial is counted with
+    #: until its new one ends (`TrialFold.standing`). None: the latest attempt's.
+    terminal_seq: int | None = None
 
     @property
     def evaluation(self) -> Evaluation | None:

@@ -35,6 +35,7 @@ async def evaluate_trial(
     facts: ScoringFacts | None = None,
     keep_state: bool = True,
     share: Callable[..., Evaluation] | None = None,
+    terminal_seq: int | None = None,
 ) -> TrialRecord:
     """Score ``record`` and commit the evaluation (or the failure to produce one).
 
@@ -44,6 +45,7 @@ async def evaluate_trial(
     with ``evaluation`` (or ``error``) filled in. ``facts`` are what the scorer is told
     of the task (`for_scorer`); the record returned is ``record``'s own (its state
     kept or not, its `Evaluation` made by ``share`` if given: see `with_evaluation`).
+    ``terminal_seq`` names the terminal scored when it is not the latest attempt's.
     """
     scored = for_scorer(record, facts)
     usage: Usage = NO_USAGE
@@ -84,6 +86,8 @@ async def evaluate_trial(
     if record.status == TrialStatus.LIMIT:
         # Scored, but never a pass: said here too, for observers that see only this commit.
         payload = replace(payload, trial_status=str(TrialStatus.LIMIT))
+    if terminal_seq is not None:  # an earlier attempt's (a rescore's, mid-rerun)
+        payload = replace(payload, terminal_seq=terminal_seq)
     # What scoring spent (a model-graded scorer's calls) counts like any commit's usage.
     commit = ours = Commit(seq, "evaluation", encode(payload), time.time(), usage)
     while True:

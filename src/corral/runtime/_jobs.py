@@ -122,6 +122,8 @@ class EvalJob:
     may_have_history: bool = False
     #: What the scorer is told of the task (`corral._records.for_scorer`).
     facts: ScoringFacts | None = None
+    #: The terminal it scores, when not the latest attempt's (`EvaluationPayload`).
+    terminal_seq: int | None = None
 
 
 Job = TrialJob | EvalJob

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from .._positions import Positions
@@ -45,6 +46,9 @@ class Resume:
         #: Where this run's commits of a partial trial start (what earlier runs left).
         self.heads: dict[tuple[int, int], int] = {}
         self.pending_evals: dict[tuple[int, int], tuple[TrialRecord | None, int]] = {}
+        #: A rescore's evaluations of the earlier attempt a reopened trial is counted
+        #: with (its rerun unfinished): (t, r) -> the seq of the terminal they score.
+        self.earlier_terminals: dict[tuple[int, int], int] = {}
         self.finished = 0
         #: The cost every run of the benchmark recorded so far (for ``run_cost_limit``).
         self.cost = 0.0
@@ -66,7 +70,15 @@ class Resume:
             if t is None or not 0 <= s.trial < n:
                 continue
             r = s.trial
-            if s.terminal is None:
+            standing = s.standing
+            earlier: int | None = None
+            if s.terminal is None and standing is not None and self._rescore is not None:
+                # Reopened by a rerun that has not ended: a rescore scores the attempt
+                # the trial is counted with until then, after the commits it has.
+                assert standing.terminal is not None
+                earlier = standing.terminal.seq
+                s = replace(standing, next_seq=s.next_seq)
+            elif s.terminal is None:
                 self.partial.add((t, r))
                 self.heads[(t, r)] = s.next_seq
                 continue
@@ -86,6 +98,8 @@ class Resume:
                 # The scorer gets the trial as it ended, not an earlier score.
                 unscored = record if s.evaluation is None else s.record(scored=False)
                 self.pending_evals[(t, r)] = (unscored, s.next_seq)
+                if earlier is not None:
+                    self.earlier_terminals[(t, r)] = earlier
                 continue
             self.phases[t * n + r] = Phase.DONE
             self.finished += 1

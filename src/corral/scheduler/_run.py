@@ -97,6 +97,7 @@ class RunLoop:
         self._partial = resumed.partial
         self._heads = resumed.heads
         self._pending_evals = resumed.pending_evals
+        self._earlier_terminals = resumed.earlier_terminals
         self._reopened = resumed.reopen
         #: Trials an earlier attempt left usage to (continued, or reopened): not spooled.
         self._carried = frozenset(resumed.partial) | resumed.reopen.keys() if spool else ()
@@ -255,7 +256,17 @@ class RunLoop:
         if meta is None:  # a tuple's, or a trial an earlier run ended: read here
             meta = self.plan.metadata[t]
         facts = (self._names[t], meta)
-        return EvalJob(t, r, self.plan.task_ids[t], meta.environment_id, record, seq, facts=facts)
+        earlier = self._earlier_terminals.pop((t, r), None) if self._earlier_terminals else None
+        return EvalJob(
+            t,
+            r,
+            self.plan.task_ids[t],
+            meta.environment_id,
+            record,
+            seq,
+            facts=facts,
+            terminal_seq=earlier,
+        )
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         assert self._tg is not None
