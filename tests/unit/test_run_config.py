@@ -211,6 +211,23 @@ def test_trials_under_the_defaults_k_keep_the_ks_they_can_tell(
     assert refused.exit_code == 2 and "k = 2 is larger than trials_per_task = 1" in refused.output
 
 
+@pytest.mark.parametrize(
+    ("ks", "named"),
+    [("10", "'10'"), ([1, "5"], "'5'"), ([True, 10], "True"), ([1, 2.0], "2.0")],
+    ids=str,
+)
+def test_trials_keep_the_defaults_bad_k_values_to_refuse(ks: object, named: str) -> None:
+    """``--trials`` keeps the defaults' k values up to the trials: one that is no k at
+    all (a string, a bool, a float) is still refused, naming it, not silently dropped
+    for pass@1."""
+    from corral.cli._run_flags import run_config
+
+    with pytest.raises(ConfigError, match="k_values") as refused:
+        run_config({"k_values": ks}, {"trials_per_task": 3})
+    assert named in str(refused.value)
+    assert run_config({"k_values": (1, 4, 10)}, {"trials_per_task": 3}).k_values == (1,)
+
+
 def test_a_defaulted_count_follows_max_parallel_after_a_replace() -> None:
     """`dataclasses.replace` of a config's limits (the runner's own Ray capacity does it)
     keeps which counts follow the ones they default from; one given stays."""

@@ -339,11 +339,15 @@ def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]
 def _ks_within(ks: object, flags: Mapping[str, Any]) -> Mapping[str, Any]:
     """``flags``, with the defaults' k values up to the trials ``--trials`` asks for
     when it gives no ``-k``: a benchmark's pass@10 is for its own 10 trials, and
-    ``--trials 2`` then reports pass@1, rather than refusing k = 10."""
+    ``--trials 2`` then reports pass@1, rather than refusing k = 10. Only a k above the
+    trials is dropped: one that is no k at all (a string, a bool) is left for
+    `RunConfig` to refuse, naming it."""
     trials = flags.get("trials_per_task")
-    if type(trials) is not int or "k_values" in flags or not isinstance(ks, Sequence):
+    if type(trials) is not int or "k_values" in flags:
         return flags
-    kept = [k for k in ks if type(k) is int and k <= trials]
+    if isinstance(ks, str | bytes) or not isinstance(ks, Sequence):
+        return flags
+    kept = [k for k in ks if not (type(k) is int and k > trials)]
     if len(kept) == len(ks):
         return flags
     return {**flags, "k_values": kept or [1]}
