@@ -181,6 +181,24 @@ async def test_a_corrupt_file_is_refused_with_its_path(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs /dev/null and mkfifo")
+@pytest.mark.parametrize("read_only", [False, True], ids=["writing", "read_only"])
+@pytest.mark.parametrize("kind", ["device", "pipe"])
+async def test_a_path_that_is_no_regular_file_is_refused(
+    tmp_path: Path, kind: str, read_only: bool
+) -> None:
+    """``--store /dev/null`` is bad input, not a store the OS would not write (SQLite's
+    fsync of it fails: "a disk quota may be reached", exit 1); and a named pipe is
+    refused, not opened (SQLite's open of it waited for a writer, for ever)."""
+    path = Path(os.devnull)
+    if kind == "pipe":
+        path = tmp_path / "store.db"
+        os.mkfifo(path)
+    with pytest.raises(ConfigError, match=f"store path '{path}' is not a regular file"):
+        async with SQLiteStore(path, read_only=read_only).opened():
+            pass
+
+
 async def test_a_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     await make_store(path)

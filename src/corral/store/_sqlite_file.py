@@ -48,6 +48,8 @@ def check_file(path: Path, *, read_only: bool) -> bool:
     where = repr(str(path))
     if path.is_dir():
         raise ConfigError(f"store path {where} is a directory, not a file")
+    if path.exists() and not path.is_file():  # SQLite would wait on a pipe, fail on a device
+        raise ConfigError(f"store path {where} is not a regular file (a device, a pipe, a socket)")
     if not path.exists():
         if read_only:
             raise ConfigError(f"no store at {where} (the path does not exist)")
