@@ -223,6 +223,21 @@ def test_run_in_a_ci_log_prints_plain_lines_even_with_colours_forced(
     assert "\x1b[?25l" not in out and "\x1b[1A" not in out, repr(out[:300])
 
 
+@pytest.mark.parametrize(
+    "env", [{"FORCE_COLOR": "1", "TTY_INTERACTIVE": "1"}, {"TTY_COMPATIBLE": "1"}], ids=str
+)
+def test_run_draws_the_live_display_where_it_is_asked_for(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """rich's ``TTY_INTERACTIVE=1`` asks for its animations by name (``FORCE_COLOR`` alone
+    only for colour), and ``TTY_COMPATIBLE=1`` says the output acts as a terminal: the
+    live display is drawn there, though it is no terminal."""
+    bench = tmp_path / "bench.py"
+    bench.write_text(GATED)
+    out = _cli("run", bench, "--store", tmp_path / "s.db", env=env).stdout
+    assert "\x1b[?25l" in out and not re.search(r"^corral bench \+[\d.]+ s:", out, re.M), out
+
+
 @pytest.mark.parametrize("quiet", [("--progress", "none"), ("--no-progress",), ("--json",)])
 def test_progress_none_or_json_prints_no_progress(tmp_path: Path, quiet: tuple[str, ...]) -> None:
     bench = tmp_path / "bench.py"

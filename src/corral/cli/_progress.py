@@ -61,11 +61,14 @@ class Progress:
 def live_terminal(console: Console) -> bool:
     """Whether ``console`` suits a live display: rich says it is interactive (not with
     ``TTY_INTERACTIVE=0``) and it is a terminal, or ``TTY_COMPATIBLE=1`` says it acts as
-    one. ``FORCE_COLOR`` alone, which CI sets for coloured logs, asks for colour: on a
-    pipe the display's redraws would flood the log, where plain lines belong."""
+    one, or ``TTY_INTERACTIVE=1`` asks for rich's animations by name. ``FORCE_COLOR``
+    alone, which CI sets for coloured logs, asks for colour: on a pipe the display's
+    redraws would flood the log, where plain lines belong."""
     if not console.is_interactive:
         return False
     if os.environ.get("TTY_COMPATIBLE") == "1":
+        return True
+    if console.is_terminal and os.environ.get("TTY_INTERACTIVE") == "1":
         return True
     try:
         return console.file.isatty()
