@@ -147,7 +147,8 @@ def generation_of(
     A task that names its model is run on it (the agent is asked with
     ``session.model``, and the report counts the trial under it): an agent's
     ``model`` is the models its ``tasks`` name (its own where a task names none),
-    joined by ", ", not the one its client would call by default."""
+    joined by ", ", not the one its client would call by default; where it names none
+    of its own, the models its tasks name, when every task names one."""
     named: dict[str, set[str | None]] = {}
     for meta in tasks:
         named.setdefault(meta.agent_id, set()).add(meta.model)
@@ -165,11 +166,21 @@ def generation_of(
             raise ConfigError(
                 f"agent {agent_id!r}: generation_settings() must give a JSON object ({exc})"
             ) from None
-        own = found[agent_id].get("model")
-        if agent_id in named and isinstance(own, str):
-            called = {own if model is None else model for model in named[agent_id]}
-            found[agent_id]["model"] = ", ".join(sorted(called))
+        called = _called(found[agent_id].get("model"), named.get(agent_id, set()))
+        if called is not None:
+            found[agent_id]["model"] = called
     return found
+
+
+def _called(own: object, named: set[str | None]) -> str | None:
+    """The models an agent's tasks ran on (``None`` in ``named``: a task on ``own``),
+    joined; None if no task ran, or one ran on its own model and it names none."""
+    if own is not None and not isinstance(own, str):
+        return None  # the agent's own record of its model, kept as it gave it
+    models = {own if model is None else model for model in named}
+    if not models or None in models:
+        return None
+    return ", ".join(sorted(m for m in models if m is not None))
 
 
 def shown_generation(generation: Mapping[str, Mapping[str, Any]]) -> str:

@@ -222,3 +222,32 @@ async def test_an_agent_s_recorded_model_is_the_one_its_tasks_ran_on() -> None:
     assert report.generation["a"]["model"] == "default-model, m2"
     report = await runner({"t": BenchmarkTaskMetadata("a", "e")}).run("b", models=["x", "y"])
     assert report.generation["a"]["model"] == "x, y"
+
+
+@pytest.mark.anyio
+async def test_an_agent_whose_own_model_is_unknown_records_the_one_its_tasks_named() -> None:
+    """A client with no ``model`` of its own (a ToolAgent's custom client) still ran
+    every task on the model the task named: that is recorded, not left out (shown as
+    "?"); with a task on the agent's own, unknown model, nothing is made up."""
+    from corral import BenchmarkTaskMetadata, CorralRunner, Final
+    from corral.testing import FakeEnvironment, ScriptedAgent
+
+    class Agent(ScriptedAgent):
+        def generation_settings(self) -> dict[str, object]:
+            return {"client": "Custom", "temperature": 0.5}
+
+    def runner(tasks: dict[str, BenchmarkTaskMetadata]) -> CorralRunner:
+        agents = {"a": Agent(lambda s: Final(1))}
+        return CorralRunner(tasks, agents, {"e": FakeEnvironment("e")}, store=MemoryStore())
+
+    named = {"t": BenchmarkTaskMetadata("a", "e", model="m1")}
+    report = await runner(named).run("b")
+    assert report.generation["a"] == {"client": "Custom", "temperature": 0.5, "model": "m1"}
+    report = await runner({"t": BenchmarkTaskMetadata("a", "e")}).run("b", models=["x", "y"])
+    assert report.generation["a"]["model"] == "x, y"
+    mixed = {
+        "t": BenchmarkTaskMetadata("a", "e", model="m2"),
+        "u": BenchmarkTaskMetadata("a", "e"),
+    }
+    report = await runner(mixed).run("b")
+    assert "model" not in report.generation["a"]
