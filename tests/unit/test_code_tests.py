@@ -74,6 +74,36 @@ def test_extract_code_reads_fences_as_markdown_does(answer: str, code: str) -> N
     assert extract_code(answer) == code
 
 
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        # The closing fence on the code's last line: the code up to it, not the prose
+        # after it (nor the next block's code, its own fence taken as the closing one).
+        ("```python\ndef f():\n    return 1```\n\nThis works.", "def f():\n    return 1\n"),
+        ("```python\nx = 1```\nThen:\n```python\ny = 2\n```\n", "x = 1\n"),
+        ("```bash\npip install x```\n```python\nx = 1\n```\n", "x = 1\n"),
+        # The opening fence after text on its line.
+        ("Sure! ```python\nx = 1\n```\nHope it helps.", "x = 1\n"),
+        # Inline code in the prose opens nothing.
+        ("Run ```pip install x``` first.\n```python\nx = 1\n```\n", "x = 1\n"),
+        # Fences indented by a tab.
+        ("\t```python\nx = 1\n\t```\n", "x = 1\n"),
+    ],
+    ids=[
+        "closing_glued",
+        "closing_glued_then_block",
+        "shell_glued",
+        "opening_glued",
+        "inline",
+        "tab",
+    ],
+)
+def test_extract_code_takes_fences_glued_to_text_as_models_write_them(
+    answer: str, code: str
+) -> None:
+    assert extract_code(answer) == code
+
+
 async def test_a_right_program_passes_and_a_wrong_one_says_why() -> None:
     scorer = code_tests(TESTS)
     right = await scorer(trial("```python\ndef add(a, b):\n    return a + b\n```"))

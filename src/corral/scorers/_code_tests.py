@@ -18,7 +18,10 @@ from ._base import Scorer
 STDERR_TAIL = 2000
 
 #: A fence opening a block (CommonMark): its indentation, its fence, its info string.
-_OPENING = re.compile(r"( *)(`{3,}|~{3,})[ \t]*([^`]*)")
+_OPENING = re.compile(r"([ \t]*)(`{3,}|~{3,})[ \t]*([^`]*)")
+#: A fence opening a block after text on its line ("Sure! ```python"), as models write
+#: it: the text holds no backtick (no inline code), the info string is one word.
+_GLUED = re.compile(r"([^`]*)(`{3,})[ \t]*([\w+#.-]*)")
 #: The info strings (their first word) of a block of Python code; none is a bare fence.
 _PYTHON = ("", "python", "python3", "py")
 
@@ -31,36 +34,44 @@ def extract_code(text: object) -> str:
     whole (its closing fence opens nothing), a fence in the code does not end it unless
     alone on its line, a block indented (in a list item: up to three spaces) is
     unindented as much, and a block never closed (a reply cut off) runs to the end.
+    As models write them, a fence may also follow text on its line (``Sure! ```python``)
+    or end the code's last line (``return x```  ``).
     """
     if not isinstance(text, str):
         return ""
     lines = text.split("\n")
     at = 0
     while at < len(lines):
-        opening = _OPENING.fullmatch(lines[at].rstrip("\r\t "))
+        line = lines[at].rstrip("\r\t ")
+        opening = _OPENING.fullmatch(line) or _GLUED.fullmatch(line)
         at += 1
         if opening is None:
             continue
-        indent, fence, info = len(opening[1]), opening[2], opening[3].split()
+        indent, fence, info = opening[1], opening[2], opening[3].split()
         # Markdown's fence in a list item is indented by at most three spaces; one
-        # indented more is a body at its function's indentation, kept.
-        indent = 0 if indent > 3 else indent
-        end = _closing(lines, at, fence)
+        # indented more (or after text) is a body at its function's indentation, kept.
+        spaces = len(indent) if indent.strip(" ") == "" and len(indent) <= 3 else 0
+        body, at, closed = _block(lines, at, fence)
         if (info[0].lower() if info else "") in _PYTHON:
-            body = [_unindent(line, indent) for line in lines[at:end]]
-            return "\n".join(body) + ("\n" if end < len(lines) and body else "")
-        at = end + 1
+            body = [_unindent(line, spaces) for line in body]
+            return "\n".join(body) + ("\n" if closed and body else "")
     return text
 
 
-def _closing(lines: list[str], start: int, fence: str) -> int:
-    """The line closing a block opened by ``fence`` (as long or longer, alone on its
-    line), or the number of lines: a block never closed ends with the text."""
+def _block(lines: list[str], start: int, fence: str) -> tuple[list[str], int, bool]:
+    """The lines of a block opened by ``fence``, the line after it and whether it was
+    closed: by a fence as long or longer alone on its line, or ending a line of code
+    with no other such character (``return x```  ``); a block never closed ends with
+    the text."""
     for at in range(start, len(lines)):
         line = lines[at].strip()
         if line.startswith(fence) and line == fence[0] * len(line):
-            return at
-    return len(lines)
+            return lines[start:at], at + 1, True
+        code = lines[at].rstrip("\r\t ")
+        last = code.rstrip(fence[0])
+        if len(code) - len(last) >= len(fence) and last.strip() and fence[0] not in last:
+            return [*lines[start:at], last], at + 1, True
+    return lines[start:], len(lines), False
 
 
 def _unindent(line: str, indent: int) -> str:
