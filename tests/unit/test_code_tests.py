@@ -201,6 +201,44 @@ async def test_a_program_ending_before_its_tests_fails(answer: str) -> None:
     assert evaluation.details["message"] == "the program ended before its tests ran"
 
 
+#: A right `add` whose program silences its standard output, or closes it, for good.
+SILENCING = "import os\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
+CLOSING = "import os\nos.close(1)\n"
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [SILENCING, CLOSING, "def exec(line):\n    return line\n\n"],
+    ids=["to_devnull", "closed", "naming_exec"],
+)
+async def test_a_program_without_its_standard_output_reaches_its_tests(prelude: str) -> None:
+    """The mark saying the tests began is not lost with the standard output (nor does
+    writing it fail): the tests decide."""
+    right = await code_tests(TESTS)(trial(f"{prelude}def add(a, b):\n    return a + b\n"))
+    assert right.passed, right.details
+    wrong = await code_tests(TESTS)(trial(f"{prelude}def add(a, b):\n    return a - b\n"))
+    assert wrong.details["message"] == "the tests failed: AssertionError"
+
+
+#: A program whose `multiprocessing` child runs the file anew: the mark's line too.
+SPAWNING = """import multiprocessing
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=print)
+    child.start()
+    child.join()
+"""
+
+
+@pytest.mark.parametrize("program", ["x = 1\n", SPAWNING], ids=["plain", "spawning"])
+async def test_the_mark_is_not_in_the_error_output_shown(program: str) -> None:
+    evaluation = await code_tests("import sys\nsys.exit(3)\n")(trial(program))
+    assert (evaluation.details["stderr"], evaluation.details["message"]) == (
+        "",
+        "the tests failed: no output",
+    )
+
+
 async def test_tests_of_their_own_ending_the_program_decide() -> None:
     tests = "import unittest\n\nclass T(unittest.TestCase):\n"
     tests += "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\nunittest.main()\n"

@@ -126,7 +126,7 @@ class CodeTests(Scorer):
 
     def source(self, trial: TrialRecord, mark: str | None = None) -> str:
         """The file that runs: the program, then its tests; with ``mark``, a line
-        between them writing it to the standard output (the tests began)."""
+        between them writing it to the standard and error outputs (the tests began)."""
         program = extract_code(trial.output) if self.program is None else self.program(trial)
         tests = self._tests(trial)
         began = "" if mark is None or not tests.strip() else f"{_began(mark)}\n"
@@ -154,11 +154,12 @@ class CodeTests(Scorer):
         result = await sandbox(
             self.command, files={**self.files, self.file_name: text}, **self.limits
         )
-        unrun = mark is not None and mark in source and mark not in result.stdout
+        began = mark is not None and (mark in result.stdout or mark in result.stderr)
+        unrun = mark is not None and mark in source and not began
         if result.success and result.reason is None and not unrun:
             return self.verdict(1.0, True, {"returncode": 0})
         reason = result.reason or "tests_failed"
-        stderr = result.stderr[-STDERR_TAIL:]
+        stderr = _unmarked(result.stderr, mark)[-STDERR_TAIL:]
         last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         message = result.describe if result.reason else f"the tests failed: {last or 'no output'}"
         if result.success and result.reason is None:
@@ -177,8 +178,19 @@ class CodeTests(Scorer):
 
 def _began(mark: str) -> str:
     """The line before the tests: the mark, on the standard output's descriptor (the
-    program may have replaced `sys.stdout`)."""
-    return f'__import__("os").write(1, b"\\n{mark}\\n")'
+    program may have replaced `sys.stdout`) and on the error output's (it may have sent
+    its standard output to /dev/null, or closed it), one that cannot be written skipped."""
+    code = f'import os\nfor fd in 1, 2:\n    try: os.write(fd, b"\\n{mark}\\n")\n'
+    code += "    except OSError: pass"
+    return f'__import__("builtins").exec({code!r}, {{}})'  # the program may name an `exec`
+
+
+def _unmarked(stderr: str, mark: str | None) -> str:
+    """The error output without the mark's lines (a process of `multiprocessing`
+    running the file anew writes one too), each taken with the line end before it."""
+    if not mark:
+        return stderr
+    return re.sub(rf"(?:^|(?<=\n))\n{mark}\n|\n{mark}(?=\n)", "", stderr)
 
 
 def code_tests(
@@ -204,7 +216,7 @@ def code_tests(
     ``command`` runs (default: this Python) in the sandbox's work folder beside
     ``files``. It passes (score 1.0) when the command exits 0 within its
     limits (and, run by the default command, reached its tests: a line before
-    them writes a random mark to the standard output); otherwise ``details``
+    them writes a random mark to the standard and error outputs); otherwise ``details``
     holds the ``reason`` (``tests_failed``, or the sandbox's: ``timeout``,
     ``memory``, ``processes``, ...), a ``message``, the exit status and the end
     of the error output. Its score is under
