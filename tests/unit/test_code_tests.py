@@ -268,6 +268,9 @@ async def test_a_program_that_is_no_utf_8_fails_not_errs() -> None:
         ({"isolation": "docker"}, "isolation"),
         ({"command": []}, "command"),
         ({"files": {"../up.py": ""}}, "files"),
+        ({"file_name": "main\0.py"}, "file_name"),
+        ({"file_name": ".."}, "file_name"),
+        ({"files": {"main.py/helper.py": ""}}, "'main.py/helper.py'.*inside the file 'main.py'"),
     ],
 )
 def test_bad_limits_are_refused_when_it_is_made(keywords: dict[str, object], named: str) -> None:

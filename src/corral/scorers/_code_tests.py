@@ -10,7 +10,17 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .._errors import ConfigError
-from .._sandbox import DISK, FILE_SIZE, MIB, Isolation, _argv, _files, checked_limits, sandbox
+from .._sandbox import (
+    DISK,
+    FILE_SIZE,
+    MIB,
+    Isolation,
+    _argv,
+    _files,
+    _no_file_in_a_file,
+    checked_limits,
+    sandbox,
+)
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer
 
@@ -99,7 +109,12 @@ class CodeTests(Scorer):
         for part, value in (("tests", tests), ("program", program)):
             if value is not None and not isinstance(value, str) and not callable(value):
                 raise ConfigError(f"{part} must be text or a function of the trial, not {value!r}")
-        if not isinstance(file_name, str) or not file_name or "/" in file_name:
+        if (
+            not isinstance(file_name, str)
+            or file_name in ("", ".", "..")
+            or "/" in file_name
+            or "\0" in file_name
+        ):
             raise ConfigError(f"file_name must be a plain file name, not {file_name!r}")
         for name in files:
             if isinstance(name, str) and PurePosixPath(name) == PurePosixPath(file_name):
@@ -109,7 +124,7 @@ class CodeTests(Scorer):
                 )
         # Refused now, not at the first trial's scoring (after every trial's model calls).
         checked_limits(**limits, file_size=FILE_SIZE, disk=DISK)
-        _files(files)
+        _no_file_in_a_file(_files(files), {file_name: ""})
         if command is not None:
             _argv(command)
         self.tests = tests
