@@ -396,6 +396,33 @@ async def test_a_reopened_trials_head_is_the_fold_while_its_new_attempt_works(
     assert (head.done, head.passed, head.next_seq, head.usage.cost) == (True, False, 15, 10.5)
 
 
+async def test_a_rescore_of_the_standing_attempt_moves_its_head_on(store: CommitStore) -> None:
+    """A rescore while a rerun is unfinished scores the attempt the trial is counted
+    with (its evaluation names that terminal, after the rerun's commits): the head
+    changes, and `heads_written` grows with it (it stayed put: a viewer kept showing
+    the old verdict), as does its next commit (a head is never behind the commits it
+    was made from, so deleting the evaluation reads as damage)."""
+    from corral.store._heads import HeadStore, head_of
+
+    assert isinstance(store, HeadStore)
+    await store.register_benchmark("bench", CONFIG)
+    await store.append(K, trial(passed=False))
+    reopen = {"reason": "rerun", "previous_status": "completed"}
+    await store.append(K, [commit(5, "reopen", reopen), commit(6, "action", cost=2.0)])
+    written = [await store.heads_written("bench")]
+    rescored = {"score": 1.0, "passed": True, "details": {}, "terminal_seq": 3}
+    await store.append(K, [commit(7, "evaluation", rescored, cost=0.5)])
+    written.append(await store.heads_written("bench"))
+    [kept] = [h async for chunk in store.heads("bench") for h in chunk]
+    [summary] = await store.summaries("bench")
+    assert kept == head_of(summary)
+    assert (kept.done, kept.passed, kept.next_seq, kept.usage.cost) == (True, True, 8, 1.25)
+    assert written[0] < written[1]
+    await store.append(K, [commit(8, "action", cost=4.0)])  # the rerun goes on
+    [kept] = [h async for chunk in store.heads("bench") for h in chunk]
+    assert (kept.passed, kept.next_seq, kept.usage.cost) == (True, 8, 1.25)
+
+
 async def test_a_head_holds_a_token_total_past_64_bits(store: CommitStore) -> None:
     """Each commit's tokens fit a 64-bit column, their sum does not: the head keeps the
     most it can hold, the commits every step's exact count."""

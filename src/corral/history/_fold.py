@@ -81,7 +81,8 @@ class TrialFold:
         #: evaluation, commits, started_at): what a report counts while the attempt a
         #: rerun reopened has not ended (a cancelled or crashed rerun never drops a
         #: trial from n), with `earlier_usage` and as of `reopen_seq`: its head is made
-        #: at the reopen, the new attempt's work writing none. None: no such attempt.
+        #: at the reopen (and at a rescore of it), the new attempt's work writing none.
+        #: None: no such attempt.
         self.standing: tuple[Commit, Commit | None, int, float] | None = None
         #: The sequence number of the latest ``reopen`` commit (-1: none).
         self.reopen_seq = -1

@@ -61,8 +61,8 @@ class TrialSummary:
     #: The sequence number the trial's next commit takes.
     next_seq: int = 0
     #: The latest earlier attempt that ended (and was scored), as a summary of its own
-    #: (`TrialFold.standing`) as of the latest reopen: the usage of the attempts before
-    #: it, the commit after it next; None: none.
+    #: (`TrialFold.standing`) as of the latest reopen (or a rescore of it since): the
+    #: usage of the attempts before it, the commit after it next; None: none.
     standing: TrialSummary | None = None
 
     def counted(self) -> TrialSummary:

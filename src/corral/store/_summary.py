@@ -17,15 +17,11 @@ def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
     if fold.standing is not None:
         terminal, evaluation, commits, started_at = fold.standing
         # As of the latest reopen: the new attempt's work changes no head (`OpenFolds`).
+        # Or of a rescore of it since (its evaluation, after the reopen): the head moves
+        # on with it, as `HeadStore.heads_written` says of every head written again.
+        at = fold.reopen_seq if evaluation is None else max(fold.reopen_seq, evaluation.seq)
         standing = TrialSummary(
-            task_id,
-            trial,
-            commits,
-            started_at,
-            fold.earlier_usage,
-            terminal,
-            evaluation,
-            fold.reopen_seq + 1,
+            task_id, trial, commits, started_at, fold.earlier_usage, terminal, evaluation, at + 1
         )
     return TrialSummary(
         task_id=task_id,
