@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 from rich.console import Console
 
-from corral import Commit
+from corral import Commit, Usage
 from corral.cli import main
 from corral.cli._tables import models_table, report_table
 from corral.store import SQLiteStore, TrialKey
@@ -286,3 +286,26 @@ def test_show_tells_a_rescore_of_the_earlier_attempt_from_the_new_attempts_score
     out = _invoke("show", "b", "t", "0", "--store", store).output
     outcome = next(line for line in out.splitlines() if line.startswith("outcome"))
     assert "max_iterations" in outcome and "passed" not in outcome, outcome
+
+
+def test_show_gives_the_new_attempts_budget_without_a_rescore_of_the_earlier_one(
+    tmp_path: Path,
+) -> None:
+    """A rescore while a rerun was unfinished scored the earlier attempt, its scorer
+    spending tokens: `show`'s budget line (what the latest attempt spent of its limits)
+    counted them as the new attempt's, which spent nothing yet (its run's budget, the
+    fold's `usage`, does not count them either)."""
+    store = tmp_path / "s.db"
+    setup = {"state": None, "previous_trial": None, "budget": {"token_limit": 1000}}
+    scored = {**evaluation(6, 6.0).payload, "terminal_seq": 1}
+    commits = [
+        Commit(0, "setup", setup, 0.5),
+        terminal(1, "max_iterations", 1.0, budget={"token_limit": 1000}),
+        evaluation(2, 2.0, passed=False),
+        Commit(3, "reopen", {"reason": "rerun", "previous_status": "max_iterations"}, 3.0),
+        Commit(4, "setup", setup, 4.0),
+        Commit(5, "evaluation", scored, 5.0, Usage(30, 7, 0.5)),
+    ]
+    _store(store, {("t", 0): commits}, 1)
+    out = _flat(_invoke("show", "b", "t", "0", "--store", store).output)
+    assert "token_limit 1000: spent 0 tokens" in out, out

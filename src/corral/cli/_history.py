@@ -32,6 +32,7 @@ from ..history import (
     failed_attempts_of,
     last_of_kind,
     latest_attempt,
+    scored_terminal,
     status_of,
 )
 
@@ -135,7 +136,8 @@ def budget_text(commits: list[Commit]) -> str:
             worked = p.stamp.worked if p.stamp.worked is not None else worked
             if isinstance(p, TerminalPayload) and p.limit is not None:
                 ended = p.limit
-    usage = sum((c.usage for c in commits), Usage())
+    # Not a rescore's of an earlier attempt (its scorer spent on that one, as the fold says).
+    usage = sum((c.usage for c in commits if scored_terminal(c) is None), Usage())
     spent = {
         "token_limit": f"{usage.input_tokens + usage.output_tokens:,} tokens",
         "cost_limit": f"cost {usage.cost:.5g}",
