@@ -309,3 +309,24 @@ def test_show_gives_the_new_attempts_budget_without_a_rescore_of_the_earlier_one
     _store(store, {("t", 0): commits}, 1)
     out = _flat(_invoke("show", "b", "t", "0", "--store", store).output)
     assert "token_limit 1000: spent 0 tokens" in out, out
+
+
+def test_shows_commit_table_says_which_terminal_a_rescore_mid_rerun_scored(
+    tmp_path: Path,
+) -> None:
+    """The rescore's evaluation of the earlier attempt is listed among the new
+    attempt's commits (after its reopen): it says it scores that attempt's terminal,
+    not reading as the new attempt's verdict."""
+    store = tmp_path / "s.db"
+    scored = {**evaluation(4, 4.0).payload, "terminal_seq": 0}
+    commits = [
+        terminal(0, "max_iterations", 1.0),
+        evaluation(1, 2.0, passed=False),
+        Commit(2, "reopen", {"reason": "rerun", "previous_status": "max_iterations"}, 3.0),
+        Commit(3, "setup", {"state": None, "previous_trial": None}, 3.5),
+        Commit(4, "evaluation", scored, 4.0),
+    ]
+    _store(store, {("t", 0): commits}, 1)
+    out = _invoke("show", "b", "t", "0", "--store", store).output
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("4 "))
+    assert "passed · score 1.0 · of the terminal at seq 0" in row, out

@@ -111,3 +111,54 @@ def test_a_rerun_starts_a_fresh_transcript_marked_where_it_begins(tmp_path: Path
         ("call", 2),
     ]
     assert data[1]["previous_status"] == "error"
+
+
+def test_a_rescore_of_the_earlier_attempt_mid_rerun_shows_whose_scorer_calls_they_are(
+    tmp_path: Path,
+) -> None:
+    """A rescore while a rerun was unfinished scored the earlier attempt: its scorer
+    calls land after the new attempt's reopen marker, and were shown under the new
+    attempt's heading as if scoring it (which has not ended)."""
+    import anyio
+
+    import corral
+
+    def said(seq: int, model: str, text: str) -> dict[str, object]:
+        return {"model": model, "keep": 0, "messages": [{"role": "user", "content": text}],
+                "text": f"reply {seq}"}  # fmt: skip
+
+    def scored(seq: int, text: str, **more: object) -> corral.Commit:
+        payload = {"score": 1.0, "passed": True, "details": {}, **more}
+        return corral.Commit(
+            seq, "evaluation", {**payload, "model_calls": [said(seq, "judge", text)]}, seq
+        )
+
+    end = {"status": "max_iterations", "output": None, "attempts": 1, "state": None}
+    commits = [
+        corral.Commit(0, "setup", {"state": None, "previous_trial": None}, 0.0),
+        corral.Commit(1, "model_call", said(1, "m", "first try"), 1.0),
+        corral.Commit(2, "terminal", end, 2.0),
+        scored(3, "grade with the old scorer"),
+        corral.Commit(4, "reopen", {"reason": "rerun", "previous_status": "max_iterations"}, 4.0),
+        corral.Commit(5, "setup", {"state": None, "previous_trial": None}, 5.0),
+        scored(6, "grade with the fixed scorer", terminal_seq=2),
+        corral.Commit(7, "model_call", said(7, "m", "second try"), 7.0),
+    ]
+    path = tmp_path / "store.db"
+    config = {"trials_per_task": 1, "tasks": {"t": {"agent_id": "a", "environment_id": "e"}}}
+
+    async def write() -> None:
+        store = corral.SQLiteStore(path)
+        async with store.opened():
+            await store.register_benchmark("b", config)
+            await store.append(corral.TrialKey("b", "t", 0), commits)
+
+    anyio.run(write)
+    args = ["show", "b", "t", "0", "--store", str(path), "--transcript"]
+    result = CliRunner(env={"COLUMNS": "400", "NO_COLOR": "1"}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    heading = next(line for line in out.splitlines() if "seq 6" in line)
+    assert "scorer call 2 of attempt 1 · seq 6" in heading, out
+    after = out[out.index("attempt 2 (") :]
+    assert "scorer call 1 · seq 3" not in after and "call 1 · seq 7" in after

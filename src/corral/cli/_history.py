@@ -227,14 +227,17 @@ def describe(commit: Commit) -> str:
             parts.append(f"{len(failed)} failed and retried (errors below)")
         return " · ".join(parts)
     if isinstance(p, EvaluationPayload):
+        # A rescore of the earlier attempt a rerun left counted, listed after its reopen.
+        of = "" if p.terminal_seq is None else f" · of the terminal at seq {p.terminal_seq}"
         if p.passed is None:
             tries = p.attempts
             after = f" after {tries} attempts" if isinstance(tries, int) and tries > 1 else ""
-            return f"evaluation failed{after}: {p.error}"
+            return f"evaluation failed{after}{of}: {p.error}"
         verdict = "passed" if p.passed else "failed"
         details, scores = p.details, p.scores
         named = f" · scores {compact(scores)}" if scores else ""
-        return f"{verdict} · score {p.score}{named}" + (f" · {compact(details)}" if details else "")
+        text = f"{verdict} · score {p.score}{of}{named}"
+        return text + (f" · {compact(details)}" if details else "")
     if isinstance(p, ModelCallPayload):
         return _call(p)
     assert isinstance(p, ReopenPayload)

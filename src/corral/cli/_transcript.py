@@ -35,15 +35,21 @@ def render_transcript(history: TrialHistory) -> RenderableType:
     parts: list[RenderableType] = []
     if any(isinstance(e, TranscriptAttempt) for e in entries):
         parts.append(Rule(Text("attempt 1"), align="left", style="bold"))
-    number = judged = 0
+    number = 0
+    attempt = 1
+    judged: dict[int, int] = {}  # scorer calls so far, by the attempt they scored
     for entry in entries:
         if isinstance(entry, TranscriptAttempt):
-            number = judged = 0  # a reopened trial's conversation starts again
+            number = 0  # a reopened trial's conversation starts again
+            attempt = entry.attempt
             parts.append(Rule(Text(attempt_heading(entry)), align="left", style="bold"))
             continue
         if entry.scorer:
-            judged += 1
-            heading = "scorer " + _heading(judged, entry)
+            judged[entry.attempt] = judged.get(entry.attempt, 0) + 1
+            heading = "scorer " + _heading(judged[entry.attempt], entry)
+            if entry.attempt != attempt:
+                # A rescore of an earlier attempt while the rerun after it is unfinished.
+                heading = heading.replace(" · ", f" of attempt {entry.attempt} · ", 1)
         else:
             number += 1
             heading = _heading(number, entry)

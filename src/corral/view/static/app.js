@@ -623,7 +623,9 @@
       if (pl.traceback) body.push(el("div", {}, "traceback"), fold(pl.traceback));
       body.push(el("div", {}, "output"), fold(pl.output));
     } else if (c.kind === "evaluation") {
-      if ("passed" in pl) body.push(el("div", {}, "score " + pl.score + " · " + (pl.passed ? "passed" : "failed")), fold(pl.details || {}));
+      // A rescore of the earlier attempt a rerun left counted names the terminal it scored.
+      const of = typeof pl.terminal_seq === "number" ? " · of the terminal #" + pl.terminal_seq : "";
+      if ("passed" in pl) body.push(el("div", {}, "score " + pl.score + " · " + (pl.passed ? "passed" : "failed") + of), fold(pl.details || {}));
       else body.push(el("div", { class: "err" }, "evaluation failed"), fold(pl.error));
     } else body.push(fold(pl));
     const usage = c.usage ? " · " + num(c.usage.input_tokens) + " in / " + num(c.usage.output_tokens) + " out tokens, cost " + c.usage.cost_text : "";
@@ -663,8 +665,9 @@
     return el("div", { class: "msg failed-try" }, el("div", { class: "who" }, "✗ failed try · " + parts.join(" · ")), fold(f.error));
   }
 
-  function callHead(c, i) {
-    const parts = [(c.scorer ? "scorer call " : "call ") + (i + 1), c.model || "model ?"];
+  // ``earlier``: a scorer call of an earlier attempt (a rescore while a rerun was unfinished).
+  function callHead(c, i, earlier) {
+    const parts = [(c.scorer ? "scorer call " : "call ") + (i + 1) + (earlier ? " of attempt " + c.attempt : ""), c.model || "model ?"];
     if (c.latency !== null && c.latency !== undefined) parts.push(num(c.latency, 2) + " s");
     parts.push(num(c.input_tokens) + " in / " + num(c.output_tokens) + " out tokens");
     if (c.cache_read_tokens || c.cache_write_tokens) parts.push("cache " + num(c.cache_read_tokens) + " read / " + num(c.cache_write_tokens) + " written");
@@ -686,12 +689,14 @@
     if (!calls.length && !(entries || []).length) return el("p", { class: "note", id: "transcript" }, "no model calls recorded (an agent records them through session.chat(model) or session.record_model_call)");
     const out = entries.some((c) => c.kind === "attempt") ? [attemptHead({ attempt: 1, seq: null })] : [];
     let number = 0;
-    let judged = 0;
+    let attempt = 1;
+    const judged = {}; // scorer calls so far, by the attempt they scored
     for (const c of entries) {
-      if (c.kind === "attempt") { number = judged = 0; out.push(attemptHead(c)); continue; }
-      const id = c.scorer ? "scorer-call-" + c.seq + "-" + judged : "call-" + c.seq;
+      if (c.kind === "attempt") { number = 0; attempt = c.attempt; out.push(attemptHead(c)); continue; }
+      const n = c.scorer ? (judged[c.attempt] = (judged[c.attempt] || 0) + 1) - 1 : number++;
+      const id = c.scorer ? "scorer-call-" + c.seq + "-" + n : "call-" + c.seq;
       out.push(el("section", { class: "call" + (c.scorer ? " scorer" : "") + (c.failed.length ? " has-failed" : ""), id: id },
-        callHead(c, c.scorer ? judged++ : number++),
+        callHead(c, n, c.scorer && c.attempt !== attempt),
         c.messages.map(chatMessage),
         c.failed.map(failedTry),
         c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
