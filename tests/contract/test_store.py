@@ -423,6 +423,26 @@ async def test_a_rescore_of_the_standing_attempt_moves_its_head_on(store: Commit
     assert (kept.passed, kept.next_seq, kept.usage.cost) == (True, 8, 1.25)
 
 
+async def test_an_evaluation_naming_no_attempts_terminal_leaves_the_trial_unscored(
+    store: CommitStore,
+) -> None:
+    """An evaluation naming a terminal no attempt ended with (a tampered or hand-made
+    history, copied in whole) is no verdict of the trial: the writer's head agrees
+    with the fold of its commits, which leaves it to be scored."""
+    from corral.store._heads import HeadStore, head_of
+
+    assert isinstance(store, HeadStore)
+    await store.register_benchmark("bench", CONFIG)
+    commits = trial(passed=True)
+    commits[-1] = commit(4, "evaluation", {**commits[-1].payload, "terminal_seq": 9})
+    await store.append(K, commits)
+    [kept] = [h async for chunk in store.heads("bench") for h in chunk]
+    [summary] = await store.summaries("bench")
+    assert kept == head_of(summary)
+    assert (kept.done, kept.passed) == (False, False)
+    assert await store.finished_trials("bench", 1) == 0
+
+
 async def test_a_head_holds_a_token_total_past_64_bits(store: CommitStore) -> None:
     """Each commit's tokens fit a 64-bit column, their sum does not: the head keeps the
     most it can hold, the commits every step's exact count."""

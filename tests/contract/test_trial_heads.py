@@ -119,6 +119,10 @@ async def check_same(store: CommitStore, benchmark_id: str = "b") -> None:
         # A trial a killed rerun reopened counts its earlier attempt until the new one ends.
         folded = [head_of(s) for s in summaries if s.counted().terminal is not None]
         assert [h for h in kept if h.done] == [h for h in folded if h.done]
+        # Every head kept is the fold's, next commit and all (what `heads_written` sums:
+        # a rescore of a killed rerun's standing attempt moves it on).
+        every = {(s.task_id, s.trial): head_of(s) for s in summaries}
+        assert kept == [every[h.task_id, h.trial] for h in kept]
         n = StoredConfig.decode(config).trials_per_task
         ks = default_ks(n)
         from_heads = await stored_report(store, benchmark_id, config, k_values=ks)

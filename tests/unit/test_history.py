@@ -135,3 +135,25 @@ def test_the_fold_keeps_the_latest_failed_attempts() -> None:
     assert fold.failed_attempts == ({"attempt": 1, "error": "E: x"},)  # well-formed only
     fold.apply(_commit(1, "reopen", reopen(TrialStatus.ERROR)))
     assert fold.failed_attempts == ()
+
+
+def test_an_evaluation_naming_a_terminal_no_attempt_ended_with_scores_none() -> None:
+    """An evaluation that names the terminal it scores (a rescore's of the attempt a
+    rerun left counted) scores that one only: naming another (a tampered store, a
+    hand-made one) it was taken as the latest attempt's verdict, which `corral show`
+    did not give, and a resume did not score that attempt. One naming the latest
+    attempt's own terminal is its verdict."""
+    end = _commit(1, "terminal", terminal(TrialStatus.MAX_ITERATIONS, attempts=1))
+    named = [
+        _commit(0, "setup", SetupPayload(0)),
+        end,
+        Commit(2, "evaluation", {**encode(EvaluationPayload(1.0, True, {})), "terminal_seq": 7},
+               102.0, Usage(3, 0, 0.0)),
+    ]  # fmt: skip
+    fold = TrialFold.of(named)
+    assert fold.evaluation is None and not fold.finished_and_scored
+    assert fold.spend.input_tokens == 3  # spent all the same
+    own = Commit(3, "evaluation", {**encode(EvaluationPayload(0.0, False, {})), "terminal_seq": 1},
+                 103.0)  # fmt: skip
+    fold.apply(own)
+    assert fold.evaluation == own and fold.finished_and_scored

@@ -330,3 +330,16 @@ def test_shows_commit_table_says_which_terminal_a_rescore_mid_rerun_scored(
     out = _invoke("show", "b", "t", "0", "--store", store).output
     row = next(line for line in out.splitlines() if line.lstrip().startswith("4 "))
     assert "passed · score 1.0 · of the terminal at seq 0" in row, out
+
+
+def test_show_gives_the_verdict_of_an_evaluation_naming_the_latest_terminal(
+    tmp_path: Path,
+) -> None:
+    """An evaluation naming the latest attempt's own terminal is its verdict, as the
+    report counts it (`show` skipped every evaluation that names a terminal)."""
+    store = tmp_path / "s.db"
+    named = Commit(1, "evaluation", {**evaluation(1, 2.0).payload, "terminal_seq": 0}, 2.0)
+    _store(store, {("t", 0): [terminal(0, "max_iterations", 1.0), named]}, 1)
+    out = _invoke("show", "b", "t", "0", "--store", store).output
+    outcome = next(line for line in out.splitlines() if line.startswith("outcome"))
+    assert "max_iterations · attempts 1 · passed" in outcome, outcome

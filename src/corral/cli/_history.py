@@ -28,9 +28,9 @@ from ..history import (
     StoredTask,
     TerminalPayload,
     ToolEffectPayload,
+    TrialFold,
     decode,
     failed_attempts_of,
-    last_of_kind,
     latest_attempt,
     scored_terminal,
     status_of,
@@ -99,14 +99,16 @@ def header(history: TrialHistory) -> Table:
 def _outcome(commits: list[Commit]) -> str:
     """How the latest attempt ended (and its latest evaluation); usage over every attempt."""
     latest = latest_attempt(commits)
-    terminal = last_of_kind(latest, "terminal")
+    # The one fold's: an evaluation naming an earlier attempt's terminal is not its.
+    fold = TrialFold.of(latest)
+    terminal = fold.terminal
     if terminal is None:
         parts = ["running or interrupted" if latest else "reopened, not started again"]
         if not commits:
             parts = ["not started"]
     else:
         parts = [describe(terminal)]
-        evaluation = last_of_kind(latest, "evaluation")
+        evaluation = fold.evaluation
         if evaluation is not None:
             verdict = describe(evaluation)
             if status_of(terminal) == "limit" and verdict.startswith("passed"):

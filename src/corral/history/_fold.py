@@ -114,10 +114,14 @@ class TrialFold:
             self.started_at = commit.created_at
         self.commits += 1
         usage = commit.usage
-        if kind == _EVALUATION and self.standing is not None and self._scores_standing(commit):
-            # A rescore of the attempt the trial is counted with (not the new one's).
-            terminal, _, commits, started_at = self.standing
-            self.standing = (terminal, commit, commits, started_at)
+        if kind == _EVALUATION and self._scores_another(commit):
+            standing = self.standing
+            if standing is not None and scored_terminal(commit) == standing[0].seq:
+                # A rescore of the attempt the trial is counted with (not the new one's).
+                terminal, _, commits, started_at = standing
+                self.standing = (terminal, commit, commits, started_at)
+            # Else it names a terminal no attempt ended with (a tampered store): no
+            # verdict of any, though what it spent counts.
             if usage is not NO_USAGE and usage:  # spent on that attempt
                 self.earlier_usage = self.earlier_usage + usage
             return
@@ -134,11 +138,12 @@ class TrialFold:
             if failed:  # each such commit carries all so far
                 self.failed_attempts = failed
 
-    def _scores_standing(self, evaluation: Commit) -> bool:
-        """Whether ``evaluation`` scores the standing attempt's terminal (written by a
-        rescore while the trial's new attempt had not ended)."""
-        assert self.standing is not None
-        return scored_terminal(evaluation) == self.standing[0].seq
+    def _scores_another(self, evaluation: Commit) -> bool:
+        """Whether ``evaluation`` names a terminal other than the latest attempt's (the
+        standing attempt's: written by a rescore while the trial's new attempt had not
+        ended), so is no verdict of the latest attempt."""
+        named = scored_terminal(evaluation)
+        return named is not None and (self.terminal is None or named != self.terminal.seq)
 
     def count_call(self, commit: Commit, payload: ModelCallPayload | None = None) -> None:
         """Count a model call (``payload``: its typed payload, if the caller has it)."""
@@ -204,7 +209,7 @@ def scored_terminal(commit: Commit) -> int | None:
     if commit.kind != _EVALUATION or type(payload) is not dict:
         return None
     seq = payload.get(TERMINAL_SEQ)
-    return seq if type(seq) is int else None
+    return seq if type(seq) is int and seq >= 0 else None  # as its decoder reads it
 
 
 def counts_of(call: ModelCallPayload) -> CallCounts:

@@ -687,6 +687,10 @@ class OpenFolds:
                 elif kind == _TERMINAL:
                     fold.terminal = commit
                 elif kind == _EVALUATION:
+                    if history.scored_terminal(commit) is not None:
+                        # It names the terminal it scores: the one fold says whose.
+                        del folds[key]
+                        return False, None
                     fold.evaluation = commit
             u = commit.usage
             if u is not NO_USAGE and (u.input_tokens or u.output_tokens or u.cost):
