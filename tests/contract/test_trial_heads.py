@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import corral
@@ -198,6 +198,8 @@ def scratch() -> Iterator[Path]:
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=STEPS, plan=PLANS, costs=COSTS)
+# A rescore mid-rerun (of the attempt a killed rerun left counted), twice, then resumed.
+@example(steps=["killed", "rescore", "killed", "rescore", "run"], plan=["fail"], costs=[0.1])
 def test_sqlite_heads_equal_the_fold_after_runs_rescores_and_copies(
     scratch: Path, steps: list[str], plan: list[str], costs: list[float]
 ) -> None:
