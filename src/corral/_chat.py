@@ -147,9 +147,7 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
     message = choice.get("message")
     if not isinstance(message, Mapping):
         raise ValueError("the first choice has no message")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        content = _dumps(content)  # kept as JSON: a repr could not be read back
+    content = _content(message.get("content"))
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise ValueError(f"tool_calls is {_shown(raw_calls)}, not a list")
@@ -185,6 +183,25 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
         message=message,
         reasoning=reasoning if isinstance(reasoning, str) else None,
         thinking=thinking,
+    )
+
+
+def _content(content: object) -> str | None:
+    """A message's text: a string as it is; a list of text parts (``{"type": "text",
+    "text": ...}``, as some servers send it) their text joined; anything else kept as
+    JSON (a repr could not be read back)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(_is_text_part(p) for p in content):
+        return "".join(part["text"] for part in content)
+    return _dumps(content)
+
+
+def _is_text_part(part: object) -> bool:
+    return (
+        isinstance(part, Mapping)
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
     )
 
 

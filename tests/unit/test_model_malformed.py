@@ -107,6 +107,18 @@ async def test_content_that_is_not_text_is_kept_as_json() -> None:
     assert response.content is not None and json.loads(response.content) == {"answer": [4, 2]}
 
 
+async def test_content_as_a_list_of_text_parts_is_their_text() -> None:
+    parts = [{"type": "text", "text": "The answer "}, {"type": "text", "text": "is 4."}]
+    mixed = [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}]
+    with HostileChatServer(
+        [HostileReply.shaped(content=parts), HostileReply.shaped(content=mixed)]
+    ) as server:
+        model = client(server)
+        assert (await model.complete(HELLO)).content == "The answer is 4."
+        kept = (await model.complete(HELLO)).content  # not only text: all of it, as JSON
+    assert kept is not None and json.loads(kept) == mixed
+
+
 class Echo:
     """Declares one tool; counts its concurrent executions."""
 
