@@ -164,10 +164,15 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
     assert isinstance(usage, Mapping)
     input_tokens = _count(usage, "prompt_tokens")
     output_tokens = _count(usage, "completion_tokens")
+    cached = min(_cached_tokens(usage), input_tokens)
     cost = 0.0
     if prices:
-        cost = input_tokens * prices.get("input", 0.0) + output_tokens * prices.get("output", 0.0)
-        cost /= 1e6
+        price = prices.get("input", 0.0)
+        cost = (
+            (input_tokens - cached) * price
+            + cached * prices.get("cache_read", price)
+            + output_tokens * prices.get("output", 0.0)
+        ) / 1e6
     finish = choice.get("finish_reason")
     # vLLM, SGLang, DeepSeek and OpenRouter put a reasoning model's thinking here.
     reasoning = message.get("reasoning_content", message.get("reasoning"))
@@ -182,8 +187,18 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
         finish_reason=finish if isinstance(finish, str) else None,
         message=message,
         reasoning=reasoning if isinstance(reasoning, str) else None,
+        cache_read_tokens=cached,
         thinking=thinking,
     )
+
+
+def _cached_tokens(usage: Mapping[str, Any]) -> int:
+    """The prompt tokens the provider's cache served: OpenAI counts them (among
+    ``prompt_tokens``) in ``usage.prompt_tokens_details.cached_tokens``."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, Mapping):
+        return 0
+    return _count(details, "cached_tokens", "usage.prompt_tokens_details")
 
 
 def _content(content: object) -> str | None:

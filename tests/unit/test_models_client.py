@@ -21,7 +21,13 @@ from corral.agents import ToolAgent
 from corral.models import OpenAICompatible
 from corral.models._status import duration, retry_after
 from corral.runtime import RetryPolicy
-from corral.testing import ChatReply, FakeChatServer, FakeEnvironment
+from corral.testing import (
+    ChatReply,
+    FakeChatServer,
+    FakeEnvironment,
+    HostileChatServer,
+    HostileReply,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -56,6 +62,25 @@ async def test_text_reply_usage_and_cost(server: FakeChatServer) -> None:
             "top_p": 0.5,
         }
     ]
+
+
+async def test_cached_prompt_tokens_are_counted_and_priced() -> None:
+    """OpenAI says how many prompt tokens its cache served in ``prompt_tokens_details``."""
+    usage = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 800},
+        "completion_tokens_details": {"reasoning_tokens": 4},
+    }
+    body = {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": usage}
+    prices = {"input": 2.0, "output": 8.0, "cache_read": 0.5}
+    with HostileChatServer([HostileReply.raw(body)] * 2) as hostile:
+        priced = await client(hostile, prices=prices).complete(HELLO)
+        input_price_only = await client(hostile, prices={"input": 2.0}).complete(HELLO)
+    assert priced.cache_read_tokens == 800 and priced.usage.input_tokens == 1000
+    assert priced.usage.cost == pytest.approx((200 * 2.0 + 800 * 0.5 + 10 * 8.0) / 1e6)
+    # Without a cache price, a cached token costs what any input token does.
+    assert input_price_only.usage.cost == pytest.approx(1000 * 2.0 / 1e6)
 
 
 async def test_tool_calls_parallel_and_malformed(server: FakeChatServer) -> None:

@@ -16,7 +16,7 @@ from ._http import (
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-PRICE_KEYS = ("input", "output")
+PRICE_KEYS = ("input", "output", "cache_read")
 
 
 class OpenAICompatible(HTTPModel):
@@ -28,7 +28,9 @@ class OpenAICompatible(HTTPModel):
     else OpenAI's. ``timeout`` bounds connecting, and then the whole request from
     its first byte sent to its reply's last byte read, in seconds.
     ``prices={"input": ..., "output": ...}`` in dollars per million tokens turn
-    usage into cost. ``extra_body`` is merged into every request.
+    usage into cost; ``"cache_read"`` prices the prompt tokens the provider's cache
+    served (`ChatResponse.cache_read_tokens`; the input price when not given).
+    ``extra_body`` is merged into every request.
     ``max_response_bytes`` caps a reply's decoded body (16 MB by default), checked
     while it is read, so a gzip bomb or a runaway reply is a `corral.ModelError`
     naming the endpoint, not a process out of memory.
