@@ -308,6 +308,27 @@ async def test_model_graded_calls_count_against_the_run_cost_limit() -> None:
 
 
 @pytest.mark.parametrize(
+    ("said", "grade", "expected"),
+    [
+        ("Reasoning.\nGRADE: C", "C", 1.0),
+        ("Reasoning.\n**GRADE:** C", "C", 1.0),
+        ("Reasoning.\nGRADE: **P**", "P", 0.5),
+        ("Reasoning.\nGrade: I", "I", 0.0),
+        ("Reasoning.\ngrade: c", "c", 1.0),
+        ("Not GRADE: I, so GRADE: C.\n\n### GRADE: I", "I", 0.0),
+    ],
+)
+async def test_model_graded_reads_the_grade_however_the_judge_writes_it(
+    said: str, grade: str, expected: float
+) -> None:
+    with FakeChatServer(lambda body: ChatReply(content=said, usage=(10, 2))) as server:
+        judge = scorers.model_graded(OpenAICompatible("judge", base_url=server.url))
+        evaluation = await score(judge, "Paris", "Paris")
+    assert evaluation.details.get("grade") == grade
+    assert evaluation.scores == {"model_graded": expected}
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"template": "{question}"}, r"template field \{question\} is not one of input"),

@@ -30,7 +30,9 @@ Is the answer to grade correct? Compare it with the correct answer; ignore style
 wording. Reply with your reasoning, then a last line that is exactly GRADE: C if it is
 correct, GRADE: P if it is partly correct, or GRADE: I if it is incorrect."""
 
-DEFAULT_GRADE_PATTERN = r"GRADE:\s*([CPI])"
+#: ``GRADE: C`` in any case, and in markdown (``**GRADE:** C``, ``GRADE: **C**``), as
+#: judges write it.
+DEFAULT_GRADE_PATTERN = r"(?i)GRADE[\s*_]*:[\s*_]*([CPI])"
 DEFAULT_GRADES: Mapping[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0}
 #: The fields a template may use.
 FIELDS = ("input", "output", "target", "metadata", "task", "model")
