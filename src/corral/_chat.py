@@ -148,6 +148,9 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
     if not isinstance(message, Mapping):
         raise ValueError("the first choice has no message")
     content = _content(message.get("content"))
+    refusal = message.get("refusal")
+    if not content and isinstance(refusal, str) and refusal:
+        content = refusal  # OpenAI's refusal, with no content: what the model answered
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise ValueError(f"tool_calls is {_shown(raw_calls)}, not a list")

@@ -119,6 +119,15 @@ async def test_content_as_a_list_of_text_parts_is_their_text() -> None:
     assert kept is not None and json.loads(kept) == mixed
 
 
+async def test_a_refusal_is_the_replys_text() -> None:
+    """OpenAI puts a refusal in ``refusal``, with ``content`` null: it is what the model
+    answered, and the trial's output and transcript must say it."""
+    refused = HostileReply.shaped(content=None, refusal="I can't help with that.")
+    with HostileChatServer(refused) as server:
+        response = await client(server).complete(HELLO)
+    assert response.content == "I can't help with that."
+
+
 class Echo:
     """Declares one tool; counts its concurrent executions."""
 
