@@ -199,12 +199,20 @@ async def test_environment_supplies_key_and_base_url(
         ({"prices": {"input": -1}}, "-1"),
         ({"timeout": 0}, "0"),
         ({"extra_body": {"messages": []}}, "'messages'"),
+        # A streamed reply is not read: every call would fail as "not a chat completion".
+        ({"extra_body": {"stream": True}}, "'stream'"),
     ],
 )
 def test_bad_input_is_refused_before_anything_runs(kwargs: dict[str, Any], named: str) -> None:
     kwargs = {"base_url": "http://127.0.0.1:9/v1", **kwargs}
     with pytest.raises(corral.ConfigError, match=named.replace("(", r"\(")):
         OpenAICompatible("m", **kwargs)
+
+
+async def test_extra_body_may_say_stream_false(server: FakeChatServer) -> None:
+    server.enqueue(ChatReply.text("a"))
+    assert (await client(server, extra_body={"stream": False}).complete(HELLO)).content == "a"
+    assert server.requests[0]["stream"] is False
 
 
 def test_retry_after_forms() -> None:
