@@ -201,6 +201,8 @@ async def test_environment_supplies_key_and_base_url(
         ({"extra_body": {"messages": []}}, "'messages'"),
         # A streamed reply is not read: every call would fail as "not a chat completion".
         ({"extra_body": {"stream": True}}, "'stream'"),
+        # It would replace the model each call names (a task's own): recorded as another.
+        ({"extra_body": {"model": "gpt-x"}}, "'model'"),
     ],
 )
 def test_bad_input_is_refused_before_anything_runs(kwargs: dict[str, Any], named: str) -> None:

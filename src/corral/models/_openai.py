@@ -66,7 +66,9 @@ class OpenAICompatible(HTTPModel):
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         super().__init__(model, base_url, "/chat/completions", headers, timeout, max_response_bytes)
         self.prices = check_prices(prices, PRICE_KEYS)
-        self.extra_body = check_extra_body(extra_body, ("messages", "tools"))
+        # Not "model" either: it would replace the model each call names (a task's own),
+        # and the call be recorded as made by that one.
+        self.extra_body = check_extra_body(extra_body, ("messages", "tools", "model"))
         if self.extra_body.get("stream"):
             # A streamed reply is a series of events, not one completion: every call
             # would fail (and be retried) as a reply that cannot be read.
