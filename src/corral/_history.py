@@ -54,6 +54,15 @@ class TrialHistory:
         }
 
 
+def check_trial(benchmark_id: str, trials: int, trial: int) -> None:
+    """A `ConfigError` naming ``trial`` unless the benchmark has it (else the store is
+    asked for it: an integer too large for SQLite fails there, not as the user's error)."""
+    if not 0 <= trial < trials:
+        raise ConfigError(
+            f"trial {trial} is out of range: benchmark {benchmark_id!r} has trials 0..{trials - 1}"
+        )
+
+
 async def load_history(
     store: CommitStore,
     benchmark_id: str,
@@ -74,11 +83,7 @@ async def load_history(
     if task_id not in tasks:
         hint = did_you_mean(task_id, tasks)
         raise ConfigError(f"benchmark {benchmark_id!r} has no task {task_id!r}{hint}")
-    trials = stored.trials_per_task
-    if not 0 <= trial < trials:
-        raise ConfigError(
-            f"trial {trial} is out of range: benchmark {benchmark_id!r} has trials 0..{trials - 1}"
-        )
+    check_trial(benchmark_id, stored.trials_per_task, trial)
     parents = {}
     for parent in tasks[task_id].dependencies:
         history = await _history(store, TrialKey(benchmark_id, parent, trial))

@@ -237,6 +237,10 @@ def test_bad_parameters_are_refused_naming_the_value(client: httpx.Client) -> No
         "/api/trials?id=base&passed=maybe": "'maybe'",
         "/api/trial?id=base&task=task-0&trial=x": "'x'",
         "/api/trial?id=base&task=task-0&trial=9": "trial 9",
+        # A commit of a trial out of range: named as for the trial (not the store's overflow).
+        "/api/commit?id=base&task=task-0&trial=9&seq=0": "trial 9",
+        "/api/commit?id=base&task=task-0&trial=-1&seq=0": "trial -1",
+        "/api/commit?id=base&task=task-0&trial=99999999999999999999&seq=0": "trial 9999",
         "/api/benchmark?id=nope": "'nope'",
         "/api/task?id=base&task=nope": "'nope'",
         "/api/trials": "'id'",

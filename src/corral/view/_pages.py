@@ -13,7 +13,7 @@ from typing import Any
 from .. import history
 from .._costs import format_cost
 from .._errors import ConfigError
-from .._history import load_history
+from .._history import check_trial, load_history
 from .._types import Commit
 from ..history import SetupPayload
 from ..report import BenchmarkReport
@@ -232,6 +232,7 @@ async def commit_page(
     whole payload, fetched when asked for)."""
     if task_id not in loaded.stored.tasks:
         raise ConfigError(f"benchmark {loaded.benchmark_id!r} has no task {task_id!r}")
+    check_trial(loaded.benchmark_id, loaded.trials_per_task, trial)
     commits = await store.history(TrialKey(loaded.benchmark_id, task_id, trial))
     commit = next((c for c in commits if c.seq == seq), None)
     if commit is None:
