@@ -12,11 +12,13 @@ import anyio
 from corral import (
     Action,
     BenchmarkTaskMetadata,
+    Commit,
     CorralRunner,
     Evaluation,
     Final,
     SQLiteStore,
     ToolEffect,
+    TrialKey,
     TrialRecord,
 )
 from corral.runtime import AgentSession
@@ -149,3 +151,22 @@ def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
         0.5,
         " ".join(HOSTILE),
     )
+
+
+async def _unfinished_run(path: Path, benchmark_id: str) -> None:
+    store = SQLiteStore(path)
+    entry = {"agent_id": "agent", "environment_id": "env", "dependencies": [], "inputs": {}}
+    config = {"trials_per_task": 2, "tasks": {"solo": entry, "idle": entry}}
+    setup = Commit(0, "setup", {"state": {}, "previous_trial": None}, 1.8e9)
+    terminal = {"status": "completed", "output": "ok", "error": None, "attempts": 1, "state": {}}
+    evaluation = {"score": 1.0, "passed": True, "details": {}}
+    commits = [setup, Commit(1, "terminal", terminal, 1.8e9 + 1)]
+    commits.append(Commit(2, "evaluation", evaluation, 1.8e9 + 2))
+    async with store.opened():
+        await store.register_benchmark(benchmark_id, config)
+        await store.append(TrialKey(benchmark_id, "solo", 0), commits)
+
+
+def unfinished_run(path: Path, benchmark_id: str = "unfinished") -> None:
+    """A benchmark mid-run: of two tasks' two trials each, only ``solo`` #0 has run."""
+    anyio.run(_unfinished_run, path, benchmark_id)

@@ -19,7 +19,7 @@ from corral.cli import main
 from corral.cli._view import listening_socket
 
 from ..support import pg
-from ..support.viewer_stores import HOSTILE, hostile_run, models_run, real_runs
+from ..support.viewer_stores import HOSTILE, hostile_run, models_run, real_runs, unfinished_run
 
 pg_dsn = pg.pg_dsn  # a database of each test's own
 
@@ -288,6 +288,27 @@ def test_export_is_one_self_contained_file(store: Path, tmp_path: Path) -> None:
     policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)
     assert policy is not None and "script-src 'sha256-" in policy.group(1)
     assert "unsafe-inline" not in policy.group(1)
+
+
+def test_the_export_of_a_benchmark_mid_run_has_the_trials_not_started_yet(
+    tmp_path: Path,
+) -> None:
+    # A task's page links to each of its trials; one not started shows "not started" when
+    # served, and must open in the export too (not as "no trial").
+    store, out = tmp_path / "store.db", tmp_path / "unfinished.html"
+    unfinished_run(store)
+    args = ["view", "--store", str(store), "--export", "unfinished", "-o", str(out)]
+    assert main(args, standalone_mode=False) == 0
+    data = re.search(r'id="corral-data">(.*?)</script>', out.read_text(), re.S)
+    assert data is not None
+    exported = json.loads(data.group(1))
+    linked = {f"{t}\u0000{x['trial']}" for t, p in exported["tasks"].items() for x in p["trials"]}
+    assert len(linked) == 4 and set(exported["trials"]) == linked
+    with serving(store) as url, httpx.Client(base_url=url, timeout=30) as http:
+        served = api(http, "trial", id="unfinished", task="idle", trial=1)
+    for neighbours in ("previous", "next", "position", "listed"):  # the page's script adds them
+        del served[neighbours]
+    assert exported["trials"]["idle\u00001"] == served
 
 
 def test_cli_refusals(store: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,8 +18,8 @@ MODELS_PAIRED = 4
 
 async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     """Everything the viewer's pages show of one benchmark: its summary, every trial's
-    row, every task's and trial's page, and each pair of its models compared
-    (comparing two benchmarks needs the server)."""
+    row, every task's and trial's page (a trial not started yet too), and each pair of its
+    models compared (comparing two benchmarks needs the server)."""
     config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise await no_benchmark(store, benchmark_id, "the store")
@@ -34,10 +34,12 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     )
     trials = {}
     chains: dict[str, dict[int, int | None]] = {t: {} for t in loaded.stored.tasks}
-    for r in loaded.rows:
-        page = await _pages.trial_page(store, loaded, r.task_id, r.trial, None)
-        trials[f"{r.task_id}\u0000{r.trial}"] = page
-        chains[r.task_id][r.trial] = page["previous_trial"]
+    # Every trial, not only those started: a task's page links to each of them.
+    for task_id in loaded.stored.tasks:
+        for trial in range(loaded.trials_per_task):
+            page = await _pages.trial_page(store, loaded, task_id, trial, None)
+            trials[f"{task_id}\u0000{trial}"] = page
+            chains[task_id][trial] = page["previous_trial"]
     tasks = {t: await _pages.task_page(store, loaded, t, chains[t]) for t in loaded.stored.tasks}
     assert loaded.report is not None
     models = models_of(loaded.report)[:MODELS_PAIRED]
