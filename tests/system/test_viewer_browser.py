@@ -27,6 +27,7 @@ from ..support.viewer_stores import (
     models_run,
     real_runs,
     rescore_models_run,
+    unfinished_run,
 )
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -353,4 +354,23 @@ def test_a_rescore_while_the_page_is_open_updates_it(tmp_path: Path, watched: Wa
         watched.shot("9-rescored")
         page.goto(served + "#/")
         expect(page.locator("#benchmarks")).to_contain_text("pass@1 0.500")
+    watched.assert_clean()
+
+
+def test_a_benchmark_named_like_an_object_s_property_is_not_marked_updated(
+    tmp_path: Path, watched: Watched
+) -> None:
+    # "constructor", "__proto__"... are ids like any other: what the page last drew of
+    # each is kept by id, and none of them was ever drawn before the first draw.
+    path = tmp_path / "named.db"
+    names = ("constructor", "__proto__", "toString")
+    for name in names:
+        off_loop(unfinished_run, path, name)
+    page = watched.page
+    with serving(path) as served:
+        for name in names:
+            for route in ("benchmark", "task"):
+                page.goto(served + f"#/{route}?" + _query(id=name, task="solo"))
+                page.locator("#passk" if route == "benchmark" else "#rounds").wait_for()
+                assert page.locator("#updated").count() == 0, (route, name)
     watched.assert_clean()

@@ -13,7 +13,9 @@
   let keys = null; // the current page's keyboard handler
   let generation = 0; // renders started; a stale one draws nothing
   const Charts = window.CorralCharts;
-  const versions = {}; // the load of each benchmark last drawn (the server's version)
+  // The load of each benchmark last drawn (the server's version), by id: a Map, since an
+  // id may be any name, "constructor" or "__proto__" too (an object has those already).
+  const versions = new Map();
   let updated = null; // {id, at}: the benchmark whose data changed under an open page
   const comparing = {}; // the benchmarks chosen to compare on the benchmarks page
 
@@ -220,7 +222,7 @@
       try { now = (await get("version", { id: id })).version; } catch (error) { /* asked again */ }
       if (mine !== generation) return;
       if (known !== undefined && now !== known) {
-        versions[id] = now;
+        versions.set(id, now);
         updated = { id: id, at: new Date() };
         later(0);
       } else watch(id, now);
@@ -236,8 +238,8 @@
 
   // A new version of a benchmark's data since it was last drawn marks the page updated.
   function noteVersion(id, version) {
-    if (versions[id] !== undefined && versions[id] !== version) updated = { id: id, at: new Date() };
-    versions[id] = version;
+    if (versions.has(id) && versions.get(id) !== version) updated = { id: id, at: new Date() };
+    versions.set(id, version);
   }
 
   // -- pages ------------------------------------------------------------------------
