@@ -170,3 +170,28 @@ async def _unfinished_run(path: Path, benchmark_id: str) -> None:
 def unfinished_run(path: Path, benchmark_id: str = "unfinished") -> None:
     """A benchmark mid-run: of two tasks' two trials each, only ``solo`` #0 has run."""
     anyio.run(_unfinished_run, path, benchmark_id)
+
+
+async def _uneven_models_run(path: Path, benchmark_id: str, model: str) -> None:
+    store = SQLiteStore(path)
+
+    def entry(model: str) -> dict[str, Any]:
+        return {"agent_id": "agent", "environment_id": "env", "model": model, "inputs": {}}
+
+    tasks = {"a@small": entry("small"), f"a@{model}": entry(model), "b@small": entry("small")}
+    terminal = {"status": "completed", "output": "ok", "error": None, "attempts": 1, "state": {}}
+    commits = [
+        Commit(0, "setup", {"state": {}, "previous_trial": None}, 1.8e9),
+        Commit(1, "terminal", terminal, 1.8e9 + 1),
+        Commit(2, "evaluation", {"score": 1.0, "passed": True, "details": {}}, 1.8e9 + 2),
+    ]
+    async with store.opened():
+        await store.register_benchmark(benchmark_id, {"trials_per_task": 1, "tasks": tasks})
+        for task in tasks:
+            await store.append(TrialKey(benchmark_id, task, 0), commits)
+
+
+def uneven_models_run(path: Path, model: str, benchmark_id: str = "uneven") -> None:
+    """A several-models run whose task ``b`` ran on ``small`` only, ``a`` on ``small`` and
+    on ``model``."""
+    anyio.run(_uneven_models_run, path, benchmark_id, model)

@@ -27,6 +27,7 @@ from ..support.viewer_stores import (
     models_run,
     real_runs,
     rescore_models_run,
+    uneven_models_run,
     unfinished_run,
 )
 
@@ -373,4 +374,19 @@ def test_a_benchmark_named_like_an_object_s_property_is_not_marked_updated(
                 page.goto(served + f"#/{route}?" + _query(id=name, task="solo"))
                 page.locator("#passk" if route == "benchmark" else "#rounds").wait_for()
                 assert page.locator("#updated").count() == 0, (route, name)
+    watched.assert_clean()
+
+
+def test_a_model_named_like_an_object_s_property_has_no_cell_where_it_did_not_run(
+    tmp_path: Path, watched: Watched
+) -> None:
+    path = tmp_path / "uneven.db"
+    off_loop(uneven_models_run, path, "toString")
+    page = watched.page
+    with serving(path) as served:
+        page.goto(served + "#/benchmark?id=uneven&tab=models")
+        page.locator("#models").wait_for()
+        assert page.locator("#models thead th").all_inner_texts() == ["task", "small", "toString"]
+        b = page.locator("#models tbody tr").nth(1).locator("td").all_inner_texts()
+        assert b[0] == "b" and b[1].startswith("1 / 1") and b[2] == "–", b
     watched.assert_clean()

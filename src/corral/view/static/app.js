@@ -497,10 +497,12 @@
   function modelsPanel(id, s) {
     const mv = s.models, first = s.metrics[0];
     const rate = (c) => (c && c.trials ? c.passed / c.trials : -1);
+    // Own keys only: a model may be named "toString" (every object has one).
+    const cell = (r, m) => (Object.hasOwn(r.models, m) ? r.models[m] : null);
     const rows = mv.rows.map((r) => {
-      const best = Math.max(...mv.models.map((m) => rate(r.models[m])));
+      const best = Math.max(...mv.models.map((m) => rate(cell(r, m))));
       return el("tr", {}, el("td", {}, r.task), mv.models.map((m) => {
-        const c = r.models[m];
+        const c = cell(r, m);
         if (!c) return el("td", { class: "n" }, "–");
         return el("td", { class: "n" + (rate(c) === best && mv.models.length > 1 ? " best" : "") },
           el("a", { href: link("/task", { id: id, task: c.task_id }) }, c.passed + " / " + c.trials),
