@@ -8,7 +8,7 @@ from typing import Any
 from .._types import Commit
 from ..history import TrialFold
 from ._decode import corrupt, decode_commit, missing_commit
-from ._protocol import TrialSummary
+from ._protocol import TrialKey, TrialSummary
 
 
 def summary_of(task_id: str, trial: int, fold: TrialFold) -> TrialSummary:
@@ -122,3 +122,13 @@ def check_head_met(
             f"though its head was made from {next_seq}"
         )
         raise corrupt(where, benchmark_id, what)
+
+
+def checked_history(
+    where: str, key: TrialKey, commits: list[Commit], heads: Iterable[Sequence[Any]]
+) -> list[Commit]:
+    """``commits``, a trial's history, once checked against ``heads`` (its head's
+    ``next_seq`` in a row, read before the history; none: the store keeps no head)."""
+    for (next_seq,) in heads:
+        check_head_met(where, *key, len(commits), next_seq)
+    return commits

@@ -58,7 +58,7 @@ from ._protocol import (
     check_payloads,
 )
 from ._runs import RunRecord
-from ._summary import RowFolder, check_head_met, check_heads_met
+from ._summary import RowFolder, check_heads_met, checked_history
 
 if TYPE_CHECKING:
     import psycopg
@@ -811,12 +811,9 @@ class PostgresStore:
         return commits
 
     async def checked_history(self, key: TrialKey) -> list[Commit]:
-        """`history`, checked against its head read first (`check_head_met`)."""
+        """`history`, checked against its head read first (`checked_history`)."""
         heads = await self._read(_HEAD_SEQ, tuple(key)) if self._has_heads else []
-        commits = await self.history(key)
-        for (next_seq,) in heads:
-            check_head_met(self._where, *key, len(commits), next_seq)
-        return commits
+        return checked_history(self._where, key, await self.history(key), heads)
 
     async def summaries(self, benchmark_id: str) -> list[TrialSummary]:
         return [s async for chunk in self.scan(benchmark_id) for s in chunk]
