@@ -469,35 +469,33 @@ async def test_what_a_claim_handed_over_is_written_under_it_before_it_ends(
     its fence: an append still queued as it ended was written without the fence, after
     the claim could be another runner's (the epoch was forgotten, the lock let go)."""
     store = PostgresStore(pg_dsn)
-    with pytest.raises((StoreError, ExceptionGroup)) as caught:
-        async with store.opened(), store.claim("x"), anyio.create_task_group() as tg:
-            claimed, leave = anyio.Event(), anyio.Event()
+    async with store.opened(), store.claim("x"), anyio.create_task_group() as tg:
+        claimed, leave = anyio.Event(), anyio.Event()
 
-            async def hold() -> None:
-                async with store.claim("bench"):
-                    claimed.set()
-                    await leave.wait()
+        async def hold() -> None:
+            async with store.claim("bench"):
+                claimed.set()
+                await leave.wait()
 
-            tg.start_soon(hold)
-            await claimed.wait()
-            with psycopg.connect(pg_dsn) as blocker:
-                # The writer waits inside its batch for "x": the append to "bench" is
-                # in the batch after it, still queued as that claim ends.
-                blocker.execute("SELECT * FROM corral.claims WHERE benchmark_id = 'x' FOR UPDATE")
-                first = store.enqueue(K._replace(benchmark_id="x"), trial())
-                await anyio.to_thread.run_sync(writer_waits_on_a_lock, pg_dsn)
-                slot = store.enqueue(K, trial())
-                leave.set()
-                await wait_all_tasks_blocked()  # the claim has ended as far as it can
-                # Another runner takes "bench" over meanwhile.
-                blocker.execute(
-                    "UPDATE corral.claims SET epoch = epoch + 1 WHERE benchmark_id = 'bench'"
-                )
-                blocker.commit()
-            await first.wait()
-            with pytest.raises(StoreError, match="claimed by another runner"):
-                await slot.wait()
-    assert all("claimed by another runner" in str(e) for e in leaves(caught.value))
+        tg.start_soon(hold)
+        await claimed.wait()
+        with psycopg.connect(pg_dsn) as blocker:
+            # The writer waits inside its batch for "x": the append to "bench" is
+            # in the batch after it, still queued as that claim ends.
+            blocker.execute("SELECT * FROM corral.claims WHERE benchmark_id = 'x' FOR UPDATE")
+            first = store.enqueue(K._replace(benchmark_id="x"), trial())
+            await anyio.to_thread.run_sync(writer_waits_on_a_lock, pg_dsn)
+            slot = store.enqueue(K, trial())
+            leave.set()
+            await wait_all_tasks_blocked()  # the claim has ended as far as it can
+            # Another runner takes "bench" over meanwhile.
+            blocker.execute(
+                "UPDATE corral.claims SET epoch = epoch + 1 WHERE benchmark_id = 'bench'"
+            )
+            blocker.commit()
+        await first.wait()
+        with pytest.raises(StoreError, match="claimed by another runner"):
+            await slot.wait()
     async with store.opened():
         assert await store.history(K) == []
 
@@ -512,3 +510,48 @@ async def test_a_runner_whose_claim_was_taken_over_records_no_run(pg_dsn: str) -
         with pytest.raises(StoreError, match="claimed by another runner"):
             await store.record_run("bench", record)
         assert await store.runs("bench") == []
+
+
+async def test_a_run_whose_claim_was_taken_over_starts_no_more_trials(pg_dsn: str) -> None:
+    """Once its write is fenced off, a run stops: every trial it started after that
+    would run again under the new claim (executed by both runners)."""
+
+    class TakeOver:
+        """Another runner takes the claim at the run's first acknowledged commit."""
+
+        def __init__(self) -> None:
+            self.taken = False
+
+        def on_commit(self, key: TrialKey, commit: corral.Commit) -> None:
+            if not self.taken:
+                self.taken = True
+                terminate(pg_dsn, "corral claim")
+                with psycopg.connect(pg_dsn, autocommit=True) as other:
+                    other.execute("UPDATE corral.claims SET epoch = epoch + 1")
+
+    log = Log(None)
+    with pytest.raises((StoreError, ExceptionGroup)) as caught:
+        await runner(pg_dsn, log, 6).run(
+            "pg", trials_per_task=1, k_values=(1,), max_parallel=1, observers=[TakeOver()]
+        )
+    assert all("claimed by another runner" in str(e) for e in leaves(caught.value))
+    assert {line["task"] for line in log.read()} == {"task-000"}
+
+
+async def test_a_claim_taken_over_fences_off_its_benchmark_alone(pg_dsn: str) -> None:
+    """Two runs sharing one store, on two benchmarks: the one whose claim was taken
+    over is refused; the other, whose claim holds, goes on writing."""
+    store, new = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    other = K._replace(benchmark_id="other")
+    async with new.opened(), store.opened(), store.claim("other"):
+        holding_other = set(backend_pids(pg_dsn, "corral claim"))
+        with pytest.raises(StoreError, match="claimed by another runner"):
+            async with store.claim("bench"):
+                await store.append(K, trial()[:2])
+                [pid] = set(backend_pids(pg_dsn, "corral claim")) - holding_other
+                with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+                async with new.claim("bench"):
+                    await store.append(K, trial()[2:])
+        await store.append(other, trial())
+        assert await store.history(other) == trial()

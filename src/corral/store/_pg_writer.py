@@ -124,17 +124,24 @@ def refusal(exc: Exception) -> str | None:
 class FencedError(StoreError):
     """This store's claim on a benchmark was taken over: it may never write it again."""
 
+    def __init__(self, message: str, benchmark_id: str) -> None:
+        super().__init__(message)
+        #: The benchmark fenced off: the store's claims on others still hold.
+        self.benchmark_id = benchmark_id
+
 
 def fenced_off(where: str, benchmark_id: str, host: int | None = None) -> FencedError:
     if host is not None:
         return FencedError(
             f"{where}: benchmark {benchmark_id!r} was claimed by another runner since this "
             f"Ray host's coordinator claimed it, or the coordinator replaced this host ({host}) "
-            "and fenced it off; it may not write it"
+            "and fenced it off; it may not write it",
+            benchmark_id,
         )
     return FencedError(
         f"{where}: benchmark {benchmark_id!r} was claimed by another runner since this "
-        "one claimed it; this runner may not write it"
+        "one claimed it; this runner may not write it",
+        benchmark_id,
     )
 
 
@@ -244,16 +251,16 @@ class PgWriter:
         todo: list[int],
         errors: list[BaseException | None],
     ) -> None:
-        if not todo:
-            return
-        if not any(requests[i][0] in self.poisoned for i in todo):
+        while todo and not any(requests[i][0] in self.poisoned for i in todo):
             batch = [requests[i] for i in todo]
             try:
                 self._transaction(conn, {key.benchmark_id for key, _, _ in batch}, batch)
                 todo.clear()
                 return
             except pg_errors.UniqueViolation:
-                pass  # rolled back: find the append that raced, one at a time
+                break  # rolled back: find the append that raced, one at a time
+            except FencedError as exc:  # rolled back: the rest is written without it
+                _refuse(exc, requests, todo, errors)
         for i in list(todo):
             key, rows, _ = requests[i]
             if key not in self.poisoned:
@@ -265,6 +272,8 @@ class PgWriter:
                     errors[i] = CommitConflictError(
                         f"{key}: sequence number {seqs} already taken ({exc.diag.message_detail})"
                     )
+                except FencedError as exc:
+                    errors[i] = exc
             else:
                 errors[i] = CommitConflictError(f"{key}: an earlier append of this trial failed")
             todo.remove(i)  # only once settled: a retry must not write it again
@@ -372,6 +381,22 @@ class PgWriter:
         columns = [[row[n] for row in firsts] for n in (0, 1, 2, 3, 10)]
         rows = conn.execute(_LANDED, (*columns, list(range(len(requests))))).fetchall()
         return {int(row[0]) for row in rows}
+
+
+def _refuse(
+    fenced: FencedError,
+    requests: list[Request],
+    todo: list[int],
+    errors: list[BaseException | None],
+) -> None:
+    """Fail the appends of the benchmark ``fenced`` names, and those alone: a run of
+    another benchmark sharing the store holds its own claim and goes on writing (the
+    fenced benchmark's later appends are refused by the fence again, so its histories
+    never gain a gap)."""
+    for i in list(todo):
+        if requests[i][0].benchmark_id == fenced.benchmark_id:
+            errors[i] = fenced
+            todo.remove(i)
 
 
 class _Statements:
