@@ -329,6 +329,29 @@ async def test_model_graded_reads_the_grade_however_the_judge_writes_it(
 
 
 @pytest.mark.parametrize(
+    ("said", "grade"),
+    [
+        ("GRADE: C\n\nNo downgrade: it is right.", "C"),
+        ("GRADE: I\n\nAn upgrade: Certainly not.", "I"),
+        ("Reasoning.\nGRADE: Incorrect", "I"),  # its word, as before
+        ("It is hard to grade: it depends on the units.", None),
+        ("Before I give my grade: perhaps the units matter.", None),
+    ],
+)
+async def test_model_graded_takes_no_word_of_the_judges_reasoning_for_its_grade(
+    said: str, grade: str | None
+) -> None:
+    # "upgrade:", "downgrade:" are no GRADE:, and "grade: it" grades nothing: the grade is
+    # the judge's last GRADE line, or none (an abstention, not a made-up verdict).
+    with FakeChatServer(lambda body: ChatReply(content=said, usage=(10, 2))) as server:
+        judge = scorers.model_graded(OpenAICompatible("judge", base_url=server.url))
+        evaluation = await score(judge, "Paris", "Paris")
+    assert evaluation.details.get("grade") == grade
+    if grade is None:
+        assert evaluation.details["abstained"] == "the grader gave no grade"
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"template": "{question}"}, r"template field \{question\} is not one of input"),

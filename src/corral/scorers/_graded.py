@@ -31,8 +31,12 @@ wording. Reply with your reasoning, then a last line that is exactly GRADE: C if
 correct, GRADE: P if it is partly correct, or GRADE: I if it is incorrect."""
 
 #: ``GRADE: C`` in any case, and in markdown (``**GRADE:** C``, ``GRADE: **C**``), as
-#: judges write it.
-DEFAULT_GRADE_PATTERN = r"(?i)GRADE[\s*_]*:[\s*_]*([CPI])"
+#: judges write it; the letter alone or beginning its word (``GRADE: Correct``,
+#: ``Incorrect``, ``Partly``). Not a word ending in grade (``upgrade: ...``) nor one
+#: the letter begins (``grade: it depends``): the reasoning's words are no grade.
+DEFAULT_GRADE_PATTERN = (
+    r"(?i)(?<![a-z])GRADE[\s*_]*:[\s*_]*(C(?=orrect)|I(?=ncorrect)|P(?=art)|[CPI](?![a-z]))"
+)
 DEFAULT_GRADES: Mapping[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0}
 #: The fields a template may use.
 FIELDS = ("input", "output", "target", "metadata", "task", "model")
