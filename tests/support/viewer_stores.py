@@ -153,10 +153,10 @@ def hostile_run(path: Path, benchmark_id: str = "hostile") -> None:
     )
 
 
-async def _unfinished_run(path: Path, benchmark_id: str) -> None:
+async def _unfinished_run(path: Path, benchmark_id: str, trials: int, ran: tuple[int, ...]) -> None:
     store = SQLiteStore(path)
     entry = {"agent_id": "agent", "environment_id": "env", "dependencies": [], "inputs": {}}
-    config = {"trials_per_task": 2, "tasks": {"solo": entry, "idle": entry}}
+    config = {"trials_per_task": trials, "tasks": {"solo": entry, "idle": entry}}
     setup = Commit(0, "setup", {"state": {}, "previous_trial": None}, 1.8e9)
     terminal = {"status": "completed", "output": "ok", "error": None, "attempts": 1, "state": {}}
     evaluation = {"score": 1.0, "passed": True, "details": {}}
@@ -164,12 +164,16 @@ async def _unfinished_run(path: Path, benchmark_id: str) -> None:
     commits.append(Commit(2, "evaluation", evaluation, 1.8e9 + 2))
     async with store.opened():
         await store.register_benchmark(benchmark_id, config)
-        await store.append(TrialKey(benchmark_id, "solo", 0), commits)
+        for trial in ran:
+            await store.append(TrialKey(benchmark_id, "solo", trial), commits)
 
 
-def unfinished_run(path: Path, benchmark_id: str = "unfinished") -> None:
-    """A benchmark mid-run: of two tasks' two trials each, only ``solo`` #0 has run."""
-    anyio.run(_unfinished_run, path, benchmark_id)
+def unfinished_run(
+    path: Path, benchmark_id: str = "unfinished", trials: int = 2, ran: tuple[int, ...] = (0,)
+) -> None:
+    """A benchmark mid-run: of two tasks' two trials each (or ``trials``), only ``solo``
+    #0 (or the trials ``ran``) has run."""
+    anyio.run(_unfinished_run, path, benchmark_id, trials, ran)
 
 
 async def _uneven_models_run(path: Path, benchmark_id: str, model: str) -> None:

@@ -17,6 +17,7 @@ from bench.viewer_stores import serving
 from corral import ConfigError
 from corral.cli import main
 from corral.cli._view import listening_socket
+from corral.view._pages import CHAIN_TRIALS
 
 from ..support import pg
 from ..support.viewer_stores import HOSTILE, hostile_run, models_run, real_runs, unfinished_run
@@ -309,6 +310,26 @@ def test_the_export_of_a_benchmark_mid_run_has_the_trials_not_started_yet(
     for neighbours in ("previous", "next", "position", "listed"):  # the page's script adds them
         del served[neighbours]
     assert exported["trials"]["idle\u00001"] == served
+
+
+def test_the_export_of_a_benchmark_mid_run_holds_no_page_nothing_links_to(
+    tmp_path: Path,
+) -> None:
+    # A task's page links to its first CHAIN_TRIALS trials only: one not started past them
+    # is nowhere to go from, and its page (the task's inputs again) would only grow the file
+    # (a 200-sample run stopped early: nine pages of ten). One that ran is kept.
+    store, out = tmp_path / "store.db", tmp_path / "unfinished.html"
+    trials = CHAIN_TRIALS + 3
+    unfinished_run(store, trials=trials, ran=(0, trials - 1))
+    args = ["view", "--store", str(store), "--export", "unfinished", "-o", str(out)]
+    assert main(args, standalone_mode=False) == 0
+    data = re.search(r'id="corral-data">(.*?)</script>', out.read_text(), re.S)
+    assert data is not None
+    exported = json.loads(data.group(1))
+    linked = {f"{t}\u0000{x['trial']}" for t, p in exported["tasks"].items() for x in p["trials"]}
+    ran = {f"{r['task_id']}\u0000{r['trial']}" for r in exported["rows"]}
+    assert len(linked) == 2 * CHAIN_TRIALS and ran == {"solo\u00000", f"solo\u0000{trials - 1}"}
+    assert set(exported["trials"]) == linked | ran
 
 
 def test_cli_refusals(store: Path, capsys: pytest.CaptureFixture[str]) -> None:

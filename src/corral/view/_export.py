@@ -18,8 +18,8 @@ MODELS_PAIRED = 4
 
 async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     """Everything the viewer's pages show of one benchmark: its summary, every trial's
-    row, every task's and trial's page (a trial not started yet too), and each pair of its
-    models compared (comparing two benchmarks needs the server)."""
+    row, every task's and trial's page (one not started yet too, if a page links to it),
+    and each pair of its models compared (comparing two benchmarks needs the server)."""
     config = await store.benchmark_config(benchmark_id)
     if config is None:
         raise await no_benchmark(store, benchmark_id, "the store")
@@ -34,12 +34,10 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
     )
     trials = {}
     chains: dict[str, dict[int, int | None]] = {t: {} for t in loaded.stored.tasks}
-    # Every trial, not only those started: a task's page links to each of them.
-    for task_id in loaded.stored.tasks:
-        for trial in range(loaded.trials_per_task):
-            page = await _pages.trial_page(store, loaded, task_id, trial, None)
-            trials[f"{task_id}\u0000{trial}"] = page
-            chains[task_id][trial] = page["previous_trial"]
+    for task_id, trial in _exported_trials(loaded):
+        page = await _pages.trial_page(store, loaded, task_id, trial, None)
+        trials[f"{task_id}\u0000{trial}"] = page
+        chains[task_id][trial] = page["previous_trial"]
     tasks = {t: await _pages.task_page(store, loaded, t, chains[t]) for t in loaded.stored.tasks}
     assert loaded.report is not None
     models = models_of(loaded.report)[:MODELS_PAIRED]
@@ -52,6 +50,17 @@ async def export_data(store: CommitStore, benchmark_id: str) -> dict[str, Any]:
         "tasks": tasks,
         "trials": trials,
     }
+
+
+def _exported_trials(loaded: Loaded) -> list[tuple[str, int]]:
+    """The trials whose page the export holds: each started one (a row), and those not
+    started yet that a task's page links to (its first `CHAIN_TRIALS`); one past them is
+    linked from nowhere, and its page (its task's inputs again) only grows the file."""
+    linked = min(loaded.trials_per_task, _pages.CHAIN_TRIALS)
+    keys = {(t, trial) for t in loaded.stored.tasks for trial in range(linked)}
+    keys.update((r.task_id, r.trial) for r in loaded.rows)
+    order = {t: i for i, t in enumerate(loaded.stored.tasks)}
+    return sorted(keys, key=lambda k: (order[k[0]], k[1]))
 
 
 async def export_html(store: CommitStore, benchmark_id: str) -> str:
