@@ -257,6 +257,10 @@ async def test_the_fake_refuses_what_the_api_refuses(server: FakeAnthropicServer
         ({"prices": {"cached": 1}}, "prices"),
         ({"prices": {"cache_read": -1}}, "cache_read"),
         ({"extra_body": {"system": "x"}}, "system"),
+        # As OpenAICompatible's: a model of its own would replace each call's (a task's),
+        # and a stream of events is no reply it reads (every call failed, retried).
+        ({"extra_body": {"model": "claude-x"}}, "'model'"),
+        ({"extra_body": {"stream": True}}, "'stream'"),
         ({"version": ""}, "version"),
         ({"beta": "one"}, "beta"),
         ({"timeout": 0}, "timeout"),

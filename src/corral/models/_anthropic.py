@@ -91,7 +91,8 @@ class Anthropic(HTTPModel):
         super().__init__(model, base_url, "/v1/messages", headers, timeout, max_response_bytes)
         self.max_tokens = positive_int("max_tokens", max_tokens)
         self.prices = cache_prices(check_prices(prices, PRICE_KEYS))
-        self.extra_body = check_extra_body(extra_body, ("messages", "tools", "system"))
+        # Not "model": it would replace the model each call names (a task's own).
+        self.extra_body = check_extra_body(extra_body, ("messages", "tools", "system", "model"))
 
     def parse(self, body: object) -> ChatResponse:
         return parse_message(body, self.prices)

@@ -356,7 +356,9 @@ def check_prices(prices: object, keys: Collection[str]) -> dict[str, float] | No
 
 
 def check_extra_body(extra_body: object, reserved: Collection[str]) -> dict[str, Any]:
-    """The fields merged into every request; none of ``reserved`` (each call's own)."""
+    """The fields merged into every request; none of ``reserved`` (each call's own), nor
+    a true ``stream``: a streamed reply is a series of events, not one reply, so every
+    call would fail (and be retried) as a reply that cannot be read."""
     if extra_body is None:
         return {}
     if not isinstance(extra_body, Mapping):
@@ -364,6 +366,11 @@ def check_extra_body(extra_body: object, reserved: Collection[str]) -> dict[str,
     for key in reserved:
         if key in extra_body:
             raise ConfigError(f"extra_body may not set {key!r}: each call sends its own")
+    if extra_body.get("stream"):
+        raise ConfigError(
+            f"extra_body may not set 'stream' to {extra_body['stream']!r}: "
+            "replies are read whole, never streamed"
+        )
     try:
         json.dumps(extra_body)
     except (TypeError, ValueError) as exc:

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._chat import ChatResponse, parse_response
-from .._errors import ConfigError
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     HTTPModel,
@@ -69,13 +68,6 @@ class OpenAICompatible(HTTPModel):
         # Not "model" either: it would replace the model each call names (a task's own),
         # and the call be recorded as made by that one.
         self.extra_body = check_extra_body(extra_body, ("messages", "tools", "model"))
-        if self.extra_body.get("stream"):
-            # A streamed reply is a series of events, not one completion: every call
-            # would fail (and be retried) as a reply that cannot be read.
-            raise ConfigError(
-                f"extra_body may not set 'stream' to {self.extra_body['stream']!r}: "
-                "replies are read whole, never streamed"
-            )
 
     def parse(self, body: object) -> ChatResponse:
         return parse_response(body, self.prices)
