@@ -418,3 +418,76 @@ def _no_retries(
     return corral.CorralRunner(
         tasks, {"a": agent}, {"e": FakeEnvironment()}, store=store, retry_policy=NO_BACKOFF
     )
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_resumed_trial_sees_the_finished_previous_trial_not_its_unfinished_rerun(
+    kind: str, tmp_path: Path
+) -> None:
+    """Trial 1 started seeing trial 0 (its evaluation, its final state), then stopped.
+    A rerun reopened trial 0 and stopped mid-attempt. Resumed while trial 0's new
+    attempt is still running, trial 1 must see what it saw before (spec 3.3: the
+    choice is recorded with its setup, so a resumed trial sees the same; and it sees
+    a trial whose evaluation had finished), not the unfinished attempt's setup state
+    with no evaluation."""
+    import anyio
+
+    store: corral.CommitStore = (
+        MemoryStore() if kind == "memory" else corral.SQLiteStore(tmp_path / "s.db")
+    )
+    run = {"n": 0}
+    scope: dict[str, anyio.CancelScope] = {}
+    seen: dict[int, tuple[Any, Any, Any]] = {}
+    released = anyio.Event()
+
+    class Agent:
+        async def act(self, session: AgentSession) -> corral.Action:
+            return corral.Action("go", {})
+
+    class Env:
+        async def setup(self, session: AgentSession) -> Any:
+            return {"trial": session.trial, "run": run["n"], "fresh": True}
+
+        async def execute(self, action: corral.Action, session: AgentSession) -> Any:
+            if session.trial == 1:
+                seen[run["n"]] = (
+                    session.previous_trial,
+                    session.previous_evaluation,
+                    session.previous_state,
+                )
+                if run["n"] == 1:
+                    scope["run"].cancel()
+                    await anyio.sleep_forever()
+                released.set()
+            elif run["n"] == 2:  # trial 0's rerun stops mid-attempt
+                scope["run"].cancel()
+                await anyio.sleep_forever()
+            elif run["n"] == 3:  # ... and is still running when trial 1 goes on
+                await released.wait()
+            return corral.ToolEffect("ok", {"trial": session.trial, "run": run["n"]})
+
+        async def evaluate(self, trial: TrialRecord) -> Evaluation:
+            return Evaluation(0.5, False, {"trial": trial.trial})
+
+    tasks = {"t": Meta("a", "e", max_iterations=1)}
+
+    async def go(**kw: Any) -> corral.BenchmarkReport | None:
+        run["n"] += 1
+        runner = corral.CorralRunner(
+            tasks, {"a": Agent()}, {"e": Env()}, store=store, retry_policy=NO_BACKOFF
+        )
+        with anyio.CancelScope() as scope["run"]:
+            return await runner.run("b", trials_per_task=2, k_values=(1,), **kw)
+        return None
+
+    assert await go(max_parallel_per_task=1) is None  # trial 1 stopped mid-attempt
+    assert seen[1] == (
+        0,
+        Evaluation(0.5, False, {"trial": 0}),
+        {"trial": 0, "run": 1},
+    )
+    assert await go(max_parallel_per_task=1, rerun=("max_iterations",)) is None
+    report = await go(max_parallel_per_task=2, max_parallel=2)
+    assert report is not None
+    assert seen[3] == seen[1]
+    assert [t.status for t in report.tasks["t"].trials] == ["max_iterations"] * 2

@@ -440,10 +440,21 @@ def _calls_of(job: TrialJob) -> CallLog:
 
 
 async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) -> Previous | None:
+    """The earlier trial ``trial`` as a reflective session sees it: finished. A trial is
+    only ever shown one that had finished, so when a rerun has reopened it since and
+    its new attempt has not finished (nor been scored), the attempt before is the one
+    this trial saw (the one the report counts meanwhile), not the new one's setup."""
     if trial is None:
         return None
-    earlier = Projection.of(await store.history(TrialKey(key.benchmark_id, key.task_id, trial)))
-    evaluation = evaluation_of(earlier.evaluation) if earlier.evaluation else None
+    commits = await store.history(TrialKey(key.benchmark_id, key.task_id, trial))
+    earlier = Projection.of(commits)
+    scored = earlier.evaluation
+    if earlier.reopen_seq >= 0 and not earlier.finished_and_scored:
+        standing = earlier.standing
+        earlier = Projection.of([c for c in commits if c.seq < earlier.reopen_seq])
+        # A rescore of that attempt is appended after the marker: the fold kept it.
+        scored = standing[1] if standing is not None else earlier.evaluation
+    evaluation = evaluation_of(scored) if scored else None
     return Previous(trial, evaluation, earlier.state)
 
 
