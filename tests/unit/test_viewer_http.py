@@ -291,6 +291,15 @@ def test_export_is_one_self_contained_file(store: Path, tmp_path: Path) -> None:
     assert "unsafe-inline" not in policy.group(1)
 
 
+def exported_data(store: Path, benchmark_id: str, out: Path) -> Any:
+    """The data `corral view --export` wrote into ``out``'s page."""
+    args = ["view", "--store", str(store), "--export", benchmark_id, "-o", str(out)]
+    assert main(args, standalone_mode=False) == 0
+    data = re.search(r'id="corral-data">(.*?)</script>', out.read_text(), re.S)
+    assert data is not None
+    return json.loads(data.group(1))
+
+
 def test_the_export_of_a_benchmark_mid_run_has_the_trials_not_started_yet(
     tmp_path: Path,
 ) -> None:
@@ -298,11 +307,7 @@ def test_the_export_of_a_benchmark_mid_run_has_the_trials_not_started_yet(
     # served, and must open in the export too (not as "no trial").
     store, out = tmp_path / "store.db", tmp_path / "unfinished.html"
     unfinished_run(store)
-    args = ["view", "--store", str(store), "--export", "unfinished", "-o", str(out)]
-    assert main(args, standalone_mode=False) == 0
-    data = re.search(r'id="corral-data">(.*?)</script>', out.read_text(), re.S)
-    assert data is not None
-    exported = json.loads(data.group(1))
+    exported = exported_data(store, "unfinished", out)
     linked = {f"{t}\u0000{x['trial']}" for t, p in exported["tasks"].items() for x in p["trials"]}
     assert len(linked) == 4 and set(exported["trials"]) == linked
     with serving(store) as url, httpx.Client(base_url=url, timeout=30) as http:
@@ -321,11 +326,7 @@ def test_the_export_of_a_benchmark_mid_run_holds_no_page_nothing_links_to(
     store, out = tmp_path / "store.db", tmp_path / "unfinished.html"
     trials = CHAIN_TRIALS + 3
     unfinished_run(store, trials=trials, ran=(0, trials - 1))
-    args = ["view", "--store", str(store), "--export", "unfinished", "-o", str(out)]
-    assert main(args, standalone_mode=False) == 0
-    data = re.search(r'id="corral-data">(.*?)</script>', out.read_text(), re.S)
-    assert data is not None
-    exported = json.loads(data.group(1))
+    exported = exported_data(store, "unfinished", out)
     linked = {f"{t}\u0000{x['trial']}" for t, p in exported["tasks"].items() for x in p["trials"]}
     ran = {f"{r['task_id']}\u0000{r['trial']}" for r in exported["rows"]}
     assert len(linked) == 2 * CHAIN_TRIALS and ran == {"solo\u00000", f"solo\u0000{trials - 1}"}
