@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -358,3 +359,43 @@ def test_clients_share_one_tls_context_that_verifies_certificates() -> None:
     assert len(contexts) == 1
     context = made[0]._transport._pool._ssl_context  # type: ignore[attr-defined]
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+def test_fake_server_gives_concurrent_replies_their_own_ids() -> None:
+    """Two requests answered at once (several trials calling) each carry the ids of
+    their own call, as a real API's are unique: not both those of the later call."""
+    first_arrived, second_arrived = threading.Event(), threading.Event()
+
+    def script(body: dict[str, Any]) -> ChatReply:
+        if body["messages"][0]["content"] == "first":
+            first_arrived.set()
+            assert second_arrived.wait(5)  # the first is answered after the second came
+        else:
+            second_arrived.set()
+        return ChatReply.tools(("look", {}))
+
+    def ask(server: FakeChatServer, text: str, out: dict[str, Any]) -> None:
+        data = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+        request = urllib.request.Request(
+            server.url + "/chat/completions",
+            data=data.encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            out[text] = json.loads(answer.read())
+
+    replies: dict[str, Any] = {}
+    with FakeChatServer(script) as server:
+        first = threading.Thread(target=ask, args=(server, "first", replies))
+        first.start()
+        assert first_arrived.wait(5)  # the first is in the script before the second asks
+        ask(server, "second", replies)
+        first.join(5)
+    ids = {
+        text: (reply["id"], reply["choices"][0]["message"]["tool_calls"][0]["id"])
+        for text, reply in replies.items()
+    }
+    assert ids == {
+        "first": ("chatcmpl-fake1", "call_fake1_0"),
+        "second": ("chatcmpl-fake2", "call_fake2_0"),
+    }

@@ -213,22 +213,26 @@ class FakeModelServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _reply_to(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+    def _reply_to(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[Reply, int]:
+        """The reply to this request, and its number: counted under the lock, as
+        ``calls`` goes on while a delayed or scripted reply is made (the ids of a
+        reply must be its own, not those of a request that came after it)."""
         with self._lock:
             self.calls += 1
+            number = self.calls
             self.requests.append(body)
             self.headers.append(headers)
             if self._queue:
-                return self._queue.popleft()
+                return self._queue.popleft(), number
             script = self._script
         if script is None:
-            return ChatReply.failure(
-                500, f"{type(self).__name__}: no reply scripted for this request"
-            )
+            name = type(self).__name__
+            return ChatReply.failure(500, f"{name}: no reply scripted for this request"), number
         try:
-            return script(body)
+            return script(body), number
         except Exception as exc:  # the script's bug, shown to the client
-            return ChatReply.failure(500, f"{type(self).__name__} script failed: {exc!r}")
+            failed = f"{type(self).__name__} script failed: {exc!r}"
+            return ChatReply.failure(500, failed), number
 
     def refuse(self, body: dict[str, Any], headers: Mapping[str, str]) -> str | None:
         """Why the real API would answer this request 400, or None."""
@@ -290,7 +294,7 @@ class _Handler(BaseHTTPRequestHandler):
         if refused is not None:
             self._send(400, fake.error_body(400, refused, None), {})
             return
-        reply = fake._reply_to(body, headers)
+        reply, number = fake._reply_to(body, headers)
         if not isinstance(reply, ChatReply):
             self.close_connection = True  # what it wrote may not end where HTTP expects
             try:
@@ -308,7 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
             error = fake.error_body(reply.status, reply.error, reply.error_code)
             self._send(reply.status, error, reply.headers)
             return
-        data = fake.render(body, reply, fake.calls)
+        data = fake.render(body, reply, number)
         if reply.fault == "drop":
             self.send_response(200)
             self.send_header("content-type", "application/json")
