@@ -5,6 +5,7 @@ a dropped connection, a server that never answers, and bad input."""
 from __future__ import annotations
 
 import email.utils
+import http.client
 import json
 import threading
 import time
@@ -399,3 +400,22 @@ def test_fake_server_gives_concurrent_replies_their_own_ids() -> None:
         "first": ("chatcmpl-fake1", "call_fake1_0"),
         "second": ("chatcmpl-fake2", "call_fake2_0"),
     }
+
+
+def test_a_closed_fake_server_answers_no_kept_alive_connection() -> None:
+    """Closing the server ends its connections too, as an endpoint going down does:
+    a client's pooled connection is not answered after `close` (nor its thread kept)."""
+    body = json.dumps({"model": "m", "messages": HELLO})
+    headers = {"content-type": "application/json"}
+    with FakeChatServer([ChatReply.text("one"), ChatReply.text("two")]) as server:
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("POST", "/v1/chat/completions", body, headers)
+        assert (
+            json.loads(connection.getresponse().read())["choices"][0]["message"]["content"] == "one"
+        )
+    with pytest.raises(OSError):  # reset, or closed before any answer
+        connection.request("POST", "/v1/chat/completions", body, headers)
+        connection.getresponse().read()
+    connection.close()
+    assert server.calls == 1

@@ -8,6 +8,7 @@ it needs no dependency and serves sync and async tests (either backend) alike.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -171,7 +172,7 @@ class FakeModelServer:
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._url: str | None = None
 
@@ -200,11 +201,12 @@ class FakeModelServer:
         return self
 
     def close(self) -> None:
-        """Stop serving; a hanging request is let go (its connection closes)."""
+        """Stop serving; a hanging request is let go and every connection closes."""
         self._closed.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.end_connections()
             self._server = None
 
     def __enter__(self) -> Self:
@@ -266,6 +268,36 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 256
     fake: FakeModelServer
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def end_connections(self) -> None:
+        """End every connection still open: a client's kept-alive one would otherwise
+        be answered by a closed server (its thread blocked reading the next request)."""
+        with self._open_lock:
+            connections = list(self._open)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:  # the client left first
+                pass
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not self.fake._closed.is_set():  # a connection that `close` ended is no error
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
