@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from corral import (
@@ -175,6 +176,18 @@ async def test_fake_environment_defaults() -> None:
     assert effect == ToolEffect({"tool": "ls", "arguments": {"path": "/"}})
     assert await env.evaluate(TrialRecord("t", 0, S.COMPLETED)) == Evaluation(1.0, True)
     assert await env.evaluate(TrialRecord("t", 0, S.TIMEOUT)) == Evaluation(0.0, False)
+
+
+async def test_fake_environment_state_may_be_an_async_function() -> None:
+    """As ``effect`` and ``evaluate`` may be async, so may ``state``: its result is the
+    state, not a coroutine never awaited."""
+
+    async def state(s: AgentSession) -> dict[str, int]:
+        await anyio.lowlevel.checkpoint()
+        return {"trial": s.trial}
+
+    env = FakeEnvironment(state=state)
+    assert await env.setup(session(trial=2)) == {"trial": 2}
 
 
 async def test_wait_all_tasks_blocked_lets_runnable_tasks_finish() -> None:

@@ -98,7 +98,8 @@ def passed_if_completed(trial: TrialRecord) -> Evaluation:
 class FakeEnvironment:
     """An environment for tests.
 
-    - `setup` returns ``state``, or ``state(session)`` if it is callable.
+    - `setup` returns ``state``, or ``state(session)`` if it is callable (plain or
+      async).
     - `execute` waits on ``execute_gate`` (a `Gate` or a function of the action
       and session), then returns ``effect(action, session)`` (plain or async;
       default `echo`); every call is appended to ``executions`` with its
@@ -143,7 +144,7 @@ class FakeEnvironment:
 
     async def setup(self, session: AgentSession) -> Any:
         self.setups += 1
-        return self.state(session) if callable(self.state) else self.state
+        return await _resolve(self.state(session)) if callable(self.state) else self.state
 
     async def execute(self, action: Action, session: AgentSession) -> ToolEffect:
         self.executions.append(
