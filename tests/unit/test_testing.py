@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -228,3 +230,12 @@ def test_fault_store_refuses_a_bad_nth(nth: object) -> None:
     refused = f"FaultStore nth must be a positive integer, not {nth!r}"
     with pytest.raises(ConfigError, match=refused):
         FaultStore(MemoryStore(), kind="terminal", nth=nth)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["terminl", "Terminal", "", 3, ["terminal"]])
+def test_fault_store_refuses_a_kind_no_commit_has(kind: object) -> None:
+    """A misspelt kind matches no append: the fault would never fire and the test that
+    meant to inject it would pass without it."""
+    refused = f"FaultStore kind must be a commit kind .*, got {re.escape(repr(kind))}"
+    with pytest.raises(ConfigError, match=refused):
+        FaultStore(MemoryStore(), kind=kind)  # type: ignore[arg-type]

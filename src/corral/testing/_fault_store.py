@@ -9,7 +9,7 @@ from typing import Any
 from .._checks import positive_int
 from .._errors import ConfigError, StoreError
 from .._types import Commit
-from ..history import ConfigStream
+from ..history import KINDS, ConfigStream
 from ..store._protocol import BenchmarkInfo, CommitStore, Pending, TrialKey, TrialSummary
 from ..store._runs import RunRecord
 
@@ -46,8 +46,10 @@ class FaultStore:
         after: bool = False,
         error: BaseException | None = None,
     ) -> None:
-        if not isinstance(kind, str) or not kind:
-            raise ConfigError(f"FaultStore kind must be a commit kind, got {kind!r}")
+        # A misspelt kind would never fire, and nothing would say so.
+        if not isinstance(kind, str) or kind not in KINDS:
+            known = ", ".join(sorted(KINDS))
+            raise ConfigError(f"FaultStore kind must be a commit kind ({known}), got {kind!r}")
         positive_int("FaultStore nth", nth)
         self.inner = inner
         self.kind = kind
