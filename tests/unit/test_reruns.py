@@ -491,3 +491,39 @@ async def test_a_resumed_trial_sees_the_finished_previous_trial_not_its_unfinish
     assert report is not None
     assert seen[3] == seen[1]
     assert [t.status for t in report.tasks["t"].trials] == ["max_iterations"] * 2
+
+
+async def test_a_trial_sees_the_attempt_it_is_counted_with_past_an_unfinished_reopen() -> None:
+    """Trial 0 finished and was scored, then two reruns reopened it and neither
+    finished: trial 1 sees the finished attempt, its state with its evaluation, not
+    the first rerun's unfinished setup state paired with that evaluation."""
+    from corral.history import (
+        EvaluationPayload,
+        ReopenPayload,
+        SetupPayload,
+        encode,
+        terminal,
+    )
+    from corral.runtime._trial import load_previous
+    from corral.store import TrialKey
+
+    def commit(seq: int, kind: str, payload: Any) -> corral.Commit:
+        return corral.Commit(seq, kind, encode(payload), 100.0 + seq)
+
+    ended = corral.TrialStatus.MAX_ITERATIONS
+    commits = [
+        commit(0, "setup", SetupPayload({"attempt": 1})),
+        commit(1, "terminal", terminal(ended, attempts=1, state={"attempt": 1, "done": True})),
+        commit(2, "evaluation", EvaluationPayload(0.5, False, {"attempt": 1})),
+        commit(3, "reopen", ReopenPayload("rerun", "max_iterations")),
+        commit(4, "setup", SetupPayload({"attempt": 2})),  # stopped mid-attempt
+        commit(5, "reopen", ReopenPayload("rerun", "max_iterations")),
+        commit(6, "setup", SetupPayload({"attempt": 3})),  # running yet
+    ]
+    store = MemoryStore()
+    async with store.opened():
+        await store.append(TrialKey("b", "t", 0), commits)
+        previous = await load_previous(store, TrialKey("b", "t", 1), 0)
+    assert previous is not None
+    assert previous.evaluation == Evaluation(0.5, False, {"attempt": 1})
+    assert previous.state == {"attempt": 1, "done": True}

@@ -451,11 +451,19 @@ async def load_previous(store: CommitStore, key: TrialKey, trial: int | None) ->
     scored = earlier.evaluation
     if earlier.reopen_seq >= 0 and not earlier.finished_and_scored:
         standing = earlier.standing
-        earlier = Projection.of([c for c in commits if c.seq < earlier.reopen_seq])
+        # Up to the reopen that ended the standing attempt: a rerun between them that
+        # never finished was not it (nor shown to anyone).
+        end = earlier.reopen_seq if standing is None else _reopened_after(commits, standing[0])
+        earlier = Projection.of([c for c in commits if c.seq < end])
         # A rescore of that attempt is appended after the marker: the fold kept it.
         scored = standing[1] if standing is not None else earlier.evaluation
     evaluation = evaluation_of(scored) if scored else None
     return Previous(trial, evaluation, earlier.state)
+
+
+def _reopened_after(commits: Sequence[Commit], terminal: Commit) -> int:
+    """The sequence number of the ``reopen`` that ended the attempt ``terminal`` ended."""
+    return next(c.seq for c in commits if c.seq > terminal.seq and c.kind == CommitKind.REOPEN)
 
 
 async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> None:
