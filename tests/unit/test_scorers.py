@@ -336,6 +336,8 @@ async def test_model_graded_reads_the_grade_however_the_judge_writes_it(
         ("Reasoning.\nGRADE: Incorrect", "I"),  # its word, as before
         ("It is hard to grade: it depends on the units.", None),
         ("Before I give my grade: perhaps the units matter.", None),
+        ("GRADE: C\n\nIf I had to change the grade: I'd keep it.", "C"),
+        ("Grade: I\u2019m not sure the units", None),  # cut off: I'm is no Incorrect
     ],
 )
 async def test_model_graded_takes_no_word_of_the_judges_reasoning_for_its_grade(
