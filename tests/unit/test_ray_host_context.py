@@ -82,6 +82,18 @@ def test_a_host_error_that_cannot_be_rebuilt_reaches_the_coordinator_by_name() -
     assert type(kept) is ValueError
 
 
+def test_a_hosts_fenced_off_write_reaches_the_coordinator_as_itself() -> None:
+    """A host whose claim was taken over fails with `FencedError`, naming its benchmark:
+    rebuilt from its pickle, it is still one (a `StoreError`), not a `CorralError`."""
+    from corral import StoreError
+    from corral.executor._host import _portable
+    from corral.store._pg_writer import FencedError, fenced_off
+
+    sent = _portable(fenced_off("postgresql://db", "bench", 3))
+    assert isinstance(sent, FencedError) and isinstance(sent, StoreError)
+    assert sent.benchmark_id == "bench" and "claimed by another runner" in str(sent)
+
+
 class _Memory:
     """A run's store as a host opens it: here, a memory store of its own."""
 
