@@ -316,6 +316,8 @@ async def test_model_graded_calls_count_against_the_run_cost_limit() -> None:
         ("Reasoning.\nGrade: I", "I", 0.0),
         ("Reasoning.\ngrade: c", "c", 1.0),
         ("Not GRADE: I, so GRADE: C.\n\n### GRADE: I", "I", 0.0),
+        ("My verdict is 'GRADE: C'.", "C", 1.0),  # quoted: the quote ends no word
+        ("Verdict: \u2018GRADE: I\u2019", "I", 0.0),
     ],
 )
 async def test_model_graded_reads_the_grade_however_the_judge_writes_it(

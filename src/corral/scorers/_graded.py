@@ -34,10 +34,11 @@ correct, GRADE: P if it is partly correct, or GRADE: I if it is incorrect."""
 #: judges write it; the letter alone or beginning its word (``GRADE: Correct``,
 #: ``Incorrect``, ``Partly``). Not a word ending in grade (``upgrade: ...``) nor one
 #: the letter begins (``grade: it depends``, ``grade: I'd``, with a curly apostrophe
-#: too): the reasoning's words are no grade.
+#: too): the reasoning's words are no grade. A quote closing the grade is no
+#: apostrophe (``'GRADE: C'``): only one a letter follows begins a word.
 DEFAULT_GRADE_PATTERN = (
     r"(?i)(?<![a-z])GRADE[\s*_]*:[\s*_]*"
-    r"(C(?=orrect)|I(?=ncorrect)|P(?=art)|[CPI](?![a-z'\u2019]))"
+    r"(C(?=orrect)|I(?=ncorrect)|P(?=art)|[CPI](?![a-z]|['\u2019][a-z]))"
 )
 DEFAULT_GRADES: Mapping[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0}
 #: The fields a template may use.
