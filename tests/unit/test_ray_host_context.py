@@ -94,6 +94,20 @@ def test_a_hosts_fenced_off_write_reaches_the_coordinator_as_itself() -> None:
     assert sent.benchmark_id == "bench" and "claimed by another runner" in str(sent)
 
 
+def test_a_fenced_off_errors_pickle_keeps_its_notes() -> None:
+    """What was added to a `FencedError` on its way up (a note) is in its pickle too,
+    as in any exception's: the coordinator shows the error the host had."""
+    import pickle
+
+    from corral.store._pg_writer import fenced_off
+
+    error = fenced_off("postgresql://db", "bench", 3)
+    error.add_note("while appending trial t1/0")
+    kept = pickle.loads(pickle.dumps(error))
+    assert kept.__notes__ == ["while appending trial t1/0"]
+    assert kept.benchmark_id == "bench" and str(kept) == str(error)
+
+
 class _Memory:
     """A run's store as a host opens it: here, a memory store of its own."""
 

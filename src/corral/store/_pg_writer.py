@@ -129,9 +129,10 @@ class FencedError(StoreError):
         #: The benchmark fenced off: the store's claims on others still hold.
         self.benchmark_id = benchmark_id
 
-    def __reduce__(self) -> tuple[type[FencedError], tuple[str, str]]:
-        """Rebuilt from its pickle whole: a Ray host's reaches its coordinator as itself."""
-        return type(self), (str(self), self.benchmark_id)
+    def __reduce__(self) -> tuple[type[FencedError], tuple[str, str], dict[str, Any]]:
+        """Rebuilt from its pickle whole: a Ray host's reaches its coordinator as itself,
+        with what was added to it (its notes), as any exception's pickle keeps."""
+        return type(self), (str(self), self.benchmark_id), self.__dict__
 
 
 def fenced_off(where: str, benchmark_id: str, host: int | None = None) -> FencedError:
