@@ -419,3 +419,19 @@ def test_a_closed_fake_server_answers_no_kept_alive_connection() -> None:
         connection.getresponse().read()
     connection.close()
     assert server.calls == 1
+
+
+def test_a_closed_fake_server_leaves_no_thread_running() -> None:
+    """`close` returns once the server's threads have ended (its serving loop, and the
+    one that answered a kept-alive connection): a test's threads do not pile up."""
+    body = json.dumps({"model": "m", "messages": HELLO})
+    headers = {"content-type": "application/json"}
+    before = set(threading.enumerate())
+    with FakeChatServer([ChatReply.text("one")]) as server:
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("POST", "/v1/chat/completions", body, headers)
+        assert connection.getresponse().read()
+    left = [t for t in threading.enumerate() if t not in before]
+    connection.close()
+    assert left == []

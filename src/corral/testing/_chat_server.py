@@ -208,6 +208,9 @@ class FakeModelServer:
             self._server.server_close()
             self._server.end_connections()
             self._server = None
+        if self._thread is not None:
+            self._thread.join()  # its loop has stopped: the thread returns at once
+            self._thread = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -263,6 +266,11 @@ class FakeChatServer(FakeModelServer):
         return _error_body(message, code)
 
 
+#: How long `close` waits for a request's thread to end once its connection is ended:
+#: a script that never returns is the test's bug, and is not waited on forever.
+_HANDLER_JOIN_SECONDS = 5.0
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -272,12 +280,20 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
         self._open: set[socket.socket] = set()
+        self._handlers: list[threading.Thread] = []
         self._open_lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve ``request`` in a thread of its own, kept (those that ended let go) for
+        `end_connections` to wait on."""
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
         with self._open_lock:
             self._open.add(request)
-        super().process_request(request, client_address)
+            self._handlers = [t for t in self._handlers if t.is_alive()]
+            self._handlers.append(thread)
+        thread.start()
 
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
@@ -294,6 +310,10 @@ class _Server(ThreadingHTTPServer):
                 connection.shutdown(socket.SHUT_RDWR)
             except OSError:  # the client left first
                 pass
+        with self._open_lock:
+            handlers = list(self._handlers)
+        for thread in handlers:  # each has been let go: it ends, unless a script hangs
+            thread.join(_HANDLER_JOIN_SECONDS)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not self.fake._closed.is_set():  # a connection that `close` ended is no error
