@@ -154,7 +154,9 @@ async def test_the_call_behind_unrecordable_arguments_stays_in_the_transcript() 
     nested: Any = "x"
     for _ in range(150):  # valid JSON, deeper than a record may nest
         nested = {"a": nested}
-    record, history, _ = await run_one(ChatReply.tools(("echo", nested), usage=(7, 5)))
+    # No retry: a retry asks the model again (and here gets an answer it can record).
+    reply = ChatReply.tools(("echo", nested), usage=(7, 5))
+    record, history, _ = await run_one(reply, max_retries=0)
     assert str(record.status) == "error"
     assert "nest" in (record.error or "")
     calls = [c for c in history if c.kind == "model_call"]

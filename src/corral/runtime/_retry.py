@@ -8,7 +8,13 @@ import traceback
 from dataclasses import dataclass, field
 
 from .._checks import non_negative_int, non_negative_number
-from .._errors import ConfigError, CorralError, ModelUnavailable, RateLimited
+from .._errors import (
+    ConfigError,
+    CorralError,
+    ModelUnavailable,
+    NotSerializableError,
+    RateLimited,
+)
 from .._json import recordable_text
 
 
@@ -16,11 +22,13 @@ from .._json import recordable_text
 class RetryPolicy:
     """Exponential backoff with full jitter: attempt n waits U(0, min(cap, base * 2**n)).
 
-    ``no_retry`` names exception types that end a trial at once, besides those
-    no retry can fix, which never retry: Corral's own errors (bad configuration,
-    store failures, values that cannot be recorded; but `ModelUnavailable`, a
-    transient failure of a model endpoint, is retried) and ``TypeError`` (a wrong
-    call or return type in user code fails the same way every time).
+    ``no_retry`` names exception types that end a trial at once, besides Corral's
+    own errors (bad configuration, store failures), which no retry can fix. Any
+    other exception is retried, as SPEC (sections 1 and 3.2) promises: a value
+    that cannot be recorded (`NotSerializableError`) and a ``TypeError`` too, since
+    an agent may answer differently on its next attempt (``no_retry=(TypeError,)``
+    ends such a trial at once); so is `ModelUnavailable`, a transient failure of a
+    model endpoint.
 
     A rate limit is not a failed attempt: the trial waits as the provider asks
     (else a backoff), but never longer than ``max_rate_limit_wait`` seconds at a
@@ -49,7 +57,7 @@ class RetryPolicy:
         """Whether attempt ``attempt`` (0-based), which raised ``exc``, gets another try."""
         if attempt >= self.max_retries or not isinstance(exc, Exception):
             return False
-        if isinstance(exc, _NEVER_RETRIED) and not isinstance(exc, ModelUnavailable):
+        if isinstance(exc, CorralError) and not isinstance(exc, _RETRIED_OWN):
             return False
         return not isinstance(exc, self.no_retry)
 
@@ -79,8 +87,9 @@ class RetryPolicy:
         return RateLimited(f"{limited} ({note})", retry_after=asked)
 
 
-#: Errors that fail the same way on every attempt (NotSerializableError is a TypeError).
-_NEVER_RETRIED = (CorralError, TypeError)
+#: Corral's own errors that an attempt may not meet again: a model endpoint's
+#: transient failure, and a value the attempt returned that could not be recorded.
+_RETRIED_OWN = (ModelUnavailable, NotSerializableError)
 
 
 #: Characters of an error's type and message a record keeps; the rest is cut, with a
