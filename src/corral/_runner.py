@@ -233,7 +233,7 @@ class CorralRunner:
     async def run(
         self,
         benchmark_id: str,
-        config: RunConfig | None = None,
+        config: RunConfig | Sequence[str] | None = None,
         *,
         observers: Sequence[Observer] = (),
         scopes: ConcurrencyScopes | None = None,
@@ -307,8 +307,12 @@ class CorralRunner:
         ``shuffle`` draws them in an order fixed by ``seed`` (default 0), and
         ``limit`` keeps the first N: ``limit=50, shuffle=True, seed=1`` is the same
         50 tasks in every run (dependencies added as for ``task_ids``).
+
+        The second argument may also be the task ids, as SPEC's signature has it:
+        ``run(id, ["a", "b"])`` is ``run(id, task_ids=["a", "b"])``.
         """
         _check_benchmark_id(benchmark_id)
+        config, settings = _positional_task_ids(config, settings)
         config = self.config(config, **settings)
         task_ids = select_samples(
             self.tasks,
@@ -669,6 +673,25 @@ def _used(
 
 def _check_benchmark_id(benchmark_id: object) -> None:
     check_id("benchmark_id", benchmark_id)
+
+
+def _positional_task_ids(
+    config: RunConfig | Sequence[str] | None, settings: RunSettings
+) -> tuple[RunConfig | None, RunSettings]:
+    """``run``'s second argument as SPEC section 1 writes it, ``task_ids``, or as
+    section 5 does, a `RunConfig`: task ids go into ``settings`` (given there as well,
+    a `ConfigError` names both); anything else is left for `CorralRunner.config`."""
+    if config is None or isinstance(config, RunConfig):
+        return config, settings
+    if isinstance(config, str | bytes) or not isinstance(config, Sequence):
+        # Neither: `CorralRunner.config` names it.
+        return config, settings  # type: ignore[return-value]
+    if "task_ids" in settings:
+        raise ConfigError(
+            f"task_ids given twice: {list(config)!r} as the second argument and "
+            f"task_ids={settings['task_ids']!r}"
+        )
+    return None, {**settings, "task_ids": config}
 
 
 def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
