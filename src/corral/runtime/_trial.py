@@ -343,8 +343,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         elif (
             limited is not None and plan.unsendable and (stuck := plan.unsendable(session.scratch))
         ):
-            # It cannot wait where it would (it would fail the host's whole answer): it
-            # alone ends below, saying why, not retried.
+            # It cannot wait where it would (it would fail the host's whole answer): its
+            # attempt alone fails below, saying why (retried as any failed attempt).
             error = stuck
         elif limited is not None:
             # Not a failed attempt: the same trial goes on later, scratch and all.
