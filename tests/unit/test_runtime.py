@@ -332,6 +332,17 @@ async def test_evaluation_details_that_are_not_json_leave_no_evaluation() -> Non
     assert "Evaluation.details['why'] is {1, 2}" in str(trial.error)
 
 
+async def test_what_a_refused_evaluation_spent_is_counted_on_every_retry() -> None:
+    # A graded-by-model scorer paid for each call, though its details could not be
+    # recorded: retried (SPEC 1), every call's usage still counts.
+    spent = corral.Usage(10, 2, 0.5)
+    env = FakeEnvironment(evaluate=lambda r: Evaluation(1.0, True, {"why": BAD}, usage=spent))
+    policy = RetryPolicy(max_retries=2, backoff_base=0)
+    [trial] = (await runner(ScriptedAgent(), env, policy=policy).run("b")).tasks["t"].trials
+    assert trial.evaluation is None and "Evaluation.details" in str(trial.error)
+    assert trial.usage == corral.Usage(30, 6, 1.5)
+
+
 async def test_a_parallel_action_that_is_not_json_is_named() -> None:
     agent = ScriptedAgent(lambda s: [Action("x"), Action("y")])
     env = FakeEnvironment(effect=lambda a, s: ToolEffect(BAD if a.tool == "y" else "fine"))

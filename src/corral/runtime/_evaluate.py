@@ -9,6 +9,7 @@ from dataclasses import replace
 import anyio
 
 from .._checks import is_number
+from .._errors import ConfigError
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
@@ -52,6 +53,7 @@ async def evaluate_trial(
     attempt = 0
     limited = 0
     while True:
+        evaluation: object = None  # what this call returned, if it returned
         try:
             if time_limit is None:
                 evaluation = await environment.evaluate(scored)
@@ -65,11 +67,14 @@ async def evaluate_trial(
                     )
                     break
             payload = _payload(evaluation, max_value_bytes)
-            spent = evaluation.usage
-            if spent is not NO_USAGE and spent:  # most scorers spend nothing
-                usage = add_usage(NO_USAGE, spent)
+            usage = _spent(usage, evaluation)
             break
-        except Exception as exc:
+        except Exception as raised:
+            exc: Exception = raised
+            try:  # what a refused evaluation spent (a graded-by-model call) counts too
+                usage = _spent(usage, evaluation)
+            except ConfigError as bounds:
+                exc = bounds
             if (slow_down := as_rate_limit(exc)) is not None:
                 # Not a failed attempt: wait as asked (this evaluation keeps its slot).
                 if (gave_up := policy.rate_limit_exhausted(slow_down, limited)) is None:
@@ -119,6 +124,15 @@ async def evaluate_trial(
         keep_state=keep_state,
         share=share,
     )
+
+
+def _spent(total: Usage, evaluation: object) -> Usage:
+    """``total`` and what ``evaluation`` says scoring spent: a call that returned one
+    its retry cannot record (its details, say) was paid for all the same."""
+    spent = evaluation.usage if isinstance(evaluation, Evaluation) else NO_USAGE
+    if spent is NO_USAGE or not isinstance(spent, Usage) or not spent:
+        return total  # most scorers spend nothing
+    return add_usage(total, spent)
 
 
 def _payload(evaluation: object, limit: int) -> EvaluationPayload:
