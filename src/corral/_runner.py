@@ -680,12 +680,16 @@ def _positional_task_ids(
 ) -> tuple[RunConfig | None, RunSettings]:
     """``run``'s second argument as SPEC section 1 writes it, ``task_ids``, or as
     section 5 does, a `RunConfig`: task ids go into ``settings`` (given there as well,
-    a `ConfigError` names both); anything else is left for `CorralRunner.config`."""
+    a `ConfigError` names both); anything else is a `ConfigError` naming it."""
     if config is None or isinstance(config, RunConfig):
         return config, settings
     if isinstance(config, str | bytes) or not isinstance(config, Sequence):
-        # Neither: `CorralRunner.config` names it.
-        return config, settings  # type: ignore[return-value]
+        # Neither: said as SPEC's signature has it ("x" for ["x"], say, or settings
+        # meant as keywords).
+        raise ConfigError(
+            f"run's second argument must be task ids (a sequence of str) or a RunConfig, "
+            f"not {config!r}"
+        )
     if "task_ids" in settings:
         raise ConfigError(
             f"task_ids given twice: {list(config)!r} as the second argument and "

@@ -4,6 +4,7 @@ the task ids as its second argument, as SPEC writes it (section 5's ``config``, 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -48,3 +49,11 @@ async def test_task_ids_given_twice_is_a_config_error_naming_both() -> None:
 async def test_a_run_config_still_stands_second() -> None:
     report = await runner().run("b", corral.RunConfig(task_ids=("y",)))
     assert list(report.tasks) == ["y"]
+
+
+@pytest.mark.parametrize("second", ["x", {"trials_per_task": 2}, 3], ids=["str", "mapping", "int"])
+async def test_a_second_argument_neither_task_ids_nor_a_run_config_is_named(second: Any) -> None:
+    # SPEC's signature has task_ids there: the refusal says so, naming the value.
+    named = r"task ids.*RunConfig, not " + re.escape(repr(second))
+    with pytest.raises(corral.ConfigError, match=named):
+        await runner().run("b", second)

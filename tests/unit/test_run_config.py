@@ -137,7 +137,7 @@ async def test_keywords_win_over_the_config_and_the_runners_policy_fills_in() ->
     assert effective.timeouts is not None and effective.timeouts.trial == 9.0
     report = await runner.run("b", config, trials_per_task=3)
     assert report.trials_per_task == 3 and report.k_values == (1, 2)
-    with pytest.raises(ConfigError, match="config must be a RunConfig"):
+    with pytest.raises(ConfigError, match="second argument must be task ids .* or a RunConfig"):
         await runner.run("b", {"trials_per_task": 2})  # type: ignore[arg-type]
 
 
