@@ -164,6 +164,19 @@ async def test_the_call_behind_unrecordable_arguments_stays_in_the_transcript() 
     assert sum(c.usage.input_tokens for c in history) == 7
 
 
+async def test_unrecordable_arguments_are_retried_keeping_the_call_that_chose_them() -> None:
+    nested: Any = "x"
+    for _ in range(150):
+        nested = {"a": nested}
+    reply = ChatReply.tools(("echo", nested), usage=(7, 5))
+    record, history, requests = await run_one(reply)  # retried (SPEC 1): asked again
+    assert (str(record.status), record.attempts, requests) == ("completed", 2, 2)
+    calls = [c for c in history if c.kind == "model_call"]
+    assert len(calls) == 2 and "nest" in str(calls[0].payload)  # the refused one kept
+    # Its tokens count with the answer's (ChatReply.text's default of 12 and 2).
+    assert (record.usage.input_tokens, record.usage.output_tokens) == (7 + 12, 5 + 2)
+
+
 # -- 6. A gzip body: the cap must bound memory, not only the result ---------------
 
 
