@@ -200,6 +200,19 @@ else:  # pragma: no cover - Pythons without the C accelerator
 loads = json.loads
 
 
+def finite(value: Any) -> Any:
+    """``value`` with its NaN and infinities as strings (``"inf"``): JSON has no such
+    numbers, and a parser of strict JSON (``JSON.parse``, jq) refuses Python's
+    ``Infinity``. A difference of two finite scores may pass the largest float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 if _c_encoder is not None:
     # `json.JSONEncoder.encode` makes a C encoder per call (3 of the 9 us a trial
     # record takes); this one is made once. No check for a value that contains itself:

@@ -279,3 +279,56 @@ def test_the_cli_shows_named_scores_per_model_in_its_tables_json_and_compare(
     )
     c = json.loads(as_json.output)
     assert (c["metric"], c["shared"], c["difference"]["value"]) == ("score:exact", 3, -1.0)
+
+
+HUGE = textwrap.dedent(
+    """
+    import corral
+    from corral import BenchmarkTaskMetadata, Evaluation, Final
+
+    class Agent:
+        async def act(self, session):
+            return Final(session.model)
+
+    class Env:
+        name = "env"
+
+        async def setup(self, session):
+            return None
+
+        async def execute(self, action, session):
+            return corral.ToolEffect(None)
+
+        async def evaluate(self, trial):
+            # Finite scores whose difference (b - a) passes the largest float.
+            big = 1e308 if trial.output == "b" else -1e308
+            return Evaluation(1.0, True, {}, {"big": big})
+
+    benchmark = corral.Benchmark(
+        tasks={f"q{i}": BenchmarkTaskMetadata("agent", "env") for i in range(2)},
+        agents={"agent": Agent()},
+        environments={"env": Env()},
+    )
+    """
+)
+
+
+def test_compare_json_stays_strict_json_when_the_difference_overflows(tmp_path: Path) -> None:
+    """A difference of two finite named scores may pass the largest float: ``--json``
+    still writes JSON (``"inf"``, as the viewer does), not Python's ``Infinity``."""
+    bench = tmp_path / "bench.py"
+    bench.write_text(HUGE, encoding="utf-8")
+    store = str(tmp_path / "s.db")
+    args = ["run", str(bench), "--store", store, "--no-progress", "--model", "a,b"]
+    ran = CliRunner().invoke(main, [*args, "--benchmark-id", "h"], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    args = ["compare", "h", "--models", "a", "b", "--metric", "score:big", "--store", store]
+    compared = CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False)
+    assert compared.exit_code == 0, compared.output
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    c = json.loads(compared.output, parse_constant=refuse)
+    assert c["difference"]["value"] == "inf"
+    assert c["a"]["value"] == -1e308 and c["b"]["value"] == 1e308

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._errors import ConfigError
+from .._json import finite
 from ..report import BenchmarkReport, Comparison, compare
 from ..report._metrics import METRICS
 from ..store import CommitStore
@@ -97,7 +98,7 @@ def compare_command(
 
     result = with_store(store, job)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps(finite(result.to_dict()), indent=2, allow_nan=False))
         return
     make_console().print(render_comparison(result))
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 from typing import Any
+
+from .._json import finite
 
 _MEDIA = {
     "charts.js": "text/javascript; charset=utf-8",
@@ -83,7 +84,7 @@ def to_json(value: Any) -> bytes:
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"), default=str)
     except ValueError:
-        text = json.dumps(_finite(value), separators=(",", ":"), default=str)
+        text = json.dumps(finite(value), separators=(",", ":"), default=str)
     return text.encode()
 
 
@@ -97,13 +98,3 @@ def inline_json(value: Any) -> str:
     ``<!--``), and no line or paragraph separators."""
     text = to_json(value).decode()
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
