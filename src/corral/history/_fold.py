@@ -194,14 +194,6 @@ def latest_attempt(commits: list[Commit]) -> list[Commit]:
     return commits
 
 
-def last_of_kind(commits: Sequence[Commit], kind: str) -> Commit | None:
-    """The latest commit of ``kind`` (a rescore appends evaluations: the last one counts;
-    not one of an earlier attempt's terminal, `scored_terminal`)."""
-    return next(
-        (c for c in reversed(commits) if c.kind == kind and scored_terminal(c) is None), None
-    )
-
-
 def scored_terminal(commit: Commit) -> int | None:
     """The terminal an evaluation names as the one it scores (a rescore's of the attempt
     a reopened trial is counted with, its rerun unfinished); None: the latest one."""
