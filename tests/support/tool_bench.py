@@ -80,6 +80,36 @@ class Ledger:
         return Evaluation(float(passed), passed)
 
 
+WRITE = corral.Tool(
+    "write",
+    "Write text to a file (empty without one).",
+    {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+        "required": ["path"],
+    },
+)
+
+
+class Notes:
+    """Executes ``write``, whose ``text`` is optional; keeps what it was asked to write."""
+
+    tools = (WRITE,)
+
+    def __init__(self) -> None:
+        self.written: list[dict[str, Any]] = []
+
+    async def setup(self, session: corral.AgentSession) -> Any:
+        return None
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> ToolEffect:
+        self.written.append(dict(action.arguments))
+        return ToolEffect("written")
+
+    async def evaluate(self, trial: TrialRecord) -> Evaluation:
+        return Evaluation(1.0, True)
+
+
 def _account_of(messages: list[dict[str, Any]]) -> int:
     user = next(m for m in messages if m["role"] == "user")
     return int(json.loads(user["content"].split("Inputs:\n", 1)[1])["account"])

@@ -19,7 +19,7 @@ from corral.history import ModelCallPayload, decode
 from corral.models import Anthropic
 from corral.testing import ChatReply, FakeAnthropicServer, thinking_signature
 
-from ..support.tool_bench import Ledger, balance_of
+from ..support.tool_bench import Ledger, Notes, balance_of
 
 pytestmark = pytest.mark.anyio
 
@@ -458,3 +458,35 @@ async def test_an_assistant_turn_of_whitespace_only_is_not_sent_empty(
         sent = server.requests[-1]["messages"]
         assert [m["role"] for m in sent] == ["user"]
         assert [b["text"] for b in sent[0]["content"]] == ["hello", "go on"]
+
+
+class CutOff(FakeAnthropicServer):
+    """Its first reply runs out of tokens in its tool call: the API sends the
+    ``tool_use`` block with the input it had finished (its parameters are buffered
+    whole, so what is cut is missing) and stop_reason ``max_tokens``."""
+
+    def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+        body = json.loads(super().render(request, reply, number))
+        if number == 1:
+            body["stop_reason"] = "max_tokens"
+        return json.dumps(body).encode()
+
+
+async def test_a_tool_call_cut_off_at_max_tokens_is_not_run() -> None:
+    # "text" was being written when the reply hit max_tokens: the call is incomplete.
+    cut = ChatReply.tools(("write", {"path": "notes.txt"}), content="Writing it.")
+    env = Notes()
+    with CutOff([cut, ChatReply.text("done")]) as server:
+        runner = corral.CorralRunner(
+            {"t": Meta("a", "e")},
+            {"a": ToolAgent(client(server), max_tokens=64)},
+            {"e": env},
+            store=corral.MemoryStore(),
+        )
+        report = await runner.run("cut")
+    trial = report.tasks["t"].trials[0]
+    assert str(trial.status) == "completed" and trial.output == "done", trial.error
+    assert env.written == []  # never run with half its input
+    (result,) = [b for b in server.requests[1]["messages"][-1]["content"]]
+    assert result["type"] == "tool_result" and result["content"].startswith("error:")
+    assert "max_tokens" in result["content"]

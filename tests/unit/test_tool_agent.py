@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -21,7 +21,16 @@ from corral.models import OpenAICompatible
 from corral.runtime._trial import load_previous
 from corral.testing import ChatReply, FakeChatServer
 
-from ..support.tool_bench import BALANCE, LOOKUP, Ledger, agent, balance_of, ledger_model, tasks
+from ..support.tool_bench import (
+    BALANCE,
+    LOOKUP,
+    Ledger,
+    Notes,
+    agent,
+    balance_of,
+    ledger_model,
+    tasks,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -169,6 +178,37 @@ async def test_mistakes_go_back_to_the_model_not_the_environment() -> None:
     assert json.loads(observations[4]) == {"ledger": "L1"}
     # The malformed call is sent back exactly as the model wrote it.
     assert first_turn[1]["function"]["arguments"] == '{"account": 1'
+
+
+class CutOff(FakeChatServer):
+    """Its first reply ran out of tokens in its tool call (``finish_reason`` "length"),
+    its arguments as far as they were written: as a gateway in front of Claude sends
+    them (the parameters it finished, valid JSON), or cut mid-text."""
+
+    def render(self, request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes:
+        body = json.loads(super().render(request, reply, number))
+        if number == 1:
+            body["choices"][0]["finish_reason"] = "length"
+        return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("arguments", [{"path": "notes.txt"}, '{"path": "notes.txt", "te'])
+async def test_a_tool_call_cut_off_at_the_token_limit_is_not_run(arguments: object) -> None:
+    env = Notes()
+    with CutOff([ChatReply.tools(("write", arguments)), ChatReply.text("done")]) as server:
+        runner = corral.CorralRunner(
+            {"t": Meta("a", "e")},
+            {"a": ToolAgent(OpenAICompatible("m", base_url=server.url), max_tokens=64)},
+            {"e": env},
+            store=corral.MemoryStore(),
+        )
+        report = await runner.run("cut")
+    trial = report.tasks["t"].trials[0]
+    assert str(trial.status) == "completed" and trial.output == "done", trial.error
+    assert env.written == []  # never run with half its arguments
+    observation = server.requests[1]["messages"][-1]
+    assert observation["role"] == "tool" and observation["content"].startswith("error:")
+    assert "token limit" in observation["content"] and "'length'" in observation["content"]
 
 
 async def test_max_iterations_bounds_a_model_that_never_answers() -> None:

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from .._chat import ChatModel
+from .._chat import ChatModel, ChatResponse
 from .._checks import non_negative_number, positive_int
 from .._errors import ConfigError
 from .._tools import REFUSED
@@ -16,6 +16,17 @@ from ..history import DEFAULT_RECORD_CHARS
 from ..runtime import AgentSession
 from ..runtime._model_calls import check_record_chars
 from ._conversation import conversation, parse_arguments, user_message
+
+#: The finish reasons of a reply cut off at a token limit (the call's max_tokens, or
+#: the context window): OpenAI's, and Anthropic's.
+CUT_OFF = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+
+
+def _cut_in_last_call(response: ChatResponse) -> bool:
+    """Whether the reply was cut off while its last tool call was written (nothing
+    written after that call: the cut was not in text that followed it)."""
+    parts = response.text_parts
+    return response.finish_reason in CUT_OFF and not (parts and parts[-1])
 
 
 class ToolAgent:
@@ -30,7 +41,10 @@ class ToolAgent:
     arguments that are not a JSON object its schema accepts, goes back to the
     model as an error observation; ``max_iterations`` bounds the turns. A reply
     runs at most ``max_tool_calls`` calls (64 by default): the call after them is
-    answered with an error observation saying how many were not run. Usage and
+    answered with an error observation saying how many were not run. A reply cut
+    off at its token limit (finish reason ``length`` or ``max_tokens``) while
+    writing its last tool call does not run that call: its arguments may be
+    incomplete, and the model is told so in its error observation. Usage and
     cost are recorded per turn.
 
     The task's ``model`` (when set) is the model asked, else the client's own.
@@ -131,6 +145,15 @@ class ToolAgent:
         if calls:
             bound = self.max_tool_calls
             actions = [Action(call.name, parse_arguments(call.arguments)) for call in calls[:bound]]
+            if len(calls) <= bound and _cut_in_last_call(response):
+                # Its arguments as far as they were written (valid JSON, when the
+                # provider sends the parameters it finished): never run.
+                why = (
+                    "the reply was cut off at its token limit (finish_reason "
+                    f"{response.finish_reason!r}) while this call was being written: its "
+                    "arguments may be incomplete, so it was not run"
+                )
+                actions[-1] = Action(calls[-1].name, {**actions[-1].arguments, REFUSED: why})
             if len(calls) > bound:  # thousands of calls must not mean thousands of executions
                 why = (
                     f"too many tool calls in one reply: {len(calls)}, the most is {bound} "
