@@ -17,7 +17,8 @@ from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
 from corral.history import ModelCallPayload, decode
 from corral.models import Anthropic
-from corral.testing import ChatReply, FakeAnthropicServer, thinking_signature
+from corral.models._anthropic import MAX_CONTINUATIONS
+from corral.testing import ChatReply, FakeAnthropicServer, HostileReply, thinking_signature
 
 from ..support.tool_bench import Ledger, Notes, balance_of
 
@@ -490,3 +491,55 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run() -> None:
     (result,) = [b for b in server.requests[1]["messages"][-1]["content"]]
     assert result["type"] == "tool_result" and result["content"].startswith("error:")
     assert "max_tokens" in result["content"]
+
+
+#: A reply whose server tool's loop hit its limit: the turn is paused, not over.
+PAUSED = {
+    "id": "msg_paused",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-test",
+    "content": [
+        {"type": "text", "text": "Let me search."},
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "answer"},
+        },
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    ],
+    "stop_reason": "pause_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 10},
+}
+
+
+async def test_a_paused_turn_is_continued_not_taken_for_the_answer(
+    server: FakeAnthropicServer,
+) -> None:
+    server.enqueue(HostileReply.raw(PAUSED), ChatReply.text(" It is 42.", usage=(130, 5)))
+    model = client(server, prices={"input": 1.0, "output": 2.0})
+    response = await model.complete(HELLO)
+    assert server.calls == 2  # the paused content sent back, as the API asks
+    assert server.requests[1]["messages"] == [
+        *server.requests[0]["messages"],
+        {"role": "assistant", "content": PAUSED["content"]},
+    ]
+    assert response.finish_reason == "end_turn"
+    assert response.content == "Let me search. It is 42."
+    assert response.message["content"] == [
+        *PAUSED["content"],
+        {"type": "text", "text": " It is 42."},
+    ]
+    # Both requests are counted and priced.
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (240, 25)
+    assert response.cache_read_tokens == 10
+    assert response.usage.cost == pytest.approx((100 + 1 + 130 + 2 * 25) / 1e6)
+
+
+async def test_a_turn_that_stays_paused_is_an_error_not_an_answer() -> None:
+    with FakeAnthropicServer(lambda body: HostileReply.raw(PAUSED)) as server:
+        with pytest.raises(corral.ModelError, match="still paused"):
+            await client(server).complete(HELLO)
+    assert server.calls == 1 + MAX_CONTINUATIONS

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._chat import ChatResponse
 from .._checks import positive_int
-from .._errors import ConfigError
+from .._errors import ConfigError, ModelError
+from .._types import Usage
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     HTTPModel,
@@ -24,6 +26,9 @@ API_VERSION = "2023-06-01"
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 #: The Messages API needs a bound on every reply; this one when no call names one.
 DEFAULT_MAX_TOKENS = 4096
+#: The most times one call continues a paused turn (``pause_turn``: a server tool's
+#: loop reached its limit) before it fails.
+MAX_CONTINUATIONS = 8
 
 
 class Anthropic(HTTPModel):
@@ -52,6 +57,11 @@ class Anthropic(HTTPModel):
     "enabled", "budget_tokens": 2048}}``; not ``max_tokens`` nor ``temperature``,
     which each call sends). ``timeout`` and
     ``max_response_bytes`` are as `OpenAICompatible`'s.
+
+    A reply that pauses its turn (``stop_reason`` ``pause_turn``: a server tool's
+    loop reached its limit) is continued, its content sent back as the API asks,
+    up to `MAX_CONTINUATIONS` times (then a `corral.ModelError`): the call's reply
+    is the whole turn, its content and usage those of every request it took.
 
     Errors as `OpenAICompatible`'s: a 429 is `corral.RateLimited` with its
     ``retry-after``; a 529 (overloaded) is `corral.ModelUnavailable`, retried
@@ -105,6 +115,32 @@ class Anthropic(HTTPModel):
 
     def parse(self, body: object) -> ChatResponse:
         return parse_message(body, self.prices)
+
+    async def post(self, body: Mapping[str, Any]) -> ChatResponse:
+        """Send ``body``; a paused turn continued until it ends (see the class)."""
+        replies = [await super().post(body)]
+        blocks = list(replies[0].message["content"])
+        turns = list(body["messages"])
+        said = turns.pop() if turns and turns[-1].get("role") == "assistant" else None
+        before = list(said["content"]) if said else []  # a turn the caller began
+        while replies[-1].finish_reason == "pause_turn":
+            if len(replies) > MAX_CONTINUATIONS:
+                raise ModelError(
+                    f"the turn {self.url} answered was still paused (stop_reason "
+                    f"'pause_turn') after {MAX_CONTINUATIONS} continuations"
+                )
+            paused = {"role": "assistant", "content": before + blocks}
+            replies.append(await super().post({**body, "messages": [*turns, paused]}))
+            blocks += replies[-1].message["content"]
+        if len(replies) == 1:
+            return replies[0]
+        whole = parse_message({"content": blocks, "stop_reason": replies[-1].finish_reason}, None)
+        return dataclasses.replace(
+            whole,
+            usage=sum((r.usage for r in replies), Usage()),
+            cache_read_tokens=sum(r.cache_read_tokens for r in replies),
+            cache_write_tokens=sum(r.cache_write_tokens for r in replies),
+        )
 
     def request_body(
         self,
