@@ -48,6 +48,7 @@ from .store._heads import TaskList
 from .store._runs import RunRecord
 
 DEFAULT_STORE = ".corral/store.db"
+_EVALUATIONS_BY_ENVIRONMENT = "max_parallel_evaluations_by_environment"
 
 
 class CorralRunner:
@@ -178,9 +179,20 @@ class CorralRunner:
             ),
         )
 
-    def _evaluation_keys(self) -> set[str]:
-        """What ``max_parallel_evaluations_by_environment`` may name: ids and names."""
-        return {*self.environments, *map(self._eval_key, self.environments)}
+    def _evaluation_keys(self, limits: Limits) -> set[str]:
+        """What ``max_parallel_evaluations_by_environment`` may name: each environment's
+        name, else its id (what keys its evaluations). The id of a named environment
+        is refused here, naming its name: a cap on it would bound nothing."""
+        keys = set(map(self._eval_key, self.environments))
+        caps = limits.caps.get(_EVALUATIONS_BY_ENVIRONMENT, {})
+        for key in caps:
+            if key in self.environments and key not in keys:
+                raise ConfigError(
+                    f"{_EVALUATIONS_BY_ENVIRONMENT} names {key!r}, the id of an environment "
+                    f"named {self._eval_key(key)!r}: its evaluations are keyed by "
+                    f"{self._eval_key(key)!r}"
+                )
+        return keys
 
     def _eval_key(self, env_id: str) -> str:
         name = getattr(self.environments[env_id], "name", None)
@@ -344,7 +356,7 @@ class CorralRunner:
             KnownKeys(
                 models=self._known_models(config.models),
                 environment_ids=self.environments.keys(),
-                evaluation_keys=self._evaluation_keys(),
+                evaluation_keys=self._evaluation_keys(limits),
             )
         )
         scopes = _check_scopes(scopes, config.max_subprocesses)
@@ -413,7 +425,7 @@ class CorralRunner:
             k_values=k_values,
             report_file=report_file,
         )
-        limits.check_keys(KnownKeys(evaluation_keys=self._evaluation_keys()))
+        limits.check_keys(KnownKeys(evaluation_keys=self._evaluation_keys(limits)))
         # Scored where the runner's runs score (on Ray hosts: a scorer may need them).
         observed = bool(self.observers or observers)
         work = self._work(benchmark_id, settings, scopes, observed=observed)

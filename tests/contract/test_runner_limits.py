@@ -201,9 +201,25 @@ async def test_a_limit_keyed_by_a_name_no_selected_task_uses_is_accepted() -> No
         task_ids=["t"],
         max_parallel_by_model={"m2": 1},
         max_parallel_by_environment={"e2": 1},
-        max_parallel_evaluations_by_environment={"grader": 1, "e2": 1},
+        max_parallel_evaluations_by_environment={"grader": 1},
     )
     assert report.counts["completed"] == 1
+
+
+async def test_an_evaluation_limit_keyed_by_the_id_of_a_named_environment_is_refused() -> None:
+    # Its evaluations are keyed by its name: a cap on its id bounded nothing (3 at once).
+    store = corral.MemoryStore()
+    tasks = {f"t{i}": BenchmarkTaskMetadata("a", "e") for i in range(3)}
+    envs = {"e": FakeEnvironment(name="grader"), "plain": FakeEnvironment()}
+    runner = corral.CorralRunner(tasks, {"a": ScriptedAgent()}, envs, store=store)
+    refused = r"names 'e'.*environment named 'grader'.*keyed by 'grader'"
+    caps = {"e": 1, "plain": 1}
+    with pytest.raises(corral.ConfigError, match=refused):
+        await runner.run("b", max_parallel_evaluations_by_environment=caps)
+    assert await store.benchmarks() == []
+    await runner.run("b")
+    with pytest.raises(corral.ConfigError, match=refused):
+        await runner.rescore("b", max_parallel_evaluations_by_environment=caps)
 
 
 @pytest.mark.anyio

@@ -91,7 +91,11 @@ def scenarios(draw: st.DrawFn, max_tasks: int = 6, max_trials: int = 3) -> Scena
         "max_parallel_total": draw(st.none() | st.integers(1, 6)),
         "max_parallel_by_model": keyed(models),
         "max_parallel_by_environment": keyed(ENVIRONMENTS),
-        "max_parallel_evaluations_by_environment": keyed([*names, *ENVIRONMENTS]),
+        # What keys evaluations: names, and the ids of unnamed environments (a named
+        # one's id is refused: it keys nothing).
+        "max_parallel_evaluations_by_environment": keyed(
+            [*names, *(e for e in ENVIRONMENTS if env_names[e] is None)]
+        ),
     }
     outcomes = {(t, r): draw(st.sampled_from(OUTCOMES)) for t in tasks for r in range(trials)}
     return Scenario(tasks, env_names, trials, limit_args, outcomes)

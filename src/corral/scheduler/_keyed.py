@@ -22,7 +22,7 @@ class KnownKeys:
 
     models: Collection[str] = ()
     environment_ids: Collection[str] = ()
-    #: Environments' names and ids (evaluations are keyed by name, else id).
+    #: What keys each environment's evaluations: its name, else its id.
     evaluation_keys: Collection[str] = ()
 
 
