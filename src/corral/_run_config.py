@@ -21,6 +21,7 @@ from ._budget import BUDGET_NAMES, NO_BUDGET, Budget, check_budget
 from ._checks import positive_int, seconds
 from ._errors import ConfigError
 from ._json import DEFAULT_MAX_VALUE_BYTES
+from ._suggest import did_you_mean
 from ._types import TrialStatus
 from .report._files import check_report_file
 from .runtime._retry import RetryPolicy
@@ -303,9 +304,11 @@ class RunConfig:
         """
         unknown = sorted(set(settings) - set(_PARTS))
         if unknown:
+            hint = did_you_mean(unknown[0], SETTINGS) if len(unknown) == 1 else ""
             raise ConfigError(
                 f"unknown run setting(s) {', '.join(map(repr, unknown))}; expected one of "
                 + ", ".join(SETTINGS)
+                + hint
             )
         parts: dict[str, dict[str, Any]] = {}
         own: dict[str, Any] = {}

@@ -239,3 +239,10 @@ def test_a_defaulted_count_follows_max_parallel_after_a_replace() -> None:
     limits = dataclasses.replace(pinned.limits, max_parallel_per_task=2)
     updated = dataclasses.replace(pinned, limits=limits).updated(max_parallel=8)
     assert (updated.limits.max_parallel_evaluations, updated.limits.max_parallel_total) == (4, 8)
+
+
+def test_a_mistyped_run_setting_is_named_with_its_close_match() -> None:
+    with pytest.raises(
+        ConfigError, match=r"'max_parallel_by_modle'; .*; did you mean 'max_parallel_by_model'"
+    ):
+        RunConfig.of(max_parallel_by_modle={"m": 1})
