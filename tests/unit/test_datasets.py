@@ -425,3 +425,51 @@ async def test_a_changed_target_in_a_dataset_is_refused_naming_the_target(tmp_pa
     await run("4")  # the same: resumes
     with pytest.raises(ConfigError, match=r"task 'q1' inputs, target or metadata changed"):
         await run("5")
+
+
+def test_ids_from_content_do_not_depend_on_the_order_of_a_rows_fields(tmp_path: Path) -> None:
+    """A content id hashed the row's fields in the order the file wrote them, so the same
+    rows re-exported with their keys in another order (``jq -S``) had other ids and a
+    resume found none of its trials."""
+    rows = [{"question": "2+2?", "answer": "4", "extra": {"b": 1, "a": [{"y": 2, "x": 1}]}}]
+    again = [{"extra": {"a": [{"x": 1, "y": 2}], "b": 1}, "answer": "4", "question": "2+2?"}]
+    a, b = (
+        datasets.from_jsonl(
+            write_jsonl(tmp_path / name, data),
+            agent_id="a",
+            environment_id="e",
+            id=None,
+            input="question",
+            target="answer",
+        )
+        for name, data in (("a.jsonl", rows), ("b.jsonl", again))
+    )
+    assert list(a) == list(b)
+
+
+def test_from_hf_ids_from_content_do_not_depend_on_the_other_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library gives every row its dataset's columns, in the order of the file's
+    first row: a row's content id changed when the rows were written in another order."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    pytest.importorskip("datasets")
+    rows = [{"question": "2+2?", "answer": "4"}, {"answer": "9", "question": "3*3?"}]
+
+    def ids(name: str, data: list[dict[str, Any]]) -> set[str]:
+        return set(
+            datasets.from_hf(
+                "json",
+                agent_id="a",
+                environment_id="e",
+                split="train",
+                load_options={"data_files": str(write_jsonl(tmp_path / name, data))},
+                id=None,
+                input="question",
+                target="answer",
+            )
+        )
+
+    assert ids("a.jsonl", rows) == ids("b.jsonl", rows[::-1])

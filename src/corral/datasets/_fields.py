@@ -8,7 +8,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._ids import check_id
-from .._json import dumps
+from .._json import MAX_DEPTH, dumps
 from .._types import BenchmarkTaskMetadata
 
 #: A dataset's row: its fields by name.
@@ -140,15 +140,29 @@ class Fields:
 
     def _stable_id(self, row: Row) -> str:
         """An id from the row's content: the same row has the same id in every run and
-        at every position; a repeated row gets ``~2``, ``~3``, ..."""
+        at every position; a repeated row gets ``~2``, ``~3``, ... The fields are hashed
+        in order of their names, at every level: not in the order a file wrote them (a
+        re-export may sort them; Hugging Face gives each row the first row's order)."""
         try:
-            text = dumps(dict(row))
+            text = dumps(_by_name(row))
         except (TypeError, ValueError):
             text = repr(sorted(row.items(), key=lambda kv: str(kv[0])))
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         count = self._seen.get(digest, 0) + 1
         self._seen[digest] = count
         return digest if count == 1 else f"{digest}~{count}"
+
+
+def _by_name(value: Any, depth: int = MAX_DEPTH) -> Any:
+    """``value`` with every mapping in it ordered by its keys, down to `MAX_DEPTH`
+    levels (a task's value nested deeper is refused, naming where)."""
+    if depth <= 0:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _by_name(value[k], depth - 1) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [_by_name(item, depth - 1) for item in value]
+    return value
 
 
 def _check_spec(name: str, spec: object) -> None:
