@@ -473,3 +473,30 @@ def test_from_hf_ids_from_content_do_not_depend_on_the_other_rows(
         )
 
     assert ids("a.jsonl", rows) == ids("b.jsonl", rows[::-1])
+
+
+async def test_a_dataset_with_its_keys_in_another_order_resumes(tmp_path: Path) -> None:
+    """A streamed task is stored as its line's digest, and the line kept a row's nested
+    objects in the file's key order: the same dataset re-exported with its keys sorted
+    was refused on resume as a changed task (a mapping of tasks resumes)."""
+    store = corral.MemoryStore()
+    path = tmp_path / "d.jsonl"
+    agent = ScriptedAgent(lambda s: corral.Final("4"))
+    env = FakeEnvironment(evaluate=scorers.exact())
+
+    async def run(row: dict[str, Any]) -> Any:
+        source = datasets.from_jsonl(
+            write_jsonl(path, [row]), agent_id="a", environment_id="e", metadata=["info"]
+        )
+        return await corral.CorralRunner(source, {"a": agent}, {"e": env}, store=store).run("b")
+
+    row = {
+        "id": "q1",
+        "input": {"q": "2+2?", "c": ["3", "4"]},
+        "target": "4",
+        "info": {"y": 1, "x": 2},
+    }
+    await run(row)
+    again = json.loads(json.dumps(row, sort_keys=True))
+    report = await run(again)
+    assert report.pass_at_k[1] == 1.0

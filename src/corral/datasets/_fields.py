@@ -127,12 +127,14 @@ class Fields:
             "environment_id": self.base.environment_id,
             "model": self.base.model,
             "max_iterations": self.base.max_iterations,
-            "inputs": inputs,
+            # A value's objects ordered by key: a streamed task is stored as its line's
+            # digest, which must not change when the dataset's file orders them anew.
+            "inputs": {name: _by_name(value) for name, value in inputs.items()},
         }
         if target is not None:
-            line["target"] = target
+            line["target"] = _by_name(target)
         if metadata:
-            line["metadata"] = dict(metadata)
+            line["metadata"] = {name: _by_name(value) for name, value in metadata.items()}
         for name in ("token_limit", "cost_limit", "working_time_limit"):
             if getattr(self.base, name) is not None:
                 line[name] = getattr(self.base, name)
