@@ -217,3 +217,23 @@ def test_a_password_of_two_characters_leaves_the_rest_of_a_message_readable() ->
     dsn = "postgresql://u:ab@127.0.0.1:1/db"
     said = 'connection to database "db" failed: password "ab" refused'
     assert masked(said, dsn) == 'connection to database "db" failed: password "***" refused'
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://u:sekret@127.0.0.1:5432/db@x",
+        "postgresql://u@127.0.0.1:5432/db@x",
+        "postgresql://127.0.0.1:5432/db@x",
+    ],
+)
+def test_a_database_named_with_an_at_sign_is_shown_with_its_host(dsn: str) -> None:
+    """An "@" in the database's name (libpq reads it so) was taken for the end of a
+    password: the store was shown as 'postgresql://u:***@x', and its host, port and
+    database masked in every message as if pieces of the password."""
+    from corral.store.postgres import masked
+
+    store = PostgresStore(dsn)
+    assert repr(store) == f"PostgresStore({dsn.replace('sekret', '***')!r})"
+    said = 'connection to server at "127.0.0.1", port 5432 failed: database "db@x"'
+    assert masked(said, dsn) == said

@@ -1067,16 +1067,33 @@ def _split_userinfo(dsn: str) -> tuple[str, str, str, str]:
     """(scheme://, user info, "@" or "", the rest), split where a password could end, for
     masking it: libpq's user info ends at the first "@" before any "/" (so a password
     may hold a "?"), but one with a raw "/" or "@" (a typo libpq reads otherwise) is
-    taken to run to the last "@" before the parameters."""
+    taken to run to the last "@" before the parameters. Not when libpq reads what comes
+    before that "@" as HOST/DATABASE, and nothing after it as one: then the "@" is the
+    database's (``postgresql://u:p@host/db@x``)."""
     scheme, sep, rest = dsn.partition("://")
-    end = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
-    start = end + 1 if rest[end : end + 1] == "@" else 0
-    query = rest.find("?", start)
-    last = rest.rfind("@", 0, len(rest) if query < 0 else query)
-    end = max(end, last) if rest[end : end + 1] == "@" or last >= 0 else end
-    if rest[end : end + 1] == "@":
+    first = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
+    at_first = rest[first : first + 1] == "@"
+    query = rest.find("?", first + 1 if at_first else 0)
+    stop = len(rest) if query < 0 else query
+    last = rest.rfind("@", 0, stop)
+    end = first if at_first else -1
+    if (
+        last > first
+        and (
+            "/" in rest[last:stop]  # what follows the last "@" reads as HOST/DATABASE
+            or ("/" not in rest[first:last] if at_first else not _HOSTS.fullmatch(rest[:first]))
+        )
+    ):
+        end = last
+    if end >= 0:
         return scheme + sep, rest[:end], "@", rest[end + 1 :]
     return scheme + sep, "", "", rest
+
+
+#: What libpq reads as an address's hosts (and ports): ``h``, ``h:5432``, ``[::1]:5432``,
+#: several separated by commas.
+_HOST = r"(?:\[[^\]/]*\]|[^:/@,\[\]]*)(?::\d*)?"
+_HOSTS = re.compile(rf"{_HOST}(?:,{_HOST})*")
 
 
 def _is_password(item: str) -> bool:
