@@ -16,6 +16,7 @@ from trio.testing import MockClock
 
 import corral
 from corral import Final, MemoryStore
+from corral.testing import LaggingStore, wait_all_tasks_blocked
 
 from ..support.cancelled_run import Backoff, cancelled_when, history_of, one_task, store_of
 
@@ -298,3 +299,79 @@ async def test_a_run_cancelled_while_a_failed_attempt_reads_its_history_keeps_it
     assert landed[-1].usage.input_tokens == 100
     trial = (await one_task(store, agent).run("b")).tasks["t"].trials[0]
     assert (trial.status, trial.usage.input_tokens) == ("completed", 100)
+
+
+class _FailsOnce:
+    """Its first attempt fails (a retryable error), spending 100 tokens first if
+    ``spent``; retried, answers at once."""
+
+    def __init__(self, spent: bool = False) -> None:
+        self.spent = spent
+        self.calls = 0
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        self.calls += 1
+        if self.calls == 1:
+            if self.spent:
+                session.record_usage(input_tokens=100, cost=0.5)
+            raise RuntimeError("flaky agent")
+        return Final("done")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("spent", [True, False])
+async def test_a_run_cancelled_while_a_failed_attempt_reads_its_history_keeps_its_error(
+    spent: bool,
+) -> None:
+    """An attempt fails; the run is cancelled while the trial reads its history back.
+    Its error, known by then, was not yet among the failed attempts: the resumed trial
+    counted one attempt, and neither its terminal nor `corral show` named the failure
+    (as they do when the cancel comes during the backoff)."""
+
+    class Reading(MemoryStore):
+        reading = anyio.Event()
+
+        async def history(self, key: corral.TrialKey) -> list[corral.Commit]:
+            if not self.reading.is_set():
+                self.reading.set()
+                await anyio.sleep_forever()  # until the run is cancelled
+            return await super().history(key)
+
+    store = Reading()
+    agent = _FailsOnce(spent)
+    policy = corral.RetryPolicy(max_retries=1)
+    await cancelled_when(one_task(store, agent, policy).run, store.reading)
+    landed = await history_of(store)
+    assert [c.kind for c in landed] == ["setup", "usage"]
+    assert "flaky agent" in str(landed[-1].payload["failed_attempts"])
+    trial = (await one_task(store, agent, policy).run("b")).tasks["t"].trials[0]
+    assert (trial.status, trial.attempts) == ("completed", 2)
+    ended = next(c for c in await history_of(store) if c.kind == "terminal")
+    assert "flaky agent" in str(ended.payload["failed_attempts"])
+
+
+@pytest.mark.anyio
+async def test_a_run_cancelled_while_a_failed_attempt_drains_keeps_its_error() -> None:
+    """The same, the cancel coming while the failed attempt waits for its setup to land."""
+    store = LaggingStore()  # the setup's append held until the test releases it
+    agent = _FailsOnce()
+    ended = anyio.Event()
+
+    async def run() -> None:
+        try:
+            await one_task(store, agent, corral.RetryPolicy(max_retries=1)).run("b")
+        finally:
+            ended.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await wait_all_tasks_blocked()
+        assert agent.calls == 1 and store.held  # failed; its setup not yet durable
+        tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            while not ended.is_set():
+                await wait_all_tasks_blocked()
+                store.release()
+    landed = await history_of(store)
+    assert [c.kind for c in landed] == ["setup", "usage"]
+    assert "flaky agent" in str(landed[-1].payload["failed_attempts"])

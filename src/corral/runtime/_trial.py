@@ -349,6 +349,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         try:
             await writer.drain()  # what the store took, observers hear of, even now
         except anyio.get_cancelled_exc_class():
+            if error is None or as_rate_limit(error) is None:  # a rate limit is no failure
+                _failed_attempt(plan, attempt, error)
             await _land_on_cancel(plan, projection, session.take_usage(), clock, writer)
             raise
         carried = session.take_usage()
@@ -381,6 +383,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             history = await plan.store.history(plan.key)
         except anyio.get_cancelled_exc_class():
             # What the failed attempt spent is in hand only: it lands before the run stops.
+            _failed_attempt(plan, attempt, error)
             await _land_on_cancel(plan, projection, carried, clock, writer)
             raise
         writer.tell_landed(history)
@@ -397,8 +400,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             # The deadline is where the clock reaches the limit (up to rounding).
             exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
             await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
-        elif error is not None and plan.policy.retryable(error, attempt):
-            plan.job.failed_attempts.append({"attempt": attempt + 1, **error_fields(error)})
+        elif _failed_attempt(plan, attempt, error):
             # Its calls land before the backoff (a run cancelled during it keeps them).
             carried = await _land_calls(plan, projection, carried, clock)
             clock.stop()  # a backoff is not work
@@ -418,6 +420,16 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             failure = error_fields(error)
             await _end(plan, projection, attempt, TrialStatus.ERROR, failure, carried, clock)
     return _outcome(plan, projection)
+
+
+def _failed_attempt(plan: TrialPlan, attempt: int, error: BaseException | None) -> bool:
+    """If attempt ``attempt`` failed with ``error`` and gets another try, count it among
+    the trial's failed attempts (its next commit records its error) and say so: a run
+    cancelled before its retry lands it with what the attempt spent."""
+    if error is None or not plan.policy.retryable(error, attempt):
+        return False
+    plan.job.failed_attempts.append({"attempt": attempt + 1, **error_fields(error)})
+    return True
 
 
 def _reopen(plan: TrialPlan, projection: Projection) -> tuple[Pending, list[Commit]] | None:
