@@ -122,3 +122,45 @@ async def test_a_cancelled_run_whose_store_never_acknowledges_still_stops_within
         tg.cancel_scope.cancel()
     assert anyio.current_time() - cancelled <= 1.0  # virtual time: the graces ran out
     assert store.held and observer.heard == told  # nothing acknowledged, nothing told
+
+
+class _Fails:
+    async def act(self, session: corral.AgentSession) -> Final:
+        spend_on_a_call(session)
+        raise RuntimeError("broken agent")
+
+
+@pytest.mark.parametrize(("retries", "last"), [(0, "terminal"), (1, "model_call")])
+async def test_what_a_failed_attempt_lands_as_the_run_is_cancelled_reaches_observers(
+    retries: int, last: str
+) -> None:
+    """The attempt failed: the runtime writes its model call (before the retry's backoff,
+    or with the ``error`` terminal when no retry is left) and waits for it; the run is
+    cancelled meanwhile. The store settles it, durable, but the observers never heard
+    of it."""
+    store = LaggingStore()
+    observer = _Counting()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": _Fails()},
+        {"e": FakeEnvironment()},
+        store=store,
+        observers=[observer],
+        retry_policy=corral.RetryPolicy(max_retries=retries),
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, "b")
+        while True:
+            await wait_all_tasks_blocked()
+            if any(c.kind == last for h in store._histories.values() for c in h):
+                break
+            store.release()
+        assert store.held  # it waits for the store
+        tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            while observer.at_end is None:
+                await wait_all_tasks_blocked()
+                store.release()
+    held = [(key, c.seq, c.kind) for key, h in store._histories.items() for c in h]
+    assert [kind for _, _, kind in held] == ["setup", "model_call", "terminal"][: 3 - retries]
+    assert observer.heard == held

@@ -706,9 +706,8 @@ async def _end(
     commits.append(commit)
     # The runtime's own commits, their values checked when recorded: `append`'s payload
     # check would refuse a value as deep as allowed once the payload wraps it.
-    await plan.store.enqueue(plan.key, commits).wait()
+    await _write(plan.store, plan.acks, plan.key, commits)
     projection.apply(commit, payload)
-    plan.acks.durable(plan.key, commits)
 
 
 async def _land_calls(
@@ -725,9 +724,24 @@ async def _land_calls(
     payloads = calls.take(projection, projection.history)
     stamp = _stamp(plan.job, projection, _MODEL_CALL, round(clock.spent, 6))
     commits = _call_commits(calls, projection, payloads, usage, time.time(), stamp)
-    await plan.store.enqueue(plan.key, commits).wait()  # the runtime's own: checked
-    plan.acks.durable(plan.key, commits)
+    await _write(plan.store, plan.acks, plan.key, commits)  # the runtime's own: checked
     return NO_USAGE
+
+
+async def _write(store: CommitStore, acks: Acks, key: TrialKey, commits: list[Commit]) -> None:
+    """Append the runtime's own ``commits``, wait until they are durable and tell the
+    observers. The run cancelled meanwhile, they are on their way all the same: the
+    run's acks tell them once they land as it stops (`Acks.run`)."""
+    handle = store.enqueue(key, commits)
+    try:
+        await handle.wait()
+    except anyio.get_cancelled_exc_class():
+        try:
+            acks.add(handle, key, commits)
+        except Exception:  # it failed: nothing to tell, and the run stays cancelled
+            pass
+        raise
+    acks.durable(key, commits)
 
 
 #: The most seconds a cancelled attempt waits for its appends and calls to land (and,
@@ -810,9 +824,8 @@ async def _land_usage(
         return
     stamp = _stamp(job, projection, _USAGE, round(worked, 6))
     commit = Commit(projection.next_seq, _USAGE, encode(_NO_PAYLOAD, stamp), time.time(), usage)
-    await store.enqueue(key, [commit]).wait()  # the runtime's own: checked
+    await _write(store, acks, key, [commit])  # the runtime's own: checked
     projection.apply(commit, _NO_PAYLOAD)
-    acks.durable(key, [commit])
 
 
 _USAGE = CommitKind.USAGE
