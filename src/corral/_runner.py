@@ -36,7 +36,13 @@ from .executor._protocol import keeps_scopes_elsewhere
 from .history import StoredConfig
 from .report import BenchmarkReport
 from .report._build import PlanTasks
-from .report._files import check_report_file, report_path, whole_report, write_report
+from .report._files import (
+    check_not_overwriting,
+    check_report_file,
+    report_path,
+    whole_report,
+    write_report,
+)
 from .report._spool import RecordSpool
 from .report._stored import stored_report
 from .runtime._retry import RetryPolicy
@@ -340,6 +346,7 @@ class CorralRunner:
         _check_benchmark_id(benchmark_id)
         config, settings = _positional_task_ids(config, settings)
         config = self.config(config, **settings)
+        check_not_overwriting(config.report_file, self.store, source)
         task_ids = select_samples(
             self.tasks,
             config.task_ids,
@@ -425,6 +432,7 @@ class CorralRunner:
             k_values=k_values,
             report_file=report_file,
         )
+        check_not_overwriting(settings.report_file, self.store)
         limits.check_keys(KnownKeys(evaluation_keys=self._evaluation_keys(limits)))
         # Scored where the runner's runs score (on Ray hosts: a scorer may need them).
         observed = bool(self.observers or observers)

@@ -248,6 +248,30 @@ async def test_a_report_file_in_a_folder_that_cannot_be_made_is_refused_first(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("name", ["store.db", "store.db-wal", "bench.py"])
+async def test_a_report_file_over_the_store_or_the_benchmark_file_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """Before, the report's JSON replaced the store (every benchmark in it) or the
+    benchmark file the run was loaded from."""
+    store, bench = tmp_path / "store.db", tmp_path / "bench.py"
+    bench.write_text("# the benchmark\n")
+    await runner(store).run("a")
+    target = tmp_path / name
+    refused = f"report_file {str(target)!r} is the"
+    with pytest.raises(corral.ConfigError, match=refused):
+        await runner(store).run("b", report_file=target, source=bench)
+    if name != "bench.py":  # a rescore reads no benchmark file
+        with pytest.raises(corral.ConfigError, match=refused):
+            await runner(store).rescore("a", report_file=target)
+    assert bench.read_text() == "# the benchmark\n"
+    opened = open_store(store)
+    async with opened.opened():
+        assert await opened.benchmark_config("a") is not None
+        assert await opened.benchmark_config("b") is None
+
+
+@pytest.mark.anyio
 async def test_a_postgresql_store_made_before_run_records_gains_them(pg_dsn: str) -> None:
     await runner(open_store(pg_dsn)).run("b", trials_per_task=2)
     import psycopg

@@ -111,6 +111,29 @@ def check_report_file(report_file: object) -> Path | None:
     return path
 
 
+def check_not_overwriting(
+    report_file: Path | None, store: CommitStore, source: str | os.PathLike[str] | None = None
+) -> None:
+    """A `ConfigError` if ``report_file`` is a file the run reads: the store's own (or one
+    SQLite keeps beside it) or the benchmark's file ``source``; the report would replace
+    it (every benchmark of the store, or the benchmark's code)."""
+    if report_file is None:
+        return
+    target = report_file.resolve()
+    if isinstance(store, FileStore):
+        db = store.path.resolve()
+        if target in (db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))):
+            raise ConfigError(
+                f"report_file {str(report_file)!r} is the store's own file: the report "
+                "would replace the store; give another file (report.json)"
+            )
+    if source is not None and target == Path(source).resolve():
+        raise ConfigError(
+            f"report_file {str(report_file)!r} is the benchmark's own file: the report "
+            "would replace it; give another file (report.json)"
+        )
+
+
 def write_report(path: Path, report: BenchmarkReport, spool: RecordSpool | None = None) -> None:
     """Write ``report`` as JSON to ``path`` (whole or not at all); the trial records
     ``spool`` holds are taken from it rather than read again."""
