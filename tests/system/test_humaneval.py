@@ -145,6 +145,12 @@ def test_a_bad_timeout_is_refused_before_the_run() -> None:
         humaneval.benchmark("http://127.0.0.1:9/v1", api_key="", timeout=0)
 
 
+def test_task_ids_given_as_one_string_are_refused_naming_it() -> None:
+    """Before, each character was a task id: 'no HumanEval problem 'H''."""
+    with pytest.raises(ConfigError, match="task_ids must be a sequence of task ids, not 'Hu"):
+        humaneval.benchmark("http://127.0.0.1:9/v1", api_key="", task_ids="HumanEval/0")
+
+
 def test_the_tests_are_the_target_and_the_agent_never_sees_them() -> None:
     bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="")
     for task_id, meta in bench.tasks.items():

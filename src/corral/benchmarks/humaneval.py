@@ -66,6 +66,8 @@ def benchmark(
     except ImportError as exc:
         raise CorralError("HumanEval needs httpx: pip install 'corral[models]'") from exc
     problems = load_problems()
+    if isinstance(task_ids, str):  # one id, whose characters are no ids
+        raise ConfigError(f"task_ids must be a sequence of task ids, not {task_ids!r}")
     if task_ids is not None:
         unknown = [t for t in task_ids if t not in problems]
         if unknown:
