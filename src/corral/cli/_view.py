@@ -13,6 +13,7 @@ import click
 
 from .._errors import ConfigError
 from ..store import CommitStore
+from ..store._sqlite_file import is_store_file
 from ._inspect import reading_store, with_store
 from ._options import store_option
 
@@ -89,9 +90,7 @@ def _not_the_store(where: str, output: Path) -> None:
     path = getattr(reading_store(where), "path", None)
     if path is None:
         return
-    store = Path(path).resolve()
-    target = output.resolve()
-    if target in (store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal"))):
+    if is_store_file(Path(path), output):
         raise ConfigError(
             f"-o {str(output)!r} is the store's own file: the page would replace the "
             "store; give another file (page.html)"

@@ -20,6 +20,7 @@ from ..history import StoredConfig
 from ..store import CommitStore, FileStore
 from ..store._heads import HeadStore, TaskList
 from ..store._runs import RunRecord
+from ..store._sqlite_file import is_store_file
 from ._model import BenchmarkReport
 from ._spool import RecordSpool
 from ._stored import stored_report
@@ -119,15 +120,12 @@ def check_not_overwriting(
     it (every benchmark of the store, or the benchmark's code)."""
     if report_file is None:
         return
-    target = report_file.resolve()
-    if isinstance(store, FileStore):
-        db = store.path.resolve()
-        if target in (db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))):
-            raise ConfigError(
-                f"report_file {str(report_file)!r} is the store's own file: the report "
-                "would replace the store; give another file (report.json)"
-            )
-    if source is not None and target == Path(source).resolve():
+    if isinstance(store, FileStore) and is_store_file(store.path, report_file):
+        raise ConfigError(
+            f"report_file {str(report_file)!r} is the store's own file: the report "
+            "would replace the store; give another file (report.json)"
+        )
+    if source is not None and report_file.resolve() == Path(source).resolve():
         raise ConfigError(
             f"report_file {str(report_file)!r} is the benchmark's own file: the report "
             "would replace it; give another file (report.json)"

@@ -41,6 +41,13 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
     return conn
 
 
+def is_store_file(store: Path, target: Path) -> bool:
+    """Whether writing ``target`` would write over the SQLite store ``store``: its file
+    or one SQLite keeps beside it (``-wal``, ``-shm``, ``-journal``)."""
+    db, target = store.resolve(), target.resolve()
+    return target in (db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")))
+
+
 def check_file(path: Path, *, must_exist: bool) -> bool:
     """Look at ``path`` without changing it; True if it holds a Corral store, False if it
     is absent or empty (a new store may be made there, unless it ``must_exist``).
