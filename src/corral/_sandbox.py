@@ -22,6 +22,7 @@ from anyio.abc import Process
 
 from ._checks import positive_int, seconds
 from ._errors import ConfigError, CorralError
+from ._sandbox_seccomp import no_user_namespaces
 from ._sandbox_setup import (
     FIRST_UID,
     UIDS,
@@ -179,6 +180,8 @@ async def sandbox(
     as_root = os.geteuid() == 0
     fd = _memfd(encode_files(work_files)) if work_files else None
     started, status = _memfd(b""), _memfd(b"")
+    rules = no_user_namespaces()
+    seccomp = None if rules is None else _memfd(rules)
     try:
         # As root, a uid of its own: root is never held to a process limit.
         with _own_uid() if as_root else nullcontext(None) as uid:
@@ -200,19 +203,21 @@ async def sandbox(
                 read_only=[*interpreter_folders(), *shown],
                 env=_environment(WORKDIR, extra_env),
                 as_root=as_root,
+                seccomp_fd=seccomp,
             )
+            passed = (fd, started, status, seccomp)
             ended = await run_bounded(
                 tuple(outer),
                 data,
                 timeout,
-                pass_fds=(started, status) if fd is None else (fd, started, status),
+                pass_fds=tuple(each for each in passed if each is not None),
                 max_output=max_output,
                 kill=_kill_sandbox,
             )
         began = os.pread(started, 1, 0) == b"1"
         own = os.pread(status, 32, 0)
     finally:
-        for each in (fd, started, status):
+        for each in (fd, started, status, seccomp):
             if each is not None:
                 os.close(each)
     if not began and _bwrap_failed(ended):

@@ -164,6 +164,7 @@ def bwrap_command(
     read_only: Iterable[str],
     env: Mapping[str, str],
     as_root: bool,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """bubblewrap around ``inner``: a fresh root holding the system read-only, a
     private ``/sandbox`` and ``/tmp`` (size-bounded memory), new pid, ipc, uts and
@@ -172,8 +173,13 @@ def bwrap_command(
     As root there is no user namespace: bubblewrap keeps only the right to change
     uid, which the wrapper uses to become a uid of its own (root's processes are
     never counted against a process limit).
+
+    ``seccomp_fd`` holds the filter keeping its processes from making user namespaces
+    (`corral._sandbox_seccomp`).
     """
     args = [bwrap, "--die-with-parent", "--as-pid-1", "--clearenv"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     for name, value in env.items():
         args += ["--setenv", name, value]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
