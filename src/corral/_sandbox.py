@@ -11,7 +11,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
@@ -302,8 +302,22 @@ async def _unisolated(
                 os.close(fd)
     finally:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+            await anyio.to_thread.run_sync(_remove, folder)
     return _result(argv, ended, from_bwrap=False)
+
+
+def _remove(folder: str) -> None:
+    """Delete ``folder``, the folders in it the command left unwritable or unreadable
+    too (made its user's again first: not being root, we could not delete them)."""
+    with suppress(OSError):
+        os.chmod(folder, 0o700)
+    for path, folders, _ in os.walk(folder):
+        for name in folders:
+            inner = os.path.join(path, name)
+            if not os.path.islink(inner):
+                with suppress(OSError):
+                    os.chmod(inner, 0o700)
+    shutil.rmtree(folder, True)
 
 
 def _result(
