@@ -407,3 +407,36 @@ def test_the_export_sorts_text_as_the_server_does(tmp_path: Path, watched: Watch
         shown = page.locator("#trials tbody tr td:first-child").all_inner_texts()
         assert shown == expected, sort  # the server's order (corral.view._index.select)
     watched.assert_clean()
+
+
+def test_back_from_a_trial_returns_to_its_page_of_the_list(url: str, watched: Watched) -> None:
+    # Page 2 of the list, 10 trials a page: a trial opened there, and the one after it
+    # walked to (j), go back up (u, or the link) to the page that lists them.
+    page = watched.page
+    listed = url + "#/benchmark?" + _query(id="base", status="completed", size="10", page="1")
+    page.goto(listed)
+    expect(page.locator("#trials tbody tr")).to_have_count(10)
+    first = page.locator("#trials tbody tr td").first.inner_text()
+    page.locator("#trials tbody tr").nth(8).locator("td").nth(1).locator("a").click()
+    page.locator("#timeline").wait_for()
+    assert page.locator("main > p").first.inner_text().endswith("19 of 24")
+    page.keyboard.press("j")
+    page.locator("main > p", has_text="20 of 24").wait_for()
+    page.locator("text=← trial list").click()
+    expect(page.locator("#trials tbody tr")).to_have_count(10)
+    assert page.locator("#trials tbody tr td").first.inner_text() == first
+    assert "page 2 of 3" in page.locator(".pager").inner_text()
+    page.keyboard.press("j")  # the list's keys still open its rows
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.locator("main > p", has_text="12 of 24").wait_for()
+    page.keyboard.press("j")  # past the page's end: the next page's first trial
+    page.locator("main > p", has_text="13 of 24").wait_for()
+    page.keyboard.press("j")
+    page.locator("main > p", has_text="14 of 24").wait_for()
+    page.keyboard.press("u")
+    expect(page.locator(".pager")).to_contain_text("page 2 of 3")
+    page.select_option("select[name=passed]", "yes")  # a new filter: its first page, same size
+    expect(page.locator(".pager")).to_contain_text("page 1 of 2")
+    expect(page.locator("#trials tbody tr")).to_have_count(10)
+    watched.assert_clean()

@@ -9,6 +9,7 @@
   const main = document.getElementById("main");
   const statusLine = document.getElementById("status");
   const FOLD = 400; // characters shown before a value is folded
+  const PAGE_SIZE = 50; // trials a page of the list unless ?size= says (corral/view/_index.py)
   let timer = null; // a pending refresh of a live page
   let keys = null; // the current page's keyboard handler
   let generation = 0; // renders started; a stale one draws nothing
@@ -149,7 +150,7 @@
   }
 
   function local(name, p) {
-    const size = Number(p.size || 50);
+    const size = Number(p.size || PAGE_SIZE);
     const page = Number(p.page || 0);
     if (name === "benchmarks") return { benchmarks: EXPORT.benchmarks };
     if (name === "benchmark") return EXPORT.summary;
@@ -421,7 +422,7 @@
       el("button", { type: "submit" }, "apply"));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const next = { id: p.id };
+      const next = { id: p.id, size: p.size }; // a new filter starts at the first page
       for (const input of form.querySelectorAll("[data-filter]")) next[input.name] = input.value;
       location.hash = link("/benchmark", next);
     });
@@ -431,7 +432,16 @@
 
   function listState(p) {
     const out = {};
-    for (const k of ["task_has", "error_has", "model", "environment", "status", "passed", "sort"]) if (p[k]) out[k] = p[k];
+    for (const k of ["task_has", "error_has", "model", "environment", "status", "passed", "sort", "size"]) if (p[k]) out[k] = p[k];
+    return out;
+  }
+
+  // The list a trial was opened from, at the page that lists it (``position``: its place
+  // in the filtered order, which j/k walk past the page it was opened on).
+  function listAt(p, position) {
+    const out = listState(p);
+    const page = position === null || position === undefined ? 0 : Math.floor(position / Number(p.size || PAGE_SIZE));
+    if (page > 0) out.page = page;
     return out;
   }
 
@@ -731,12 +741,13 @@
     const t = await watched(p, get("trial", p));
     document.getElementById("where").textContent = p.id;
     const keep = listState(p);
+    const back = listAt(p, t.position);
     const nav = (x, label, idName) => x ? el("a", { href: trialLink(p.id, x.task_id, x.trial, keep), id: idName }, label) : null;
     keys = (event) => {
       const to = event.key === "j" || event.key === "ArrowRight" ? t.next
         : event.key === "k" || event.key === "ArrowLeft" ? t.previous : undefined;
       if (to) { location.hash = trialLink(p.id, to.task_id, to.trial, keep); return true; }
-      if (event.key === "u" || event.key === "Escape") { location.hash = link("/benchmark", Object.assign({ id: p.id }, keep)); return true; }
+      if (event.key === "u" || event.key === "Escape") { location.hash = link("/benchmark", Object.assign({ id: p.id }, back)); return true; }
       return false;
     };
     const items = [];
@@ -751,7 +762,7 @@
     const parents = Object.entries(t.parents).map(([id, r]) => el("li", {},
       el("a", { href: link("/task", { id: p.id, task: id }) }, id), ": " + (r.status || "not finished") + " → ", fold(r.output)));
     return [
-      el("p", {}, el("a", { href: link("/benchmark", Object.assign({ id: p.id }, keep)) }, "← trial list"), " ",
+      el("p", {}, el("a", { href: link("/benchmark", Object.assign({ id: p.id }, back)) }, "← trial list"), " ",
         nav(t.previous, "← previous (k)", "previous-trial"), " ", nav(t.next, "next (j) →", "next-trial"),
         t.position === null ? "" : " · " + (t.position + 1) + " of " + num(t.listed)),
       el("h1", {}, el("a", { href: link("/task", { id: p.id, task: t.task_id }) }, t.task_id), " #" + t.trial, " ", updatedMark(p.id)),
