@@ -220,3 +220,14 @@ def uneven_models_run(path: Path, model: str, benchmark_id: str = "uneven") -> N
     """A several-models run whose task ``b`` ran on ``small`` only, ``a`` on ``small`` and
     on ``model``."""
     anyio.run(_uneven_models_run, path, benchmark_id, model)
+
+
+async def _append(path: Path, key: TrialKey, commits: list[Commit]) -> None:
+    store = SQLiteStore(path)
+    async with store.opened():
+        await store.append(key, commits)
+
+
+def append_commits(path: Path, key: TrialKey, commits: list[Commit]) -> None:
+    """``commits`` appended to the trial ``key`` (its next ones: a trial going on)."""
+    anyio.run(_append, path, key, commits)

@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 from bench.viewer_stores import big_store, serving
 
+from corral import Commit, TrialKey
 from corral.cli import main
 
 from ..support.viewer_stores import (
     HOSTILE,
+    append_commits,
     hostile_run,
     models_run,
     named_tasks_run,
@@ -439,4 +441,43 @@ def test_back_from_a_trial_returns_to_its_page_of_the_list(url: str, watched: Wa
     page.select_option("select[name=passed]", "yes")  # a new filter: its first page, same size
     expect(page.locator(".pager")).to_contain_text("page 1 of 2")
     expect(page.locator("#trials tbody tr")).to_have_count(10)
+    watched.assert_clean()
+
+
+def test_a_running_trial_s_page_shows_its_new_steps_and_its_end(
+    tmp_path: Path, watched: Watched
+) -> None:
+    # The benchmark is live (a trial runs) for as long as the page is open: the trial's
+    # page follows it, as the benchmark's own page follows the run.
+    path = tmp_path / "live.db"
+    off_loop(unfinished_run, path, "live", 1, ())
+    key = TrialKey("live", "solo", 0)
+    at = 1.8e9
+    off_loop(append_commits, path, key, [Commit(0, "setup", {"state": {}}, at)])
+    page = watched.page
+    page.clock.install()
+    with serving(path) as served:
+        page.goto(served + "#/trial?id=live&task=solo&trial=0")
+        expect(page.locator("#timeline > li")).to_have_count(1)
+        page.locator("#task-inputs > summary").click()  # opened: a redraw would close it
+        page.clock.fast_forward(3_000)  # asked again: nothing changed, nothing redrawn
+        assert page.locator("#task-inputs").get_attribute("open") is not None
+        terminal = {"status": "completed", "output": "ok", "attempts": 1, "state": {}}
+        evaluation = {"score": 1.0, "passed": True, "details": {}}
+        off_loop(
+            append_commits,
+            path,
+            key,
+            [Commit(1, "terminal", terminal, at + 1), Commit(2, "evaluation", evaluation, at + 2)],
+        )
+        deadline = time.monotonic() + 30
+        url = served + "api/trial?id=live&task=solo&trial=0"
+        while page.request.get(url).json()["row"]["status"] != "completed":
+            assert time.monotonic() < deadline, "the server never served the ended trial"
+            time.sleep(0.05)  # the server's own 2 s, in another process: nothing to await
+        page.clock.fast_forward(3_000)
+        expect(page.locator("#timeline > li")).to_have_count(3)
+        assert page.locator("#outcome").inner_text().startswith("completed · score 1.000")
+        page.goto(served + "#/task?id=live&task=solo")
+        assert page.locator("#rounds tbody tr").first.inner_text().split("\t")[1] == "completed"
     watched.assert_clean()

@@ -558,12 +558,29 @@
       Charts.histogram("chart-tokens", "Tokens per trial", ch.tokens, "", 0));
   }
 
-  // A task's or trial's page is redrawn when a finished benchmark's data changes.
-  async function watched(p, data) {
-    const [page, v] = await Promise.all([data, EXPORT ? null : get("version", { id: p.id })]);
+  // A task's or trial's page is redrawn when a finished benchmark's data changes; of a
+  // live one, given ``shown`` (its answer's part the page draws), when that changes.
+  async function watched(p, name, params, shown) {
+    const [page, v] = await Promise.all([get(name, params), EXPORT ? null : get("version", { id: p.id })]);
     if (v && !v.live) watch(p.id, v.version);
+    else if (v && shown) follow(name, params, shown, shown(page));
     if (v) noteVersion(p.id, v.version);
     return page;
+  }
+
+  // A live benchmark's trial page (the trial running, or not started yet): asked again
+  // every 3 s, redrawn once what it shows changed, not otherwise
+  // (a live benchmark's version changes at every reload: a redraw closes what was opened).
+  function follow(name, params, shown, seen) {
+    const mine = generation;
+    timer = setTimeout(async () => {
+      if (mine !== generation) return;
+      let now = seen;
+      try { now = shown(await get(name, params)); } catch (error) { /* asked again */ }
+      if (mine !== generation) return;
+      if (now !== seen) later(0);
+      else follow(name, params, shown, seen);
+    }, 3000);
   }
 
   // A task's limits, those it sets ("· max_iterations 10 · cost_limit 0.5").
@@ -573,7 +590,8 @@
   }
 
   async function taskPage(p) {
-    const t = await watched(p, get("task", { id: p.id, task: p.task }));
+    // Not followed while live: the page reads the history of each of its trials (100 at most).
+    const t = await watched(p, "task", { id: p.id, task: p.task }, null);
     document.getElementById("where").textContent = p.id;
     const m = t.metadata;
     const taskLinks = (ids) => ids.length ? ids.map((x) => [el("a", { href: link("/task", { id: p.id, task: x }) }, x), " "]) : "none";
@@ -738,7 +756,7 @@
   }
 
   async function trialPage(p) {
-    const t = await watched(p, get("trial", p));
+    const t = await watched(p, "trial", p, (x) => JSON.stringify([x.row, x.timeline.length]));
     document.getElementById("where").textContent = p.id;
     const keep = listState(p);
     const back = listAt(p, t.position);
