@@ -475,6 +475,36 @@ def test_from_hf_ids_from_content_do_not_depend_on_the_other_rows(
     assert ids("a.jsonl", rows) == ids("b.jsonl", rows[::-1])
 
 
+def test_from_hf_ids_from_content_do_not_change_when_another_row_adds_a_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library gives a row ``None`` for every field another row has and it lacks: a
+    row's content id changed when a row with a new field was added to the dataset."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    pytest.importorskip("datasets")
+    first = {"question": "2+2?", "answer": "4"}
+
+    def ids(name: str, data: list[dict[str, Any]]) -> list[str]:
+        return list(
+            datasets.from_hf(
+                "json",
+                agent_id="a",
+                environment_id="e",
+                split="train",
+                load_options={"data_files": str(write_jsonl(tmp_path / name, data))},
+                id=None,
+                input="question",
+                target="answer",
+            )
+        )
+
+    alone = ids("a.jsonl", [first])
+    grown = ids("b.jsonl", [first, {"question": "3*3?", "answer": "9", "hint": "times"}])
+    assert grown[0] == alone[0]
+
+
 async def test_a_dataset_with_its_keys_in_another_order_resumes(tmp_path: Path) -> None:
     """A streamed task is stored as its line's digest, and the line kept a row's nested
     objects in the file's key order: the same dataset re-exported with its keys sorted

@@ -144,9 +144,11 @@ class Fields:
         """An id from the row's content: the same row has the same id in every run and
         at every position; a repeated row gets ``~2``, ``~3``, ... The fields are hashed
         in order of their names, at every level: not in the order a file wrote them (a
-        re-export may sort them; Hugging Face gives each row the first row's order)."""
+        re-export may sort them; Hugging Face gives each row the first row's order). A
+        field whose value is null counts as absent: Hugging Face gives a row ``None`` for
+        each field another row has, so a row added with a new field changed every id."""
         try:
-            text = dumps(_by_name(row))
+            text = dumps(_by_name(row, null_fields=False))
         except (TypeError, ValueError):
             text = repr(sorted(row.items(), key=lambda kv: str(kv[0])))
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
@@ -155,15 +157,20 @@ class Fields:
         return digest if count == 1 else f"{digest}~{count}"
 
 
-def _by_name(value: Any, depth: int = MAX_DEPTH) -> Any:
-    """``value`` with every mapping in it ordered by its keys, down to `MAX_DEPTH`
-    levels (a task's value nested deeper is refused, naming where)."""
+def _by_name(value: Any, depth: int = MAX_DEPTH, *, null_fields: bool = True) -> Any:
+    """``value`` with every mapping in it ordered by its keys (without its null fields
+    unless ``null_fields``), down to `MAX_DEPTH` levels (a task's value nested deeper
+    is refused, naming where)."""
     if depth <= 0:
         return value
     if isinstance(value, Mapping):
-        return {k: _by_name(value[k], depth - 1) for k in sorted(value, key=str)}
+        return {
+            k: _by_name(value[k], depth - 1, null_fields=null_fields)
+            for k in sorted(value, key=str)
+            if null_fields or value[k] is not None
+        }
     if isinstance(value, (list, tuple)):
-        return [_by_name(item, depth - 1) for item in value]
+        return [_by_name(item, depth - 1, null_fields=null_fields) for item in value]
     return value
 
 
