@@ -14,7 +14,7 @@ from rich.console import Console
 
 from corral import Commit, Usage
 from corral.cli import main
-from corral.cli._tables import models_table, report_table
+from corral.cli._tables import TASK_ROWS, models_table, report_table
 from corral.store import SQLiteStore, TrialKey
 
 from ..support.reports import hand_made_report
@@ -267,6 +267,18 @@ def test_the_several_models_table_keeps_models_whose_names_hold_an_at_sign() -> 
     assert "q0 1/2 0.50 2/2 1.00" in text, text
     assert "q1 0/2 0.00 1/2 0.50" in text, text
     assert "mean of 2 tasks 1/4 0.25 3/4 0.75" in text, text
+
+
+def test_the_several_models_table_lists_the_first_tasks_and_counts_the_rest() -> None:
+    """The text report lists the first 100 tasks (`TASK_ROWS`) and counts the rest; the
+    several-models table printed a row for every task (10,000 rows for 10,000 tasks)."""
+    passes = {f"q{i}@{m}": [i % 2 == 0] for i in range(TASK_ROWS + 30) for m in ("x", "y")}
+    table = models_table(hand_made_report("m", passes))
+    text = " ".join(_table_text(table).replace("│", " ").split())
+    assert f" q{TASK_ROWS - 1} " in text and f" q{TASK_ROWS} " not in text, text
+    assert "… 30 more tasks (--json lists every one)" in text
+    # The mean row is still over every task.
+    assert f"mean of {TASK_ROWS + 30} tasks 65/130 0.50 65/130 0.50" in text
 
 
 def test_the_viewers_model_means_say_which_tasks_each_mean_is_over() -> None:

@@ -288,7 +288,7 @@ def models_table(report: BenchmarkReport) -> Table | None:
         for metric, k in columns:
             table.add_column(f"{model}\n{metric.label(k)}", justify="right")
     totals = {m: [0, 0] for m in models}
-    for base, by in rows.items():
+    for row, (base, by) in enumerate(rows.items()):
         cells: list[RenderableType] = []
         for m in models:
             one = by.get(m)
@@ -298,10 +298,17 @@ def models_table(report: BenchmarkReport) -> Table | None:
             totals[m][0] += one.passed
             totals[m][1] += len(one.trials)
             cells.append(f"{one.passed}/{len(one.trials)}")
+            if row >= TASK_ROWS:  # counted in the totals, not shown
+                continue
             values = one.values
             cells += [_score(values.get(metric.name, {}).get(k)) for metric, k in columns]
+        if row >= TASK_ROWS:
+            continue
         added = any(t.added_by_dependencies for t in by.values())
         table.add_row(base + (" *" if added else ""), *cells)
+    if len(rows) > TASK_ROWS:
+        more = len(rows) - TASK_ROWS
+        table.add_row(Text(f"… {more:,} more tasks (--json lists every one)", style="dim"))
     table.add_section()
     means: list[RenderableType] = []
     for m in models:
