@@ -15,10 +15,11 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner, Result
+from rich.console import Console
 
 import corral
 from corral.cli import main
-from corral.progress import PlainProgress
+from corral.progress import PlainProgress, ProgressDisplay
 from corral.testing import FakeEnvironment, wait_all_tasks_blocked
 
 from ..support.child_lines import Lines
@@ -190,6 +191,37 @@ async def test_plain_progress_writes_a_line_each_period_while_no_commit_arrives(
         assert "0/1 trials" in written[1] and "running 1" in written[1]
         agent.gates[0].set()
     assert "1/1 trials" in written[-1]
+
+
+@pytest.mark.anyio
+async def test_progress_says_100_percent_only_once_every_trial_is_done() -> None:
+    """199 of 200 trials done is 99.5%: both views rounded it to "(100%)" while a trial
+    still ran; the share is rounded down, so 100% means done."""
+    release = anyio.Event()
+
+    class Agent:
+        async def act(self, session: corral.AgentSession) -> corral.Final:
+            if session.task_id == "t0":
+                await release.wait()
+            return corral.Final(True)
+
+    tasks = {f"t{i}": corral.BenchmarkTaskMetadata("a", "e") for i in range(200)}
+    runner = corral.CorralRunner(tasks, {"a": Agent()}, {"e": _env()}, store=corral.MemoryStore())
+    stream = Stream()
+    plain = PlainProgress(stream, interval=0.0)
+    display = ProgressDisplay(Console(file=io.StringIO(), width=200))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: runner.run("p", observers=[plain, display]))
+        await wait_all_tasks_blocked()  # every trial but t0's is done
+        console = Console(file=io.StringIO(), width=200, record=True)
+        console.print(display.renderable())
+        frame = console.export_text()
+        release.set()
+    assert "199/200 trials (99%)" in frame, frame
+    lines = stream.getvalue().splitlines()
+    assert any("199/200 trials (99%)" in line for line in lines), lines
+    assert [line for line in lines if "(100%)" in line] == [lines[-1]]
+    assert "200/200 trials (100%)" in lines[-1]
 
 
 def _cli(*args: Any, env: dict[str, str] | None = None) -> Result:

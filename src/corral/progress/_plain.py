@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import IO
 
 from ._per_task import held_by_task
-from ._view import Snapshot, duration, outcomes, queue_reasons
+from ._view import Snapshot, done_share, duration, outcomes, queue_reasons
 from ._watch import RunWatch
 
 #: Seconds between two lines when nothing else brings one.
@@ -95,10 +95,9 @@ def progress_line(snapshot: Snapshot, *, final: bool = False) -> str:
     (or, when ``final``, this run's own time). Done counts durable trials only."""
     s, tally = snapshot.statistics, snapshot.tally
     done = tally.finished + tally.resumed
-    share = done / s.total if s.total else 1.0
     parts = [
         f"corral {snapshot.benchmark_id} +{snapshot.elapsed:.1f} s: "
-        f"{done:,}/{s.total:,} trials ({share:.0%})",
+        f"{done:,}/{s.total:,} trials ({done_share(done, s.total)})",
         f"running {s.executing}",
         f"queued {s.ready}",
         f"evaluating {s.evaluating + s.awaiting_evaluation}",

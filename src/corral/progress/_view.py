@@ -130,11 +130,10 @@ def render(snapshot: Snapshot) -> RenderableType:
         f"  {snapshot.elapsed:.1f} s",
         eta,
     )
-    share = s.finished / s.total if s.total else 1.0
     bar = Table.grid(padding=(0, 1))
     bar.add_row(
         ProgressBar(total=max(s.total, 1), completed=s.finished, width=40),
-        Text(f"{s.finished}/{s.total} trials ({share:.0%})"),
+        Text(f"{s.finished}/{s.total} trials ({done_share(s.finished, s.total)})"),
     )
     reasons = queue_reasons(s, snapshot.limits)
     counts = Text(
@@ -246,6 +245,12 @@ def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeSt
         "",
     )
     return grid
+
+
+def done_share(done: int, total: int) -> str:
+    """``99%``: the share of ``total`` done, rounded down, so that 100% means all done
+    (199 of 200 is 99%, not 100%)."""
+    return f"{100 * done // total if total else 100}%"
 
 
 def duration(seconds: float) -> str:
