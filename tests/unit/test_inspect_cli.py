@@ -14,7 +14,7 @@ from rich.console import Console
 
 from corral import Commit, Usage
 from corral.cli import main
-from corral.cli._tables import TASK_ROWS, models_table, report_table
+from corral.cli._tables import TASK_ROWS, models_table, report_table, scores_table
 from corral.store import SQLiteStore, TrialKey
 
 from ..support.reports import hand_made_report
@@ -249,6 +249,24 @@ def test_the_mean_row_of_an_interrupted_run_says_which_tasks_each_mean_is_over()
     text = _table_text(models_table(hand_made_report("m", passes, k_values=(1, 4))))
     assert "mean of 2 tasks" not in text
     assert "y: 1 of 2 at k = 1, 0 of 2 at k = 4" in text
+
+
+def test_the_table_of_means_says_which_rows_are_over_fewer_tasks() -> None:
+    """In an interrupted run a mean at k is over the tasks with at least k finished
+    trials: the column said "all (2 tasks)" over a pass@2 of one task, whose interval
+    is then that task's value ([1.00, 1.00]), as if certain."""
+    passes = {"a@x": [True, True, False], "b@x": [True], "a@y": [True] * 3, "b@y": [False] * 3}
+    report = hand_made_report("i", passes, k_values=(1, 2))
+    table = scores_table(report)
+    assert table is not None
+    lines = _table_text(table).split("│ pass")[1:]  # one per row, its cells after
+    rows = {line.split()[0]: " ".join(line.replace("│", " ").split()[1:]) for line in lines}
+    assert rows["@1"] == "0.67 [0.00, 1.00] 0.83 [0.67, 1.00] 0.50 [0.00, 1.00]", rows
+    # pass@2 and pass^2 are over 3 of the 4 tasks, and 1 of model x's 2.
+    for row in ("@2", "^2"):
+        cells = rows[row].split("]")
+        assert "· 3 tasks" in cells[1] and "· 1 task" in cells[2], rows
+        assert "task" not in cells[3], rows
 
 
 def test_the_several_models_table_keeps_models_whose_names_hold_an_at_sign() -> None:

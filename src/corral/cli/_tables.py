@@ -108,9 +108,19 @@ def scores_table(report: BenchmarkReport) -> Table | None:
     for metric, k in metric_columns(report):
         table.add_row(
             metric.label(k),
-            *(estimate(s.estimates.get(metric.name, {}).get(k)) for _, s in columns),
+            *(_over(s, metric.name, k) for _, s in columns),
         )
     return table
+
+
+def _over(scores: Scores, name: str, k: int) -> str:
+    """A mean at k with its interval, and the tasks it is over where they are fewer
+    than its column's (an interrupted run's tasks with fewer than k finished trials)."""
+    text = estimate(scores.estimates.get(name, {}).get(k))
+    counted = scores.tasks.get(k)
+    if counted is not None and counted < max(scores.tasks.values()):
+        text += f" · {counted:,} task{'' if counted == 1 else 's'}"
+    return text
 
 
 def named_scores_table(report: BenchmarkReport) -> Table | None:
