@@ -530,3 +530,31 @@ async def test_a_dataset_with_its_keys_in_another_order_resumes(tmp_path: Path) 
     again = json.loads(json.dumps(row, sort_keys=True))
     report = await run(again)
     assert report.pass_at_k[1] == 1.0
+
+
+async def test_a_sample_functions_objects_from_a_row_in_another_order_resume(
+    tmp_path: Path,
+) -> None:
+    """A sample function that keeps a row's other fields (its inputs or metadata, in
+    the row's order) gave the line those objects in the file's key order: the same
+    dataset re-exported with its keys sorted was refused on resume as changed."""
+    store = corral.MemoryStore()
+    path = tmp_path / "d.jsonl"
+    agent = ScriptedAgent(lambda s: corral.Final("4"))
+    env = FakeEnvironment(evaluate=scorers.exact())
+
+    def sample(row: dict[str, Any]) -> dict[str, Any]:
+        rest = {k: v for k, v in row.items() if k not in ("id", "a", "level", "field")}
+        kept = {k: v for k, v in row.items() if k in ("level", "field")}
+        return {"id": row["id"], "input": rest, "target": row["a"], "metadata": kept}
+
+    async def run(row: dict[str, Any]) -> Any:
+        source = datasets.from_jsonl(
+            write_jsonl(path, [row]), agent_id="a", environment_id="e", sample=sample
+        )
+        return await corral.CorralRunner(source, {"a": agent}, {"e": env}, store=store).run("b")
+
+    row = {"id": "q1", "q": "2+2?", "c": "none", "a": "4", "level": "easy", "field": "math"}
+    await run(row)
+    report = await run(json.loads(json.dumps(row, sort_keys=True)))
+    assert report.pass_at_k[1] == 1.0

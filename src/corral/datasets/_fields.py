@@ -96,11 +96,16 @@ class Fields:
                 )
             task_id = mapped.get("id")
             raw_input = mapped["input"]
-            inputs = dict(raw_input) if isinstance(raw_input, Mapping) else {"prompt": raw_input}
+            # By name, as the objects in them: a function may take them from the row in
+            # its file's order (every field but the answer), and the line must not change.
+            inputs = (
+                _by_name(raw_input, 1) if isinstance(raw_input, Mapping) else {"prompt": raw_input}
+            )
             target = mapped.get("target")
             metadata = mapped.get("metadata") or {}
             if not isinstance(metadata, Mapping):
                 raise ConfigError(f"{where}: metadata must be a mapping, not {metadata!r}")
+            metadata = _by_name(metadata, 1)
         else:
             task_id = None if self.id is None else _field(row, self.id, where)
             if self.id is not None and task_id is None:
