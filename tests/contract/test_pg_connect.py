@@ -160,6 +160,8 @@ pg_dsn = pg.pg_dsn
         "postgresql://u@127.0.0.1/db?Password=sekret&bogus=1",
         "postgresql://u:pa?sekret@127.0.0.1",  # a raw '?' in the password; no database
         "postgresql://u:sekret%zz@127.0.0.1/db",  # psycopg quotes the bad token
+        # A raw '@' in a parameter's password, no '/': taken for the user info's end.
+        "postgresql://127.0.0.1?password=sekret@x",
     ],
 )
 def test_no_refusal_shows_the_password(dsn: str) -> None:

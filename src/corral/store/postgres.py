@@ -1073,6 +1073,11 @@ def _split_userinfo(dsn: str) -> tuple[str, str, str, str]:
     scheme, sep, rest = dsn.partition("://")
     first = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
     at_first = rest[first : first + 1] == "@"
+    asked = rest.find("?", 0, first)
+    if at_first and asked >= 0 and _HOSTS.fullmatch(rest[:asked]):
+        # HOST?...password=p@ss: the "@" is a parameter's password's, masked as one.
+        if any(_is_password(item) for item in rest[asked + 1 : first].split("&")):
+            return scheme + sep, "", "", rest
     query = rest.find("?", first + 1 if at_first else 0)
     stop = len(rest) if query < 0 else query
     last = rest.rfind("@", 0, stop)
