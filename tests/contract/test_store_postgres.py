@@ -585,3 +585,33 @@ async def test_acknowledged_commits_are_durable_where_the_server_defaults_to_asy
     async with fast.opened():
         assert fast._writer is not None and fast._writer.conn is not None
         assert fast._writer.conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+
+
+async def test_a_claim_outlives_an_idle_session_timeout_of_the_database(pg_dsn: str) -> None:
+    """A database (or role) set to end idle sessions (``idle_session_timeout``, a DBA's
+    clean-up) must not end the claim's session, idle for the whole run: the server
+    would drop its lock and a second runner would claim the benchmark too."""
+    database = pg_dsn.rsplit("/", 1)[1]
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("ALTER DATABASE {} SET idle_session_timeout = 50").format(
+                sql.Identifier(database)
+            )
+        )
+    one, two = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    async with one.opened(), one.claim("bench"):
+        [claim] = backend_pids(pg_dsn, "corral claim")
+        # A session idle since after the claim's went idle: once the server ended it,
+        # it would have ended the claim's too.
+        with psycopg.connect(pg_dsn, autocommit=True, application_name="canary") as canary:
+            canary.execute("SELECT 1")
+            [pid] = backend_pids(pg_dsn, "canary")
+            wait_for_server(
+                pg_dsn, "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", (pid,)
+            )
+        assert backend_pids(pg_dsn, "corral claim") == [claim]
+        async with two.opened():
+            with pytest.raises(BenchmarkBusyError, match="another live runner"):
+                async with two.claim("bench"):
+                    pass
+        await one.append(K, trial())

@@ -240,6 +240,12 @@ _SYNCHRONOUS = (
 _IDLE_IN_TRANSACTION_MS = 60_000
 #: Milliseconds `PostgresStore.fence_host` waits for the host's row between warnings.
 _FENCE_WAIT_MS = 10_000
+#: The claim's session, idle for the whole run, is never ended for it by a database's or
+#: role's ``idle_session_timeout`` (PostgreSQL 14+): its lock would go with it.
+_NEVER_IDLE_OUT = (
+    "SELECT set_config('idle_session_timeout', '0', false) "
+    "WHERE current_setting('idle_session_timeout', true) IS NOT NULL"
+)
 _ADD_WRITER = (
     "INSERT INTO corral.claim_writers (benchmark_id, epoch, host) VALUES (%s, %s, %s) "
     "ON CONFLICT (benchmark_id, epoch, host) DO NOTHING"
@@ -662,6 +668,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"{self._where}: cannot claim {benchmark_id!r}: {exc}") from exc
         try:
+            conn.execute(_NEVER_IDLE_OUT)
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
             if not (row and row[0]):
                 raise BenchmarkBusyError(
