@@ -615,3 +615,20 @@ async def test_a_claim_outlives_an_idle_session_timeout_of_the_database(pg_dsn: 
                 async with two.claim("bench"):
                     pass
         await one.append(K, trial())
+
+
+async def test_an_id_too_long_for_the_index_fails_at_once_and_says_so(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task id past what a btree index entry holds (about 2.7 kB) is refused by the
+    server every time: not retried for ``retry_for`` as if the database were down, nor
+    reported as 'unreachable'."""
+    long = "".join(chr(ord("a") + (n * 7919 % 26)) + str(n) for n in range(1000))
+    store = PostgresStore(pg_dsn, retry_for=0.5)
+    with pytest.raises((StoreError, ExceptionGroup)) as caught:
+        async with store.opened():
+            await store.append(K._replace(task_id=long), trial())
+    errors = leaves(caught.value)
+    assert all(isinstance(e, StoreError) and "index row size" in str(e) for e in errors)
+    assert not any("unreachable" in str(e) for e in errors)
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]

@@ -88,6 +88,9 @@ _LANDED = (
 # Worth another try: the connection or the server went away, or the server asked
 # for a retry. Anything else (a constraint, a bad value) would fail again.
 TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+#: Operational errors the same statement meets every time: a value past a limit of the
+#: server's (an id too long for an index entry).
+DEFINITE = (pg_errors.ProgramLimitExceeded,)
 
 
 def bad_option(exc: Exception) -> str | None:
@@ -172,6 +175,8 @@ def retrying(
             return attempt(failed)
         except StoreError:
             raise
+        except DEFINITE as exc:
+            raise StoreError(f"{where}: {shown(str(exc))}") from exc
         except TRANSIENT as exc:
             if (option := bad_option(exc)) is not None:
                 raise ConfigError(f"{where}: {shown(option)}") from exc
