@@ -39,9 +39,9 @@ def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> l
         names = [kind] if isinstance(kind, str) else list(kind)
         if not any(_is(value, name) for name in names):
             return [f"{where} must be of type {' or '.join(names)}, not {_type_name(value)}"]
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_equal(value, v) for v in schema["enum"]):
         return [f"{where} must be one of {schema['enum']!r}, not {value!r}"]
-    if "const" in schema and value != schema["const"]:
+    if "const" in schema and not _equal(value, schema["const"]):
         return [f"{where} must be {schema['const']!r}, not {value!r}"]
     for key in ("anyOf", "oneOf"):
         if key in schema and not any(not schema_errors(s, value, path) for s in schema[key]):
@@ -63,6 +63,19 @@ def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> l
         if "maximum" in schema and value > schema["maximum"]:
             errors.append(f"{where} must be <= {schema['maximum']}, not {value!r}")
     return errors
+
+
+def _equal(a: object, b: object) -> bool:
+    """JSON's equality: as Python's, but a boolean is never a number (``true != 1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping | list | tuple) or isinstance(b, Mapping | list | tuple):
+        return False
+    return a == b
 
 
 def _object_errors(schema: Mapping[str, Any], value: Mapping[Any, Any], path: str) -> list[str]:

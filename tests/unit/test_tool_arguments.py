@@ -1,0 +1,67 @@
+"""Tool-call arguments checked against the environment's declared JSON Schema in a
+real run: a call the schema refuses never reaches ``execute``, its error is the
+recorded observation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import corral
+from corral import Action, Final
+from corral import BenchmarkTaskMetadata as Meta
+from corral.testing import FakeEnvironment, ScriptedAgent
+
+pytestmark = pytest.mark.anyio
+
+#: ``mode`` is the number 0 or 1, ``level`` the number 1: JSON's ``true`` and
+#: ``false`` are not numbers.
+MODE = corral.Tool(
+    "set_mode",
+    parameters={
+        "type": "object",
+        "properties": {"mode": {"enum": [0, 1]}, "level": {"const": 1}},
+    },
+)
+
+
+async def observations_of(arguments: dict[str, Any]) -> tuple[list[Any], FakeEnvironment]:
+    """Run one trial calling ``set_mode`` with ``arguments``: the observations its
+    agent saw, and the environment."""
+    env = FakeEnvironment()
+    env.tools = (MODE,)  # type: ignore[attr-defined]
+    seen: list[Any] = []
+
+    def decide(session: corral.AgentSession) -> Action | Final:
+        if session.steps:
+            seen.extend(step.effect.observation for step in session.steps)
+            return Final(None)
+        return Action("set_mode", arguments)
+
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")}, {"a": ScriptedAgent(decide)}, {"e": env}, store=corral.MemoryStore()
+    )
+    report = await runner.run("modes")
+    assert str(report.tasks["t"].trials[0].status) == "completed"
+    return seen, env
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"mode": True}, "mode must be one of [0, 1], not True"),
+        ({"mode": False}, "mode must be one of [0, 1], not False"),
+        ({"level": True}, "level must be 1, not True"),
+    ],
+)
+async def test_a_boolean_is_not_an_enum_or_const_number(arguments: Any, error: str) -> None:
+    observations, env = await observations_of(arguments)
+    assert env.executions == []
+    assert observations == [f"error: invalid arguments for 'set_mode': {error}"]
+
+
+async def test_a_number_the_schema_allows_reaches_the_environment() -> None:
+    observations, env = await observations_of({"mode": 1, "level": 1.0})
+    assert [e.action.arguments for e in env.executions] == [{"mode": 1, "level": 1.0}]
+    assert observations == [{"tool": "set_mode", "arguments": {"mode": 1, "level": 1.0}}]
