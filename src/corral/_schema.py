@@ -3,7 +3,7 @@
 It covers what tool schemas use: ``type``, ``enum``, ``const``,
 ``properties``, ``required``, ``additionalProperties``, ``items``,
 ``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``
-and ``anyOf``/``oneOf``. Other keywords are accepted and not checked.
+and ``anyOf``/``oneOf`` (exactly one). Other keywords are accepted and not checked.
 """
 
 from __future__ import annotations
@@ -44,8 +44,12 @@ def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> l
     if "const" in schema and not _equal(value, schema["const"]):
         return [f"{where} must be {schema['const']!r}, not {value!r}"]
     for key in ("anyOf", "oneOf"):
-        if key in schema and not any(not schema_errors(s, value, path) for s in schema[key]):
-            return [f"{where} matches none of the allowed schemas"]
+        if key in schema:
+            matched = sum(1 for s in schema[key] if not schema_errors(s, value, path))
+            if not matched:
+                return [f"{where} matches none of the allowed schemas"]
+            if key == "oneOf" and matched > 1:  # exactly one, as JSON Schema says
+                return [f"{where} matches more than one of the schemas of oneOf"]
     errors: list[str] = []
     if isinstance(value, Mapping):
         errors += _object_errors(schema, value, path)

@@ -65,3 +65,40 @@ async def test_a_number_the_schema_allows_reaches_the_environment() -> None:
     observations, env = await observations_of({"mode": 1, "level": 1.0})
     assert [e.action.arguments for e in env.executions] == [{"mode": 1, "level": 1.0}]
     assert observations == [{"tool": "set_mode", "arguments": {"mode": 1, "level": 1.0}}]
+
+
+#: Exactly one of ``path`` and ``url``: ``oneOf`` refuses a call that gives both.
+FETCH = corral.Tool(
+    "fetch",
+    parameters={
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "url": {"type": "string"}},
+        "oneOf": [{"required": ["path"]}, {"required": ["url"]}],
+    },
+)
+
+
+async def test_one_of_refuses_a_call_that_matches_more_than_one() -> None:
+    env = FakeEnvironment()
+    env.tools = (FETCH,)  # type: ignore[attr-defined]
+    calls = [{"path": "a"}, {"path": "a", "url": "b"}, {}]
+
+    def decide(session: corral.AgentSession) -> Action | Final:
+        if len(session.steps) == len(calls):
+            return Final([step.effect.observation for step in session.steps])
+        return Action("fetch", calls[len(session.steps)])
+
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e", max_iterations=4)},
+        {"a": ScriptedAgent(decide)},
+        {"e": env},
+        store=corral.MemoryStore(),
+    )
+    trial = (await runner.run("fetches")).tasks["t"].trials[0]
+    assert [e.action.arguments for e in env.executions] == [{"path": "a"}]
+    refused = "error: invalid arguments for 'fetch': arguments matches none of the allowed schemas"
+    assert trial.output[1:] == [
+        "error: invalid arguments for 'fetch': arguments matches more than one of the "
+        "schemas of oneOf",
+        refused,
+    ]
