@@ -67,3 +67,51 @@ async def test_a_failed_attempt_is_retried_like_any_exception(failure: Any) -> N
     [trial] = (await runner.run("b")).tasks["t"].trials
     assert (trial.status, trial.attempts, trial.output) == ("completed", 2, "ok")
     assert trial.evaluation is not None and trial.evaluation.passed
+
+
+class Always:
+    """Answers ``decision`` every turn."""
+
+    def __init__(self, decision: Any) -> None:
+        self.decision = decision
+
+    async def act(self, session: AgentSession) -> Any:
+        return self.decision
+
+
+class Counting(Env):
+    """`Env` that counts what it is asked to execute."""
+
+    def __init__(self) -> None:
+        self.executed: list[Action] = []
+
+    async def execute(self, action: Action, session: AgentSession) -> ToolEffect:
+        self.executed.append(action)
+        return ToolEffect("done")
+
+
+@pytest.mark.parametrize(
+    ("action", "named"),
+    [
+        (Action(7, {}), "tool 7 of Action(tool=7, arguments={})"),  # type: ignore[arg-type]
+        (Action("x", [1]), "arguments [1] of Action(tool='x', arguments=[1])"),  # type: ignore[arg-type]
+        (Action("x", None), "arguments None of Action(tool='x', arguments=None)"),  # type: ignore[arg-type]
+    ],
+)
+async def test_an_action_that_is_not_a_tool_name_and_mapping_is_refused(
+    action: Action, named: str
+) -> None:
+    """SPEC 1: ``Action(tool: str, arguments: Mapping[str, Any])``. Anything else fails
+    the attempt naming it, before it is recorded or reaches the environment."""
+    env = Counting()
+    runner = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": Always(action)},
+        {"e": env},
+        store=corral.MemoryStore(),
+        max_retries=0,
+    )
+    [trial] = (await runner.run("b")).tasks["t"].trials
+    assert trial.status == "error" and env.executed == []
+    assert trial.error is not None and named in trial.error
+    assert trial.commits == 2  # setup and terminal: no action recorded

@@ -596,15 +596,27 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
 
 def _actions(decision: object) -> list[Action]:
     if isinstance(decision, Action):
-        return [decision]
+        return [_checked(decision)]
     if isinstance(decision, Sequence) and not isinstance(decision, str | bytes):
         actions = list(decision)
         if actions and all(isinstance(a, Action) for a in actions):
-            return actions
+            return [_checked(a) for a in actions]
     raise TypeError(
         f"act() returned {decision!r}; expected an Action, a non-empty sequence of Actions, "
         "or Final"
     )
+
+
+def _checked(action: Action) -> Action:
+    """``action`` if it names its tool with a string and gives its arguments as a mapping
+    (SPEC 1), else a `TypeError` naming it: nothing else is recorded or executed."""
+    if not isinstance(action.tool, str):
+        raise TypeError(f"act() returned tool {action.tool!r} of {action!r}; expected a string")
+    if not isinstance(action.arguments, Mapping):
+        raise TypeError(
+            f"act() returned arguments {action.arguments!r} of {action!r}; expected a mapping"
+        )
+    return action
 
 
 async def _execute(
