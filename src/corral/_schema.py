@@ -1,13 +1,14 @@
 """A small JSON Schema check for tool arguments (no dependency).
 
-It covers what tool schemas use: ``type``, ``enum``, ``const``,
-``properties``, ``required``, ``additionalProperties``, ``items``,
+It covers what tool schemas use: ``type``, ``enum``, ``const``, ``properties``,
+``patternProperties``, ``required``, ``additionalProperties``, ``items``,
 ``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``
 and ``anyOf``/``oneOf`` (exactly one). Other keywords are accepted and not checked.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,16 +89,28 @@ def _object_errors(schema: Mapping[str, Any], value: Mapping[Any, Any], path: st
     for name in schema.get("required") or ():
         if name not in value:
             errors.append(f"missing required {_join(path, name)!r}")
+    patterns = schema.get("patternProperties") or {}
     extra = schema.get("additionalProperties", True)
     for name, item in value.items():
-        sub = properties.get(name)
-        if isinstance(sub, Mapping):
-            errors += schema_errors(sub, item, _join(path, name))
-        elif extra is False:
-            errors.append(f"unexpected property {_join(path, name)!r}")
-        elif isinstance(extra, Mapping):
-            errors += schema_errors(extra, item, _join(path, name))
+        # Declared by name or by a matching pattern (its schema may be just `true`):
+        # not an additional property, whatever ``additionalProperties`` says.
+        subs = [properties[name]] if name in properties else []
+        subs += [sub for pattern, sub in patterns.items() if _matches(pattern, name)]
+        for sub in subs or [extra]:
+            if isinstance(sub, Mapping):
+                errors += schema_errors(sub, item, _join(path, name))
+            elif sub is False:
+                errors.append(f"unexpected property {_join(path, name)!r}")
     return errors
+
+
+def _matches(pattern: object, name: object) -> bool:
+    """Whether ``name`` matches a ``patternProperties`` regex (one Python cannot read
+    matches nothing: it is not checked)."""
+    try:
+        return isinstance(pattern, str) and re.search(pattern, str(name)) is not None
+    except re.error:
+        return False
 
 
 def _bounds(

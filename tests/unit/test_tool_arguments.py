@@ -102,3 +102,39 @@ async def test_one_of_refuses_a_call_that_matches_more_than_one() -> None:
         "schemas of oneOf",
         refused,
     ]
+
+
+#: Options named ``x_...`` (integers), a ``tag`` of any value, and nothing else.
+OPTIONS = corral.Tool(
+    "configure",
+    parameters={
+        "type": "object",
+        "properties": {"tag": True},
+        "patternProperties": {"^x_": {"type": "integer"}},
+        "additionalProperties": False,
+    },
+)
+
+
+async def test_properties_by_pattern_or_true_schema_are_not_unexpected() -> None:
+    env = FakeEnvironment()
+    env.tools = (OPTIONS,)  # type: ignore[attr-defined]
+    calls = [{"x_depth": 2, "tag": [1]}, {"x_depth": "deep"}, {"y": 1}]
+
+    def decide(session: corral.AgentSession) -> Action | Final:
+        if len(session.steps) == len(calls):
+            return Final([step.effect.observation for step in session.steps])
+        return Action("configure", calls[len(session.steps)])
+
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e", max_iterations=4)},
+        {"a": ScriptedAgent(decide)},
+        {"e": env},
+        store=corral.MemoryStore(),
+    )
+    trial = (await runner.run("options")).tasks["t"].trials[0]
+    assert [e.action.arguments for e in env.executions] == [calls[0]]
+    assert trial.output[1:] == [
+        "error: invalid arguments for 'configure': x_depth must be of type integer, not string",
+        "error: invalid arguments for 'configure': unexpected property 'y'",
+    ]
