@@ -464,7 +464,10 @@ async def _session(
         task_id=plan.key.task_id,
         trial=plan.key.trial,
         metadata=plan.job.metadata,
-        inputs=plan.job.inputs,
+        # Its own copy: what an agent writes into it must not reach the task's other
+        # trials nor its metadata (the benchmark's configuration); an attempt starts
+        # from the inputs as a resumed one would.
+        inputs=_fresh(plan.job.inputs) if plan.job.inputs else plan.job.inputs,
         attempt=attempt,
         previous_evaluation=previous.evaluation if previous else None,
         previous_state=previous.state if previous else None,
@@ -477,6 +480,17 @@ async def _session(
         session.scratch = scratch
     _sync(session, projection)
     return session
+
+
+def _fresh(value: Any) -> Any:
+    """``value`` with its containers copied (its scalars shared: they cannot change)."""
+    if isinstance(value, Mapping):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_fresh(v) for v in value)
+    return value
 
 
 def _calls_of(job: TrialJob) -> CallLog:
