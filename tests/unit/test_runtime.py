@@ -495,6 +495,29 @@ class TestVirtualTime:
         assert "trial_timeout of 60" in str(trial.error)
         assert trial.evaluation == Evaluation(0.0, False) and len(env.evaluated) == 1
 
+    async def test_an_attempt_whose_cleanup_raises_when_cut_by_trial_timeout_ends_timeout(
+        self,
+    ) -> None:
+        # A tool's cleanup that fails as the timeout cancels it (a killed process, a
+        # closed connection) leaves with its own error: the attempt still outlived
+        # trial_timeout, so it ends `timeout`, unretried.
+        async def decide(s: AgentSession) -> Final:
+            try:
+                await anyio.sleep(3600)
+            finally:
+                raise ConnectionError("connection closed while cleaning up")
+            return Final("too late")
+
+        agent = ScriptedAgent(decide)
+        policy = RetryPolicy(max_retries=2, backoff_base=1)
+        start = anyio.current_time()
+        run = runner(agent, FakeEnvironment(), policy=policy, trial_timeout=60)
+        report = await run.run("b")
+        assert anyio.current_time() - start == pytest.approx(60)
+        [trial] = report.tasks["t"].trials
+        assert (trial.status, trial.attempts, agent.calls) == (TrialStatus.TIMEOUT, 1, 1)
+        assert "trial_timeout of 60" in str(trial.error)
+
     @pytest.mark.parametrize(("given", "bound"), [({"evaluation_timeout": 30}, 30), ({}, 60)])
     async def test_a_hung_scorer_is_bounded_by_evaluation_timeout(
         self, given: dict[str, float], bound: float

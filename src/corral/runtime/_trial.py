@@ -325,6 +325,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         # Why the attempt was cut short: "timeout" or "working_time_limit".
         cut: str | None = None
         began = clock.spent
+        scope: anyio.CancelScope | None = None
+        timeout = budget = float("inf")
         try:
             timeout = _deadline(plan.trial_timeout, used)
             budget = clock.deadline(working_limit)
@@ -338,7 +340,12 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             if cut is None:
                 writer.hand_over()
         except Exception as exc:
-            error = exc
+            if scope is not None and scope.cancel_called:
+                # Its deadline cut it, and what the cancellation met raised instead (a
+                # tool's cleanup failing): it outlived its time all the same.
+                cut = "working_time_limit" if budget <= timeout else "timeout"
+            else:
+                error = exc
         except anyio.get_cancelled_exc_class():
             # The run is cancelled (Ctrl-C, its cancel scope, `Task.cancel()`): what the
             # agent recorded and spent lands before it stops, as before a wait.
