@@ -538,6 +538,30 @@ class TestVirtualTime:
             f"TimeoutError: evaluate() exceeded evaluation_timeout of {bound} s"
         )
 
+    async def test_a_scorer_whose_cleanup_raises_when_cut_by_evaluation_timeout_times_out(
+        self,
+    ) -> None:
+        calls: list[float] = []
+
+        async def hang(trial: TrialRecord) -> Evaluation:
+            calls.append(anyio.current_time())
+            try:
+                await anyio.sleep_forever()
+            finally:
+                raise ConnectionError("grader connection closed while cleaning up")
+
+        env = FakeEnvironment(evaluate=hang)
+        policy = RetryPolicy(max_retries=2, backoff_base=1)
+        start = anyio.current_time()
+        run = runner(ScriptedAgent(final("ok")), env, policy=policy, evaluation_timeout=30)
+        report = await run.run("b")
+        assert anyio.current_time() - start == pytest.approx(30)  # once: not retried
+        [trial] = report.tasks["t"].trials
+        assert (len(calls), trial.evaluation) == (1, None)
+        assert trial.evaluation_error == (
+            "TimeoutError: evaluate() exceeded evaluation_timeout of 30 s"
+        )
+
     async def test_retries_back_off_exponentially_with_jitter(self) -> None:
         async def decide(s: AgentSession) -> Final:
             if s.attempt < 3:

@@ -54,6 +54,7 @@ async def evaluate_trial(
     limited = 0
     while True:
         evaluation: object = None  # what this call returned, if it returned
+        scope: anyio.CancelScope | None = None
         try:
             if time_limit is None:
                 evaluation = await environment.evaluate(scored)
@@ -61,15 +62,17 @@ async def evaluate_trial(
                 with anyio.move_on_after(time_limit) as scope:
                     evaluation = await environment.evaluate(scored)
                 if scope.cancelled_caught:
-                    text = f"TimeoutError: evaluate() exceeded evaluation_timeout of {time_limit} s"
-                    payload = evaluation_failed(
-                        {"error": text, "error_type": "TimeoutError"}, attempts=attempt + 1
-                    )
+                    payload = _timed_out(time_limit, attempt)
                     break
             payload = _payload(evaluation, max_value_bytes)
             usage = _spent(usage, evaluation)
             break
         except Exception as raised:
+            if scope is not None and scope.cancel_called:
+                # Cut at its time limit, it raised as it stopped (a cleanup failing):
+                # timed out all the same, and not retried.
+                payload = _timed_out(time_limit, attempt)
+                break
             exc: Exception = raised
             try:  # what a refused evaluation spent (a graded-by-model call) counts too
                 usage = _spent(usage, evaluation)
@@ -124,6 +127,12 @@ async def evaluate_trial(
         keep_state=keep_state,
         share=share,
     )
+
+
+def _timed_out(time_limit: float | None, attempt: int) -> EvaluationPayload:
+    """The failed evaluation of a call of ``evaluate`` that outlived ``time_limit``."""
+    text = f"TimeoutError: evaluate() exceeded evaluation_timeout of {time_limit} s"
+    return evaluation_failed({"error": text, "error_type": "TimeoutError"}, attempts=attempt + 1)
 
 
 def _spent(total: Usage, evaluation: object) -> Usage:
