@@ -136,6 +136,8 @@ class CorralRunner:
         self.trial_timeout = trial_timeout
         #: Seconds for one call of ``evaluate`` (default: ``trial_timeout``).
         self.evaluation_timeout = timeouts.evaluation_or_trial
+        #: As given: None follows the trial_timeout a run sets.
+        self._evaluation_timeout = evaluation_timeout
         self.observers = tuple(observers)
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
@@ -146,6 +148,11 @@ class CorralRunner:
     @property
     def max_retries(self) -> int:
         return self.retry_policy.max_retries
+
+    def _timeouts(self) -> Timeouts:
+        """The runner's timeouts: an evaluation_timeout it was not given stays unset, so
+        that of a run follows the run's trial_timeout."""
+        return Timeouts(self.trial_timeout, self._evaluation_timeout)
 
     def _known_models(self, models: Sequence[str] | None) -> set[str]:
         """Every model a limit may name: the tasks' own, the runner's and the run's."""
@@ -167,7 +174,7 @@ class CorralRunner:
         """What the run's executor runs every job with: the run's retry policy and
         timeouts where its config sets them, else the runner's; its bound on
         subprocesses, as its config or its ``scopes`` (the run's) gives it."""
-        timeouts = config.timeouts or Timeouts(self.trial_timeout, self.evaluation_timeout)
+        timeouts = config.timeouts or self._timeouts()
         return Work(
             benchmark_id=benchmark_id,
             agents=self.agents,
@@ -258,8 +265,7 @@ class CorralRunner:
         if config.retry is None:
             config = dataclasses.replace(config, retry=self.retry_policy)
         if config.timeouts is None:
-            timeouts = Timeouts(self.trial_timeout, self.evaluation_timeout)
-            config = dataclasses.replace(config, timeouts=timeouts)
+            config = dataclasses.replace(config, timeouts=self._timeouts())
         return config.updated(**settings)
 
     async def run(

@@ -538,6 +538,21 @@ class TestVirtualTime:
             f"TimeoutError: evaluate() exceeded evaluation_timeout of {bound} s"
         )
 
+    async def test_a_runs_trial_timeout_is_its_evaluation_timeout_unless_one_is_given(
+        self,
+    ) -> None:
+        # The runner's trial_timeout of 5 s is not an evaluation_timeout: a run that sets
+        # trial_timeout=100 and none for evaluate bounds a scorer by 100 s, as documented.
+        async def slow(trial: TrialRecord) -> Evaluation:
+            await anyio.sleep(50)
+            return Evaluation(1.0, True)
+
+        env = FakeEnvironment(evaluate=slow)
+        run = runner(ScriptedAgent(final("ok")), env, trial_timeout=5)
+        report = await run.run("b", trial_timeout=100)
+        [trial] = report.tasks["t"].trials
+        assert (trial.evaluation, trial.evaluation_error) == (Evaluation(1.0, True), None)
+
     async def test_a_scorer_whose_cleanup_raises_when_cut_by_evaluation_timeout_times_out(
         self,
     ) -> None:
