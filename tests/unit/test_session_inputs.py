@@ -38,3 +38,23 @@ async def test_an_agent_writing_into_its_inputs_changes_no_other_trial(tmp_path:
     # The same benchmark again: its configuration is the one recorded, not refused.
     again = await runner.run("b", trials_per_task=3)
     assert again.to_dict()["tasks"] == first.to_dict()["tasks"]
+
+
+async def test_an_agent_writing_into_empty_inputs_changes_no_other_trial(tmp_path: Path) -> None:
+    inputs: dict[str, Any] = {}
+    seen: list[Any] = []
+
+    def decide(session: AgentSession) -> Final:
+        seen.append((session.trial, dict(session.inputs)))
+        session.inputs["mine"] = session.trial  # type: ignore[index]
+        return Final("done")
+
+    runner = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e", inputs=inputs)},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=tmp_path / "store.db",
+    )
+    await runner.run("b", trials_per_task=2)
+    assert seen == [(0, {}), (1, {})]
+    assert inputs == {}

@@ -474,7 +474,7 @@ async def _session(
         # Its own copy: what an agent writes into it must not reach the task's other
         # trials nor its metadata (the benchmark's configuration); an attempt starts
         # from the inputs as a resumed one would.
-        inputs=_fresh(plan.job.inputs) if plan.job.inputs else plan.job.inputs,
+        inputs=_fresh(plan.job.inputs),
         attempt=attempt,
         previous_evaluation=previous.evaluation if previous else None,
         previous_state=previous.state if previous else None,
