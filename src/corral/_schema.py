@@ -3,7 +3,8 @@
 It covers what tool schemas use: ``type``, ``enum``, ``const``, ``properties``,
 ``patternProperties``, ``required``, ``additionalProperties``, ``items``,
 ``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``
-and ``anyOf``/``oneOf`` (exactly one). Other keywords are accepted and not checked.
+and ``anyOf``/``oneOf`` (exactly one). Other keywords are accepted and not checked (a
+``oneOf`` is not refused for several matches where one has such a keyword).
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> l
         return [f"{where} must be {schema['const']!r}, not {value!r}"]
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            matched = sum(1 for s in schema[key] if not schema_errors(s, value, path))
+            matched = [s for s in schema[key] if not schema_errors(s, value, path)]
             if not matched:
                 return [f"{where} matches none of the allowed schemas"]
-            if key == "oneOf" and matched > 1:  # exactly one, as JSON Schema says
+            # Exactly one, as JSON Schema says; a schema with keywords not checked here
+            # (a $ref, a pattern) may not truly match: the call is not refused for it.
+            if key == "oneOf" and sum(1 for s in matched if _checked_fully(s)) > 1:
                 return [f"{where} matches more than one of the schemas of oneOf"]
     errors: list[str] = []
     if isinstance(value, Mapping):
@@ -68,6 +71,33 @@ def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> l
         if "maximum" in schema and value > schema["maximum"]:
             errors.append(f"{where} must be <= {schema['maximum']}, not {value!r}")
     return errors
+
+
+#: The keywords `schema_errors` checks, and those that ask nothing of a value.
+_CHECKED = frozenset(
+    (
+        *("type", "enum", "const", "properties", "patternProperties", "required"),
+        *("additionalProperties", "items", "minimum", "maximum", "minLength", "maxLength"),
+        *("minItems", "maxItems", "anyOf", "oneOf"),
+        *("title", "description", "default", "examples", "$comment", "deprecated"),
+        *("readOnly", "writeOnly"),
+    )
+)
+
+
+def _checked_fully(schema: object) -> bool:
+    """Whether `schema_errors` checks every keyword of ``schema``, at every level (a
+    value it finds no error in surely matches it)."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, Mapping) or not _CHECKED.issuperset(schema):
+        return False
+    subs = [schema[key] for key in ("additionalProperties", "items") if key in schema]
+    for key in ("properties", "patternProperties"):
+        subs += (schema.get(key) or {}).values()
+    for key in ("anyOf", "oneOf"):
+        subs += schema.get(key) or ()
+    return all(_checked_fully(sub) for sub in subs)
 
 
 def _equal(a: object, b: object) -> bool:

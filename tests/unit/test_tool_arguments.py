@@ -26,18 +26,20 @@ MODE = corral.Tool(
 )
 
 
-async def observations_of(arguments: dict[str, Any]) -> tuple[list[Any], FakeEnvironment]:
-    """Run one trial calling ``set_mode`` with ``arguments``: the observations its
-    agent saw, and the environment."""
+async def observations_of(
+    arguments: dict[str, Any], tool: corral.Tool = MODE
+) -> tuple[list[Any], FakeEnvironment]:
+    """Run one trial calling ``tool`` (``set_mode``) with ``arguments``: the observations
+    its agent saw, and the environment."""
     env = FakeEnvironment()
-    env.tools = (MODE,)  # type: ignore[attr-defined]
+    env.tools = (tool,)  # type: ignore[attr-defined]
     seen: list[Any] = []
 
     def decide(session: corral.AgentSession) -> Action | Final:
         if session.steps:
             seen.extend(step.effect.observation for step in session.steps)
             return Final(None)
-        return Action("set_mode", arguments)
+        return Action(tool.name, arguments)
 
     runner = corral.CorralRunner(
         {"t": Meta("a", "e")}, {"a": ScriptedAgent(decide)}, {"e": env}, store=corral.MemoryStore()
@@ -102,6 +104,51 @@ async def test_one_of_refuses_a_call_that_matches_more_than_one() -> None:
         "schemas of oneOf",
         refused,
     ]
+
+
+#: A pet that is a cat or a dog, as pydantic writes a discriminated union: its schemas
+#: are references, which the check does not follow.
+PET = corral.Tool(
+    "adopt",
+    parameters={
+        "$defs": {
+            "Cat": {"properties": {"kind": {"const": "cat"}}, "required": ["kind"]},
+            "Dog": {"properties": {"kind": {"const": "dog"}}, "required": ["kind"]},
+        },
+        "type": "object",
+        "properties": {
+            "pet": {
+                "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                "discriminator": {"propertyName": "kind"},
+            }
+        },
+    },
+)
+#: An id of digits or a name in lowercase letters (``pattern`` is not checked).
+KEY = corral.Tool(
+    "lookup",
+    parameters={
+        "type": "object",
+        "properties": {
+            "key": {
+                "oneOf": [
+                    {"type": "string", "pattern": "^[0-9]+$"},
+                    {"type": "string", "pattern": "^[a-z]+$"},
+                ]
+            }
+        },
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"), [(PET, {"pet": {"kind": "cat"}}), (KEY, {"key": "abc"})]
+)
+async def test_one_of_with_schemas_it_does_not_check_lets_the_call_run(
+    tool: corral.Tool, arguments: dict[str, Any]
+) -> None:
+    observations, env = await observations_of(arguments, tool)
+    assert [e.action.arguments for e in env.executions] == [arguments]
 
 
 #: Options named ``x_...`` (integers), a ``tag`` of any value, and nothing else.
