@@ -447,6 +447,21 @@ def test_ids_from_content_do_not_depend_on_the_order_of_a_rows_fields(tmp_path: 
     assert list(a) == list(b)
 
 
+def test_ids_from_content_of_rows_with_a_nan_ignore_field_order_and_null_fields(
+    tmp_path: Path,
+) -> None:
+    """A row holding a value JSON cannot write (a NaN in a field no task takes) is hashed
+    another way: that way kept its nested objects in the file's order and counted its
+    null fields, so its id still changed with them."""
+    rows = '{"question": "2+2?", "answer": "4", "w": NaN, "extra": {"b": 1, "a": 2}}\n'
+    again = '{"extra": {"a": 2, "b": 1}, "w": NaN, "hint": null, "answer": "4", "question": "2+2?"}'
+    sources = []
+    for name, text in (("a.jsonl", rows), ("b.jsonl", again + "\n")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        sources.append(load(tmp_path / name, id=None, input="question", target="answer"))
+    assert list(sources[0]) == list(sources[1])
+
+
 def test_from_hf_ids_from_content_do_not_depend_on_the_other_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -152,10 +152,11 @@ class Fields:
         re-export may sort them; Hugging Face gives each row the first row's order). A
         field whose value is null counts as absent: Hugging Face gives a row ``None`` for
         each field another row has, so a row added with a new field changed every id."""
+        fields = _by_name(row, null_fields=False)
         try:
-            text = dumps(_by_name(row, null_fields=False))
-        except (TypeError, ValueError):
-            text = repr(sorted(row.items(), key=lambda kv: str(kv[0])))
+            text = dumps(fields)
+        except (TypeError, ValueError):  # a value JSON cannot write (NaN, bytes): its repr
+            text = repr(list(fields.items()))
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         count = self._seen.get(digest, 0) + 1
         self._seen[digest] = count
