@@ -481,3 +481,24 @@ def test_a_running_trial_s_page_shows_its_new_steps_and_its_end(
         page.goto(served + "#/task?id=live&task=solo")
         assert page.locator("#rounds tbody tr").first.inner_text().split("\t")[1] == "completed"
     watched.assert_clean()
+
+
+def test_a_finished_trial_s_page_of_a_live_benchmark_is_not_asked_again(
+    tmp_path: Path, watched: Watched
+) -> None:
+    # A benchmark stays live while any of its trials is unfinished (a run stopped midway,
+    # for good): a trial that ended will not change, its history is not read every 3 s.
+    path = tmp_path / "live.db"
+    off_loop(unfinished_run, path, "live", 2, (0,))
+    page = watched.page
+    page.clock.install()
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/trial?" in r.url else None)
+    with serving(path) as served:
+        page.goto(served + "#/trial?id=live&task=solo&trial=0")
+        expect(page.locator("#timeline > li")).to_have_count(3)
+        page.clock.fast_forward(3_000)
+        page.clock.fast_forward(3_000)
+        page.evaluate("() => fetch('api/version?id=live')")  # a round trip after them
+        assert len(asked) == 1
+    watched.assert_clean()

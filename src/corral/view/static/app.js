@@ -559,11 +559,12 @@
   }
 
   // A task's or trial's page is redrawn when a finished benchmark's data changes; of a
-  // live one, given ``shown`` (its answer's part the page draws), when that changes.
+  // live one, given ``shown`` (its answer's part the page draws, null once it is final),
+  // when that changes.
   async function watched(p, name, params, shown) {
     const [page, v] = await Promise.all([get(name, params), EXPORT ? null : get("version", { id: p.id })]);
     if (v && !v.live) watch(p.id, v.version);
-    else if (v && shown) follow(name, params, shown, shown(page));
+    else if (v && shown && shown(page) !== null) follow(name, params, shown, shown(page));
     if (v) noteVersion(p.id, v.version);
     return page;
   }
@@ -756,7 +757,9 @@
   }
 
   async function trialPage(p) {
-    const t = await watched(p, "trial", p, (x) => JSON.stringify([x.row, x.timeline.length]));
+    // Followed until it ends (a live benchmark may stay so, stopped midway, for good).
+    const t = await watched(p, "trial", p, (x) => x.row && !["running", "scoring"].includes(x.row.status)
+      ? null : JSON.stringify([x.row, x.timeline.length]));
     document.getElementById("where").textContent = p.id;
     const keep = listState(p);
     const back = listAt(p, t.position);
