@@ -33,9 +33,12 @@ def _is(value: object, name: str) -> bool:
     return kinds is None or isinstance(value, kinds)
 
 
-def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> list[str]:
-    """What is wrong with ``value`` under ``schema`` (empty when it is valid)."""
+def schema_errors(schema: Mapping[str, Any] | bool, value: object, path: str = "") -> list[str]:
+    """What is wrong with ``value`` under ``schema`` (empty when it is valid); the
+    schema ``true`` allows anything, ``false`` nothing."""
     where = path or "arguments"
+    if not isinstance(schema, Mapping):
+        return [] if schema is not False else [f"{where} is not allowed here"]
     kind = schema.get("type")
     if kind is not None:
         names = [kind] if isinstance(kind, str) else list(kind)
@@ -59,7 +62,7 @@ def schema_errors(schema: Mapping[str, Any], value: object, path: str = "") -> l
         errors += _object_errors(schema, value, path)
     elif isinstance(value, list | tuple):
         items = schema.get("items")
-        if isinstance(items, Mapping):
+        if isinstance(items, Mapping | bool):
             for i, item in enumerate(value):
                 errors += schema_errors(items, item, f"{path}[{i}]" if path else f"[{i}]")
         errors += _bounds(schema, len(value), where, "minItems", "maxItems", "items")

@@ -185,3 +185,23 @@ async def test_properties_by_pattern_or_true_schema_are_not_unexpected() -> None
         "error: invalid arguments for 'configure': x_depth must be of type integer, not string",
         "error: invalid arguments for 'configure': unexpected property 'y'",
     ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "valid"),
+    [
+        ({"anyOf": [True]}, 3, True),
+        ({"anyOf": [False, {"type": "string"}]}, 3, False),
+        ({"oneOf": [False, {"type": "integer"}]}, 3, True),
+        ({"oneOf": [True, {"type": "integer"}]}, 3, False),
+        ({"oneOf": [True, {"type": "integer"}]}, "x", True),
+    ],
+)
+def test_boolean_schemas_in_any_of_and_one_of_are_checked(
+    schema: dict[str, Any], value: object, valid: bool
+) -> None:
+    """JSON Schema's ``true`` (anything) and ``false`` (nothing) inside ``anyOf`` or
+    ``oneOf``: the check raised AttributeError on them."""
+    from corral._schema import schema_errors
+
+    assert (schema_errors(schema, value) == []) is valid
