@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -269,6 +270,21 @@ async def test_a_report_file_over_the_store_or_the_benchmark_file_is_refused(
     async with opened.opened():
         assert await opened.benchmark_config("a") is not None
         assert await opened.benchmark_config("b") is None
+
+
+@pytest.mark.anyio
+async def test_a_report_file_hard_linked_to_the_store_or_the_benchmark_file_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Another name of the same file (a hard link) was written over all the same."""
+    store, bench = tmp_path / "store.db", tmp_path / "bench.py"
+    bench.write_text("# the benchmark\n")
+    await runner(store).run("a")
+    for original, link in ((store, tmp_path / "store.json"), (bench, tmp_path / "bench.json")):
+        os.link(original, link)
+        with pytest.raises(corral.ConfigError, match=f"report_file {str(link)!r} is the"):
+            await runner(store).run("b", report_file=link, source=bench)
+    assert bench.read_text() == "# the benchmark\n"
 
 
 @pytest.mark.anyio

@@ -20,7 +20,7 @@ from ..history import StoredConfig
 from ..store import CommitStore, FileStore
 from ..store._heads import HeadStore, TaskList
 from ..store._runs import RunRecord
-from ..store._sqlite_file import is_store_file
+from ..store._sqlite_file import is_store_file, same_path
 from ._model import BenchmarkReport
 from ._spool import RecordSpool
 from ._stored import stored_report
@@ -125,7 +125,7 @@ def check_not_overwriting(
             f"report_file {str(report_file)!r} is the store's own file: the report "
             "would replace the store; give another file (report.json)"
         )
-    if source is not None and report_file.resolve() == Path(source).resolve():
+    if source is not None and same_path(report_file, Path(source)):
         raise ConfigError(
             f"report_file {str(report_file)!r} is the benchmark's own file: the report "
             "would replace it; give another file (report.json)"

@@ -43,9 +43,22 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
 
 def is_store_file(store: Path, target: Path) -> bool:
     """Whether writing ``target`` would write over the SQLite store ``store``: its file
-    or one SQLite keeps beside it (``-wal``, ``-shm``, ``-journal``)."""
-    db, target = store.resolve(), target.resolve()
-    return target in (db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")))
+    or one SQLite keeps beside it (``-wal``, ``-shm``, ``-journal``), by any name."""
+    return any(
+        same_path(target, store.with_name(store.name + suffix))
+        for suffix in ("", "-wal", "-shm", "-journal")
+    )
+
+
+def same_path(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once resolved, or two names
+    (hard links) of one existing file."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 def check_file(path: Path, *, must_exist: bool) -> bool:
