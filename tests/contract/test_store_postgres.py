@@ -71,6 +71,25 @@ async def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
             pass
 
 
+async def test_a_newer_schema_is_refused_before_anything_is_written(pg_dsn: str) -> None:
+    """A newer Corral may drop a table or keep no overviews: the refusal changed it
+    first (the table made again, the overview written back) and only then refused."""
+    store = PostgresStore(pg_dsn)
+    async with store.opened():
+        await store.register_benchmark("bench", CONFIG)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE corral.meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("DROP TABLE corral.claim_writers")
+        conn.execute("DELETE FROM corral.benchmark_overviews")
+    with pytest.raises(StoreError, match="schema version 3, newer than"):
+        async with PostgresStore(pg_dsn).opened():
+            pass
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        found = conn.execute("SELECT to_regclass('corral.claim_writers')").fetchone()
+        assert found == (None,)
+        assert conn.execute("SELECT * FROM corral.benchmark_overviews").fetchall() == []
+
+
 def test_a_uri_of_another_database_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="mysql://x/y"):
         PostgresStore("mysql://x/y")

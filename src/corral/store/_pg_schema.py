@@ -111,6 +111,8 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], where: str) -> N
     """Create the tables if they are missing; refuse a schema newer than this code."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        # A newer (or unreadable) version is refused before anything here changes it.
+        check_schema(conn, where)
         version = stored_version(conn) if _has_store(conn) else SCHEMA_VERSION
         older = version < SCHEMA_VERSION
         if older or not _has_tables(conn):
