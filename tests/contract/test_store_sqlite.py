@@ -261,6 +261,42 @@ async def test_a_store_the_os_will_not_let_us_write(tmp_path: Path, what: str) -
         target.chmod(mode)
 
 
+def _as_a_user() -> list[str]:
+    """A command prefix under which the folder's mode holds: root runs without the
+    rights that pass it (as a user reads a store in a folder it may not write)."""
+    if not ROOT:
+        return []
+    if not Path("/usr/bin/setpriv").exists():
+        pytest.skip("root writes to a chmod 555 folder anyway, and there is no setpriv")
+    return ["/usr/bin/setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+
+
+async def test_a_store_in_a_folder_no_one_may_write_is_read_by_every_reading_command(
+    tmp_path: Path,
+) -> None:
+    """A store written and closed (no -wal, no -shm beside it) in a folder made read-only
+    (an archived results folder, a read-only mount): SQLite cannot make the -shm a WAL
+    reader needs, and every reading command was refused ('is read-only ...; it can still
+    be read (read_only=True)', though it was opened so)."""
+    path = tmp_path / "ro" / "store.db"
+    await make_store(path)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["store.db"]
+    before = digest(path)
+    path.parent.chmod(0o555)
+    try:
+        for command in (["list"], ["show", "bench", "task", "0"]):
+            done = await anyio.run_process(
+                [*_as_a_user(), sys.executable, "-m", "corral", *command, "--store", path],
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr.decode()
+            assert b"bench" in done.stdout
+    finally:
+        path.parent.chmod(0o755)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["store.db"]
+    assert digest(path) == before
+
+
 # -- vanished, full ------------------------------------------------------------
 
 

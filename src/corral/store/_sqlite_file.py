@@ -28,15 +28,35 @@ TABLES = {
 }
 
 
-def uri(path: Path, *, read_only: bool) -> str:
+def uri(path: Path, *, read_only: bool, immutable: bool = False) -> str:
     """A ``file:`` URI for ``path`` (percent-encoded, so '?' or '#' in a name is safe)."""
-    return path.absolute().as_uri() + ("?mode=ro" if read_only else "")
+    query = ("?mode=ro" if read_only else "") + ("&immutable=1" if immutable else "")
+    return path.absolute().as_uri() + query
+
+
+#: A WAL reader that cannot make the ``-shm`` beside the file (a folder it may not write,
+#: a read-only mount).
+_NO_SHM = frozenset({"SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN"})
 
 
 def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        uri(path, read_only=read_only), uri=True, isolation_level=None, check_same_thread=False
-    )
+    conn = _connect(uri(path, read_only=read_only))
+    if read_only and not path.with_name(path.name + "-wal").exists():
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") not in _NO_SHM or not path.is_file():
+                raise
+            # A folder this process may not write: a writer at work keeps a -wal beside
+            # the file, and with none there the file is read as it is (SQLite's
+            # immutable), needing no -shm.
+            conn.close()
+            conn = _connect(uri(path, read_only=True, immutable=True))
+    return conn
+
+
+def _connect(address: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(address, uri=True, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 10000")
     return conn
 
