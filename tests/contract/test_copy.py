@@ -111,6 +111,28 @@ async def test_copy_refuses_a_different_history_and_writes_nothing(tmp_path: Pat
 
 
 @pytest.mark.anyio
+async def test_copy_refuses_a_destination_whose_benchmark_has_more_tasks(tmp_path: Path) -> None:
+    """The destination's benchmark has a task the source's lacks (and no trial of it): a
+    run of some tasks is the same benchmark to a runner, so the copy merged and said
+    "verified", and the copy reported a task its source never had."""
+    task = {"agent_id": "a", "environment_id": "e"}
+    source, destination = MemoryStore(), corral.SQLiteStore(tmp_path / "d.db")
+    key = TrialKey("b", "t", 0)
+    async with source.opened():
+        await source.register_benchmark("b", {"trials_per_task": 1, "tasks": {"t": task}})
+        await source.append(key, [Commit(0, "setup", {"state": None}, 1.0)])
+    async with destination.opened():
+        config = {"trials_per_task": 1, "tasks": {"t": task, "u": task}}
+        await destination.register_benchmark("b", config)
+    with pytest.raises(corral.ConfigError, match="'b' is in the destination with another con"):
+        await corral.copy_benchmarks(source, destination)
+    async with destination.opened():
+        assert await destination.history(key) == []  # nothing written
+        stored = await destination.benchmark_config("b")
+        assert stored is not None and sorted(stored["tasks"]) == ["t", "u"]
+
+
+@pytest.mark.anyio
 async def test_copy_keeps_creation_times_on_every_backend(tmp_path: Path, pg_dsn: str) -> None:
     source_path = tmp_path / "s.db"
     source = corral.SQLiteStore(source_path)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .._errors import ConfigError, StoreError
 from .._suggest import did_you_mean
 from .._types import Commit
+from ._config_diff import same_json
 from ._heads import HeadStore
 from ._protocol import BenchmarkInfo, CommitStore, TrialKey
 
@@ -64,6 +65,7 @@ async def _copy_one(source: CommitStore, destination: CommitStore, info: Benchma
         )
         # Check every trial before writing any, so a refused copy writes nothing.
         if existed:
+            await _check_same_config(destination, info)
             ours = {(k.task_id, k.trial) for k in keys}
             async for chunk in destination.scan(benchmark_id):
                 for s in chunk:
@@ -113,6 +115,21 @@ async def _copy_one(source: CommitStore, destination: CommitStore, info: Benchma
                     f"{key.task_id!r} trial {key.trial}"
                 )
     return Copied(benchmark_id, len(keys), total, new)
+
+
+async def _check_same_config(destination: CommitStore, info: BenchmarkInfo) -> None:
+    """Refuse a destination whose benchmark's configuration is not the source's: its
+    registration takes the source's as the same benchmark when it has only some of the
+    destination's tasks (as a run of some tasks is), which a copy must not."""
+    there = await destination.benchmark_config(info.benchmark_id)
+    if there is None or same_json(there, info.config):
+        return
+    extra = sorted(set(there.get("tasks", {})) - set(info.config.get("tasks", {})))
+    detail = f"task {extra[0]!r} is not in the source's" if extra else "it differs"
+    raise ConfigError(
+        f"benchmark {info.benchmark_id!r} is in the destination with another configuration "
+        f"({detail}); refusing to copy it"
+    )
 
 
 async def _checked_history(source: CommitStore, key: TrialKey) -> list[Commit]:
