@@ -577,6 +577,45 @@ class TestVirtualTime:
             "TimeoutError: evaluate() exceeded evaluation_timeout of 30 s"
         )
 
+    async def test_an_attempts_own_error_past_a_deadline_it_never_met_is_an_error(self) -> None:
+        # A call the deadline cannot interrupt (a thread, a shielded wait) returns past
+        # trial_timeout and the agent then fails on its own: no cancellation reached it
+        # (a Final there would complete), so it is the attempt's error, retried as any.
+        async def decide(s: AgentSession) -> Final:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(70)
+            if s.attempt == 0:
+                raise ValueError("the agent's own bug")
+            return Final("ok")
+
+        agent = ScriptedAgent(decide)
+        policy = RetryPolicy(max_retries=1, backoff_base=1)
+        report = await runner(agent, FakeEnvironment(), policy=policy, trial_timeout=60).run("b")
+        [trial] = report.tasks["t"].trials
+        assert (trial.status, trial.attempts, agent.calls) == (TrialStatus.COMPLETED, 2, 2)
+
+    async def test_a_scorers_own_error_past_a_deadline_it_never_met_is_retried(self) -> None:
+        calls: list[float] = []
+
+        async def grade(trial: TrialRecord) -> Evaluation:
+            calls.append(anyio.current_time())
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(40)
+            if len(calls) == 1:
+                raise ConnectionError("grader refused")
+            return Evaluation(1.0, True)
+
+        env = FakeEnvironment(evaluate=grade)
+        policy = RetryPolicy(max_retries=1, backoff_base=1)
+        run = runner(ScriptedAgent(final("ok")), env, policy=policy, evaluation_timeout=30)
+        report = await run.run("b")
+        [trial] = report.tasks["t"].trials
+        assert (len(calls), trial.evaluation, trial.evaluation_error) == (
+            2,
+            Evaluation(1.0, True),
+            None,
+        )
+
     async def test_retries_back_off_exponentially_with_jitter(self) -> None:
         async def decide(s: AgentSession) -> Final:
             if s.attempt < 3:

@@ -18,7 +18,7 @@ from ..history import EvaluationPayload, ModelCallPayload, encode, evaluation_fa
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
 from ._ratelimit import as_rate_limit
-from ._retry import RetryPolicy, error_fields
+from ._retry import RetryPolicy, error_fields, met_cancellation
 from ._session import add_usage
 
 
@@ -68,9 +68,10 @@ async def evaluate_trial(
             usage = _spent(usage, evaluation)
             break
         except Exception as raised:
-            if scope is not None and scope.cancel_called:
+            if scope is not None and scope.cancel_called and met_cancellation(raised):
                 # Cut at its time limit, it raised as it stopped (a cleanup failing):
-                # timed out all the same, and not retried.
+                # timed out all the same, and not retried. An error no cancellation
+                # reached (past a call it could not cut) is its own, retried.
                 payload = _timed_out(time_limit, attempt)
                 break
             exc: Exception = raised

@@ -7,6 +7,8 @@ import random
 import traceback
 from dataclasses import dataclass, field
 
+import anyio
+
 from .._checks import non_negative_int, non_negative_number
 from .._errors import (
     ConfigError,
@@ -147,3 +149,24 @@ def error_fields(exc: BaseException) -> dict[str, str]:
         "error_type": type(exc).__name__,
         "traceback": recordable_text(trimmed_traceback(exc)),
     }
+
+
+def met_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised as a cancellation went through: one is among the
+    exceptions it replaced (a cleanup failing as it was cancelled), or among those of a
+    group (a task of the agent's own). An error raised where no cancellation reached
+    (after a call the deadline could not cut) is the code's own."""
+    cancelled = anyio.get_cancelled_exc_class()
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, cancelled):
+            return True
+        todo += [e for e in (current.__context__, current.__cause__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            todo += current.exceptions
+    return False

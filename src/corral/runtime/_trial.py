@@ -52,7 +52,7 @@ from ._jobs import Deferred, Previous, TrialJob, reopen_marker
 from ._model_calls import CallLog
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
-from ._retry import RetryPolicy, error_fields
+from ._retry import RetryPolicy, error_fields, met_cancellation
 from ._session import AgentSession, add_usage
 from ._workclock import WorkClock
 
@@ -340,9 +340,10 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             if cut is None:
                 writer.hand_over()
         except Exception as exc:
-            if scope is not None and scope.cancel_called:
+            if scope is not None and scope.cancel_called and met_cancellation(exc):
                 # Its deadline cut it, and what the cancellation met raised instead (a
-                # tool's cleanup failing): it outlived its time all the same.
+                # tool's cleanup failing): it outlived its time all the same. An error
+                # no cancellation reached (past a call it could not cut) is its own.
                 cut = "working_time_limit" if budget <= timeout else "timeout"
             else:
                 error = exc
