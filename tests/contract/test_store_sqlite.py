@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from bench.durable_bench import Log, runner
 
 import corral
@@ -295,6 +296,46 @@ async def test_a_store_in_a_folder_no_one_may_write_is_read_by_every_reading_com
         path.parent.chmod(0o755)
     assert sorted(p.name for p in path.parent.iterdir()) == ["store.db"]
     assert digest(path) == before
+
+
+_READER = """
+import sys, anyio
+from corral import SQLiteStore
+
+async def main():
+    store = SQLiteStore(sys.argv[1], read_only=True)
+    async with store.opened():
+        print(sorted(b.benchmark_id for b in await store.benchmarks()), flush=True)
+        sys.stdin.readline()  # a writer opened the store meanwhile
+        print(sorted(b.benchmark_id for b in await store.benchmarks()), flush=True)
+
+anyio.run(main)
+"""
+
+
+async def test_a_store_read_as_it_is_sees_a_writer_that_came_later(tmp_path: Path) -> None:
+    """A reader that may not write the folder reads the closed store as it is (SQLite's
+    immutable); a writer that may (the folder's owner) then starts: the reader (corral
+    view, kept open) went on reading the file as unchanging, blind to every commit."""
+    path = tmp_path / "ro" / "store.db"
+    await make_store(path)
+    path.parent.chmod(0o555)
+    try:
+        async with await anyio.open_process(
+            [*_as_a_user(), sys.executable, "-c", _READER, str(path)]
+        ) as reader:
+            assert reader.stdout is not None and reader.stdin is not None
+            lines = BufferedByteReceiveStream(reader.stdout)
+            assert await lines.receive_until(b"\n", 1000) == b"['bench']"
+            writer = SQLiteStore(path)
+            async with writer.opened():
+                await writer.register_benchmark("later", CONFIG)
+                await reader.stdin.send(b"go\n")
+                second = await lines.receive_until(b"\n", 1000)
+            await reader.wait()
+    finally:
+        path.parent.chmod(0o755)
+    assert second == b"['bench', 'later']"
 
 
 # -- vanished, full ------------------------------------------------------------

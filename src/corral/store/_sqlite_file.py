@@ -51,12 +51,40 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
             # the file, and with none there the file is read as it is (SQLite's
             # immutable), needing no -shm.
             conn.close()
-            conn = _connect(uri(path, read_only=True, immutable=True))
+            conn = _connect(uri(path, read_only=True, immutable=True), AsItIs)
     return conn
 
 
-def _connect(address: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(address, uri=True, isolation_level=None, check_same_thread=False)
+class AsItIs(sqlite3.Connection):
+    """A connection that reads the file as it is (immutable): right only while no
+    writer is at work, which `renewed` looks for."""
+
+
+def renewed(path: Path, conn: sqlite3.Connection) -> sqlite3.Connection:
+    """``conn``, or once a writer came (a -wal beside the file) a connection that reads
+    what it writes (it made the -shm a reader needs): an immutable one would go on
+    reading the file as unchanging, blind to every commit, or read it half-written."""
+    if not isinstance(conn, AsItIs) or not path.with_name(path.name + "-wal").exists():
+        return conn
+    try:
+        fresh = connect(path, read_only=True)
+        fresh.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error:
+        return conn  # not readable so yet (the writer is still starting): as it is
+    if isinstance(fresh, AsItIs):  # the writer left again meanwhile
+        fresh.close()
+        return conn
+    fresh.execute("PRAGMA query_only = ON")
+    conn.close()
+    return fresh
+
+
+def _connect(
+    address: str, factory: type[sqlite3.Connection] = sqlite3.Connection
+) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        address, uri=True, isolation_level=None, check_same_thread=False, factory=factory
+    )
     conn.execute("PRAGMA busy_timeout = 10000")
     return conn
 

@@ -66,8 +66,14 @@ async def in_thread(func: Callable[[], T]) -> T:
 class Owned:
     """A connection and the locks that keep it to one thread at a time."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        renew: Callable[[sqlite3.Connection], sqlite3.Connection] | None = None,
+    ) -> None:
         self._conn: sqlite3.Connection | None = conn
+        #: Called with the connection before each use: the one to use from then on.
+        self._renew = renew
         self._thread_lock = threading.Lock()
         self._lock = anyio.Lock()
 
@@ -75,6 +81,8 @@ class Owned:
         with self._thread_lock:
             if self._conn is None:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            if self._renew is not None:
+                self._conn = self._renew(self._conn)
             return func(self._conn)
 
     def here(self, func: Callable[[sqlite3.Connection], T]) -> T:

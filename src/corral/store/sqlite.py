@@ -11,6 +11,7 @@ asyncio's ``Task.cancel()`` abandons a worker thread mid-call.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -79,6 +80,7 @@ from ._sqlite_file import (
     connect,
     identity,
     open_error,
+    renewed,
     settle_home,
     store_error,
     write_transaction,
@@ -302,7 +304,8 @@ class SQLiteStore:
                 for conn in made:
                     await Owned(conn).close()
             raise
-        self._reader = Owned(made[0])
+        # A file read as it is (a folder it may not write) is read anew once a writer came.
+        self._reader = Owned(made[0], functools.partial(renewed, self.path))
         self._writer = None if self.read_only else Owned(made[1])
 
     def _open_connections(self, made: list[sqlite3.Connection]) -> None:
