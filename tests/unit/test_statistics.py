@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from fractions import Fraction
 from math import comb
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import corral
 from corral import Estimate, pass_at_k, pass_hat_k
 from corral.report import task_scores
 from corral.report._bootstrap import (
@@ -40,6 +42,20 @@ def test_pass_hat_k_is_c_choose_k_over_n_choose_k(n: int) -> None:
 def test_pass_hat_k_refuses_impossible_counts(n: int, c: int, k: int) -> None:
     with pytest.raises(ValueError):
         pass_hat_k(n, c, k)
+
+
+@pytest.mark.parametrize("estimator", [pass_at_k, pass_hat_k])
+@pytest.mark.parametrize(
+    ("n", "c", "k", "named"),
+    [(3, 1, 4, "4"), (3, 4, 1, "4"), (3, 1, 0, "0"), (3, 1, 1.5, "1.5"), (3, True, 1, "True")],
+)
+def test_pass_at_k_refuses_bad_counts_with_a_config_error_naming_them(
+    estimator: Any, n: int, c: int, k: int, named: str
+) -> None:
+    # SPEC section 1: every refusal of bad input is a corral.ConfigError naming the value;
+    # 3.5: k must be a positive integer (1.5 was a TypeError from math.comb naming no value).
+    with pytest.raises(corral.ConfigError, match=re.escape(named)):
+        estimator(n, c, k)
 
 
 @st.composite

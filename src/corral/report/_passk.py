@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from math import comb
 
+from .._errors import ConfigError
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """1 - C(n - c, k) / C(n, k): the chance that k of n trials, c of them passing, hold a pass
@@ -31,7 +33,12 @@ def default_ks(trials: int) -> tuple[int, ...]:
 
 
 def _check(n: int, c: int, k: int) -> None:
+    # ConfigError (a ValueError) like every refusal of bad input, naming the value.
+    # Integers of any type math.comb takes (numpy's too), but not True or 1.0.
+    for name, value in (("trial count", n), ("passed count", c), ("k", k)):
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise ConfigError(f"{name} must be an integer, not {value!r}")
     if not 0 <= c <= n:
-        raise ValueError(f"passed count {c} is outside 0..{n}")
+        raise ConfigError(f"passed count {c} is outside 0..{n}")
     if not 1 <= k <= n:
-        raise ValueError(f"k = {k} is outside 1..{n}")
+        raise ConfigError(f"k = {k} is outside 1..{n}")
