@@ -53,5 +53,14 @@ def select_samples(
     # Each id once: a repeat would take a place under the limit, and move the shuffle.
     chosen = list(tasks) if task_ids is None else list(dict.fromkeys(task_ids))
     if shuffle:
+        unknown: list[str] = []
+        if task_ids is not None:
+            # From the benchmark's order, not the order given: the same ids, listed in
+            # any order, draw the same sample. An unknown id goes first (no limit cuts
+            # it), for the plan to refuse by name.
+            given = set(chosen)
+            unknown = [t for t in chosen if t not in tasks]
+            chosen = [t for t in tasks if t in given]
         random.Random(0 if seed is None else seed).shuffle(chosen)
+        chosen = unknown + chosen
     return chosen if limit is None else chosen[:limit]

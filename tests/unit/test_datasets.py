@@ -256,6 +256,34 @@ def test_the_cli_selects_samples(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "limit must be a positive integer, not 0" in result.output
 
 
+def test_a_seeded_shuffle_draws_the_same_sample_whatever_order_the_ids_are_given(
+    tmp_path: Path,
+) -> None:
+    """``--shuffle --seed 1 --limit 2`` over the same six ``--sample-id`` (or ``--task``)
+    drew another sample when they were listed in another order (a rotation): the
+    shuffle started from the order given, so a script listing the ids differently
+    (sorted, from a set) drew differently and its resume was refused."""
+    rows = [{"id": f"s{i:02d}", "input": f"{i}+0", "target": str(i)} for i in range(20)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    bench = tmp_path / "bench.py"
+    bench.write_text(BENCH.replace("DATA", repr(str(data))), encoding="utf-8")
+    ids = [f"s{i:02d}" for i in (3, 1, 2, 4, 5, 6)]
+
+    def drawn(flag: str, order: list[str], benchmark: str) -> list[str]:
+        args = ["run", str(bench), "--store", str(tmp_path / "s.db"), "--json"]
+        args += ["--benchmark-id", benchmark, "--shuffle", "--seed", "1", "--limit", "2"]
+        args += [a for task_id in order for a in (flag, task_id)]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        return sorted(json.loads(result.stdout)["tasks"])
+
+    for flag in ("--sample-id", "--task"):
+        first = drawn(flag, ids, f"a{flag}")
+        assert len(first) == 2
+        for n, order in enumerate((ids[1:] + ids[:1], sorted(ids), ids[::-1])):
+            assert drawn(flag, order, f"b{n}{flag}") == first, order
+
+
 # -- files as users have them --------------------------------------------------------
 
 
