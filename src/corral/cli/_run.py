@@ -26,7 +26,7 @@ from ..runtime import RetryPolicy
 from ..store import CommitStore
 from ..store._open import shown_address
 from ._execute import EXIT_FAILED, EXIT_OK, make_console, run_benchmark
-from ._load import benchmark_module, load_benchmark
+from ._load import benchmark_module, load_benchmark, split_target
 from ._options import durability_option, open_store, store_option
 from ._progress import Progress, progress_choice, progress_option
 from ._run_flags import RETRY, flag_settings, run_config, run_extras, run_flags, runner_defaults
@@ -169,7 +169,9 @@ def _loaded(
     (they cannot import the file by its name)."""
     benchmark, path = load_benchmark(target, base_url)
     if ray is not None:
-        ray.pickle_by_value(sys.modules[benchmark_module(path)])
+        # A file is imported under a name of its own; a module by its name.
+        where, _ = split_target(target)
+        ray.pickle_by_value(sys.modules[benchmark_module(path) if where.is_file() else str(where)])
     return benchmark, path
 
 
