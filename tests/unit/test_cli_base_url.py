@@ -146,3 +146,24 @@ def test_a_module_by_name_runs_on_ray_hosts(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["benchmark_id"] == "urlbench_by_name"
     assert _FakeRay.sent == ["urlbench_by_name"]
+
+
+def test_a_package_by_name_is_recorded_under_its_own_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``corral run PACKAGE`` recorded under ``__init__`` (its file's stem): every
+    package's benchmark took that one id, and the second was refused as a different
+    configuration of the first."""
+    for name in ("pkgbench_one", "pkgbench_two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(BENCH.replace('"t"', repr(name)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store = tmp_path / "s.db"
+    try:
+        for name in ("pkgbench_one", "pkgbench_two"):
+            result = _invoke("run", f"{name}:fixed", "--store", store, "--json")
+            assert result.exit_code == 0, result.output
+            assert json.loads(result.stdout)["benchmark_id"] == name
+    finally:
+        for name in ("pkgbench_one", "pkgbench_two"):
+            sys.modules.pop(name, None)

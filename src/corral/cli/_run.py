@@ -74,7 +74,10 @@ def executor_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("run")
 @click.argument("target", metavar="FILE[:OBJECT]")
-@click.option("--benchmark-id", help="Id to record under (default: the file's stem).")
+@click.option(
+    "--benchmark-id",
+    help="Id to record under (default: the file's stem, or the module's last name).",
+)
 @store_option
 @run_flags()
 @durability_option
@@ -122,7 +125,7 @@ def run_command(
         return run_benchmark(
             make_console(),
             runner,
-            path.stem if benchmark_id is None else benchmark_id,
+            _default_id(target, path) if benchmark_id is None else benchmark_id,
             {
                 "config": config,
                 **run_extras(benchmark.run_defaults, {"tags": run_tags or None, "note": note}),
@@ -173,6 +176,13 @@ def _loaded(
         where, _ = split_target(target)
         ray.pickle_by_value(sys.modules[benchmark_module(path) if where.is_file() else str(where)])
     return benchmark, path
+
+
+def _default_id(target: str, path: Path) -> str:
+    """The id a run records under without --benchmark-id: the file's stem; for a module
+    given by name, its last part (a package's own name, not ``__init__``)."""
+    where, _ = split_target(target)
+    return path.stem if where.is_file() else str(where).rpartition(".")[2]
 
 
 def _runner(benchmark: Benchmark, store: CommitStore, **kwargs: Any) -> CorralRunner:
