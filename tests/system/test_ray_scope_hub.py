@@ -179,3 +179,36 @@ def test_a_stopping_host_waits_only_so_long_for_a_hub_out_of_reach() -> None:
         asyncio.run(main())
     finally:
         ray.kill(scopes)
+
+
+def test_a_scope_used_with_another_limit_is_the_same_config_error_as_in_process() -> None:
+    """Before, the hub's `ConfigError` reached the agent wrapped by Ray: the trial's error
+    was ``RayTaskError(ConfigError)`` with the hub's traceback in terminal colours, where
+    a run in this process records the one-line ``ConfigError``."""
+    import ray
+
+    import corral
+
+    scopes = hub(f"corral-scopes-test-{uuid.uuid4().hex}", create=True)
+    registries = [SharedScopes("unused", i, lambda error: None, again=0.01) for i in range(2)]
+    for registry in registries:
+        registry._hub_handle = scopes
+
+    async def main() -> BaseException:
+        await asyncio.wait_for(registries[0].scope("api", 1).acquire(), 60)
+        try:
+            await asyncio.wait_for(registries[1].scope("api", 2).acquire(), 60)
+        except Exception as exc:
+            return exc
+        raise AssertionError("a second limit for one scope was accepted")
+
+    try:
+        error = asyncio.run(main())
+    finally:
+        ray.kill(scopes)
+    in_process = corral.ConcurrencyScopes()
+    in_process.scope("api", 1)
+    with pytest.raises(corral.ConfigError) as local:
+        in_process.scope("api", 2)
+    assert type(error) is corral.ConfigError
+    assert str(error) == str(local.value)

@@ -255,12 +255,17 @@ class SharedScopes(ConcurrencyScopes):
 
     async def call(self, method: str, *args: Any) -> None:
         """Call the hub's ``method`` until it answers: sent again while Ray cannot reach
-        the hub; `RayActorError` once Ray says it died."""
+        the hub; `RayActorError` once Ray says it died; what the hub raised (a scope
+        used with another limit: `ConfigError`) as itself, not in Ray's wrapping."""
+        ray = import_ray()
         if self._unreachable is None:
-            self._unreachable = unreachable_errors(import_ray())
+            self._unreachable = unreachable_errors(ray)
         while True:
             try:
                 await getattr(self._hub, method).remote(*args)
+            except ray.exceptions.RayTaskError as exc:
+                # The hub's own error (a traceback in terminal colours around it).
+                raise exc.cause from None
             except self._unreachable as exc:
                 if not self._out_of_reach:
                     self._out_of_reach = True
