@@ -158,6 +158,19 @@ class Boards:
             ray.kill(actor)
 
 
+def scope_hubs() -> list[Any]:
+    """The scope hubs alive on this Ray (actors of Corral's namespace), as handles."""
+    import ray
+
+    from corral.executor._scopes import NAMESPACE, hub
+
+    return [
+        hub(actor["name"], create=False)
+        for actor in ray.util.list_named_actors(all_namespaces=True)
+        if actor["namespace"] == NAMESPACE and actor["name"].startswith("corral-scopes-")
+    ]
+
+
 def _here() -> tuple[int, Any]:
     import ray
 

@@ -25,7 +25,8 @@ BENCHMARK = textwrap.dedent(
 
     class Agent:
         async def act(self, session):
-            return Final(session.task_id)
+            async with corral.concurrency("api", 1):  # the run's scope hub: a detached actor
+                return Final(session.task_id)
 
     benchmark = corral.Benchmark(
         tasks={f"t{i}": Meta("a", "e") for i in range(2)},

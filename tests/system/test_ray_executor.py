@@ -27,6 +27,7 @@ from ..support.ray_support import (
     SubprocessBoundAgent,
     SubprocessBoundScorer,
     call,
+    scope_hubs,
     tasks,
 )
 
@@ -275,7 +276,6 @@ async def test_runs_on_ray_given_the_same_scopes_share_each_scope_s_limit(
     the registry tells each scope's use once they are over. Before: each Ray run made a
     scope hub of its own, so each had the whole limit (two holders of a scope of 1), and
     the registry stayed empty."""
-    import ray
 
     board = boards.get(0, {("scope", "api"): 1}, gate_open=False)
     shared = corral.ConcurrencyScopes()
@@ -299,11 +299,8 @@ async def test_runs_on_ray_given_the_same_scopes_share_each_scope_s_limit(
         """Until both agents hold the scope (each run with a limit of its own: the gauge
         finds it held twice) or one waits for the other's slot (the runs share it)."""
         while not (await call(board.report.remote()))["violations"]:
-            hubs = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
-            for name in hubs:
-                try:
-                    hub = ray.get_actor(name)
-                except ValueError:  # not registered yet
+            for hub in scope_hubs():
+                if hub is None:  # not registered yet
                     continue
                 api = (await call(hub.statistics.remote())).get("api")
                 if api is not None and api.waiting:
@@ -330,4 +327,4 @@ async def test_runs_on_ray_given_the_same_scopes_share_each_scope_s_limit(
     assert [r.counts["completed"] for r in reports] == [1, 1]
     api = shared.statistics()["api"]
     assert (api.limit, api.in_use, api.waiting, api.peak) == (1, 0, 0, 1)
-    assert not [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+    assert not scope_hubs()

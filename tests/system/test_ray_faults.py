@@ -31,6 +31,7 @@ from ..support.ray_support import (
     call,
     comparable,
     kill_at_the_gate,
+    scope_hubs,
     tasks,
 )
 
@@ -191,7 +192,6 @@ async def test_a_deferred_trial_whose_host_died_counts_its_carried_usage_once(
 async def test_the_scopes_outlive_the_host_that_made_them(
     sqlite: str, tmp_path: Path, boards: Boards
 ) -> None:
-    import ray
 
     gated = boards.get(limits={("scope", "api"): 1}, gate_open=False)
     scoped = scoped_runner(gated, sqlite)
@@ -204,14 +204,14 @@ async def test_the_scopes_outlive_the_host_that_made_them(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         await call(gated.wait_steps.remote(4))  # every agent has used the scope by now
-        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
-        os.kill(await call(ray.get_actor(name).maker.remote()), signal.SIGKILL)
+        (scopes,) = scope_hubs()
+        os.kill(await call(scopes.maker.remote()), signal.SIGKILL)
         await call(gated.open.remote())
     assert report is not None
     assert comparable(report) == comparable(await reference(boards, tmp_path, tasks(6)))
     seen = await call(gated.report.remote())
     assert seen["violations"] == [] and seen["peaks"][("scope", "api")] == 1
-    assert not [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
+    assert not scope_hubs()
 
 
 async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
@@ -227,8 +227,8 @@ async def test_a_dead_scope_hub_stops_the_run_and_no_trial_is_an_error(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         await call(gated.wait_steps.remote(4))  # each agent asks the hub again to answer
-        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
-        ray.kill(ray.get_actor(name))
+        (scopes,) = scope_hubs()
+        ray.kill(scopes)
         await call(gated.open.remote())
     failure = run.failure
     assert failure is not None and "scope" in str(failure) and "again" in str(failure)
@@ -262,8 +262,8 @@ async def test_a_dead_scope_hub_stops_a_run_whose_agents_never_ask_it_again(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         await call(gated.wait_steps.remote(4))  # past the scope, held at the gate
-        (name,) = [n for n in ray.util.list_named_actors() if n.startswith("corral-scopes-")]
-        ray.kill(ray.get_actor(name))
+        (scopes,) = scope_hubs()
+        ray.kill(scopes)
         try:
             with anyio.fail_after(60):  # the gate stays shut: nothing else stops the run
                 await run.stopped.wait()

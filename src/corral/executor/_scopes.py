@@ -12,7 +12,9 @@ each scope's limit), so a run without scopes starts no process for it. It is
 detached, so it outlives that host if the host dies; the coordinator of the last
 run using it kills it as that run ends, once the run's hosts are gone (`end`)
 (a coordinator killed with -9 on a long-lived cluster leaves it behind: it holds
-no resources, ``ray list actors`` shows it as ``corral-scopes-...``).
+no resources, ``ray list actors`` shows it as ``corral-scopes-...``). It lives in Ray
+namespace `NAMESPACE`: a detached actor in the job's anonymous one made Ray's GCS print
+a warning to the terminal, past Corral's log file.
 
 A slot is named by a token ((run, host), number): a waiter cancelled on its host
 abandons its token, and the hub gives back a slot it granted meanwhile; when a
@@ -57,6 +59,8 @@ from ._owner import UNREACHABLE_AGAIN, actor_class, import_ray, unreachable_erro
 #: A host of one run: (the run's id, the host's index).
 HostId = tuple[str, int]
 Token = tuple[HostId, int]
+#: The Ray namespace of the scope hubs (named actors; each name holds a random id).
+NAMESPACE = "corral"
 #: Seconds a stopping host waits for the releases it sent to reach a hub out of reach.
 SETTLE_LIMIT = 10.0
 _log = logging.getLogger("corral")
@@ -178,13 +182,14 @@ def hub(name: str, *, create: bool) -> Any:
 
     if not create:
         try:
-            return ray.get_actor(name)
+            return ray.get_actor(name, namespace=NAMESPACE)
         except ValueError:
             return None
     # Detached: it would otherwise die with the host that made it (its owner), and every
     # scope's holders with it; the coordinator kills it when the run ends.
     options = {
         "name": name,
+        "namespace": NAMESPACE,
         "get_if_exists": True,
         "lifetime": "detached",
         "num_cpus": 0,
