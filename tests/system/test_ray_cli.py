@@ -130,6 +130,24 @@ def test_a_ray_address_that_cannot_be_joined_is_one_error_line(
     assert not (tmp_path / "store.db").exists()
 
 
+def test_a_cluster_named_by_ray_address_is_joined_within_ray_timeout(tmp_path: Path) -> None:
+    """Without --ray-address, Ray joins the cluster ``RAY_ADDRESS`` names: that join had
+    no deadline (--ray-timeout ignored), and a cluster that was down hung the command
+    for minutes while Ray's connection warnings filled the terminal."""
+    done = subprocess.run(
+        command(tmp_path, "--executor", "ray", "--ray-timeout", "1"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": "127.0.0.1:1"},
+        timeout=90,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "127.0.0.1:1" in line and "RAY_ADDRESS" in line, line
+    assert "within 1 s" in line, line
+    assert not (tmp_path / "store.db").exists()
+
+
 TWO_RUNS = textwrap.dedent(
     """
     import sys

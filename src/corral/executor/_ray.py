@@ -38,8 +38,9 @@ class RayExecutor:
     are pickled (cloudpickle) once per host. ``max_host_restarts`` bounds how often
     a dead host is replaced in one run (default: ``2 * hosts``).
 
-    ``connect_timeout`` bounds the wait for joining the cluster at ``address`` (seconds;
-    None: Ray's own, which retries an address nothing listens on for minutes).
+    ``connect_timeout`` bounds the wait for joining the cluster at ``address`` (or, with
+    ``address=None``, the one ``RAY_ADDRESS`` names) (seconds; None: Ray's own, which
+    retries an address nothing listens on for minutes).
 
     With ``log_file``, what Ray logs in this process goes to that file instead of the
     terminal, and hosts' output is not forwarded (it stays in Ray's session logs), from
@@ -170,17 +171,20 @@ class RayExecutor:
                 self._log.start()
                 options["log_to_driver"] = False
             options.update(self.init_options)
-            # A local start takes as long as it takes; joining has a deadline.
-            timeout = None if self.address is None else self.connect_timeout
+            # A local start takes as long as it takes; joining has a deadline (joining
+            # the cluster RAY_ADDRESS names too: Ray reads it when no address is given).
+            named = self.address or os.environ.get("RAY_ADDRESS") or None
+            at = repr(named) if self.address or named is None else f"{named!r} (RAY_ADDRESS)"
+            timeout = None if named is None else self.connect_timeout
             try:
                 self._owner.init(ray, timeout, address=self.address, **options)
             except TimeoutError:
                 raise ConfigError(
-                    f"could not join the Ray cluster at {self.address!r} within "
+                    f"could not join the Ray cluster at {at} within "
                     f"{timeout:g} s (is it running? connect_timeout / --ray-timeout)"
                 ) from None
             except Exception as exc:
-                where = "start Ray" if self.address is None else f"join Ray at {self.address!r}"
+                where = "start Ray" if named is None else f"join Ray at {at}"
                 raise ConfigError(f"could not {where}: {type(exc).__name__}: {plain(exc)}") from exc
         cluster = ray.cluster_resources()
         need = self.hosts * float(self.host_options["num_cpus"])
