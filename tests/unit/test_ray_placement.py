@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import random
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +195,26 @@ def test_a_cloudpickled_batch_shares_the_evaluations_the_report_keeps() -> None:
     sent = [corral.Evaluation(1.0, True), lambda: 1]  # the lambda forces cloudpickle
     got = loads(dumps(sent), table.evaluation)
     assert got[0] is kept and got[1]() == 1
+
+
+def test_a_batch_holding_an_object_of_a_module_sent_by_value_loads_where_it_is_not_importable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`corral run --executor ray` sends the benchmark file's code by value (hosts cannot
+    import it). Before, a batch went through plain pickle, which pickled that file's
+    classes by name: a deferred trial whose scratch held an object of one failed on its
+    next host (``No module named 'corral_benchmark_...'``) and the run crashed."""
+    from ray import cloudpickle
+
+    name = "corral_benchmark_wire_test"
+    module = types.ModuleType(name)
+    exec("class Memo:\n    def __init__(self, n):\n        self.n = n\n", module.__dict__)
+    monkeypatch.setitem(sys.modules, name, module)
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        batch = dumps([{"memo": module.Memo(1)}])
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    monkeypatch.delitem(sys.modules, name)  # as on a host: the file cannot be imported
+    (scratch,) = loads(batch)
+    assert scratch["memo"].n == 1

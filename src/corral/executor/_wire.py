@@ -1,8 +1,9 @@
 """Batches of jobs and results as bytes: plain pickle with flat reductions of Corral's
 value types (a frozen dataclass is rebuilt from its fields in order, not through
 ``__getstate__``), so a batch costs the coordinator a few microseconds per trial.
-Anything plain pickle cannot take (a closure in an agent's scratch) goes through
-cloudpickle instead, with the same flat reductions."""
+Anything plain pickle cannot take (a closure in an agent's scratch), or would name by
+its module where cloudpickle sends that module by value, goes through cloudpickle
+instead, with the same flat reductions."""
 
 from __future__ import annotations
 
@@ -77,7 +78,27 @@ def dumps(obj: Any) -> bytes:
         pickler.dump(obj)
     except (pickle.PicklingError, TypeError, AttributeError):
         return _cloudpickled(obj)
-    return buffer.getvalue()
+    data = buffer.getvalue()
+    if _by_value_named(data):  # plain pickle named a class of it: the other side lacks it
+        return _cloudpickled(obj)
+    return data
+
+
+def _by_value_named(data: bytes) -> bool:
+    """Whether ``data`` may name a module cloudpickle sends by value (registered with
+    `RayExecutor.pickle_by_value`: `corral run`'s benchmark file), which the other side
+    cannot import. A name found by chance costs a cloudpickle, never a wrong batch."""
+    registered = _by_value_modules()
+    return registered is not None and any(name.encode() in data for name in registered())
+
+
+@functools.cache
+def _by_value_modules() -> Callable[[], set[str]] | None:
+    try:
+        from ray import cloudpickle
+    except ImportError:  # no Ray: nothing is sent by value
+        return None
+    return cloudpickle.list_registry_pickle_by_value
 
 
 def _cloudpickled(obj: Any) -> bytes:
