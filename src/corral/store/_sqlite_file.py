@@ -51,29 +51,45 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
             # the file, and with none there the file is read as it is (SQLite's
             # immutable), needing no -shm.
             conn.close()
-            conn = _connect(uri(path, read_only=True, immutable=True), AsItIs)
+            seen = _file_state(path)  # before it is read: a change after is seen
+            as_it_is = _connect(uri(path, read_only=True, immutable=True), AsItIs)
+            assert isinstance(as_it_is, AsItIs)
+            as_it_is.seen = seen
+            return as_it_is
     return conn
 
 
 class AsItIs(sqlite3.Connection):
     """A connection that reads the file as it is (immutable): right only while no
-    writer is at work, which `renewed` looks for."""
+    writer is at work and the file is as it was when connected (``seen``), which
+    `renewed` looks for."""
+
+    seen: tuple[int, int, int] | None = None
+
+
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def renewed(path: Path, conn: sqlite3.Connection) -> sqlite3.Connection:
     """``conn``, or once a writer came (a -wal beside the file) a connection that reads
     what it writes (it made the -shm a reader needs): an immutable one would go on
-    reading the file as unchanging, blind to every commit, or read it half-written."""
-    if not isinstance(conn, AsItIs) or not path.with_name(path.name + "-wal").exists():
+    reading the file as unchanging, blind to every commit, or read it half-written.
+    A writer that came and went (the file changed, no -wal left) gets the file read
+    as it is now."""
+    if not isinstance(conn, AsItIs):
+        return conn
+    if not path.with_name(path.name + "-wal").exists() and _file_state(path) == conn.seen:
         return conn
     try:
         fresh = connect(path, read_only=True)
         fresh.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.Error:
         return conn  # not readable so yet (the writer is still starting): as it is
-    if isinstance(fresh, AsItIs):  # the writer left again meanwhile
-        fresh.close()
-        return conn
     fresh.execute("PRAGMA query_only = ON")
     conn.close()
     return fresh
