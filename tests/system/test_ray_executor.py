@@ -136,6 +136,26 @@ def test_bad_executor_options_are_refused() -> None:
         corral.CorralRunner({}, {}, {}, store=":memory:", executor="ray")  # type: ignore[arg-type]
 
 
+def test_ray_address_local_starts_ray_with_no_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``RAY_ADDRESS=local`` asks Ray to start a local instance, as no address does: that
+    start had connect_timeout as a deadline (a slow start refused as 'could not join the
+    Ray cluster at 'local' (RAY_ADDRESS)'), where a local start takes as long as it takes."""
+    from corral.executor._owner import RayOwner
+
+    timeouts: list[float | None] = []
+
+    def init(self: RayOwner, ray: Any, timeout: float | None, **options: Any) -> None:
+        timeouts.append(timeout)
+        raise RuntimeError("no Ray here")
+
+    monkeypatch.setattr(RayOwner, "init", init)
+    monkeypatch.setattr("ray.is_initialized", lambda: False)
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    with pytest.raises(corral.ConfigError, match="could not start Ray: RuntimeError"):
+        corral.RayExecutor(connect_timeout=1).connect()
+    assert timeouts == [None]
+
+
 def test_the_cli_runs_on_ray_hosts_with_the_same_report(tmp_path: Path, ray_cluster: None) -> None:
     from ..unit.test_cli import _bench, _invoke, _refused
 

@@ -174,6 +174,8 @@ class RayExecutor:
             # A local start takes as long as it takes; joining has a deadline (joining
             # the cluster RAY_ADDRESS names too: Ray reads it when no address is given).
             named = self.address or os.environ.get("RAY_ADDRESS") or None
+            if named == "local":  # Ray starts a local instance for it, as for none
+                named = None
             at = repr(named) if self.address or named is None else f"{named!r} (RAY_ADDRESS)"
             timeout = None if named is None else self.connect_timeout
             try:
