@@ -12,6 +12,7 @@ from rich.console import Console
 
 import corral
 from corral.progress import ProgressDisplay, Tally
+from corral.testing import FakeEnvironment, LaggingStore, wait_all_tasks_blocked
 
 pytestmark = pytest.mark.anyio
 
@@ -261,3 +262,29 @@ async def test_display_leaves_this_runs_own_time_when_the_live_area_closes() -> 
         now = 5.0
         agent.release.set()
     assert _written(console).strip() == "corral p: this run 8 trials in 5.0 s"
+
+
+async def test_done_counts_and_the_eta_wait_for_the_store_to_acknowledge() -> None:
+    """The display is fed by durable commits: trials the store has not acknowledged
+    (a second Ctrl-C would lose them) are not done. It read the scheduler's count
+    instead: 4/4 (100%) and "ETA 0 s" while nothing was durable."""
+    tasks = {f"t{i}": corral.BenchmarkTaskMetadata("a", "e") for i in range(4)}
+    store = LaggingStore()
+    env = FakeEnvironment(evaluate=lambda trial: corral.Evaluation(1.0, True))
+
+    class Answers:  # no action: nothing waits for the store
+        async def act(self, session: corral.AgentSession) -> corral.Final:
+            return corral.Final(True)
+
+    runner = corral.CorralRunner(tasks, {"a": Answers()}, {"e": env}, store=store)
+    display = ProgressDisplay(_console())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: runner.run("p", observers=[display]))
+        await wait_all_tasks_blocked()  # every trial ended; none of it is durable
+        assert store.held and display.tally.commits == 0
+        frame = _text(display.renderable())
+        snapshot = display.snapshot()
+        store.release()
+    assert "0/4 trials (0%)" in frame and "done 0" in frame, frame
+    assert snapshot is not None and snapshot.eta is None  # nothing known yet
+    assert "4/4 trials (100%)" in _text(display.renderable())

@@ -130,17 +130,20 @@ def render(snapshot: Snapshot) -> RenderableType:
         f"  {snapshot.elapsed:.1f} s",
         eta,
     )
+    # Durable trials only (the scheduler's ``finished`` counts those still on their way
+    # to the store).
+    done = snapshot.resumed + tally.finished
     bar = Table.grid(padding=(0, 1))
     bar.add_row(
-        ProgressBar(total=max(s.total, 1), completed=s.finished, width=40),
-        Text(f"{s.finished}/{s.total} trials ({done_share(s.finished, s.total)})"),
+        ProgressBar(total=max(s.total, 1), completed=done, width=40),
+        Text(f"{done}/{s.total} trials ({done_share(done, s.total)})"),
     )
     reasons = queue_reasons(s, snapshot.limits)
     counts = Text(
         f"queued {s.ready}"
         + (f" (held by {', '.join(reasons)})" if reasons else "")
         + f" · running {s.executing} · to evaluate {s.awaiting_evaluation} · "
-        f"evaluating {s.evaluating} · done {s.finished} · waiting {waiting}"
+        f"evaluating {s.evaluating} · done {done} · waiting {waiting}"
         + (f" (held by {held})" if (held := held_by_task(s, snapshot.limits)) else "")
         + (f" · rate-limited {s.deferred}" if s.deferred else "")
         + (f" ({snapshot.resumed} resumed)" if snapshot.resumed else "")
@@ -149,7 +152,7 @@ def render(snapshot: Snapshot) -> RenderableType:
     if snapshot.stopping:
         lines.append(
             Text(
-                f"stopping: {snapshot.resumed + tally.finished:,} of {s.total:,} trials done; "
+                f"stopping: {done:,} of {s.total:,} trials done; "
                 "running trials are "
                 "being cancelled (Ctrl-C again to exit at once)",
                 style="bold yellow",

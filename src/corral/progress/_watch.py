@@ -41,7 +41,6 @@ class RunWatch:
         self._info: RunInfo | None = None
         self._active = False
         self._started = 0.0
-        self._finished_at_start = 0
         self._stopping = False
         # Trials in the run per key of each keyed execution limit: the ETA's lanes.
         self._totals: dict[KeyedLimit, dict[str, int]] = {}
@@ -73,8 +72,6 @@ class RunWatch:
             self._info = info
             self.tally = self._tally_for(info)
             self._started = self._clock()
-            # Trials an earlier run finished do not count towards this run's rate.
-            self._finished_at_start = info.statistics().finished
             self._active = True
             self._begin(self._started)
         except Exception as exc:
@@ -140,7 +137,7 @@ class RunWatch:
             return None
         statistics = info.statistics()
         elapsed = self._clock() - self._started
-        remaining = statistics.total - statistics.finished
+        remaining = statistics.total - self.done
         eta, binding = estimate_eta(remaining, self.done_now, elapsed, self._lanes(info))
         return Snapshot(
             benchmark_id=info.benchmark_id,
@@ -158,10 +155,16 @@ class RunWatch:
         )
 
     @property
+    def done(self) -> int:
+        """Trials done and durable, an earlier run's included. Not the scheduler's
+        ``finished``: that counts trials whose commits are still on their way to the
+        store (a second Ctrl-C would lose them)."""
+        return self.tally.finished + self.tally.resumed
+
+    @property
     def done_now(self) -> int:
-        """Trials this run finished (an earlier run's do not count)."""
-        info = self._info
-        return 0 if info is None else info.statistics().finished - self._finished_at_start
+        """Trials this run finished, durable (an earlier run's do not count)."""
+        return self.tally.finished
 
     def _tally_for(self, info: RunInfo) -> Tally:
         plan = info.plan
@@ -195,7 +198,7 @@ class RunWatch:
         lanes = [
             Lane(
                 "max_parallel",
-                total - statistics.finished,
+                total - self.done,
                 limits.max_parallel,
                 tally.overall.mean_duration,
             )
