@@ -22,6 +22,11 @@ class Observers:
         self._observers = list(observers)
         self.failures: list[tuple[Observer, BaseException]] = []
 
+    def drop(self, failed: Iterable[Observer]) -> None:
+        """Tell ``failed`` (their ``on_run_start`` raised, logged) of no commit."""
+        gone = [id(o) for o in failed]
+        self._observers = [o for o in self._observers if id(o) not in gone]
+
     def __call__(self, key: TrialKey, commit: Commit) -> None:
         for observer in self._observers:
             try:

@@ -587,7 +587,7 @@ class CorralRunner:
                 )
                 used = _used(self.agents, self.environments, plan)
                 async with run_contexts(used, info):  # a model client's pool, say
-                    _call(watchers, "on_run_start", info)
+                    notify.drop(_call(watchers, "on_run_start", info))  # logged and dropped
                     loop.records.clear()  # the earlier runs' records: read by now
                     try:
                         await loop.run()
@@ -746,7 +746,9 @@ def _positional_task_ids(
     return None, {**settings, "task_ids": config}
 
 
-def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
+def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> list[Observer]:
+    """Call ``hook`` of every watcher that has it; return those that raised (logged)."""
+    failed = []
     for watcher in watchers:
         method = getattr(watcher, hook, None)
         if method is None:
@@ -757,6 +759,8 @@ def _call(watchers: Sequence[Observer], hook: str, info: RunInfo) -> None:
             logging.getLogger("corral").warning(
                 "observer %r failed in %s", watcher, hook, exc_info=True
             )
+            failed.append(watcher)
+    return failed
 
 
 def _store(store: CommitStore | str | os.PathLike[str]) -> CommitStore:

@@ -232,3 +232,25 @@ async def test_observers_see_every_durable_commit_of_a_retried_trial() -> None:
     assert sorted((seq, kind) for _, seq, kind in recorder.seen) == [
         (c.seq, c.kind) for c in history
     ]
+
+
+async def test_an_observer_that_fails_at_the_start_is_dropped() -> None:
+    """An observer that raises is logged and dropped (README): one whose
+    ``on_run_start`` raised (an exporter that could not open its file) still heard of
+    every commit, each on state it never set up, while the run went on."""
+
+    class FailsAtStart(_Recorder):
+        def on_run_start(self, info: corral.RunInfo) -> None:
+            raise OSError("cannot open the export file")
+
+    failing, recorder = FailsAtStart(), _Recorder()
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent(lambda session: Final(1))},
+        {"e": FakeEnvironment()},
+        store=MemoryStore(),
+    )
+    report = await runner.run("b", observers=[failing, recorder])
+    assert report.counts["completed"] == 1
+    assert [kind for _, _, kind in recorder.seen] == ["setup", "terminal", "evaluation"]
+    assert failing.seen == []
