@@ -567,3 +567,23 @@ async def test_full_width_forms_read_as_their_ascii_in_numbers_and_choice_target
     assert negative.passed and negative.details == {"found": -5.0}
     chosen = await score(scorers.choice(), "Answer: B", "Ｂ")
     assert chosen.passed and chosen.details == {"chosen": "B"}
+
+
+@pytest.mark.parametrize(
+    ("output", "target", "found", "passed"),
+    [
+        ("The answer is 1/2", "0.5", 0.5, True),
+        ("The answer is 0.5", "1/2", 0.5, True),
+        ("The answer is 2", "1/2", 2.0, False),  # the denominator is not the answer
+        ("x = -3/4", -0.75, -0.75, True),
+        ("48/2 = 24", 24, 24.0, True),
+        ("on 3/4/2020", 2020, 2020.0, True),  # a date is no fraction
+    ],
+)
+async def test_numeric_reads_a_fraction_as_its_value(
+    output: str, target: Any, found: float, passed: bool
+) -> None:
+    """``1/2`` is 0.5: read as its denominator, output 2 passed target ``1/2``."""
+    evaluation = await score(scorers.numeric(), output, target)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed is passed

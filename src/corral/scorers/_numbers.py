@@ -14,23 +14,28 @@ from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text, folded, targets_of
 
-# 1,234.5  -3  .5  2e-3  +7  (a thousands comma only between groups of three digits; a
-# sign right after a digit is a range's dash or a subtraction: "2-3" ends with 3; an
-# exponent only after digits: a word's "e" is none, "value-5" is -5)
+# 1,234.5  -3  .5  2e-3  +7  1/2  (a thousands comma only between groups of three digits;
+# a sign right after a digit is a range's dash or a subtraction: "2-3" ends with 3; an
+# exponent only after digits: a word's "e" is none, "value-5" is -5; a fraction of whole
+# numbers, not a date's "3/4/2020")
 _NUMBER = re.compile(
-    r"(?:(?<!\d)[-+\u2212])?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"(?:(?<!\d)[-+\u2212])?"
+    r"(?:(?<![\d/])\d+/[1-9]\d*(?![\d/]|[.,]\d)"
+    r"|(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)"
 )
 
 
 def numbers_in(text: str) -> list[float]:
-    """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5; full-width
-    forms, ``－５``, as their ASCII: `folded`)."""
+    """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` is
+    0.5; full-width forms, ``－５``, as their ASCII: `folded`)."""
     out = []
     for match in _NUMBER.finditer(folded(text)):
-        written = match.group(0)
+        # U+2212, the minus sign of typeset maths, is a minus as "-" is.
+        written = match.group(0).replace(",", "").replace("\u2212", "-")
+        numerator, _, denominator = written.partition("/")
         try:
-            # U+2212, the minus sign of typeset maths, is a minus as "-" is.
-            out.append(float(written.replace(",", "").replace("\u2212", "-")))
+            value = float(numerator)
+            out.append(value / float(denominator) if denominator else value)
         except ValueError:
             continue
     return out
