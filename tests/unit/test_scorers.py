@@ -587,3 +587,14 @@ async def test_numeric_reads_a_fraction_as_its_value(
     evaluation = await score(scorers.numeric(), output, target)
     assert evaluation.details == {"found": found}
     assert evaluation.passed is passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [("She lost -$5.", -5.0), ("a change of -€1,234.50", -1234.5), ("$5-$3", 3.0)],
+)
+async def test_numeric_reads_a_minus_before_a_currency_sign(output: str, found: float) -> None:
+    """``-$5`` is minus five dollars: the sign before ``$`` was dropped (5)."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed

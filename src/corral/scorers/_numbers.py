@@ -17,12 +17,15 @@ from ._base import Scorer, as_text, folded, targets_of
 # 1,234.5  -3  .5  2e-3  +7  1/2  (a thousands comma only between groups of three digits;
 # a sign right after a digit is a range's dash or a subtraction: "2-3" ends with 3; an
 # exponent only after digits: a word's "e" is none, "value-5" is -5; a fraction of whole
-# numbers, not a date's "3/4/2020")
+# numbers, not a date's "3/4/2020"; a currency sign after the sign: "-$5" is -5)
 _NUMBER = re.compile(
-    r"(?:(?<!\d)[-+\u2212])?"
+    r"(?:(?<!\d)[-+\u2212][$\u20ac\u00a3\u00a5]?)?"
     r"(?:(?<![\d/])\d+/[1-9]\d*(?![\d/]|[.,]\d)"
     r"|(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)"
 )
+
+#: What a number's text holds that its value does not: thousands commas, currency signs.
+_NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 
 def numbers_in(text: str) -> list[float]:
@@ -31,7 +34,7 @@ def numbers_in(text: str) -> list[float]:
     out = []
     for match in _NUMBER.finditer(folded(text)):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
-        written = match.group(0).replace(",", "").replace("\u2212", "-")
+        written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
         numerator, _, denominator = written.partition("/")
         try:
             value = float(numerator)
