@@ -598,3 +598,18 @@ async def test_numeric_reads_a_minus_before_a_currency_sign(output: str, found: 
     evaluation = await score(scorers.numeric(), output, found)
     assert evaluation.details == {"found": found}
     assert evaluation.passed
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "So the answer is B. Wait, let me re-check. Actually, the answer is C.",
+        "Answer: B\n\nOn reflection that is wrong.\n\nFinal answer: C",
+        "The answer is C; answer B fails the second condition.",  # "answer B" says no answer
+    ],
+)
+async def test_choice_takes_the_last_answer_the_output_gives(output: str) -> None:
+    """A reply that corrects itself ends with its answer: the first one it gave was read."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": "C"}
+    assert evaluation.passed

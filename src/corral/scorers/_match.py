@@ -114,7 +114,10 @@ def pattern(
 
 
 # "Answer: B", "answer is (B)", "**B**", "B) ...", "B." at the start, or a lone letter.
+# The first, an answer stated ("is", ":" or "-"), counts at its last: a reply that
+# corrects itself ("the answer is B. Wait, ... the answer is C") ends with its answer.
 _CHOICE_PATTERNS = (
+    r"answer\s*(?:is\s*[:\-]?|[:\-])\s*\(?\**([{letters}])\b",
     r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\**([{letters}])\b",
     r"^\s*\(?\**([{letters}])\**\s*(?:[).:]|$)",
     r"\(([{letters}])\)",
@@ -150,15 +153,16 @@ class _Choice(Scorer):
 
     def chosen(self, text: str) -> str | None:
         for regex in self.regexes:
-            for found in regex.finditer(text):
-                letter = found.group(1)
+            letters = [
+                found.group(1).upper()
+                for found in regex.finditer(text)
                 # "the answer is a bit ...": a small letter running on into a word is
                 # an article or a pronoun, not a choice ("answer: b" is one).
-                if letter.islower() and _WORD_AFTER.match(text, found.end(1)):
-                    continue
-                if regex is self.regexes[-1] and self._pronoun(text, found):
-                    continue
-                return letter.upper()
+                if not (found.group(1).islower() and _WORD_AFTER.match(text, found.end(1)))
+                and not (regex is self.regexes[-1] and self._pronoun(text, found))
+            ]
+            if letters:
+                return letters[-1] if regex is self.regexes[0] else letters[0]
         return None
 
     @staticmethod
@@ -193,10 +197,10 @@ class _Choice(Scorer):
 
 
 def choice(*, letters: str = "ABCDEFGHIJ", name: str = "choice") -> Scorer:
-    """A multiple-choice answer: reads the letter the output chose (``Answer: B``,
-    ``(B)``, ``B) ...``, a lone ``B``) and passes when it is the target (a letter, as
-    ``B``, ``(B)``, ``B.`` or ``B)``, or its index from 0). The letter read is in
-    ``details["chosen"]``."""
+    """A multiple-choice answer: reads the letter the output chose (``Answer: B``, the
+    last such answer given, ``(B)``, ``B) ...``, a lone ``B``) and passes when it is the
+    target (a letter, as ``B``, ``(B)``, ``B.`` or ``B)``, or its index from 0). The
+    letter read is in ``details["chosen"]``."""
     if not isinstance(letters, str) or not letters.isalpha() or len(set(letters)) != len(letters):
         raise ConfigError(f"letters must be distinct letters, not {letters!r}")
     return _Choice(name, letters.upper())
