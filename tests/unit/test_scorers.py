@@ -613,3 +613,20 @@ async def test_choice_takes_the_last_answer_the_output_gives(output: str) -> Non
     evaluation = await score(scorers.choice(), output, "C")
     assert evaluation.details == {"chosen": "C"}
     assert evaluation.passed
+
+
+@pytest.mark.parametrize(
+    ("scorer", "target"),
+    [
+        (scorers.f1(), {"text": ["Denver Broncos"], "answer_start": [177]}),  # SQuAD's row
+        (scorers.f1(), ["Broncos", ["Denver Broncos"]]),
+        (scorers.numeric(), {"answer": 72}),
+    ],
+)
+async def test_f1_and_numeric_refuse_a_target_that_is_no_text_or_number(
+    scorer: scorers.Scorer, target: Any
+) -> None:
+    """A Hugging Face row's ``answers`` object given as the target was scored as its JSON
+    text (an F1 with ``answer_start``'s words, the last number of its offsets)."""
+    with pytest.raises(ConfigError, match=r"task 't' target .* is not a text or a number"):
+        await score(scorer, "Denver Broncos", target)

@@ -114,6 +114,21 @@ def targets_of(trial: TrialRecord, scorer: str) -> list[Any]:
     return [target]
 
 
+def plain_targets(trial: TrialRecord, scorer: str) -> list[Any]:
+    """`targets_of`, each a text or a number: a scorer that reads a target's words or
+    its number takes no object or list for one (a dataset row's ``answers`` object, say,
+    whose JSON text it would read)."""
+    targets = targets_of(trial, scorer)
+    for target in targets:
+        if not isinstance(target, str | int | float):
+            raise ConfigError(
+                f"task {trial.task or trial.task_id!r} target {target!r} is not a text or "
+                f"a number, as scorer {scorer!r} compares: give the answer itself as the "
+                "target (a list of them for several), e.g. with a dataset's target= function"
+            )
+    return targets
+
+
 _SPACES = re.compile(r"\s+")
 #: The full-width forms of ASCII (U+FF01-U+FF5E, as CJK input types ``１２３``, ``Ａ``)
 #: and the ideographic space, as the characters they are wide forms of.

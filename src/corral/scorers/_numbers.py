@@ -12,7 +12,7 @@ from typing import Any
 from .._checks import non_negative_number
 from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
-from ._base import Scorer, as_text, folded, targets_of
+from ._base import Scorer, as_text, folded, plain_targets
 
 # 1,234.5  -3  .5  2e-3  +7  1/2  (a thousands comma only between groups of three digits;
 # a sign right after a digit is a range's dash or a subtraction: "2-3" ends with 3; an
@@ -64,7 +64,7 @@ class _Numeric(Scorer):
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         wanted = []
-        for target in targets_of(trial, self.name):
+        for target in plain_targets(trial, self.name):
             number = number_of(target, "last")
             if number is None:
                 raise ConfigError(
@@ -126,7 +126,7 @@ class _F1(Scorer):
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         said = as_text(trial.output)
-        best = max(token_f1(said, as_text(t)) for t in targets_of(trial, self.name))
+        best = max(token_f1(said, as_text(t)) for t in plain_targets(trial, self.name))
         return self.verdict(best, best >= self.threshold)
 
 
