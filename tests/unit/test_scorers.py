@@ -630,3 +630,11 @@ async def test_f1_and_numeric_refuse_a_target_that_is_no_text_or_number(
     text (an F1 with ``answer_start``'s words, the last number of its offsets)."""
     with pytest.raises(ConfigError, match=r"task 't' target .* is not a text or a number"):
         await score(scorer, "Denver Broncos", target)
+
+
+@pytest.mark.parametrize("target", ["", "  ", ["Paris", ""]])
+async def test_includes_refuses_an_empty_target(target: Any) -> None:
+    """Every text contains the empty one: a CSV row whose answer cell was left blank (its
+    target ``""``) passed every trial of its task."""
+    with pytest.raises(ConfigError, match=r"task 't' target .* is empty"):
+        await score(scorers.includes(), "anything at all", target)

@@ -40,14 +40,22 @@ def exact(*, ignore_case: bool = False, name: str = "exact") -> Scorer:
 class _Includes(_Text):
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         said = normalized(as_text(trial.output), ignore_case=self.ignore_case)
+        wanted = []
         for target in targets_of(trial, self.name):
-            if normalized(as_text(target), ignore_case=self.ignore_case) in said:
-                return self.verdict(1.0, True)
-        return self.verdict(0.0, False)
+            text = normalized(as_text(target), ignore_case=self.ignore_case)
+            if not text:  # every output contains it: a blank answer cell, say
+                raise ConfigError(
+                    f"task {trial.task or trial.task_id!r} target {target!r} is empty: "
+                    f"scorer {self.name!r} would pass any output"
+                )
+            wanted.append(text)
+        ok = any(text in said for text in wanted)
+        return self.verdict(float(ok), ok)
 
 
 def includes(*, ignore_case: bool = False, name: str = "includes") -> Scorer:
-    """Passes when the output's text contains the target's (or one of the targets')."""
+    """Passes when the output's text contains the target's (or one of the targets'); an
+    empty target, which any output contains, is a `ConfigError`."""
     return _Includes(name, _flag("ignore_case", ignore_case))
 
 
