@@ -9,14 +9,23 @@ import dataclasses
 import itertools
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
 from corral import Action, Final, ModelError
 from corral import BenchmarkTaskMetadata as Meta
-from corral.history import TRUNCATED, CallCounts, ModelCallPayload, decode, transcript
+from corral.history import (
+    TRUNCATED,
+    CallCounts,
+    ModelCallPayload,
+    TranscriptCall,
+    decode,
+    transcript,
+)
 from corral.testing import ChatReply, FakeAnthropicServer, FakeChatServer, FakeEnvironment
 
+from ..support.cancelled_run import cancelled_when, store_of
 from ..support.tool_bench import Ledger, agent, ledger_model, tasks
 
 pytestmark = pytest.mark.anyio
@@ -168,6 +177,51 @@ async def test_a_long_value_is_cut_at_record_chars_and_marked() -> None:
     assert calls[0].truncated >= 1
     # The cut conversation still chains: later calls keep what they share.
     assert [c.keep for c in calls] == [0, 2, 4]
+
+
+class _HangsOnce(Ledger):
+    """Hangs in its second execution (the trial's ``balance``) the first time, until
+    cancelled; runs at once after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = anyio.Event()
+
+    async def execute(self, action: Action, session: corral.AgentSession) -> corral.ToolEffect:
+        if len(self.executed) == 1 and not self.inside.is_set():
+            self.inside.set()
+            await anyio.sleep_forever()
+        return await super().execute(action, session)
+
+
+async def test_a_resumed_trial_with_a_cut_value_stores_and_shows_only_what_its_call_adds(
+    tmp_path: Any,
+) -> None:
+    """A resumed trial's next call was a delta on its previous call as stored: a value
+    cut at record_chars there differed from the one sent whole, so the call stored the
+    conversation again from it and the transcript showed those messages (the earlier
+    replies among them) twice."""
+    env = _HangsOnce()
+    store = store_of("sqlite", tmp_path)
+    with FakeChatServer(ledger_model) as server:
+        teller = agent(server.url)
+        teller = corral.agents.ToolAgent(
+            teller.model, system_prompt="x" * 50, parse_final=int, record_chars=20
+        )
+
+        async def run(bench: str) -> Any:
+            runner = corral.CorralRunner(tasks(1), {"teller": teller}, {"ledger": env}, store=store)
+            return await runner.run(bench)
+
+        await cancelled_when(run, env.inside)
+        report = await run("b")
+    assert report.tasks["acct-1"].trials[0].output == 107
+    async with store.opened():
+        history = await _history(store, "b", "acct-1")
+    assert [c.keep for c in _calls(history)] == [0, 2, 4]  # as an uninterrupted trial's
+    last = transcript(history)[-1]
+    assert isinstance(last, TranscriptCall)
+    assert [m.role for m in last.sent] == ["tool"]
 
 
 async def test_the_anthropic_client_records_thinking_and_cache_tokens() -> None:

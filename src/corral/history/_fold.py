@@ -33,6 +33,7 @@ from ._payloads import (
     EvaluationPayload,
     ModelCallPayload,
     ReopenPayload,
+    capped,
 )
 
 _REOPEN = CommitKind.REOPEN
@@ -240,12 +241,19 @@ class CallChain:
                 chain.messages = []
         return chain
 
-    def delta(self, sent: Sequence[Any]) -> tuple[int, list[Any]]:
-        """How many of the previous call's messages ``sent`` begins with, and the rest."""
+    def delta(self, sent: Sequence[Any], limit: int | None = None) -> tuple[int, list[Any]]:
+        """How many of the previous call's messages ``sent`` begins with, and the rest.
+        ``limit``: the recording cap; a message is the previous one too when its record
+        is (a chain read back from the store holds each message as it was recorded: a
+        value cut at the cap, a tuple as a list)."""
         before = self.messages
         n = min(len(before), len(sent))
         keep = 0
-        while keep < n and (sent[keep] is before[keep] or sent[keep] == before[keep]):
+        while keep < n and (
+            sent[keep] is before[keep]
+            or sent[keep] == before[keep]
+            or (limit is not None and capped(sent[keep], limit)[0] == before[keep])
+        ):
             keep += 1
         return keep, list(sent[keep:])
 

@@ -145,7 +145,7 @@ class CallLog:
             )
         out = []
         for call in self.pending:
-            keep, new = chain.delta(call.messages)
+            keep, new = chain.delta(call.messages, call.limit)
             out.append(
                 model_call(
                     keep,
