@@ -162,3 +162,35 @@ def test_a_rescore_of_the_earlier_attempt_mid_rerun_shows_whose_scorer_calls_the
     assert "scorer call 2 of attempt 1 · seq 6" in heading, out
     after = out[out.index("attempt 2 (") :]
     assert "scorer call 1 · seq 3" not in after and "call 1 · seq 7" in after
+
+
+def test_each_calls_heading_shows_its_cache_tokens_as_the_viewers_does(tmp_path: Path) -> None:
+    """An Anthropic call's prompt-cache reads and writes were left out of its heading
+    (the viewer's transcript and --json show them)."""
+    import dataclasses
+
+    import anyio
+
+    import corral
+    from corral.testing import ChatReply, FakeAnthropicServer
+
+    from ..support.tool_bench import Ledger, agent, ledger_model, tasks
+
+    path = tmp_path / "store.db"
+    cached = dataclasses.replace(ChatReply.tools(("lookup", {"account": 1})), cache=(1500, 300))
+    replies = iter([cached])
+    with FakeAnthropicServer(lambda body: next(replies, None) or ledger_model(body)) as server:
+        runner = corral.CorralRunner(
+            tasks(1),
+            {"teller": agent(server.url, "anthropic")},
+            {"ledger": Ledger()},
+            store=corral.SQLiteStore(path),
+        )
+        anyio.run(lambda: runner.run("cached"))
+    args = ["show", "cached", "acct-1", "0", "--store", str(path), "--transcript"]
+    result = CliRunner(env={"COLUMNS": "400", "NO_COLOR": "1"}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    heading = next(line for line in result.output.splitlines() if "call 1 ·" in line)
+    assert "cache 1,500 read / 300 written" in heading, heading
+    later = next(line for line in result.output.splitlines() if "call 2 ·" in line)
+    assert "cache" not in later

@@ -91,6 +91,9 @@ def _heading(number: int, entry: TranscriptCall) -> str:
         parts.append(f"{call.latency:.2f} s")
     if call.input_tokens or call.output_tokens:
         parts.append(f"{call.input_tokens:,}+{call.output_tokens:,} tok")
+    if call.cache_read_tokens or call.cache_write_tokens:
+        read, written = call.cache_read_tokens, call.cache_write_tokens
+        parts.append(f"cache {read:,} read / {written:,} written")
     if call.cost:
         parts.append(format_cost(call.cost))
     if call.finish_reason:
