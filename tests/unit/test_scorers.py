@@ -591,6 +591,19 @@ async def test_numeric_reads_a_fraction_as_its_value(
 
 @pytest.mark.parametrize(
     ("output", "found"),
+    [("It takes 1 1/2 hours.", 1.5), ("x = -2 3/4", -2.75), ("5 4/3", 4 / 3)],
+)
+async def test_numeric_reads_a_mixed_number_as_its_value(output: str, found: float) -> None:
+    """``1 1/2`` is one and a half: it was read as its fraction alone (0.5), so an output
+    of 1 1/2 passed target 1/2 and failed 1.5 (an improper ``4/3`` is no mixed part)."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert not (await score(scorers.numeric(), "It takes 1 1/2 hours.", "1/2")).passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
     [("She lost -$5.", -5.0), ("a change of -€1,234.50", -1234.5), ("$5-$3", 3.0)],
 )
 async def test_numeric_reads_a_minus_before_a_currency_sign(output: str, found: float) -> None:

@@ -17,10 +17,11 @@ from ._base import Scorer, as_text, folded, plain_targets
 # 1,234.5  -3  .5  2e-3  +7  1/2  (a thousands comma only between groups of three digits;
 # a sign right after a digit is a range's dash or a subtraction: "2-3" ends with 3; an
 # exponent only after digits: a word's "e" is none, "value-5" is -5; a fraction of whole
-# numbers, not a date's "3/4/2020"; a currency sign after the sign: "-$5" is -5)
+# numbers, not a date's "3/4/2020", with its whole part: "1 1/2" is 1.5; a currency sign
+# after the sign: "-$5" is -5)
 _NUMBER = re.compile(
     r"(?:(?<!\d)[-+\u2212][$\u20ac\u00a3\u00a5]?)?"
-    r"(?:(?<![\d/])\d+/[1-9]\d*(?![\d/]|[.,]\d)"
+    r"(?:(?<![\d/])(?:\d+ )?\d+/[1-9]\d*(?![\d/]|[.,]\d)"
     r"|(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)"
 )
 
@@ -30,17 +31,24 @@ _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 def numbers_in(text: str) -> list[float]:
     """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` is
-    0.5; full-width forms, ``－５``, as their ASCII: `folded`)."""
-    out = []
+    0.5, ``1 1/2`` is 1.5; full-width forms, ``－５``, as their ASCII: `folded`)."""
+    out: list[float] = []
     for match in _NUMBER.finditer(folded(text)):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
         written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
-        numerator, _, denominator = written.partition("/")
+        whole, _, fraction = written.rpartition(" ")
+        numerator, _, denominator = fraction.partition("/")
         try:
             value = float(numerator)
-            out.append(value / float(denominator) if denominator else value)
+            if denominator:
+                value /= float(denominator)
+            if whole and value < 1:  # a mixed number: 1 1/2, -2 3/4
+                value = math.copysign(abs(float(whole)) + value, -1.0 if whole[0] == "-" else 1.0)
+            elif whole:  # "5 4/3" is two numbers
+                out.append(float(whole))
         except ValueError:
             continue
+        out.append(value)
     return out
 
 
