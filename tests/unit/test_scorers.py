@@ -628,6 +628,16 @@ async def test_choice_takes_the_last_answer_the_output_gives(output: str) -> Non
     assert evaluation.passed
 
 
+async def test_choice_takes_no_pronoun_after_a_later_answer_colon_for_the_answer() -> None:
+    """``my answer: I added ...`` after ``Answer: B`` is the pronoun, not a later answer I
+    (the last stated answer was read as I)."""
+    output = "Answer: B\n\nTo double-check my answer: I added the numbers again."
+    evaluation = await score(scorers.choice(), output, "B")
+    assert evaluation.details == {"chosen": "B"}
+    output = "The answer is B. Wait, the answer is I."
+    assert (await score(scorers.choice(), output, "I")).passed
+
+
 @pytest.mark.parametrize(
     ("scorer", "target"),
     [

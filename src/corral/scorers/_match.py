@@ -167,7 +167,12 @@ class _Choice(Scorer):
                 # "the answer is a bit ...": a small letter running on into a word is
                 # an article or a pronoun, not a choice ("answer: b" is one).
                 if not (found.group(1).islower() and _WORD_AFTER.match(text, found.end(1)))
-                and not (regex is self.regexes[-1] and self._pronoun(text, found))
+                # A lone "I think", or a stated answer's ("Answer: B ... to check my
+                # answer: I added ..."): the pronoun, not a choice.
+                and not (
+                    (regex is self.regexes[0] or regex is self.regexes[-1])
+                    and self._pronoun(text, found)
+                )
             ]
             if letters:
                 return letters[-1] if regex is self.regexes[0] else letters[0]
