@@ -619,6 +619,8 @@ async def test_numeric_reads_a_minus_before_a_currency_sign(output: str, found: 
         "So the answer is B. Wait, let me re-check. Actually, the answer is C.",
         "Answer: B\n\nOn reflection that is wrong.\n\nFinal answer: C",
         "The answer is C; answer B fails the second condition.",  # "answer B" says no answer
+        "The answer is B.\n\nWait, that misreads the question.\n\n**Final Answer:** C",
+        "**Answer**: B\n\nNo: **Answer**: C",
     ],
 )
 async def test_choice_takes_the_last_answer_the_output_gives(output: str) -> None:

@@ -122,10 +122,11 @@ def pattern(
 
 
 # "Answer: B", "answer is (B)", "**B**", "B) ...", "B." at the start, or a lone letter.
-# The first, an answer stated ("is", ":" or "-"), counts at its last: a reply that
-# corrects itself ("the answer is B. Wait, ... the answer is C") ends with its answer.
+# The first, an answer stated ("is", ":" or "-"; "**Answer:** B" in markdown too),
+# counts at its last: a reply that corrects itself ("the answer is B. Wait, ... the
+# answer is C") ends with its answer.
 _CHOICE_PATTERNS = (
-    r"answer\s*(?:is\s*[:\-]?|[:\-])\s*\(?\**([{letters}])\b",
+    r"answer\**\s*(?:is\s*[:\-]?|[:\-])\**\s*\(?\**([{letters}])\b",
     r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\**([{letters}])\b",
     r"^\s*\(?\**([{letters}])\**\s*(?:[).:]|$)",
     r"\(([{letters}])\)",
