@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
@@ -552,3 +553,56 @@ def test_extra_body_may_not_set_the_token_limit_in_either_field(key: str, field:
         )
     assert "ToolAgent(max_tokens=...)" in str(caught.value)
     assert "token_limit_field" in str(caught.value)
+
+
+async def test_max_connections_bounds_a_clients_requests_in_flight(server: FakeChatServer) -> None:
+    """Inspect's max_connections: at most N requests of the client at once, the rest
+    waiting in its concurrency scope (first come, first served), whatever calls them."""
+    release, lock = threading.Event(), threading.Lock()
+    state = {"now": 0, "peak": 0}
+
+    def decide(body: dict[str, Any]) -> ChatReply:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        release.wait(30)
+        with lock:
+            state["now"] -= 1
+        return ChatReply.text("ok")
+
+    server._script = decide
+    model = client(server, max_connections=2)
+    assert model.connection_scope is not None
+    replies: list[str | None] = []
+
+    async def call() -> None:
+        replies.append((await model.complete(HELLO)).content)
+
+    async with model, anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(call)
+        await anyio.wait_all_tasks_blocked()
+        scope = corral.ConcurrencyScopes.current().statistics()[model.connection_scope]
+        assert (scope.limit, scope.in_use, scope.waiting) == (2, 2, 3)
+        release.set()
+    assert replies == ["ok"] * 5 and state["peak"] <= 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_max_connections_must_be_a_positive_integer(bad: object) -> None:
+    with pytest.raises(corral.ConfigError, match="max_connections"):
+        OpenAICompatible("m", base_url="http://127.0.0.1:9/v1", max_connections=bad)  # type: ignore[arg-type]
+
+
+async def test_a_runs_trials_and_scorer_share_its_max_connections(server: FakeChatServer) -> None:
+    server._script = lambda body: ChatReply.text("done")
+    model = client(server, max_connections=1)
+    tasks = {f"t{i}": Meta("a", "e") for i in range(6)}
+    runner = corral.CorralRunner(
+        tasks, {"a": ToolAgent(model)}, {"e": FakeEnvironment()}, store=corral.MemoryStore()
+    )
+    scopes = corral.ConcurrencyScopes()
+    report = await runner.run("bounded", max_parallel=4, scopes=scopes)
+    assert report.counts["completed"] == 6
+    used = scopes.statistics()[str(model.connection_scope)]
+    assert (used.limit, used.peak, used.in_use) == (1, 1, 0)

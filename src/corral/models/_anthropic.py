@@ -85,6 +85,7 @@ class Anthropic(HTTPModel):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         version: str = API_VERSION,
         beta: Sequence[str] = (),
+        max_connections: int | None = None,
     ) -> None:
         if base_url is None:
             base_url = os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
@@ -100,7 +101,9 @@ class Anthropic(HTTPModel):
             headers["x-api-key"] = self.api_key
         if beta:
             headers["anthropic-beta"] = ",".join(beta)
-        super().__init__(model, base_url, "/v1/messages", headers, timeout, max_response_bytes)
+        super().__init__(
+            model, base_url, "/v1/messages", headers, timeout, max_response_bytes, max_connections
+        )
         self.max_tokens = positive_int("max_tokens", max_tokens)
         self.prices = cache_prices(check_prices(prices, PRICE_KEYS))
         # Not "model": it would replace the model each call names (a task's own).

@@ -18,6 +18,7 @@ import httpx
 
 from .._chat import ChatResponse
 from .._checks import non_negative_number, positive_int, seconds
+from .._concurrency import concurrency
 from .._errors import ConfigError, ModelError, ModelUnavailable
 from ._status import status_error
 
@@ -58,11 +59,24 @@ class HTTPModel:
         headers: Mapping[str, str],
         timeout: float,
         max_response_bytes: int,
+        max_connections: int | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"model must be a non-empty string, not {model!r}")
         self.model = model
         self.base_url = check_base_url(base_url)
+        #: The most requests of this client in flight at once (None: the run's limits).
+        self.max_connections = (
+            None if max_connections is None else positive_int("max_connections", max_connections)
+        )
+        #: The `corral.concurrency` scope its requests wait in (None without a bound):
+        #: one per model and endpoint, so it holds across a run's trials, scorers and
+        #: Ray hosts alike, and the progress display shows its use.
+        self.connection_scope = (
+            None
+            if max_connections is None
+            else f"requests {model} @ {urlsplit(self.base_url).netloc}"
+        )
         self.timeout = float(seconds("timeout", timeout))
         self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
         self.url = self.base_url + url_path
@@ -133,6 +147,7 @@ class HTTPModel:
 
     async def _open(self, connections: int) -> None:
         if self._client is None:
+            connections = self._pool_of(connections)
             self._client = self._new_client(connections)
             self.connections = connections
         self._users += 1
@@ -154,11 +169,24 @@ class HTTPModel:
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
 
+    def _pool_of(self, connections: int) -> int:
+        """A pool of ``connections``, or fewer where ``max_connections`` bounds them."""
+        return (
+            connections if self.max_connections is None else min(connections, self.max_connections)
+        )
+
     # -- one request ---------------------------------------------------------------
 
     async def post(self, body: Mapping[str, Any]) -> ChatResponse:
-        """Send ``body`` as JSON to ``url``; the reply parsed, or Corral's error."""
+        """Send ``body`` as JSON to ``url``; the reply parsed, or Corral's error. With
+        ``max_connections``, first a slot of its scope (`connection_scope`)."""
         content = json.dumps(body, ensure_ascii=False).encode()
+        if self.connection_scope is not None and self.max_connections is not None:
+            async with concurrency(self.connection_scope, self.max_connections):
+                return await self._post(content)
+        return await self._post(content)
+
+    async def _post(self, content: bytes) -> ChatResponse:
         if self._client is not None:
             return await self._send(self._client, content)
         async with self._new_client(1) as client:

@@ -47,6 +47,11 @@ class OpenAICompatible(HTTPModel):
     ``max_response_bytes`` caps a reply's decoded body (16 MB by default), checked
     while it is read, so a gzip bomb or a runaway reply is a `corral.ModelError`
     naming the endpoint, not a process out of memory.
+    ``max_connections`` bounds this client's requests in flight at once (Inspect's
+    ``max_connections``): the rest wait, first come first served, in the
+    `corral.concurrency` scope `connection_scope` names (one per model and endpoint),
+    which holds across a run's trials and scorers and its Ray hosts alike; None (the
+    default) leaves them to the run's limits.
 
     Errors follow Corral's rules and nothing is retried inside: a 429 (or a 503
     with a Retry-After) raises `corral.RateLimited` with the server's wait, so
@@ -70,6 +75,8 @@ class OpenAICompatible(HTTPModel):
         extra_body: Mapping[str, Any] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         token_limit_field: str = "max_tokens",
+        *,
+        max_connections: int | None = None,
     ) -> None:
         if base_url is None:
             base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
@@ -77,7 +84,15 @@ class OpenAICompatible(HTTPModel):
             api_key = os.environ.get("OPENAI_API_KEY") or None
         self.api_key = check_api_key(api_key)
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        super().__init__(model, base_url, "/chat/completions", headers, timeout, max_response_bytes)
+        super().__init__(
+            model,
+            base_url,
+            "/chat/completions",
+            headers,
+            timeout,
+            max_response_bytes,
+            max_connections,
+        )
         self.prices = check_prices(prices, PRICE_KEYS)
         if not isinstance(token_limit_field, str) or token_limit_field not in TOKEN_LIMIT_FIELDS:
             raise ConfigError(
