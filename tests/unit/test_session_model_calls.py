@@ -17,6 +17,7 @@ from corral import Action, Final, ModelError
 from corral import BenchmarkTaskMetadata as Meta
 from corral.history import (
     TRUNCATED,
+    CallChain,
     CallCounts,
     ModelCallPayload,
     TranscriptCall,
@@ -88,6 +89,46 @@ async def test_an_agent_records_its_own_calls_with_the_commit_they_lead_to() -> 
         (3, 2),
     ]
     assert report.model_calls == {"m": CallCounts(6, {}, 0.0, pytest.approx(0.9))}
+
+
+class Trims:
+    """An agent that keeps its conversation and clears an old tool result in place before
+    its second call (as an agent saving context does)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        if session.iteration == 2:
+            self.sent[2]["content"] = "[cleared]"  # the same dict, changed
+        if session.iteration:
+            self.sent += [
+                {"role": "assistant", "content": "look"},
+                {"role": "tool", "content": "a long listing"},
+            ]
+        session.record_model_call(self.sent, text="look", model="m")
+        return Action("note", {}) if session.iteration < 2 else Final("done")
+
+
+async def test_a_message_changed_in_place_is_recorded_as_sent() -> None:
+    """The call's delta took a message the agent changed in place for the previous
+    call's (the same object), so its record and transcript showed what was no longer
+    sent."""
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
+    runner = corral.CorralRunner(
+        {"t": Meta("trims", "env")}, {"trims": Trims()}, {"env": env}, store=store
+    )
+    await runner.run("trims")
+    history = await _history(store, "trims", "t")
+    chain = CallChain.of(history)
+    assert [m["content"] for m in chain.messages] == [
+        "go",
+        "look",
+        "[cleared]",
+        "look",
+        "a long listing",
+    ]
 
 
 async def test_a_bad_record_is_refused_naming_the_value() -> None:

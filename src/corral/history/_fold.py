@@ -244,8 +244,8 @@ class CallChain:
     def delta(self, sent: Sequence[Any], limit: int | None = None) -> tuple[int, list[Any]]:
         """How many of the previous call's messages ``sent`` begins with, and the rest.
         ``limit``: the recording cap; a message is the previous one too when its record
-        is (a chain read back from the store holds each message as it was recorded: a
-        value cut at the cap, a tuple as a list)."""
+        is (the chain holds each message as it was recorded: a value cut at the cap, a
+        tuple as a list)."""
         before = self.messages
         n = min(len(before), len(sent))
         keep = 0

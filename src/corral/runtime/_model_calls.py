@@ -165,8 +165,9 @@ class CallLog:
                     text_parts=call.text_parts,
                 )
             )
-            if call.error is None or call.messages:
-                chain.messages = call.messages
+            # The chain holds what was recorded, not the agent's own messages: one it
+            # changes in place before its next call is then no longer the same.
+            chain.apply(out[-1])
         self.pending = []
         return out
 
