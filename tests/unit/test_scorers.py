@@ -604,6 +604,19 @@ async def test_numeric_reads_a_mixed_number_as_its_value(output: str, found: flo
 
 @pytest.mark.parametrize(
     ("output", "found"),
+    [("It takes 1½ hours.", 1.5), ("x = -2 ¾", -2.75), ("½ cup", 0.5), ("⅔", 2 / 3)],
+)
+async def test_numeric_reads_a_vulgar_fraction_as_its_value(output: str, found: float) -> None:
+    """``1½`` is one and a half: the ``½`` was no number, so an output of 1½ passed
+    target 1 and failed 1.5."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert not (await score(scorers.numeric(), "It takes 1½ hours.", 1)).passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
     [("She lost -$5.", -5.0), ("a change of -€1,234.50", -1234.5), ("$5-$3", 3.0)],
 )
 async def test_numeric_reads_a_minus_before_a_currency_sign(output: str, found: float) -> None:

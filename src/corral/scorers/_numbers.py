@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 import string
+import unicodedata
 from collections import Counter
 from typing import Any
 
@@ -25,15 +26,26 @@ _NUMBER = re.compile(
     r"|(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)"
 )
 
+#: A vulgar fraction (``½``, ``⅔``), after a digit or a digit and a space: ``1½`` is 1 1/2.
+_VULGAR = re.compile(r"(?:(\d) ?)?([\u00bc-\u00be\u2150-\u215e\u2189])")
+
+
+def _spelled(found: re.Match[str]) -> str:
+    """A vulgar fraction written out (``1½`` as ``1 1/2``)."""
+    fraction = unicodedata.normalize("NFKC", found[2]).replace("\u2044", "/")
+    return f"{found[1]} {fraction}" if found[1] else fraction
+
+
 #: What a number's text holds that its value does not: thousands commas, currency signs.
 _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 
 def numbers_in(text: str) -> list[float]:
     """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` is
-    0.5, ``1 1/2`` is 1.5; full-width forms, ``－５``, as their ASCII: `folded`)."""
+    0.5, ``1 1/2`` and ``1½`` are 1.5; full-width forms, ``－５``, as their ASCII:
+    `folded`)."""
     out: list[float] = []
-    for match in _NUMBER.finditer(folded(text)):
+    for match in _NUMBER.finditer(_VULGAR.sub(_spelled, folded(text))):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
         written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
         whole, _, fraction = written.rpartition(" ")
