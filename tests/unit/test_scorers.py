@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import corral
@@ -305,6 +306,62 @@ async def test_model_graded_calls_count_against_the_run_cost_limit() -> None:
         )
     # Only the grader spends: its cost is what stopped the run.
     assert report.stopped is not None and "run_cost_limit" in report.stopped
+
+
+async def test_model_graded_calls_of_a_failed_evaluation_attempt_count_in_its_usage() -> None:
+    """A grader answered, then a scorer after it raised: the evaluation is retried and
+    the grader asked (and paid) again. Before, the first call's tokens and cost were
+    dropped with the failed attempt: the report counted one call of the two paid."""
+    failures = iter([RuntimeError("flaky")])
+
+    def flaky(trial: TrialRecord) -> bool:
+        if (failed := next(failures, None)) is not None:
+            raise failed
+        return True
+
+    report, history, asked = await _graded_then(flaky)
+    ok = report.tasks["t"].trials[0]
+    assert asked == 2 and ok.passed
+    assert (ok.usage.input_tokens, ok.usage.output_tokens) == (80, 16)
+    assert report.usage.cost == pytest.approx(80 / 1e6)
+    evaluation = [c for c in history if c.kind == "evaluation"][0]
+    assert evaluation.usage == Usage(80, 16, 80 / 1e6)
+
+
+async def test_model_graded_calls_of_a_timed_out_evaluation_count_in_its_usage() -> None:
+    """The grader answered, then a scorer after it hung past evaluation_timeout: the
+    failed evaluation still counts the call paid for (before, none of it)."""
+
+    async def hangs(trial: TrialRecord) -> bool:
+        await anyio.Event().wait()
+        return True
+
+    report, history, asked = await _graded_then(hangs, evaluation_timeout=0.05)
+    failed = report.tasks["t"].trials[0]
+    assert asked == 1 and "evaluation_timeout" in str(failed.evaluation_error)
+    assert (failed.usage.input_tokens, failed.usage.output_tokens) == (40, 8)
+    evaluation = [c for c in history if c.kind == "evaluation"][0]
+    assert evaluation.usage == Usage(40, 8, 40 / 1e6)
+
+
+async def _graded_then(after: Any, **run: Any) -> tuple[Any, list[corral.Commit], int]:
+    """A run of one trial scored by a grader, then ``after``: its report, the trial's
+    history and how many times the grader was asked."""
+    with FakeChatServer(lambda body: ChatReply(content="GRADE: C", usage=(40, 8))) as server:
+        model = OpenAICompatible("judge", base_url=server.url, prices={"input": 1.0})
+        judge = scorers.combine(scorers.model_graded(model), scorers.scorer(after))
+        store = corral.MemoryStore()
+        runner = corral.CorralRunner(
+            {"t": Meta("a", "e", target="x")},
+            {"a": ScriptedAgent(lambda s: corral.Final("x"))},
+            {"e": FakeEnvironment(evaluate=judge)},
+            store=store,
+            backoff_base=0.0,
+            **run,
+        )
+        report = await runner.run("g", trials_per_task=1)
+        asked = len(server.requests)
+    return report, await store.history(corral.TrialKey("g", "t", 0)), asked
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from .._errors import ConfigError
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
+from .._scoring_spend import Spent
 from .._types import NO_USAGE, Commit, Evaluation, TrialRecord, TrialStatus, Usage
 from ..history import EvaluationPayload, ModelCallPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
@@ -55,13 +56,16 @@ async def evaluate_trial(
     while True:
         evaluation: object = None  # what this call returned, if it returned
         scope: anyio.CancelScope | None = None
+        calls = Spent()  # what its graders' calls spent (`Scorer.ask`), as they reply
         try:
             if time_limit is None:
-                evaluation = await environment.evaluate(scored)
+                with calls.counting():
+                    evaluation = await environment.evaluate(scored)
             else:
-                with anyio.move_on_after(time_limit) as scope:
+                with anyio.move_on_after(time_limit) as scope, calls.counting():
                     evaluation = await environment.evaluate(scored)
                 if scope.cancelled_caught:
+                    usage = _paid(usage, calls)
                     payload = _timed_out(time_limit, attempt)
                     break
             payload = _payload(evaluation, max_value_bytes)
@@ -72,11 +76,13 @@ async def evaluate_trial(
                 # Cut at its time limit, it raised as it stopped (a cleanup failing):
                 # timed out all the same, and not retried. An error no cancellation
                 # reached (past a call it could not cut) is its own, retried.
+                usage = _paid(usage, calls)
                 payload = _timed_out(time_limit, attempt)
                 break
             exc: Exception = raised
-            try:  # what a refused evaluation spent (a graded-by-model call) counts too
-                usage = _spent(usage, evaluation)
+            # What a refused or raising evaluation spent (a graded-by-model call) counts too.
+            try:
+                usage = _spent(usage, evaluation, calls)
             except ConfigError as bounds:
                 exc = bounds
             if (slow_down := as_rate_limit(exc)) is not None:
@@ -136,13 +142,26 @@ def _timed_out(time_limit: float | None, attempt: int) -> EvaluationPayload:
     return evaluation_failed({"error": text, "error_type": "TimeoutError"}, attempts=attempt + 1)
 
 
-def _spent(total: Usage, evaluation: object) -> Usage:
+def _spent(total: Usage, evaluation: object, calls: Spent | None = None) -> Usage:
     """``total`` and what ``evaluation`` says scoring spent: a call that returned one
-    its retry cannot record (its details, say) was paid for all the same."""
-    spent = evaluation.usage if isinstance(evaluation, Evaluation) else NO_USAGE
+    its retry cannot record (its details, say) was paid for all the same. A call that
+    returned none (it raised, or timed out) spent what its graders' ``calls`` did."""
+    if isinstance(evaluation, Evaluation):
+        spent = evaluation.usage
+    else:
+        spent = calls.usage if calls is not None else NO_USAGE
     if spent is NO_USAGE or not isinstance(spent, Usage) or not spent:
         return total  # most scorers spend nothing
     return add_usage(total, spent)
+
+
+def _paid(total: Usage, calls: Spent) -> Usage:
+    """``total`` and what a timed-out call's graders spent (a sum past a store's bounds,
+    which no store could hold, left out)."""
+    try:
+        return _spent(total, None, calls)
+    except ConfigError:
+        return total
 
 
 def _payload(evaluation: object, limit: int) -> EvaluationPayload:

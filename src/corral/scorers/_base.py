@@ -13,6 +13,7 @@ from typing import Any
 from .._chat import ChatModel, ChatResponse, endpoint_of
 from .._errors import ConfigError
 from .._ids import check_id
+from .._scoring_spend import spend
 from .._types import NO_USAGE, Evaluation, TrialRecord, Usage
 from ..history import DEFAULT_RECORD_CHARS, ModelCallPayload, model_call
 
@@ -46,6 +47,7 @@ class Scorer:
         response = await client.complete(messages, **options)
         latency = time.perf_counter() - start
         usage = response.usage
+        spend(usage)  # paid for even if the evaluation raises before it returns
         record = model_call(
             0,
             messages,
