@@ -3,27 +3,29 @@ so an attempt that raises after a grader answered still counts what it paid for.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from ._types import NO_USAGE, Usage
 
 
 class Spent:
-    """The usage of one evaluation attempt's calls, summed as they reply."""
+    """The usage of one evaluation attempt's calls, summed as they reply: ``with spent:``,
+    calls made inside (in this task, or tasks it starts) add to it. (A class of its own,
+    not a generator's context manager: it runs once per trial's evaluation.)"""
+
+    __slots__ = ("usage", "_token")
 
     def __init__(self) -> None:
         self.usage: Usage = NO_USAGE
+        self._token: Token[Spent | None] | None = None
 
-    @contextmanager
-    def counting(self) -> Iterator[None]:
-        """Calls made inside (in this task, or tasks it starts) add to this."""
-        token = _current.set(self)
-        try:
-            yield
-        finally:
-            _current.reset(token)
+    def __enter__(self) -> None:
+        self._token = _current.set(self)
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        _current.reset(self._token)
+        self._token = None
 
 
 _current: ContextVar[Spent | None] = ContextVar("corral_scoring_spend", default=None)

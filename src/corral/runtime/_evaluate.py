@@ -59,10 +59,10 @@ async def evaluate_trial(
         calls = Spent()  # what its graders' calls spent (`Scorer.ask`), as they reply
         try:
             if time_limit is None:
-                with calls.counting():
+                with calls:
                     evaluation = await environment.evaluate(scored)
             else:
-                with anyio.move_on_after(time_limit) as scope, calls.counting():
+                with anyio.move_on_after(time_limit) as scope, calls:
                     evaluation = await environment.evaluate(scored)
                 if scope.cancelled_caught:
                     usage = _paid(usage, calls)
