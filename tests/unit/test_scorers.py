@@ -375,6 +375,11 @@ async def _graded_then(after: Any, **run: Any) -> tuple[Any, list[corral.Commit]
         ("Not GRADE: I, so GRADE: C.\n\n### GRADE: I", "I", 0.0),
         ("My verdict is 'GRADE: C'.", "C", 1.0),  # quoted: the quote ends no word
         ("Verdict: \u2018GRADE: I\u2019", "I", 0.0),
+        ("Reasoning.\nGRADE: `C`", "C", 1.0),
+        ("Reasoning.\nGRADE: (P)", "P", 0.5),
+        ('Reasoning.\nGRADE: "I"', "I", 0.0),
+        ("Reasoning.\nGRADE: [C]", "C", 1.0),
+        ("Reasoning.\nGRADE: 'C'", "C", 1.0),
     ],
 )
 async def test_model_graded_reads_the_grade_however_the_judge_writes_it(

@@ -30,14 +30,15 @@ Is the answer to grade correct? Compare it with the correct answer; ignore style
 wording. Reply with your reasoning, then a last line that is exactly GRADE: C if it is
 correct, GRADE: P if it is partly correct, or GRADE: I if it is incorrect."""
 
-#: ``GRADE: C`` in any case, and in markdown (``**GRADE:** C``, ``GRADE: **C**``), as
-#: judges write it; the letter alone or beginning its word (``GRADE: Correct``,
-#: ``Incorrect``, ``Partly``). Not a word ending in grade (``upgrade: ...``) nor one
+#: ``GRADE: C`` in any case, in markdown (``**GRADE:** C``, ``GRADE: **C**``,
+#: ``GRADE: `C```) or marked off (``GRADE: (C)``, ``"C"``, ``[C]``), as judges write
+#: it; the letter alone or beginning its word (``GRADE: Correct``, ``Incorrect``,
+#: ``Partly``). Not a word ending in grade (``upgrade: ...``) nor one
 #: the letter begins (``grade: it depends``, ``grade: I'd``, with a curly apostrophe
 #: too): the reasoning's words are no grade. A quote closing the grade is no
 #: apostrophe (``'GRADE: C'``): only one a letter follows begins a word.
 DEFAULT_GRADE_PATTERN = (
-    r"(?i)(?<![a-z])GRADE[\s*_]*:[\s*_]*"
+    r"(?i)(?<![a-z])GRADE[\s*_]*:[\s*_`\"'(\[\u2018\u201c]*"
     r"(C(?=orrect)|I(?=ncorrect)|P(?=art)|[CPI](?![a-z]|['\u2019][a-z]))"
 )
 DEFAULT_GRADES: Mapping[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0}
