@@ -22,7 +22,7 @@ import pytest
 import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
-from corral.models import OpenAICompatible
+from corral.models import Anthropic, OpenAICompatible
 from corral.models._status import duration, retry_after
 from corral.runtime import RetryPolicy
 from corral.testing import (
@@ -606,3 +606,11 @@ async def test_a_runs_trials_and_scorer_share_its_max_connections(server: FakeCh
     assert report.counts["completed"] == 6
     used = scopes.statistics()[str(model.connection_scope)]
     assert (used.limit, used.peak, used.in_use) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("make", [OpenAICompatible, Anthropic])
+def test_max_connections_scope_never_shows_the_base_urls_credentials(make: Any) -> None:
+    """The scope's name is shown (progress display, statistics, a ConfigError recorded
+    as a trial's error): a base URL's user and password are not part of it."""
+    model = make("m", base_url="https://user:s3cret@api.example.com:8443/v1", max_connections=2)
+    assert model.connection_scope == "requests m @ api.example.com:8443"

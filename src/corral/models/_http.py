@@ -71,11 +71,12 @@ class HTTPModel:
         )
         #: The `corral.concurrency` scope its requests wait in (None without a bound):
         #: one per model and endpoint, so it holds across a run's trials, scorers and
-        #: Ray hosts alike, and the progress display shows its use.
+        #: Ray hosts alike, and the progress display shows its use. Never the URL's
+        #: user and password: the name is shown and recorded.
         self.connection_scope = (
             None
             if max_connections is None
-            else f"requests {model} @ {urlsplit(self.base_url).netloc}"
+            else f"requests {model} @ {urlsplit(self.base_url).netloc.rpartition('@')[2]}"
         )
         self.timeout = float(seconds("timeout", timeout))
         self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
