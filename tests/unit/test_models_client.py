@@ -614,3 +614,20 @@ def test_max_connections_scope_never_shows_the_base_urls_credentials(make: Any) 
     as a trial's error): a base URL's user and password are not part of it."""
     model = make("m", base_url="https://user:s3cret@api.example.com:8443/v1", max_connections=2)
     assert model.connection_scope == "requests m @ api.example.com:8443"
+
+
+async def test_two_clients_of_one_endpoint_share_one_max_connections(
+    server: FakeChatServer,
+) -> None:
+    """Same limit: one bound for both. Another limit: a ConfigError that says which
+    setting clashes (not only an internal scope's name) and how to mend it."""
+    server._script = lambda body: ChatReply.text("ok")
+    first, same = client(server, max_connections=2), client(server, max_connections=2)
+    await first.complete(HELLO)
+    await same.complete(HELLO)
+    assert first.connection_scope == same.connection_scope
+    with pytest.raises(corral.ConfigError) as caught:
+        await client(server, max_connections=3).complete(HELLO)
+    message = str(caught.value)
+    assert "max_connections=3" in message and "max_connections" in message.split("=3", 1)[1]
+    assert "the same max_connections" in message

@@ -182,10 +182,22 @@ class HTTPModel:
         """Send ``body`` as JSON to ``url``; the reply parsed, or Corral's error. With
         ``max_connections``, first a slot of its scope (`connection_scope`)."""
         content = json.dumps(body, ensure_ascii=False).encode()
-        if self.connection_scope is not None and self.max_connections is not None:
-            async with concurrency(self.connection_scope, self.max_connections):
-                return await self._post(content)
-        return await self._post(content)
+        if self.connection_scope is None or self.max_connections is None:
+            return await self._post(content)
+        slot = concurrency(self.connection_scope, self.max_connections)
+        try:
+            await slot.__aenter__()
+        except ConfigError as exc:  # another client of the scope has another limit
+            raise ConfigError(
+                f"{type(self).__name__}({self.model!r}, max_connections="
+                f"{self.max_connections}): another client of model {self.model!r} at this "
+                "endpoint has another max_connections, and they share one bound; give "
+                f"them the same max_connections ({exc})"
+            ) from None
+        try:
+            return await self._post(content)
+        finally:
+            await slot.__aexit__(None, None, None)
 
     async def _post(self, content: bytes) -> ChatResponse:
         if self._client is not None:
