@@ -631,3 +631,19 @@ async def test_two_clients_of_one_endpoint_share_one_max_connections(
     message = str(caught.value)
     assert "max_connections=3" in message and "max_connections" in message.split("=3", 1)[1]
     assert "the same max_connections" in message
+
+
+def test_max_connections_scope_is_one_per_endpoint_however_its_url_is_spelled() -> None:
+    """A host's case and its scheme's own port do not make another endpoint: clients of
+    one model there share one bound."""
+    names = {
+        OpenAICompatible("m", base_url=url, max_connections=2).connection_scope
+        for url in (
+            "https://api.example.com/v1",
+            "https://API.Example.com/v1",
+            "https://api.example.com:443/v1",
+        )
+    }
+    assert names == {"requests m @ api.example.com"}
+    other = OpenAICompatible("m", base_url="http://[::1]:8080/v1", max_connections=2)
+    assert other.connection_scope == "requests m @ [::1]:8080"

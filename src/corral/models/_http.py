@@ -74,9 +74,7 @@ class HTTPModel:
         #: Ray hosts alike, and the progress display shows its use. Never the URL's
         #: user and password: the name is shown and recorded.
         self.connection_scope = (
-            None
-            if max_connections is None
-            else f"requests {model} @ {urlsplit(self.base_url).netloc.rpartition('@')[2]}"
+            None if max_connections is None else f"requests {model} @ {endpoint(self.base_url)}"
         )
         self.timeout = float(seconds("timeout", timeout))
         self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
@@ -360,6 +358,23 @@ def pool_size(info: Any) -> int:
         executions = min(executions, sum(by_model[m] for m in models if m is not None))
     total: int = min(limits.max_parallel_total, executions + limits.max_parallel_evaluations)
     return max(1, total)
+
+
+def endpoint(base_url: str) -> str:
+    """The host of ``base_url`` as one endpoint is named however its URL is spelled: in
+    lower case, with its port unless it is the scheme's own, never with a user or
+    password."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or parts.netloc.rpartition("@")[2]
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: as written
+        return parts.netloc.rpartition("@")[2].lower()
+    if port is None or port == {"http": 80, "https": 443}.get(parts.scheme):
+        return host
+    return f"{host}:{port}"
 
 
 def check_base_url(base_url: object) -> str:
