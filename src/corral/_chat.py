@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -131,9 +132,19 @@ class ChatModel(Protocol):
 
 
 def endpoint_of(model: object) -> str | None:
-    """The URL a model client calls (its ``url``, else its ``base_url``), if it says."""
+    """The URL a model client calls (its ``url``, else its ``base_url``), if it says;
+    a password in it masked (the endpoint is recorded with each call)."""
     endpoint = getattr(model, "url", None) or getattr(model, "base_url", None)
-    return endpoint if isinstance(endpoint, str) else None
+    return without_password(endpoint) if isinstance(endpoint, str) else None
+
+
+_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#@:]*):[^/?#]*@")
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password of its user info masked (``https://user:***@host/v1``):
+    as messages show it and records keep it."""
+    return _USERINFO.sub(r"\1:***@", url, count=1)
 
 
 def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResponse:

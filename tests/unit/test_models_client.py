@@ -647,3 +647,26 @@ def test_max_connections_scope_is_one_per_endpoint_however_its_url_is_spelled() 
     assert names == {"requests m @ api.example.com"}
     other = OpenAICompatible("m", base_url="http://[::1]:8080/v1", max_connections=2)
     assert other.connection_scope == "requests m @ [::1]:8080"
+
+
+async def test_a_base_urls_password_is_never_shown_nor_recorded(server: FakeChatServer) -> None:
+    """A gateway's base URL with credentials (https://user:pass@host/v1): its password
+    was in the client's repr, in every error message (kept as a trial's error) and in
+    each model call's recorded endpoint."""
+    secret = "s3cret-pw"
+    with_password = server.url.replace("http://", f"http://user:{secret}@")
+    server._script = lambda body: ChatReply.text("done")
+    model = OpenAICompatible("m", base_url=with_password)
+    assert secret not in repr(model)
+    store = corral.MemoryStore()
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")}, {"a": ToolAgent(model)}, {"e": FakeEnvironment()}, store=store
+    )
+    await runner.run("pw")
+    async with store.opened():
+        history = await store.history(corral.TrialKey("pw", "t", 0))
+    assert history and all(secret not in json.dumps(c.payload, default=str) for c in history)
+    refused = OpenAICompatible("m", base_url=f"http://user:{secret}@127.0.0.1:9/v1", timeout=5)
+    with pytest.raises(corral.ModelUnavailable) as caught:
+        await refused.complete(HELLO)
+    assert secret not in str(caught.value) and "user:***@127.0.0.1:9" in str(caught.value)

@@ -129,7 +129,7 @@ class Anthropic(HTTPModel):
         while replies[-1].finish_reason == "pause_turn":
             if len(replies) > MAX_CONTINUATIONS:
                 raise ModelError(
-                    f"the turn {self.url} answered was still paused (stop_reason "
+                    f"the turn {self.shown_url} answered was still paused (stop_reason "
                     f"'pause_turn') after {MAX_CONTINUATIONS} continuations"
                 )
             paused = {"role": "assistant", "content": before + blocks}

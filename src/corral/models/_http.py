@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from .._chat import ChatResponse
+from .._chat import ChatResponse, without_password
 from .._checks import non_negative_number, positive_int, seconds
 from .._concurrency import concurrency
 from .._errors import ConfigError, ModelError, ModelUnavailable
@@ -79,6 +79,8 @@ class HTTPModel:
         self.timeout = float(seconds("timeout", timeout))
         self.max_response_bytes = positive_int("max_response_bytes", max_response_bytes)
         self.url = self.base_url + url_path
+        #: ``url`` as messages show it: a password in it masked.
+        self.shown_url = without_password(self.url)
         self._headers = {
             "content-type": "application/json",
             "accept-encoding": ACCEPTED_ENCODINGS,
@@ -90,7 +92,9 @@ class HTTPModel:
         self.connections: int | None = None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"
+        return (
+            f"{type(self).__name__}({self.model!r}, base_url={without_password(self.base_url)!r})"
+        )
 
     def parse(self, body: object) -> ChatResponse:
         raise NotImplementedError
@@ -204,7 +208,7 @@ class HTTPModel:
             return await self._send(client, content)
 
     async def _send(self, client: httpx.AsyncClient, content: bytes) -> ChatResponse:
-        url = self.url
+        url = self.shown_url
         # httpx bounds each read only: a reply trickling in a byte at a time, or one
         # that never ends, would never time out. So one deadline covers the whole
         # exchange, from the first byte sent (waiting for a pooled connection before
@@ -217,7 +221,7 @@ class HTTPModel:
 
             try:
                 async with client.stream(
-                    "POST", url, content=content, extensions={"trace": trace}
+                    "POST", self.url, content=content, extensions={"trace": trace}
                 ) as response:
                     ok = response.status_code < 300
                     body = await self._read(response, ok)
@@ -257,7 +261,7 @@ class HTTPModel:
             if not ok:
                 return b""
             raise ModelUnavailable(
-                f"HTTP {response.status_code} from {self.url}: {exc}",
+                f"HTTP {response.status_code} from {self.shown_url}: {exc}",
                 status_code=response.status_code,
             ) from None
         try:
@@ -269,7 +273,7 @@ class HTTPModel:
                             parts.append(part[: limit - size + len(part)])
                             return b"".join(parts)
                         raise ModelError(
-                            f"the reply from {self.url} has more than max_response_bytes="
+                            f"the reply from {self.shown_url} has more than max_response_bytes="
                             f"{limit} bytes (decoded): not read further",
                             status_code=response.status_code,
                         )
@@ -278,7 +282,7 @@ class HTTPModel:
             if not ok:  # an error body: its message, as far as it decoded
                 return b"".join(parts)
             raise ModelUnavailable(
-                f"HTTP {response.status_code} from {self.url} could not be decompressed "
+                f"HTTP {response.status_code} from {self.shown_url} could not be decompressed "
                 f"({response.headers.get('content-encoding')}): {exc}",
                 status_code=response.status_code,
             ) from None
@@ -287,7 +291,7 @@ class HTTPModel:
     def _timed_out(self, exc: Exception | None) -> ModelUnavailable:
         why = "" if exc is None else f" ({type(exc).__name__})"
         return ModelUnavailable(
-            f"no answer from {self.url} within the timeout of {self.timeout:g} s{why}",
+            f"no answer from {self.shown_url} within the timeout of {self.timeout:g} s{why}",
             failure_kind="timeout",
         )
 
