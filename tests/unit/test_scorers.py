@@ -402,6 +402,10 @@ async def test_model_graded_reads_the_grade_however_the_judge_writes_it(
         ("Before I give my grade: perhaps the units matter.", None),
         ("GRADE: C\n\nIf I had to change the grade: I'd keep it.", "C"),
         ("Grade: I\u2019m not sure the units", None),  # cut off: I'm is no Incorrect
+        # A list the reasoning marks off is no grade marked off (cut off at max_tokens).
+        ("To settle the grade: (i) first the units, (ii) then the value", None),
+        ('The grade: "Incorrect" would be wrong here, as', None),
+        ("Reasoning.\nGRADE: (Correct)", "C"),
     ],
 )
 async def test_model_graded_takes_no_word_of_the_judges_reasoning_for_its_grade(

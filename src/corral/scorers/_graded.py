@@ -36,9 +36,12 @@ correct, GRADE: P if it is partly correct, or GRADE: I if it is incorrect."""
 #: ``Partly``). Not a word ending in grade (``upgrade: ...``) nor one
 #: the letter begins (``grade: it depends``, ``grade: I'd``, with a curly apostrophe
 #: too): the reasoning's words are no grade. A quote closing the grade is no
-#: apostrophe (``'GRADE: C'``): only one a letter follows begins a word.
+#: apostrophe (``'GRADE: C'``): only one a letter follows begins a word. A grade marked
+#: off is closed, no word after it on its line: ``grade: (i) first ...`` is a list.
 DEFAULT_GRADE_PATTERN = (
-    r"(?i)(?<![a-z])GRADE[\s*_]*:[\s*_`\"'(\[\u2018\u201c]*"
+    r"(?i)(?<![a-z])GRADE[\s*_]*:[\s*_]*"
+    r"(?:[`\"'(\[\u2018\u201c][ \t*_]*"
+    r"(?=[a-z]+(?:[ \t-][a-z]+)*[ \t*_]*[`\"')\]\u2019\u201d](?![ \t]*\w)))?"
     r"(C(?=orrect)|I(?=ncorrect)|P(?=art)|[CPI](?![a-z]|['\u2019][a-z]))"
 )
 DEFAULT_GRADES: Mapping[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0}
