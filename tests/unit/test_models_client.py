@@ -662,10 +662,14 @@ async def test_a_base_urls_password_is_never_shown_nor_recorded(server: FakeChat
     runner = corral.CorralRunner(
         {"t": Meta("a", "e")}, {"a": ToolAgent(model)}, {"e": FakeEnvironment()}, store=store
     )
-    await runner.run("pw")
+    report = await runner.run("pw")
     async with store.opened():
         history = await store.history(corral.TrialKey("pw", "t", 0))
+        runs = await store.runs("pw")
     assert history and all(secret not in json.dumps(c.payload, default=str) for c in history)
+    # Nor in the run's record of its agent's generation settings (in the report too).
+    assert runs and all(secret not in repr(run) for run in runs)
+    assert report.generation["a"]["base_url"].startswith("http://user:***@")
     refused = OpenAICompatible("m", base_url=f"http://user:{secret}@127.0.0.1:9/v1", timeout=5)
     with pytest.raises(corral.ModelUnavailable) as caught:
         await refused.complete(HELLO)

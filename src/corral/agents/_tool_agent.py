@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from .._chat import ChatModel, ChatResponse
+from .._chat import ChatModel, ChatResponse, without_password
 from .._checks import non_negative_number, positive_int
 from .._errors import ConfigError
 from .._tools import REFUSED
@@ -100,10 +100,12 @@ class ToolAgent:
         model and endpoint it calls, and the sampling settings that are set (the system
         prompt by its hash)."""
         model = self.model
+        base_url = getattr(model, "base_url", None)
         settings: dict[str, Any] = {
             "model": getattr(model, "model", None),
             "client": type(model).__name__,
-            "base_url": getattr(model, "base_url", None),
+            # Recorded with the run and shown in its report: a password in it masked.
+            "base_url": without_password(base_url) if isinstance(base_url, str) else None,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
