@@ -138,7 +138,9 @@ def endpoint_of(model: object) -> str | None:
     return without_password(endpoint) if isinstance(endpoint, str) else None
 
 
-_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#@:]*):[^/?#]*@")
+#: The user info ends at the authority's last '@' (as httpx reads it): a user may hold
+#: one of its own (an email, https://me@corp.com:pass@host/v1); its password, at its ':'.
+_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:]*):[^/?#]*@")
 
 
 def without_password(url: str) -> str:

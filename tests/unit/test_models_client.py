@@ -4,6 +4,7 @@ a dropped connection, a server that never answers, and bad input."""
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import http.client
 import json
@@ -674,3 +675,22 @@ async def test_a_base_urls_password_is_never_shown_nor_recorded(server: FakeChat
     with pytest.raises(corral.ModelUnavailable) as caught:
         await refused.complete(HELLO)
     assert secret not in str(caught.value) and "user:***@127.0.0.1:9" in str(caught.value)
+
+
+async def test_a_password_after_a_user_that_is_an_email_is_masked_too(
+    server: FakeChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user with an '@' of its own (https://me@corp.com:pass@host/v1, as httpx reads
+    it: the user info ends at the last '@'): its password was shown whole, in the repr,
+    each error message and each call's recorded endpoint."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    secret = "s3cret-pw"
+    base = server.url.replace("http://", f"http://me@corp.com:{secret}@")
+    server.enqueue(ChatReply.text("done"))
+    model = OpenAICompatible("m", base_url=base)
+    assert secret not in repr(model) and secret not in model.shown_url
+    assert model.shown_url.startswith("http://me@corp.com:***@127.0.0.1:")
+    assert (await model.complete(HELLO)).content == "done"
+    # The request still carries the credentials: httpx sends them as basic auth.
+    sent = base64.b64encode(f"me@corp.com:{secret}".encode()).decode()
+    assert server.headers[0]["authorization"] == f"Basic {sent}"
