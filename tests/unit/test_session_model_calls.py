@@ -131,6 +131,41 @@ async def test_a_message_changed_in_place_is_recorded_as_sent() -> None:
     ]
 
 
+class TrimsAtOnce(Trims):
+    """`Trims`, clearing the old tool result as soon as the call that sent it replied
+    (in the same turn, before the commit the call's record rides on)."""
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        done = await super().act(session)
+        if session.iteration == 1:
+            self.sent[2]["content"] = "[cleared]"  # the same dict, changed
+        return done
+
+
+async def test_a_message_changed_in_place_after_its_call_is_recorded_as_sent() -> None:
+    """A call's record waits for the trial's next commit, and kept the agent's own
+    messages until then: one it changed in place in the meantime was recorded as
+    changed, though the call sent it whole."""
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
+    runner = corral.CorralRunner(
+        {"t": Meta("trims", "env")}, {"trims": TrimsAtOnce()}, {"env": env}, store=store
+    )
+    await runner.run("trims")
+    calls = [
+        c for c in transcript(await _history(store, "trims", "t")) if isinstance(c, TranscriptCall)
+    ]
+    assert [m.text for m in calls[1].sent] == ["a long listing"]  # beside the reply sent back
+    chain = CallChain.of(await _history(store, "trims", "t"))
+    assert [m["content"] for m in chain.messages] == [
+        "go",
+        "look",
+        "[cleared]",
+        "look",
+        "a long listing",
+    ]
+
+
 async def test_a_bad_record_is_refused_naming_the_value() -> None:
     session = corral.AgentSession(
         benchmark_id="b", task_id="t", trial=0, metadata=Meta("a", "e"), inputs={}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +96,7 @@ class CallLog:
         if kind is None:
             return
         self.asked = (model, endpoint)
-        self.sent = list(messages)
+        self.sent = as_sent(messages)
         status = getattr(error, "status_code", None)  # a user's own error may have none
         told = error.retry_after if isinstance(error, RateLimited) else None
         if not (isinstance(told, int | float) and math.isfinite(told) and told >= 0):
@@ -174,6 +174,27 @@ class CallLog:
     def staged(self, seq: int) -> None:
         """The last call taken was staged at ``seq``."""
         self.chain_at = seq
+
+
+#: How deep `as_sent` copies: as deep as a record goes (`corral.history.capped`).
+_MAX_DEPTH = 64
+
+
+def as_sent(messages: Sequence[Any]) -> list[Any]:
+    """``messages`` as they are now: their lists and mappings copied, so a message the
+    agent changes in place before the call's record is staged (with the trial's next
+    commit) is recorded as it was sent."""
+
+    def copy(value: Any, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            return value  # cut there when recorded
+        if isinstance(value, Mapping):
+            return {k: copy(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [copy(v, depth + 1) for v in value]
+        return value
+
+    return [copy(m, 1) for m in messages]
 
 
 def failure_kind(error: BaseException) -> str | None:

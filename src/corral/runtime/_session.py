@@ -13,7 +13,7 @@ from .._errors import ConfigError
 from .._tools import Tool
 from .._types import NO_USAGE, BenchmarkTaskMetadata, Commit, Evaluation, Step, Usage
 from ..history import DEFAULT_RECORD_CHARS
-from ._model_calls import CallLog, PendingCall, check_record_chars
+from ._model_calls import CallLog, PendingCall, as_sent, check_record_chars
 
 if TYPE_CHECKING:
     from .._chat import ChatModel, ChatResponse, ThinkingBlock, ToolCall
@@ -171,7 +171,7 @@ class AgentSession:
         failed, log.failed, log.sent = tuple(log.failed), [], []
         log.record(
             PendingCall(
-                list(messages),
+                as_sent(messages),
                 model,
                 endpoint,
                 text,
