@@ -28,13 +28,21 @@ WriteBatch = Callable[[list[R]], list[BaseException | None]]
 
 
 class Batch(Generic[R]):
-    __slots__ = ("requests", "done", "errors", "failure")
+    __slots__ = ("requests", "done", "landed", "errors", "failure")
 
     def __init__(self) -> None:
         self.requests: list[R] = []
         self.done = anyio.Event()
+        #: ``done.is_set()``, read without its two calls (every append checks it):
+        #: set with it, on the event loop's thread (`finish`).
+        self.landed = False
         self.errors: list[BaseException | None] = []  # one per request, once written
         self.failure: BaseException | None = None  # set when the batch failed as a whole
+
+    def finish(self) -> None:
+        """Wake the batch's waiters (on the event loop's thread)."""
+        self.landed = True
+        self.done.set()
 
     def fail(self, error: BaseException) -> None:
         self.failure = error
@@ -61,12 +69,15 @@ class Slot(Generic[R]):
         self.batch, self.index = batch, index
 
     def done(self) -> bool:
-        return self.batch.done.is_set()
+        return self.batch.landed
 
     async def wait(self) -> None:
-        if not self.batch.done.is_set():
-            await self.batch.done.wait()
-        self.check()
+        batch = self.batch
+        if not batch.landed:
+            await batch.done.wait()
+        error = batch.errors[self.index]  # `check`, inlined: every append waits here
+        if error is not None:
+            raise error
 
     def check(self) -> None:
         error = self.batch.errors[self.index]
@@ -255,7 +266,7 @@ class WriterThread(Generic[R]):
                     if not batch.errors:  # the thread itself failed (a bug)
                         batch.fail(StoreError(f"{self.owner}: the writer thread failed"))
                         self.failed = batch.failure
-                    soon(batch.done.set)
+                    soon(batch.finish)
                     if self.failed is not failed and self._failure is not None:
                         soon(self._failure.set)
         finally:
@@ -264,7 +275,7 @@ class WriterThread(Generic[R]):
                 left, self._batch = self._batch, None
             if left is not None:  # only after a failure of the thread itself
                 left.fail(StoreError(f"{self.owner}: the writer thread ended"))
-                soon(left.done.set)
+                soon(left.finish)
             soon(stopped.set)
 
     def _write(self, batch: Batch[R]) -> None:

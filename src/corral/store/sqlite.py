@@ -391,7 +391,21 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         check_handed(key, commits)
-        return self._queue.put((key, [_row(key, c) for c in commits], commits))
+        # Each commit's row (`_INSERT`'s columns), built inline: a call per commit costs.
+        rows = [
+            (
+                *key,
+                c.seq,
+                c.kind,
+                dumps(c.payload),
+                c.created_at,
+                c.usage.input_tokens,
+                c.usage.output_tokens,
+                c.usage.cost,
+            )
+            for c in commits
+        ]
+        return self._queue.put((key, rows, commits))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
         check_payloads(key, commits)
@@ -786,20 +800,6 @@ def rebuild_heads(conn: sqlite3.Connection, where: str) -> None:
 def _version(conn: sqlite3.Connection) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return None if row is None else str(row[0])
-
-
-def _row(key: TrialKey, c: Commit) -> tuple[Any, ...]:
-    u = c.usage
-    return (
-        *key,
-        c.seq,
-        c.kind,
-        dumps(c.payload),
-        c.created_at,
-        u.input_tokens,
-        u.output_tokens,
-        u.cost,
-    )
 
 
 def _read_text(blob: sqlite3.Blob) -> Iterator[str]:
