@@ -69,6 +69,13 @@ class WorkerPool(Generic[J, R]):
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
+        # The event loop's backend, found once: anyio's module-level functions look it
+        # up on every call, which costs more than what they do (a worker idles and
+        # ends a job once per job).
+        backend = anyio.lowlevel.current_token().backend_class
+        self._new_event = backend.create_event
+        self._checkpoint = backend.checkpoint
+        self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
 
     def submit(self, job: J) -> None:
         self.submit_all((job,))
@@ -129,11 +136,11 @@ class WorkerPool(Generic[J, R]):
             elif not waited:
                 self._ends += 1
                 if self._ends % _YIELD_EVERY and self._paid >= owed:
-                    await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run stops
+                    await self._checkpoint_if_cancelled()  # a cancelled run stops
                 else:
                     self._owed += 1
                     try:
-                        await anyio.lowlevel.checkpoint()
+                        await self._checkpoint()
                     finally:
                         self._paid += 1
             self.busy -= 1
@@ -146,7 +153,7 @@ class WorkerPool(Generic[J, R]):
             if job is None:
                 if self._closing:
                     return
-                idle: Handoff[J] = Handoff()
+                idle: Handoff[J] = Handoff(self._new_event())
                 self._idle.append(idle)
                 job = await idle.wait()
                 if job is not None:

@@ -18,8 +18,8 @@ T = TypeVar("T")
 class Handoff(Generic[T]):
     __slots__ = ("_event", "_item")
 
-    def __init__(self) -> None:
-        self._event = anyio.Event()
+    def __init__(self, event: anyio.Event | None = None) -> None:
+        self._event = anyio.Event() if event is None else event
         self._item: T | None = None
 
     def hand(self, item: T | None) -> None:
