@@ -25,6 +25,14 @@ class PendingTurn:
         return [(seq, a) for seq, a in self.actions if seq not in self.effects]
 
 
+# Each kind read once: reading an enum's member goes through its metaclass every time.
+_SETUP = CommitKind.SETUP
+_ACTION = CommitKind.ACTION
+_TOOL_EFFECT = CommitKind.TOOL_EFFECT
+_TERMINAL = CommitKind.TERMINAL
+_REOPEN = CommitKind.REOPEN
+
+
 class Projection(TrialFold):
     """What a history means: the fold's views (terminal, evaluation, usage, failed
     attempts), and the state, steps and turns of the latest attempt."""
@@ -61,13 +69,13 @@ class Projection(TrialFold):
         # The payload of ``kind``'s type (`SetupPayload` for a setup, ...): a writer's
         # own, or decoded here; not checked again (this runs for every commit).
         p: Any = payload
-        if kind == CommitKind.SETUP:
+        if kind == _SETUP:
             if p is None:
                 p = history.decode(commit)
             self.has_setup = True
             self.state = p.state
             self.previous_trial = p.previous_trial
-        elif kind == CommitKind.ACTION:
+        elif kind == _ACTION:
             if p is None:
                 p = history.decode(commit)
             turn = self.turn
@@ -77,7 +85,7 @@ class Projection(TrialFold):
                 turn = self.turn = PendingTurn(p.turn, state_before=self.state)
                 self.iteration = p.turn + 1
             turn.actions.append((commit.seq, Action(p.tool, p.arguments)))
-        elif kind == CommitKind.TOOL_EFFECT:
+        elif kind == _TOOL_EFFECT:
             turn = self.turn
             assert turn is not None, "tool_effect without an action"
             if p is None:
@@ -85,7 +93,7 @@ class Projection(TrialFold):
             turn.effects[p.action_seq] = ToolEffect(p.observation, p.state)
             if not turn.missing:
                 self._apply_turn(turn)
-        elif kind == CommitKind.TERMINAL:
+        elif kind == _TERMINAL:
             if self.turn is not None:
                 self._close_turn()
             if p is None:
@@ -94,7 +102,7 @@ class Projection(TrialFold):
             state = p.state
             if state is not UNCHANGED:
                 self.state = state
-        elif kind == CommitKind.REOPEN:
+        elif kind == _REOPEN:
             # A fresh attempt of a finished trial: it starts over from setup. The
             # history before the marker stays in the store, not in the session;
             # what it spent still counts (the fold's `earlier_usage`).
