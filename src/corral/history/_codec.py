@@ -59,6 +59,14 @@ def encode(payload: Payload, stamp: Stamp | None = None) -> dict[str, Any]:
     return out
 
 
+def encode_worked(payload: Payload, worked: float) -> dict[str, Any]:
+    """``payload`` as `encode` stores it with ``Stamp(worked)``: the working time its
+    only stamp, as on most of a trial's commits (no stamp built for each)."""
+    out = _ENCODERS[type(payload)](payload)
+    out["worked"] = worked
+    return out
+
+
 def _counts(c: CallCounts) -> dict[str, Any]:
     out: dict[str, Any] = {"calls": c.calls}
     if c.failed:

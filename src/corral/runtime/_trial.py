@@ -44,6 +44,7 @@ from ..history import (
     ToolEffectPayload,
     UsagePayload,
     encode,
+    encode_worked,
     terminal,
 )
 from ..store._protocol import CommitStore, Pending, TrialKey
@@ -111,8 +112,7 @@ class _Writer:
         #: The trial's budget, or None when it has none (checked once, not per step).
         self.budget = plan.job.budget if plan.job.budget else None
         #: Whether its commits record nothing beside their own value but the working
-        #: time (no budget, no failed attempt; a terminal no model calls): one `Stamp`
-        #: per `stage`, no `_stamp`.
+        #: time (no budget, no failed attempt; a terminal no model calls): no `_stamp`.
         self._plain = self.budget is None and not plan.job.failed_attempts
         self.next_seq = projection.next_seq
         #: The first sequence number the observers have not heard of from this attempt.
@@ -175,16 +175,16 @@ class _Writer:
         now = time.time()
         worked = round(self.clock.spent, 6)
         plan, projection = self.plan, self.projection
-        plain = Stamp(worked) if self._plain else None
+        plain = self._plain
         commits = []
         calls = self.session.calls
         for kind, payload, usage in items:
             # A terminal counts the trial's model calls: `_stamp` stamps it if it made any.
-            if plain is not None and (kind != "terminal" or projection.calls is None):
-                stamp = plain
+            if plain and (kind != "terminal" or projection.calls is None):
+                stored = encode_worked(payload, worked)
             else:
-                stamp = _stamp(plan.job, projection, kind, worked)
-            commit = Commit(self.next_seq, kind, encode(payload, stamp), now, usage)
+                stored = encode(payload, _stamp(plan.job, projection, kind, worked))
+            commit = Commit(self.next_seq, kind, stored, now, usage)
             commits.append(commit)
             projection.apply(commit, payload)
             if kind == _MODEL_CALL:
