@@ -48,13 +48,24 @@ def check_json(value: Any, where: str, limit: int | None = None) -> Any:
     """
     # A cheap upper bound on the bytes of the value's JSON: each string's characters at
     # their widest, each container's items as scalars at their longest.
-    tally = [_SCALAR]
-    try:
-        plain = _check(value, MAX_DEPTH, tally)
-    except _Refused as refused:
-        raise NotSerializableError(refused.explain(where)) from None
+    # The values most often recorded (a tool's name, a state, a score) need no walk: an
+    # ASCII string, a short integer or a finite float is itself, as `_check` finds.
+    plain: Any
+    if type(value) is str and value.isascii():
+        plain, bound = value, _SCALAR + _WIDEST * len(value) + 2
+    elif (type(value) is int and -_SHORT_INT < value < _SHORT_INT) or (
+        type(value) is float and math.isfinite(value)
+    ):
+        plain, bound = value, _SCALAR
+    else:
+        tally = [_SCALAR]
+        try:
+            plain = _check(value, MAX_DEPTH, tally)
+        except _Refused as refused:
+            raise NotSerializableError(refused.explain(where)) from None
+        bound = tally[0]
     # Encoded only when it may be too large: few values come near the limit.
-    if limit is not None and tally[0] > limit:
+    if limit is not None and bound > limit:
         size = len(dumps(plain).encode("utf-8"))
         if size > limit:
             raise NotSerializableError(
