@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
@@ -19,6 +20,20 @@ from ._types import (
 )
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
+
+#: Each field's slot setter, in field order (`_record`).
+_SLOTS = tuple(TrialRecord.__dict__[f.name].__set__ for f in fields(TrialRecord))
+
+
+def _record(*values: Any) -> TrialRecord:
+    """``TrialRecord(*values)``, every field given in order (one missing raises), built
+    as its ``__init__`` builds it (it has no ``__post_init__``) but slot by slot: a
+    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+    which costs twice as much (two records a trial)."""
+    record: TrialRecord = object.__new__(TrialRecord)
+    for set_slot, value in zip(_SLOTS, values, strict=True):
+        set_slot(record, value)
+    return record
 
 
 def evaluation_of(commit: Commit) -> Evaluation | None:
@@ -49,28 +64,30 @@ def record_of(
     meta = None
     if facts is not None:
         task_id, meta = facts
-    record = TrialRecord(
-        task_id=task_id,
-        trial=trial,
-        status=payload.status,
-        output=payload.output,
-        error=payload.error,
-        attempts=payload.attempts,
-        commits=commits - (evaluation is not None),
-        started_at=started_at,
-        finished_at=terminal.created_at,
-        usage=usage,
-        state=None if not keep_state or state is UNCHANGED else state,
-        traceback=payload.traceback,
-        limit=payload.limit,
-        working_time=history.worked_of(terminal),
-        model_calls=history.model_calls_of(terminal),
-        task=None if meta is None else task_id,
-        model=None if meta is None else meta.model,
-        environment=None if meta is None else meta.environment_id,
-        inputs=_NO_DETAILS if meta is None else meta.inputs,
-        target=None if meta is None else meta.target,
-        metadata=_NO_DETAILS if meta is None else meta.metadata,
+    record = _record(  # TrialRecord's fields in order
+        task_id,
+        trial,
+        payload.status,
+        payload.output,
+        None,  # evaluation
+        payload.error,
+        payload.attempts,
+        commits - (evaluation is not None),
+        started_at,
+        terminal.created_at,  # finished_at
+        usage,
+        None if not keep_state or state is UNCHANGED else state,
+        payload.traceback,
+        None,  # evaluation_error
+        payload.limit,
+        history.worked_of(terminal),  # working_time
+        None if meta is None else task_id,  # task
+        None if meta is None else meta.model,
+        None if meta is None else meta.environment_id,
+        _NO_DETAILS if meta is None else meta.inputs,
+        None if meta is None else meta.target,
+        _NO_DETAILS if meta is None else meta.metadata,
+        history.model_calls_of(terminal),
     )
     # ``usage`` is the trial's whole (folded from its commits, the evaluation's too).
     return record if evaluation is None else with_evaluation(record, evaluation, counted=True)
@@ -160,30 +177,30 @@ def _rebuilt(
     if facts is not None:
         task_id = task = facts[0]
         meta = facts[1]
-    return TrialRecord(
-        task_id=task_id,
-        trial=record.trial,
-        status=record.status,
-        output=record.output,
-        evaluation=evaluation,
-        error=error,
-        attempts=record.attempts,
-        commits=commits,
-        started_at=record.started_at,
-        finished_at=finished_at,
-        usage=usage,
-        state=state,
-        traceback=traceback,
-        evaluation_error=evaluation_error,
-        limit=record.limit,
-        working_time=record.working_time,
-        model_calls=record.model_calls,
-        task=task,
-        model=None if meta is None else meta.model,
-        environment=None if meta is None else meta.environment_id,
-        inputs=_NO_DETAILS if meta is None else meta.inputs,
-        target=None if meta is None else meta.target,
-        metadata=_NO_DETAILS if meta is None else meta.metadata,
+    return _record(  # TrialRecord's fields in order
+        task_id,
+        record.trial,
+        record.status,
+        record.output,
+        evaluation,
+        error,
+        record.attempts,
+        commits,
+        record.started_at,
+        finished_at,
+        usage,
+        state,
+        traceback,
+        evaluation_error,
+        record.limit,
+        record.working_time,
+        task,
+        None if meta is None else meta.model,
+        None if meta is None else meta.environment_id,
+        _NO_DETAILS if meta is None else meta.inputs,
+        None if meta is None else meta.target,
+        _NO_DETAILS if meta is None else meta.metadata,
+        record.model_calls,
     )
 
 
