@@ -68,3 +68,19 @@ def test_a_window_holds_about_window_trials_whatever_the_trials_per_task() -> No
     for t in order:
         source.task_records(t)
     assert reader.reads == [order[0:2], order[2:4], order[4:6], order[6:7]]
+
+
+def test_a_record_built_slot_by_slot_is_the_dataclasss_own() -> None:
+    """`_record` skips TrialRecord's frozen __init__ for speed: it must build the same
+    object, field for field, and refuse a missing field."""
+    import dataclasses
+
+    import pytest
+
+    from corral import TrialRecord
+    from corral._records import _record
+
+    values = [f"v{i}" for i in range(len(dataclasses.fields(TrialRecord)))]
+    assert _record(*values) == TrialRecord(*values)
+    with pytest.raises(ValueError):
+        _record(*values[:-1])
