@@ -490,32 +490,37 @@ def test_ids_from_content_of_rows_with_a_nan_ignore_field_order_and_null_fields(
     assert list(sources[0]) == list(sources[1])
 
 
+def hf_content_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, rows: list[dict[str, Any]]
+) -> list[str]:
+    """The ids from content (``id=None``) `from_hf` gives ``rows`` written as a local
+    JSONL file ``name`` (offline: nothing is downloaded)."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    pytest.importorskip("datasets")
+    return list(
+        datasets.from_hf(
+            "json",
+            agent_id="a",
+            environment_id="e",
+            split="train",
+            load_options={"data_files": str(write_jsonl(tmp_path / name, rows))},
+            id=None,
+            input="question",
+            target="answer",
+        )
+    )
+
+
 def test_from_hf_ids_from_content_do_not_depend_on_the_other_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The library gives every row its dataset's columns, in the order of the file's
     first row: a row's content id changed when the rows were written in another order."""
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    pytest.importorskip("datasets")
     rows = [{"question": "2+2?", "answer": "4"}, {"answer": "9", "question": "3*3?"}]
-
-    def ids(name: str, data: list[dict[str, Any]]) -> set[str]:
-        return set(
-            datasets.from_hf(
-                "json",
-                agent_id="a",
-                environment_id="e",
-                split="train",
-                load_options={"data_files": str(write_jsonl(tmp_path / name, data))},
-                id=None,
-                input="question",
-                target="answer",
-            )
-        )
-
-    assert ids("a.jsonl", rows) == ids("b.jsonl", rows[::-1])
+    written = set(hf_content_ids(tmp_path, monkeypatch, "a.jsonl", rows))
+    assert written == set(hf_content_ids(tmp_path, monkeypatch, "b.jsonl", rows[::-1]))
 
 
 def test_from_hf_ids_from_content_do_not_change_when_another_row_adds_a_field(
@@ -523,28 +528,10 @@ def test_from_hf_ids_from_content_do_not_change_when_another_row_adds_a_field(
 ) -> None:
     """The library gives a row ``None`` for every field another row has and it lacks: a
     row's content id changed when a row with a new field was added to the dataset."""
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    pytest.importorskip("datasets")
     first = {"question": "2+2?", "answer": "4"}
-
-    def ids(name: str, data: list[dict[str, Any]]) -> list[str]:
-        return list(
-            datasets.from_hf(
-                "json",
-                agent_id="a",
-                environment_id="e",
-                split="train",
-                load_options={"data_files": str(write_jsonl(tmp_path / name, data))},
-                id=None,
-                input="question",
-                target="answer",
-            )
-        )
-
-    alone = ids("a.jsonl", [first])
-    grown = ids("b.jsonl", [first, {"question": "3*3?", "answer": "9", "hint": "times"}])
+    alone = hf_content_ids(tmp_path, monkeypatch, "a.jsonl", [first])
+    added = {"question": "3*3?", "answer": "9", "hint": "times"}
+    grown = hf_content_ids(tmp_path, monkeypatch, "b.jsonl", [first, added])
     assert grown[0] == alone[0]
 
 
