@@ -3,6 +3,7 @@ and is ready again ahead of new work; never over a limit, always work-conserving
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,7 @@ def simulate(scenario: Scenario, pick: st.DataObject, *, cut: bool, stop: bool =
 
 @settings(max_examples=200, deadline=None)
 @given(scenarios(max_tasks=8, max_trials=4), st.data())
+@pytest.mark.slow  # a property test of many examples (the full suite runs it)
 def test_deferrals_never_exceed_a_limit_and_conserve_work(
     scenario: Scenario, pick: st.DataObject
 ) -> None:
@@ -93,6 +95,7 @@ def test_deferrals_never_exceed_a_limit_and_conserve_work(
 
 @settings(max_examples=200, deadline=None)
 @given(scenarios(max_tasks=8, max_trials=4), st.data())
+@pytest.mark.slow  # a property test of many examples (the full suite runs it)
 def test_rate_limits_never_exceed_a_limit_and_conserve_work(
     scenario: Scenario, pick: st.DataObject
 ) -> None:
@@ -101,6 +104,7 @@ def test_rate_limits_never_exceed_a_limit_and_conserve_work(
 
 @settings(max_examples=200, deadline=None)
 @given(scenarios(max_tasks=8, max_trials=4), st.data())
+@pytest.mark.slow  # a property test of many examples (the full suite runs it)
 def test_a_stop_admits_only_what_started_and_completes(
     scenario: Scenario, pick: st.DataObject
 ) -> None:

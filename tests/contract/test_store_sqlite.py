@@ -272,6 +272,7 @@ def _as_a_user() -> list[str]:
     return ["/usr/bin/setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
 
 
+@pytest.mark.slow  # every reading command, each a process of its own
 async def test_a_store_in_a_folder_no_one_may_write_is_read_by_every_reading_command(
     tmp_path: Path,
 ) -> None:

@@ -200,6 +200,7 @@ def scratch() -> Iterator[Path]:
 @given(steps=STEPS, plan=PLANS, costs=COSTS)
 # A rescore mid-rerun (of the attempt a killed rerun left counted), twice, then resumed.
 @example(steps=["killed", "rescore", "killed", "rescore", "run"], plan=["fail"], costs=[0.1])
+@pytest.mark.slow  # a property test of many examples (the full suite runs it)
 def test_sqlite_heads_equal_the_fold_after_runs_rescores_and_copies(
     scratch: Path, steps: list[str], plan: list[str], costs: list[float]
 ) -> None:
@@ -223,6 +224,7 @@ def test_sqlite_heads_equal_the_fold_after_runs_rescores_and_copies(
     max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=STEPS, plan=PLANS, costs=COSTS)
+@pytest.mark.slow  # a property test of many examples (the full suite runs it)
 def test_postgres_heads_equal_the_fold_after_runs_rescores_and_copies(
     pg_dsn: str, scratch: Path, steps: list[str], plan: list[str], costs: list[float]
 ) -> None:
