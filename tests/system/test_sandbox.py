@@ -490,29 +490,26 @@ def unprivileged_python() -> tuple[str, dict[str, str]]:
     pytest.skip("no Python here that an unprivileged user can run with Corral")
 
 
-def test_an_unprivileged_users_sandbox_holds_no_more_than_its_disk() -> None:
-    """Without root the sandbox runs in a user namespace, where bubblewrap's own root
-    and /dev (memory, with no bound of their own) belong to the command: writing there
-    would fill the host's memory past ``disk``. Only /sandbox and /tmp are writable."""
-    import subprocess
-
+def run_as_nobody(code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` as an unprivileged user (`unprivileged_python`), its output
+    as text (skipped where no such user can run Corral)."""
     python, env = unprivileged_python()
-    ran = subprocess.run(
-        [
-            "/usr/bin/setpriv",
-            f"--reuid={NOBODY}",
-            f"--regid={NOBODY}",
-            "--clear-groups",
-            python,
-            "-c",
-            FILLER,
-        ],
+    who = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    return subprocess.run(
+        ["/usr/bin/setpriv", *who, python, "-c", code],
         env=env,
         capture_output=True,
         text=True,
         check=False,
         cwd="/",
     )
+
+
+def test_an_unprivileged_users_sandbox_holds_no_more_than_its_disk() -> None:
+    """Without root the sandbox runs in a user namespace, where bubblewrap's own root
+    and /dev (memory, with no bound of their own) belong to the command: writing there
+    would fill the host's memory past ``disk``. Only /sandbox and /tmp are writable."""
+    ran = run_as_nobody(FILLER)
     assert ran.returncode == 0, ran.stderr
     assert "wrote" not in ran.stdout, ran.stdout
     assert ran.stdout.count("refused") == 5, ran.stdout + ran.stderr

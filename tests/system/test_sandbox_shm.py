@@ -3,11 +3,9 @@ unprivileged user (as it did before / and /dev became read-only) and as root."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.system.test_sandbox import NOBODY, run_script, unprivileged_python
+from tests.system.test_sandbox import run_as_nobody, run_script
 
 pytestmark = [pytest.mark.anyio]
 
@@ -38,14 +36,5 @@ async def test_multiprocessing_works_in_the_sandbox() -> None:
 
 
 def test_multiprocessing_works_in_an_unprivileged_users_sandbox() -> None:
-    python, env = unprivileged_python()
-    who = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    ran = subprocess.run(
-        ["/usr/bin/setpriv", *who, python, "-c", AS_USER],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd="/",
-    )
+    ran = run_as_nobody(AS_USER)
     assert ran.stdout.startswith("0 7\n[1, 2]\n"), ran.stdout + ran.stderr

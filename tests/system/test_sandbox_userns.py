@@ -3,11 +3,9 @@ of its own (half the host's memory, past ``disk``), as root (its own uid) and no
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.system.test_sandbox import NOBODY, run_script, unprivileged_python
+from tests.system.test_sandbox import run_as_nobody, run_script
 
 pytestmark = [pytest.mark.anyio]
 
@@ -52,14 +50,5 @@ async def test_a_command_makes_no_user_namespace() -> None:
 
 
 def test_an_unprivileged_users_command_makes_no_user_namespace() -> None:
-    python, env = unprivileged_python()
-    who = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    ran = subprocess.run(
-        ["/usr/bin/setpriv", *who, python, "-c", AS_USER],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd="/",
-    )
+    ran = run_as_nobody(AS_USER)
     assert ran.stdout == f"0 {REFUSED}", ran.stdout + ran.stderr

@@ -5,10 +5,9 @@ delete them anyway)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
-from tests.system.test_sandbox import NOBODY, unprivileged_python
+from tests.system.test_sandbox import run_as_nobody
 
 #: Folders the command made unwritable, unreadable, and its own folder unwritable.
 LOCKED = """
@@ -34,16 +33,7 @@ anyio.run(main)
 
 
 def test_its_folder_is_deleted_whatever_the_command_left_in_it() -> None:
-    python, env = unprivileged_python()
-    who = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    ran = subprocess.run(
-        ["/usr/bin/setpriv", *who, python, "-c", AS_USER],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd="/",
-    )
+    ran = run_as_nobody(AS_USER)
     status, _, folder = ran.stdout.strip().partition(" ")
     assert status == "0" and "corral-sandbox-" in folder, ran.stdout + ran.stderr
     left = Path(folder).exists()
