@@ -4,6 +4,7 @@ its other trials or the benchmark's recorded configuration."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,18 @@ from corral.testing import FakeEnvironment, ScriptedAgent
 pytestmark = pytest.mark.anyio
 
 
+def runner_of(
+    tmp_path: Path, inputs: dict[str, Any], decide: Callable[[AgentSession], Final]
+) -> corral.CorralRunner:
+    """One task given ``inputs``, its agent ``decide``, on an SQLite store."""
+    return corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e", inputs=inputs)},
+        {"a": ScriptedAgent(decide)},
+        {"e": FakeEnvironment()},
+        store=tmp_path / "store.db",
+    )
+
+
 async def test_an_agent_writing_into_its_inputs_changes_no_other_trial(tmp_path: Path) -> None:
     inputs: dict[str, Any] = {"prompt": "p", "notes": []}
     seen: list[Any] = []
@@ -26,12 +39,7 @@ async def test_an_agent_writing_into_its_inputs_changes_no_other_trial(tmp_path:
         session.inputs["notes"].append(session.trial)
         return Final("done")
 
-    runner = corral.CorralRunner(
-        {"t": BenchmarkTaskMetadata("a", "e", inputs=inputs)},
-        {"a": ScriptedAgent(decide)},
-        {"e": FakeEnvironment()},
-        store=tmp_path / "store.db",
-    )
+    runner = runner_of(tmp_path, inputs, decide)
     first = await runner.run("b", trials_per_task=3)
     assert seen == [(0, [], False), (1, [], False), (2, [], False)]
     assert inputs == {"prompt": "p", "notes": []}
@@ -49,12 +57,7 @@ async def test_an_agent_writing_into_empty_inputs_changes_no_other_trial(tmp_pat
         session.inputs["mine"] = session.trial  # type: ignore[index]
         return Final("done")
 
-    runner = corral.CorralRunner(
-        {"t": BenchmarkTaskMetadata("a", "e", inputs=inputs)},
-        {"a": ScriptedAgent(decide)},
-        {"e": FakeEnvironment()},
-        store=tmp_path / "store.db",
-    )
+    runner = runner_of(tmp_path, inputs, decide)
     await runner.run("b", trials_per_task=2)
     assert seen == [(0, {}), (1, {})]
     assert inputs == {}
