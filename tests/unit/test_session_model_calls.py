@@ -114,13 +114,7 @@ async def test_a_message_changed_in_place_is_recorded_as_sent() -> None:
     """The call's delta took a message the agent changed in place for the previous
     call's (the same object), so its record and transcript showed what was no longer
     sent."""
-    store = corral.MemoryStore()
-    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
-    runner = corral.CorralRunner(
-        {"t": Meta("trims", "env")}, {"trims": Trims()}, {"env": env}, store=store
-    )
-    await runner.run("trims")
-    history = await _history(store, "trims", "t")
+    history = await _trims_history(Trims())
     chain = CallChain.of(history)
     assert [m["content"] for m in chain.messages] == [
         "go",
@@ -129,6 +123,17 @@ async def test_a_message_changed_in_place_is_recorded_as_sent() -> None:
         "look",
         "a long listing",
     ]
+
+
+async def _trims_history(agent: Trims) -> list[corral.Commit]:
+    """The history of one trial of ``agent`` (its tool answers "ok")."""
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
+    runner = corral.CorralRunner(
+        {"t": Meta("trims", "env")}, {"trims": agent}, {"env": env}, store=store
+    )
+    await runner.run("trims")
+    return await _history(store, "trims", "t")
 
 
 class TrimsAtOnce(Trims):
@@ -146,17 +151,10 @@ async def test_a_message_changed_in_place_after_its_call_is_recorded_as_sent() -
     """A call's record waits for the trial's next commit, and kept the agent's own
     messages until then: one it changed in place in the meantime was recorded as
     changed, though the call sent it whole."""
-    store = corral.MemoryStore()
-    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
-    runner = corral.CorralRunner(
-        {"t": Meta("trims", "env")}, {"trims": TrimsAtOnce()}, {"env": env}, store=store
-    )
-    await runner.run("trims")
-    calls = [
-        c for c in transcript(await _history(store, "trims", "t")) if isinstance(c, TranscriptCall)
-    ]
+    history = await _trims_history(TrimsAtOnce())
+    calls = [c for c in transcript(history) if isinstance(c, TranscriptCall)]
     assert [m.text for m in calls[1].sent] == ["a long listing"]  # beside the reply sent back
-    chain = CallChain.of(await _history(store, "trims", "t"))
+    chain = CallChain.of(history)
     assert [m["content"] for m in chain.messages] == [
         "go",
         "look",
