@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._chat import ThinkingBlock, ToolCall
 from .._checks import positive_int
 from .._errors import ModelError, ModelUnavailable, RateLimited
+from .._json import MAX_DEPTH
 from ..history import (
     DEFAULT_RECORD_CHARS,
     CallChain,
@@ -176,25 +177,27 @@ class CallLog:
         self.chain_at = seq
 
 
-#: How deep `as_sent` copies: as deep as a record goes (`corral.history.capped`).
-_MAX_DEPTH = 64
+def copied(value: Any, room: int = MAX_DEPTH) -> Any:
+    """``value`` with its mappings, lists and tuples copied, ``room`` levels deep (its
+    scalars shared: they cannot change; a value nested deeper than any record or
+    checked value goes is shared there): what an agent changes in place afterwards is
+    not in the copy."""
+    if room <= 0:
+        return value
+    if isinstance(value, Mapping):
+        return {k: copied(v, room - 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copied(v, room - 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(copied(v, room - 1) for v in value)
+    return value
 
 
 def as_sent(messages: Sequence[Any]) -> list[Any]:
-    """``messages`` as they are now: their lists and mappings copied, so a message the
-    agent changes in place before the call's record is staged (with the trial's next
-    commit) is recorded as it was sent."""
-
-    def copy(value: Any, depth: int) -> Any:
-        if depth > _MAX_DEPTH:
-            return value  # cut there when recorded
-        if isinstance(value, Mapping):
-            return {k: copy(v, depth + 1) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [copy(v, depth + 1) for v in value]
-        return value
-
-    return [copy(m, 1) for m in messages]
+    """``messages`` as they are now (`copied`), so a message the agent changes in place
+    before the call's record is staged (with the trial's next commit) is recorded as
+    it was sent."""
+    return [copied(m) for m in messages]
 
 
 def failure_kind(error: BaseException) -> str | None:

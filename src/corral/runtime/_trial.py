@@ -50,7 +50,7 @@ from ..history import (
 from ..store._protocol import CommitStore, Pending, TrialKey
 from ._acks import Acks
 from ._jobs import Deferred, Previous, TrialJob, reopen_marker
-from ._model_calls import CallLog
+from ._model_calls import CallLog, copied
 from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields, met_cancellation
@@ -475,7 +475,7 @@ async def _session(
         # Its own copy: what an agent writes into it must not reach the task's other
         # trials nor its metadata (the benchmark's configuration); an attempt starts
         # from the inputs as a resumed one would.
-        inputs=_fresh(plan.job.inputs),
+        inputs=copied(plan.job.inputs),
         attempt=attempt,
         previous_evaluation=previous.evaluation if previous else None,
         previous_state=previous.state if previous else None,
@@ -488,17 +488,6 @@ async def _session(
         session.scratch = scratch
     _sync(session, projection)
     return session
-
-
-def _fresh(value: Any) -> Any:
-    """``value`` with its containers copied (its scalars shared: they cannot change)."""
-    if isinstance(value, Mapping):
-        return {k: _fresh(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_fresh(v) for v in value)
-    return value
 
 
 def _calls_of(job: TrialJob) -> CallLog:
