@@ -167,6 +167,7 @@ async def sandbox(
         isolation=isolation,
     )
     work_files = _files(files)
+    _network(network)
     data = input.encode() if isinstance(input, str) else input
     extra_env = dict(env or {})
     for key, text in extra_env.items():
@@ -380,6 +381,13 @@ _MARKS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
 def _argv(command: Command) -> tuple[str, ...]:
     checked = _command(command)
     return ("/bin/sh", "-c", checked) if isinstance(checked, str) else checked
+
+
+def _network(network: object) -> None:
+    """Refuse a ``network`` that is not a bool: read by its truth, ``"no"`` or
+    ``"false"`` (from a settings file) would give the command the host's network."""
+    if not isinstance(network, bool):
+        raise ConfigError(f"network must be True or False, not {network!r}")
 
 
 def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:

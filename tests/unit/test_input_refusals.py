@@ -190,6 +190,16 @@ async def test_sandbox_disk_none_is_a_config_error() -> None:
         await corral.sandbox(["true"], timeout=5, disk=None)  # type: ignore[arg-type]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("network", ["no", "false", 1, None])
+async def test_sandbox_network_that_is_not_true_or_false_is_a_config_error(network: Any) -> None:
+    """``network`` was read by its truth: ``network="no"`` (a setting read from a file)
+    gave the command the host's network, which the sandbox promises only for
+    ``network=True``. Refused before anything runs, as the scorers' flags are."""
+    with pytest.raises(ConfigError, match=f"network must be True or False, not {network!r}"):
+        await corral.sandbox(["true"], timeout=5, network=network)
+
+
 # -- RunConfig -------------------------------------------------------------------
 
 
