@@ -41,6 +41,7 @@ from ._subprocess import (
     kill_group,
     no_nul,
     run_bounded,
+    stdin_bytes,
 )
 
 Isolation = Literal["bubblewrap", "none"]
@@ -168,7 +169,7 @@ async def sandbox(
     )
     work_files = _files(files)
     _network(network)
-    data = input.encode() if isinstance(input, str) else input
+    data = stdin_bytes(input)
     extra_env = dict(env or {})
     for key, text in extra_env.items():
         if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:

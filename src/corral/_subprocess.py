@@ -76,7 +76,7 @@ async def subprocess(
     seconds("timeout", timeout, or_none=True)
     for key, text in (env or {}).items():
         no_nul("env", key), no_nul("env", text)
-    data = input.encode() if isinstance(input, str) else input
+    data = stdin_bytes(input)
     ended = await run_bounded(
         command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **env}
     )
@@ -98,6 +98,18 @@ def _command(args: Command) -> str | tuple[str, ...]:
             f"the command must be a string or a non-empty list of strings, not {args!r}"
         )
     return tuple(no_nul("the command", os.fspath(arg)) for arg in args)
+
+
+def stdin_bytes(given: object) -> bytes | None:
+    """What a command's standard input gets: ``given`` as UTF-8 if it is text, itself if
+    bytes, None (an empty input) for None. Anything else is a `ConfigError` naming it,
+    raised before the command starts: it would fail only once fed to the running
+    command, as a TypeError from inside the task group writing it."""
+    if given is None or isinstance(given, bytes):
+        return given
+    if isinstance(given, str):
+        return given.encode()
+    raise ConfigError(f"input must be text, bytes or None, not {given!r}")
 
 
 def no_nul(what: str, text: str) -> str:

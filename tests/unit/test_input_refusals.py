@@ -200,6 +200,18 @@ async def test_sandbox_network_that_is_not_true_or_false_is_a_config_error(netwo
         await corral.sandbox(["true"], timeout=5, network=network)
 
 
+@pytest.mark.anyio
+async def test_sandbox_input_that_is_neither_text_nor_bytes_is_refused_before_it_runs(
+    tmp_path: Path,
+) -> None:
+    """It reached the command's standard input: the command ran, then a TypeError in an
+    ExceptionGroup came out, not a `ConfigError` naming the value."""
+    ran = tmp_path / "ran"
+    with pytest.raises(ConfigError, match=r"input must be text, bytes or None, not 3"):
+        await corral.sandbox(["touch", str(ran)], timeout=5, input=3, isolation="none")  # type: ignore[arg-type]
+    assert not ran.exists()
+
+
 # -- RunConfig -------------------------------------------------------------------
 
 

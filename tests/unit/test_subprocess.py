@@ -189,6 +189,19 @@ async def test_a_nul_character_is_refused_naming_the_text(
         await subprocess(args, **keywords)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("given", [3, ["text"]], ids=["int", "list"])
+async def test_input_that_is_neither_text_nor_bytes_is_refused_before_the_command_starts(
+    tmp_path: Path, given: object
+) -> None:
+    """It reached the process's standard input: the command ran, then a TypeError in an
+    ExceptionGroup came out of the task group feeding it, not a `ConfigError`."""
+    ran = tmp_path / "ran"
+    named = re.escape(f"input must be text, bytes or None, not {given!r}")
+    with pytest.raises(ConfigError, match=named):
+        await subprocess(["touch", str(ran)], input=given)  # type: ignore[arg-type]
+    assert not ran.exists()
+
+
 async def test_a_timeout_kills_and_reaps_the_whole_process_tree(
     tmp_path: Path, new_children: Callable[[], set[int]]
 ) -> None:
