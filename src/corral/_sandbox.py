@@ -38,8 +38,8 @@ from ._subprocess import (
     Ended,
     SubprocessResult,
     _command,
+    checked_env,
     kill_group,
-    no_nul,
     run_bounded,
     stdin_bytes,
 )
@@ -170,11 +170,7 @@ async def sandbox(
     work_files = _files(files)
     _network(network)
     data = stdin_bytes(input)
-    extra_env = dict(env or {})
-    for key, text in extra_env.items():
-        if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:
-            raise ConfigError(f"env must map names to text, not {key!r}: {text!r}")
-        no_nul("env", key), no_nul("env", text)
+    extra_env = checked_env(env)
     if isolation == "none":
         return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
     bwrap = _bwrap()

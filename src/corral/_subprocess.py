@@ -74,11 +74,12 @@ async def subprocess(
     """
     command = _command(args)
     seconds("timeout", timeout, or_none=True)
-    for key, text in (env or {}).items():
-        no_nul("env", key), no_nul("env", text)
+    extra_env = checked_env(env)
+    if not isinstance(check, bool):
+        raise ConfigError(f"check must be True or False, not {check!r}")
     data = stdin_bytes(input)
     ended = await run_bounded(
-        command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **env}
+        command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **extra_env}
     )
     if ended.timed_out:
         raise TimeoutError(f"{command!r} did not finish within {timeout} s")
@@ -98,6 +99,18 @@ def _command(args: Command) -> str | tuple[str, ...]:
             f"the command must be a string or a non-empty list of strings, not {args!r}"
         )
     return tuple(no_nul("the command", os.fspath(arg)) for arg in args)
+
+
+def checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The variables ``env`` adds, each a non-empty name without ``=`` and a text; any
+    other is a `ConfigError` naming it, before the command starts (a number was a
+    TypeError from deep in the process's start)."""
+    extra = dict(env or {})
+    for key, text in extra.items():
+        if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:
+            raise ConfigError(f"env must map names to text, not {key!r}: {text!r}")
+        no_nul("env", key), no_nul("env", text)
+    return extra
 
 
 def stdin_bytes(given: object) -> bytes | None:

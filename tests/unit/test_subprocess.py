@@ -202,6 +202,27 @@ async def test_input_that_is_neither_text_nor_bytes_is_refused_before_the_comman
     assert not ran.exists()
 
 
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"env": {"A": 1}}, "env must map names to text, not 'A': 1"),
+        ({"env": {1: "a"}}, "env must map names to text, not 1: 'a'"),
+        ({"env": {"": "a"}}, "env must map names to text, not '': 'a'"),
+        ({"check": "no"}, "check must be True or False, not 'no'"),
+    ],
+    ids=["value", "name", "empty-name", "check"],
+)
+async def test_env_and_check_of_the_wrong_type_are_refused_before_the_command_starts(
+    tmp_path: Path, keywords: dict[str, object], named: str
+) -> None:
+    """As `corral.sandbox` refuses them: an env value that is no text was a TypeError
+    from the process's start, and ``check="no"`` was read by its truth."""
+    ran = tmp_path / "ran"
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        await subprocess(["touch", str(ran)], **keywords)  # type: ignore[arg-type]
+    assert not ran.exists()
+
+
 async def test_a_timeout_kills_and_reaps_the_whole_process_tree(
     tmp_path: Path, new_children: Callable[[], set[int]]
 ) -> None:
