@@ -52,6 +52,14 @@ def seconds(name: str, value: object, *, or_none: bool = False) -> float | None:
     return positive_number(name, value, unit="seconds", or_none=or_none)
 
 
+def flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False, else a `ConfigError` naming ``name``: read by
+    its truth, ``"no"`` or ``"false"`` (a setting read from a file) would mean yes."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
 def non_negative_number(name: str, value: object) -> float:
     """``value`` if it is a number >= 0, else a `ConfigError` naming ``name``."""
     if not is_number(value) or value < 0:

@@ -20,7 +20,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import Process
 
-from ._checks import positive_int, seconds
+from ._checks import flag, positive_int, seconds
 from ._errors import ConfigError, CorralError
 from ._sandbox_seccomp import no_user_namespaces
 from ._sandbox_setup import (
@@ -168,7 +168,7 @@ async def sandbox(
         isolation=isolation,
     )
     work_files = _files(files)
-    _network(network)
+    flag("network", network)  # read by its truth, "no" would open the network
     data = stdin_bytes(input)
     extra_env = checked_env(env)
     if isolation == "none":
@@ -378,13 +378,6 @@ _MARKS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
 def _argv(command: Command) -> tuple[str, ...]:
     checked = _command(command)
     return ("/bin/sh", "-c", checked) if isinstance(checked, str) else checked
-
-
-def _network(network: object) -> None:
-    """Refuse a ``network`` that is not a bool: read by its truth, ``"no"`` or
-    ``"false"`` (from a settings file) would give the command the host's network."""
-    if not isinstance(network, bool):
-        raise ConfigError(f"network must be True or False, not {network!r}")
 
 
 def _files(files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:

@@ -71,6 +71,36 @@ def test_an_unknown_scheme_is_refused_naming_the_known_ones(address: str) -> Non
         assert known in message
 
 
+PG = "postgresql://me@db.example/bench"
+
+
+@pytest.mark.parametrize(
+    ("address", "keywords", "named"),
+    [
+        ("s.db", {"read_only": "no"}, "read_only must be True or False, not 'no'"),
+        ("s.db", {"create": "false"}, "create must be True or False, not 'false'"),
+        ("memory:", {"read_only": 1}, "read_only must be True or False, not 1"),
+        (PG, {"read_only": "no"}, "read_only must be True or False, not 'no'"),
+        (PG, {"create": None}, "create must be True or False, not None"),
+        (PG, {"synchronous_commit": "off"}, "synchronous_commit must be True or False, not 'off'"),
+    ],
+)
+def test_a_flag_that_is_not_true_or_false_is_refused_naming_it(
+    tmp_path: Path, address: str, keywords: dict[str, Any], named: str
+) -> None:
+    """Each was read by its truth: ``read_only="no"`` opened a store read-only,
+    ``create="false"`` made the file, ``synchronous_commit="off"`` committed
+    synchronously. Refused before anything is made, by the backends' classes too."""
+    where = str(tmp_path / address) if address == "s.db" else address
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        corral.open_store(where, **keywords)
+    if address != "memory:":
+        kind = SQLiteStore if address == "s.db" else PostgresStore
+        with pytest.raises(ConfigError, match=re.escape(named)):
+            kind(where, **keywords)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_runner_takes_an_address_through_open_store() -> None:
     with pytest.raises(ConfigError, match="mysql://x@y/z"):
         corral.CorralRunner({}, {}, {}, store="mysql://x@y/z")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._checks import flag
 from .._errors import ConfigError
 from ._protocol import CommitStore
 from .memory import MemoryStore
@@ -154,6 +155,7 @@ def open_store(
     """
     if not isinstance(address, str | os.PathLike):
         raise ConfigError(f"a store address is a path or a URI, not {address!r}")
+    flag("read_only", read_only), flag("create", create)  # the memory store takes neither
     backend = _backend(address)
     if unknown := sorted(set(options) - backend.options):
         raise ConfigError(

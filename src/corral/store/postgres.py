@@ -27,6 +27,7 @@ from urllib.parse import unquote
 import anyio
 import anyio.to_thread
 
+from .._checks import flag
 from .._errors import BenchmarkBusyError, ConfigError, StoreError
 from .._json import dumps
 from .._types import Commit
@@ -314,6 +315,12 @@ class PostgresStore:
     ) -> None:
         if not isinstance(dsn, str) or not dsn.startswith(_SCHEMES):
             raise ConfigError(f"a PostgreSQL store needs a postgresql:// URI, not {dsn!r}")
+        for name, value in (
+            ("synchronous_commit", synchronous_commit),
+            ("read_only", read_only),
+            ("create", create),
+        ):
+            flag(name, value)
         conninfo, window = _retry_window(dsn)
         if retry_for is None:
             retry_for = DEFAULT_RETRY_FOR if window is None else window

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
+from .._checks import flag
 from .._errors import (
     BenchmarkBusyError,
     CommitConflictError,
@@ -245,8 +246,8 @@ class SQLiteStore:
             raise ConfigError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = Path(path)
         self.synchronous = synchronous
-        self.read_only = read_only
-        self._create = create and not read_only
+        self.read_only = flag("read_only", read_only)
+        self._create = flag("create", create) and not read_only
         self._label = f"store {str(self.path)!r}"  # how a `StoreCorrupt` names it
         self._writer: Owned | None = None
         self._reader: Owned | None = None
