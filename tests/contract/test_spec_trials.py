@@ -98,3 +98,55 @@ async def test_limits_k_values_retries_and_timeouts_may_change_when_a_run_resume
     assert [t.evaluation for t in resumed.tasks["t"].trials] == [
         t.evaluation for t in reference.tasks["t"].trials
     ]
+
+
+async def histories(store: corral.CommitStore, benchmark_id: str, trials: int) -> dict[Any, Any]:
+    """Every trial's commits of ``benchmark_id``: (task, trial) -> [(seq, kind, payload)]."""
+    found = {}
+    for task_id in ("t", "u"):
+        for r in range(trials):
+            key = corral.TrialKey(benchmark_id, task_id, r)
+            found[task_id, r] = [(c.seq, c.kind, c.payload) for c in await store.history(key)]
+    return found
+
+
+async def test_reruns_rescores_and_new_ids_only_append_to_what_is_recorded() -> None:
+    """3.2 and 4: history is never deleted. After a rerun of the failed trials, a rescore
+    and a run of a new benchmark id (other trials per task) on the same store, every
+    trial's earlier history is a prefix of its history now; the report counts the
+    latest attempt and evaluation, and the new id started afresh."""
+    store = corral.MemoryStore()
+    tasks = {"t": BenchmarkTaskMetadata("a", "e"), "u": BenchmarkTaskMetadata("a", "e")}
+
+    def flaky(session: AgentSession) -> Final:
+        if session.task_id == "u" and session.trial == 1 and first_round:
+            raise RuntimeError("the model was down")
+        return Final(session.trial)
+
+    def make(passed: bool, agent: ScriptedAgent) -> corral.CorralRunner:
+        env = FakeEnvironment(evaluate=lambda t: Evaluation(float(passed), passed))
+        return corral.CorralRunner(tasks, {"a": agent}, {"e": env}, store=store, max_retries=0)
+
+    first_round = True
+    report = await make(False, ScriptedAgent(flaky)).run("b", trials_per_task=2)
+    assert report.counts["error"] == 1
+    before = await histories(store, "b", 2)
+    first_round = False
+    rerun = await make(False, ScriptedAgent(flaky)).run("b", trials_per_task=2, rerun=("error",))
+    assert rerun.counts["error"] == 0 and rerun.tasks["u"].trials[1].output == 1
+    rescored = await make(True, ScriptedAgent(flaky)).rescore("b", k_values=(1, 2))
+    assert rescored.pass_at_k == {1: 1.0, 2: 1.0}
+    fresh = ScriptedAgent(flaky)
+    other = await make(True, fresh).run("c", trials_per_task=3)
+    assert fresh.calls == 6 and other.resumed == 0 and other.pass_at_k == {1: 1.0}
+    after = await histories(store, "b", 2)
+    for key, commits in before.items():
+        assert after[key][: len(commits)] == commits, key
+        assert after[key][-1][1:] == ("evaluation", {"score": 1.0, "passed": True, "details": {}})
+    assert [kind for _, kind, _ in after["u", 1]][len(before["u", 1]) :] == [
+        "reopen",
+        "setup",
+        "terminal",
+        "evaluation",  # the rerun's
+        "evaluation",  # the rescore's
+    ]
