@@ -280,6 +280,15 @@ async def test_bad_agent_arguments_are_refused() -> None:
         ToolAgent(object())  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("reflect", ["no", "false", 1, None])
+def test_reflect_that_is_not_true_or_false_is_refused_naming_it(reflect: object) -> None:
+    """``reflect`` was read by its truth: ``reflect="no"`` told every trial how its task's
+    previous trial scored, a different benchmark from the one asked for."""
+    model = OpenAICompatible("m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(corral.ConfigError, match=f"reflect must be True or False, not {reflect!r}"):
+        ToolAgent(model, reflect=reflect)  # type: ignore[arg-type]
+
+
 def test_bad_tools_are_refused_before_anything_runs() -> None:
     with pytest.raises(corral.ConfigError, match="tool name"):
         corral.Tool("has space")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._chat import ChatModel, ChatResponse, without_password
-from .._checks import non_negative_number, positive_int
+from .._checks import flag, non_negative_number, positive_int
 from .._errors import ConfigError
 from .._tools import REFUSED
 from .._types import Action, Final
@@ -87,7 +87,7 @@ class ToolAgent:
         self.temperature = temperature
         self.parse_final = parse_final
         self.seed = seed
-        self.reflect = reflect
+        self.reflect = flag("reflect", reflect)  # "no" read by its truth would reflect
         self.prompt = prompt
         self.max_tool_calls = max_tool_calls
         self.record_chars = check_record_chars(record_chars)
