@@ -11,7 +11,7 @@ from subprocess import DEVNULL, PIPE, CalledProcessError
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from ._checks import seconds
+from ._checks import flag, seconds
 from ._concurrency import ConcurrencyScopes
 from ._errors import ConfigError
 
@@ -75,8 +75,7 @@ async def subprocess(
     command = _command(args)
     seconds("timeout", timeout, or_none=True)
     extra_env = checked_env(env)
-    if not isinstance(check, bool):
-        raise ConfigError(f"check must be True or False, not {check!r}")
+    flag("check", check)
     data = stdin_bytes(input)
     ended = await run_bounded(
         command, data, timeout, cwd=cwd, env=None if env is None else {**os.environ, **extra_env}
