@@ -17,7 +17,7 @@ from ..store import CommitStore
 from ._execute import make_console
 from ._inspect import reading_store, rebuild_report, with_store
 from ._options import store_option
-from ._tables import estimate
+from ._tables import ID_OVERFLOW, estimate
 
 #: Task ids listed per outcome before "and N more" (``--json`` lists them all).
 LISTED = 10
@@ -121,8 +121,8 @@ def render_comparison(c: Comparison) -> RenderableType:
         title_justify="left",
     )
     table.add_column("")
-    table.add_column(Text(f"A: {a}"), justify="right", no_wrap=True)
-    table.add_column(Text(f"B: {b}"), justify="right", no_wrap=True)
+    table.add_column(Text(f"A: {a}"), justify="right", overflow=ID_OVERFLOW)
+    table.add_column(Text(f"B: {b}"), justify="right", overflow=ID_OVERFLOW)
     table.add_column("B - A", justify="right", no_wrap=True)
     difference = c.difference
     table.add_row(

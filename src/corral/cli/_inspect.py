@@ -30,6 +30,7 @@ from ._execute import make_console, print_report
 from ._history import header as _header
 from ._history import load_history, no_benchmark, render_history
 from ._options import k_option, open_store, read_store, run_async, store_option
+from ._tables import ID_OVERFLOW
 from ._transcript import render_transcript, transcript_dict
 
 T = TypeVar("T")
@@ -250,7 +251,7 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
         console.print(f"no benchmarks{tagged} in {shown_address(store)}")
         return
     table = Table(title=f"benchmarks in {shown_address(store)}", title_justify="left")
-    table.add_column("benchmark", no_wrap=True)
+    table.add_column("benchmark", overflow=ID_OVERFLOW)
     table.add_column("created (UTC)")
     table.add_column("tasks", justify="right")
     table.add_column("trials/task", justify="right")

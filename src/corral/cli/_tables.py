@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Final
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -20,6 +21,11 @@ from ..store._open import shown_address
 
 #: Characters of an error message in the summary (``corral show`` prints it whole).
 MESSAGE_WIDTH = 160
+#: How a column holding an id (a task, model or benchmark id, up to 200 characters)
+#: overflows: folded over lines. Rich narrows a table too wide for the console by its
+#: wrappable columns, widest first; an unwrappable id column left only cutting every
+#: column evenly, which took the short ones (passed, pass@k, labels) down to nothing.
+ID_OVERFLOW: Final = "fold"
 #: Task rows of the per-task table at most: a benchmark of 100,000 tasks prints its
 #: first ones and a count of the rest (``--json``, the viewer and ``show`` give them).
 TASK_ROWS = 100
@@ -54,9 +60,9 @@ def report_table(report: BenchmarkReport) -> Table:
         caption=_caption(report, note),
         caption_justify="left",
     )
-    table.add_column("task", no_wrap=True)
-    table.add_column("model")
-    table.add_column("env")
+    table.add_column("task", overflow=ID_OVERFLOW)
+    table.add_column("model", overflow=ID_OVERFLOW)
+    table.add_column("env", overflow=ID_OVERFLOW)
     table.add_column("passed", justify="right")
     for metric, k in columns:
         table.add_column(metric.label(k), justify="right")
@@ -104,7 +110,7 @@ def scores_table(report: BenchmarkReport) -> Table | None:
     table.add_column("")
     for name, scores in columns:
         counted = max(scores.tasks.values(), default=0)
-        table.add_column(Text(f"{name} ({counted:,} tasks)"), justify="right", no_wrap=True)
+        table.add_column(Text(f"{name} ({counted:,} tasks)"), justify="right", overflow=ID_OVERFLOW)
     for metric, k in metric_columns(report):
         table.add_row(
             metric.label(k),
@@ -141,7 +147,7 @@ def named_scores_table(report: BenchmarkReport) -> Table | None:
     )
     table.add_column("")
     for name, _ in columns:
-        table.add_column(Text(name), justify="right", no_wrap=True)
+        table.add_column(Text(name), justify="right", overflow=ID_OVERFLOW)
     for name in overall:
         cells = []
         for _, scores in columns:
@@ -292,11 +298,11 @@ def models_table(report: BenchmarkReport) -> Table | None:
         caption=_caption(report, note),
         caption_justify="left",
     )
-    table.add_column("task", no_wrap=True)
+    table.add_column("task", overflow=ID_OVERFLOW)
     for model in models:
-        table.add_column(f"{model}\npassed", justify="right")
+        table.add_column(f"{model}\npassed", justify="right", overflow=ID_OVERFLOW)
         for metric, k in columns:
-            table.add_column(f"{model}\n{metric.label(k)}", justify="right")
+            table.add_column(f"{model}\n{metric.label(k)}", justify="right", overflow=ID_OVERFLOW)
     totals = {m: [0, 0] for m in models}
     for row, (base, by) in enumerate(rows.items()):
         cells: list[RenderableType] = []

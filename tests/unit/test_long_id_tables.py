@@ -1,0 +1,115 @@
+"""The CLI's tables with long ids: a benchmark, task or model id may be 200 characters,
+and the table it heads or labels must still show every other column. Rich gave the
+id's unwrappable column its whole width and, the table being wider than the console,
+cut every other column down evenly, to nothing: `corral list` lost every benchmark's
+counts, the report every task's model, env, passed and pass@k."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+from click.testing import CliRunner
+from rich.console import Console
+from rich.table import Table
+
+import corral
+from corral import Evaluation, TrialRecord, TrialStatus
+from corral.cli import main
+from corral.cli._compare import render_comparison
+from corral.cli._execute import PIPE_WIDTH
+from corral.cli._tables import models_table, named_scores_table, report_table, scores_table
+from corral.report import build_report
+from corral.store import SQLiteStore
+
+from ..support.reports import hand_made_report
+
+#: A task id as a dataset of repositories may give one (101 characters).
+LONG_TASK = "repo/" + "a-fairly-long-task-name-" * 4
+#: Model ids as providers name them.
+MODELS = (
+    "accounts/fireworks/models/llama-v3p1-405b-instruct",
+    "accounts/fireworks/models/qwen2p5-72b-instruct",
+    "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo",
+)
+
+
+def _lines(renderable: Any) -> list[str]:
+    """What a pipe shows (`PIPE_WIDTH` columns), each line's cells as words."""
+    console = Console(record=True, width=PIPE_WIDTH)
+    console.print(renderable)
+    return [" ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()]
+
+
+def _row(table: Table, starts: str) -> str:
+    found = [line for line in _lines(table) if line.startswith(starts)]
+    assert found, "\n".join(_lines(table))
+    return found[0]
+
+
+def test_a_long_task_id_leaves_the_report_tables_other_columns() -> None:
+    passes = {LONG_TASK: [True, False], "short": [True, True]}
+    report = hand_made_report("b", passes, k_values=(1, 2))
+    assert _row(report_table(report), "short ") == "short - e 2/2 1.00 1.00 1.00"
+    assert _row(report_table(report), "mean of 2 tasks") == "mean of 2 tasks 3/4 0.75 1.00 0.50"
+    by_model = {f"{LONG_TASK}@x": [True, False], "short@x": [True], "short@y": [False]}
+    table = models_table(hand_made_report("m", by_model, trials_per_task=2))
+    assert _row(table, "short ") == "short 1/1 1.00 0/1 0.00"
+    # The long id is folded over lines, not cut.
+    assert LONG_TASK in "".join(line.split()[0] for line in _lines(report_table(report))[3:6])
+
+
+def test_long_model_names_leave_the_table_of_means_its_labels_and_overall_column() -> None:
+    passes = {f"q{i}@{m}": [True, i % 2 == 0] for i in range(2) for m in MODELS}
+    table = scores_table(hand_made_report("m", passes, k_values=(1, 2)))
+    assert table is not None
+    assert _row(table, "pass@1 ").startswith("pass@1 0.75 [0.50, 1.00] 0.75 [0.50, 1.00]")
+    assert _row(table, "pass^2 ").startswith("pass^2 0.50 [0.00, 1.00]")
+
+
+def test_long_model_names_leave_the_named_scores_table_its_labels() -> None:
+    records = {
+        (f"q{i}@{m}", 0): TrialRecord(
+            f"q{i}@{m}",
+            0,
+            TrialStatus.COMPLETED,
+            evaluation=Evaluation(1.0, True, scores={"f1": 0.5}),
+            commits=3,
+        )
+        for i in range(2)
+        for m in MODELS
+    }
+    config = {
+        "trials_per_task": 1,
+        "tasks": {t: {"environment_id": "e", "model": t.split("@", 1)[1]} for t, _ in records},
+    }
+    table = named_scores_table(build_report("n", config, records=records, k_values=(1,)))
+    assert table is not None
+    assert _row(table, "f1 ").startswith("f1 0.50 [0.50, 0.50] · 6")
+
+
+def test_a_long_benchmark_id_leaves_the_comparisons_columns() -> None:
+    a = hand_made_report("a" * 200, {"q0": [True, False], "q1": [False, False]})
+    b = hand_made_report("b", {"q0": [True, True], "q1": [True, False]})
+    line = _row(render_comparison(corral.compare(a, b)), "mean pass@1")
+    assert line == "mean pass@1 0.25 [0.00, 0.50] 0.75 [0.50, 1.00] +0.500 [+0.500, +0.500]"
+
+
+def test_list_keeps_every_benchmarks_counts_beside_a_long_id(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    config = {"trials_per_task": 2, "tasks": {"t": {"agent_id": "a", "environment_id": "e"}}}
+
+    async def go() -> None:
+        opened = SQLiteStore(store)
+        async with opened.opened():
+            await opened.register_benchmark("x" * 200, config)
+            await opened.register_benchmark("short", config)
+
+    anyio.run(go)
+    result = CliRunner().invoke(main, ["list", "--store", str(store)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = [" ".join(line.replace("│", " ").split()) for line in result.output.splitlines()]
+    short = [row for row in rows if row.startswith("short ")]
+    assert len(short) == 1 and short[0].endswith(" 1 2 0/2"), result.output
+    assert "x" * 200 in "".join(row.split()[0] for row in rows if row.startswith("x"))
