@@ -222,6 +222,26 @@ def test_a_malformed_sqlite_address_is_refused(address: str, tmp_path: Path) -> 
         corral.open_store(address)
 
 
+@pytest.mark.parametrize("address", ["", "sqlite:///"])
+def test_an_address_naming_no_file_is_refused_as_given(address: str) -> None:
+    """An empty path became ``Path(".")``: `open_store("")` took it without a word, and
+    ``corral list --store ""`` said "no store at '.'", a value nobody gave."""
+    with pytest.raises(ConfigError, match=re.escape(repr(address))):
+        corral.open_store(address)
+
+
+@pytest.mark.parametrize("command", [["list"], ["report", "b"], ["run", "bench.py"]])
+def test_an_empty_store_flag_is_refused_naming_it(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _bench(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    line = _refused(*command, "--store", "")
+    assert "''" in line and "'.'" not in line, line
+    made = sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__")
+    assert made == ["bench.py"]
+
+
 def test_ray_hosts_open_the_coordinator_s_store_through_open_store(tmp_path: Path) -> None:
     from corral.executor._stores import spec_of
 

@@ -61,6 +61,7 @@ def _open_postgres(
 
 
 def _open_sqlite(text: str, read_only: bool, create: bool, options: dict[str, Any]) -> CommitStore:
+    given = text
     if text.startswith("sqlite://"):
         # No parameters: a "?mode=ro" must not silently become part of a file name.
         if not text.startswith("sqlite:///") or "?" in text or "#" in text:
@@ -68,6 +69,8 @@ def _open_sqlite(text: str, read_only: bool, create: bool, options: dict[str, An
                 f"an SQLite address is sqlite:///PATH (three slashes, no parameters), not {text!r}"
             )
         text = text.removeprefix("sqlite:///")
+    if not text:  # Path("") is ".": a message would name a folder nobody gave
+        raise ConfigError(f"store address {given!r} names no file: a store is {KNOWN}")
     path = Path(text)
     if (read_only or not create) and not path.is_file():
         why = "not a file" if path.exists() else "no such file"
