@@ -264,6 +264,33 @@ async def test_a_subset_run_keeps_the_whole_benchmark_in_the_report_file(tmp_pat
     assert data["errors"][0]["examples"] == ["err#1"]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["run", "rescore"])
+async def test_a_subset_keeps_its_runs_tags_note_and_provenance_in_the_report_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """The file of a subset run (or a ``rescore --task``) is rebuilt with every task
+    from the store, and came out with no tags, note, provenance or generation settings,
+    though the run recorded them and ``corral report`` (the same JSON) shows them."""
+    source = tmp_path / "bench.py"
+    source.write_text("# the benchmark's file\n")
+    await runner(tmp_path / "store.db").run("b", trials_per_task=2)
+    run = runner(tmp_path / "store.db")
+    meta = {"tags": ["nightly", "v2"], "note": "shorter prompt"}
+    if kind == "run":
+        subset = await run.run("b", task_ids=["int"], trials_per_task=2, source=source, **meta)
+    else:
+        subset = await run.rescore("b", task_ids=["int"], **meta)
+    path = report_path(run.store, "b")
+    assert path is not None
+    data = json.loads(path.read_text())
+    assert sorted(data["tasks"]) == sorted(TASKS)
+    shown = {k: subset.to_dict()[k] for k in ("tags", "note", "provenance", "generation")}
+    assert shown["tags"] == ["nightly", "v2"] and shown["note"] == "shorter prompt"
+    assert shown["provenance"]["corral_version"] == corral.__version__
+    assert {k: data[k] for k in shown} == shown
+
+
 def test_a_report_file_is_written_aside_under_a_name_of_its_own(tmp_path: Path) -> None:
     """Two runs writing ``a.json`` and ``a.txt`` in one folder each wrote through
     ``a.json.tmp``: one took the other's half-written file."""

@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ async def whole_report(
 ) -> BenchmarkReport:
     """The report of every task of ``report``'s benchmark: ``report`` itself, unless the
     run (or rescore) chose some tasks; then it is rebuilt from the store, so the report
-    file never shrinks to a subset."""
+    file never shrinks to a subset. The rebuilt one keeps what the run recorded of
+    itself (tags, note, provenance, generation settings), as `corral report` shows."""
     config: Mapping[str, Any] | TaskList | None = None
     if isinstance(store, HeadStore):  # the task ids alone, not the configuration decoded
         config = await store.task_list(report.benchmark_id)
@@ -70,7 +72,7 @@ async def whole_report(
         config = await store.benchmark_config(report.benchmark_id)
         if config is None or _same_tasks(StoredConfig.decode(config).tasks, report):
             return report
-    return await stored_report(
+    whole = await stored_report(
         store,
         report.benchmark_id,
         config,
@@ -80,6 +82,13 @@ async def whole_report(
         timings=report.timings,
         stopped=report.stopped,
         budgets=report.budgets,
+    )
+    return replace(
+        whole,
+        tags=report.tags,
+        note=report.note,
+        provenance=report.provenance,
+        generation=report.generation,
     )
 
 
