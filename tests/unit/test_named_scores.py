@@ -188,6 +188,19 @@ def test_compare_pairs_a_named_score_over_the_shared_tasks() -> None:
         compare(a, b, metric="nonsense")
 
 
+def test_compare_of_a_named_score_says_when_the_reports_share_no_task_at_all() -> None:
+    """Reports with no task in common were refused as sharing no task "with the score
+    'f1' on both sides (their named scores: 'f1')": both have it, and nothing said that
+    no task is shared; a side with no named score at all was listed as having 'f1'."""
+    a = scored_report({"t1": [{"f1": 0.5}]}, "a")
+    for b in (scored_report({"t2": [{"f1": 0.6}]}, "b"), scored_report({"t2": [{}]}, "b")):
+        with pytest.raises(ConfigError) as refused:
+            compare(a, b, metric="score:f1")
+        assert str(refused.value) == "'a' and 'b' share no task"
+        with pytest.raises(ConfigError, match=r"^'a' and 'b' share no task with at least 1"):
+            compare(a, b)  # as pass@k says it
+
+
 def test_compare_says_the_shared_tasks_lack_the_score_not_that_they_have_fewer() -> None:
     """Shared tasks without the score on a side were counted as having "fewer", the words
     for tasks short of k trials."""

@@ -175,13 +175,15 @@ def compare(
             (improved if vb > va else regressed if vb < va else tied).append(key)
     if not shared:
         if score is None:
-            having = f"with at least {k} finished trial{'' if k == 1 else 's'}"
+            having = f" with at least {k} finished trial{'' if k == 1 else 's'}"
             short = "have fewer"
+        elif not incomplete:  # no task id in common: their scores are not the reason
+            having, short = "", ""
         else:
-            having = f"with the score {score!r} on both sides" + _known_scores(report_a, report_b)
+            having = f" with the score {score!r} on both sides" + _known_scores(report_a, report_b)
             short = "lack it on a side"
         raise ConfigError(
-            f"{_side(report_a, model_a)} and {_side(report_b, model_b)} share no task "
+            f"{_side(report_a, model_a)} and {_side(report_b, model_b)} share no task"
             + having
             + (f" ({len(incomplete)} shared tasks {short})" if incomplete else "")
             + _models_hint(report_a, report_b)
