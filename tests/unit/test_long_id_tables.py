@@ -19,7 +19,13 @@ from corral import Evaluation, TrialRecord, TrialStatus
 from corral.cli import main
 from corral.cli._compare import render_comparison
 from corral.cli._execute import PIPE_WIDTH
-from corral.cli._tables import models_table, named_scores_table, report_table, scores_table
+from corral.cli._tables import (
+    errors_table,
+    models_table,
+    named_scores_table,
+    report_table,
+    scores_table,
+)
 from corral.report import build_report
 from corral.store import SQLiteStore
 
@@ -113,3 +119,15 @@ def test_list_keeps_every_benchmarks_counts_beside_a_long_id(tmp_path: Path) -> 
     short = [row for row in rows if row.startswith("short ")]
     assert len(short) == 1 and short[0].endswith(" 1 2 0/2"), result.output
     assert "x" * 200 in "".join(row.split()[0] for row in rows if row.startswith("x"))
+
+
+def test_a_long_task_id_among_the_examples_leaves_the_errors_count_and_message() -> None:
+    records = {
+        (task, r): TrialRecord(task, r, TrialStatus.ERROR, error="RuntimeError: refused", commits=2)
+        for task in (LONG_TASK, "short")
+        for r in range(2)
+    }
+    config = {"trials_per_task": 2, "tasks": {t: {"environment_id": "e"} for t, _ in records}}
+    table = errors_table(build_report("b", config, records=records, k_values=(1,)), None)
+    assert table is not None
+    assert _row(table, "4 ").startswith("4 RuntimeError: refused"), "\n".join(_lines(table))

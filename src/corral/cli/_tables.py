@@ -367,7 +367,7 @@ def errors_table(report: BenchmarkReport, store: str | None = None) -> Table | N
     )
     table.add_column("count", justify="right")
     table.add_column("message", overflow="fold")
-    table.add_column("examples", no_wrap=True)
+    table.add_column("examples", overflow=ID_OVERFLOW)
     for title, groups in sections:
         if not groups:
             continue
