@@ -231,6 +231,18 @@ def test_bad_benchmark_files_exit_2(tmp_path: Path, store: Path) -> None:
     assert "'bogus'" in _refused("run", odd, "--store", store)
 
 
+def test_a_mistyped_run_defaults_key_comes_with_its_close_match(
+    tmp_path: Path, store: Path
+) -> None:
+    """`run(trails_per_task=2)` is refused with "did you mean 'trials_per_task'?"; the
+    same typo in a benchmark's ``run_defaults`` was refused with no match named."""
+    line = _refused("run", _bench(tmp_path, '"trails_per_task": 2'), "--store", store)
+    assert "'trails_per_task'" in line and "; did you mean 'trials_per_task'" in line
+    line = _refused("run", _bench(tmp_path, '"tag": ["x"]'), "--store", store)
+    assert line.endswith("did you mean 'tags'?")
+    assert not store.exists()
+
+
 def test_a_changed_configuration_is_refused(tmp_path: Path, store: Path) -> None:
     bench = _bench(tmp_path)
     _ok("run", bench, "--store", store, "--no-progress")

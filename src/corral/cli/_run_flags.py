@@ -15,6 +15,7 @@ import click
 
 from .._errors import ConfigError
 from .._run_config import RETRY_SETTINGS, SETTINGS, TIMEOUT_SETTINGS, RunConfig
+from .._suggest import did_you_mean
 from ..runtime._retry import RetryPolicy
 from ..scheduler import KEYED_LIMITS, KeyedLimit, Limits
 from ._options import k_values, keyed_limits
@@ -342,9 +343,11 @@ def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]
     flags = _ks_within(defaults.get("k_values"), flags)
     unknown = sorted(set(defaults) - set(SETTINGS))
     if unknown:
+        # As `RunConfig.of` names a mistyped setting's close match (tags and note too).
+        hint = did_you_mean(unknown[0], (*SETTINGS, *EXTRAS)) if len(unknown) == 1 else ""
         raise ConfigError(
             f"run_defaults has unknown key(s) {', '.join(map(repr, unknown))}; expected "
-            "arguments of CorralRunner.run, max_retries or trial_timeout"
+            "arguments of CorralRunner.run, max_retries or trial_timeout" + hint
         )
     settings = dict(defaults)
     for name, value in flags.items():
