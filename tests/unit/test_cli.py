@@ -243,6 +243,14 @@ def test_a_mistyped_run_defaults_key_comes_with_its_close_match(
     assert not store.exists()
 
 
+def test_a_mistyped_object_name_comes_with_its_close_match(tmp_path: Path, store: Path) -> None:
+    """``corral run FILE:OBJECT`` with a typo in OBJECT said only that FILE defines no
+    such object, where every other mistyped name comes with its close matches."""
+    line = _refused("run", f"{_bench(tmp_path)}:benchmrk", "--store", store)
+    assert "'benchmrk'" in line and "; did you mean 'benchmark'" in line
+    assert not store.exists()
+
+
 def test_a_changed_configuration_is_refused(tmp_path: Path, store: Path) -> None:
     bench = _bench(tmp_path)
     _ok("run", bench, "--store", store, "--no-progress")

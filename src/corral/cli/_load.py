@@ -18,6 +18,7 @@ import click
 from .._benchmark import Benchmark
 from .._errors import ConfigError
 from .._run_config import RunConfig
+from .._suggest import did_you_mean
 
 DEFAULT_OBJECT = "benchmark"
 T = TypeVar("T")
@@ -105,9 +106,10 @@ def _benchmark_of(module: object, path: Path, name: str, base_url: str | None) -
     obj: object = module
     for part in name.split("."):
         if not hasattr(obj, part):
+            names = (n for n in dir(obj) if not n.startswith("_"))
             raise ConfigError(
                 f"{str(path)!r} defines no {name!r}: define `{name} = corral.Benchmark(...)` "
-                "or name another object with FILE:OBJECT"
+                "or name another object with FILE:OBJECT" + did_you_mean(part, names)
             )
         obj = getattr(obj, part)
     if base_url is not None:
