@@ -5,7 +5,9 @@ on the host that kept its trial's record, else on one that rebuilds it from the 
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -20,6 +22,8 @@ from corral.executor._dispatch import RayExecution, _Host, choose
 from corral.executor._wire import dumps, loads
 from corral.executor._work import _unscored
 from corral.runtime._jobs import EvalJob, TrialJob
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def host(index: int, load: int, *, answered: bool) -> _Host:
@@ -218,3 +222,20 @@ def test_a_batch_holding_an_object_of_a_module_sent_by_value_loads_where_it_is_n
     monkeypatch.delitem(sys.modules, name)  # as on a host: the file cannot be imported
     (scratch,) = loads(batch)
     assert scratch["memo"].n == 1
+
+
+@pytest.mark.slow  # starts a process: a system test
+def test_importing_corral_does_not_import_ray() -> None:
+    """Only a run on Ray imports Ray. Before, ``import corral`` did (a poll's answer,
+    pickled at import, asked Ray's cloudpickle what it sends by value): every run paid
+    for it at start, and Ray's exit hook, left in every process, imported more as the
+    process exited, where a second Ctrl-C printed a traceback."""
+    code = "import sys, corral, corral.cli; print('ray' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        check=True,
+    )
+    assert out.stdout.strip() == "False"

@@ -13,6 +13,7 @@ import functools
 import io
 import operator
 import pickle
+import sys
 from collections import ChainMap
 from collections.abc import Callable
 from types import MappingProxyType
@@ -92,13 +93,13 @@ def _by_value_named(data: bytes) -> bool:
     return registered is not None and any(name.encode() in data for name in registered())
 
 
-@functools.cache
 def _by_value_modules() -> Callable[[], set[str]] | None:
-    try:
-        from ray import cloudpickle
-    except ImportError:  # no Ray: nothing is sent by value
-        return None
-    return cloudpickle.list_registry_pickle_by_value
+    """Ray's list of the modules it sends by value, or None while Ray's cloudpickle is
+    not imported (nothing can have been registered yet). Never imports it: `dumps` runs
+    as Corral is imported, and Ray there would slow every start and leave Ray's exit
+    hook in every process."""
+    cloudpickle = sys.modules.get("ray.cloudpickle")
+    return None if cloudpickle is None else cloudpickle.list_registry_pickle_by_value
 
 
 def _cloudpickled(obj: Any) -> bytes:
