@@ -168,6 +168,41 @@ async def test_a_foreign_sqlite_file_is_refused_and_never_modified(tmp_path: Pat
     assert sorted(os.listdir(tmp_path)) == ["app.db"]  # no -wal, no locks
 
 
+def crashed_in_first_write(path: Path) -> None:
+    """Leave at ``path`` what a writer killed inside its first transaction leaves (a
+    kill -9 as `corral run` makes a new store): pages of the file written, and the hot
+    journal that undoes them. Copied while the transaction is open, so no process dies."""
+    source = path.with_name("source.db")
+    with closing(sqlite3.connect(source, isolation_level=None)) as db:
+        db.execute("PRAGMA cache_size = 1")  # pages spill into the file before a commit
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("CREATE TABLE half (x)")
+        db.executemany("INSERT INTO half VALUES (?)", [("x" * 2000,)] * 50)
+        assert source.stat().st_size > 0
+        for suffix in ("", "-journal"):
+            path.with_name(path.name + suffix).write_bytes(
+                source.with_name(source.name + suffix).read_bytes()
+            )
+        db.execute("ROLLBACK")
+
+
+async def test_a_new_store_whose_first_write_was_killed_opens(tmp_path: Path) -> None:
+    """The run that made the file was killed in its first transaction: the journal beside
+    the file is rolled back, as by any SQLite writer, and the run starts afresh. Before,
+    the read-only look at the file could not roll it back and the store was refused as
+    "read-only (attempt to write a readonly database)", run after run."""
+    path = tmp_path / "store.db"
+    crashed_in_first_write(path)
+    with pytest.raises(ConfigError, match="left unfinished, which only a writer can roll back"):
+        async with SQLiteStore(path, read_only=True).opened():
+            pass  # a read-only open cannot: it says why, not "read-only"
+    report = await runner(path, Log(None), 2).run("b")
+    assert report.counts["completed"] == 2
+    store = SQLiteStore(path, read_only=True)
+    async with store.opened():
+        assert [b.benchmark_id for b in await store.benchmarks()] == ["b"]
+
+
 async def test_a_corrupt_file_is_refused_with_its_path(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     await make_store(path)

@@ -125,10 +125,15 @@ def same_path(a: Path, b: Path) -> bool:
         return False
 
 
-def check_file(path: Path, *, must_exist: bool) -> bool:
+def check_file(path: Path, *, must_exist: bool, writing: bool = False) -> bool:
     """Look at ``path`` without changing it; True if it holds a Corral store, False if it
     is absent or empty (a new store may be made there, unless it ``must_exist``).
     Anything else is a `ConfigError`.
+
+    A store opened for ``writing`` first has the transaction a writer that died left
+    in its hot journal rolled back, which a read-only look cannot do (as any SQLite
+    connection that may write would on its first read): else a run killed as it made
+    the file left a store refused as read-only for good.
     """
     where = repr(str(path))
     if path.is_dir():
@@ -160,6 +165,9 @@ def check_file(path: Path, *, must_exist: bool) -> bool:
                 )
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
+        if writing and getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+            _roll_back(path)
+            return check_file(path, must_exist=must_exist)
         raise ConfigError(f"store path {where} {problem(exc)}; it was left unchanged") from exc
     version = row[0] if row is not None else None
     if (
@@ -173,6 +181,16 @@ def check_file(path: Path, *, must_exist: bool) -> bool:
             f"store path {where} has {found}; this Corral reads versions 1 to {SCHEMA_VERSION}"
         )
     return True
+
+
+def _roll_back(path: Path) -> None:
+    """Roll back the transaction left in ``path``'s hot journal by a writer that died:
+    SQLite does so as a connection that may write first reads the file."""
+    try:
+        with closing(_connect(uri(path, read_only=False))) as conn:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise open_error(path, exc) from exc
 
 
 @contextmanager
@@ -214,6 +232,11 @@ def problem(exc: BaseException) -> str:
         return f"cannot be written: disk full ({text})"
     if write_refused(exc):
         return f"cannot be written ({text}; a disk quota or the file size limit may be reached)"
+    if name == "SQLITE_READONLY_ROLLBACK":  # not the file's permissions: a hot journal
+        return (
+            "holds a transaction a writer that died left unfinished, which only a "
+            "writer can roll back (open it once for writing)"
+        )
     if name.startswith("SQLITE_READONLY") or (
         isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
     ):

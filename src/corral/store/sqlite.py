@@ -311,7 +311,7 @@ class SQLiteStore:
 
     def _open_connections(self, made: list[sqlite3.Connection]) -> None:
         """Open the reader (then the writer) into ``made``; check before changing anything."""
-        is_store = check_file(self.path, must_exist=not self._create)
+        is_store = check_file(self.path, must_exist=not self._create, writing=not self.read_only)
         if not self.read_only:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
