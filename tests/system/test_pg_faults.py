@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from corral import PostgresStore, StoreError
+from corral.store import _pg_schema
 from corral.store._pg_writer import PgWriter
 
 from ..contract.test_store import K, trial
@@ -74,6 +75,30 @@ async def test_the_writer_terminated_during_a_batch(pg_dsn: str) -> None:
         "AND datname = current_database())",
         ("corral writer",),
     )
+
+
+async def test_the_writer_terminated_as_the_store_opens_is_ridden_through(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session ended while the store opens (its schema made or checked: a server
+    restart, a failover, an admin) is retried as one ended mid-run is. Before, the run
+    failed at once with "terminating connection due to administrator command"."""
+    real = _pg_schema.ensure_schema
+    ended: list[int] = []
+
+    def terminated_first(conn: psycopg.Connection[Any], where: str) -> None:
+        if not ended:
+            ended.append(conn.info.backend_pid)
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (ended[0],))
+        real(conn, where)
+
+    monkeypatch.setattr(_pg_schema, "ensure_schema", terminated_first)
+    store = PostgresStore(pg_dsn)
+    async with store.opened():
+        await store.append(K, trial())
+        assert await store.history(K) == trial()
+    assert ended
 
 
 async def test_a_lasting_outage_is_a_store_error_and_keeps_what_was_acknowledged(

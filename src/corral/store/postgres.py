@@ -467,8 +467,11 @@ class PostgresStore:
                     raise ConfigError(f"{self._where}: {self._shown(str(exc))}") from exc
                 raise
 
-        try:
-            conn = retrying(self._where, self.retry_for, first, self._shown)
+        def with_schema(after_failure: bool) -> None:
+            # One attempt: a session ended while the schema is made or checked (each
+            # step a transaction of its own, safe to do again) is retried as one ended
+            # mid-run is, on a new connection.
+            conn = first(after_failure)
             try:
                 if self._create:
                     ensure_schema(conn, self._where)
@@ -478,18 +481,23 @@ class PostgresStore:
             finally:
                 if writer is None:
                     conn.close()
+
+        try:
+            retrying(self._where, self.retry_for, with_schema, self._shown)
         except BaseException as exc:
             if writer is not None:
                 writer.close()
-            if isinstance(exc, psycopg.errors.InsufficientPrivilege) and writer is not None:
+            # The database's own error, under the StoreError `retrying` raised for it.
+            cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+            if isinstance(cause, psycopg.errors.InsufficientPrivilege) and writer is not None:
                 # A definite no, as a bad password is: a role that may only read.
                 raise ConfigError(
                     f"{self._where}: this role may not write the store "
-                    f"({self._shown(str(exc))}); writing (run, rescore, copy into it) "
+                    f"({self._shown(str(cause))}); writing (run, rescore, copy into it) "
                     "needs SELECT, INSERT, UPDATE and DELETE on the corral schema's "
                     "tables (and CREATE on the database where they are missing), reading "
                     "(list, report, show, view, compare) SELECT alone"
-                ) from exc
+                ) from cause
             if isinstance(exc, psycopg.Error):
                 raise StoreError(f"{self._where}: {self._shown(str(exc))}") from exc
             raise
