@@ -101,6 +101,60 @@ async def test_the_writer_terminated_as_the_store_opens_is_ridden_through(
     assert ended
 
 
+async def test_the_claim_session_terminated_as_it_is_taken_is_ridden_through(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's session ended after it took the lock, before the epoch was raised:
+    the claim is taken again on a new session, not refused as the run's end ("cannot
+    claim ...: terminating connection due to administrator command"), nor as busy
+    (the lock its dead session held)."""
+    real = PostgresStore._fence_writers
+    ended: list[int] = []
+
+    def terminated_first(self: PostgresStore, conn: psycopg.Connection[Any], bench: str) -> None:
+        if not ended:
+            ended.append(conn.info.backend_pid)
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (ended[0],))
+        real(self, conn, bench)
+
+    monkeypatch.setattr(PostgresStore, "_fence_writers", terminated_first)
+    store = PostgresStore(pg_dsn)
+    async with store.opened(), store.claim("bench"):
+        await store.append(K, trial())
+        assert store.claim_epoch("bench") == 1
+        assert await store.history(K) == trial()
+    assert ended
+
+
+async def test_a_claim_session_lost_but_alive_at_the_server_is_ended_before_the_retry(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim session lost to the client that the server still has (a dead peer is
+    noticed late) holds the lock: the retry ends it first rather than read the lock as
+    another runner's (`BenchmarkBusyError`)."""
+    real = PostgresStore._fence_writers
+    lost: list[psycopg.Connection[Any]] = []
+
+    def lost_first(self: PostgresStore, conn: psycopg.Connection[Any], bench: str) -> None:
+        if not lost:
+            lost.append(conn)
+            monkeypatch.setattr(conn, "close", lambda: None)  # the session lives on
+            raise psycopg.OperationalError("consuming input failed: server closed the connection")
+        real(self, conn, bench)
+
+    monkeypatch.setattr(PostgresStore, "_fence_writers", lost_first)
+    store = PostgresStore(pg_dsn)
+    try:
+        async with store.opened(), store.claim("bench"):
+            await store.append(K, trial())
+        assert lost
+        assert pg.backend_pids(pg_dsn, "corral claim") == []
+    finally:
+        for conn in lost:
+            psycopg.Connection.close(conn)
+
+
 async def test_a_lasting_outage_is_a_store_error_and_keeps_what_was_acknowledged(
     pg_dsn: str,
 ) -> None:

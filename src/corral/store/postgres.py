@@ -676,48 +676,63 @@ class PostgresStore:
             )
 
     def _take_claim(self, benchmark_id: str, lock: int) -> tuple[psycopg.Connection[Any], int]:
-        import psycopg
+        """Take the claim on a session of its own, retried for ``retry_for`` seconds as
+        any write is: a session that ended meanwhile (a server restart, an admin) is
+        ended for sure (it may live on at the server, holding the lock) and the claim
+        taken on a new one."""
+        from ._pg_writer import retrying
 
-        try:
+        failed: list[int] = []  # the server pids of this claim's sessions that failed
+
+        def attempt(after_failure: bool) -> tuple[psycopg.Connection[Any], int]:
             conn = self._connection(application_name="corral claim")
-        except psycopg.Error as exc:
-            raise StoreError(f"{self._where}: cannot claim {benchmark_id!r}: {exc}") from exc
-        try:
-            conn.execute(_NEVER_IDLE_OUT)
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
-            if not (row and row[0]):
-                raise BenchmarkBusyError(
-                    f"benchmark {benchmark_id!r} is being run by another live runner on "
-                    f"{self._where}; wait for it to finish or stop it"
-                )
-            # Every writer of earlier claims (hosts of a coordinator that died, which
-            # may live on) is fenced off first, a row at a time (each waits for its one
-            # writer's write in flight, and holds nothing else meanwhile: no deadlock
-            # with a write of several benchmarks); their later writes are refused. The
-            # raise of the epoch then waits for the writes still in flight, where it
-            # would otherwise wait while hosts kept writing (each write share-locks the
-            # claim's row, and a new share lock gets in ahead of it). A host an old
-            # coordinator still alive adds meanwhile is stopped by the epoch alone.
-            self._fence_writers(conn, benchmark_id)
-            with conn.transaction():
-                (epoch,) = conn.execute(
-                    "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
-                    "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1 "
-                    "RETURNING epoch",
-                    (benchmark_id,),
-                ).fetchone() or (0,)
-                # The holder writes as host -1. The writers of earlier claims are done
-                # for (their epoch is gone): their rows go, but for those a write of a
-                # host still alive holds (left for a later claim: waiting for them could
-                # deadlock with that write, which waits for the claim's row).
-                conn.execute(_ADD_WRITER, (benchmark_id, epoch, HOLDER))
-                conn.execute(_DROP_OLD_WRITERS, (benchmark_id, epoch))
-        except BaseException as exc:
-            conn.close()
-            if isinstance(exc, psycopg.Error):
-                raise StoreError(f"{self._where}: cannot claim {benchmark_id!r}: {exc}") from exc
-            raise
-        return conn, int(epoch)
+            try:
+                if failed:
+                    conn.execute(_END_FAILED_CLAIMS, (failed,))
+                pid = conn.info.backend_pid
+                try:
+                    return conn, self._claim_on(conn, benchmark_id, lock)
+                except BaseException:
+                    failed.append(pid)
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+
+        return retrying(f"{self._where}: cannot claim {benchmark_id!r}", self.retry_for, attempt)
+
+    def _claim_on(self, conn: psycopg.Connection[Any], benchmark_id: str, lock: int) -> int:
+        """Take the lock on ``conn`` and raise the benchmark's epoch; the new epoch."""
+        conn.execute(_NEVER_IDLE_OUT)
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+        if not (row and row[0]):
+            raise BenchmarkBusyError(
+                f"benchmark {benchmark_id!r} is being run by another live runner on "
+                f"{self._where}; wait for it to finish or stop it"
+            )
+        # Every writer of earlier claims (hosts of a coordinator that died, which
+        # may live on) is fenced off first, a row at a time (each waits for its one
+        # writer's write in flight, and holds nothing else meanwhile: no deadlock
+        # with a write of several benchmarks); their later writes are refused. The
+        # raise of the epoch then waits for the writes still in flight, where it
+        # would otherwise wait while hosts kept writing (each write share-locks the
+        # claim's row, and a new share lock gets in ahead of it). A host an old
+        # coordinator still alive adds meanwhile is stopped by the epoch alone.
+        self._fence_writers(conn, benchmark_id)
+        with conn.transaction():
+            (epoch,) = conn.execute(
+                "INSERT INTO corral.claims (benchmark_id, epoch) VALUES (%s, 1) "
+                "ON CONFLICT (benchmark_id) DO UPDATE SET epoch = corral.claims.epoch + 1 "
+                "RETURNING epoch",
+                (benchmark_id,),
+            ).fetchone() or (0,)
+            # The holder writes as host -1. The writers of earlier claims are done
+            # for (their epoch is gone): their rows go, but for those a write of a
+            # host still alive holds (left for a later claim: waiting for them could
+            # deadlock with that write, which waits for the claim's row).
+            conn.execute(_ADD_WRITER, (benchmark_id, epoch, HOLDER))
+            conn.execute(_DROP_OLD_WRITERS, (benchmark_id, epoch))
+        return int(epoch)
 
     async def register_benchmark(
         self,
@@ -1017,6 +1032,16 @@ class _Taking:
             self._abandoned = True
             taken, self._taken = self._taken, None
         return taken
+
+
+#: Ends this store's claim sessions that failed while the claim was taken, if the server
+#: still has them (a dead peer is noticed late), so their lock is free; by pid, and only
+#: a session of this database named as a claim's is.
+_END_FAILED_CLAIMS = (
+    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+    "WHERE pid = ANY(%s) AND datname = current_database() "
+    "AND application_name = 'corral claim'"
+)
 
 
 def _release(conn: psycopg.Connection[Any], lock: int) -> None:
