@@ -9,7 +9,7 @@ records travel without their states).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .._errors import NotSerializableError
@@ -62,11 +62,13 @@ class JobRunner:
         """Trial (t, r)'s evaluation runs elsewhere: forget the record kept for it."""
         self._ended.pop((t, r), None)
 
-    async def run(self, job: Job) -> Result:
+    def run(self, job: Job) -> Coroutine[Any, Any, Result]:
+        """The job's run, to await: its execution's or its evaluation's own coroutine
+        (not one awaiting it, whose frame every resumption of the job would pass)."""
         key = TrialKey(self.work.benchmark_id, job.task_id, job.r)
         if isinstance(job, TrialJob):
-            return await self._execute(job, key)
-        return await self._evaluate(job, key)
+            return self._execute(job, key)
+        return self._evaluate(job, key)
 
     async def _execute(self, job: TrialJob, key: TrialKey) -> Result:
         work, meta = self.work, job.metadata
