@@ -137,15 +137,7 @@ async def test_a_job_that_let_the_loop_turn_ends_without_yielding(
     runs half its batches of ready tasks in reverse order, and a job that waited one
     turn could run before a worker readied with it.
     """
-    yields = 0
     checkpoint = anyio.lowlevel.checkpoint
-
-    async def counted() -> None:
-        nonlocal yields
-        yields += 1
-        await checkpoint()
-
-    monkeypatch.setattr(anyio.lowlevel, "checkpoint", counted)
     pool: WorkerPool[int, int]
     ended = 0
 
@@ -167,6 +159,61 @@ async def test_a_job_that_let_the_loop_turn_ends_without_yielding(
     pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
     async with anyio.create_task_group() as tg:
         pool.start(tg)
+        yields = count_yields(pool, monkeypatch)
         pool.submit_all(range(8))  # 8 chains of trials at once
     assert ended == 2000
-    assert yields <= 2000 // 16 + 8
+    assert yields[0] <= 2000 // 16 + 8
+
+
+async def test_a_job_no_job_follows_ends_without_yielding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker whose result admits no job of its own then waits for its next job, which
+    lets the loop turn: it does not yield first. Here trials wait for their model call
+    and end together, each handing out its evaluation, which never waits: before, an
+    evaluation ending before a worker readied with it had run yielded, a turn of the
+    loop a trial (1,000 yields here); now none does. A worker that goes on with a job
+    still yields when it must
+    (`test_trials_whose_agents_never_wait_leave_their_evaluations_room_to_run`)."""
+    checkpoint = anyio.lowlevel.checkpoint
+    pool: WorkerPool[int, int]
+    ended = 0
+
+    async def run(job: int) -> int:
+        if job < 1000:  # a trial: its model call outlasts a turn of the loop
+            await checkpoint()
+            await checkpoint()
+        return job  # an evaluation: never waits
+
+    def deliver(results: Sequence[int]) -> None:
+        nonlocal ended
+        (job,) = results
+        ended += 1
+        if job < 1000:  # a trial: its chain's next one, and its evaluation
+            pool.submit_all([job + 8] if job + 8 < 1000 else [])
+            pool.submit_all([1000 + job])
+        if ended == 2000:
+            pool.close()
+
+    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
+    async with anyio.create_task_group() as tg:
+        pool.start(tg)
+        yields = count_yields(pool, monkeypatch)
+        pool.submit_all(range(8))  # 8 chains of trials at once
+    assert ended == 2000
+    assert yields[0] == 0
+
+
+def count_yields(pool: WorkerPool[Any, Any], monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts (in the one item of the list returned) the yields ``pool``'s workers make
+    at their jobs' ends from now on: set up after `WorkerPool.start`, which finds its
+    backend's checkpoint (``anyio.lowlevel.checkpoint`` patched is never called)."""
+    count = [0]
+    checkpoint = pool._checkpoint
+
+    async def counted() -> None:
+        count[0] += 1
+        await checkpoint()
+
+    monkeypatch.setattr(pool, "_checkpoint", counted)
+    return count

@@ -51,6 +51,11 @@ class WorkerPool(Generic[J, R]):
         #: A worker is delivering: the next job submitted is its own (see `_work`).
         self._delivering = False
         self._kept: J | None = None
+        #: The delivering worker yields before it goes on with its kept job: the other
+        #: jobs its result admits are handed out after that yield, as they were when
+        #: it yielded before delivering (see `_work`).
+        self._yielding = False
+        self._after_yield: list[J] = []
         #: Tasks owed a turn of the loop (a job handed to a worker, idle or new; a
         #: worker's yield), and how many of those have had it (the job started, the
         #: yield returned), counted since the pool was made. A worker whose job ends
@@ -85,14 +90,18 @@ class WorkerPool(Generic[J, R]):
         an idle one, or a new task."""
         for job in jobs:
             self.busy += 1
-            if self._delivering and self._kept is None:
-                self._kept = job
-            elif self._idle:
-                self._owed += 1
+            if self._delivering:
+                if self._kept is None:
+                    self._kept = job
+                    continue
+                if self._yielding:
+                    self._after_yield.append(job)
+                    continue
+            self._owed += 1
+            if self._idle:
                 self._idle.pop().hand(job)
             else:
                 assert self._tg is not None, "WorkerPool.submit before start"
-                self._owed += 1
                 self.workers += 1
                 self._tg.start_soon(self._work, job)
 
@@ -116,13 +125,7 @@ class WorkerPool(Generic[J, R]):
             # The worker's last wait before its result is delivered (and its slot
             # given back). A store that lags holds the worker here, slot and all,
             # until it has caught up: nothing new starts in the meantime, rather than
-            # new workers while the finished ones wait. Otherwise the worker yields
-            # now and then, and whenever its job never let the loop turn (a job handed
-            # out, or another worker's yield, from before it started still waits):
-            # jobs whose agents never wait would keep it running (each end starting the
-            # next at once) and starve every other task (the display, the timer, the
-            # evaluations handed out and their results). A job that waited (a model
-            # call) let them all run: its end costs no turn of the loop.
+            # new workers while the finished ones wait.
             waited = False
             if acks.settle and acks.waiting:
                 # What the job recorded decides what may start next (its cost, against
@@ -133,28 +136,52 @@ class WorkerPool(Generic[J, R]):
                 waited = True
             if acks.full:
                 await acks.room()
-            elif not waited:
+                waited = True
+            # Otherwise, should it go on with a job its result admits, the worker
+            # yields first now and then, and whenever its job never let the loop turn
+            # (a job handed out, or another worker's yield, from before it started
+            # still waits): jobs whose agents never wait would keep it running (each
+            # end starting the next at once) and starve every other task (the display,
+            # the timer, the evaluations handed out and their results). A job that
+            # waited (a model call) let them all run: its end costs no turn of the
+            # loop. Nor does the end of a job no job follows (an evaluation's, mostly):
+            # the worker then waits for its next one.
+            yields = False
+            if not waited:
                 self._ends += 1
-                if self._ends % _YIELD_EVERY and self._paid >= owed:
-                    await self._checkpoint_if_cancelled()  # a cancelled run stops
-                else:
+                yields = not (self._ends % _YIELD_EVERY and self._paid >= owed)
+            self.busy -= 1
+            self._delivering = True
+            # The result is delivered before the yield (what it frees is counted at
+            # once), and the jobs it admits beside the worker's own are handed out
+            # after it: they run in the order they did when it yielded first.
+            self._yielding = yields
+            try:
+                deliver((result,))
+            finally:
+                self._delivering = self._yielding = False
+            job, self._kept = self._kept, None
+            if yields:
+                later: Sequence[J] = ()
+                if self._after_yield:  # this worker's own (others may add theirs next)
+                    later, self._after_yield = self._after_yield, []
+                if job is not None:
                     self._owed += 1
                     try:
                         await self._checkpoint()
                     finally:
                         self._paid += 1
-            self.busy -= 1
-            self._delivering = True
-            try:
-                deliver((result,))
-            finally:
-                self._delivering = False
-            job, self._kept = self._kept, None
-            if job is None:
-                if self._closing:
-                    return
-                idle: Handoff[J] = Handoff(self._new_event())
-                self._idle.append(idle)
-                job = await idle.wait()
-                if job is not None:
-                    self._paid += 1
+                if later:
+                    self.busy -= len(later)  # counted as they were submitted
+                    self.submit_all(later)
+            elif job is not None and not waited:
+                await self._checkpoint_if_cancelled()  # a cancelled run stops
+            if job is not None:
+                continue
+            if self._closing:
+                return
+            idle: Handoff[J] = Handoff(self._new_event())
+            self._idle.append(idle)
+            job = await idle.wait()
+            if job is not None:
+                self._paid += 1
