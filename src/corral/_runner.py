@@ -21,7 +21,7 @@ from ._history import no_benchmark
 from ._ids import check_id
 from ._metadata import check_metadata
 from ._observers import Observers
-from ._protocols import Agent, Environment, Observer
+from ._protocols import Agent, Environment, Observer, check_observers
 from ._resources import run_contexts
 from ._run_config import RunConfig, RunSettings, Timeouts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
@@ -138,7 +138,7 @@ class CorralRunner:
         self.evaluation_timeout = timeouts.evaluation_or_trial
         #: As given: None follows the trial_timeout a run sets.
         self._evaluation_timeout = evaluation_timeout
-        self.observers = tuple(observers)
+        self.observers = check_observers("observers", observers)
         #: The models a several-models run may name (None: any).
         self.models = None if models is None else check_models(models, None)
         self._models_of_tasks: frozenset[str] | None = None
@@ -350,6 +350,7 @@ class CorralRunner:
         ``run(id, ["a", "b"])`` is ``run(id, task_ids=["a", "b"])``.
         """
         _check_benchmark_id(benchmark_id)
+        observers = check_observers("observers", observers)
         config, settings = _positional_task_ids(config, settings)
         config = self.config(config, **settings)
         check_not_overwriting(config.report_file, self.store, source)
@@ -419,6 +420,7 @@ class CorralRunner:
         _check_benchmark_id(benchmark_id)
         check_report_file(report_file)
         meta = RunMeta.of(tags, note, None)
+        observers = check_observers("observers", observers)
         if not isinstance(failed_only, bool):
             raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
         scopes = _check_scopes(scopes, None)

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from corral import BenchmarkTaskMetadata, ConfigError, CorralRunner
+from corral import (
+    BenchmarkTaskMetadata,
+    Commit,
+    ConfigError,
+    CorralRunner,
+    TrialKey,
+)
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 pytestmark = pytest.mark.anyio
@@ -24,6 +30,11 @@ class Case:
     runner: dict[str, Any] = field(default_factory=dict)  # CorralRunner arguments to change
     run: dict[str, Any] = field(default_factory=dict)  # run() arguments to change
     existing: bool = False  # refused against a benchmark that already ran
+
+
+class Watcher:
+    def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        pass
 
 
 def limit_cases() -> dict[str, Case]:
@@ -117,6 +128,17 @@ CASES: dict[str, Case] = {
         f"max_retries={bad!r}": Case("max_retries must be", runner={"max_retries": bad})
         for bad in (-1, 1.5, True, "2")
     },
+    "runner observers=3": Case(
+        "observers must be a list of observers, not 3", runner={"observers": 3}
+    ),
+    "run observers=3": Case("observers must be a list of observers, not 3", run={"observers": 3}),
+    "observer class": Case(
+        "observers holds the class Watcher: pass an instance, Watcher()",
+        run={"observers": [Watcher]},
+    ),
+    "observer without on_commit": Case(
+        "observers holds 'w', which has no on_commit", run={"observers": ["w"]}
+    ),
     "store of the wrong type": Case(
         "store must be a path or a CommitStore, not 42", runner={"store": 42}
     ),
