@@ -3,6 +3,7 @@ the checks that refuse, by name, an object that cannot be one."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -71,6 +72,30 @@ def check_observers(name: str, observers: object) -> tuple[Observer, ...]:
     return given
 
 
+def check_agent(agent_id: str, agent: object) -> None:
+    """A `ConfigError` naming ``agent_id`` unless ``agent`` can be asked to act: an
+    instance (not its class) whose ``act`` gives an awaitable. Either mistake would
+    otherwise fail every attempt of every trial with a TypeError."""
+    _check_methods(f"agent {agent_id!r}", agent, ("act",))
+
+
+def check_environment(env_id: str, env: object) -> None:
+    """A `ConfigError` naming ``env_id`` unless ``env`` is an instance whose ``setup``,
+    ``execute`` and ``evaluate`` give awaitables."""
+    _check_methods(f"environment {env_id!r}", env, ("setup", "execute", "evaluate"))
+
+
+def _check_methods(what: str, obj: object, methods: tuple[str, ...]) -> None:
+    for method in methods:
+        if not callable(getattr(obj, method, None)):
+            raise ConfigError(f"{what} has no {method}() method")
+    if isinstance(obj, type) and any(_is_instance_method(obj, m) for m in methods):
+        raise ConfigError(f"{what} is the class {obj.__name__}: pass an instance, {obj.__name__}()")
+    for method in methods:
+        if _is_sync(getattr(obj, method)):
+            raise ConfigError(f"{what}'s {method} must be an async function (async def)")
+
+
 def _is_instance_method(cls: type, method: str) -> bool:
     """Whether ``cls.method`` needs an instance (a static or class method does not)."""
     try:
@@ -78,3 +103,22 @@ def _is_instance_method(cls: type, method: str) -> bool:
     except AttributeError:
         return False
     return not isinstance(found, staticmethod | classmethod)
+
+
+def _is_sync(function: object) -> bool:
+    """Whether calling ``function`` surely gives no awaitable: a plain ``def`` (or an
+    async generator), after unwrapping decorators and partials. A callable object is
+    judged by its ``__call__`` (a scorer's is async); what cannot be told (a builtin, a
+    mock) is let through."""
+    if inspect.iscoroutinefunction(function):  # partials and marked functions too
+        return False
+    if isinstance(function, functools.partial):
+        return _is_sync(function.func)
+    if inspect.ismethod(function):
+        return _is_sync(function.__func__)
+    if hasattr(function, "__wrapped__"):  # a decorator's wrapper: judged by what it wraps
+        return _is_sync(inspect.unwrap(function))  # type: ignore[arg-type]
+    if inspect.isfunction(function):
+        return True
+    call = inspect.getattr_static(type(function), "__call__", None)
+    return inspect.isfunction(call) and _is_sync(call)

@@ -21,7 +21,14 @@ from ._history import no_benchmark
 from ._ids import check_id
 from ._metadata import check_metadata
 from ._observers import Observers
-from ._protocols import Agent, Environment, Observer, check_observers
+from ._protocols import (
+    Agent,
+    Environment,
+    Observer,
+    check_agent,
+    check_environment,
+    check_observers,
+)
 from ._resources import run_contexts
 from ._run_config import RunConfig, RunSettings, Timeouts
 from ._run_info import RunInfo as RunInfo  # re-exported: its home before it moved
@@ -104,12 +111,9 @@ class CorralRunner:
                     raise ConfigError(f"task ids must be non-empty strings, not {task_id!r}")
                 check_metadata(task_id, meta)
         for agent_id, agent in agents.items():
-            if not callable(getattr(agent, "act", None)):
-                raise ConfigError(f"agent {agent_id!r} has no act(session) method")
+            check_agent(agent_id, agent)
         for env_id, env in environments.items():
-            for method in ("setup", "execute", "evaluate"):
-                if not callable(getattr(env, method, None)):
-                    raise ConfigError(f"environment {env_id!r} has no {method}() method")
+            check_environment(env_id, env)
             declared = getattr(env, "tools", None)
             if declared is not None and not callable(declared):
                 check_tools(declared, env_id)

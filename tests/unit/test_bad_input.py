@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from corral import (
+    AgentSession,
     BenchmarkTaskMetadata,
     Commit,
     ConfigError,
     CorralRunner,
+    Final,
     TrialKey,
 )
 from corral.testing import FakeEnvironment, ScriptedAgent
@@ -35,6 +37,19 @@ class Case:
 class Watcher:
     def on_commit(self, key: TrialKey, commit: Commit) -> None:
         pass
+
+
+class SyncAgent:
+    def act(self, session: AgentSession) -> Final:
+        return Final(1)
+
+
+class SyncEnvironment(FakeEnvironment):
+    """A `FakeEnvironment` whose ``method`` is a plain function."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__()
+        setattr(self, method, lambda *args: None)
 
 
 def limit_cases() -> dict[str, Case]:
@@ -139,6 +154,24 @@ CASES: dict[str, Case] = {
     "observer without on_commit": Case(
         "observers holds 'w', which has no on_commit", run={"observers": ["w"]}
     ),
+    "agent class": Case(
+        "agent 'a' is the class ScriptedAgent: pass an instance, ScriptedAgent()",
+        runner={"agents": {"a": ScriptedAgent}},
+    ),
+    "agent with a sync act": Case(
+        "agent 'a''s act must be an async function", runner={"agents": {"a": SyncAgent()}}
+    ),
+    "environment class": Case(
+        "environment 'e' is the class FakeEnvironment: pass an instance, FakeEnvironment()",
+        runner={"environments": {"e": FakeEnvironment}},
+    ),
+    **{
+        f"environment with a sync {method}": Case(
+            f"environment 'e''s {method} must be an async function",
+            runner={"environments": {"e": SyncEnvironment(method)}},
+        )
+        for method in ("setup", "execute", "evaluate")
+    },
     "store of the wrong type": Case(
         "store must be a path or a CommitStore, not 42", runner={"store": 42}
     ),

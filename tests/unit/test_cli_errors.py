@@ -243,3 +243,24 @@ def test_run_defaults_that_are_not_a_mapping_are_refused(tmp_path: Path) -> None
     bench.write_text("import corral\nbenchmark = corral.Benchmark({}, {}, {}, run_defaults=3)\n")
     line = _one_error_line(_invoke("run", bench, "--store", tmp_path / "store.db"), 2)
     assert "run_defaults" in line and "3" in line
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (('{"a": Agent()}', '{"a": Agent}'), "agent 'a' is the class Agent: pass an instance"),
+        (("async def act", "def act"), "agent 'a''s act must be an async function"),
+        (('{"e": Env()}', '{"e": Env}'), "environment 'e' is the class Env: pass an instance"),
+        (("async def setup", "def setup"), "environment 'e''s setup must be an async function"),
+    ],
+)
+def test_an_agent_or_environment_that_cannot_run_is_refused_before_the_store_is_made(
+    tmp_path: Path, change: tuple[str, str], named: str
+) -> None:
+    """A class for its instance, or a plain ``def`` for an ``async def``, failed every
+    attempt of every trial with a TypeError; `corral run` refuses the file, naming it."""
+    bench = _bench(tmp_path)
+    bench.write_text(bench.read_text().replace(*change))
+    line = _one_error_line(_run(tmp_path, bench), 2)
+    assert named in line
+    assert not (tmp_path / "store.db").exists()
