@@ -81,8 +81,15 @@ def check_agent(agent_id: str, agent: object) -> None:
 
 def check_environment(env_id: str, env: object) -> None:
     """A `ConfigError` naming ``env_id`` unless ``env`` is an instance whose ``setup``,
-    ``execute`` and ``evaluate`` give awaitables."""
+    ``execute`` and ``evaluate`` give awaitables, and whose ``name``, if any, is text."""
     _check_methods(f"environment {env_id!r}", env, ("setup", "execute", "evaluate"))
+    name = getattr(env, "name", None)
+    if name is not None and not isinstance(name, str):
+        # It keys max_parallel_evaluations_by_environment: a name of another type was
+        # passed over for the id, and a cap on it ("3" for 3) refused as unknown.
+        raise ConfigError(
+            f"environment {env_id!r} has name {name!r}: a name must be a string or None"
+        )
 
 
 def _check_methods(what: str, obj: object, methods: tuple[str, ...]) -> None:

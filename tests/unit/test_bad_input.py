@@ -172,6 +172,10 @@ CASES: dict[str, Case] = {
         )
         for method in ("setup", "execute", "evaluate")
     },
+    "environment name=3": Case(
+        "environment 'e' has name 3: a name must be a string or None",
+        runner={"environments": {"e": FakeEnvironment(name=3)}},
+    ),
     "store of the wrong type": Case(
         "store must be a path or a CommitStore, not 42", runner={"store": 42}
     ),
