@@ -61,6 +61,20 @@ def test_empty_report_file_is_refused_not_ignored(tmp_path: Path) -> None:
     assert not store.exists()
 
 
+def test_seed_without_shuffle_names_the_flags(tmp_path: Path) -> None:
+    """`--seed 3` alone said "give shuffle=True too", the library's keyword, which no
+    one types at a shell; it names `--shuffle`. With `--shuffle` it runs."""
+    store = tmp_path / "s.db"
+    result = _invoke("run", QUICKSTART, "--store", store, "--progress", "none", "--seed", "3")
+    assert result.exit_code == 2, result.output
+    assert "--seed 3 orders a shuffle: give --shuffle too" in result.stderr
+    assert not store.exists()
+    result = _invoke(
+        "run", QUICKSTART, "--store", store, "--progress", "none", "--seed", "3", "--shuffle"
+    )
+    assert result.exit_code == 0, result.output
+
+
 # -- corral copy -----------------------------------------------------------------
 
 

@@ -333,6 +333,18 @@ def run_config(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]
     """``defaults`` (a benchmark's ``run_defaults``) with the ``flags`` given over them.
     Keyed limits merge, so ``--max-parallel-by-model a=1`` keeps the defaults' other
     models. The run's metadata in a mapping is `run_extras`'."""
+    return _flags_agree(_merged(defaults, flags), flags)
+
+
+def _flags_agree(config: RunConfig, flags: Mapping[str, Any]) -> RunConfig:
+    """``config``, or a `ConfigError` in the flags' words for a flag that needs another
+    one (the library's own says ``shuffle=True``, which no one typed at a shell)."""
+    if "seed" in flags and not config.shuffle:
+        raise ConfigError(f"--seed {flags['seed']} orders a shuffle: give --shuffle too")
+    return config
+
+
+def _merged(defaults: Mapping[str, Any] | RunConfig, flags: Mapping[str, Any]) -> RunConfig:
     if isinstance(defaults, RunConfig):
         merged = {
             name: {**defaults.limits.caps[name], **value} if name in KEYED else value
