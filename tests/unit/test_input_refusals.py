@@ -75,6 +75,16 @@ def test_seed_without_shuffle_names_the_flags(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
+def test_task_and_sample_id_together_name_the_flags(tmp_path: Path) -> None:
+    """`--task` with `--sample-id` said "give task_ids or sample_ids, not both"."""
+    store = tmp_path / "s.db"
+    args = ("--task", "add", "--sample-id", "add")
+    result = _invoke("run", QUICKSTART, "--store", store, "--progress", "none", *args)
+    assert result.exit_code == 2, result.output
+    assert "give --task or --sample-id, not both" in result.stderr
+    assert not store.exists()
+
+
 # -- corral copy -----------------------------------------------------------------
 
 

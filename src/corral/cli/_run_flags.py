@@ -341,6 +341,8 @@ def _flags_agree(config: RunConfig, flags: Mapping[str, Any]) -> RunConfig:
     one (the library's own says ``shuffle=True``, which no one typed at a shell)."""
     if "seed" in flags and not config.shuffle:
         raise ConfigError(f"--seed {flags['seed']} orders a shuffle: give --shuffle too")
+    if "task_ids" in flags and "sample_ids" in flags:
+        raise ConfigError("give --task or --sample-id, not both")
     return config
 
 
