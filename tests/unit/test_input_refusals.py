@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 import corral
 from corral import ConfigError, datasets
 from corral.cli import main
+from corral.progress import PlainProgress, ProgressDisplay
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
 
@@ -286,3 +287,33 @@ def test_scopes_that_are_no_registry_are_refused_by_run_and_rescore(kind: str) -
             await call("b", scopes={"api": 2})  # type: ignore[arg-type]
 
     anyio.run(main)
+
+
+# -- progress views --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda: ProgressDisplay(transient="no"), "transient must be True or False, not 'no'"),
+        (lambda: ProgressDisplay(refresh_per_second=0), "refresh_per_second must be a positive"),
+        (lambda: ProgressDisplay(refresh_per_second="8"), "refresh_per_second must be a positive"),
+        (lambda: PlainProgress(interval=-1), "interval must be a non-negative number, not -1"),
+        (lambda: PlainProgress(interval="5"), "interval must be a non-negative number"),
+        (lambda: PlainProgress(tick=0), "tick must be a positive number of seconds"),
+    ],
+)
+def test_a_progress_view_refuses_bad_settings_by_name(make: Any, named: str) -> None:
+    """`transient="no"` was read by its truth (the display cleared at the end), a
+    refresh rate of 0 was a ZeroDivisionError, a tick of 0 set the view's timer
+    spinning with no pause, and an interval of "5" failed at the first commit: each is
+    a ConfigError naming the setting."""
+    with pytest.raises(ConfigError, match=named):
+        make()
+
+
+def test_plain_progress_with_no_interval_writes_at_every_commit_without_spinning() -> None:
+    """`interval=0` (a line at every commit) is taken; its timer, for lines while no
+    commit arrives, waited 0 s between rounds: a loop that never paused."""
+    assert PlainProgress(interval=0)._tick_every == 1.0
+    assert PlainProgress(interval=0.25)._tick_every == 0.25

@@ -9,6 +9,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from .._checks import flag, positive_number
 from .._terminal import SafeConsole
 from ._view import render
 from ._watch import RunWatch
@@ -35,10 +36,11 @@ class ProgressDisplay(RunWatch):
         transient: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(tick=1.0 / refresh_per_second, clock=clock)
+        rate = positive_number("refresh_per_second", refresh_per_second)
+        super().__init__(tick=1.0 / rate, clock=clock)
         self.console = console if console is not None else SafeConsole()
-        self._interval = 1.0 / refresh_per_second
-        self._transient = transient
+        self._interval = 1.0 / rate
+        self._transient = flag("transient", transient)  # "no" read by its truth would clear
         self._live: Live | None = None
         self._next = 0.0
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import IO
 
+from .._checks import non_negative_number, seconds
 from ._per_task import held_by_task
 from ._view import Snapshot, done_share, duration, outcomes, queue_reasons
 from ._watch import RunWatch
@@ -34,7 +35,12 @@ class PlainProgress(RunWatch):
         clock: Callable[[], float] = time.monotonic,
         tick: float | None = None,
     ) -> None:
-        super().__init__(tick=min(1.0, interval) if tick is None else tick, clock=clock)
+        # Checked here: "5" would fail at the first commit, a tick of 0 spin the timer
+        # with no pause. An interval of 0 (a line at every commit) times its idle lines
+        # by the second.
+        non_negative_number("interval", interval)
+        tick = (min(1.0, interval) or 1.0) if tick is None else seconds("tick", tick)
+        super().__init__(tick=tick, clock=clock)
         self.stream: IO[str] = sys.stdout if stream is None else stream
         self.interval = interval
         self._last = 0.0
