@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ._budget import BUDGET_NAMES, NO_BUDGET, Budget, check_budget
-from ._checks import positive_int, seconds
+from ._checks import flag, positive_int, seconds
 from ._errors import ConfigError
 from ._json import DEFAULT_MAX_VALUE_BYTES
 from ._suggest import did_you_mean
@@ -227,7 +227,7 @@ class RunConfig:
 
     task_ids: tuple[str, ...] | None = None
     #: Tasks by id like ``task_ids`` (not both); ``shuffle`` orders the candidates by
-    #: ``seed`` before ``limit`` keeps the first N (checked by `select_samples`).
+    #: ``seed`` before ``limit`` keeps the first N (the ids checked by `select_samples`).
     sample_ids: tuple[str, ...] | None = None
     limit: int | None = None
     shuffle: bool = False
@@ -263,10 +263,16 @@ class RunConfig:
                 f"trials_per_task must be at most {MAX_TRIALS_PER_TASK:,}, not {trials!r}"
             )
         put("k_values", check_ks(self.k_values, trials))
-        if not isinstance(self.include_dependencies, bool):
-            raise ConfigError(
-                f"include_dependencies must be True or False, not {self.include_dependencies!r}"
-            )
+        flag("include_dependencies", self.include_dependencies)
+        # Their types here, as every setting's (their pairing and the ids need the
+        # tasks: `select_samples`): shuffle="no" is no config to hand around.
+        flag("shuffle", self.shuffle)
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
+            raise ConfigError(f"seed must be an integer, not {self.seed!r}")
+        if self.limit is not None:
+            positive_int("limit", self.limit)
         if self.models is not None:
             put("models", check_models(self.models, None))
         if self.order not in ORDERS:

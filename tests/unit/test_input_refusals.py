@@ -254,6 +254,27 @@ def test_an_evaluation_limit_given_is_kept_by_updated() -> None:
     assert as_config.max_parallel_total == as_mapping.max_parallel_total
 
 
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"shuffle": "no"}, "shuffle must be True or False, not 'no'"),
+        ({"shuffle": 1}, "shuffle must be True or False, not 1"),
+        ({"seed": "3"}, "seed must be an integer, not '3'"),
+        ({"limit": 0}, "limit must be a positive integer, not 0"),
+    ],
+)
+def test_a_run_config_refuses_a_bad_sample_setting_when_built(
+    settings: dict[str, Any], named: str
+) -> None:
+    """`RunConfig` is "checked when built", yet took `shuffle="no"`, a seed of "3" and
+    a limit of 0 (refused only once a run used them), where `include_dependencies="no"`
+    was refused at once."""
+    with pytest.raises(ConfigError, match=named):
+        corral.RunConfig.of(**settings)
+    with pytest.raises(ConfigError, match=named):
+        corral.RunConfig(**settings)
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "2", True])
 def test_a_ray_executor_refuses_a_bad_max_host_restarts(bad: Any) -> None:
     """-1 was taken, and the run failed at its first dead host saying it died "more
