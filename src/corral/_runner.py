@@ -14,7 +14,7 @@ from typing import Any, Unpack
 import anyio.to_thread
 
 from ._budget import Budget
-from ._checks import non_negative_int
+from ._checks import flag, non_negative_int
 from ._concurrency import ConcurrencyScopes, ScopeStatistics, given_max_subprocesses
 from ._errors import ConfigError, unwrap_single
 from ._history import no_benchmark
@@ -425,8 +425,7 @@ class CorralRunner:
         check_report_file(report_file)
         meta = RunMeta.of(tags, note, None)
         observers = check_observers("observers", observers)
-        if not isinstance(failed_only, bool):
-            raise ConfigError(f"failed_only must be True or False, not {failed_only!r}")
+        flag("failed_only", failed_only)
         scopes = _check_scopes(scopes, None)
         limits = Limits.resolve(
             max_parallel_evaluations=max_parallel_evaluations,

@@ -6,7 +6,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._checks import positive_int
+from ._checks import flag, positive_int
 from ._errors import ConfigError
 from ._suggest import did_you_mean
 
@@ -28,8 +28,7 @@ def select_samples(
     N, so the same seed always draws the same sample. Only ids are read: a streamed
     source's tasks are never parsed here.
     """
-    if not isinstance(shuffle, bool):
-        raise ConfigError(f"shuffle must be True or False, not {shuffle!r}")
+    flag("shuffle", shuffle)
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigError(f"seed must be an integer, not {seed!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .._checks import flag
 from .._errors import ConfigError
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text, folded, normalized, targets_of
@@ -34,7 +35,7 @@ def exact(*, ignore_case: bool = False, name: str = "exact") -> Scorer:
     values, or as text once surrounding and repeated whitespace is dropped and each
     character has one Unicode form (`folded`: ``é`` composed or not, full-width ``１``
     as ``1``; ``ignore_case`` compares case-insensitively)."""
-    return _Exact(name, _flag("ignore_case", ignore_case))
+    return _Exact(name, flag("ignore_case", ignore_case))
 
 
 class _Includes(_Text):
@@ -56,7 +57,7 @@ class _Includes(_Text):
 def includes(*, ignore_case: bool = False, name: str = "includes") -> Scorer:
     """Passes when the output's text contains the target's (or one of the targets'); an
     empty target, which any output contains, is a `ConfigError`."""
-    return _Includes(name, _flag("ignore_case", ignore_case))
+    return _Includes(name, flag("ignore_case", ignore_case))
 
 
 class _Pattern(_Text):
@@ -96,7 +97,7 @@ def pattern(
 
     ``pattern(r"ANSWER:\\s*(\\S+)", group=1)`` reads the answer after ``ANSWER:``.
     """
-    ignore_case = _flag("ignore_case", ignore_case)
+    ignore_case = flag("ignore_case", ignore_case)
     flags = re.IGNORECASE if ignore_case else 0
     try:
         if isinstance(regex, str):
@@ -218,9 +219,3 @@ def choice(*, letters: str = "ABCDEFGHIJ", name: str = "choice") -> Scorer:
     if not isinstance(letters, str) or not letters.isalpha() or len(set(letters)) != len(letters):
         raise ConfigError(f"letters must be distinct letters, not {letters!r}")
     return _Choice(name, letters.upper())
-
-
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be True or False, not {value!r}")
-    return value
