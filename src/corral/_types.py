@@ -146,6 +146,27 @@ class Evaluation:
     usage: Usage = field(default=NO_USAGE, compare=False)
     model_calls: tuple[Any, ...] = field(default=(), compare=False)
 
+    def __post_init__(self) -> None:
+        # A scorer computing with numpy gives its scalars (``score > 0.5`` is a numpy
+        # bool, a float32 no float): what they hold is recorded, not refused.
+        object.__setattr__(self, "score", _python_scalar(self.score))
+        object.__setattr__(self, "passed", _python_scalar(self.passed))
+        scores = self.scores
+        if isinstance(scores, Mapping) and any(map(_is_numpy_scalar, scores.values())):
+            plain = {name: _python_scalar(value) for name, value in scores.items()}
+            object.__setattr__(self, "scores", plain)
+
+
+def _is_numpy_scalar(value: object) -> bool:
+    """Whether ``value`` is one number or truth value of numpy's (a scalar or a 0-d
+    array), told without importing numpy."""
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+
+
+def _python_scalar(value: Any) -> Any:
+    """``value``, a numpy scalar as the Python bool, int or float it holds."""
+    return value.item() if _is_numpy_scalar(value) else value
+
 
 class TrialKey(NamedTuple):
     """One trial of one task of one benchmark: what a history is stored under."""

@@ -266,3 +266,28 @@ def test_a_report_encodes_as_json_dumps_with_default_str(value: Any) -> None:
     """The report file's encoder (made once, not per call) writes what
     ``json.dumps(value, default=str)`` writes, byte for byte."""
     assert dumps_for_report(value) == json.dumps(value, default=str)
+
+
+@pytest.mark.anyio
+async def test_a_scorer_computing_with_numpy_scores_its_trial() -> None:
+    """``passed=score > 0.5`` with a numpy score is a numpy bool, and a numpy float32
+    is no float: each failed the evaluation ("Evaluation.passed must be a bool, not
+    np.True_"). The numbers and truth they hold are recorded."""
+    np = pytest.importorskip("numpy")
+
+    class Scored(FakeEnvironment):
+        async def evaluate(self, trial: corral.TrialRecord) -> Evaluation:
+            score = np.float32(0.75)
+            return Evaluation(score, score > 0.5, scores={"f1": np.float64(0.5)})
+
+    runner = corral.CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": Scored()},
+        store=corral.MemoryStore(),
+        max_retries=0,
+    )
+    trial = (await runner.run("b")).tasks["t"].trials[0]
+    assert trial.error is None
+    assert trial.evaluation == Evaluation(0.75, True, scores={"f1": 0.5})
+    assert type(trial.evaluation.passed) is bool and type(trial.evaluation.score) is float
