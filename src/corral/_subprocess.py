@@ -113,14 +113,17 @@ def checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def stdin_bytes(given: object) -> bytes | None:
-    """What a command's standard input gets: ``given`` as UTF-8 if it is text, itself if
-    bytes, None (an empty input) for None. Anything else is a `ConfigError` naming it,
-    raised before the command starts: it would fail only once fed to the running
-    command, as a TypeError from inside the task group writing it."""
+    """What a command's standard input gets: ``given`` as UTF-8 if it is text, its bytes
+    if bytes-like (a bytearray, a memoryview, as `subprocess.run` takes), None (an empty
+    input) for None. Anything else is a `ConfigError` naming it, raised before the
+    command starts: it would fail only once fed to the running command, as a TypeError
+    from inside the task group writing it."""
     if given is None or isinstance(given, bytes):
         return given
     if isinstance(given, str):
         return given.encode()
+    if isinstance(given, bytearray | memoryview):
+        return bytes(given)
     raise ConfigError(f"input must be text, bytes or None, not {given!r}")
 
 

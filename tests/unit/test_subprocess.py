@@ -202,6 +202,14 @@ async def test_input_that_is_neither_text_nor_bytes_is_refused_before_the_comman
     assert not ran.exists()
 
 
+@pytest.mark.parametrize("given", [bytearray(b"hi"), memoryview(b"hi")], ids=["bytearray", "view"])
+async def test_input_of_bytes_of_another_type_reaches_the_command(given: object) -> None:
+    """A bytearray or memoryview (bytes-like, as `subprocess.run` takes) ran as input
+    until the input check refused all but bytes and text."""
+    result = await subprocess(["cat"], input=given)  # type: ignore[arg-type]
+    assert result.stdout == "hi"
+
+
 @pytest.mark.parametrize(
     ("keywords", "named"),
     [
