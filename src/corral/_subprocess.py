@@ -103,7 +103,10 @@ def _command(args: Command) -> str | tuple[str, ...]:
 def checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
     """The variables ``env`` adds, each a non-empty name without ``=`` and a text; any
     other is a `ConfigError` naming it, before the command starts (a number was a
-    TypeError from deep in the process's start)."""
+    TypeError from deep in the process's start; an env that is no mapping, "A=1" say, a
+    ValueError from ``dict``)."""
+    if env is not None and not isinstance(env, Mapping):
+        raise ConfigError(f"env must be a mapping of names to text or None, not {env!r}")
     extra = dict(env or {})
     for key, text in extra.items():
         if not isinstance(key, str) or not isinstance(text, str) or not key or "=" in key:

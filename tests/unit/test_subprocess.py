@@ -217,8 +217,10 @@ async def test_input_of_bytes_of_another_type_reaches_the_command(given: object)
         ({"env": {1: "a"}}, "env must map names to text, not 1: 'a'"),
         ({"env": {"": "a"}}, "env must map names to text, not '': 'a'"),
         ({"check": "no"}, "check must be True or False, not 'no'"),
+        ({"env": "A=1"}, "env must be a mapping of names to text or None, not 'A=1'"),
+        ({"env": 3}, "env must be a mapping of names to text or None, not 3"),
     ],
-    ids=["value", "name", "empty-name", "check"],
+    ids=["value", "name", "empty-name", "check", "env-text", "env-number"],
 )
 async def test_env_and_check_of_the_wrong_type_are_refused_before_the_command_starts(
     tmp_path: Path, keywords: dict[str, object], named: str
