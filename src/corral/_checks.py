@@ -1,5 +1,5 @@
-"""The checks of numbers given as settings, written once, with one message style:
-``NAME must be a positive number of seconds or None, not VALUE`` (a `ConfigError`).
+"""The checks of numbers, flags and paths given as settings, written once, with one
+message style: ``NAME must be a positive number of seconds or None, not VALUE`` (a `ConfigError`).
 
 A number is an int or a float that is finite; a bool is not one. A leaf: any layer
 may import it.
@@ -8,6 +8,8 @@ may import it.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Literal, NoReturn, TypeGuard, overload
 
 from ._errors import ConfigError
@@ -58,6 +60,14 @@ def flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be True or False, not {value!r}")
     return value
+
+
+def file_path(name: str, value: object) -> Path:
+    """``value`` as a `Path` if it is a non-empty path (text or `os.PathLike`), else a
+    `ConfigError` naming ``name``: a number was a TypeError from `Path` or the OS."""
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+        raise ConfigError(f"{name} must be a path, not {value!r}")
+    return Path(value)
 
 
 def non_negative_number(name: str, value: object) -> float:

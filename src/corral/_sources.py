@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._budget import BUDGET_NAMES
+from ._checks import file_path
 from ._errors import ConfigError, NotSerializableError
 from ._json import check_json, dumps, loads, short_repr
 from ._metadata import check_metadata
@@ -54,7 +55,7 @@ class TaskSource(Mapping[str, BenchmarkTaskMetadata]):
     """
 
     def __init__(self, path: str | os.PathLike[str], *, _spooled: bool = False) -> None:
-        self.path = Path(path)
+        self.path = file_path("path", path)
         # A spooled file is a temporary the user never saw: its lines are the items given.
         self._spooled = _spooled
         self._ids: list[str] = []
@@ -294,6 +295,8 @@ class _Spool:
     """A temporary JSONL file that iterables are written to, one task per line."""
 
     def __init__(self, directory: str | os.PathLike[str] | None) -> None:
+        if directory is not None:
+            file_path("spool_dir", directory)
         try:
             handle, name = tempfile.mkstemp(prefix="corral-tasks-", suffix=".jsonl", dir=directory)
         except OSError as exc:

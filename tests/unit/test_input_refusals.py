@@ -143,6 +143,28 @@ def _jsonl(path: Path, *lines: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda d: datasets.from_jsonl(3, agent_id="a", environment_id="e"), "path"),
+        (lambda d: datasets.from_csv(3, agent_id="a", environment_id="e"), "path"),
+        (
+            lambda d: datasets.from_jsonl(d, agent_id="a", environment_id="e", spool_dir=3),
+            "spool_dir",
+        ),
+        (lambda d: corral.TaskSource.from_iterable([], spool_dir=3), "spool_dir"),
+        (lambda d: corral.TaskSource(3), "path"),
+        (lambda d: corral.SQLiteStore(3), "path"),
+    ],
+    ids=["jsonl", "csv", "spool_dir", "from_iterable", "task_source", "sqlite"],
+)
+def test_a_path_that_is_no_path_is_refused_by_name(tmp_path: Path, make: Any, named: str) -> None:
+    """A number given for a file or folder was a TypeError from `Path` or the OS."""
+    data = _jsonl(tmp_path / "data.jsonl", '{"id": "a", "input": "q", "target": "1"}')
+    with pytest.raises(ConfigError, match=f"{named} must be a path, not 3"):
+        make(data)
+
+
 def test_refused_dataset_leaves_no_spool_file(tmp_path: Path) -> None:
     data = _jsonl(
         tmp_path / "data.jsonl",

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._checks import file_path
 from .._errors import ConfigError
 from .._sources import TaskSource, _Spool
 from ._fields import Fields, FieldSpec, Row, SampleFunction
@@ -42,7 +43,7 @@ def from_jsonl(
     budgets).
     """
     fields = _fields(sample, id, input, target, metadata, agent_id, environment_id, task)
-    return _source(fields, _jsonl_rows(Path(path)), spool_dir)
+    return _source(fields, _jsonl_rows(file_path("path", path)), spool_dir)
 
 
 def from_csv(
@@ -61,7 +62,7 @@ def from_csv(
 ) -> TaskSource:
     """Tasks from a CSV file with a header row, as `from_jsonl` (every value is text)."""
     fields = _fields(sample, id, input, target, metadata, agent_id, environment_id, task)
-    return _source(fields, _csv_rows(Path(path), delimiter), spool_dir)
+    return _source(fields, _csv_rows(file_path("path", path), delimiter), spool_dir)
 
 
 def from_hf(

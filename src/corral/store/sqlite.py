@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
-from .._checks import flag
+from .._checks import file_path, flag
 from .._errors import (
     BenchmarkBusyError,
     CommitConflictError,
@@ -244,7 +244,7 @@ class SQLiteStore:
     ):
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
-        self.path = Path(path)
+        self.path = file_path("path", path)
         self.synchronous = synchronous
         self.read_only = flag("read_only", read_only)
         self._create = flag("create", create) and not read_only
