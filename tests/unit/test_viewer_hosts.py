@@ -10,6 +10,7 @@ import httpx
 import pytest
 from bench.viewer_stores import serving
 
+from corral import ConfigError
 from corral.cli import main
 from corral.view._hosts import LOOPBACK_HOSTS, allowed_hosts
 
@@ -75,3 +76,25 @@ def test_host_adds_its_own_name_unless_it_listens_everywhere() -> None:
     assert allowed_hosts("10.0.0.5") == (*LOOPBACK_HOSTS, "10.0.0.5")
     assert allowed_hosts("fe80::1") == (*LOOPBACK_HOSTS, "[fe80::1]")
     assert allowed_hosts("0.0.0.0") == allowed_hosts("::") == LOOPBACK_HOSTS
+
+
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"allowed_hosts": "localhost"}, "allowed_hosts must be a list of host names"),
+        ({"allowed_hosts": ["localhost", 3]}, "allowed_hosts must be a list of host names"),
+        ({"allowed_hosts": 3}, "allowed_hosts must be a list of host names"),
+        ({"refresh": "2"}, "refresh must be a non-negative number, not '2'"),
+        ({"refresh": -1}, "refresh must be a non-negative number, not -1"),
+    ],
+    ids=["text", "number-in-list", "number", "refresh-text", "refresh-negative"],
+)
+def test_create_app_refuses_bad_settings_by_name(keywords: dict[str, object], named: str) -> None:
+    """`allowed_hosts="localhost"` was taken as the hosts "l", "o", "c", ...: every
+    request was then a 400; a refresh of "2" or -1 was taken as it was, unchecked."""
+    pytest.importorskip("starlette")
+    from corral import MemoryStore
+    from corral.view import create_app
+
+    with pytest.raises(ConfigError, match=named):
+        create_app(MemoryStore(), **keywords)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ exact name), so no path can reach outside them. The store is opened read-only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .._checks import non_negative_number
 from .._errors import ConfigError
 from ..store import CommitStore
 from ..store._heads import HeadStore
@@ -45,6 +46,15 @@ HEADERS = {
 Handler = Callable[[Request, ViewCache], Awaitable[Any]]
 
 
+def _host_names(value: object) -> tuple[str, ...]:
+    """``allowed_hosts`` as a tuple of names, else a `ConfigError` naming it: a string
+    would be its letters, none a host, and every request refused with a 400."""
+    names = () if isinstance(value, str) or not isinstance(value, Iterable) else tuple(value)
+    if not names or not all(isinstance(name, str) for name in names):
+        raise ConfigError(f"allowed_hosts must be a list of host names, not {value!r}")
+    return names
+
+
 def create_app(
     store: CommitStore, *, refresh: float = 2.0, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS
 ) -> Starlette:
@@ -55,6 +65,8 @@ def create_app(
     answered, the rest with 400: a rebound DNS name reads nothing, and a redirect (of
     a trailing slash) goes only to a host the viewer was started for.
     """
+    non_negative_number("refresh", refresh)
+    names = _host_names(allowed_hosts)
     holder: dict[str, ViewCache] = {}
 
     @asynccontextmanager
@@ -101,7 +113,9 @@ def create_app(
         Route("/api/compare", api(_compare)),
         Route("/api/version", api(_version)),
     ]
-    hosts = Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts, www_redirect=False)
+    hosts = Middleware(
+        TrustedHostMiddleware, allowed_hosts=[str(n) for n in names], www_redirect=False
+    )
     return Starlette(routes=routes, lifespan=lifespan, middleware=[hosts])
 
 
