@@ -165,6 +165,21 @@ async def test_program_tests_command_and_files_are_the_callers() -> None:
     assert (await scorer(trial(None))).passed
 
 
+async def test_a_command_given_as_text_is_a_line_for_the_shell() -> None:
+    """`corral.sandbox` runs a string as a shell line, and code_tests checked one as
+    such, then kept its letters as the command (`p`, `y`, ...): every scoring failed."""
+    scorer = code_tests(command=f"{sys.executable} -B main.py && test -f main.py")
+    assert scorer.command[:2] == ("/bin/sh", "-c")
+    right = await scorer(trial("def add(a, b):\n    return a + b\n", target=TESTS))
+    assert right.passed, right.details
+
+
+def test_files_that_are_no_mapping_are_refused_by_name() -> None:
+    """`files=3` was a TypeError from the check of its names against ``file_name``."""
+    with pytest.raises(ConfigError, match="files must be a mapping of file name to content"):
+        code_tests(files=3)  # type: ignore[arg-type]
+
+
 async def test_the_tests_are_the_target_by_default() -> None:
     scorer = code_tests()
     right = await scorer(trial("def add(a, b):\n    return a + b\n", target=TESTS))

@@ -131,7 +131,7 @@ class CodeTests(Scorer):
         name: str,
         tests: Part | None,
         program: Callable[[TrialRecord], str] | None,
-        command: Sequence[str] | None,
+        command: Sequence[str] | str | None,
         file_name: str,
         files: Mapping[str, str | bytes],
         limits: Mapping[str, Any],
@@ -147,6 +147,7 @@ class CodeTests(Scorer):
             or "\0" in file_name
         ):
             raise ConfigError(f"file_name must be a plain file name, not {file_name!r}")
+        checked = _files(files)  # a mapping of names, before its names are compared
         for name in files:
             if isinstance(name, str) and PurePosixPath(name) == PurePosixPath(file_name):
                 raise ConfigError(
@@ -155,13 +156,12 @@ class CodeTests(Scorer):
                 )
         # Refused now, not at the first trial's scoring (after every trial's model calls).
         checked_limits(**limits, file_size=FILE_SIZE, disk=DISK)
-        _no_file_in_a_file(_files(files), {file_name: ""})
-        if command is not None:
-            _argv(command)
+        _no_file_in_a_file(checked, {file_name: ""})
         self.tests = tests
         self.program = program
         self.file_name = file_name
-        self.command = (sys.executable, file_name) if command is None else tuple(command)
+        # A string is a line for the shell, as `corral.sandbox` takes it (not its letters).
+        self.command = (sys.executable, file_name) if command is None else _argv(command)
         # Python of our own choosing: a line before the tests can say they began.
         self.marks = command is None
         self.files = dict(files)
@@ -243,7 +243,7 @@ def code_tests(
     tests: Part | None = None,
     *,
     program: Callable[[TrialRecord], str] | None = None,
-    command: Sequence[str] | None = None,
+    command: Sequence[str] | str | None = None,
     file_name: str = "main.py",
     files: Mapping[str, str | bytes] | None = None,
     timeout: float = 10.0,
@@ -259,7 +259,8 @@ def code_tests(
     The program is ``program(trial)``, by default the code in the trial's output
     (its first fenced block, else all of it); ``tests`` (text, a function of the
     trial, or by default the trial's target) follow it in ``file_name``, which
-    ``command`` runs (default: this Python) in the sandbox's work folder beside
+    ``command`` (a program and its arguments, or a line for the shell) runs (default:
+    this Python) in the sandbox's work folder beside
     ``files``. It passes (score 1.0) when the command exits 0 within its
     limits (and, run by the default command, reached its tests: a line before
     them writes a random mark to the standard and error outputs); otherwise ``details``
