@@ -132,6 +132,14 @@ def test_a_bad_retry_window_is_a_config_error(bad: str) -> None:
         PostgresStore(f"postgresql://h/db?{bad}")
 
 
+@pytest.mark.parametrize("bad", ["soon", True, float("nan"), -1])
+def test_a_bad_retry_for_argument_is_a_config_error(bad: object) -> None:
+    """As the URI's: `retry_for="soon"` was a TypeError from comparing it with 0, and
+    True or nan were taken (nan: a retry window that never ends nor begins)."""
+    with pytest.raises(ConfigError, match=f"retry_for must be >= 0 seconds, not {bad!r}"):
+        PostgresStore("postgresql://h/db", retry_for=bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.slow  # starts a process: a system test
 def test_the_cli_says_it_is_retrying_on_stderr() -> None:
     uri = f"postgresql://postgres@127.0.0.1:{_closed_port()}/db?retry_for=0.3"

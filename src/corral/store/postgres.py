@@ -324,7 +324,9 @@ class PostgresStore:
         conninfo, window = _retry_window(dsn)
         if retry_for is None:
             retry_for = DEFAULT_RETRY_FOR if window is None else window
-        if not retry_for >= 0:
+        # A number (inf: retry for ever), never nan nor a bool: "soon" >= 0 is a TypeError.
+        number = not isinstance(retry_for, bool) and isinstance(retry_for, int | float)
+        if not number or not retry_for >= 0:
             raise ConfigError(f"retry_for must be >= 0 seconds, not {retry_for!r}")
         if not (isinstance(readers, int) and readers >= 1):
             raise ConfigError(f"readers must be a positive number of connections, not {readers!r}")
