@@ -428,6 +428,9 @@ async def test_model_graded_takes_no_word_of_the_judges_reasoning_for_its_grade(
         ({"grade_pattern": "GRADE"}, r"needs a group around the grade"),
         ({"grades": {"C": "yes"}}, r"grades must map text to numbers"),
         ({"max_tokens": 0}, r"max_tokens must be a positive integer"),
+        # Sent as the request's model (a 400 at every scoring), or "" in place of none.
+        ({"grader_model": 3}, r"grader_model must be a non-empty string, not 3"),
+        ({"grader_model": ""}, r"grader_model must be a non-empty string, not ''"),
     ],
 )
 def test_model_graded_refuses_bad_arguments(kwargs: dict[str, Any], message: str) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from .._chat import ChatModel, ChatResponse
 from .._checks import is_number, positive_int
 from .._errors import ConfigError
+from .._ids import check_id
 from .._types import Evaluation, TrialRecord
 from ._base import Scorer, as_text
 
@@ -188,6 +189,8 @@ def model_graded(
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
         raise ConfigError(f"threshold must be a number, not {threshold!r}")
     positive_int("max_tokens", max_tokens, or_none=True)
+    if grader_model is not None:
+        check_id("grader_model", grader_model)  # a model's name, as a task's model is
     return _ModelGraded(
         name, model, template, grade, grades, float(threshold), max_tokens, grader_model
     )
