@@ -10,7 +10,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -432,6 +432,9 @@ def _no_file_in_a_file(named: Mapping[str, object], files: Mapping[str, object])
 
 
 def _read_only(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    # Not a flag (a store's read_only is one) nor one path, read letter by letter.
+    if isinstance(paths, str | bytes | os.PathLike) or not isinstance(paths, Iterable):
+        raise ConfigError(f"read_only must be a list of host folders, not {paths!r}")
     shown = [os.fspath(path) for path in paths]
     for path in shown:
         if not os.path.isabs(path) or not os.path.exists(path):

@@ -3,6 +3,7 @@ sandbox's options, run settings) is refused before anything runs, or kept as giv
 
 from __future__ import annotations
 
+import re
 import resource
 import shutil
 from pathlib import Path
@@ -226,6 +227,22 @@ async def test_sandbox_processes_above_the_host_limit_is_a_config_error() -> Non
         pytest.skip("no hard process limit here")
     with pytest.raises(ConfigError, match="processes"):
         await corral.sandbox(["true"], timeout=5, processes=hard + 1)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("given", [True, "/usr"], ids=["flag", "one-path"])
+async def test_sandbox_read_only_that_is_no_list_of_folders_is_refused_naming_it(
+    tmp_path: Path, given: object
+) -> None:
+    """`read_only=True` (a flag, as a store's `read_only` is) was a TypeError from
+    iterating it, and `read_only="/usr"` was read letter by letter ("'u' is not an
+    existing absolute path")."""
+    ran = tmp_path / "ran"
+    with pytest.raises(
+        ConfigError, match=re.escape(f"read_only must be a list of host folders, not {given!r}")
+    ):
+        await corral.sandbox(["touch", str(ran)], timeout=5, read_only=given)  # type: ignore[arg-type]
+    assert not ran.exists()
 
 
 @pytest.mark.anyio
