@@ -52,7 +52,7 @@ from .report._files import (
 )
 from .report._spool import RecordSpool
 from .report._stored import stored_report
-from .runtime._retry import RetryPolicy
+from .runtime._retry import RetryPolicy, exception_types
 from .scheduler import KnownKeys, Limits, Resume, RunLoop, RunPlan, build_plan
 from .scheduler._plan import across_models, check_models, scoring_plan
 from .store import CommitStore, open_store
@@ -126,7 +126,7 @@ class CorralRunner:
                 max_retries=max_retries,
                 backoff_base=backoff_base,
                 backoff_cap=backoff_cap,
-                no_retry=tuple(no_retry),
+                no_retry=exception_types(no_retry),
                 max_rate_limit_wait=max_rate_limit_wait,
                 max_deferrals=max_deferrals,
             )

@@ -176,6 +176,12 @@ CASES: dict[str, Case] = {
         "environment 'e' has name 3: a name must be a string or None",
         runner={"environments": {"e": FakeEnvironment(name=3)}},
     ),
+    **{
+        f"no_retry={bad!r}": Case(
+            f"no_retry must be a list of exception types, not {bad!r}", runner={"no_retry": bad}
+        )
+        for bad in (3, ValueError, "ValueError")
+    },
     "store of the wrong type": Case(
         "store must be a path or a CommitStore, not 42", runner={"store": 42}
     ),

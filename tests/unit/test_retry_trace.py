@@ -143,3 +143,22 @@ def test_a_failed_attempt_survives_a_kill_9_of_its_retry(tmp_path: Path) -> None
     assert shown.count("attempt 1 failed ConnectionError") == 1  # on setup and terminal
     assert "ConnectionError: the first attempt went wrong" in shown
     assert "attempts 2 · 1 failed and retried (errors below)" in shown
+
+
+async def test_a_policy_given_no_retry_as_a_list_ends_the_trial_at_once() -> None:
+    """`RetryPolicy(no_retry=[KeyError])` kept the list, and `isinstance` takes none: the
+    run crashed with a TypeError at the agent's first exception."""
+
+    class Broken:
+        async def act(self, session: AgentSession) -> Final:
+            raise KeyError("broken")
+
+    runner = CorralRunner(
+        {"t": BenchmarkTaskMetadata("a", "e")},
+        {"a": Broken()},
+        {"e": FakeEnvironment()},
+        store=MemoryStore(),
+        retry_policy=RetryPolicy(no_retry=[KeyError], backoff_base=0),  # type: ignore[arg-type]
+    )
+    trial = (await runner.run("b")).tasks["t"].trials[0]
+    assert (trial.status, trial.attempts) == ("error", 1)

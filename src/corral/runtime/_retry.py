@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -18,6 +19,18 @@ from .._errors import (
     RateLimited,
 )
 from .._json import recordable_text
+
+
+def exception_types(given: object) -> tuple[type[BaseException], ...]:
+    """``given`` (any collection of exception types) as a tuple; anything else is a
+    `ConfigError` naming it (one type alone too: it is no collection)."""
+    if isinstance(given, type | str | bytes) or not isinstance(given, Iterable):
+        raise ConfigError(f"no_retry must be a list of exception types, not {given!r}")
+    kinds = tuple(given)
+    for kind in kinds:
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise ConfigError(f"no_retry must hold exception types, not {kind!r}")
+    return kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +64,9 @@ class RetryPolicy:
         for name in ("backoff_base", "backoff_cap", "max_rate_limit_wait"):
             non_negative_number(name, getattr(self, name))
         non_negative_int("max_deferrals", self.max_deferrals)
-        for kind in self.no_retry:
-            if not (isinstance(kind, type) and issubclass(kind, BaseException)):
-                raise ConfigError(f"no_retry must hold exception types, not {kind!r}")
+        # A tuple: ``isinstance`` takes no list, and a list crashed the run at its first
+        # exception.
+        object.__setattr__(self, "no_retry", exception_types(self.no_retry))
 
     def retryable(self, exc: BaseException, attempt: int) -> bool:
         """Whether attempt ``attempt`` (0-based), which raised ``exc``, gets another try."""
