@@ -148,13 +148,21 @@ class Evaluation:
 
     def __post_init__(self) -> None:
         # A scorer computing with numpy gives its scalars (``score > 0.5`` is a numpy
-        # bool, a float32 no float): what they hold is recorded, not refused.
+        # bool, a float32 no float): what they hold is recorded, not refused. One
+        # evaluation is made a trial: the common case (plain values, no named scores)
+        # costs two type tests.
+        if type(self.score) in _PLAIN_SCORE and type(self.passed) is bool and not self.scores:
+            return
         object.__setattr__(self, "score", _python_scalar(self.score))
         object.__setattr__(self, "passed", _python_scalar(self.passed))
         scores = self.scores
         if isinstance(scores, Mapping) and any(map(_is_numpy_scalar, scores.values())):
             plain = {name: _python_scalar(value) for name, value in scores.items()}
             object.__setattr__(self, "scores", plain)
+
+
+#: The types of a score that need no conversion.
+_PLAIN_SCORE = frozenset({float, int})
 
 
 def _is_numpy_scalar(value: object) -> bool:
