@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Unpack
 
 import anyio.to_thread
@@ -46,6 +47,8 @@ from .report._build import PlanTasks
 from .report._files import (
     check_not_overwriting,
     check_report_file,
+    check_writable,
+    report_file_failed,
     report_path,
     whole_report,
     write_report,
@@ -358,6 +361,7 @@ class CorralRunner:
         config, settings = _positional_task_ids(config, settings)
         config = self.config(config, **settings)
         check_not_overwriting(config.report_file, self.store, source)
+        check_writable(self._report_path(config.report_file, benchmark_id))
         task_ids = select_samples(
             self.tasks,
             config.task_ids,
@@ -444,6 +448,7 @@ class CorralRunner:
             report_file=report_file,
         )
         check_not_overwriting(settings.report_file, self.store)
+        check_writable(self._report_path(settings.report_file, benchmark_id))
         limits.check_keys(KnownKeys(evaluation_keys=self._evaluation_keys(limits)))
         # Scored where the runner's runs score (on Ray hosts: a scorer may need them).
         observed = bool(self.observers or observers)
@@ -462,6 +467,15 @@ class CorralRunner:
                 work=work,
                 meta=meta,
             )
+
+    def _report_path(self, report_file: Path | None, benchmark_id: str) -> Path | None:
+        """Where a run writes its report: ``report_file``, else beside a file store whose
+        folder exists (a folder that does not is the store's to make, or to refuse,
+        naming the store rather than a report it would hold)."""
+        if report_file is not None:
+            return report_file
+        path = report_path(self.store, benchmark_id)
+        return path if path is not None and os.path.isdir(path.parent.parent) else None
 
     async def _prepared(self, executor: Executor, work: Work, config: RunConfig) -> RunConfig:
         """``config`` once ``executor`` is ready to run ``work`` (it refuses what it cannot
@@ -633,7 +647,10 @@ class CorralRunner:
                     else await whole_report(self.store, record, report)
                 )
             if path is not None:
-                write_report(path, whole, spool)
+                try:
+                    write_report(path, whole, spool)
+                except OSError as exc:
+                    raise report_file_failed(path, self.store, whole, exc) from exc
             del whole
             return report
 

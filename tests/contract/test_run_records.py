@@ -248,6 +248,72 @@ async def test_a_report_file_in_a_folder_that_cannot_be_made_is_refused_first(
     assert not (tmp_path / "store.db").exists()
 
 
+def _names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["run", "rescore"])
+async def test_a_report_file_where_no_file_can_be_made_is_refused_first(
+    tmp_path: Path, kind: str
+) -> None:
+    """Only the nearest existing folder was checked (that it is a folder): a report
+    file under /proc (where not even root makes a file) ran every trial, stored them,
+    and failed at the end with "No such file or directory: '/proc/nope'", naming no
+    report file. It is refused first, naming the file; the probe leaves nothing."""
+    store = tmp_path / "store.db"
+    if kind == "rescore":
+        await runner(store).run("a")
+    before = _names(tmp_path)
+    target = Path("/proc/nope/r.json")
+    with pytest.raises(corral.ConfigError, match="report file '/proc/nope/r.json' cannot be"):
+        if kind == "run":
+            await runner(store).run("b", report_file=target)
+        else:
+            await runner(store).rescore("a", report_file=str(target))
+    assert _names(tmp_path) == before
+    await runner(store).run("c", report_file=tmp_path / "new" / "r.json")
+    assert _names(tmp_path / "new") == ["r.json"]  # no probe left
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("blocker", ["reports", "reports/b.json/x"])
+async def test_a_default_report_file_that_cannot_be_written_is_refused_first(
+    tmp_path: Path, blocker: str
+) -> None:
+    """The report beside the store (reports/ID.json) was never checked: a file named
+    ``reports`` there (or a folder where the report goes) failed the run at its end."""
+    (tmp_path / blocker).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / blocker).write_text("")
+    store = tmp_path / "store.db"
+    expected = str(tmp_path / "reports" / "b.json")
+    with pytest.raises(corral.ConfigError, match=f"report file '{expected}'"):
+        await runner(store).run("b")
+    assert not store.exists()
+
+
+@pytest.mark.anyio
+async def test_a_report_file_that_fails_at_the_end_names_it_and_the_way_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails at the end (a full disk) said only the system's words and a
+    path; it names the report file, says the results are stored, and how to write it."""
+
+    def full(path: Path, *args: Any) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("corral._runner.write_report", full)
+    store, target = tmp_path / "store.db", tmp_path / "r.json"
+    with pytest.raises(corral.CorralError) as caught:
+        await runner(store).run("b", report_file=target)
+    assert isinstance(caught.value, OSError)  # still what a caller catching OSError catches
+    message = str(caught.value)
+    assert f"report file {str(target)!r} could not be written" in message
+    assert "No space left on device" in message
+    assert f"corral report b --store {store} -k 1 --json > {target}" in message
+    assert (await reported(open_store(store))).finished == 3  # the results are stored
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", ["store.db", "store.db-wal", "bench.py"])
 async def test_a_report_file_over_the_store_or_the_benchmark_file_is_refused(

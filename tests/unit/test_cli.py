@@ -285,6 +285,33 @@ def test_run_writes_the_report_file_it_is_asked_for_on_any_store(tmp_path: Path)
     assert "'" + str(tmp_path) + "'" in _refused(*args, "--report-file", tmp_path)
 
 
+def test_a_report_file_where_no_file_can_be_made_exits_2_before_running(
+    tmp_path: Path, store: Path
+) -> None:
+    """``--report-file /proc/nope/r.json`` ran and stored every trial, then exited 1
+    with "No such file or directory: '/proc/nope'", which named no report file."""
+    line = _refused("run", _bench(tmp_path), "--store", store, "--report-file", "/proc/nope/r.json")
+    assert "report file '/proc/nope/r.json' cannot be written" in line
+    assert not store.exists()
+
+
+def test_a_report_file_failing_at_the_end_says_how_to_write_it_again(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(path: Path, *args: Any) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("corral._runner.write_report", full)
+    target = tmp_path / "r.json"
+    args = ("run", _bench(tmp_path), "--store", store, "--no-progress", "--report-file", target)
+    result = _invoke(*args)
+    assert result.exit_code == 1, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: report file {str(target)!r} could not be written")
+    assert f"corral report bench --store {store} -k 1 -k 2 --json > {target}" in line
+    assert json.loads(_ok("report", "bench", "--store", store, "--json").output)["finished"] == 12
+
+
 def test_show_prints_a_trials_history_and_its_parents_output(tmp_path: Path, store: Path) -> None:
     _ok("run", _bench(tmp_path), "--store", store, "--no-progress")
     out = _ok("show", "bench", "child", "3", "--store", store).output

@@ -11,14 +11,16 @@ import hashlib
 import os
 import re
 import secrets
+import shlex
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError
+from .._errors import ConfigError, CorralError
 from ..history import StoredConfig
-from ..store import CommitStore, FileStore
+from ..store import CommitStore, FileStore, MemoryStore
 from ..store._heads import HeadStore, TaskList
 from ..store._runs import RunRecord
 from ..store._sqlite_file import is_store_file, same_path
@@ -119,6 +121,63 @@ def check_report_file(report_file: object) -> Path | None:
             f"({str(folder)!r} is not a folder)"
         )
     return path
+
+
+def check_writable(path: Path | None) -> None:
+    """A `ConfigError` naming ``path`` unless the run can write its report there: checked
+    before anything runs (the report is written last, when every trial is stored).
+
+    The nearest folder of ``path`` that exists must take a new file: one is made there
+    and removed again (permissions alone say nothing to root, and /proc, a read-only
+    mount or a full inode table refuse even root); the folders between are made as the
+    report is written, which the same permission allows.
+    """
+    if path is None:
+        return
+    folder = path.parent
+    try:
+        if path.is_dir():
+            raise ConfigError(f"report file {str(path)!r} cannot be written: it is a folder")
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise ConfigError(
+                f"report file {str(path)!r} cannot be written: its folder cannot be made "
+                f"({str(folder)!r} is not a folder)"
+            )
+        handle, probe = tempfile.mkstemp(prefix=".corral-probe-", dir=folder)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"report file {str(path)!r} cannot be written: {reason} ({str(folder)!r})"
+        ) from None
+    os.close(handle)
+    os.unlink(probe)
+
+
+class ReportFileError(CorralError, OSError):
+    """The report file could not be written at the end of a run (a full disk): the
+    run's results are in the store, which gives the report again."""
+
+
+def report_file_failed(
+    path: Path, store: CommitStore, report: BenchmarkReport, exc: OSError
+) -> ReportFileError:
+    """The error of ``report``'s file failing at the end: it names the file (the system's
+    words name only a path) and the command that writes it again from the store (with
+    the run's k values: `corral report` has its own by default)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    message = f"report file {str(path)!r} could not be written ({reason}); "
+    if isinstance(store, MemoryStore):
+        return ReportFileError(message + "the run's results are in the memory store")
+    # Its address as given (a password masked in its repr: not repeated here).
+    where = shlex.quote(str(store.path)) if isinstance(store, FileStore) else "ADDRESS"
+    ks = "".join(f" -k {k}" for k in report.k_values)
+    return ReportFileError(
+        message + f"the run's results are in the store ({store!r}): `corral report "
+        f"{shlex.quote(report.benchmark_id)} --store {where}{ks} --json > "
+        f"{shlex.quote(str(path))}` writes it again"
+    )
 
 
 def check_not_overwriting(
