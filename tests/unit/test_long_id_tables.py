@@ -6,6 +6,8 @@ counts, the report every task's model, env, passed and pass@k."""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 import corral
-from corral import Evaluation, TrialRecord, TrialStatus
+from corral import BenchmarkTaskMetadata, Evaluation, Final, TrialRecord, TrialStatus
 from corral.cli import main
 from corral.cli._compare import render_comparison
 from corral.cli._execute import PIPE_WIDTH
@@ -23,13 +25,16 @@ from corral.cli._tables import (
     errors_table,
     models_table,
     named_scores_table,
+    report_summary,
     report_table,
     scores_table,
 )
+from corral.progress._view import _limits
 from corral.report import build_report
 from corral.store import SQLiteStore
 
 from ..support.reports import hand_made_report
+from ..support.scripted import scripted_runner
 
 #: A task id as a dataset of repositories may give one (101 characters).
 LONG_TASK = "repo/" + "a-fairly-long-task-name-" * 4
@@ -131,3 +136,67 @@ def test_a_long_task_id_among_the_examples_leaves_the_errors_count_and_message()
     table = errors_table(build_report("b", config, records=records, k_values=(1,)), None)
     assert table is not None
     assert _row(table, "4 ").startswith("4 RuntimeError: refused"), "\n".join(_lines(table))
+
+
+def _unspaced(renderable: Any, width: int = PIPE_WIDTH) -> str:
+    """Every line of ``renderable`` at ``width`` columns, spaces and rules taken out: a
+    folded value reads whole again, a cut one (``…``) does not."""
+    console = Console(record=True, width=width)
+    console.print(renderable)
+    return "".join(console.export_text().replace("│", "").split())
+
+
+def test_the_run_summary_keeps_a_long_report_path_and_resume_command_whole() -> None:
+    """The summary's values were cut (``…``) at the console's edge: a long report path,
+    or the ``--benchmark-id`` of the command that goes on, lost its end."""
+    report = replace(hand_made_report("b-" + "x" * 150, {"t": [True]}), stopped="run_cost_limit")
+    path = Path("/data/" + "nested-folder/" * 8 + "reports/b-" + "x" * 150 + ".json")
+    shown = _unspaced(report_summary(report, path, live=True))
+    assert str(path) in shown
+    assert "--benchmark-id" + report.benchmark_id + "tocontinue" in shown
+
+
+def test_show_keeps_a_long_task_model_and_parent_id_whole(tmp_path: Path) -> None:
+    """``corral show``'s header cut the trial's task id, its model and the parent it
+    took an output from at the console's edge (``…``): two long ids alike but for
+    their ends read the same."""
+    parent, child = LONG_TASK + "-parent", LONG_TASK + "-child"
+    model = MODELS[0] + "-" + "long-context-" * 4 + "v2"
+    tasks = {
+        parent: BenchmarkTaskMetadata("a", "e", model=model),
+        child: BenchmarkTaskMetadata("a", "e", model=model, dependencies=(parent,)),
+    }
+    store = tmp_path / "s.db"
+    runner = scripted_runner(tasks, lambda s: Final(1), lambda r: Evaluation(1.0, True), store)
+    anyio.run(functools.partial(runner.run, "b"))
+    args = ["show", "b", child, "0", "--store", str(store)]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, result.output
+    shown = "".join(result.output.split())
+    for whole in (child + "#0ofb", "model" + model, parent):
+        assert whole in shown, result.output
+
+
+def test_the_live_display_keeps_long_model_ids_apart() -> None:
+    """The live display's limits cut a long model id (or scope name) at the console's
+    edge: two models alike but for their ends showed the same row label."""
+    a, b = (MODELS[0] + "-" + "long-context-" * 3 + end for end in ("v1", "v2"))
+    limits = corral.Limits.resolve(max_parallel=8, max_parallel_by_model={a: 4, b: 2})
+    statistics = corral.Statistics(
+        executing=3,
+        evaluating=0,
+        ready=0,
+        awaiting_evaluation=0,
+        finished=0,
+        total=9,
+        by_model={a: 2, b: 1},
+        by_environment={},
+        evaluations_by_environment={},
+    )
+    scope = "judge-" + "pool-" * 20 + "end"
+    scopes = {scope: corral.ScopeStatistics(scope, limit=3, in_use=1, waiting=0, peak=1)}
+    shown = _unspaced(_limits(statistics, limits, scopes), width=80)
+    assert "…" not in shown
+    for whole in (a, b, scope):
+        assert whole in shown, shown

@@ -37,6 +37,7 @@ from ..history import (
     scored_terminal,
     status_of,
 )
+from ._tables import ID_OVERFLOW
 
 #: Characters of one rendered value before it is cut short.
 VALUE_WIDTH = 100
@@ -70,8 +71,10 @@ def header(history: TrialHistory) -> Table:
     """The trial, its task, outcome, budget, start and inputs."""
     meta = StoredTask.decode(history.metadata)
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim")
-    grid.add_column()
+    # Folded, never cut: a long task, model or parent id cut at the console's edge
+    # reads as another alike but for its end.
+    grid.add_column(style="dim", overflow=ID_OVERFLOW)
+    grid.add_column(overflow=ID_OVERFLOW)
     grid.add_row(
         "trial",
         Text.assemble(

@@ -172,7 +172,9 @@ def report_summary(
     the summary of the run that just ended, not a report read back later)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
-    grid.add_column()
+    # Folded, never cut at the console's edge: a long report path or benchmark id in
+    # the command that goes on is copied from here.
+    grid.add_column(overflow=ID_OVERFLOW)
     resume = f"--benchmark-id {shlex.quote(report.benchmark_id)}"
     if report.stopped is not None:  # why first: the rest of the summary follows from it
         grid.add_row("stopped", Text(report.stopped, style="bold yellow"))

@@ -222,7 +222,9 @@ def _budgets(snapshot: Snapshot) -> Text:
 
 def _limits(statistics: Statistics, limits: Limits, scopes: Mapping[str, ScopeStatistics]) -> Table:
     grid = Table.grid(padding=(0, 1))
-    grid.add_column(style="dim")
+    # A label (a model id, a scope's name) folds over lines: cut at the console's edge,
+    # two models alike but for their ends showed one label.
+    grid.add_column(style="dim", overflow="fold")
     grid.add_column()
     grid.add_column(justify="right")
     for label, used, limit in utilisation(statistics, limits, scopes):
