@@ -242,6 +242,20 @@ def test_an_empty_store_flag_is_refused_naming_it(
     assert made == ["bench.py"]
 
 
+@pytest.mark.parametrize("given", ["", 7, None])
+def test_an_sqlite_store_of_no_path_is_refused_naming_it(
+    given: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`open_store("")` is refused naming ''; `SQLiteStore("")`, the class the README
+    shows, became the folder '.' and was refused only as it opened, naming '.' (and
+    `SQLiteStore(7)` was a TypeError)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(repr(given))) as refused:
+        SQLiteStore(given)
+    assert "'.'" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ray_hosts_open_the_coordinator_s_store_through_open_store(tmp_path: Path) -> None:
     from corral.executor._stores import spec_of
 
