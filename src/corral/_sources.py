@@ -23,6 +23,7 @@ from ._checks import file_path
 from ._errors import ConfigError, NotSerializableError
 from ._json import check_json, dumps, loads, short_repr
 from ._metadata import check_metadata
+from ._suggest import did_you_mean
 from ._types import BenchmarkTaskMetadata
 
 _FIELDS = (
@@ -273,8 +274,11 @@ def _parse(line: bytes, where: str) -> tuple[str, BenchmarkTaskMetadata]:
     if not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"{where}: 'id' must be a non-empty string, not {task_id!r}")
     unknown = sorted(set(data) - {"id", *_FIELDS})
+    if len(unknown) == 1:  # one typo, most likely: with the field it meant
+        hint = did_you_mean(unknown[0], ("id", *_FIELDS))
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}{hint}")
     if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+        raise ConfigError(f"{where}: unknown fields {', '.join(map(repr, unknown))}")
     fields = {name: data[name] for name in _FIELDS if name in data}
     if isinstance(fields.get("dependencies"), list):
         fields["dependencies"] = tuple(fields["dependencies"])

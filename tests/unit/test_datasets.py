@@ -143,6 +143,17 @@ def test_bad_mappings_are_refused(tmp_path: Path, kwargs: dict[str, Any], messag
         datasets.from_jsonl(path, agent_id="a", environment_id="e", **kwargs)
 
 
+def test_a_mistyped_field_comes_with_its_close_match_past_the_listed_ones(
+    tmp_path: Path,
+) -> None:
+    """The refusal lists a row's first 20 fields only: a typo of the 25th was refused
+    without the one field it meant, which every other mistyped name gets."""
+    row = {f"column_{i:02d}": i for i in range(24)} | {"question": "q", "id": "r"}
+    path = write_jsonl(tmp_path / "wide.jsonl", [row])
+    with pytest.raises(ConfigError, match=r"no field 'qestion' .*did you mean 'question'\?"):
+        datasets.from_jsonl(path, agent_id="a", environment_id="e", input="qestion")
+
+
 def test_a_function_and_fields_are_not_both_taken(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "d.jsonl", ROWS)
     with pytest.raises(ConfigError, match=r"either a sample function or the fields"):

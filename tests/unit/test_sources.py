@@ -86,6 +86,16 @@ async def test_a_streamed_benchmark_resumes_and_refuses_an_edited_task(tmp_path:
         await runner(corral.TaskSource.jsonl(path), store).run("b")
 
 
+def test_a_mistyped_field_of_a_task_line_comes_with_its_close_match(tmp_path: Path) -> None:
+    """An unknown field of a tasks file was refused without the field it meant."""
+    path = tmp_path / "tasks.jsonl"
+    line = {"id": "x", "agent_id": "a", "environment_id": "e", "dependancies": ["y"]}
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(corral.ConfigError) as info:
+        corral.TaskSource.jsonl(path)
+    assert str(info.value).endswith("unknown field 'dependancies'; did you mean 'dependencies'?")
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

@@ -9,6 +9,7 @@ from typing import Any
 from .._errors import ConfigError
 from .._ids import check_id
 from .._json import MAX_DEPTH, dumps
+from .._suggest import did_you_mean
 from .._types import BenchmarkTaskMetadata
 
 #: A dataset's row: its fields by name.
@@ -197,8 +198,11 @@ def _field(row: Row, name: str, where: str) -> Any:
     try:
         return row[name]
     except KeyError:
+        # The first fields listed, and (a wide row's meant one may be past them) the
+        # close matches among all.
         fields = ", ".join(map(repr, list(row)[:20]))
-        raise ConfigError(f"{where}: no field {name!r} (its fields: {fields})") from None
+        hint = did_you_mean(name, row)
+        raise ConfigError(f"{where}: no field {name!r} (its fields: {fields}){hint}") from None
 
 
 def _picked(row: Row, spec: FieldSpec, where: str, single: str | None = None) -> dict[str, Any]:
