@@ -200,3 +200,20 @@ def test_the_live_display_keeps_long_model_ids_apart() -> None:
     assert "…" not in shown
     for whole in (a, b, scope):
         assert whole in shown, shown
+
+
+def test_list_keeps_long_tags_whole(tmp_path: Path) -> None:
+    """`corral list` cut a long tag at its column's edge (``…``): two tags alike but for
+    their ends read the same, and neither could be copied to ``--tag``."""
+    tags = ["nightly-" + "x" * 90 + "-a", "nightly-" + "x" * 90 + "-b"]
+    store = tmp_path / "s.db"
+    tasks = {"t": BenchmarkTaskMetadata("a", "e")}
+    runner = scripted_runner(tasks, lambda s: Final(1), lambda r: Evaluation(1.0, True), store)
+    for benchmark_id, tag in zip(("one", "two"), tags, strict=True):
+        anyio.run(functools.partial(runner.run, benchmark_id, tags=[tag]))
+    result = CliRunner().invoke(main, ["list", "--store", str(store)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, result.output
+    shown = "".join(result.output.replace("│", "").split())
+    for tag in tags:
+        assert tag in shown, result.output

@@ -256,7 +256,7 @@ def list_command(store: str, wanted: tuple[str, ...]) -> None:
     table.add_column("tasks", justify="right")
     table.add_column("trials/task", justify="right")
     table.add_column("finished", justify="right")
-    table.add_column("tags")
+    table.add_column("tags", overflow=ID_OVERFLOW)  # copied to --tag: never cut
     for b, finished, tags in benchmarks:
         table.add_row(
             b.benchmark_id,
