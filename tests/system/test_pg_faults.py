@@ -155,6 +155,58 @@ async def test_a_claim_session_lost_but_alive_at_the_server_is_ended_before_the_
             psycopg.Connection.close(conn)
 
 
+class _PidOf:
+    """A session's `ConnectionInfo` that reports another server pid (``pid``)."""
+
+    def __init__(self, info: Any, pid: int):
+        self._info, self.backend_pid = info, pid
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._info, name)
+
+
+async def test_a_failed_claim_session_whose_pid_was_reused_ends_no_other_runners_claim(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's session failed and ended; its pid is then another live session's (a
+    server restarted in a container counts pids from 1 again), here another runner's
+    claim. Before, the retry ended that session by pid: the other runner lost its claim
+    (or, under another role, this run failed: "must be a superuser to terminate ...")."""
+    other = PostgresStore(pg_dsn)
+    store = PostgresStore(pg_dsn)
+    async with other.opened(), other.claim("other"):
+        [held] = pg.backend_pids(pg_dsn, "corral claim")
+        real_connection, real_info = PostgresStore._connection, psycopg.Connection.info
+        failed: list[psycopg.Connection[Any]] = []
+
+        def connection(self: PostgresStore, **options: Any) -> psycopg.Connection[Any]:
+            conn = real_connection(self, **options)
+            if self is store and options.get("application_name") == "corral claim":
+                failed.append(conn)  # the first fails; its pid is ``held``'s
+            return conn
+
+        def info(conn: psycopg.Connection[Any]) -> Any:
+            got = real_info.fget(conn)  # type: ignore[attr-defined]
+            return _PidOf(got, held) if failed and conn is failed[0] else got
+
+        real_fence = PostgresStore._fence_writers
+
+        def ended_first(self: PostgresStore, conn: psycopg.Connection[Any], bench: str) -> None:
+            if conn is failed[0]:
+                conn.close()
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            real_fence(self, conn, bench)
+
+        monkeypatch.setattr(PostgresStore, "_connection", connection)
+        monkeypatch.setattr(psycopg.Connection, "info", property(info))
+        monkeypatch.setattr(PostgresStore, "_fence_writers", ended_first)
+        async with store.opened(), store.claim("bench"):
+            await store.append(K, trial())
+        assert len(failed) == 2
+        assert held in pg.backend_pids(pg_dsn, "corral claim")  # the other claim lives on
+        await other.append(K._replace(benchmark_id="other"), trial())
+
+
 async def test_a_lasting_outage_is_a_store_error_and_keeps_what_was_acknowledged(
     pg_dsn: str,
 ) -> None:

@@ -684,18 +684,21 @@ class PostgresStore:
         taken on a new one."""
         from ._pg_writer import retrying
 
-        failed: list[int] = []  # the server pids of this claim's sessions that failed
+        # This claim's sessions that failed: their server pids and when they started.
+        pids: list[int] = []
+        starts: list[Any] = []
 
         def attempt(after_failure: bool) -> tuple[psycopg.Connection[Any], int]:
             conn = self._connection(application_name="corral claim")
             try:
-                if failed:
-                    conn.execute(_END_FAILED_CLAIMS, (failed,))
-                pid = conn.info.backend_pid
+                if pids:
+                    conn.execute(_END_FAILED_CLAIMS, (pids, starts))
+                (started,) = conn.execute(_SESSION_START).fetchone() or (None,)
                 try:
                     return conn, self._claim_on(conn, benchmark_id, lock)
                 except BaseException:
-                    failed.append(pid)
+                    pids.append(conn.info.backend_pid)
+                    starts.append(started)
                     raise
             except BaseException:
                 conn.close()
@@ -1037,13 +1040,19 @@ class _Taking:
 
 
 #: Ends this store's claim sessions that failed while the claim was taken, if the server
-#: still has them (a dead peer is noticed late), so their lock is free; by pid, and only
-#: a session of this database named as a claim's is.
+#: still has them (a dead peer is noticed late), so their lock is free; by pid and the
+#: time the session started (`_SESSION_START`), and only a session of this database
+#: named as a claim's is. A pid alone may name another session since (a server
+#: restarted in a container counts pids from 1 again): another runner's claim, ended,
+#: or under another role a refusal ("must be a superuser to terminate ...").
 _END_FAILED_CLAIMS = (
-    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-    "WHERE pid = ANY(%s) AND datname = current_database() "
-    "AND application_name = 'corral claim'"
+    "SELECT pg_terminate_backend(a.pid, 5000) FROM pg_stat_activity a "
+    "JOIN unnest(%s::int[], %s::timestamptz[]) AS f (pid, started) "
+    "ON a.pid = f.pid AND a.backend_start = f.started "
+    "WHERE a.datname = current_database() AND a.application_name = 'corral claim'"
 )
+#: When this session started (with its pid, what names it for `_END_FAILED_CLAIMS`).
+_SESSION_START = "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
 
 
 def _release(conn: psycopg.Connection[Any], lock: int) -> None:
