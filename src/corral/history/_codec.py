@@ -32,10 +32,12 @@ from ._payloads import (
     UsagePayload,
 )
 
-#: The key of the errors of a trial's failed and retried attempts. Each attempt after
-#: a failure carries every failed attempt so far on its first commit (and the terminal
-#: carries them all), so a crash loses none and the latest list is the whole story; no
-#: commit of their own, which would shift the step keys of later actions.
+#: The key of the errors of a trial's failed and retried attempts. The first commit
+#: after a failure (the failed attempt's model calls, written before the backoff, or the
+#: next attempt's first commit) carries every failed attempt so far (and the terminal
+#: carries them all), so the latest list is the whole story; no commit of their own,
+#: which would shift the step keys of later actions. A crash before that commit loses
+#: the errors it would have carried (a run cancelled lands them as it stops).
 FAILED_ATTEMPTS = "failed_attempts"
 #: The key of a terminal's model calls counted per model (`CallCounts`).
 MODEL_CALLS = "model_calls"

@@ -307,7 +307,8 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             # it had not recorded are lost with it).
             carried, plan.job.calls = NO_USAGE, None
     assert plan.job.reopen is None  # a reopened trial has a history, read above
-    # A resumed trial goes on counting its attempts (and its retries left).
+    # A resumed trial goes on counting its attempts (and its retries left) from those
+    # its history recorded: a crash before a failure's next commit lost that failure.
     attempt = max(attempt, len(plan.job.failed_attempts))
     clock = WorkClock(max(plan.job.worked, projection.worked))
     clock.start()
