@@ -101,6 +101,15 @@ def test_a_flag_that_is_not_true_or_false_is_refused_naming_it(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_unknown_synchronous_is_refused_listing_every_level_taken(tmp_path: Path) -> None:
+    """OFF is taken (a benchmark's fixtures use it), so the refusal lists it too: it
+    listed NORMAL, FULL and EXTRA only."""
+    with pytest.raises(ConfigError, match="must be OFF, NORMAL, FULL or EXTRA, not 'off'"):
+        SQLiteStore(tmp_path / "s.db", synchronous="off")  # type: ignore[arg-type]
+    assert SQLiteStore(tmp_path / "s.db", synchronous="OFF").synchronous == "OFF"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_runner_takes_an_address_through_open_store() -> None:
     with pytest.raises(ConfigError, match="mysql://x@y/z"):
         corral.CorralRunner({}, {}, {}, store="mysql://x@y/z")

@@ -227,7 +227,9 @@ class SQLiteStore:
 
     ``synchronous="NORMAL"`` (the default) makes every acknowledged commit
     survive a crash or kill of the process; ``"FULL"`` also survives a power
-    loss or OS crash, at the price of an fsync per batch. ``read_only=True``
+    loss or OS crash, at the price of an fsync per batch; ``"OFF"`` hands commits to
+    the OS unsynced (a kill of the process keeps them, a power loss may not: for
+    throwaway stores, such as a benchmark's fixtures). ``read_only=True``
     opens an existing store for reading only (history, summaries, scan,
     benchmarks, benchmark_config), even a file or folder the process cannot
     write; it never changes the file. ``create=False``: the store is written but
@@ -243,7 +245,9 @@ class SQLiteStore:
         create: bool = True,
     ):
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise ConfigError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
+            raise ConfigError(
+                f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
+            )
         self.path = file_path("path", path)
         self.synchronous = synchronous
         self.read_only = flag("read_only", read_only)
