@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -27,12 +27,23 @@ R = TypeVar("R")
 WriteBatch = Callable[[list[R]], list[BaseException | None]]
 
 
+class Done(Protocol):
+    """What a batch's waiters wait on: an `anyio.Event`, or on asyncio the
+    `asyncio.Event` itself (`WriterThread.start`)."""
+
+    def set(self) -> object: ...
+
+    def is_set(self) -> bool: ...
+
+    async def wait(self) -> object: ...
+
+
 class Batch(Generic[R]):
     __slots__ = ("requests", "done", "landed", "errors", "failure")
 
-    def __init__(self) -> None:
+    def __init__(self, done: Done | None = None) -> None:
         self.requests: list[R] = []
-        self.done = anyio.Event()
+        self.done: Done = anyio.Event() if done is None else done
         #: ``done.is_set()``, read without its two calls (every append checks it):
         #: set with it, on the event loop's thread (`finish`).
         self.landed = False
@@ -60,13 +71,13 @@ class Batch(Generic[R]):
             self.fail(translate(exc))
 
 
-class Slot(Generic[R]):
-    """One append's place in a batch: durable when the batch has been written."""
+class Slot(NamedTuple, Generic[R]):
+    """One append's place in a batch: durable when the batch has been written. A tuple,
+    made by `WriterThread.put` with ``tuple.__new__`` (`_new_slot`): every append makes
+    one, and a class's own constructor is a Python call more."""
 
-    __slots__ = ("batch", "index")
-
-    def __init__(self, batch: Batch[R], index: int) -> None:
-        self.batch, self.index = batch, index
+    batch: Batch[R]
+    at: int  # its place in the batch (`index` is a tuple's method)
 
     def done(self) -> bool:
         return self.batch.landed
@@ -75,15 +86,17 @@ class Slot(Generic[R]):
         batch = self.batch
         if not batch.landed:
             await batch.done.wait()
-        error = batch.errors[self.index]  # `check`, inlined: every append waits here
+        error = batch.errors[self.at]  # `check`, inlined: every append waits here
         if error is not None:
             raise error
 
     def check(self) -> None:
-        error = self.batch.errors[self.index]
+        error = self.batch.errors[self.at]
         if error is not None:
             raise error
 
+
+_new_slot = tuple.__new__
 
 #: Writes a batch and records its outcome on it (`Batch.record`), on the caller's
 #: thread (the writer thread of a `WriterThread`).
@@ -126,6 +139,8 @@ class WriterThread(Generic[R]):
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._batch: Batch[R] | None = None  # the next batch, made by the first append
+        #: What a batch's waiters wait on (`start` picks it for the event loop).
+        self._done: Callable[[], Done] = anyio.Event
         self._taken: Batch[R] | None = None  # the latest batch the thread took
         self._stopping = False
         self._running = False
@@ -187,6 +202,9 @@ class WriterThread(Generic[R]):
         native: Any = anyio.lowlevel.current_token().native_token
         call = getattr(native, "call_soon_threadsafe", None)
         soon = call if call is not None else native.run_sync_soon
+        # On asyncio, a batch's waiters wait on an `asyncio.Event` itself: anyio's
+        # wraps it in a coroutine and a call more for every wait (each append's).
+        self._done = asyncio.Event if call is not None else anyio.Event
         self._batch = self._taken = None
         self._stopping = False
         self._running = True
@@ -217,10 +235,11 @@ class WriterThread(Generic[R]):
                 raise StoreError(f"{self.owner} is not open")
             batch = self._batch
             if batch is None:
-                batch = self._batch = Batch()
+                batch = self._batch = Batch(self._done())
                 self._wake.notify()
-            batch.requests.append(request)
-            return Slot(batch, len(batch.requests) - 1)
+            requests = batch.requests
+            requests.append(request)
+            return _new_slot(Slot, (batch, len(requests) - 1))
 
     async def settle(self) -> None:
         """Wait until every append handed over so far has landed or failed (batches

@@ -396,10 +396,14 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         check_handed(key, commits)
-        # Each commit's row (`_INSERT`'s columns), built inline: a call per commit costs.
+        # Each commit's row (`_INSERT`'s columns), built inline: a call per commit costs
+        # (and so does unpacking the key into each).
+        benchmark_id, task_id, trial = key
         rows = [
             (
-                *key,
+                benchmark_id,
+                task_id,
+                trial,
                 c.seq,
                 c.kind,
                 dumps(c.payload),
