@@ -498,3 +498,27 @@ def test_the_writers_fold_gives_the_one_folds_head_and_a_gap_refolds() -> None:
     gap = OpenFolds()
     assert gap.heads(key, commits[:1]) == (True, None)
     assert gap.heads(key, [commits[1], commits[4]]) == (False, None)  # seqs 1, 4: refold
+
+
+@pytest.mark.parametrize("missing", [(), ("status", "score", "error", "limit", "working_time")])
+def test_sqlite_writes_a_heads_missing_values_as_null(missing: tuple[str, ...]) -> None:
+    """The writer binds a missing value as NaN (`sqlite.NULL`, no adaptation of a None):
+    the stored row is the one None gives, value and type."""
+    import sqlite3
+
+    from corral.store import sqlite as sqlite_store
+    from corral.store._heads import HEAD_COLUMNS, TrialHead
+
+    head = TrialHead(
+        "t", 0, 5, True, "completed", True, 1.0, {"a": 0.5}, "e", "ev", 1, 5, 1.5, 2.5,
+        corral.Usage(3, 4, 0.5), "tokens", 0.25, None,
+    )._replace(**dict.fromkeys(missing))  # fmt: skip
+    typed = ", ".join(f"{c}, typeof({c})" for c in HEAD_COLUMNS.split(", "))
+    stored = []
+    for null in (None, sqlite_store.NULL):
+        conn = sqlite3.connect(":memory:")
+        conn.executescript(sqlite_store._SCHEMA)
+        conn.execute(sqlite_store._PUT_HEAD, ("b", *head.row(null)))
+        stored.append(conn.execute(f"SELECT {typed} FROM trial_heads").fetchall())
+    assert stored[0] == stored[1]
+    assert stored[1][0].count("null") == len(missing) + 1  # model_calls, and each missing

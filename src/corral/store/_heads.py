@@ -91,32 +91,33 @@ class TrialHead(NamedTuple):
     #: (`corral.history.model_calls_of`, what `TrialRecord.model_calls` holds).
     model_calls: Mapping[str, CallCounts] | None = None
 
-    def row(self) -> tuple[Any, ...]:
+    def row(self, null: Any = None) -> tuple[Any, ...]:
         """The stored columns after the benchmark id (`HEAD_COLUMNS`); a real column
         always a float (PostgreSQL gets a batch's heads as one typed array a column), a
-        token total at most what a 64-bit column holds (`_tokens`)."""
+        token total at most what a 64-bit column holds (`_tokens`). ``null`` stands for
+        each missing value: the SQLite store's writer gives NaN (`sqlite.NULL`)."""
         u = self.usage
         return (
             self.task_id,
             self.trial,
             self.next_seq,
             int(self.done),
-            self.status,
+            null if self.status is None else self.status,
             int(self.passed),
-            _real(self.score),
-            dumps(dict(self.scores)) if self.scores else None,
-            self.error,
-            self.evaluation_error,
+            null if self.score is None else _real(self.score),
+            dumps(dict(self.scores)) if self.scores else null,
+            null if self.error is None else self.error,
+            null if self.evaluation_error is None else self.evaluation_error,
             self.attempts,
             self.commits,
-            _real(self.started_at),
-            _real(self.finished_at),
+            null if self.started_at is None else _real(self.started_at),
+            null if self.finished_at is None else _real(self.finished_at),
             _tokens(u.input_tokens),
             _tokens(u.output_tokens),
             float(u.cost),
-            self.limit,
-            _real(self.working_time),
-            None if self.model_calls is None else dumps(calls_json(self.model_calls)),
+            null if self.limit is None else self.limit,
+            null if self.working_time is None else _real(self.working_time),
+            null if self.model_calls is None else dumps(calls_json(self.model_calls)),
         )
 
 

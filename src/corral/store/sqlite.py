@@ -14,6 +14,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -147,6 +148,11 @@ _PUT_HEAD = (
     f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS}) "
     f"VALUES ({', '.join('?' * (HEAD_COLUMNS.count(',') + 2))})"
 )
+#: A head row's missing value (`TrialHead.row`): NaN, which SQLite stores as NULL, as it
+#: does None. The sqlite3 module binds a float as it is, but adapts every None it binds
+#: (a lookup that fails, some 3,500 instructions, on the writer thread holding the GIL:
+#: five times in a finished trial's head).
+NULL = math.nan
 _HEADS_FIRST = (
     f"SELECT {HEAD_COLUMNS} FROM trial_heads WHERE benchmark_id = ? ORDER BY task_id, trial LIMIT ?"
 )
@@ -450,7 +456,7 @@ class SQLiteStore:
             if not known:
                 refold[key] = None
             elif head is not None:
-                made[key] = (key.benchmark_id, *head.row())
+                made[key] = (key.benchmark_id, *head.row(NULL))
         for key in refold:  # a trial refolded has no head of its own (as PostgreSQL's)
             made.pop(key, None)
         if made:
@@ -785,7 +791,7 @@ def put_head(conn: sqlite3.Connection, where: str, key: TrialKey) -> None:
     except StoreCorrupt:  # a commit no reader can read: the trial counts as unfinished
         heads = [TrialHead(key.task_id, key.trial, rows[-1][2] + 1, False)]
     for head in heads:
-        conn.execute(_PUT_HEAD, (key.benchmark_id, *head.row()))
+        conn.execute(_PUT_HEAD, (key.benchmark_id, *head.row(NULL)))
 
 
 def rebuild_heads(conn: sqlite3.Connection, where: str) -> None:
@@ -798,7 +804,7 @@ def rebuild_heads(conn: sqlite3.Connection, where: str) -> None:
         while True:
             rows = cursor.fetchmany(4096)
             summaries = folder.fold(rows) if rows else folder.rest()
-            put = [(benchmark_id, *head.row()) for head in headed(summaries)]
+            put = [(benchmark_id, *head.row(NULL)) for head in headed(summaries)]
             conn.executemany(_PUT_HEAD, put)
             progress.add(len(summaries))
             if not rows:
