@@ -458,27 +458,25 @@ class CountedConfig:
         config = self._config
         whole = config.whole
         if whole is None:
-            counting = ConfigStream(config.trials_per_task, lambda: self._count(config.tasks()))
-            return counting.text()
+            return config.text(self._count)
         tasks = whole.get("tasks")
         if isinstance(tasks, Mapping):
-            for _ in self._count(tasks.items()):
-                pass
+            self._count(list(tasks.items()))
         else:
             self._sound = False
         return config.text()
 
-    def _count(self, entries: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
-        for entry in entries:
-            self._tasks += 1
-            task = entry[1]
-            if self._sound and not (
-                isinstance(task, Mapping)
+    def _count(self, entries: list[tuple[str, Any]]) -> None:
+        """Count a batch of entries, and whether each is as Corral writes it (a plain
+        dict, the common case, needs no ABC check)."""
+        self._tasks += len(entries)
+        if self._sound:
+            self._sound = all(
+                (type(task) is dict or isinstance(task, Mapping))
                 and type(task.get("environment_id")) is str
                 and (task.get("model") is None or type(task.get("model")) is str)
-            ):
-                self._sound = False
-            yield entry
+                for _, task in entries
+            )
 
     @property
     def overview(self) -> tuple[int, int] | None:

@@ -22,7 +22,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from tempfile import TemporaryFile
+from typing import IO, Any, Literal, TypeVar
 
 import anyio
 
@@ -577,23 +578,42 @@ class SQLiteStore:
         ).fetchone():
             # Its row was changed or deleted: a fresh start would collide with its commits.
             raise corrupt(self._label, benchmark_id, "it has commits but no configuration")
-        size = sum(len(piece.encode()) for piece in config.text())
-        with write_transaction(conn):
+        counted, digest = CountedConfig(config), hashlib.md5(usedforsecurity=False)
+        try:
+            spilled = self._spill(counted.text(), digest)
+        except OSError as exc:
+            raise store_error(self.path, exc) from exc
+        with spilled, write_transaction(conn):
+            size = spilled.tell()
             rowid = conn.execute(
                 "INSERT INTO benchmarks (benchmark_id, config, created_at) "
                 "VALUES (?, CAST(zeroblob(?) AS TEXT), ?)",
                 (benchmark_id, size, created),
             ).lastrowid
             assert rowid is not None
-            counted, digest = CountedConfig(config), hashlib.md5(usedforsecurity=False)
+            spilled.seek(0)
             with conn.blobopen("benchmarks", "config", rowid) as blob:
-                for piece in counted.text():
-                    data = piece.encode()
-                    digest.update(data)
+                while data := spilled.read(PIECE):
                     blob.write(data)
             if counted.overview is not None:
                 _keep_overview(conn, benchmark_id, digest.hexdigest(), *counted.overview)
         return False
+
+    def _spill(self, pieces: Iterator[str], digest: Any) -> IO[bytes]:
+        """The configuration's text, made once, in a nameless file beside the store
+        (whose disk must hold it anyway; not memory: a million tasks' metadata),
+        hashed into ``digest``: its value is written at its length, which made the
+        text twice when it was counted first (half of a registration's cost)."""
+        spilled = TemporaryFile(prefix=".corral-config-", dir=self.path.parent)
+        try:
+            for piece in pieces:
+                data = piece.encode()
+                digest.update(data)
+                spilled.write(data)
+        except BaseException:
+            spilled.close()
+            raise
+        return spilled
 
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
         if self.read_only:
