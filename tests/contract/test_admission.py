@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral import BenchmarkTaskMetadata, Limits
 from corral import TrialStatus as S
-from corral.scheduler import Admission, build_plan
+from corral.scheduler import Admission, _admission, build_plan
 from corral.scheduler._admission import Start, StartKind
 
 from ..support.limits_model import Model, Scenario, scenarios
@@ -278,3 +279,34 @@ def test_admission_never_exceeds_a_limit_and_conserves_work(
     scenario: Scenario, pick: st.DataObject
 ) -> None:
     simulate(scenario, pick)
+
+
+def _state(admission: Admission) -> dict[str, object]:
+    """Everything admission holds, its ready queues as lists (but its counters and
+    their order, which are made apart from the queues)."""
+    state = {
+        k: v
+        for k, v in vars(admission).items()
+        if k not in ("counters", "_adaptive", "_eval_order")
+    }
+    state["_ready"] = [
+        (bucket, list(q.tasks), list(q.rounds), q.at, q.heap)
+        for bucket, q in admission._ready.items()
+    ]
+    return state
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios(max_tasks=8, max_trials=4))
+def test_a_fresh_admission_is_the_one_built_task_by_task(scenario: Scenario) -> None:
+    """A run that starts afresh queues its first rounds at once (`_queue_first_rounds`):
+    the same state as considering every task in turn, as a resumed run does."""
+    plan = build_plan(
+        scenario.tasks, None, include_dependencies=True, trials_per_task=scenario.trials
+    )
+    keys = [scenario.eval_key(t) for t in plan.task_ids]
+    fresh = Admission(plan, scenario.limits, keys)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_admission, "_fresh", lambda phase: False)
+        by_task = Admission(plan, scenario.limits, keys)
+    assert _state(fresh) == _state(by_task)

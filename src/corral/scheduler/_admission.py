@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from array import array
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -151,6 +152,11 @@ class Statistics:
         return self.effective_caps.get("by_model", {})
 
 
+def _fresh(phase: bytearray) -> bool:
+    """Whether no trial of a run has started (every phase PENDING)."""
+    return not any(phase)
+
+
 class Admission:
     def __init__(
         self,
@@ -241,23 +247,49 @@ class Admission:
         #: exceeded, or ``run_cost_limit`` reached).
         self.stopped = False
 
-        for t in range(tasks):
-            for r in range(n):
-                p = self.phase[t * self.rounds + r]
-                if p == Phase.DONE:
-                    self.finished += 1
-                elif p == Phase.ENDED:
-                    # Resumed: ended but not yet evaluated.
-                    self.task_inflight[t] += 1
-                    self._push_eval(t, r)
-                elif p == Phase.RUNNING:
-                    raise ValueError("a resumed trial cannot start RUNNING")
-        for t in range(tasks):
-            self._advance(t)
-            self._consider(t)
+        if _fresh(self.phase):
+            self._queue_first_rounds()
+        else:
+            for t in range(tasks):
+                for r in range(n):
+                    p = self.phase[t * self.rounds + r]
+                    if p == Phase.DONE:
+                        self.finished += 1
+                    elif p == Phase.ENDED:
+                        # Resumed: ended but not yet evaluated.
+                        self.task_inflight[t] += 1
+                        self._push_eval(t, r)
+                    elif p == Phase.RUNNING:
+                        raise ValueError("a resumed trial cannot start RUNNING")
+            for t in range(tasks):
+                self._advance(t)
+                self._consider(t)
         self._building = False
         for queue in self._ready.values():
             queue.sort(self._rank)
+
+    def _queue_first_rounds(self) -> None:
+        """What `_consider` of every task does in a run that starts afresh (no trial
+        has started), without a call per task (a fifth of a 40,000-task run's start):
+        each task without parents has its first round queued; the others wait for
+        their parents, none of which has ended, and no task is held back."""
+        phase, n, queued = self.phase, self.rounds, self.task_queued
+        first = [t for t, parents in enumerate(self.plan.parents) if not parents]
+        for t in first:
+            phase[t * n] = Phase.QUEUED
+            queued[t] = 1
+        bucket_of = self._bucket
+        if len(set(bucket_of)) == 1:  # one bucket (no keyed limit tells tasks apart)
+            by_bucket = {bucket_of[0]: first} if first else {}
+        else:
+            by_bucket = {}
+            for t in first:
+                by_bucket.setdefault(bucket_of[t], []).append(t)
+        for bucket, tasks in by_bucket.items():
+            ready = self._ready[bucket] = _Ready()
+            ready.tasks.extend(tasks)
+            ready.rounds.extend(bytes(len(tasks)))  # round 0 each
+        self._ready_count += len(first)
 
     # -- readiness ---------------------------------------------------------
 
@@ -677,8 +709,13 @@ class _Ready:
             t = tasks[i]
             return rank[t], rounds[i], t
 
-        # Looked at pairwise: no key per entry is kept unless they must be sorted.
-        if all(key(i - 1) < key(i) for i in range(1, len(tasks))):
+        # Looked at pairwise (a key and the next one's, made in C as the check goes): no
+        # key per entry is kept unless they must be sorted.
+        keys, later = (
+            zip(map(rank.__getitem__, tasks), rounds, tasks, strict=True) for _ in range(2)
+        )
+        next(later, None)
+        if all(map(operator.lt, keys, later)):
             return
         order = sorted(range(len(tasks)), key=key)
         self.tasks = array("l", [tasks[i] for i in order])
