@@ -99,8 +99,11 @@ def _check_methods(what: str, obj: object, methods: tuple[str, ...]) -> None:
     if isinstance(obj, type) and any(_is_instance_method(obj, m) for m in methods):
         raise ConfigError(f"{what} is the class {obj.__name__}: pass an instance, {obj.__name__}()")
     for method in methods:
-        if _is_sync(getattr(obj, method)):
-            raise ConfigError(f"{what}'s {method} must be an async function (async def)")
+        if _is_generator(getattr(obj, method)):
+            raise ConfigError(
+                f"{what}'s {method} is a generator: it must be an async function "
+                "(async def) that returns its result"
+            )
 
 
 def _is_instance_method(cls: type, method: str) -> bool:
@@ -112,20 +115,27 @@ def _is_instance_method(cls: type, method: str) -> bool:
     return not isinstance(found, staticmethod | classmethod)
 
 
-def _is_sync(function: object) -> bool:
-    """Whether calling ``function`` surely gives no awaitable: a plain ``def`` (or an
-    async generator), after unwrapping decorators and partials. A callable object is
-    judged by its ``__call__`` (a scorer's is async); what cannot be told (a builtin, a
-    mock) is let through."""
+def _is_generator(function: object) -> bool:
+    """Whether calling ``function`` surely gives no awaitable but a generator: an async
+    generator function, or a plain one that `types.coroutine` did not make a coroutine,
+    after unwrapping partials, methods and callable objects (a scorer's ``__call__``).
+
+    Nothing else can be told: a plain ``def`` may return another's coroutine (a wrapper
+    agent's ``act`` returning its inner agent's, a lambda, a decorator without
+    ``functools.wraps``), as may a builtin or a mock. It is taken; one that returns no
+    awaitable fails its attempts with a TypeError saying so."""
     if inspect.iscoroutinefunction(function):  # partials and marked functions too
         return False
     if isinstance(function, functools.partial):
-        return _is_sync(function.func)
+        return _is_generator(function.func)
     if inspect.ismethod(function):
-        return _is_sync(function.__func__)
-    if hasattr(function, "__wrapped__"):  # a decorator's wrapper: judged by what it wraps
-        return _is_sync(inspect.unwrap(function))  # type: ignore[arg-type]
-    if inspect.isfunction(function):
-        return True
+        return _is_generator(function.__func__)
+    if inspect.isfunction(function):  # judged by itself: a wrapper may return a coroutine
+        return inspect.isasyncgenfunction(function) or (
+            inspect.isgeneratorfunction(function)
+            and not function.__code__.co_flags & inspect.CO_ITERABLE_COROUTINE
+        )
+    if hasattr(function, "__wrapped__"):  # a wrapping object: judged by what it wraps
+        return _is_generator(inspect.unwrap(function))  # type: ignore[arg-type]
     call = inspect.getattr_static(type(function), "__call__", None)
-    return inspect.isfunction(call) and _is_sync(call)
+    return inspect.isfunction(call) and _is_generator(call)

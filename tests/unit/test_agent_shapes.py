@@ -1,10 +1,12 @@
 """What may serve as an agent or environment: an instance whose methods give
 awaitables, in any of Python's shapes of one (a partial, a decorated method, a callable
-object, a scorer, a class whose methods need no instance). None is refused."""
+object, a scorer, a class whose methods need no instance, a plain function returning
+another's coroutine). None is refused."""
 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -97,17 +99,75 @@ class PlainEvaluate(ScoredEnvironment):
         return Evaluation(1.0, trial.output == "4")
 
 
+def _unwrapped(function: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A decorator that keeps no trace of what it wraps (no functools.wraps)."""
+
+    def wrapper(*args: Any) -> Awaitable[Any]:
+        return function(*args)
+
+    return wrapper
+
+
+class Delegating:
+    """A wrapper agent: its plain ``act`` returns the coroutine of the agent it wraps."""
+
+    def __init__(self) -> None:
+        self.inner = Decorated()
+
+    def act(self, session: AgentSession) -> Awaitable[Final]:
+        return self.inner.act(session)
+
+
+class UnwrappedDecorator:
+    @_unwrapped
+    async def act(self, session: AgentSession) -> Final:
+        return Final("4")
+
+
+class Forwarder:
+    """A callable object whose plain ``__call__`` returns a coroutine."""
+
+    def __call__(self, session: AgentSession) -> Awaitable[Final]:
+        return _finish(session)
+
+
+class WithForwarder:
+    act = Forwarder()
+
+
+class GeneratorCoroutine:
+    @types.coroutine
+    def act(self, session: AgentSession) -> Any:
+        yield from ()
+        return Final("4")
+
+
+class LambdaEnvironment(ScoredEnvironment):
+    """``setup`` and ``evaluate`` are lambdas returning another's coroutine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        scorer = scorers.exact()
+        self.setup = lambda session: ScoredEnvironment.setup(self, session)
+        self.evaluate = lambda trial: scorer(trial)
+
+
 AGENTS: dict[str, Any] = {
     "decorated": Decorated(),
     "callable": WithCallable(),
     "partial": WithPartial(),
     "static": StaticAgent,
     "class": ClassAgent,
+    "delegating": Delegating(),
+    "unwrapped": UnwrappedDecorator(),
+    "forwarder": WithForwarder(),
+    "generator coroutine": GeneratorCoroutine(),
 }
 ENVIRONMENTS: dict[str, Any] = {
     "scored": ScoredEnvironment(),
     "combined": CombinedEnvironment(),
     "decorated": PlainEvaluate(),
+    "lambdas": LambdaEnvironment(),
 }
 
 

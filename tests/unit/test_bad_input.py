@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,17 +40,23 @@ class Watcher:
         pass
 
 
-class SyncAgent:
-    def act(self, session: AgentSession) -> Final:
-        return Final(1)
+class GeneratorAgent:
+    """``act`` yields its answer (an async generator): no awaitable, whatever it is given."""
+
+    async def act(self, session: AgentSession) -> AsyncIterator[Final]:
+        yield Final(1)
 
 
-class SyncEnvironment(FakeEnvironment):
-    """A `FakeEnvironment` whose ``method`` is a plain function."""
+async def _yields(*args: object) -> AsyncIterator[None]:
+    yield None
+
+
+class GeneratorEnvironment(FakeEnvironment):
+    """A `FakeEnvironment` whose ``method`` is an async generator."""
 
     def __init__(self, method: str) -> None:
         super().__init__()
-        setattr(self, method, lambda *args: None)
+        setattr(self, method, _yields)
 
 
 def limit_cases() -> dict[str, Case]:
@@ -158,17 +165,18 @@ CASES: dict[str, Case] = {
         "agent 'a' is the class ScriptedAgent: pass an instance, ScriptedAgent()",
         runner={"agents": {"a": ScriptedAgent}},
     ),
-    "agent with a sync act": Case(
-        "agent 'a''s act must be an async function", runner={"agents": {"a": SyncAgent()}}
+    "agent with a generator act": Case(
+        "agent 'a''s act is a generator: it must be an async function",
+        runner={"agents": {"a": GeneratorAgent()}},
     ),
     "environment class": Case(
         "environment 'e' is the class FakeEnvironment: pass an instance, FakeEnvironment()",
         runner={"environments": {"e": FakeEnvironment}},
     ),
     **{
-        f"environment with a sync {method}": Case(
-            f"environment 'e''s {method} must be an async function",
-            runner={"environments": {"e": SyncEnvironment(method)}},
+        f"environment with a generator {method}": Case(
+            f"environment 'e''s {method} is a generator: it must be an async function",
+            runner={"environments": {"e": GeneratorEnvironment(method)}},
         )
         for method in ("setup", "execute", "evaluate")
     },

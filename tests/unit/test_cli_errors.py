@@ -249,15 +249,15 @@ def test_run_defaults_that_are_not_a_mapping_are_refused(tmp_path: Path) -> None
     ("change", "named"),
     [
         (('{"a": Agent()}', '{"a": Agent}'), "agent 'a' is the class Agent: pass an instance"),
-        (("async def act", "def act"), "agent 'a''s act must be an async function"),
+        (("return corral.Final", "yield corral.Final"), "agent 'a''s act is a generator"),
         (('{"e": Env()}', '{"e": Env}'), "environment 'e' is the class Env: pass an instance"),
-        (("async def setup", "def setup"), "environment 'e''s setup must be an async function"),
+        (("return {}", "yield {}"), "environment 'e''s setup is a generator"),
     ],
 )
 def test_an_agent_or_environment_that_cannot_run_is_refused_before_the_store_is_made(
     tmp_path: Path, change: tuple[str, str], named: str
 ) -> None:
-    """A class for its instance, or a plain ``def`` for an ``async def``, failed every
+    """A class for its instance, or a generator for an ``async def``, failed every
     attempt of every trial with a TypeError; `corral run` refuses the file, naming it."""
     bench = _bench(tmp_path)
     bench.write_text(bench.read_text().replace(*change))
