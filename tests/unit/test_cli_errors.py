@@ -127,7 +127,8 @@ def test_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr("corral._runner.write_report", full)
     line = _one_error_line(_run(tmp_path, _bench(tmp_path)), 1)
-    assert "No space left on device: 'reports/bench.json'" in line
+    report = tmp_path / "reports" / "bench.json"
+    assert f"report file {str(report)!r} could not be written (No space left on device)" in line
 
 
 def test_an_untranslated_sqlite_error_is_one_line(
