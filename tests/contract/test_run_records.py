@@ -248,6 +248,22 @@ async def test_a_report_file_in_a_folder_that_cannot_be_made_is_refused_first(
     assert not (tmp_path / "store.db").exists()
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("default", [False, True])
+async def test_a_report_folder_that_is_a_broken_link_is_refused_first(
+    tmp_path: Path, default: bool
+) -> None:
+    """A folder of the report file that is a link to nothing (a share not mounted) was
+    passed over for the folder above it, which took the probe; the run ran every trial
+    and failed at the end, as no folder can be made where the link is."""
+    (tmp_path / "reports").symlink_to(tmp_path / "unmounted")
+    store = tmp_path / "store.db"
+    report_file = None if default else tmp_path / "reports" / "r.json"
+    with pytest.raises(corral.ConfigError, match="report file .*reports.* is not a folder"):
+        await runner(store).run("b", report_file=report_file)
+    assert not store.exists()
+
+
 def _names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 

@@ -112,9 +112,7 @@ def check_report_file(report_file: object) -> Path | None:
     path = Path(report_file)
     if path.is_dir():
         raise ConfigError(f"report_file {str(path)!r} is a directory, not a file")
-    folder = path.parent  # made when the run writes there: its nearest existing part
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = _nearest_existing(path.parent)  # the rest made when the run writes there
     if not folder.is_dir():
         raise ConfigError(
             f"report file {str(path)!r}: its folder cannot be made "
@@ -138,8 +136,7 @@ def check_writable(path: Path | None) -> None:
     try:
         if path.is_dir():
             raise ConfigError(f"report file {str(path)!r} cannot be written: it is a folder")
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
+        folder = _nearest_existing(folder)
         if not folder.is_dir():
             raise ConfigError(
                 f"report file {str(path)!r} cannot be written: its folder cannot be made "
@@ -153,6 +150,15 @@ def check_writable(path: Path | None) -> None:
         ) from None
     os.close(handle)
     os.unlink(probe)
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder``, or its nearest parent that is there. A link to nothing is there (a
+    share not mounted): no folder can be made in its place, so it ends the walk, not
+    the folder above it, which would take the probe the report then fails without."""
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    return folder
 
 
 class ReportFileError(CorralError, OSError):
