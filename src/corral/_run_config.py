@@ -334,10 +334,8 @@ class RunConfig:
             changes["budget"] = dataclasses.replace(self.budget, **parts["budget"])
         if "retry" in parts:
             base = self.retry if self.retry is not None else RetryPolicy()
-            retry = parts["retry"]
-            if "no_retry" in retry:
-                retry["no_retry"] = _no_retry(retry["no_retry"])
-            changes["retry"] = dataclasses.replace(base, **retry)
+            # RetryPolicy takes no_retry as the runner does (any collection, as a tuple).
+            changes["retry"] = dataclasses.replace(base, **parts["retry"])
         if "timeouts" in parts:
             base_timeouts = self.timeouts if self.timeouts is not None else Timeouts()
             changes["timeouts"] = dataclasses.replace(base_timeouts, **parts["timeouts"])
@@ -364,12 +362,6 @@ class RunConfig:
 
 
 _OPTIONAL = frozenset({"retry", "timeouts"})
-
-
-def _no_retry(value: object) -> tuple[type[BaseException], ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigError(f"no_retry must be a sequence of exception types, not {value!r}")
-    return tuple(value)
 
 
 def _limit_settings(limits: Limits) -> dict[str, Any]:

@@ -15,10 +15,12 @@ from corral import (
     AgentSession,
     BenchmarkReport,
     BenchmarkTaskMetadata,
+    ConfigError,
     CorralRunner,
     Final,
     MemoryStore,
     RetryPolicy,
+    RunConfig,
     SQLiteStore,
     TrialKey,
 )
@@ -162,3 +164,15 @@ async def test_a_policy_given_no_retry_as_a_list_ends_the_trial_at_once() -> Non
     )
     trial = (await runner.run("b")).tasks["t"].trials[0]
     assert (trial.status, trial.attempts) == ("error", 1)
+
+
+def test_a_run_takes_no_retry_in_every_shape_the_runner_takes() -> None:
+    """``CorralRunner(no_retry={KeyError})`` and ``RetryPolicy`` take any collection of
+    exception types; a run's ``no_retry`` (`RunConfig.of`, ``run(no_retry=...)``) took
+    only a sequence, a set refused, and named a shape of its own in its refusal."""
+    for given in ({KeyError}, frozenset({KeyError}), [KeyError], (k for k in [KeyError])):
+        retry = RunConfig.of(no_retry=given).retry
+        assert retry is not None and retry.no_retry == (KeyError,)
+    for bad in (KeyError, "KeyError", 3):
+        with pytest.raises(ConfigError, match="no_retry must be a list of exception types"):
+            RunConfig.of(no_retry=bad)
