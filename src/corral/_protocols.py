@@ -57,7 +57,8 @@ def check_observers(name: str, observers: object) -> tuple[Observer, ...]:
     """``observers`` as a tuple, or a `ConfigError` naming ``name`` and what is wrong:
     not a collection (``observers=display`` for ``[display]``), a class where an instance
     belongs, or an object with no ``on_commit`` (it would fail at the first commit and
-    be dropped, telling nothing)."""
+    be dropped, telling nothing) or an async one (called without await, it would never
+    run: a RuntimeWarning at each commit, most often unseen)."""
     if isinstance(observers, str | bytes | Mapping) or not isinstance(observers, Iterable):
         raise ConfigError(f"{name} must be a list of observers, not {observers!r}")
     given = tuple(observers)
@@ -67,8 +68,14 @@ def check_observers(name: str, observers: object) -> tuple[Observer, ...]:
                 f"{name} holds the class {observer.__name__}: "
                 f"pass an instance, {observer.__name__}()"
             )
-        if not callable(getattr(observer, "on_commit", None)):
+        on_commit = getattr(observer, "on_commit", None)
+        if not callable(on_commit):
             raise ConfigError(f"{name} holds {observer!r}, which has no on_commit(key, commit)")
+        if inspect.iscoroutinefunction(on_commit) or inspect.isasyncgenfunction(on_commit):
+            raise ConfigError(
+                f"{name} holds {observer!r}, whose on_commit is async: it is called "
+                "without await, so it must be a plain def"
+            )
     return given
 
 

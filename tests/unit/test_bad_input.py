@@ -40,6 +40,17 @@ class Watcher:
         pass
 
 
+class AsyncWatcher:
+    """``on_commit`` is an ``async def``: called without an await, it never ran (a
+    RuntimeWarning at each commit, most often unseen)."""
+
+    async def on_commit(self, key: TrialKey, commit: Commit) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "AsyncWatcher()"
+
+
 class GeneratorAgent:
     """``act`` yields its answer (an async generator): no awaitable, whatever it is given."""
 
@@ -161,6 +172,14 @@ CASES: dict[str, Case] = {
     "observer without on_commit": Case(
         "observers holds 'w', which has no on_commit", run={"observers": ["w"]}
     ),
+    **{
+        f"{where} observer with an async on_commit": Case(
+            "observers holds AsyncWatcher(), whose on_commit is async: it is called without "
+            "await, so it must be a plain def",
+            **{where: {"observers": [AsyncWatcher()]}},  # type: ignore[arg-type]
+        )
+        for where in ("runner", "run")
+    },
     "agent class": Case(
         "agent 'a' is the class ScriptedAgent: pass an instance, ScriptedAgent()",
         runner={"agents": {"a": ScriptedAgent}},
