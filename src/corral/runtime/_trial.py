@@ -10,7 +10,7 @@ import hashlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,8 +93,8 @@ class _Writer:
 
     `stage` does not wait: a setup or tool-effect commit may still be on its way
     to disk while the agent decides, because nothing outside the trial depends
-    on it yet. `commit` waits for everything staged before it, so an action is
-    durable before its tool runs. The terminal is staged too and handed to the
+    on it yet. `flush` waits for everything staged, so an action staged before it
+    is durable before its tool runs. The terminal is staged too and handed to the
     run's `Acks` when the trial returns: whatever depends on it (an evaluation,
     a child, the next reflective trial) is durable only after it, since a store
     makes appends durable in order. If a staged commit is lost in a crash, the
@@ -227,11 +227,6 @@ class _Writer:
             pending.popleft()
             self._tell(commits)
 
-    async def commit(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
-        commits = self.stage(items)
-        await self.flush()
-        return commits
-
     def over_budget(self, pending: Usage = NO_USAGE) -> bool:
         """If the trial's committed usage (plus ``pending``, not yet committed) or its
         working time overran its budget, stage its ``limit`` terminal and say so."""
@@ -316,7 +311,11 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     # What the attempt worked before a rate limit deferred it counts to its timeout.
     used = plan.job.attempt_worked
     while projection.terminal is None:
-        session = await _session(plan, projection, attempt, scratch)
+        previous = plan.job.previous
+        if projection.has_setup and projection.previous_trial != (previous and previous.trial):
+            # Resumed: the setup commit recorded which earlier trial this one saw.
+            previous = await load_previous(plan.store, plan.key, projection.previous_trial)
+        session = _session(plan, projection, attempt, scratch, previous)
         session._usage, carried = carried, NO_USAGE
         writer = _Writer(plan, projection, session, clock)
         if marker is not None:
@@ -461,13 +460,15 @@ def _deadline(timeout: float | None, used: float) -> float:
     return float("inf") if timeout is None else anyio.current_time() + max(0.0, timeout - used)
 
 
-async def _session(
-    plan: TrialPlan, projection: Projection, attempt: int, scratch: dict[str, Any] | None
+def _session(
+    plan: TrialPlan,
+    projection: Projection,
+    attempt: int,
+    scratch: dict[str, Any] | None,
+    previous: Previous | None,
 ) -> AgentSession:
-    previous = plan.job.previous
-    if projection.has_setup and projection.previous_trial != (previous and previous.trial):
-        # Resumed: the setup commit recorded which earlier trial this one saw.
-        previous = await load_previous(plan.store, plan.key, projection.previous_trial)
+    """An attempt's session, seeing ``previous`` (a reflective trial's earlier one).
+    Not a coroutine: only a resumed trial has a previous one to read (`run_trial`)."""
     session = AgentSession(
         benchmark_id=plan.key.benchmark_id,
         task_id=plan.key.task_id,
@@ -589,7 +590,8 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
             declared = ActionPayload(tool, arguments, turn_no, index, key)
             items.append(("action", declared, usage if index == 0 else Usage()))
             keyed.append((seq, action, key))
-        await writer.commit(items)
+        writer.stage(items)
+        await writer.flush()  # the actions are durable before any of them runs
         if budgeted and writer.over_budget():  # the turn's model call overran: no tools run
             return
         await _execute(writer, session, keyed, session.state)
@@ -631,56 +633,75 @@ def _checked(action: Action) -> Action:
     return action
 
 
-async def _execute(
+def _execute(
+    writer: _Writer,
+    session: AgentSession,
+    actions: list[tuple[int, Action, str]],
+    state_before: Any,
+) -> Awaitable[None]:
+    """Execute a turn's actions (seq, action, step key) and stage their effects.
+
+    Not a coroutine itself: a turn's one action, the common case, is awaited as
+    `_one` by the caller, without a coroutine between them.
+    """
+    if len(actions) == 1 and session.state is state_before:
+        # One action: the session itself is its view (its usage was taken by the
+        # action commit, so what execute records is the tool effect's).
+        seq, action, key = actions[0]
+        return _one(writer, session, seq, action, key, session)
+    return _parallel(writer, session, actions, state_before)
+
+
+async def _one(
+    writer: _Writer, session: AgentSession, seq: int, action: Action, key: str, view: AgentSession
+) -> None:
+    """Execute ``action`` (committed at ``seq``) with ``view`` (``session``'s, or its
+    own: `AgentSession.for_action`) and stage its effect."""
+    view.step_key = key
+    tools = session.tools
+    # A call the environment's declared tools refuse never reaches it: its error
+    # is the observation, so a model sees its mistake.
+    refused = None if tools is None else call_error(tools, action.tool, action.arguments)
+    try:
+        if refused is None:
+            effect = await writer.plan.environment.execute(action, view)
+        else:
+            effect = ToolEffect(refused)
+    except BaseException:
+        if view is not session:  # what a failed call used is carried, as on the session
+            session._usage = add_usage(session._usage, view.take_usage())
+        raise
+    finally:
+        view.step_key = None
+    if not isinstance(effect, ToolEffect):
+        raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
+    limit = writer.plan.max_value_bytes
+    observation = check_json(effect.observation, f"the observation of {action.tool!r}", limit)
+    state = effect.state
+    if state is not UNCHANGED:
+        state = check_json(state, f"the state after {action.tool!r}", limit)
+    done = ToolEffectPayload(seq, observation, state)
+    writer.stage([("tool_effect", done, view.take_usage())])
+
+
+async def _parallel(
     writer: _Writer,
     session: AgentSession,
     actions: list[tuple[int, Action, str]],
     state_before: Any,
 ) -> None:
-    """Execute a turn's actions (seq, action, step key) and stage their effects."""
-    environment = writer.plan.environment
-    limit = writer.plan.max_value_bytes
+    """Execute a parallel turn's actions side by side, each with its own view.
 
-    async def one(seq: int, action: Action, key: str, view: AgentSession) -> None:
-        view.step_key = key
-        tools = session.tools
-        # A call the environment's declared tools refuse never reaches it: its error
-        # is the observation, so a model sees its mistake.
-        refused = None if tools is None else call_error(tools, action.tool, action.arguments)
-        try:
-            if refused is None:
-                effect = await environment.execute(action, view)
-            else:
-                effect = ToolEffect(refused)
-        except BaseException:
-            if view is not session:  # what a failed call used is carried, as on the session
-                session._usage = add_usage(session._usage, view.take_usage())
-            raise
-        finally:
-            view.step_key = None
-        if not isinstance(effect, ToolEffect):
-            raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
-        observation = check_json(effect.observation, f"the observation of {action.tool!r}", limit)
-        state = effect.state
-        if state is not UNCHANGED:
-            state = check_json(state, f"the state after {action.tool!r}", limit)
-        done = ToolEffectPayload(seq, observation, state)
-        writer.stage([("tool_effect", done, view.take_usage())])
-
-    if len(actions) == 1 and session.state is state_before:
-        # One action: the session itself is its view (its usage was taken by the
-        # action commit, so what execute records is the tool effect's).
-        await one(*actions[0], session)
-        return
-    # A failing action does not stop the others of its turn: once all have ended,
-    # the turn fails as its first failing action in declared order says (its own
-    # type, message and retry rule), whichever failed first in time, and what the
-    # others did is recorded (a retry does not repeat it).
+    A failing action does not stop the others of its turn: once all have ended,
+    the turn fails as its first failing action in declared order says (its own
+    type, message and retry rule), whichever failed first in time, and what the
+    others did is recorded (a retry does not repeat it).
+    """
     failures: list[Exception | None] = [None] * len(actions)
 
     async def caught(index: int, seq: int, action: Action, key: str, view: AgentSession) -> None:
         try:
-            await one(seq, action, key, view)
+            await _one(writer, session, seq, action, key, view)
         except Exception as exc:
             failures[index] = exc
 
