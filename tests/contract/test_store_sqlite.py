@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import sqlite3
 import sys
@@ -434,6 +435,44 @@ async def test_a_run_on_a_full_disk_ends_with_that_error(tmp_path: Path) -> None
     found = leaves(info.value)
     assert {str(leaf) for leaf in found} == {str(found[0])}
     assert isinstance(found[0], StoreError) and "disk full" in str(found[0])
+
+
+class _NoRoom(io.RawIOBase):
+    """A file on a full disk: every write is refused (``ENOSPC``)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return 0
+
+    def write(self, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def test_a_configuration_that_finds_the_disk_full_is_one_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Registering makes the configuration's text in a file beside the store first: a
+    short one sits in that file's buffer until it is read back, where the full disk
+    shows. Still one `StoreError` naming the store (not the OS's error), and nothing
+    registered."""
+    path = tmp_path / "store.db"
+    monkeypatch.setattr(
+        corral.store.sqlite, "TemporaryFile", lambda **_: io.BufferedRandom(_NoRoom())
+    )
+    store = SQLiteStore(path)
+    async with store.opened():
+        with pytest.raises(StoreError) as info:
+            await store.register_benchmark("bench", CONFIG)
+        assert str(path) in str(info.value) and "disk full" in str(info.value)
+        assert await store.benchmark_config("bench") is None
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

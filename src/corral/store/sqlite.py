@@ -580,18 +580,16 @@ class SQLiteStore:
             raise corrupt(self._label, benchmark_id, "it has commits but no configuration")
         counted, digest = CountedConfig(config), hashlib.md5(usedforsecurity=False)
         try:
-            spilled = self._spill(counted.text(), digest)
+            spilled, size = self._spill(counted.text(), digest)
         except OSError as exc:
             raise store_error(self.path, exc) from exc
         with spilled, write_transaction(conn):
-            size = spilled.tell()
             rowid = conn.execute(
                 "INSERT INTO benchmarks (benchmark_id, config, created_at) "
                 "VALUES (?, CAST(zeroblob(?) AS TEXT), ?)",
                 (benchmark_id, size, created),
             ).lastrowid
             assert rowid is not None
-            spilled.seek(0)
             with conn.blobopen("benchmarks", "config", rowid) as blob:
                 while data := spilled.read(PIECE):
                     blob.write(data)
@@ -599,21 +597,30 @@ class SQLiteStore:
                 _keep_overview(conn, benchmark_id, digest.hexdigest(), *counted.overview)
         return False
 
-    def _spill(self, pieces: Iterator[str], digest: Any) -> IO[bytes]:
+    def _spill(self, pieces: Iterator[str], digest: Any) -> tuple[IO[bytes], int]:
         """The configuration's text, made once, in a nameless file beside the store
         (whose disk must hold it anyway; not memory: a million tasks' metadata),
         hashed into ``digest``: its value is written at its length, which made the
-        text twice when it was counted first (half of a registration's cost)."""
+        text twice when it was counted first (half of a registration's cost). Returns
+        the file, at its start, and the text's length in bytes. Its buffer is flushed
+        here: a full disk that refuses the last bytes is an `OSError` of the spill (a
+        `StoreError` before anything is registered), not of the reading back."""
         spilled = TemporaryFile(prefix=".corral-config-", dir=self.path.parent)
         try:
             for piece in pieces:
                 data = piece.encode()
                 digest.update(data)
                 spilled.write(data)
+            spilled.flush()
+            size = spilled.tell()
+            spilled.seek(0)
         except BaseException:
-            spilled.close()
+            try:
+                spilled.close()
+            except OSError:  # flushing what it holds, on that same full disk
+                pass
             raise
-        return spilled
+        return spilled, size
 
     async def record_run(self, benchmark_id: str, record: RunRecord) -> None:
         if self.read_only:
