@@ -475,6 +475,32 @@ async def test_a_configuration_that_finds_the_disk_full_is_one_store_error(
         assert await store.benchmark_config("bench") is None
 
 
+async def test_a_store_reached_through_a_link_in_a_read_only_folder_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store file reached by a symlink whose folder takes no new file (a read-only
+    mount): SQLite writes beside the real file, and so does registering, which makes
+    its configuration's text in a file beside the store first. (Root ignores a
+    folder's modes: the OS's refusal in the link's folder is played.)"""
+    real, links = tmp_path / "data", tmp_path / "links"
+    real.mkdir()
+    links.mkdir()
+    await make_store(real / "store.db")
+    (links / "store.db").symlink_to(real / "store.db")
+    made = corral.store.sqlite.TemporaryFile
+
+    def refused_in_links(**options: Any) -> Any:
+        if Path(options["dir"]) == links:
+            raise PermissionError(errno.EROFS, "Read-only file system", str(links))
+        return made(**options)
+
+    monkeypatch.setattr(corral.store.sqlite, "TemporaryFile", refused_in_links)
+    store = SQLiteStore(links / "store.db")
+    async with store.opened():
+        await store.register_benchmark("other", CONFIG)
+        assert await store.benchmark_config("other") == CONFIG
+
+
 def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in leaves(inner)]

@@ -604,8 +604,11 @@ class SQLiteStore:
         text twice when it was counted first (half of a registration's cost). Returns
         the file, at its start, and the text's length in bytes. Its buffer is flushed
         here: a full disk that refuses the last bytes is an `OSError` of the spill (a
-        `StoreError` before anything is registered), not of the reading back."""
-        spilled = TemporaryFile(prefix=".corral-config-", dir=self.path.parent)
+        `StoreError` before anything is registered), not of the reading back. Beside
+        the real file, where SQLite writes its own (a symlink's folder may take none,
+        or be on another disk)."""
+        assert self._identity is not None  # (open)
+        spilled = TemporaryFile(prefix=".corral-config-", dir=self._identity.directory)
         try:
             for piece in pieces:
                 data = piece.encode()
