@@ -745,3 +745,24 @@ async def test_includes_refuses_an_empty_target(target: Any) -> None:
     target ``""``) passed every trial of its task."""
     with pytest.raises(ConfigError, match=r"task 't' target .* is empty"):
         await score(scorers.includes(), "anything at all", target)
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        (r"The answer is $\boxed{\frac{1}{2}}$.", 0.5),
+        (r"$\dfrac{3}{4}$", 0.75),
+        (r"\boxed{-\frac{1}{2}}", -0.5),
+        (r"x = \frac{-3}{4}", -0.75),
+        (r"\tfrac{ 2 }{ 3 }", 2 / 3),
+        (r"$1\frac{1}{2}$ hours", 1.5),
+        (r"\frac12", 0.5),
+    ],
+)
+async def test_numeric_reads_a_latex_fraction_as_its_value(output: str, found: float) -> None:
+    r"""``\frac{1}{2}`` (as MATH-style answers box it) is 0.5: it was read as its
+    denominator (2), so the right answer failed target 1/2 and 2 passed it."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert not (await score(scorers.numeric(), r"$\boxed{\frac{1}{2}}$", 2)).passed

@@ -36,16 +36,31 @@ def _spelled(found: re.Match[str]) -> str:
     return f"{found[1]} {fraction}" if found[1] else fraction
 
 
+#: A LaTeX fraction of whole numbers (``\frac{1}{2}``, ``\dfrac``, ``\tfrac``, ``\frac12``),
+#: after a digit or a digit and a space: ``1\frac{1}{2}`` is 1 1/2.
+_LATEX_FRACTION = re.compile(
+    r"(?:(\d) ?)?\\[dt]?frac\s*(?:\{\s*([-+\u2212]?\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))"
+)
+
+
+def _latex(found: re.Match[str]) -> str:
+    r"""A LaTeX fraction written out (``\frac{1}{2}`` as ``1/2``, whose value the number's
+    pattern reads; its braces made its numerator and denominator two numbers)."""
+    fraction = f"{found[2] or found[3]}/{found[4] or found[5]}"
+    return f"{found[1]} {fraction}" if found[1] else fraction
+
+
 #: What a number's text holds that its value does not: thousands commas, currency signs.
 _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 
 def numbers_in(text: str) -> list[float]:
-    """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` is
-    0.5, ``1 1/2`` and ``1½`` are 1.5; full-width forms, ``－５``, as their ASCII:
-    `folded`)."""
+    """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` and
+    ``\\frac{1}{2}`` are 0.5, ``1 1/2`` and ``1½`` are 1.5; full-width forms, ``－５``,
+    as their ASCII: `folded`)."""
     out: list[float] = []
-    for match in _NUMBER.finditer(_VULGAR.sub(_spelled, folded(text))):
+    spelled = _LATEX_FRACTION.sub(_latex, _VULGAR.sub(_spelled, folded(text)))
+    for match in _NUMBER.finditer(spelled):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
         written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
         whole, _, fraction = written.rpartition(" ")
