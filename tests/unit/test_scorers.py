@@ -766,3 +766,19 @@ async def test_numeric_reads_a_latex_fraction_as_its_value(output: str, found: f
     assert evaluation.details == {"found": found}
     assert evaluation.passed
     assert not (await score(scorers.numeric(), r"$\boxed{\frac{1}{2}}$", 2)).passed
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        r"Option A is incorrect because it ignores friction. Therefore the answer is $\boxed{C}$.",
+        r"A fails, and so does B. $\boxed{\text{C}}$",
+        r"The answer is \boxed{B}. Wait, B double-counts: \boxed{(C)}",
+    ],
+)
+async def test_choice_takes_a_boxed_letter_for_the_answer(output: str) -> None:
+    r"""``\boxed{C}`` states the answer, as ``Answer: C`` does: the first lone letter of
+    the reasoning before it (``Option A is incorrect``) was read instead."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": "C"}
+    assert evaluation.passed

@@ -123,11 +123,13 @@ def pattern(
 
 
 # "Answer: B", "answer is (B)", "**B**", "B) ...", "B." at the start, or a lone letter.
-# The first, an answer stated ("is", ":" or "-"; "**Answer:** B" in markdown too),
-# counts at its last: a reply that corrects itself ("the answer is B. Wait, ... the
-# answer is C") ends with its answer.
+# The first, an answer stated ("is", ":" or "-"; "**Answer:** B" in markdown too; or
+# boxed, as maths-trained models mark it: "\boxed{B}", "\boxed{\text{B}}"), counts at
+# its last: a reply that corrects itself ("the answer is B. Wait, ... the answer is C")
+# ends with its answer.
 _CHOICE_PATTERNS = (
-    r"answer\**\s*(?:is\s*[:\-]?|[:\-])\**\s*\(?\**([{letters}])\b",
+    r"(?:answer\**\s*(?:is\s*[:\-]?|[:\-])\**\s*\(?\**"
+    r"|\\boxed\s*\{{\s*(?:\\text(?:bf)?\s*\{{\s*)?\(?)([{letters}])\b",
     r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\**([{letters}])\b",
     r"^\s*\(?\**([{letters}])\**\s*(?:[).:]|$)",
     r"\(([{letters}])\)",
@@ -212,10 +214,10 @@ class _Choice(Scorer):
 
 
 def choice(*, letters: str = "ABCDEFGHIJ", name: str = "choice") -> Scorer:
-    """A multiple-choice answer: reads the letter the output chose (``Answer: B``, the
-    last such answer given, ``(B)``, ``B) ...``, a lone ``B``) and passes when it is the
-    target (a letter, as ``B``, ``(B)``, ``B.`` or ``B)``, or its index from 0). The
-    letter read is in ``details["chosen"]``."""
+    """A multiple-choice answer: reads the letter the output chose (``Answer: B`` or
+    ``\\boxed{B}``, the last such answer given, ``(B)``, ``B) ...``, a lone ``B``) and
+    passes when it is the target (a letter, as ``B``, ``(B)``, ``B.`` or ``B)``, or its
+    index from 0). The letter read is in ``details["chosen"]``."""
     if not isinstance(letters, str) or not letters.isalpha() or len(set(letters)) != len(letters):
         raise ConfigError(f"letters must be distinct letters, not {letters!r}")
     return _Choice(name, letters.upper())
