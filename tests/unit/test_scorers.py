@@ -782,3 +782,20 @@ async def test_choice_takes_a_boxed_letter_for_the_answer(output: str) -> None:
     evaluation = await score(scorers.choice(), output, "C")
     assert evaluation.details == {"chosen": "C"}
     assert evaluation.passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        (r"The total is $\boxed{1{,}234}$.", 1234.0),
+        (r"$12{,}345{,}678.5$", 12345678.5),
+        (r"$-\$1{,}000$", -1000.0),
+    ],
+)
+async def test_numeric_reads_latex_thousands_commas(output: str, found: float) -> None:
+    r"""LaTeX writes a thousands comma as ``{,}`` (``1{,}234``): the number was read as
+    the groups after its last comma (234); and a dollar as ``\$``, whose backslash kept
+    the minus before it from the number (``-\$5`` was 5)."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed

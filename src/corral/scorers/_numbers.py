@@ -50,16 +50,27 @@ def _latex(found: re.Match[str]) -> str:
     return f"{found[1]} {fraction}" if found[1] else fraction
 
 
+#: How LaTeX writes a thousands comma (``1{,}234``) and a dollar sign (``\$5``), which
+#: read as a number's comma and dollar (else ``1{,}234`` was 234, ``-\$5`` was 5).
+_LATEX_SPELLING = re.compile(r"(?<=\d)\{,\}(?=\d)|\\(?=\$)")
+
+
+def _unlatexed(found: re.Match[str]) -> str:
+    """LaTeX's comma or dollar as plain text writes it."""
+    return "," if found[0] == "{,}" else ""
+
+
 #: What a number's text holds that its value does not: thousands commas, currency signs.
 _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 
 def numbers_in(text: str) -> list[float]:
     """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` and
-    ``\\frac{1}{2}`` are 0.5, ``1 1/2`` and ``1½`` are 1.5; full-width forms, ``－５``,
-    as their ASCII: `folded`)."""
+    ``\\frac{1}{2}`` are 0.5, ``1 1/2`` and ``1½`` are 1.5, LaTeX's ``1{,}234`` is 1234;
+    full-width forms, ``－５``, as their ASCII: `folded`)."""
     out: list[float] = []
-    spelled = _LATEX_FRACTION.sub(_latex, _VULGAR.sub(_spelled, folded(text)))
+    spelled = _LATEX_SPELLING.sub(_unlatexed, _VULGAR.sub(_spelled, folded(text)))
+    spelled = _LATEX_FRACTION.sub(_latex, spelled)
     for match in _NUMBER.finditer(spelled):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
         written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
