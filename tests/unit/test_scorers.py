@@ -799,3 +799,36 @@ async def test_numeric_reads_latex_thousands_commas(output: str, found: float) -
     evaluation = await score(scorers.numeric(), output, found)
     assert evaluation.details == {"found": found}
     assert evaluation.passed
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Answer: C or D",
+        "ANSWER: C/D",
+        "The answer is (C) and (D).",
+        "**Answer:** C, D",
+        "Answer: A, B, C, D",
+    ],
+)
+async def test_choice_takes_no_answer_that_names_several_letters(output: str) -> None:
+    """A stated answer hedged over several letters chooses none: its first letter was
+    read, so ``Answer: C or D`` (or every letter listed) passed target C."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": None}
+    assert not evaluation.passed
+
+
+@pytest.mark.parametrize(
+    ("output", "chosen"),
+    [
+        ("Answer: C, because D is wrong", "C"),
+        ("Answer: C and I am sure of it", "C"),
+        ("Answer: B or D. Wait, the answer is C.", "C"),
+        ("The answer is C, a classic result.", "C"),
+    ],
+)
+async def test_choice_takes_one_letter_followed_by_prose(output: str, chosen: str) -> None:
+    """Prose after a stated letter is no second answer."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": chosen}

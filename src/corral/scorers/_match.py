@@ -162,11 +162,17 @@ class _Choice(Scorer):
             )
             for p in _CHOICE_PATTERNS
         ]
+        # After a stated answer's letter, another joined to it ("C or D", "C, D",
+        # "(C) and (D)"): not a pronoun or an article starting prose ("C, a classic").
+        either = f"{re.escape(letters)}{re.escape(letters.lower())}"
+        self.another = re.compile(
+            rf"\)?\**\s*(?:[,/&]|(?i:or|and)\b)\s*\(?\**[{either}]\b(?!'|\s+(?!(?:is|was)\b)[a-z])"
+        )
 
     def chosen(self, text: str) -> str | None:
         for regex in self.regexes:
-            letters = [
-                found.group(1).upper()
+            stated = [
+                found
                 for found in regex.finditer(text)
                 # "the answer is a bit ...": a small letter running on into a word is
                 # an article or a pronoun, not a choice ("answer: b" is one).
@@ -178,9 +184,16 @@ class _Choice(Scorer):
                     and self._pronoun(text, found)
                 )
             ]
-            if letters:
-                return letters[-1] if regex is self.regexes[0] else letters[0]
+            if stated and regex is self.regexes[0]:
+                return self._one(text, stated[-1])
+            if stated:
+                return stated[0].group(1).upper()
         return None
+
+    def _one(self, text: str, stated: re.Match[str]) -> str | None:
+        """A stated answer's letter; None when it names several ("Answer: C or D"): a
+        hedge is no choice (its first letter passed, and so did listing them all)."""
+        return None if self.another.match(text, stated.end(1)) else stated.group(1).upper()
 
     @staticmethod
     def _pronoun(text: str, found: re.Match[str]) -> bool:
@@ -215,9 +228,10 @@ class _Choice(Scorer):
 
 def choice(*, letters: str = "ABCDEFGHIJ", name: str = "choice") -> Scorer:
     """A multiple-choice answer: reads the letter the output chose (``Answer: B`` or
-    ``\\boxed{B}``, the last such answer given, ``(B)``, ``B) ...``, a lone ``B``) and
-    passes when it is the target (a letter, as ``B``, ``(B)``, ``B.`` or ``B)``, or its
-    index from 0). The letter read is in ``details["chosen"]``."""
+    ``\\boxed{B}``, the last such answer given, ``(B)``, ``B) ...``, a lone ``B``; an
+    answer stated as several, ``Answer: B or C``, chooses none) and passes when it is
+    the target (a letter, as ``B``, ``(B)``, ``B.`` or ``B)``, or its index from 0).
+    The letter read is in ``details["chosen"]``."""
     if not isinstance(letters, str) or not letters.isalpha() or len(set(letters)) != len(letters):
         raise ConfigError(f"letters must be distinct letters, not {letters!r}")
     return _Choice(name, letters.upper())
