@@ -832,3 +832,21 @@ async def test_choice_takes_one_letter_followed_by_prose(output: str, chosen: st
     """Prose after a stated letter is no second answer."""
     evaluation = await score(scorers.choice(), output, "C")
     assert evaluation.details == {"chosen": chosen}
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Option A overstates it. The correct answer is option C.",
+        "A is too small. The answer is: Option C",
+        "A is too small. So the correct option is C.",
+        "A is too small. The best choice is (C).",
+        "A is too small. Answer: $C$",
+    ],
+)
+async def test_choice_takes_an_answer_stated_as_an_option(output: str) -> None:
+    """``the answer is option C``, ``the correct option is C``, ``Answer: $C$`` state the
+    answer: the first lone letter of the reasoning before (``A is too small``) was read."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": "C"}
+    assert evaluation.passed

@@ -123,12 +123,14 @@ def pattern(
 
 
 # "Answer: B", "answer is (B)", "**B**", "B) ...", "B." at the start, or a lone letter.
-# The first, an answer stated ("is", ":" or "-"; "**Answer:** B" in markdown too; or
-# boxed, as maths-trained models mark it: "\boxed{B}", "\boxed{\text{B}}"), counts at
-# its last: a reply that corrects itself ("the answer is B. Wait, ... the answer is C")
-# ends with its answer.
+# The first, an answer stated ("is", ":" or "-"; "**Answer:** B" in markdown too; "the
+# answer is option B", "the correct option is B", "Answer: $B$"; or boxed, as
+# maths-trained models mark it: "\boxed{B}", "\boxed{\text{B}}"), counts at its last: a
+# reply that corrects itself ("the answer is B. Wait, ... the answer is C") ends with
+# its answer.
 _CHOICE_PATTERNS = (
-    r"(?:answer\**\s*(?:is\s*[:\-]?|[:\-])\**\s*\(?\**"
+    r"(?:(?:answer|(?:correct|right|best)\s+(?:option|choice))"
+    r"\**\s*(?:is\s*[:\-]?|[:\-])\**\s*(?:(?:option|choice)\s+)?\$?\(?\**"
     r"|\\boxed\s*\{{\s*(?:\\text(?:bf)?\s*\{{\s*)?\(?)([{letters}])\b",
     r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\**([{letters}])\b",
     r"^\s*\(?\**([{letters}])\**\s*(?:[).:]|$)",
