@@ -599,3 +599,16 @@ async def test_a_sample_functions_objects_from_a_row_in_another_order_resume(
     await run(row)
     report = await run(json.loads(json.dumps(row, sort_keys=True)))
     assert report.pass_at_k[1] == 1.0
+
+
+def test_a_null_prompt_is_refused_naming_its_row(tmp_path: Path) -> None:
+    """A row whose input field is null (Hugging Face gives a row None for each field
+    another row has) became a task whose prompt is None, silently: its trials sent the
+    model no question."""
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(
+        '{"id": "a", "input": "x", "target": 1}\n{"id": "b", "input": null, "target": 2}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:2: field 'input' \(the prompt\) is null"):
+        load(rows)

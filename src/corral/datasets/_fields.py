@@ -115,6 +115,13 @@ class Fields:
                     "or id=None for ids made from each row's content"
                 )
             inputs = _picked(row, self.input, where, single="prompt")
+            if isinstance(self.input, str) and inputs["prompt"] is None:
+                # Hugging Face gives a row None for each field another row has: a prompt
+                # of None would send the model no question, silently.
+                raise ConfigError(
+                    f"{where}: field {self.input!r} (the prompt) is null: give every row "
+                    "one, or skip such rows with a sample function"
+                )
             target = None if self.target is None else _field(row, self.target, where)
             metadata = _picked(row, self.metadata, where)
         if task_id is None:
