@@ -809,6 +809,7 @@ async def test_numeric_reads_latex_thousands_commas(output: str, found: float) -
         "The answer is (C) and (D).",
         "**Answer:** C, D",
         "Answer: A, B, C, D",
+        "Answer: C or D is right",
     ],
 )
 async def test_choice_takes_no_answer_that_names_several_letters(output: str) -> None:
@@ -832,6 +833,35 @@ async def test_choice_takes_one_letter_followed_by_prose(output: str, chosen: st
     """Prose after a stated letter is no second answer."""
     evaluation = await score(scorers.choice(), output, "C")
     assert evaluation.details == {"chosen": chosen}
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Answer: C, i.e. the largest one",
+        "Answer: C, e.g. the third",
+        "answer: c, i.e. the largest one",
+        "Answer: C, F = ma",
+        "Answer: C, A + B is too large",
+        "Answer: C, B-cells",
+        "Answer: C, E. coli",
+        "Answer: C, H. pylori",
+        "Answer: C, J. S. Bach",
+        "Answer: C, C++",
+        "Answer: C/C++",
+        "Answer: C, C) Paris",
+        "Answer: C, D is wrong",
+        "Answer: C, D) is wrong",
+        "**Answer:** **C**, **D** was a trap",
+    ],
+)
+async def test_choice_takes_a_stated_letter_followed_by_no_other_choice(output: str) -> None:
+    """After a stated letter, a letter that is no second choice (an abbreviation's, a
+    name's initial, a formula's, the same letter again, or a clause's subject, as
+    ``D is wrong``) is no hedge: such an answer chose nothing, and failed."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": "C"}
+    assert evaluation.passed
 
 
 @pytest.mark.parametrize(

@@ -147,6 +147,16 @@ _WORD_AFTER = re.compile(r"\s+\w")
 #: "I'm", "A good guess"), not a choice: a small word other than "is" or "was" ("A is
 #: correct" chose A), or an apostrophe.
 _PRONOUN_AFTER = re.compile(r"'|\s+(?!(?:is|was)\b)[a-z]")
+#: After a letter joined to a stated answer, what makes it no second choice: a word's
+#: ("B-cells", "C++", "A's"), a formula's ("F = ma"), an abbreviation's or a name's ("E.
+#: coli", "J. S. Bach"), or prose's ("C, D being wrong"; "C or D is right" is a hedge).
+_NOT_ANOTHER = re.compile(
+    r"[-+#'=<>^_]"
+    r"|\)?+\**+\$?+(?:\s*[=<>+^]|\s+(?!(?:is|was)\b)[a-z]|\.\s*[a-z]|\.\s?[A-Z]\.)"
+)
+#: After a letter put after a stated answer's comma, a clause's verb: "C, D is wrong",
+#: "C, D) was a trap" start a sentence about D.
+_SUBJECT_OF = re.compile(r"\)?+\**+\$?+\s+(?:is|was)\b")
 #: Where a sentence starts (a line's list marker or quote before it): the article is
 #: "A" only there ("Option A fits" chose A).
 _SENTENCE_START = re.compile(r"(?:\A|[.!?\n])[\s\"'(*#>-]*\Z")
@@ -165,11 +175,9 @@ class _Choice(Scorer):
             for p in _CHOICE_PATTERNS
         ]
         # After a stated answer's letter, another joined to it ("C or D", "C, D",
-        # "(C) and (D)"): not a pronoun or an article starting prose ("C, a classic").
+        # "(C) and (D)"); whether it is a second choice is `_one`'s to say.
         either = f"{re.escape(letters)}{re.escape(letters.lower())}"
-        self.another = re.compile(
-            rf"\)?\**\s*(?:[,/&]|(?i:or|and)\b)\s*\(?\**[{either}]\b(?!'|\s+(?!(?:is|was)\b)[a-z])"
-        )
+        self.another = re.compile(rf"\)?\**\s*([,/&]|(?i:or|and)\b)\s*\(?\**([{either}])\b")
 
     def chosen(self, text: str) -> str | None:
         for regex in self.regexes:
@@ -194,8 +202,21 @@ class _Choice(Scorer):
 
     def _one(self, text: str, stated: re.Match[str]) -> str | None:
         """A stated answer's letter; None when it names several ("Answer: C or D"): a
-        hedge is no choice (its first letter passed, and so did listing them all)."""
-        return None if self.another.match(text, stated.end(1)) else stated.group(1).upper()
+        hedge is no choice (its first letter passed, and so did listing them all). The
+        letter after it is a second choice only as a choice is written: in the stated
+        one's case ("C, i.e." is none), another letter ("C/C++" is none), and not
+        starting a word, a name, a formula or a clause (`_NOT_ANOTHER`, `_SUBJECT_OF`)."""
+        letter = stated.group(1)
+        another = self.another.match(text, stated.end(1))
+        if (
+            another is None
+            or another.group(2).isupper() != letter.isupper()
+            or another.group(2).upper() == letter.upper()
+            or _NOT_ANOTHER.match(text, another.end(2))
+            or (another.group(1) == "," and _SUBJECT_OF.match(text, another.end(2)))
+        ):
+            return letter.upper()
+        return None
 
     @staticmethod
     def _pronoun(text: str, found: re.Match[str]) -> bool:
