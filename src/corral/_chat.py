@@ -190,11 +190,10 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
             + output_tokens * prices.get("output", 0.0)
         ) / 1e6
     finish = choice.get("finish_reason")
-    # vLLM, SGLang, DeepSeek and OpenRouter put a reasoning model's thinking here.
-    reasoning = message.get("reasoning_content", message.get("reasoning"))
+    reasoning = _reasoning(message)
     # A gateway in front of Anthropic (LiteLLM) passes its signed thinking blocks on.
     thinking = thinking_blocks(message.get(THINKING_BLOCKS))
-    if not isinstance(reasoning, str):
+    if reasoning is None:
         reasoning = thinking_text(thinking)
     return ChatResponse(
         content=content,
@@ -206,6 +205,17 @@ def parse_response(body: object, prices: Mapping[str, float] | None) -> ChatResp
         cache_read_tokens=cached,
         thinking=thinking,
     )
+
+
+def _reasoning(message: Mapping[str, Any]) -> str | None:
+    """A reasoning model's thinking: DeepSeek, SGLang and vLLM before 0.9 put it in
+    ``reasoning_content``; vLLM since (keeping ``reasoning_content`` null for a while),
+    OpenRouter, Ollama and Groq in ``reasoning``. The first of them holding text."""
+    for name in ("reasoning_content", "reasoning"):
+        value = message.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _cached_tokens(usage: Mapping[str, Any]) -> int:

@@ -357,6 +357,20 @@ async def test_reasoning_content_is_the_replys_reasoning(server: FakeChatServer)
     assert (await model.complete(HELLO)).reasoning is None
 
 
+async def test_reasoning_is_read_when_reasoning_content_is_null(server: FakeChatServer) -> None:
+    # vLLM renamed reasoning_content to reasoning, the old field kept (null) for a while;
+    # a present but null reasoning_content hid the reasoning the reply had.
+    server.enqueue(
+        HostileReply.shaped(role="assistant", content="4", reasoning_content=None, reasoning="2+2"),
+        HostileReply.shaped(role="assistant", content="4", reasoning_content="old", reasoning=None),
+        HostileReply.shaped(role="assistant", content="4", reasoning_content=None, reasoning=None),
+    )
+    model = client(server)
+    assert (await model.complete(HELLO)).reasoning == "2+2"
+    assert (await model.complete(HELLO)).reasoning == "old"
+    assert (await model.complete(HELLO)).reasoning is None
+
+
 def test_clients_share_one_tls_context_that_verifies_certificates() -> None:
     """httpx's default context, made once per process (reading the CA bundle cost 25 ms
     per client), still checks the certificate and the host name."""
