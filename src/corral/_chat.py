@@ -108,6 +108,10 @@ class ChatResponse:
     cache_write_tokens: int = 0
     thinking: tuple[ThinkingBlock, ...] = ()
     text_parts: tuple[str, ...] = ()
+    #: Seconds the request took, from its first byte on the wire to its reply read, when
+    #: the client measured it (`OpenAICompatible`, `Anthropic`: a wait for a connection
+    #: slot before it is not the endpoint's latency); None: whoever calls times the call.
+    latency: float | None = field(default=None, compare=False)
 
 
 class ChatModel(Protocol):

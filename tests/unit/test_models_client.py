@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import functools
 import http.client
 import json
 import re
@@ -23,6 +24,7 @@ import pytest
 import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
+from corral.history import ModelCallPayload, decode
 from corral.models import Anthropic, OpenAICompatible
 from corral.models._status import duration, retry_after
 from corral.runtime import RetryPolicy
@@ -621,6 +623,50 @@ async def test_a_runs_trials_and_scorer_share_its_max_connections(server: FakeCh
     assert report.counts["completed"] == 6
     used = scopes.statistics()[str(model.connection_scope)]
     assert (used.limit, used.peak, used.in_use) == (1, 1, 0)
+
+
+class AsksOnce:
+    """An agent that asks its model once (recorded through ``session.chat``) and ends."""
+
+    def __init__(self, model: corral.ChatModel) -> None:
+        self.model = model
+
+    async def act(self, session: corral.AgentSession) -> corral.Final:
+        reply = await session.chat(self.model).complete(HELLO)
+        return corral.Final(reply.content)
+
+
+#: Seconds the test holds the client's only connection slot while the trial's call waits.
+HELD = 0.5
+
+
+async def test_a_calls_latency_leaves_out_its_wait_for_a_connection_slot(
+    server: FakeChatServer,
+) -> None:
+    """The recorded latency is the request's (from sending it to reading the reply), as
+    the report's mean latency says: a wait for a max_connections slot before it is
+    queueing (the trial's working time), not the endpoint's latency. (The sleep is the
+    queue the call stands in, not a wait for something to happen.)"""
+    server._script = lambda body: ChatReply.text("ok")
+    model = client(server, max_connections=1)
+    assert model.connection_scope is not None
+    store = corral.MemoryStore()
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")}, {"a": AsksOnce(model)}, {"e": FakeEnvironment()}, store=store
+    )
+    scopes = corral.ConcurrencyScopes()
+    slot = scopes.scope(model.connection_scope, 1)
+    await slot.acquire()  # another request of the model holds the only slot
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(runner.run, "queued", scopes=scopes))
+        while slot.statistics().waiting == 0:
+            await anyio.wait_all_tasks_blocked()
+        await anyio.sleep(HELD)
+        slot.release()
+    history = await store.history(corral.TrialKey("queued", "t", 0))
+    (call,) = [decode(c) for c in history if c.kind == "model_call"]
+    assert isinstance(call, ModelCallPayload) and call.text == "ok"
+    assert call.latency is not None and 0 < call.latency < HELD
 
 
 @pytest.mark.parametrize("make", [OpenAICompatible, Anthropic])

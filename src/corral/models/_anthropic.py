@@ -138,8 +138,10 @@ class Anthropic(HTTPModel):
         if len(replies) == 1:
             return replies[0]
         whole = parse_message({"content": blocks, "stop_reason": replies[-1].finish_reason}, None)
+        timed = [r.latency for r in replies if r.latency is not None]
         return dataclasses.replace(
             whole,
+            latency=sum(timed) if len(timed) == len(replies) else None,
             usage=sum((r.usage for r in replies), Usage()),
             cache_read_tokens=sum(r.cache_read_tokens for r in replies),
             cache_write_tokens=sum(r.cache_write_tokens for r in replies),

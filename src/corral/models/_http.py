@@ -3,10 +3,12 @@ pool sized to the run, one deadline per request, a capped read, errors by status
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import ssl
+import time
 import zlib
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -209,6 +211,7 @@ class HTTPModel:
 
     async def _send(self, client: httpx.AsyncClient, content: bytes) -> ChatResponse:
         url = self.shown_url
+        started: list[float] = []  # when the exchange began on the wire
         # httpx bounds each read only: a reply trickling in a byte at a time, or one
         # that never ends, would never time out. So one deadline covers the whole
         # exchange, from the first byte sent (waiting for a pooled connection before
@@ -216,6 +219,8 @@ class HTTPModel:
         with anyio.CancelScope() as deadline:
 
             async def trace(event: str, info: Mapping[str, Any]) -> None:
+                if not started:  # connecting (a new connection), else sending
+                    started.append(time.perf_counter())
                 if event.endswith("send_request_headers.started") and deadline.deadline == math.inf:
                     deadline.deadline = anyio.current_time() + self.timeout
 
@@ -239,7 +244,7 @@ class HTTPModel:
         if response.status_code >= 300:
             raise status_error(response.status_code, response.headers, body, url)
         try:
-            return self.parse(json.loads(body))
+            reply = self.parse(json.loads(body))
         # A proxy's error page, a cut body, JSON nested past the decoder's recursion
         # limit: worth another try.
         except (ValueError, RecursionError) as exc:
@@ -247,6 +252,7 @@ class HTTPModel:
                 f"HTTP {response.status_code} from {url} is not {self.reply_kind}: {exc}",
                 status_code=response.status_code,
             ) from exc
+        return exchanged(reply, started)
 
     async def _read(self, response: httpx.Response, ok: bool) -> bytes:
         """The decoded body, counted as it comes: past the cap, a reply is an error
@@ -451,3 +457,12 @@ def check_extra_body(
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"extra_body is not JSON: {exc}") from None
     return dict(extra_body)
+
+
+def exchanged(reply: ChatResponse, started: Sequence[float]) -> ChatResponse:
+    """``reply`` with its ``latency``: the seconds since its request began on the wire
+    (``started``; a wait for a connection slot or a pooled connection before it is
+    left out), if it did."""
+    if not started:
+        return reply
+    return dataclasses.replace(reply, latency=max(0.0, time.perf_counter() - started[0]))

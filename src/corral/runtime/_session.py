@@ -137,7 +137,8 @@ class AgentSession:
         """Record one call to a model in the trial's history: the ``messages`` sent
         and the reply (a `ChatResponse`, or its ``text``, ``reasoning``,
         ``tool_calls``, ``finish_reason`` and usage), the ``model`` and ``endpoint``
-        asked, the ``latency`` in seconds. The record rides on the trial's next
+        asked, the ``latency`` in seconds (None: the response's own, if its client
+        measured it). The record rides on the trial's next
         commit (its actions, a tool's effect, or its terminal): in the history once,
         or not at all if the process dies first. Only the messages beyond those the
         trial's previous call began with are stored; each string is capped at
@@ -155,6 +156,8 @@ class AgentSession:
         parts: tuple[str, ...] = ()
         if response is not None:
             thinking, parts = response.thinking, response.text_parts
+            if latency is None:  # the request's own, when its client measured it
+                latency = response.latency
             usage = response.usage
             text, reasoning = response.content, response.reasoning
             finish_reason, tool_calls = response.finish_reason, response.tool_calls
@@ -270,6 +273,8 @@ class RecordedModel:
             log.fail(exc, model, endpoint, messages)
             raise
         latency = time.perf_counter() - start
+        if response.latency is not None:  # the request's own, without a wait for a slot
+            latency = response.latency
         usage = response.usage
         session.record_usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost

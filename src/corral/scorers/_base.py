@@ -46,6 +46,8 @@ class Scorer:
         start = time.perf_counter()
         response = await client.complete(messages, **options)
         latency = time.perf_counter() - start
+        if response.latency is not None:  # the request's own, without a wait for a slot
+            latency = response.latency
         usage = response.usage
         spend(usage)  # paid for even if the evaluation raises before it returns
         record = model_call(
