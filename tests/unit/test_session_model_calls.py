@@ -234,6 +234,34 @@ async def test_a_call_that_fails_for_good_is_recorded_before_the_terminal() -> N
     assert "What is the balance of this account?" in str(sent)
 
 
+class FailsWithNothingSent:
+    """An agent that records a call with its prompt, then one that failed with no
+    messages recorded (the agent's own way of calling gave it none to record)."""
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        if session.iteration == 0:
+            sent = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+            session.record_model_call(sent, text="first", model="m")
+            return Action("note", {})
+        session.record_model_call([], error="ModelError: refused", model="m")
+        return Final("x")
+
+
+async def test_a_failed_call_with_nothing_sent_shows_no_earlier_message_as_its_own() -> None:
+    # Its transcript entry showed the call before's system and user prompts as sent.
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
+    runner = corral.CorralRunner(
+        {"t": Meta("own", "env")}, {"own": FailsWithNothingSent()}, {"env": env}, store=store
+    )
+    await runner.run("nothing-sent")
+    first, failed = transcript(await _history(store, "nothing-sent", "t"))
+    assert isinstance(first, TranscriptCall) and isinstance(failed, TranscriptCall)
+    assert [(m.role, m.text) for m in first.sent] == [("system", "sys"), ("user", "go")]
+    assert failed.call.error == "ModelError: refused"
+    assert (failed.sent, failed.length) == ((), 0)
+
+
 async def test_a_long_value_is_cut_at_record_chars_and_marked() -> None:
     store = corral.MemoryStore()
     with FakeChatServer(ledger_model) as server:

@@ -261,11 +261,17 @@ class CallChain:
         """Follow ``call``: its whole conversation (what a reader shows). A call that
         failed for good with nothing sent recorded (its failed tries only) leaves the
         chain as it was, as its writer did."""
-        if call.error is not None and not call.messages and not call.keep:
+        if sent_nothing(call):
             return self.messages
         keep = min(call.keep, len(self.messages))
         self.messages = self.messages[:keep] + list(call.messages)
         return self.messages
+
+
+def sent_nothing(call: ModelCallPayload) -> bool:
+    """Whether ``call`` failed for good with no message recorded as sent: it carries on
+    no conversation, and shows none as its own."""
+    return call.error is not None and not call.messages and not call.keep
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +343,7 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
         call = decode(commit)
         assert isinstance(call, ModelCallPayload)
         keep = min(call.keep, len(chain.messages))
-        whole = chain.apply(call)
+        whole = [] if sent_nothing(call) else chain.apply(call)
         sent = []
         for index, raw in enumerate(whole[keep:]):
             message = chat_message(raw, names)
