@@ -205,6 +205,37 @@ def test_a_reader_shows_a_turns_thinking_blocks_and_marks_the_redacted() -> None
     assert "opaque" not in repr(message)
 
 
+async def test_a_replys_redacted_thinking_is_marked_in_its_transcript() -> None:
+    # The reply's redacted block (before "Look it up.") was left out of both transcripts:
+    # a reader saw no sign that the model's thinking was partly hidden from it.
+    from rich.console import Console
+
+    from corral._history import load_history
+    from corral.cli._transcript import render_transcript
+    from corral.view._transcript import transcript_data
+
+    store = corral.MemoryStore()
+    with FakeAnthropicServer(thinking_ledger) as server:
+        runner = corral.CorralRunner(
+            ledger_tasks(), {"teller": teller(server.url)}, {"ledger": Ledger()}, store=store
+        )
+        await runner.run("hidden")
+    history = await store.history(corral.TrialKey("hidden", "acct-3", 0))
+    replies = [e["reply"]["reasoning"] for e in transcript_data(history)]
+    assert replies == [
+        "[redacted thinking]\n\nLook it up.",
+        "Now its balance.",
+        "That is the answer.",
+    ]
+    async with store.opened():
+        trial = await load_history(store, "hidden", "acct-3", 0)
+    console = Console(width=200, record=True)
+    console.print(render_transcript(trial))
+    shown = console.export_text()
+    assert shown.count("[redacted thinking]") == 1
+    assert shown.index("[redacted thinking]") < shown.index("Look it up.")
+
+
 def thinks_once(body: dict[str, Any]) -> ChatReply:
     """`thinking_ledger` as Claude answers without interleaved thinking: it thinks before
     its first tool call only, not again after a tool's result, until the next user

@@ -20,6 +20,7 @@ from ..history import (
     ModelCallPayload,
     TranscriptAttempt,
     TranscriptCall,
+    reply_reasoning,
     transcript,
 )
 from ..report._calls import FAILURE_NAMES
@@ -129,8 +130,9 @@ def _reply(grid: Table, call: ModelCallPayload) -> None:
     if call.error is not None:
         grid.add_row(Text("gave up", style="bold red"), Text(clean(call.error), style="red"))
         return
-    if call.reasoning:
-        grid.add_row(Text("reasoning", style="dim"), _folded(call.reasoning))
+    reasoning = reply_reasoning(call)
+    if reasoning:
+        grid.add_row(Text("reasoning", style="dim"), _folded(reasoning))
     text = call.text or ("" if call.tool_calls else "(no text)")
     grid.add_row(Text("assistant", style="bold cyan"), Text(clean(text)))
     for tool in call.tool_calls:

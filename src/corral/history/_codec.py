@@ -519,6 +519,15 @@ def worked_of(commit: Commit) -> float | None:
 REDACTED = "[redacted thinking]"
 
 
+def reply_reasoning(call: ModelCallPayload) -> str | None:
+    """A reply's reasoning as a reader shows it: its thinking blocks in order, a redacted
+    one marked `REDACTED` (as a conversation's message shows it: its recorded
+    ``reasoning`` leaves it out, having no text of it), else its ``reasoning``."""
+    if not any(block.redacted for block in call.thinking):
+        return call.reasoning
+    return "\n\n".join(REDACTED if block.redacted else block.text for block in call.thinking)
+
+
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     """A recorded message as a reader shows it: its role, text, reasoning, tool calls,

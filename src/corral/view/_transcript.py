@@ -9,7 +9,7 @@ from typing import Any
 from .._chat import ToolCall
 from .._costs import format_cost
 from .._types import Commit
-from ..history import ChatMessage, FailedTry, TranscriptAttempt, transcript
+from ..history import ChatMessage, FailedTry, TranscriptAttempt, reply_reasoning, transcript
 from ..report._calls import FAILURE_NAMES
 
 
@@ -36,7 +36,7 @@ def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
         if call.error is None:
             reply = {
                 "text": call.text,
-                "reasoning": call.reasoning,
+                "reasoning": reply_reasoning(call),
                 "tool_calls": [_tool_call(t) for t in call.tool_calls],
                 "finish_reason": call.finish_reason,
             }
