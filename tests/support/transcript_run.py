@@ -8,6 +8,7 @@ The model is a `FakeChatServer` (real HTTP on 127.0.0.1) playing a fixed script.
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from corral import Action, Evaluation, ToolEffect, TrialRecord
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
 from corral.models import OpenAICompatible
-from corral.testing import ChatReply, FakeChatServer
+from corral.testing import ChatReply, FakeChatServer, HostileReply
 
 from .viewer_stores import HOSTILE
 
@@ -117,3 +118,22 @@ def rerun_graded_run(path: Path, benchmark_id: str = "rerun") -> None:
 
         anyio.run(run)
         anyio.run(lambda: run(rerun=("error",)))
+
+
+def cut_run(path: Path, benchmark_id: str = "cut") -> None:
+    """Two trials whose model stopped at its token limit (finish_reason "length", as
+    OpenAI-compatible servers send it): ``partial`` with part of an answer, ``empty``
+    with none."""
+
+    def reply(body: dict[str, Any]) -> HostileReply:
+        said = None if "empty" in json.dumps(body["messages"]) else "The answer is"
+        message = {"role": "assistant", "content": said}
+        return HostileReply.raw({"choices": [{"message": message, "finish_reason": "length"}]})
+
+    with FakeChatServer(reply) as server:
+        agent = ToolAgent(OpenAICompatible("cut-model", base_url=server.url))
+        tasks = {t: Meta("agent", "env", inputs={"prompt": t}) for t in ("partial", "empty")}
+        runner = corral.CorralRunner(
+            tasks, {"agent": agent}, {"env": Echo()}, store=corral.SQLiteStore(path)
+        )
+        anyio.run(lambda: runner.run(benchmark_id))

@@ -23,6 +23,7 @@ from ..support.transcript_run import (
     SAID,
     SYSTEM,
     THOUGHT,
+    cut_run,
     rerun_graded_run,
     transcript_run,
 )
@@ -140,4 +141,23 @@ def test_a_rerun_and_a_scorer_call_in_the_transcript(watched: Watched, tmp_path:
             scorer = page.locator("#transcript section.call.scorer")
             assert GRADER_ASKS in scorer.inner_text() and GRADER_SAYS in scorer.inner_text()
             watched.shot("transcript-rerun-" + name)
+            watched.assert_clean()
+
+
+def test_a_reply_cut_at_the_token_limit_says_so(watched: Watched, tmp_path: Path) -> None:
+    # The page had each reply's finish_reason and showed it nowhere in the transcript: a
+    # reply the provider cut at its token limit read as whole, an empty one as nothing.
+    path = tmp_path / "cut.db"
+    off_loop(cut_run, path)
+    with serving(path) as url:
+        for base, name in ((url, "served"), (_export(path, "cut", tmp_path).as_uri(), "export")):
+            page = watched.page
+            for task, said in (("partial", "The answer is"), ("empty", "(no text)")):
+                page.goto(base + "#/trial?" + _query(id="cut", task=task, trial="0"))
+                page.locator("#transcript section.call").first.wait_for()
+                head = page.locator("#transcript .call-head").inner_text()
+                assert head.endswith(" · stopped: length"), head
+                reply = page.locator("#transcript .role-assistant").inner_text()
+                assert reply.split("\n", 1)[1].strip() == said, reply
+            watched.shot("transcript-cut-" + name)
             watched.assert_clean()

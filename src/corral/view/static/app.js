@@ -724,7 +724,15 @@
     if (c.cost) parts.push("cost " + c.cost_text);
     if (c.failed.length) parts.push(c.failed.length + " failed " + (c.failed.length === 1 ? "try" : "tries"));
     if (c.truncated) parts.push(c.truncated + " value(s) truncated");
+    // Why the reply ended: one the provider cut at its token limit ("length",
+    // "max_tokens") must not read as whole.
+    if (c.reply && c.reply.finish_reason) parts.push("stopped: " + c.reply.finish_reason);
     return el("div", { class: "call-head", title: c.endpoint || "" }, parts.join(" · "));
+  }
+
+  // A reply's text; one with neither text nor a tool call says so, as corral show does.
+  function replyText(r) {
+    return r.text || ((r.tool_calls || []).length ? "" : "(no text)");
   }
 
   // Where a reopened trial (--rerun, --retry-errors) starts a fresh transcript.
@@ -749,7 +757,7 @@
         callHead(c, n, c.scorer && c.attempt !== attempt),
         c.messages.map(chatMessage),
         c.failed.map(failedTry),
-        c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply))
+        c.reply ? chatMessage(Object.assign({ role: "assistant" }, c.reply, { text: replyText(c.reply) }))
           : el("div", { class: "msg gave-up" }, el("div", { class: "who" }, "gave up"), fold(c.error))));
     }
     if (!calls.length) out.push(el("p", { class: "note" }, "no model calls recorded in this attempt"));
