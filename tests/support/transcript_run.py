@@ -137,3 +137,34 @@ def cut_run(path: Path, benchmark_id: str = "cut") -> None:
             tasks, {"agent": agent}, {"env": Echo()}, store=corral.SQLiteStore(path)
         )
         anyio.run(lambda: runner.run(benchmark_id))
+
+
+#: What `interleaved_run`'s model writes around its two tool calls, in this order.
+BEFORE, BETWEEN, AFTER = "First A.", "Then B.", "Both asked."
+
+
+def interleaved_run(path: Path, benchmark_id: str = "mixed") -> None:
+    """One ToolAgent trial on Anthropic's API whose first reply writes text before,
+    between and after its two tool calls (as Claude may), then answers."""
+    from corral.models import Anthropic
+    from corral.testing import FakeAnthropicServer
+
+    def use(n: int) -> dict[str, Any]:
+        return {"type": "tool_use", "id": f"toolu_{n}", "name": "echo", "input": {"n": n}}
+
+    content = [
+        {"type": "text", "text": BEFORE},
+        use(1),
+        {"type": "text", "text": BETWEEN},
+        use(2),
+        {"type": "text", "text": AFTER},
+    ]
+    first = {"role": "assistant", "content": content, "stop_reason": "tool_use", "usage": {}}
+    replies = iter([HostileReply.raw(first), ChatReply.text(ANSWER)])
+    with FakeAnthropicServer(lambda body: next(replies)) as server:
+        agent = ToolAgent(Anthropic("claude-test", base_url=server.url, api_key="k"))
+        tasks = {"task": Meta("agent", "env", inputs={"prompt": PROMPT})}
+        runner = corral.CorralRunner(
+            tasks, {"agent": agent}, {"env": Echo()}, store=corral.SQLiteStore(path)
+        )
+        anyio.run(lambda: runner.run(benchmark_id))

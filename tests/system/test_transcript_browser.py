@@ -13,8 +13,11 @@ from bench.viewer_stores import serving
 from playwright.sync_api import expect
 
 from ..support.transcript_run import (
+    AFTER,
     ANSWER,
     ARGUMENT,
+    BEFORE,
+    BETWEEN,
     FAILURE,
     GRADER_ASKS,
     GRADER_SAYS,
@@ -24,6 +27,7 @@ from ..support.transcript_run import (
     SYSTEM,
     THOUGHT,
     cut_run,
+    interleaved_run,
     rerun_graded_run,
     transcript_run,
 )
@@ -160,4 +164,25 @@ def test_a_reply_cut_at_the_token_limit_says_so(watched: Watched, tmp_path: Path
                 reply = page.locator("#transcript .role-assistant").inner_text()
                 assert reply.split("\n", 1)[1].strip() == said, reply
             watched.shot("transcript-cut-" + name)
+            watched.assert_clean()
+
+
+def test_a_replys_text_stands_between_its_tool_calls_as_written(
+    watched: Watched, tmp_path: Path
+) -> None:
+    # The reply's text was shown whole above its tool calls: what it wrote between and
+    # after them read as written before them.
+    path = tmp_path / "mixed.db"
+    off_loop(interleaved_run, path)
+    with serving(path) as url:
+        for base in (url, _export(path, "mixed", tmp_path).as_uri()):
+            page = watched.page
+            page.goto(base + "#/trial?" + _query(id="mixed", task="task", trial="0"))
+            page.locator("#transcript section.call").first.wait_for()
+            reply = page.locator("#transcript section.call").first.locator(".role-assistant")
+            shown = reply.inner_text()
+            first, second = shown.index("→ echo"), shown.rindex("→ echo")
+            assert first < second
+            assert shown.index(BEFORE) < first < shown.index(BETWEEN) < second
+            assert second < shown.index(AFTER), shown
             watched.assert_clean()

@@ -194,3 +194,18 @@ def test_each_calls_heading_shows_its_cache_tokens_as_the_viewers_does(tmp_path:
     assert "cache 1,500 read / 300 written" in heading, heading
     later = next(line for line in result.output.splitlines() if "call 2 ·" in line)
     assert "cache" not in later
+
+
+def test_a_replys_text_stands_between_its_tool_calls_as_written(tmp_path: Path) -> None:
+    # The reply's text was shown whole before its tool calls ("First A.Then B.Both
+    # asked." -> echo -> echo): what it wrote between and after them read as before.
+    from ..support.transcript_run import AFTER, BEFORE, BETWEEN, interleaved_run
+
+    path = tmp_path / "mixed.db"
+    interleaved_run(path)
+    args = ["show", "mixed", "task", "0", "--store", str(path), "--transcript"]
+    result = CliRunner(env={"COLUMNS": "400", "NO_COLOR": "1"}).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = result.output[result.output.index("call 1 ·") : result.output.index("call 2 ·")]
+    first, second = out.index("→ echo("), out.rindex("→ echo(")
+    assert out.index(BEFORE) < first < out.index(BETWEEN) < second < out.index(AFTER)

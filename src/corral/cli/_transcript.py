@@ -20,6 +20,7 @@ from ..history import (
     ModelCallPayload,
     TranscriptAttempt,
     TranscriptCall,
+    reply_parts,
     reply_reasoning,
     transcript,
 )
@@ -133,10 +134,15 @@ def _reply(grid: Table, call: ModelCallPayload) -> None:
     reasoning = reply_reasoning(call)
     if reasoning:
         grid.add_row(Text("reasoning", style="dim"), _folded(reasoning))
-    text = call.text or ("" if call.tool_calls else "(no text)")
-    grid.add_row(Text("assistant", style="bold cyan"), Text(clean(text)))
-    for tool in call.tool_calls:
+    parts = reply_parts(call)
+    if parts is None:  # all its text before its tool calls
+        text = call.text or ("" if call.tool_calls else "(no text)")
+        parts = (text, *([""] * len(call.tool_calls)))
+    grid.add_row(Text("assistant", style="bold cyan"), Text(clean(parts[0])))
+    for tool, after in zip(call.tool_calls, parts[1:], strict=True):
         grid.add_row("", Text(f"→ {clean(tool.name)}({clean(tool.arguments)})", style="cyan"))
+        if after:  # what the reply wrote after this call, before the next
+            grid.add_row("", Text(clean(after)))
 
 
 def _folded(reasoning: str) -> Text:

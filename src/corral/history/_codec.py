@@ -519,6 +519,14 @@ def worked_of(commit: Commit) -> float | None:
 REDACTED = "[redacted thinking]"
 
 
+def reply_parts(call: ModelCallPayload) -> tuple[str, ...] | None:
+    """A reply's text split where its tool calls stand in it (the i-th part before call
+    i, the last after them all), when some of it follows a call: a reader shows each
+    call in its place. None: all of it is before them."""
+    parts = call.text_parts
+    return parts if parts and len(parts) == len(call.tool_calls) + 1 else None
+
+
 def reply_reasoning(call: ModelCallPayload) -> str | None:
     """A reply's reasoning as a reader shows it: its thinking blocks in order, a redacted
     one marked `REDACTED` (as a conversation's message shows it: its recorded

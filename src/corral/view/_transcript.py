@@ -9,7 +9,14 @@ from typing import Any
 from .._chat import ToolCall
 from .._costs import format_cost
 from .._types import Commit
-from ..history import ChatMessage, FailedTry, TranscriptAttempt, reply_reasoning, transcript
+from ..history import (
+    ChatMessage,
+    FailedTry,
+    TranscriptAttempt,
+    reply_parts,
+    reply_reasoning,
+    transcript,
+)
 from ..report._calls import FAILURE_NAMES
 
 
@@ -38,6 +45,8 @@ def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
                 "text": call.text,
                 "reasoning": reply_reasoning(call),
                 "tool_calls": [_tool_call(t) for t in call.tool_calls],
+                # Its text split where its tool calls stand (None: all before them).
+                "text_parts": reply_parts(call),
                 "finish_reason": call.finish_reason,
             }
         out.append(

@@ -703,8 +703,13 @@
     return el("div", { class: "msg role-" + role },
       el("div", { class: "who" }, who),
       reasoning(m.reasoning),
-      m.text ? fold(m.text) : null,
-      toolCalls(m.tool_calls));
+      m.text_parts ? interleaved(m.text_parts, m.tool_calls) : [m.text ? fold(m.text) : null, toolCalls(m.tool_calls)]);
+  }
+
+  // A reply's text with each tool call where it wrote it (parts[i] before call i, the
+  // last part after them all).
+  function interleaved(parts, calls) {
+    return parts.map((part, i) => [part ? fold(part) : null, i < calls.length ? toolCalls([calls[i]]) : null]);
   }
 
   function failedTry(f) {
