@@ -444,6 +444,19 @@ def test_back_from_a_trial_returns_to_its_page_of_the_list(url: str, watched: Wa
     watched.assert_clean()
 
 
+def test_a_page_past_the_end_of_the_list_leads_to_its_last_page(url: str, watched: Watched) -> None:
+    # A list that shrank under its page (a live filter, a link kept): "page 9 of 3" over
+    # an empty table, and only "previous" to step back one page at a time.
+    page = watched.page
+    page.goto(url + "#/benchmark?" + _query(id="base", status="completed", size="10", page="8"))
+    expect(page.locator(".pager")).to_contain_text("past the end")
+    assert "page 9 of 3" not in page.locator(".pager").inner_text()
+    page.locator("#last-page").click()
+    expect(page.locator(".pager")).to_contain_text("page 3 of 3")
+    expect(page.locator("#trials tbody tr")).to_have_count(4)
+    watched.assert_clean()
+
+
 def test_a_running_trial_s_page_shows_its_new_steps_and_its_end(
     tmp_path: Path, watched: Watched
 ) -> None:

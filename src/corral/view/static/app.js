@@ -461,6 +461,14 @@
     const page = Number(p.page || 0);
     const pages = Math.max(1, Math.ceil(list.total / list.size));
     const at = (n) => link("/benchmark", Object.assign({}, p, { page: n || "", tab: "" }));
+    // A list that shrank under its page (a live filter, a kept link): say so, and lead
+    // to its last page rather than step back one page at a time.
+    if (!list.partial && page >= pages) {
+      const pager = el("p", { class: "pager" }, "page " + (page + 1) + " is past the end of the list (" +
+        num(pages) + (pages === 1 ? " page" : " pages") + " · " + num(list.total) + " trials) · ",
+        el("a", { href: at(pages - 1), id: "last-page" }, "last page →"));
+      return el("section", { id: "list" }, el("h2", {}, "Trials"), pager);
+    }
     const pager = el("p", { class: "pager" },
       page > 0 ? el("a", { href: at(page - 1), id: "prev-page" }, "← previous") : null, " ",
       "page " + (page + 1) + " of " + (list.partial ? "…" : num(pages)) + " · " +
