@@ -142,6 +142,16 @@ def endpoint_of(model: object) -> str | None:
     return without_password(endpoint) if isinstance(endpoint, str) else None
 
 
+def call_latency(response: ChatResponse, took: float) -> float:
+    """The latency to record of a call that took ``took`` seconds (its caller's timing)
+    and answered ``response``: its request's own (`ChatResponse.latency`, without a
+    wait for a connection slot) when its client measured it. A request made within the
+    call took no longer than the call: a reply carrying a longer latency was kept from
+    an earlier request (a user's cache, a replay), which this call did not wait."""
+    own = response.latency
+    return took if own is None else min(own, took)
+
+
 #: The user info ends at the authority's last '@' (as httpx reads it): a user may hold
 #: one of its own (an email, https://me@corp.com:pass@host/v1); its password, at its ':'.
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:]*):[^/?#]*@")

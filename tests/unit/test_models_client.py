@@ -25,9 +25,10 @@ import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral.agents import ToolAgent
 from corral.history import ModelCallPayload, decode
-from corral.models import Anthropic, OpenAICompatible
+from corral.models import Anthropic, ChatResponse, OpenAICompatible
 from corral.models._status import duration, retry_after
 from corral.runtime import RetryPolicy
+from corral.scorers import exact
 from corral.testing import (
     ChatReply,
     FakeChatServer,
@@ -667,6 +668,37 @@ async def test_a_calls_latency_leaves_out_its_wait_for_a_connection_slot(
     (call,) = [decode(c) for c in history if c.kind == "model_call"]
     assert isinstance(call, ModelCallPayload) and call.text == "ok"
     assert call.latency is not None and 0 < call.latency < HELD
+
+
+class Replays:
+    """A user's model that answers from replies kept from an earlier run (a cache): each
+    carries the latency its request took then, which this call did not wait."""
+
+    model = "replayed"
+
+    async def complete(self, messages: Any, **options: Any) -> ChatResponse:
+        return ChatResponse("ok", latency=KEPT)
+
+
+#: Seconds a kept reply's request took when it was first asked.
+KEPT = 30.0
+
+
+async def test_a_replayed_replys_latency_is_not_recorded_as_this_calls() -> None:
+    """A call's recorded latency is never longer than the call took (its caller's
+    timing): a reply kept from an earlier request, answered at once, carries that
+    request's latency, which this call never waited (the trial's and a scorer's)."""
+    store = corral.MemoryStore()
+    runner = corral.CorralRunner(
+        {"t": Meta("a", "e")}, {"a": AsksOnce(Replays())}, {"e": FakeEnvironment()}, store=store
+    )
+    await runner.run("replayed")
+    history = await store.history(corral.TrialKey("replayed", "t", 0))
+    (call,) = [decode(c) for c in history if c.kind == "model_call"]
+    assert isinstance(call, ModelCallPayload) and call.text == "ok"
+    _, scored = await exact().ask(Replays(), HELLO)
+    for latency in (call.latency, scored.latency):
+        assert latency is not None and latency < KEPT
 
 
 @pytest.mark.parametrize("make", [OpenAICompatible, Anthropic])

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._chat import endpoint_of
+from .._chat import call_latency, endpoint_of
 from .._checks import non_negative_int, non_negative_number
 from .._errors import ConfigError
 from .._tools import Tool
@@ -272,9 +272,7 @@ class RecordedModel:
         except Exception as exc:
             log.fail(exc, model, endpoint, messages)
             raise
-        latency = time.perf_counter() - start
-        if response.latency is not None:  # the request's own, without a wait for a slot
-            latency = response.latency
+        latency = call_latency(response, time.perf_counter() - start)
         usage = response.usage
         session.record_usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost

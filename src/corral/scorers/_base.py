@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._chat import ChatModel, ChatResponse, endpoint_of
+from .._chat import ChatModel, ChatResponse, call_latency, endpoint_of
 from .._errors import ConfigError
 from .._ids import check_id
 from .._scoring_spend import spend
@@ -45,9 +45,7 @@ class Scorer:
         trial's calls are): the trial's transcript shows it as a scorer call."""
         start = time.perf_counter()
         response = await client.complete(messages, **options)
-        latency = time.perf_counter() - start
-        if response.latency is not None:  # the request's own, without a wait for a slot
-            latency = response.latency
+        latency = call_latency(response, time.perf_counter() - start)
         usage = response.usage
         spend(usage)  # paid for even if the evaluation raises before it returns
         record = model_call(
