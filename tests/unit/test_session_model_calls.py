@@ -24,6 +24,8 @@ from corral.history import (
     decode,
     transcript,
 )
+from corral.report._calls import calls_line
+from corral.report._stored import stored_report
 from corral.testing import ChatReply, FakeAnthropicServer, FakeChatServer, FakeEnvironment
 
 from ..support.cancelled_run import cancelled_when, store_of
@@ -89,6 +91,38 @@ async def test_an_agent_records_its_own_calls_with_the_commit_they_lead_to() -> 
         (3, 2),
     ]
     assert report.model_calls == {"m": CallCounts(6, {}, 0.0, pytest.approx(0.9))}
+
+
+class PartlyTimed:
+    """An agent that records a call it timed (1 s) and one it did not (no latency)."""
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        session.record_model_call(HELLO_SENT, text="timed", model="m", latency=1.0)
+        session.record_model_call(HELLO_SENT, text="untimed", model="m")
+        return Final("done")
+
+
+HELLO_SENT = [{"role": "user", "content": "hello"}]
+
+
+async def test_the_mean_latency_is_of_the_calls_with_a_latency_recorded() -> None:
+    """A call recorded without its latency (`record_model_call`'s is optional) says
+    nothing of how long calls take: the report's mean latency is over the calls that
+    recorded one, not dragged toward 0 by it (1 s and one untimed: 1 s, not 0.5 s)."""
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env")
+    runner = corral.CorralRunner(
+        {"t": Meta("own", "env")}, {"own": PartlyTimed()}, {"env": env}, store=store
+    )
+    report = await runner.run("timed")
+    (counts,) = report.model_calls.values()
+    assert counts.calls == 2
+    assert report.to_dict()["model_calls"]["m"]["mean_latency_seconds"] == 1.0
+    assert "1.00 s mean latency" in calls_line("m", counts)
+    config = await store.benchmark_config("timed")
+    assert config is not None
+    reread = await stored_report(store, "timed", config, k_values=(1,))  # from the heads
+    assert reread.to_dict()["model_calls"]["m"]["mean_latency_seconds"] == 1.0
 
 
 class Trims:

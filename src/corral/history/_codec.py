@@ -77,6 +77,8 @@ def _counts(c: CallCounts) -> dict[str, Any]:
         out["rate_limit_wait"] = round(c.rate_limit_wait, 6)
     if c.latency:
         out["latency"] = round(c.latency, 6)
+    if c.untimed:  # absent: every call recorded its latency (as in older stores)
+        out["untimed"] = c.untimed
     return out
 
 
@@ -253,6 +255,7 @@ def _calls(value: Any) -> dict[str, CallCounts] | None:
             {str(k): _int(n) for k, n in failed.items()} if isinstance(failed, dict) else {},
             _number(c.get("rate_limit_wait")),
             _number(c.get("latency")),
+            _int(c.get("untimed")),
         )
     return out
 
@@ -269,6 +272,7 @@ def calls_json(counts: Mapping[str, CallCounts]) -> dict[str, Any]:
             "failed": dict(c.failed),
             "rate_limit_wait": c.rate_limit_wait,
             "latency": c.latency,
+            "untimed": c.untimed,
         }
         for model, c in counts.items()
     }

@@ -209,14 +209,17 @@ def scored_terminal(commit: Commit) -> int | None:
 
 def counts_of(call: ModelCallPayload) -> CallCounts:
     """One model call as counts: a call if it got a reply, its failed tries by kind,
-    the seconds waited after those that were rate limits, its latency."""
+    the seconds waited after those that were rate limits, its latency (a reply whose
+    latency was not recorded is counted as untimed: it says nothing of how long)."""
     failed: dict[str, int] = {}
     waited = 0.0
     for f in call.failed:
         failed[f.kind] = failed.get(f.kind, 0) + 1
         if f.kind == "429" and f.waited:
             waited += f.waited
-    return CallCounts(int(call.error is None), failed, waited, call.latency or 0.0)
+    replied = call.error is None
+    untimed = int(replied and call.latency is None)
+    return CallCounts(int(replied), failed, waited, call.latency or 0.0, untimed)
 
 
 class CallChain:

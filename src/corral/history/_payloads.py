@@ -27,13 +27,15 @@ _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 class CallCounts:
     """A trial's model calls to one model (the terminal's stamp keeps them per model, so
     a report reads them without reading the calls): how many succeeded, the tries that
-    failed by kind (`FAILURE_KINDS`), the seconds waited after rate limits, and the
-    seconds the successful calls took."""
+    failed by kind (`FAILURE_KINDS`), the seconds waited after rate limits, the
+    seconds the successful calls took, and how many of them recorded no latency (a
+    mean latency is over the others: `timed`)."""
 
     calls: int = 0
     failed: Mapping[str, int] = field(default_factory=dict)
     rate_limit_wait: float = 0.0
     latency: float = 0.0
+    untimed: int = 0
 
     def __add__(self, other: CallCounts) -> CallCounts:
         failed = dict(self.failed)
@@ -44,7 +46,13 @@ class CallCounts:
             failed,
             self.rate_limit_wait + other.rate_limit_wait,
             self.latency + other.latency,
+            self.untimed + other.untimed,
         )
+
+    @property
+    def timed(self) -> int:
+        """The successful calls that recorded their latency (``latency`` is theirs)."""
+        return self.calls - self.untimed
 
     @property
     def failed_tries(self) -> int:

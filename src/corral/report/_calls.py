@@ -39,7 +39,7 @@ class CallTally:
     __slots__ = ("_of",)
 
     def __init__(self) -> None:
-        # Per model: calls, failed tries by kind, waits, latencies.
+        # Per model: calls and untimed calls, failed tries by kind, waits, latencies.
         self._of: dict[str, tuple[list[int], dict[str, int], array[float], array[float]]] = {}
 
     def add(self, counted: Mapping[str, CallCounts]) -> None:
@@ -47,8 +47,9 @@ class CallTally:
         for model, c in counted.items():
             sums = of.get(model)
             if sums is None:
-                sums = of[model] = ([0], {}, array("d"), array("d"))
+                sums = of[model] = ([0, 0], {}, array("d"), array("d"))
             sums[0][0] += c.calls
+            sums[0][1] += c.untimed
             failed = sums[1]
             for kind, n in c.failed.items():
                 failed[kind] = failed.get(kind, 0) + n
@@ -59,20 +60,21 @@ class CallTally:
 
     def total(self) -> dict[str, CallCounts]:
         return {
-            model: CallCounts(calls[0], dict(failed), fsum(waits), fsum(latencies))
+            model: CallCounts(calls[0], dict(failed), fsum(waits), fsum(latencies), calls[1])
             for model, (calls, failed, waits, latencies) in sorted(self._of.items())
         }
 
 
 def calls_dict(counts: Mapping[str, CallCounts]) -> dict[str, Any]:
     """The counts as JSON: per model its calls, failed tries (by kind, every kind
-    present), seconds waited on rate limits and mean latency."""
+    present), seconds waited on rate limits and mean latency (of the calls that recorded
+    theirs: `mean_latency`)."""
     return {
         model: {
             "calls": c.calls,
             "failed_tries": {kind: c.failed.get(kind, 0) for kind in _kinds(c)},
             "rate_limit_wait_seconds": round(c.rate_limit_wait, 3),
-            "mean_latency_seconds": round(c.latency / c.calls, 4) if c.calls else None,
+            "mean_latency_seconds": None if c.timed <= 0 else round(mean_latency(c), 4),
         }
         for model, c in counts.items()
     }
@@ -81,13 +83,20 @@ def calls_dict(counts: Mapping[str, CallCounts]) -> dict[str, Any]:
 def calls_line(model: str, c: CallCounts) -> str:
     """One model's counts in a sentence (the CLI summary and the viewer)."""
     parts = [f"{model}: {c.calls:,} call{'s' if c.calls != 1 else ''}"]
-    if c.calls and c.latency:
-        parts.append(f"{c.latency / c.calls:.2f} s mean latency")
+    if c.timed > 0 and c.latency:
+        parts.append(f"{mean_latency(c):.2f} s mean latency")
     failed = [f"{FAILURE_NAMES.get(k, k)} {c.failed[k]:,}" for k in _kinds(c) if c.failed.get(k)]
     parts.append("failed tries: " + ", ".join(failed) if failed else "no failed tries")
     if c.rate_limit_wait:
         parts.append(f"{c.rate_limit_wait:.1f} s waiting on rate limits")
     return " · ".join(parts)
+
+
+def mean_latency(c: CallCounts) -> float:
+    """The mean latency of the calls that recorded theirs (``c.timed`` > 0): a call
+    recorded without one (`record_model_call`'s is optional) says nothing of how long
+    calls take, and counted as 0 s it would pull the mean down."""
+    return c.latency / c.timed
 
 
 def _kinds(c: CallCounts) -> list[str]:
