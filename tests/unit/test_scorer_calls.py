@@ -17,7 +17,7 @@ from corral import BenchmarkTaskMetadata as Meta
 from corral import scorers
 from corral.cli import main
 from corral.history import EvaluationPayload, TranscriptCall, decode, transcript
-from corral.models import OpenAICompatible
+from corral.models import ChatResponse, OpenAICompatible, ToolCall
 from corral.testing import ChatReply, FakeChatServer, FakeEnvironment, ScriptedAgent
 from corral.view._transcript import transcript_data
 
@@ -102,3 +102,22 @@ async def test_an_evaluation_with_calls_not_made_by_ask_is_refused() -> None:
     report = await runner.run("bad")
     failed = report.tasks["t"].trials[0].evaluation_error
     assert failed is not None and "Evaluation.model_calls must be a tuple" in failed
+
+
+class UsesTools:
+    """A judge that wrote text before its tool call and after it."""
+
+    model = "judge"
+
+    async def complete(self, messages: Any, **options: Any) -> ChatResponse:
+        call = ToolCall("c1", "lookup", "{}")
+        return ChatResponse("Checking.Done.", (call,), text_parts=("Checking.", "Done."))
+
+
+@pytest.mark.anyio
+async def test_a_scorer_calls_text_after_its_tool_call_is_recorded_where_it_wrote_it() -> None:
+    """A scorer's call is recorded as a trial's is: its text split where its tool calls
+    stand (`ChatResponse.text_parts`), so its transcript shows each call in its place."""
+    _, record = await scorers.exact().ask(UsesTools(), [{"role": "user", "content": "grade"}])
+    assert record.text == "Checking.Done."
+    assert record.text_parts == ("Checking.", "Done.")

@@ -67,6 +67,7 @@ class Scorer:
             ),
             latency=latency,
             thinking=response.thinking,
+            text_parts=response.text_parts,
         )
         return response, record
 
