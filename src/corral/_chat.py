@@ -110,7 +110,8 @@ class ChatResponse:
     text_parts: tuple[str, ...] = ()
     #: Seconds the request took, from its first byte on the wire to its reply read, when
     #: the client measured it (`OpenAICompatible`, `Anthropic`: a wait for a connection
-    #: slot before it is not the endpoint's latency); None: whoever calls times the call.
+    #: slot before it is not the endpoint's latency), on the event loop's clock (as a
+    #: trial's working time: virtual in a test's MockClock); None: whoever calls times it.
     latency: float | None = field(default=None, compare=False)
 
 

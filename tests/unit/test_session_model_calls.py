@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from trio.testing import MockClock
 
 import corral
 from corral import Action, Final, ModelError
@@ -24,8 +25,10 @@ from corral.history import (
     decode,
     transcript,
 )
+from corral.models import ChatResponse
 from corral.report._calls import calls_line
 from corral.report._stored import stored_report
+from corral.scorers import exact
 from corral.testing import ChatReply, FakeAnthropicServer, FakeChatServer, FakeEnvironment
 
 from ..support.cancelled_run import cancelled_when, store_of
@@ -123,6 +126,46 @@ async def test_the_mean_latency_is_of_the_calls_with_a_latency_recorded() -> Non
     assert config is not None
     reread = await stored_report(store, "timed", config, k_values=(1,))  # from the heads
     assert reread.to_dict()["model_calls"]["m"]["mean_latency_seconds"] == 1.0
+
+
+class Slow:
+    """A user's model that answers after ``SLOW`` seconds (virtual time)."""
+
+    model = "slow"
+
+    async def complete(self, messages: Any, **options: Any) -> ChatResponse:
+        await anyio.sleep(SLOW)
+        return ChatResponse("late")
+
+
+#: Seconds `Slow` takes to answer.
+SLOW = 2.5
+
+
+class AsksSlow:
+    async def act(self, session: corral.AgentSession) -> Final:
+        reply = await session.chat(Slow()).complete(HELLO_SENT)
+        return Final(reply.content)
+
+
+@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})])
+async def test_a_calls_latency_is_timed_on_the_clock_working_time_is() -> None:
+    """A call's latency is timed on the event loop's clock, as the trial's working time
+    is: in virtual time (a test's MockClock) a 2.5 s call is recorded as 2.5 s, the
+    same in every run, not as the instant of real time it took (the trial's and a
+    scorer's)."""
+    store = corral.MemoryStore()
+    runner = corral.CorralRunner(
+        {"t": Meta("slow", "env")},
+        {"slow": AsksSlow()},
+        {"env": FakeEnvironment("env")},
+        store=store,
+    )
+    await runner.run("virtual")
+    (call,) = _calls(await _history(store, "virtual", "t"))
+    assert call.text == "late" and call.latency == SLOW
+    _, scored = await exact().ask(Slow(), HELLO_SENT)
+    assert scored.latency == SLOW
 
 
 class Trims:

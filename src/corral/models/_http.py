@@ -8,7 +8,6 @@ import functools
 import json
 import math
 import ssl
-import time
 import zlib
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -220,7 +219,7 @@ class HTTPModel:
 
             async def trace(event: str, info: Mapping[str, Any]) -> None:
                 if not started:  # connecting (a new connection), else sending
-                    started.append(time.perf_counter())
+                    started.append(anyio.current_time())
                 if event.endswith("send_request_headers.started") and deadline.deadline == math.inf:
                     deadline.deadline = anyio.current_time() + self.timeout
 
@@ -465,4 +464,4 @@ def exchanged(reply: ChatResponse, started: Sequence[float]) -> ChatResponse:
     left out), if it did."""
     if not started:
         return reply
-    return dataclasses.replace(reply, latency=max(0.0, time.perf_counter() - started[0]))
+    return dataclasses.replace(reply, latency=max(0.0, anyio.current_time() - started[0]))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from .._chat import call_latency, endpoint_of
 from .._checks import non_negative_int, non_negative_number
@@ -266,13 +267,13 @@ class RecordedModel:
         model = options.get("model") or getattr(inner, "model", None)
         endpoint = endpoint_of(inner)
         log.trying()
-        start = time.perf_counter()
+        start = anyio.current_time()
         try:
             response = await inner.complete(messages, **options)
         except Exception as exc:
             log.fail(exc, model, endpoint, messages)
             raise
-        latency = call_latency(response, time.perf_counter() - start)
+        latency = call_latency(response, anyio.current_time() - start)
         usage = response.usage
         session.record_usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import anyio
 
 from .._chat import ChatModel, ChatResponse, call_latency, endpoint_of
 from .._errors import ConfigError
@@ -43,9 +44,9 @@ class Scorer:
         """``client.complete(messages, **options)``, and the call's record for the
         evaluation's ``model_calls`` (its messages whole, each string capped as a
         trial's calls are): the trial's transcript shows it as a scorer call."""
-        start = time.perf_counter()
+        start = anyio.current_time()
         response = await client.complete(messages, **options)
-        latency = call_latency(response, time.perf_counter() - start)
+        latency = call_latency(response, anyio.current_time() - start)
         usage = response.usage
         spend(usage)  # paid for even if the evaluation raises before it returns
         record = model_call(
