@@ -339,6 +339,35 @@ async def test_a_failed_call_with_nothing_sent_shows_no_earlier_message_as_its_o
     assert (failed.sent, failed.length) == ((), 0)
 
 
+class GoesOnAfterNothingSent:
+    """`FailsWithNothingSent`, then a call that sends the first one's reply back."""
+
+    async def act(self, session: corral.AgentSession) -> Action | Final:
+        sent = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+        if session.iteration == 0:
+            session.record_model_call(sent, text="first", model="m")
+            return Action("note", {})
+        session.record_model_call([], error="ModelError: refused", model="m")
+        sent += [{"role": "assistant", "content": "first"}, {"role": "user", "content": "again"}]
+        session.record_model_call(sent, text="second", model="m")
+        return Final("x")
+
+
+async def test_a_failed_call_with_nothing_sent_leaves_the_reply_before_it_shown_once() -> None:
+    """A call that failed with nothing sent is no step of the conversation: the call
+    after it, sending the reply before it back, shows that reply once (as that reply),
+    not again as a message it sent."""
+    store = corral.MemoryStore()
+    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
+    runner = corral.CorralRunner(
+        {"t": Meta("own", "env")}, {"own": GoesOnAfterNothingSent()}, {"env": env}, store=store
+    )
+    await runner.run("nothing-sent")
+    *_, after = transcript(await _history(store, "nothing-sent", "t"))
+    assert isinstance(after, TranscriptCall) and after.call.text == "second"
+    assert [(m.role, m.text) for m in after.sent] == [("user", "again")]
+
+
 async def test_a_long_value_is_cut_at_record_chars_and_marked() -> None:
     store = corral.MemoryStore()
     with FakeChatServer(ledger_model) as server:

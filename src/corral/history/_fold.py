@@ -355,7 +355,8 @@ def transcript(commits: Sequence[Commit]) -> list[TranscriptCall | TranscriptAtt
             sent.append(message)
         for tool_call in call.tool_calls:
             names.setdefault(tool_call.id, tool_call.name)
-        replied = call if call.error is None else None
+        if not sent_nothing(call):  # else no step of the conversation: the reply before
+            replied = call if call.error is None else None  # it is still the one sent back
         at = commit.created_at
         out.append(TranscriptCall(commit.seq, at, call, tuple(sent), len(whole), attempt))
     return out
