@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
@@ -17,12 +16,13 @@ from ._types import (
     Evaluation,
     TrialRecord,
     Usage,
+    slot_setters,
 )
 
 _NO_DETAILS: Mapping[str, Any] = MappingProxyType({})
 
 #: Each field's slot setter, in field order (`_record`).
-_SLOTS = tuple(TrialRecord.__dict__[f.name].__set__ for f in fields(TrialRecord))
+_SLOTS = slot_setters(TrialRecord)
 
 
 def _record(*values: Any) -> TrialRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -201,6 +201,37 @@ class Step:
 
     action: Action
     effect: ToolEffect
+
+
+def slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
+    """Each field's slot setter of the frozen dataclass ``cls`` (slotted), in field order.
+
+    What the constructors of the values built several times a trial set their fields
+    with: a frozen dataclass's ``__init__`` sets each one through ``object.__setattr__``,
+    which costs about twice a slot's own setter, and is reached through a type call
+    that costs more than a plain function's. A class with a ``__post_init__`` gets none
+    (its constructor would skip it)."""
+    assert not hasattr(cls, "__post_init__"), cls
+    return tuple(cls.__dict__[f.name].__set__ for f in fields(cls))
+
+
+_new = object.__new__
+_SEQ, _KIND, _PAYLOAD, _CREATED_AT, _USAGE = slot_setters(Commit)
+
+
+def new_commit(
+    seq: int, kind: str, payload: Any, created_at: float, usage: Usage = NO_USAGE
+) -> Commit:
+    """``Commit(seq, kind, payload, created_at, usage)``, the same object built slot by
+    slot (`slot_setters`): the runtime builds the five every trial writes here, each in
+    half what ``Commit``'s ``__init__`` costs."""
+    commit: Commit = _new(Commit)
+    _SEQ(commit, seq)
+    _KIND(commit, kind)
+    _PAYLOAD(commit, payload)
+    _CREATED_AT(commit, created_at)
+    _USAGE(commit, usage)
+    return commit
 
 
 class TrialStatus(StrEnum):

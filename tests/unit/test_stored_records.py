@@ -84,3 +84,30 @@ def test_a_record_built_slot_by_slot_is_the_dataclasss_own() -> None:
     assert _record(*values) == TrialRecord(*values)
     with pytest.raises(ValueError):
         _record(*values[:-1])
+
+
+def test_a_commit_built_slot_by_slot_is_the_dataclasss_own() -> None:
+    """`new_commit` skips Commit's frozen __init__ for speed: it must build the same
+    object, field for field, its usage defaulting as the dataclass's does."""
+    import dataclasses
+
+    import pytest
+
+    from corral._types import new_commit
+
+    usage = Usage(1, 2, 0.5)
+    built, own = (
+        new_commit(3, "action", {"a": 1}, 1.5, usage),
+        Commit(3, "action", {"a": 1}, 1.5, usage),
+    )
+    assert type(built) is Commit and built == own
+    assert [getattr(built, f.name) for f in dataclasses.fields(Commit)] == [
+        3,
+        "action",
+        {"a": 1},
+        1.5,
+        usage,
+    ]
+    assert new_commit(0, "setup", None, 0.0) == Commit(0, "setup", None, 0.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.seq = 4  # type: ignore[misc]

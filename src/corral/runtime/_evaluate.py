@@ -14,7 +14,7 @@ from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
 from .._scoring_spend import Spent
-from .._types import NO_USAGE, Commit, Evaluation, TrialRecord, TrialStatus, Usage
+from .._types import NO_USAGE, Evaluation, TrialRecord, TrialStatus, Usage, new_commit
 from ..history import EvaluationPayload, ModelCallPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
 from ._acks import Acks
@@ -104,7 +104,7 @@ async def evaluate_trial(
     if terminal_seq is not None:  # an earlier attempt's (a rescore's, mid-rerun)
         payload = replace(payload, terminal_seq=terminal_seq)
     # What scoring spent (a model-graded scorer's calls) counts like any commit's usage.
-    commit = ours = Commit(seq, "evaluation", encode(payload), time.time(), usage)
+    commit = ours = new_commit(seq, "evaluation", encode(payload), time.time(), usage)
     while True:
         try:
             handle = store.enqueue(key, [commit])

@@ -33,6 +33,7 @@ from .._types import (
     TrialRecord,
     TrialStatus,
     Usage,
+    new_commit,
 )
 from ..history import (
     ActionPayload,
@@ -184,7 +185,7 @@ class _Writer:
                 stored = encode_worked(payload, worked)
             else:
                 stored = encode(payload, _stamp(plan.job, projection, kind, worked))
-            commit = Commit(self.next_seq, kind, stored, now, usage)
+            commit = new_commit(self.next_seq, kind, stored, now, usage)
             commits.append(commit)
             projection.apply(commit, payload)
             if kind == _MODEL_CALL:
