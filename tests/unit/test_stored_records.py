@@ -111,3 +111,32 @@ def test_a_commit_built_slot_by_slot_is_the_dataclasss_own() -> None:
     assert new_commit(0, "setup", None, 0.0) == Commit(0, "setup", None, 0.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.seq = 4  # type: ignore[misc]
+
+
+def test_a_projections_steps_are_the_dataclasses_own() -> None:
+    """The projection builds its actions, effects and steps slot by slot for speed:
+    from typed payloads or decoded ones, they are the values their ``__init__`` makes."""
+    from corral._types import UNCHANGED, Action, Step, ToolEffect
+    from corral.history import ActionPayload, SetupPayload, ToolEffectPayload
+    from corral.runtime._projection import Projection
+
+    payloads = [
+        ("setup", SetupPayload(state=0)),
+        ("action", ActionPayload("step", {"n": 1}, 0, 0)),
+        ("tool_effect", ToolEffectPayload(1, "ok", 5)),
+        ("action", ActionPayload("look", {}, 1, 0)),
+        ("tool_effect", ToolEffectPayload(3, {"seen": [1]})),
+    ]
+    commits = [Commit(seq, kind, encode(p), 0.0) for seq, (kind, p) in enumerate(payloads)]
+    expected = [
+        Step(Action("step", {"n": 1}), ToolEffect("ok", 5)),
+        Step(Action("look", {}), ToolEffect({"seen": [1]}, UNCHANGED)),
+    ]
+    for typed in (True, False):
+        projection = Projection()
+        for commit, (_, payload) in zip(commits, payloads, strict=True):
+            projection.apply(commit, payload if typed else None)
+        assert projection.steps == expected and projection.state == 5
+        for step in projection.steps:
+            assert type(step) is Step and type(step.action) is Action
+            assert type(step.effect) is ToolEffect
