@@ -122,7 +122,10 @@ def with_evaluation(
         evaluation_error = str(payload.error)
         error = f"evaluation failed: {evaluation_error}"
         trace = payload.traceback
-    usage = record.usage + commit.usage if commit.usage and not counted else record.usage
+    usage, spent = record.usage, commit.usage
+    # Most scorers spend nothing: NO_USAGE, told apart without a call of its ``__bool__``.
+    if not counted and spent is not NO_USAGE and spent:
+        usage = usage + spent
     return _rebuilt(
         record,
         evaluation,
@@ -288,7 +291,9 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         """An `Evaluation` of these values: one kept already if there is one (so `add`
         keeps a record that has it as it is). Safe from another thread: at worst, equal
         evaluations end up kept twice."""
-        key = None if usage or model_calls else _sharing_key(score, passed, details, scores)
+        # Most spend nothing: NO_USAGE, told apart without a call of its ``__bool__``.
+        spent = usage is not NO_USAGE and usage
+        key = None if spent or model_calls else _sharing_key(score, passed, details, scores)
         kept = None if key is None else self._evaluations.get(key)
         if kept is None:
             return Evaluation(score, passed, details, scores, usage, model_calls)

@@ -168,7 +168,8 @@ class TrialFold:
     @property
     def spend(self) -> Usage:
         """Usage of every attempt (a reopened trial's earlier spend still counts)."""
-        return self.usage + self.earlier_usage if self.earlier_usage else self.usage
+        earlier = self.earlier_usage  # NO_USAGE but in a reopened trial: told without a call
+        return self.usage + earlier if earlier is not NO_USAGE and earlier else self.usage
 
     @property
     def finished(self) -> bool:
