@@ -19,7 +19,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from ..runtime._acks import Acks
-from ..runtime._handoff import Handoff
+from ..runtime._handoff import Handoff, handoff_maker
 
 if TYPE_CHECKING:
     from .._concurrency import ScopeStatistics
@@ -78,7 +78,7 @@ class WorkerPool(Generic[J, R]):
         # up on every call, which costs more than what they do (a worker idles and
         # ends a job once per job).
         backend = anyio.lowlevel.current_token().backend_class
-        self._new_event = backend.create_event
+        self._new_handoff: Callable[[], Handoff[J]] = handoff_maker()
         self._checkpoint = backend.checkpoint
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
 
@@ -119,6 +119,7 @@ class WorkerPool(Generic[J, R]):
         job: J | None = first
         self._paid += 1
         run, deliver, acks = self._run, self._deliver, self._acks
+        idle: Handoff[J] | None = None
         while job is not None:
             owed = self._owed
             result = await run(job)
@@ -180,7 +181,8 @@ class WorkerPool(Generic[J, R]):
                 continue
             if self._closing:
                 return
-            idle: Handoff[J] = Handoff(self._new_event())
+            if idle is None:
+                idle = self._new_handoff()  # the worker's, reused at each wait
             self._idle.append(idle)
             job = await idle.wait()
             if job is not None:
