@@ -274,10 +274,15 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         if key is None:
             return None
         kept = self._evaluations.get(key)
-        if kept is None and len(self._evaluations) < _SHARED_EVALUATIONS:
+        if kept is None:
+            self._keep(key, evaluation)
+        return None if kept is evaluation else kept
+
+    def _keep(self, key: tuple[Any, ...], evaluation: Evaluation) -> None:
+        """Share ``evaluation`` from now on with the equal ones to come, if there is room."""
+        if len(self._evaluations) < _SHARED_EVALUATIONS:
             self._evaluations[key] = evaluation
             self._kept.add(id(evaluation))
-        return None if kept is evaluation else kept
 
     def evaluation(
         self,
@@ -296,7 +301,11 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         key = None if spent or model_calls else _sharing_key(score, passed, details, scores)
         kept = None if key is None else self._evaluations.get(key)
         if kept is None:
-            return Evaluation(score, passed, details, scores, usage, model_calls)
+            kept = Evaluation(score, passed, details, scores, usage, model_calls)
+            if key is not None:
+                # Kept for the next equal one: a run whose records are spooled (most)
+                # never `add`s one here, and would make one a trial.
+                self._keep(key, kept)
         return kept
 
     def remove(self, task_id: str, trial: int) -> None:

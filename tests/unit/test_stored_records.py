@@ -140,3 +140,24 @@ def test_a_projections_steps_are_the_dataclasses_own() -> None:
         for step in projection.steps:
             assert type(step) is Step and type(step.action) is Action
             assert type(step.effect) is ToolEffect
+
+
+def test_equal_evaluations_made_for_records_are_one_shared_object() -> None:
+    """`TrialTable.evaluation` keeps what it makes: equal evaluations of later trials
+    are that one object (records spooled are never added to the table), one with
+    details or usage is its own, and a record added with a shared one keeps it."""
+    from corral._records import TrialTable
+    from corral._types import Evaluation, TrialRecord
+
+    table = TrialTable(2)
+    first = table.evaluation(1.0, True, {})
+    assert first == Evaluation(1.0, True) and table.evaluation(1.0, True, {}) is first
+    assert table.evaluation(1, True, {}) is not first  # 1 and 1.0: different JSON
+    assert table.evaluation(1.0, True, {"why": "x"}) is not table.evaluation(
+        1.0, True, {"why": "x"}
+    )
+    spent = Usage(1, 1, 0.0)
+    assert table.evaluation(1.0, True, {}, usage=spent).usage == spent
+    record = TrialRecord("t", 0, TrialStatus.COMPLETED, evaluation=first)
+    table.add(record)
+    assert table[("t", 0)].evaluation is first
