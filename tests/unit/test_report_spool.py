@@ -236,3 +236,46 @@ async def test_a_full_disk_stops_the_spool_not_the_run(
     assert report.finished == report.total == 12
     assert sorted(written.read) == sorted(TASKS)
     assert written.last()[0] == written.last()[1]
+
+
+class _Record:
+    """What the spool takes of a trial record: its trial and its dict."""
+
+    def __init__(self, task: int, trial: int, version: int = 0) -> None:
+        self.trial = trial
+        self.text = {"task": task, "trial": trial, "v": version, "pad": "é" * (task % 7)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.text
+
+
+def test_the_spool_reads_texts_together_or_one_by_one_as_they_lie(tmp_path: Path) -> None:
+    """Texts read a block of tasks at once (where they lie close) or one by one (a
+    trial spooled far from its task's, a record replaced, tasks asked out of order)
+    are each trial's latest text."""
+    tasks = [f"t{i}" for i in range(700)]
+    spool = _spool.RecordSpool(tasks, 2, tmp_path)
+    latest: dict[tuple[int, int], str] = {}
+
+    def add(t: int, r: int, version: int = 0) -> None:
+        record = _Record(t, r, version)
+        spool.add(t, record)  # type: ignore[arg-type]
+        latest[(t, r)] = json.dumps(record.text)
+
+    late = {(3, 1), (300, 0), (699, 1)}
+    for t in range(0, 700, 10):  # about in task order, shuffled within tens
+        for u in reversed(range(t, t + 10)):
+            for r in (1, 0):
+                if (u, r) not in late:
+                    add(u, r)
+    for t, r in late:
+        add(t, r)
+    add(5, 0, version=1)  # replaced: its latest text is at the end
+    expected = [[latest[(t, 0)], latest[(t, 1)]] for t in range(700)]
+    try:
+        assert [spool.texts(task, 2) for task in tasks] == expected
+        assert spool.texts("t9", 1) is None  # not every finished trial
+        order = [*range(699, 600, -1), *range(0, 700, 3)]
+        assert [spool.texts(tasks[t], 2) for t in order] == [expected[t] for t in order]
+    finally:
+        spool.close()

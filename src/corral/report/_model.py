@@ -304,14 +304,15 @@ class BenchmarkReport:
                 if columns is not None
                 else ((t, entry_json(task, metrics), len(task.trials)) for t, task in tasks.items())
             )
+            # One write a task (the key as json.dumps writes a string).
             for i, (task_id, entry, finished) in enumerate(entries):
-                file.write(("" if i == 0 else ", ") + json.dumps(task_id) + ": ")
+                key = ("" if i == 0 else ", ") + dumps_for_report(task_id) + ": "
                 texts = trial_texts(task_id, finished)
                 if texts is None:  # read from the store
                     task = tasks[task_id] if columns is None else columns.at(i)
-                    file.write(dumps_for_report(task.to_dict(metrics)))
+                    file.write(key + dumps_for_report(task.to_dict(metrics)))
                 else:  # as json.dumps writes the whole: the trials' key comes last
-                    file.write(entry[:-1] + ', "trials": [' + ", ".join(texts) + "]}")
+                    file.write(key + entry[:-1] + ', "trials": [' + ", ".join(texts) + "]}")
         file.write("}}\n")
 
     def _write_indented(self, file: IO[str], head: dict[str, Any], indent: int) -> None:
