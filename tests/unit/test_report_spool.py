@@ -24,7 +24,7 @@ from corral import (
     TrialRecord,
     Usage,
 )
-from corral.report import _spool, _tasks
+from corral.report import _model, _spool, _tasks
 from corral.report._files import report_path, write_report
 from corral.report._lazy import StoreRecords
 from corral.testing import FakeEnvironment, ScriptedAgent
@@ -110,8 +110,9 @@ def written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Written:
 
 @pytest.mark.parametrize("models", [None, ["m1", "m2"]])
 async def test_the_spooled_file_is_the_stored_one(
-    tmp_path: Path, written: Written, models: list[str] | None
+    tmp_path: Path, written: Written, models: list[str] | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_model, "_WRITTEN", 9)  # a write of one or two tasks
     run = runner(tmp_path / "store.db")
     report = await run.run("b", trials_per_task=3, k_values=(1, 3), models=models)
     assert written.read == []  # the file took every task's records from the spool
@@ -141,9 +142,11 @@ async def test_tasks_of_one_outcome_share_their_text_and_the_file_is_one_dump(
 ) -> None:
     """The report file writes what tasks of one outcome and model share once (all but
     the task's id): ids that JSON escapes, two models, tasks with named scores, a
-    broken trial's other outcome between them, more groups than it keeps; byte for
-    byte as one `json.dumps` of the report, and as the store's records give it."""
+    broken trial's other outcome between them, more groups than it keeps, written a
+    few tasks at a write; byte for byte as one `json.dumps` of the report, and as the
+    store's records give it."""
     monkeypatch.setattr(_tasks, "_GROUPS_KEPT", 2)
+    monkeypatch.setattr(_model, "_WRITTEN", 10)
     ids = [f'plain-é-"{i}"\\' for i in range(5)] + ["named-a", "broken-é", "plain-z", "named-b"]
     tasks = {t: BenchmarkTaskMetadata("a", "e") for t in ids}
     run = scripted_runner(tasks, decide, evaluate, tmp_path / "store.db")

@@ -168,32 +168,35 @@ class TaskColumns(Mapping[str, TaskReport]):
             n, c, _ = kinds[kind[i]]
             yield task_id, model, n, c, named.get(i) or _NO_NAMED
 
-    def entries(self, metrics: tuple[Metric, ...]) -> Iterator[tuple[str, str, int]]:
-        """(task id, its JSON without its trials, its finished trials) of every task, in
-        order: the text `dumps_for_report(task.to_dict(metrics, trials=False))` writes,
-        no `TaskReport` made for most. All but the id is the same for the tasks of one
-        outcome, model and environment (and none of them named scores): made once,
-        for the last few such groups (a report file of 40,000 tasks: 0.31 s, of which
-        two thirds was making and encoding each task's dict)."""
+    def entries(self, metrics: tuple[Metric, ...]) -> Iterator[tuple[str, str, str, int]]:
+        """(task id, its JSON text, its JSON without its trials and closing brace, its
+        finished trials) of every task, in order: the text
+        `dumps_for_report(task.to_dict(metrics, trials=False))` writes, less its last
+        character (the trials' key comes there), no `TaskReport` made for most. All but
+        the id is the same for the tasks of one outcome, model and environment (and
+        none of them named scores): made once, for the last few such groups (a report
+        file of 40,000 tasks: 0.31 s, of which two thirds was making and encoding each
+        task's dict); the id's text is made once a task, for its key and its entry."""
         made: dict[tuple[int, str | None, str, bool], str] = {}
         kinds, kind, named, added = self._kinds, self._kind, self._named, self._added
         models, environments = self._models, self._environments
         for i, task_id in enumerate(self._ids):
             k = kind[i]
             finished = kinds[k][0]
+            quoted = dumps_for_report(task_id)
             if i in named:
-                yield task_id, entry_json(self._make(i), metrics), finished
+                yield task_id, quoted, entry_json(self._make(i), metrics)[:-1], finished
                 continue
-            head = '{"task_id": ' + dumps_for_report(task_id)
             group = (k, models[i], environments[i], task_id in added)
             rest = made.get(group)
             if rest is None:
                 whole = entry_json(self._make(i), metrics)
+                head = '{"task_id": ' + quoted
                 assert whole.startswith(head), whole
                 if len(made) == _GROUPS_KEPT:  # tasks of an environment each: few repeat
                     made.clear()
-                rest = made[group] = whole[len(head) :]
-            yield task_id, head + rest, finished
+                rest = made[group] = whole[len(head) : -1]
+            yield task_id, quoted, '{"task_id": ' + quoted + rest, finished
 
     def outcomes(self) -> dict[str, tuple[int, int]]:
         """Each task's (finished, passed) by id, in order, the tuples shared by the tasks
