@@ -357,3 +357,35 @@ def test_compare_json_stays_strict_json_when_the_difference_overflows(tmp_path: 
     c = json.loads(compared.output, parse_constant=refuse)
     assert c["difference"]["value"] == "inf"
     assert c["a"]["value"] == -1e308 and c["b"]["value"] == 1e308
+
+
+def test_a_report_from_heads_counts_tasks_in_their_order_not_their_ids() -> None:
+    """The heads come in id order; the report's tasks, outcomes per model and named
+    scores (each name first met in task order, the key order of the report's JSON) are
+    in the tasks' order, as the records' report has them."""
+    from corral.report._build import report_from_heads
+    from corral.store._heads import TrialHead
+
+    scores: list[Scored] = [{"z": 1e16}, {"y": 1.0}, {"z": -1e16}, {"x": 0.5}, {}, {"w": 1.0}]
+    ids = [f"t{9 - i}@m{i % 2}" for i in range(len(scores))]  # ids against their order
+    outcomes = [True, False, True, True, False, True]
+    config = {
+        "trials_per_task": 1,
+        "tasks": {t: {"environment_id": "e", "model": t.rpartition("@")[2]} for t in ids},
+    }
+    records = {(t, 0): trial(t, 0, s, p) for t, s, p in zip(ids, scores, outcomes, strict=True)}
+    heads = sorted(
+        TrialHead(t, 0, 3, True, "completed", p, float(p), s or None, started_at=0.0)
+        for t, s, p in zip(ids, scores, outcomes, strict=True)
+    )
+    times = {"started_at": 0.0, "finished_at": 1.0, "k_values": (1,)}
+    from_records = build_report("b", config, records=records, **times)
+    # No trial record is read: a source that has none.
+    from_heads = report_from_heads("b", config, heads, object(), **times)  # type: ignore[arg-type]
+    assert json.dumps(from_heads.to_dict(tasks=False)) == json.dumps(
+        from_records.to_dict(tasks=False)
+    )
+    assert list(from_heads.tasks) == ids
+    assert [(t.pass_at_k, t.extra, t.model) for t in from_heads.tasks.values()] == [
+        (t.pass_at_k, t.extra, t.model) for t in from_records.tasks.values()
+    ]

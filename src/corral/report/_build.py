@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import Any, Protocol
 
 from .._positions import Positions
@@ -21,7 +22,7 @@ from ._lazy import RecordSource
 from ._metrics import METRICS, PASS_AT_K, PASS_HAT_K, Metric, checked
 from ._model import BenchmarkReport, Counted
 from ._scores import task_means
-from ._tasks import TaskColumns, TaskReport
+from ._tasks import TaskColumns, TaskReport, Values
 
 
 def is_finished(summary: TrialSummary) -> bool:
@@ -84,20 +85,21 @@ def build_report(
             tally.add(task_id, len(tasks), t)
         passed = sum(1 for t in trials if t.passed)
         tasks.append((task_id, model, environment_id, len(trials), passed, trials))
+    metrics = checked(metrics)
+    outcomes = _Outcomes(metrics, k_values)
     return _assemble(
         benchmark_id,
         trials_per_task,
-        tasks,
+        _task_reports(tasks, outcomes, set(added)),
+        outcomes,
         tally,
         k_values=k_values,
-        added=added,
         started_at=started_at,
         finished_at=finished_at,
         resumed=resumed,
         timings=timings,
         stopped=stopped,
         budgets=budgets,
-        metrics=metrics,
     )
 
 
@@ -127,6 +129,7 @@ class HeadTally:
         self._meta = tasks.tasks
         meta = self._meta
         ids = meta.ids if isinstance(meta, PlanTasks) else [task_id for task_id, _, _ in meta]
+        self._ids = ids
         self._index = Positions(ids)
         self._tally = _Tally()
         # Finished and passed trials by task position; named score values by position,
@@ -167,37 +170,46 @@ class HeadTally:
         metrics: Sequence[Metric] = METRICS,
     ) -> BenchmarkReport:
         del self._index
+        metrics = checked(metrics)
+        outcomes = _Outcomes(metrics, k_values)
         return _assemble(
             benchmark_id,
             self.trials_per_task,
-            self._rows(),
+            self._columns(source, set(added), outcomes),
+            outcomes,
             self._tally,
-            source=source,
             k_values=k_values,
-            added=added,
             started_at=started_at,
             finished_at=finished_at,
             resumed=resumed,
             timings=timings,
             stopped=stopped,
             budgets=budgets,
-            metrics=metrics,
         )
 
-    def _rows(self) -> Iterator[_TaskRow]:
-        finished, passed, found = self._finished, self._passed, self._named
-        meta = self._meta
-        mutable = meta if isinstance(meta, list) else None
-        for position, (task_id, model, environment_id) in enumerate(meta):
-            if mutable is not None:
-                mutable[position] = _GONE  # each task's tuple freed once its report is made
-            named = found.pop(position, None)
-            means = None if named is None else {k: plain_mean(v) for k, v in named.items()}
-            yield task_id, model, environment_id, finished[position], passed[position], means
+    def _columns(self, source: RecordSource, added: set[str], outcomes: _Outcomes) -> TaskColumns:
+        """The report's tasks, made a column at a time: every task's outcome counted
+        (`_Outcomes.count`) and its kind found in C, no tuple nor call per task but
+        its metadata's. The task list is emptied once read (its tuples freed)."""
+        meta, ids = self._meta, self._ids
+        finished, passed = self._finished, self._passed
+        models: list[str | None] = []
+        environments: list[str] = []
+        for _, model, environment_id in meta:
+            models.append(model)
+            environments.append(environment_id)
+        if isinstance(meta, list):
+            meta.clear()
         self._meta = []
-
-
-_GONE = ("", None, "")
+        columns = TaskColumns(source, added)
+        kinds = outcomes.count(finished, passed, models, columns)
+        found = self._named
+        named: dict[int, Mapping[str, float]] = {
+            position: {k: plain_mean(v) for k, v in found[position].items()}
+            for position in sorted(found)
+        }
+        columns.extend(ids, models, environments, kinds, named)
+        return columns
 
 
 class PlanTasks(Sequence[tuple[str, str | None, str]]):
@@ -352,88 +364,126 @@ _TRIALS_BOUND = 1 << 21
 _ERROR = str(TrialStatus.ERROR)
 
 
+class _Outcomes:
+    """How many tasks have each (finished, passed), over all and per model (what the
+    means need), and each metric's values of an outcome, made once for the tasks
+    that have it (a huge report has few distinct outcomes)."""
+
+    def __init__(self, metrics: tuple[Metric, ...], k_values: Sequence[int]) -> None:
+        self.metrics = metrics
+        self.k_values = k_values
+        self.all: Counter[tuple[int, int]] = Counter()
+        self.of_models: dict[str, Counter[tuple[int, int]]] = {}
+        self._values: dict[tuple[int, int], Values] = {}
+        # One empty dict of the tasks that have no value of a metric (few trials).
+        self._none: dict[int, float] = {}
+        self._no_extra: dict[str, dict[int, float]] = {}
+
+    def values(self, outcome: tuple[int, int]) -> Values:
+        """pass@k, pass^k and the other metrics' values by name, of ``outcome``."""
+        made = self._values.get(outcome)
+        if made is None:
+            n, passed = outcome
+            ks, none = self.k_values, self._none
+            values = {
+                m.name: {k: m.estimator(n, passed, k) for k in ks if k <= n} for m in self.metrics
+            }
+            extra = {m.name: values[m.name] for m in self.metrics if m not in _K_METRICS}
+            made = self._values[outcome] = (
+                values.get(PASS_AT_K.name) or none,
+                values.get(PASS_HAT_K.name) or none,
+                extra or self._no_extra,
+            )
+        return made
+
+    def add(self, outcome: tuple[int, int], model: str | None) -> Values:
+        """Count a task of ``outcome`` (and ``model``); its values."""
+        self.all[outcome] += 1
+        if model is not None:
+            of_model = self.of_models.get(model)
+            if of_model is None:
+                of_model = self.of_models[model] = Counter()
+            of_model[outcome] += 1
+        return self.values(outcome)
+
+    def count(
+        self,
+        finished: array[int],
+        passed: array[int],
+        models: list[str | None],
+        columns: TaskColumns,
+    ) -> array[int]:
+        """`add` every task, of ``finished`` and ``passed`` trials (and ``models``),
+        counted in C with no object kept per task (an outcome is one integer,
+        ``finished * _TRIALS_BOUND + passed``, while counted); each task's kind of
+        ``columns`` (`TaskColumns.add_kind`), made in the order the outcomes first
+        come, as `add` finds them."""
+        codes = array(
+            "q", map(operator.add, map(operator.mul, finished, repeat(_TRIALS_BOUND)), passed)
+        )
+        outcome_of: dict[int, tuple[int, int]] = {}
+        for code, n in Counter(codes).items():
+            outcome = outcome_of[code] = divmod(code, _TRIALS_BOUND)
+            self.all[outcome] = n
+        for (model, code), n in Counter(zip(models, codes, strict=True)).items():
+            if model is not None:
+                of_model = self.of_models.get(model)
+                if of_model is None:
+                    of_model = self.of_models[model] = Counter()
+                of_model[outcome_of[code]] = n
+        kinds = {
+            code: columns.add_kind(o[0], o[1], self.values(o)) for code, o in outcome_of.items()
+        }
+        return array("l", map(kinds.__getitem__, codes))
+
+
+_K_METRICS = (PASS_AT_K, PASS_HAT_K)
+
+
+def _task_reports(
+    tasks: Iterable[_TaskRow], outcomes: _Outcomes, added: set[str]
+) -> dict[str, TaskReport]:
+    """The report of each of ``tasks`` (id, model, environment, finished, passed,
+    trials), in order, each counted in ``outcomes``."""
+    reports: dict[str, TaskReport] = {}
+    for task_id, model, environment_id, n, passed, trials in tasks:
+        at_k, hat_k, extra = outcomes.add((n, passed), model)
+        reports[task_id] = TaskReport(
+            task_id=task_id,
+            trials=trials,
+            pass_at_k=at_k,
+            pass_hat_k=hat_k,
+            added_by_dependencies=task_id in added,
+            model=model,
+            environment_id=environment_id,
+            extra=extra,
+        )
+    return reports
+
+
 def _assemble(
     benchmark_id: str,
     trials_per_task: int,
-    tasks: Iterable[_TaskRow],
+    made: Mapping[str, TaskReport],
+    outcomes: _Outcomes,
     tally: _Tally,
     *,
     k_values: Sequence[int],
-    added: Iterable[str],
     started_at: float | None,
     finished_at: float | None,
     resumed: int,
     timings: Mapping[str, float] | None,
     stopped: str | None,
     budgets: Mapping[str, float] | None,
-    metrics: Sequence[Metric],
-    source: RecordSource | None = None,
 ) -> BenchmarkReport:
-    """The report of ``tasks`` (id, model, environment, finished, passed, trials), in
-    order, and their ``tally``; with a ``source``, each row ends in the task's named
-    scores instead of its trials, and the report's tasks are `TaskColumns` whose
-    trials are read from ``source``."""
-    metrics = checked(metrics)
-    estimators = [m.estimator for m in metrics]
-    names = [m.name for m in metrics]
-    at_name, hat_name = PASS_AT_K.name, PASS_HAT_K.name
-    # Values of the metrics a TaskReport has no field of.
-    extra = [m.name for m in metrics if m not in (PASS_AT_K, PASS_HAT_K)]
-    added = set(added)
-    columns = None if source is None else TaskColumns(source, added)
-    kinds: dict[tuple[int, int], int] = {}
-    reports: dict[str, TaskReport] = {}
-    # How many tasks have each (finished, passed), over all and per model: what the
-    # means need (a huge report has few distinct outcomes).
-    outcomes: Counter[tuple[int, int]] = Counter()
-    of_models: dict[str, Counter[tuple[int, int]]] = {}
-    # Each metric's values per distinct (n, passed), not per task: one dict per
-    # metric and outcome, shared by the tasks that have it (a huge report has few).
-    estimates: dict[tuple[int, int], dict[str, dict[int, float]]] = {}
-    no_values: dict[int, float] = {}
-    no_extra: dict[str, dict[int, float]] = {}
-    for task_id, model, environment_id, n, passed, trials_or_named in tasks:
-        outcome = (n, passed)
-        outcomes[outcome] += 1
-        if model is not None:
-            of_model = of_models.get(model)
-            if of_model is None:
-                of_model = of_models[model] = Counter()
-            of_model[outcome] += 1
-        values = estimates.get(outcome)
-        if values is None:
-            values = estimates[outcome] = {
-                name: {k: f(n, passed, k) for k in k_values if k <= n}
-                for name, f in zip(names, estimators, strict=True)
-            }
-            if columns is not None:
-                kinds[outcome] = columns.add_kind(
-                    n,
-                    passed,
-                    (
-                        values.get(at_name) or no_values,
-                        values.get(hat_name) or no_values,
-                        {name: values[name] for name in extra} if extra else no_extra,
-                    ),
-                )
-        if columns is not None:
-            columns.append(task_id, model, environment_id, kinds[outcome], trials_or_named)
-            continue
-        reports[task_id] = TaskReport(
-            task_id=task_id,
-            trials=trials_or_named,
-            pass_at_k=values.get(at_name) or no_values,
-            pass_hat_k=values.get(hat_name) or no_values,
-            added_by_dependencies=task_id in added,
-            model=model,
-            environment_id=environment_id,
-            extra={name: values[name] for name in extra} if extra else no_extra,
-        )
-    del tasks
+    """The report of the tasks ``made`` (each counted in ``outcomes``, which says the
+    metrics), in order, and their ``tally``."""
+    metrics = outcomes.metrics
     # Means over the tasks with at least k finished trials: every task of a finished
     # run; in an interrupted one, a task with fewer has no pass@k yet and is left out
     # rather than counted 0.
-    means = task_means(outcomes.elements(), k_values, metrics)
+    of_models = outcomes.of_models
+    means = task_means(outcomes.all.elements(), k_values, metrics)
     by_model = {
         model: task_means(of_models[model].elements(), k_values, metrics)
         for model in sorted(of_models)
@@ -442,9 +492,7 @@ def _assemble(
         m.name: {model: of_model[m.name] for model, of_model in by_model.items()} for m in metrics
     }
     counts = tally.counts
-    unfinished = len(reports if columns is None else columns) * trials_per_task - sum(
-        counts.values()
-    )
+    unfinished = len(made) * trials_per_task - sum(counts.values())
     if unfinished:
         counts["unfinished"] = unfinished
     if started_at is None:
@@ -452,7 +500,6 @@ def _assemble(
     if finished_at is None:
         finished_at = max(tally.last, started_at)
     groups = tally.groups()
-    made: Mapping[str, TaskReport] = reports if columns is None else columns
     return BenchmarkReport(
         benchmark_id=benchmark_id,
         tasks=made,
@@ -479,7 +526,7 @@ def _assemble(
         means=means,
         means_by_model=means_by_model,
         _retries=tally.retries,
-        _counted=Counted(made, _by_model_or_all(outcomes, of_models), tally.calls.total()),
+        _counted=Counted(made, _by_model_or_all(outcomes.all, of_models), tally.calls.total()),
     )
 
 

@@ -129,7 +129,7 @@ class TaskColumns(Mapping[str, TaskReport]):
     )
 
     def __init__(self, source: RecordSource, added: set[str]) -> None:
-        self._ids: list[str] = []
+        self._ids: Sequence[str] = []
         self._models: list[str | None] = []
         self._environments: list[str] = []
         # Each task's outcome, an index into ``_kinds``: (finished, passed, values).
@@ -140,21 +140,19 @@ class TaskColumns(Mapping[str, TaskReport]):
         self._source = source
         self._position: dict[str, int] | None = None
 
-    def append(
+    def extend(
         self,
-        task_id: str,
-        model: str | None,
-        environment_id: str,
-        kind: int,
-        named: Mapping[str, float] | None,
+        ids: Sequence[str],
+        models: list[str | None],
+        environments: list[str],
+        kinds: array[int],
+        named: dict[int, Mapping[str, float]],
     ) -> None:
-        """Add a task (``kind``: its outcome's index, `add_kind`)."""
-        if named:
-            self._named[len(self._ids)] = named
-        self._ids.append(task_id)
-        self._models.append(model)
-        self._environments.append(environment_id)
-        self._kind.append(kind)
+        """Take every task's column (none before): ids, models, environments, kinds
+        (each task's outcome's index, `add_kind`), and the named scores of the tasks
+        that have any, by position in order."""
+        self._ids, self._models, self._environments = ids, models, environments
+        self._kind, self._named = kinds, named
 
     def add_kind(self, finished: int, passed: int, values: Values) -> int:
         self._kinds.append((finished, passed, values))
