@@ -282,3 +282,21 @@ def test_the_spool_reads_texts_together_or_one_by_one_as_they_lie(tmp_path: Path
         assert [spool.texts(tasks[t], 2) for t in order] == [expected[t] for t in order]
     finally:
         spool.close()
+
+
+def test_texts_that_are_not_ascii_are_read_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block is sliced as ASCII text (what the report's encoder writes); texts of
+    other characters (an encoder that keeps them) are each read and decoded whole."""
+    monkeypatch.setattr(_spool, "dumps_for_report", lambda v: json.dumps(v, ensure_ascii=False))
+    tasks = [f"t{i}" for i in range(5)]
+    spool = _spool.RecordSpool(tasks, 1, tmp_path)
+    for t in range(5):
+        spool.add(t, _Record(t, 0))  # type: ignore[arg-type]
+    try:
+        texts = [spool.texts(task, 1) for task in tasks]
+        assert texts == [[json.dumps(_Record(t, 0).text, ensure_ascii=False)] for t in range(5)]
+        assert "é" in texts[1][0]  # type: ignore[index]
+    finally:
+        spool.close()

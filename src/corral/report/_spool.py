@@ -70,7 +70,7 @@ class RecordSpool:
         self._positions = Positions()
         # The texts of the tasks from ``_block_from`` to ``_block_to``, read at once
         # (`_read_block`), and where in the file they start.
-        self._block = memoryview(b"")
+        self._block = ""
         self._block_at = 0
         self._block_from = self._block_to = 0
 
@@ -124,7 +124,7 @@ class RecordSpool:
             block, first = self._block, self._block_at
             end = first + len(block)
             return [
-                str(block[start - first : start - first + size], "utf-8")
+                block[start - first : start - first + size]
                 if first <= start and start + size <= end
                 else os.pread(fd, size, start).decode()
                 for start, size in places
@@ -142,7 +142,7 @@ class RecordSpool:
         order), each text is read on its own, never much more than they take; so are
         those of a task asked for out of order (the next one starts a block)."""
         if t != self._block_to:
-            self._block, self._block_at = memoryview(b""), 0
+            self._block, self._block_at = "", 0
             self._block_from = self._block_to = t + 1
             return
         first, last = t * self._n, min(t + _BLOCK, len(self._task_ids)) * self._n
@@ -151,9 +151,15 @@ class RecordSpool:
         start = min(filter((0).__le__, at), default=-1)
         end = max(map(operator.add, at, length))
         if start < 0 or end - start > min(2 * sum(length) + _SLACK, _MOST):
-            self._block, self._block_at = memoryview(b""), 0
+            self._block, self._block_at = "", 0
             return
-        self._block, self._block_at = memoryview(os.pread(fd, end - start, start)), start
+        data = os.pread(fd, end - start, start)
+        # A record's text is ASCII (`dumps_for_report` escapes the rest), so each is a
+        # slice of the block's text, at its place in bytes: decoded once, in C.
+        if not data.isascii():
+            self._block, self._block_at = "", 0
+            return
+        self._block, self._block_at = data.decode("ascii"), start
 
     def _index(self, task_id: str) -> int | None:
         found = self._positions.find(self._task_ids, task_id)
