@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from .._positions import Positions
 from .._records import TrialTable
-from .._types import BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
+from .._types import NO_USAGE, BenchmarkTaskMetadata, TrialRecord, TrialStatus, Usage
 from ..history import CallCounts, StoredConfig, finished_and_scored
 from ..store._heads import TaskList, TrialHead
 from ..store._protocol import TrialSummary
@@ -290,10 +290,12 @@ class _Tally:
         self.grouped: list[tuple[int, int, str, str, str]] = []
 
     def add(self, task_id: str, position: int, t: _Trial) -> None:
-        status = str(t.status)
+        status = t.status
+        if type(status) is not str:  # a record's TrialStatus (a head's is its text)
+            status = str(status)
         self.counts[status] += 1
         usage = t.usage
-        if usage:
+        if usage is not NO_USAGE and usage:  # most heads share the one of no usage
             self.input_tokens += usage.input_tokens
             self.output_tokens += usage.output_tokens
             if usage.cost:
