@@ -3,7 +3,7 @@ submitted while a worker delivers goes to that worker, and closing ends them all
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -138,31 +138,13 @@ async def test_a_job_that_let_the_loop_turn_ends_without_yielding(
     turn could run before a worker readied with it.
     """
     checkpoint = anyio.lowlevel.checkpoint
-    pool: WorkerPool[int, int]
-    ended = 0
 
     async def run(job: int) -> int:
         await checkpoint()  # a model call, say: the loop turns (not counted)
         await checkpoint()
         return job
 
-    def deliver(results: Sequence[int]) -> None:
-        nonlocal ended
-        (job,) = results
-        ended += 1
-        if job < 1000:  # a trial: its chain's next one, and its evaluation
-            pool.submit_all([job + 8] if job + 8 < 1000 else [])
-            pool.submit_all([1000 + job])
-        if ended == 2000:
-            pool.close()
-
-    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
-    async with anyio.create_task_group() as tg:
-        pool.start(tg)
-        yields = count_yields(pool, monkeypatch)
-        pool.submit_all(range(8))  # 8 chains of trials at once
-    assert ended == 2000
-    assert yields[0] <= 2000 // 16 + 8
+    assert await _yields_of_eight_chains(run, monkeypatch) <= 2000 // 16 + 8
 
 
 async def test_a_job_no_job_follows_ends_without_yielding(
@@ -176,14 +158,24 @@ async def test_a_job_no_job_follows_ends_without_yielding(
     still yields when it must
     (`test_trials_whose_agents_never_wait_leave_their_evaluations_room_to_run`)."""
     checkpoint = anyio.lowlevel.checkpoint
-    pool: WorkerPool[int, int]
-    ended = 0
 
     async def run(job: int) -> int:
         if job < 1000:  # a trial: its model call outlasts a turn of the loop
             await checkpoint()
             await checkpoint()
         return job  # an evaluation: never waits
+
+    assert await _yields_of_eight_chains(run, monkeypatch) == 0
+
+
+async def _yields_of_eight_chains(
+    run: Callable[[int], Awaitable[int]], monkeypatch: pytest.MonkeyPatch
+) -> int:
+    """The yields a pool's workers make running 8 chains of 125 trials (jobs below 1000)
+    with ``run``, each trial handing out its chain's next one and its evaluation (1000 +
+    its number), every one of the 2,000 jobs run."""
+    pool: WorkerPool[int, int]
+    ended = 0
 
     def deliver(results: Sequence[int]) -> None:
         nonlocal ended
@@ -201,7 +193,7 @@ async def test_a_job_no_job_follows_ends_without_yielding(
         yields = count_yields(pool, monkeypatch)
         pool.submit_all(range(8))  # 8 chains of trials at once
     assert ended == 2000
-    assert yields[0] == 0
+    return yields[0]
 
 
 def count_yields(pool: WorkerPool[Any, Any], monkeypatch: pytest.MonkeyPatch) -> list[int]:
