@@ -134,19 +134,6 @@ def test_append_ids_are_new_for_every_append_and_differ_between_stores() -> None
     assert not set(ids) & set(others)
 
 
-@pytest.mark.slow  # starts a process: a system test
-def test_importing_corral_does_not_import_psycopg() -> None:
-    code = "import sys, corral; print('psycopg' in sys.modules)"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        check=True,
-    )
-    assert out.stdout.strip() == "False"
-
-
 async def test_a_second_store_gets_benchmark_busy(pg_dsn: str) -> None:
     one, two = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
     async with one.opened(), two.opened():
