@@ -113,6 +113,24 @@ def test_a_commit_built_slot_by_slot_is_the_dataclasss_own() -> None:
         built.seq = 4  # type: ignore[misc]
 
 
+def test_a_previous_built_slot_by_slot_is_the_dataclasss_own() -> None:
+    """`new_previous` skips Previous's frozen __init__ for speed (the run keeps one per
+    finished trial a later one follows): it must build the same frozen object."""
+    import dataclasses
+
+    import pytest
+
+    from corral._types import Evaluation
+    from corral.runtime._jobs import Previous, new_previous
+
+    evaluation = Evaluation(score=1.0, passed=True)
+    built = new_previous(2, evaluation, {"s": 1}, "completed")
+    assert type(built) is Previous and built == Previous(2, evaluation, {"s": 1}, "completed")
+    assert new_previous(0, None, None, None) == Previous(0, None, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.trial = 3  # type: ignore[misc]
+
+
 def test_a_projections_steps_are_the_dataclasses_own() -> None:
     """The projection builds its actions, effects and steps slot by slot for speed:
     from typed payloads or decoded ones, they are the values their ``__init__`` makes."""

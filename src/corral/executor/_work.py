@@ -33,6 +33,8 @@ from ..store._summary import SummaryBuilder
 from ._protocol import Work
 from ._wire import dumps
 
+_tuple_new = tuple.__new__
+
 
 class JobRunner:
     """Runs jobs of one run with ``store`` and ``acks`` (see the module's note)."""
@@ -65,7 +67,9 @@ class JobRunner:
     def run(self, job: Job) -> Coroutine[Any, Any, Result]:
         """The job's run, to await: its execution's or its evaluation's own coroutine
         (not one awaiting it, whose frame every resumption of the job would pass)."""
-        key = TrialKey(self.work.benchmark_id, job.task_id, job.r)
+        # ``TrialKey(...)``: a named tuple's ``__new__`` is a Python function behind a
+        # type call; the tuple it makes is built here directly, twice a trial.
+        key: TrialKey = _tuple_new(TrialKey, (self.work.benchmark_id, job.task_id, job.r))
         if isinstance(job, TrialJob):
             return self._execute(job, key)
         return self._evaluate(job, key)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._types import BenchmarkTaskMetadata, TrialRecord
-from ..runtime._jobs import Previous
+from ..runtime._jobs import Previous, new_previous
 from ._admission import Phase
 from ._plan import RunPlan
 from ._resume import Resume
@@ -84,4 +84,6 @@ class Handoffs:
         # A trial reopened by a rerun finishes again: its new record replaces the old.
         if not last and (best is None or best.trial <= record.trial):
             final = record.state if state is None else state
-            self._previous[t] = Previous(record.trial, record.evaluation, final, str(record.status))
+            self._previous[t] = new_previous(
+                record.trial, record.evaluation, final, str(record.status)
+            )
