@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from .._budget import Exceeded
+from .._budget import NO_BUDGET, Exceeded
 from .._errors import NotSerializableError, unwrap_single
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Agent, Environment
@@ -110,8 +110,10 @@ class _Writer:
         self.projection = projection
         self.session = session
         self.clock = clock
-        #: The trial's budget, or None when it has none (checked once, not per step).
-        self.budget = plan.job.budget if plan.job.budget else None
+        #: The trial's budget, or None when it has none (checked once, not per step; most
+        #: trials share the one of no limits, known by identity without `Budget.__bool__`).
+        budget = plan.job.budget
+        self.budget = None if budget is NO_BUDGET or not budget else budget
         #: Whether its commits record nothing beside their own value but the working
         #: time (no budget, no failed attempt; a terminal no model calls): no `_stamp`.
         self._plain = self.budget is None and not plan.job.failed_attempts
