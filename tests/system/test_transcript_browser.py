@@ -158,7 +158,9 @@ def test_a_reply_cut_at_the_token_limit_says_so(watched: Watched, tmp_path: Path
             page = watched.page
             for task, said in (("partial", "The answer is"), ("empty", "(no text)")):
                 page.goto(base + "#/trial?" + _query(id="cut", task=task, trial="0"))
-                page.locator("#transcript section.call").first.wait_for()
+                # The first task's transcript stays until the second's is drawn (a new
+                # hash, the same page): waited for by what this one says.
+                expect(page.locator("#transcript .role-assistant")).to_contain_text(said)
                 head = page.locator("#transcript .call-head").inner_text()
                 assert head.endswith(" · stopped: length"), head
                 reply = page.locator("#transcript .role-assistant").inner_text()
