@@ -97,13 +97,17 @@ class WorkerPool(Generic[J, R]):
                 if self._yielding:
                     self._after_yield.append(job)
                     continue
-            self._owed += 1
-            if self._idle:
-                self._idle.pop().hand(job)
-            else:
-                assert self._tg is not None, "WorkerPool.submit before start"
-                self.workers += 1
-                self._tg.start_soon(self._work, job)
+            self._hand_out(job)
+
+    def _hand_out(self, job: J) -> None:
+        """``job`` (counted as submitted) to an idle worker, or a new task."""
+        self._owed += 1
+        if self._idle:
+            self._idle.pop().hand(job)
+        else:
+            assert self._tg is not None, "WorkerPool.submit before start"
+            self.workers += 1
+            self._tg.start_soon(self._work, job)
 
     def close(self) -> None:
         """No more jobs: every idle worker ends, and the others once they are idle."""
@@ -172,9 +176,8 @@ class WorkerPool(Generic[J, R]):
                         await self._checkpoint()
                     finally:
                         self._paid += 1
-                if later:
-                    self.busy -= len(later)  # counted as they were submitted
-                    self.submit_all(later)
+                for held in later:  # counted as they were submitted
+                    self._hand_out(held)
             elif job is not None and not waited:
                 await self._checkpoint_if_cancelled()  # a cancelled run stops
             if job is not None:
