@@ -375,7 +375,7 @@ class _Outcomes:
         self.metrics = metrics
         self.k_values = k_values
         self.all: Counter[tuple[int, int]] = Counter()
-        self.of_models: dict[str, Counter[tuple[int, int]]] = {}
+        self.of_models: defaultdict[str, Counter[tuple[int, int]]] = defaultdict(Counter)
         self._values: dict[tuple[int, int], Values] = {}
         # One empty dict of the tasks that have no value of a metric (few trials).
         self._none: dict[int, float] = {}
@@ -402,10 +402,7 @@ class _Outcomes:
         """Count a task of ``outcome`` (and ``model``); its values."""
         self.all[outcome] += 1
         if model is not None:
-            of_model = self.of_models.get(model)
-            if of_model is None:
-                of_model = self.of_models[model] = Counter()
-            of_model[outcome] += 1
+            self.of_models[model][outcome] += 1
         return self.values(outcome)
 
     def count(
@@ -429,10 +426,7 @@ class _Outcomes:
             self.all[outcome] = n
         for (model, code), n in Counter(zip(models, codes, strict=True)).items():
             if model is not None:
-                of_model = self.of_models.get(model)
-                if of_model is None:
-                    of_model = self.of_models[model] = Counter()
-                of_model[outcome_of[code]] = n
+                self.of_models[model][outcome_of[code]] = n
         kinds = {
             code: columns.add_kind(o[0], o[1], self.values(o)) for code, o in outcome_of.items()
         }
