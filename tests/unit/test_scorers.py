@@ -880,3 +880,41 @@ async def test_choice_takes_an_answer_stated_as_an_option(output: str) -> None:
     evaluation = await score(scorers.choice(), output, "C")
     assert evaluation.details == {"chosen": "C"}
     assert evaluation.passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        (r"The answer is $1.5 \times 10^{3}$.", 1500.0),
+        ("about 2.5 × 10^4 molecules", 25000.0),
+        ("N = 6.02·10²³", 6.02e23),
+        (r"$3 \cdot 10^{-2}$ m", 0.03),
+        ("-1.5 x 10^\u22123", -0.0015),
+        (r"$10^{6}$", 1e6),
+        ("1,500 × 10^3", 1.5e6),
+    ],
+)
+async def test_numeric_reads_a_power_of_ten(output: str, found: float) -> None:
+    r"""``1.5 \times 10^{3}`` is 1500: it was read as 1.5, 10 and 3, so the last number,
+    the exponent, was taken for the answer."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        ("The total is 1\u2009234\u2009567.", 1234567.0),
+        ("1\u202f234 items, then 5", 1234.0),
+        (r"$1\,234.50$", 1234.5),
+        (r"$12{\,}345$", 12345.0),
+    ],
+)
+async def test_numeric_reads_thousands_typeset_as_thin_spaces(output: str, found: float) -> None:
+    r"""SI style groups thousands with thin spaces (``1 234 567``, LaTeX ``1\,234``): the
+    number was read as its last group (567); a plain space still parts two numbers."""
+    evaluation = await score(scorers.numeric(which="first"), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert (await score(scorers.numeric(), "3 4", 4)).passed

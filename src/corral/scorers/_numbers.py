@@ -60,17 +60,44 @@ def _unlatexed(found: re.Match[str]) -> str:
     return "," if found[0] == "{,}" else ""
 
 
+#: A thousands separator typeset as a space (SI style): a thin, narrow no-break or
+#: no-break space, or LaTeX's ``\\,``, between a digit and a group of three
+#: (``1\u2009234\u2009567``); a plain space is not one ("3 4" is two numbers, "1 1/2" one).
+_SPACED_GROUP = re.compile(r"(?<=\d)(?:[\u2009\u202f\u00a0]|\{?\\,\}?)(?=\d{3}(?!\d))")
+
+_SUPERSCRIPT = str.maketrans(
+    "\u207b\u207a\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079", "-+0123456789"
+)
+
+#: A power of ten, as a factor (``1.5 \\times 10^{3}``, ``2.5 × 10^4``, ``6.02·10²³``) or
+#: alone (``10^{-3}``): written out as ``1.5e3`` (else read as 1.5, 10 and 3, the last
+#: being 3). The factor before it is a whole number (its thousands commas too).
+_POWER_OF_TEN = re.compile(
+    r"(?:(?<![\d.,])((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)\s*(?:\\times|\\cdot|[\u00d7\u00b7\u22c5xX*])\s*)?"
+    r"(?<![\d.,])10(?:\s*\^\s*(?:\{\s*([-+\u2212]?\d+)\s*\}|([-+\u2212]?\d+))"
+    r"|([\u207b\u207a]?[\u2070\u00b9\u00b2\u00b3\u2074-\u2079]+))(?![\d.])"
+)
+
+
+def _power(found: re.Match[str]) -> str:
+    """A power of ten written as the number's pattern reads it (``1.5e3``)."""
+    exponent = found[2] or found[3] or found[4].translate(_SUPERSCRIPT)
+    return f"{found[1] or 1}e{exponent.replace(chr(0x2212), '-')}"
+
+
 #: What a number's text holds that its value does not: thousands commas, currency signs.
 _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 
 def numbers_in(text: str) -> list[float]:
     """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` and
-    ``\\frac{1}{2}`` are 0.5, ``1 1/2`` and ``1½`` are 1.5, LaTeX's ``1{,}234`` is 1234;
+    ``\\frac{1}{2}`` are 0.5, ``1 1/2`` and ``1½`` are 1.5, LaTeX's ``1{,}234`` and
+    ``1\\,234`` are 1234, ``1.5 × 10^3`` is 1500;
     full-width forms, ``－５``, as their ASCII: `folded`)."""
     out: list[float] = []
     spelled = _LATEX_SPELLING.sub(_unlatexed, _VULGAR.sub(_spelled, folded(text)))
     spelled = _LATEX_FRACTION.sub(_latex, spelled)
+    spelled = _POWER_OF_TEN.sub(_power, _SPACED_GROUP.sub(",", spelled))
     for match in _NUMBER.finditer(spelled):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
         written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
