@@ -326,7 +326,7 @@ async def test_a_report_file_that_fails_at_the_end_names_it_and_the_way_back(
     message = str(caught.value)
     assert f"report file {str(target)!r} could not be written" in message
     assert "No space left on device" in message
-    assert f"corral report b --store {store} -k 1 --json > {target}" in message
+    assert f"corral report b --store {store} -k 1 --output {target}" in message
     assert (await reported(open_store(store))).finished == 3  # the results are stored
 
 

@@ -308,8 +308,26 @@ def test_a_report_file_failing_at_the_end_says_how_to_write_it_again(
     assert result.exit_code == 1, result.output
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: report file {str(target)!r} could not be written")
-    assert f"corral report bench --store {store} -k 1 -k 2 --json > {target}" in line
+    assert f"corral report bench --store {store} -k 1 -k 2 --output {target}" in line
     assert json.loads(_ok("report", "bench", "--store", store, "--json").output)["finished"] == 12
+
+
+def test_report_output_writes_the_file_a_run_writes_byte_for_byte(
+    tmp_path: Path, store: Path
+) -> None:
+    """The way back a failed report file names (``corral report ... --output FILE``)
+    writes the run's file again; the ``--json > FILE`` it named before wrote the same
+    data indented otherwise, so the two files differed."""
+    _ok("run", _bench(tmp_path), "--store", store, "--no-progress")
+    written = (store.parent / "reports" / "bench.json").read_bytes()
+    again = tmp_path / "again" / "r.json"
+    shown = _ok("report", "bench", "--store", store, "-k", "1,2", "--output", again).output
+    assert again.read_bytes() == written
+    assert str(again) in shown.replace("\n", "")
+    printed = _ok("report", "bench", "--store", store, "-k", "1,2", "--json").output
+    assert json.loads(printed) == json.loads(written)
+    over = _refused("report", "bench", "--store", store, "--output", store)
+    assert "is the store's own file" in over
 
 
 def test_show_prints_a_trials_history_and_its_parents_output(tmp_path: Path, store: Path) -> None:

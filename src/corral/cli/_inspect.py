@@ -19,7 +19,7 @@ from .._types import TrialRecord
 from ..history import StoredConfig
 from ..report import BenchmarkReport, is_finished
 from ..report._build import task_list
-from ..report._files import report_path
+from ..report._files import check_not_overwriting, check_writable, report_path, write_report
 from ..report._passk import default_ks
 from ..report._stored import stored_report
 from ..store import BenchmarkInfo, CommitStore, Copied, copy_benchmarks
@@ -173,21 +173,42 @@ async def count_finished(store: CommitStore, info: BenchmarkInfo) -> int:
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @k_option
-def report_command(benchmark_id: str, store: str, as_json: bool, ks: tuple[int, ...]) -> None:
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as JSON to this file, as a run writes its report file "
+    "(whole or not at all).",
+)
+def report_command(
+    benchmark_id: str, store: str, as_json: bool, ks: tuple[int, ...], output: Path | None
+) -> None:
     """Rebuild a benchmark's report from the store and print it.
 
     Without -k: 1, 2, 4, ... up to the trials per task, and the trials per task
     itself, whatever -k a run was given. Says whether every trial finished, and
-    groups trial errors and failed evaluations by message.
+    groups trial errors and failed evaluations by message. With --output, the
+    file is the one the last run wrote (given its -k), byte for byte: the way
+    back when a run's report file could not be written.
     """
+    check_writable(output)
 
     async def job(opened: CommitStore) -> tuple[BenchmarkReport, Path | None]:
         report = await rebuild_report(opened, benchmark_id, ks)
+        if output is not None:  # its records read from the store as it is written
+            check_not_overwriting(output, opened)
+            try:
+                write_report(output, report)
+            except OSError as exc:
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                raise ConfigError(
+                    f"report file {str(output)!r} could not be written ({reason})"
+                ) from None
         path = report_path(opened, benchmark_id)
         return report, path if path is not None and path.is_file() else None
 
     report, path = with_store(store, job)
-    print_report(make_console(), report, path, as_json=as_json, store=store)
+    print_report(make_console(), report, output or path, as_json=as_json, store=store)
 
 
 @click.command("show")

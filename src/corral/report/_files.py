@@ -181,7 +181,7 @@ def report_file_failed(
     ks = "".join(f" -k {k}" for k in report.k_values)
     return ReportFileError(
         message + f"the run's results are in the store ({store!r}): `corral report "
-        f"{shlex.quote(report.benchmark_id)} --store {where}{ks} --json > "
+        f"{shlex.quote(report.benchmark_id)} --store {where}{ks} --output "
         f"{shlex.quote(str(path))}` writes it again"
     )
 
