@@ -32,6 +32,13 @@ THINKING_BLOCKS = "thinking_blocks"
 #: message whose ``content`` is not their concatenation is sent as its content says.
 TEXT_PARTS = "text_parts"
 
+#: The key of an assistant message (in Corral's OpenAI-style chat turns) that holds the
+#: reply's content blocks as Anthropic sent them, when some are of a kind no other key
+#: holds: its server tools' uses and results (``server_tool_use``,
+#: ``web_search_tool_result``, ...; `ChatResponse.blocks`). The turn goes back as these
+#: blocks while its ``content`` and ``tool_calls`` are still theirs (else as they say).
+CONTENT_BLOCKS = "content_blocks"
+
 
 @dataclass(frozen=True, slots=True)
 class ThinkingBlock:
@@ -95,6 +102,10 @@ class ChatResponse:
     ``message`` holds them as the provider sent them). ``text_parts`` is
     ``content`` split where the reply's tool calls stand in it (`TEXT_PARTS`),
     when some of it comes after a call (else empty: all of it is before them).
+    ``blocks``: the reply's content blocks as the provider sent them, when some are
+    of a kind no other field holds (Anthropic's server tools: a web search and its
+    results), for the transcript to show and the conversation to send back
+    (`CONTENT_BLOCKS`); else empty.
     """
 
     content: str | None
@@ -113,6 +124,7 @@ class ChatResponse:
     #: slot before it is not the endpoint's latency), on the event loop's clock (as a
     #: trial's working time: virtual in a test's MockClock); None: whoever calls times it.
     latency: float | None = field(default=None, compare=False)
+    blocks: tuple[Mapping[str, Any], ...] = ()
 
 
 class ChatModel(Protocol):

@@ -141,6 +141,8 @@ def cut_run(path: Path, benchmark_id: str = "cut") -> None:
 
 #: What `interleaved_run`'s model writes around its two tool calls, in this order.
 BEFORE, BETWEEN, AFTER = "First A.", "Then B.", "Both asked."
+SEARCHED = {"query": "<b>echo</b> semantics"}
+FOUND, FOUND_AT = "Echo <i>explained</i>", "https://docs.example/echo?a=1&b=2"
 
 
 def interleaved_run(path: Path, benchmark_id: str = "mixed") -> None:
@@ -158,6 +160,34 @@ def interleaved_run(path: Path, benchmark_id: str = "mixed") -> None:
         {"type": "text", "text": BETWEEN},
         use(2),
         {"type": "text", "text": AFTER},
+    ]
+    first = {"role": "assistant", "content": content, "stop_reason": "tool_use", "usage": {}}
+    replies = iter([HostileReply.raw(first), ChatReply.text(ANSWER)])
+    with FakeAnthropicServer(lambda body: next(replies)) as server:
+        agent = ToolAgent(Anthropic("claude-test", base_url=server.url, api_key="k"))
+        tasks = {"task": Meta("agent", "env", inputs={"prompt": PROMPT})}
+        runner = corral.CorralRunner(
+            tasks, {"agent": agent}, {"env": Echo()}, store=corral.SQLiteStore(path)
+        )
+        anyio.run(lambda: runner.run(benchmark_id))
+
+
+def web_search_run(path: Path, benchmark_id: str = "searched") -> None:
+    """One ToolAgent trial on Anthropic's API whose first reply searches the web (a
+    server tool: its use and results among the text) before its tool call."""
+    from corral.models import Anthropic
+    from corral.testing import FakeAnthropicServer
+
+    content = [
+        {"type": "text", "text": BEFORE},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": SEARCHED},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "url": FOUND_AT, "title": FOUND}],
+        },
+        {"type": "text", "text": BETWEEN},
+        {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"n": 1}},
     ]
     first = {"role": "assistant", "content": content, "stop_reason": "tool_use", "usage": {}}
     replies = iter([HostileReply.raw(first), ChatReply.text(ANSWER)])

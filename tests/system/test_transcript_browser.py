@@ -19,6 +19,8 @@ from ..support.transcript_run import (
     BEFORE,
     BETWEEN,
     FAILURE,
+    FOUND,
+    FOUND_AT,
     GRADER_ASKS,
     GRADER_SAYS,
     LAST_THOUGHT,
@@ -30,6 +32,7 @@ from ..support.transcript_run import (
     interleaved_run,
     rerun_graded_run,
     transcript_run,
+    web_search_run,
 )
 from .test_viewer_browser import Watched, _export, _query, browser, off_loop, watched
 
@@ -187,4 +190,27 @@ def test_a_replys_text_stands_between_its_tool_calls_as_written(
             assert first < second
             assert shown.index(BEFORE) < first < shown.index(BETWEEN) < second
             assert second < shown.index(AFTER), shown
+            watched.assert_clean()
+
+
+def test_a_web_search_stands_in_the_reply_where_it_was_made(
+    watched: Watched, tmp_path: Path
+) -> None:
+    # A server tool's use and results (Anthropic's web search) were not recorded: the
+    # reply showed its text and tool call only.
+    path = tmp_path / "searched.db"
+    off_loop(web_search_run, path)
+    with serving(path) as url:
+        for base in (url, _export(path, "searched", tmp_path).as_uri()):
+            page = watched.page
+            page.goto(base + "#/trial?" + _query(id="searched", task="task", trial="0"))
+            page.locator("#transcript section.call").first.wait_for()
+            reply = page.locator("#transcript section.call").first.locator(".role-assistant")
+            assert reply.locator(".server-tool").count() == 2
+            shown = reply.inner_text()
+            search = shown.index("⚙ server_tool_use web_search")
+            found = shown.index(f"{FOUND} <{FOUND_AT}>")  # as text: no markup made of it
+            assert shown.index(BEFORE) < search < found < shown.index(BETWEEN)
+            assert shown.index(BETWEEN) < shown.index("→ echo"), shown
+            assert "<b>echo</b> semantics" in shown
             watched.assert_clean()

@@ -5,7 +5,8 @@ message with its tool calls, and each recorded effect is the tool message
 answering its call, with the text the model wrote beside those calls (where it
 wrote it among them) and the thinking blocks it began that reply with (from the
 model call recorded with them: Anthropic refuses a tool-use turn sent back without
-its signed thinking). Nothing held in memory enters it, so a retried or resumed
+its signed thinking), and the blocks of its server tools' uses and results (a web
+search) where the reply had them. Nothing held in memory enters it, so a retried or resumed
 attempt sends exactly the conversation an uninterrupted one would.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import history
-from .._chat import TEXT_PARTS, THINKING_BLOCKS
+from .._chat import CONTENT_BLOCKS, TEXT_PARTS, THINKING_BLOCKS
 from .._tools import INVALID_JSON
 from .._types import Evaluation
 from ..history import ActionPayload, CommitKind, ModelCallPayload, ToolEffectPayload
@@ -131,7 +132,24 @@ def _assistant(reply: ModelCallPayload | None, calls: list[dict[str, Any]]) -> d
         # Its text where the model wrote it among the calls (what follows the calls a
         # turn did not run, past `max_tool_calls`, after the last it did).
         message[TEXT_PARTS] = [*parts[: len(calls)], "".join(parts[len(calls) :])]
+    if reply.blocks and (served := _served(reply.blocks, calls)) is not None:
+        message[CONTENT_BLOCKS] = served
     return message
+
+
+def _served(blocks: tuple[Any, ...], calls: list[dict[str, Any]]) -> list[Any] | None:
+    """A reply's blocks (it used a server tool: `CONTENT_BLOCKS`), its tool uses under
+    the ids this conversation gives its calls; None if they are not the calls it ran
+    (past `max_tool_calls`: the turn is then sent as its text and calls say)."""
+    uses = [i for i, block in enumerate(blocks) if block.get("type") == "tool_use"]
+    if len(uses) != len(calls):
+        return None
+    out = [dict(block) for block in blocks]
+    for i, call in zip(uses, calls, strict=True):
+        if out[i].get("name") != call["function"]["name"]:
+            return None
+        out[i]["id"] = call["id"]
+    return out
 
 
 def _tool_call(payload: ActionPayload) -> dict[str, Any]:

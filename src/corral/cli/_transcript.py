@@ -21,6 +21,7 @@ from ..history import (
     TranscriptAttempt,
     TranscriptCall,
     reply_parts,
+    reply_pieces,
     reply_reasoning,
     transcript,
 )
@@ -134,6 +135,17 @@ def _reply(grid: Table, call: ModelCallPayload) -> None:
     reasoning = reply_reasoning(call)
     if reasoning:
         grid.add_row(Text("reasoning", style="dim"), _folded(reasoning))
+    pieces = reply_pieces(call)
+    if pieces is not None:  # it used a server tool: each block in its place
+        grid.add_row(Text("assistant", style="bold cyan"), "")
+        for kind, name, text in pieces:
+            if kind == "text":
+                grid.add_row("", Text(clean(text)))
+            elif kind == "call":
+                grid.add_row("", Text(f"→ {clean(name)}({clean(text)})", style="cyan"))
+            else:
+                grid.add_row(Text(f"  {clean(name)}", style="magenta"), Text(clean(text)))
+        return
     parts = reply_parts(call)
     if parts is None:  # all its text before its tool calls
         text = call.text or ("" if call.tool_calls else "(no text)")

@@ -184,6 +184,8 @@ def _model_call(p: Any) -> dict[str, Any]:
         ]
     if p.text_parts:  # absent when the text comes before every call, as before
         out["text_parts"] = list(p.text_parts)
+    if p.blocks:  # only a reply that used a server tool has them
+        out["blocks"] = list(p.blocks)
     if p.finish_reason is not None:
         out["finish_reason"] = p.finish_reason
     for name in ("input_tokens", "output_tokens", "cost", "cache_read_tokens"):
@@ -293,6 +295,13 @@ def _text(value: Any) -> str | None:
 def _texts(value: Any) -> tuple[str, ...]:
     """A stored list of strings (anything else: none)."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return ()
+    return tuple(value)
+
+
+def _objects(value: Any) -> tuple[dict[str, Any], ...]:
+    """A stored list of objects (anything else: none)."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         return ()
     return tuple(value)
 
@@ -411,6 +420,7 @@ def _decode_model_call(p: Mapping[str, Any]) -> ModelCallPayload:
         _int(get("truncated")),
         thinking,
         _texts(get("text_parts")),
+        _objects(get("blocks")),
     )
 
 
@@ -531,6 +541,57 @@ def reply_parts(call: ModelCallPayload) -> tuple[str, ...] | None:
     return parts if parts and len(parts) == len(call.tool_calls) + 1 else None
 
 
+def reply_pieces(call: ModelCallPayload) -> list[tuple[str, str, str]] | None:
+    """A reply that used a server tool (its ``blocks``) as a reader shows it, in the
+    order it was written: ``("text", "", text)``, ``("call", tool, arguments)`` for a
+    call of the trial's tools, ``("server", what, gist)`` for a server tool's use or
+    result (a web search's query, its results' titles and addresses). Its thinking is
+    its reasoning, shown apart. None: it used none (`reply_parts` then says it)."""
+    if not call.blocks:
+        return None
+    out: list[tuple[str, str, str]] = []
+    calls = iter(call.tool_calls)
+    for block in call.blocks:
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text") or "")
+            if out and out[-1][0] == "text":
+                out[-1] = ("text", "", out[-1][2] + text)
+            else:
+                out.append(("text", "", text))
+        elif kind == "tool_use":
+            made = next(calls, None)
+            if made is not None:
+                out.append(("call", made.name, made.arguments))
+        elif kind not in _THINKING_KINDS:
+            out.append(("server", *_served(block)))
+    return out
+
+
+_THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
+
+
+def _served(block: Mapping[str, Any]) -> tuple[str, str]:
+    """What a server tool's block says: its kind (and tool), and its input, or its
+    results each as its title and address (opaque ``encrypted_*`` fields left out)."""
+    kind = str(block.get("type"))
+    if "name" in block and "input" in block:  # its use: web_search, code_execution, ...
+        return f"{kind} {block['name']}", _shown(block["input"])
+    content = block.get("content", {k: v for k, v in block.items() if k != "type"})
+    if isinstance(content, list):
+        return kind, "\n".join(map(_result_line, content)) or "(no results)"
+    return kind, _result_line(content)
+
+
+def _result_line(result: Any) -> str:
+    if isinstance(result, Mapping) and isinstance(result.get("url"), str):
+        title = result.get("title")
+        return f"{title} <{result['url']}>" if isinstance(title, str) else result["url"]
+    if isinstance(result, Mapping):
+        result = {k: v for k, v in result.items() if not str(k).startswith("encrypted")}
+    return _shown(result)
+
+
 def reply_reasoning(call: ModelCallPayload) -> str | None:
     """A reply's reasoning as a reader shows it: its thinking blocks in order, a redacted
     one marked `REDACTED` (as a conversation's message shows it: its recorded
@@ -621,6 +682,9 @@ def _parts(content: Any, texts: list[str], thoughts: list[str], calls: list[Tool
             texts.append(f"[result of {part.get('tool_use_id')}] " + "\n".join(inner))
         elif kind in ("image", "image_url"):
             texts.append("[image]")
+        elif isinstance(part, dict) and kind is not None:  # a server tool's use or result
+            what, gist = _served(part)
+            texts.append(f"[{what}] {gist}")
         else:
             texts.append(_shown(part))
 

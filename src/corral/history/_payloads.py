@@ -11,7 +11,8 @@ frozen dataclass's ``__init__`` costs several times a plain one's.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -206,7 +207,8 @@ class ModelCallPayload:
     provider refuses a changed one when the conversation goes back to it after a
     resume); ``reasoning`` is then their text. ``text_parts``: ``text`` split where
     the tool calls stand in it, when some of it follows a call (kept whole too: the
-    next turn sends it back as the model wrote it).
+    next turn sends it back as the model wrote it). ``blocks``: the reply's content
+    blocks whole, when it used a server tool (a web search: its query and results).
     """
 
     model: str | None = None
@@ -229,6 +231,9 @@ class ModelCallPayload:
     truncated: int = 0
     thinking: tuple[ThinkingBlock, ...] = ()
     text_parts: tuple[str, ...] = ()
+    #: The reply's content blocks as the provider sent them, kept whole, when some are
+    #: a server tool's (`ChatResponse.blocks`); else empty.
+    blocks: tuple[Any, ...] = ()
 
 
 Payload = (
@@ -359,11 +364,13 @@ def model_call(
     error: str | None = None,
     thinking: tuple[ThinkingBlock, ...] = (),
     text_parts: tuple[str, ...] = (),
+    blocks: Sequence[Any] = (),
 ) -> ModelCallPayload:
     """A model call's payload, each recorded string capped at ``limit`` characters
     (``messages``: those sent beyond the previous call's first ``keep``; ``usage``:
     input, output tokens, cost, cache-read and cache-write tokens) but for the
-    ``thinking`` blocks, kept whole (their text is the ``reasoning``)."""
+    ``thinking`` blocks and the reply's content ``blocks``, kept whole (the next turn
+    sends them back)."""
     sent, cut = capped(list(messages), limit)
     thinking = tuple(_recordable_block(b) for b in thinking)
     (finish_reason,), _ = capped([finish_reason], limit)
@@ -408,4 +415,5 @@ def model_call(
         cut,
         thinking,
         tuple(map(recordable_text, text_parts)) if tool_calls and text is not None else (),
+        tuple(capped(list(blocks), sys.maxsize)[0]) if blocks else (),
     )

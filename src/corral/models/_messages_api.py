@@ -9,7 +9,8 @@ out. A content list is passed on as blocks, so an assistant message as Anthropic
 sent it (`ChatResponse.message`, thinking blocks and
 signatures included) goes back unchanged, and so do the thinking blocks an
 assistant turn carries under `THINKING_BLOCKS` (first in its content, as the API
-wants them when thinking is on and the turn used tools).
+wants them when thinking is on and the turn used tools) and the blocks of a reply
+that used a server tool (a web search) under `CONTENT_BLOCKS`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._chat import (
+    CONTENT_BLOCKS,
     TEXT_PARTS,
     THINKING_BLOCKS,
     ChatResponse,
@@ -60,6 +62,10 @@ def convert_messages(
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise ConfigError(f"messages[{index}].tool_calls must be a list")
+            served = _served(message, calls, index)
+            if served is not None:
+                _join(turns, "assistant", served)
+                continue
             blocks = _said(message, calls, index)
             _join(turns, "assistant", _thinking(message, blocks, index) + blocks)
         elif role == "tool":
@@ -127,6 +133,28 @@ def _said(message: Mapping[str, Any], calls: list[Any], index: int) -> list[dict
     for part, call in zip(parts, calls, strict=False):
         blocks += _blocks(part, index) + [_tool_use(call)]
     return blocks + _blocks(parts[-1], index)
+
+
+def _served(
+    message: Mapping[str, Any], calls: list[Any], index: int
+) -> list[dict[str, Any]] | None:
+    """An assistant turn as the reply's own blocks (`CONTENT_BLOCKS`: its server tools'
+    uses and results among its text, thinking and tool uses), while its text and tool
+    calls are still theirs; None if it carries none, or the agent changed them."""
+    raw = message.get(CONTENT_BLOCKS)
+    if raw is None:
+        return None
+    if not isinstance(raw, list | tuple) or not all(isinstance(b, Mapping) for b in raw):
+        raise ConfigError(f"messages[{index}].{CONTENT_BLOCKS} must be a list of blocks")
+    text = "".join(str(b.get("text") or "") for b in raw if b.get("type") == "text")
+    uses = [_use(b) for b in raw if b.get("type") == "tool_use"]
+    if text != (message.get("content") or "") or uses != [_use(_tool_use(c)) for c in calls]:
+        return None
+    return [dict(b) for b in raw]
+
+
+def _use(block: Mapping[str, Any]) -> tuple[Any, ...]:
+    return block.get("id"), block.get("name"), block.get("input")
 
 
 def _thinking(
@@ -218,6 +246,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
     parts = [""]  # the text before each tool call, and after the last
     thoughts: list[ThinkingBlock] = []
     calls: list[ToolCall] = []
+    served = False  # a block of a server tool (its use, its result), or another kind
     for block in content:
         if not isinstance(block, Mapping):
             raise ValueError(f"a content block that is not an object: {_shown(block)}")
@@ -234,7 +263,8 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         elif kind == "tool_use":
             calls.append(_tool_call(block))
             parts.append("")
-        # Other blocks (server tools) stay in `message` only.
+        else:  # a server tool's use or result: the reply's blocks are kept whole
+            served = True
     usage = body.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
     fresh = _count(usage, "input_tokens")
@@ -264,6 +294,7 @@ def parse_message(body: object, prices: Mapping[str, float] | None) -> ChatRespo
         cache_write_tokens=written,
         thinking=tuple(thoughts),
         text_parts=tuple(parts) if any(parts[1:]) else (),
+        blocks=tuple(dict(block) for block in content) if served else (),
     )
 
 

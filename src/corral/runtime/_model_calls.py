@@ -53,6 +53,8 @@ class PendingCall:
     thinking: tuple[ThinkingBlock, ...] = ()
     #: The text split at the tool calls (`ChatResponse.text_parts`).
     text_parts: tuple[str, ...] = ()
+    #: The reply's blocks, when it used a server tool (`ChatResponse.blocks`).
+    blocks: tuple[Any, ...] = ()
 
 
 class CallLog:
@@ -164,6 +166,7 @@ class CallLog:
                     error=call.error,
                     thinking=call.thinking,
                     text_parts=call.text_parts,
+                    blocks=call.blocks,
                 )
             )
             # The chain holds what was recorded, not the agent's own messages: one it

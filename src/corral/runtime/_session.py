@@ -145,7 +145,8 @@ class AgentSession:
         trial's previous call began with are stored; each string is capped at
         ``record_chars`` characters (32,768 by default), a cut one ending in
         `corral.history.TRUNCATED` and the count of what was left out; a response's
-        thinking blocks are kept whole and signed, for a resumed conversation to
+        thinking blocks are kept whole and signed, and so are its content blocks when
+        it used a server tool (`ChatResponse.blocks`), for a resumed conversation to
         send back. Usage is not added to the trial's: call `record_usage` for that
         (`chat` does both).
         """
@@ -155,8 +156,9 @@ class AgentSession:
             raise ConfigError(f"latency must be a number of seconds >= 0, not {latency!r}")
         thinking: tuple[ThinkingBlock, ...] = ()
         parts: tuple[str, ...] = ()
+        blocks: tuple[Any, ...] = ()
         if response is not None:
-            thinking, parts = response.thinking, response.text_parts
+            thinking, parts, blocks = response.thinking, response.text_parts, response.blocks
             if latency is None:  # the request's own, when its client measured it
                 latency = response.latency
             usage = response.usage
@@ -189,6 +191,7 @@ class AgentSession:
                 check_record_chars(record_chars),
                 thinking,
                 parts,
+                blocks,
             )
         )
 

@@ -69,6 +69,7 @@ class Scorer:
             latency=latency,
             thinking=response.thinking,
             text_parts=response.text_parts,
+            blocks=response.blocks,
         )
         return response, record
 

@@ -182,6 +182,7 @@ def _message(request: Mapping[str, Any], reply: ChatReply, number: int) -> bytes
     if reply.reasoning is not None:
         signed = thinking_signature(reply.reasoning)
         content.append({"type": "thinking", "thinking": reply.reasoning, "signature": signed})
+    content.extend(dict(block) for block in reply.served)
     if reply.content:
         content.append({"type": "text", "text": reply.content})
     for i, (name, arguments) in enumerate(reply.tool_calls):

@@ -40,6 +40,9 @@ class ChatReply:
     redacted: str | None = None
     #: Prompt tokens (read from, written to) the prompt cache (`FakeAnthropicServer`).
     cache: tuple[int, int] = (0, 0)
+    #: Content blocks sent as they are after the thinking, before the text: a server
+    #: tool's use and result (a web search), and text among them (`FakeAnthropicServer`).
+    served: tuple[Mapping[str, Any], ...] = ()
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
     #: The message of an error body (``{"error": {"message": ...}}``).

@@ -14,6 +14,7 @@ from ..history import (
     FailedTry,
     TranscriptAttempt,
     reply_parts,
+    reply_pieces,
     reply_reasoning,
     transcript,
 )
@@ -47,6 +48,8 @@ def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
                 "tool_calls": [_tool_call(t) for t in call.tool_calls],
                 # Its text split where its tool calls stand (None: all before them).
                 "text_parts": reply_parts(call),
+                # A reply that used a server tool, in order (None: it used none).
+                "pieces": _pieces(call),
                 "finish_reason": call.finish_reason,
             }
         out.append(
@@ -74,6 +77,13 @@ def transcript_data(commits: Sequence[Commit]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _pieces(call: Any) -> list[dict[str, str]] | None:
+    pieces = reply_pieces(call)
+    if pieces is None:
+        return None
+    return [{"kind": kind, "name": name, "text": text} for kind, name, text in pieces]
 
 
 def _message(m: ChatMessage) -> dict[str, Any]:

@@ -711,7 +711,16 @@
     return el("div", { class: "msg role-" + role },
       el("div", { class: "who" }, who),
       reasoning(m.reasoning),
-      m.text_parts ? interleaved(m.text_parts, m.tool_calls) : [m.text ? fold(m.text) : null, toolCalls(m.tool_calls)]);
+      m.pieces ? m.pieces.map(piece)
+        : m.text_parts ? interleaved(m.text_parts, m.tool_calls) : [m.text ? fold(m.text) : null, toolCalls(m.tool_calls)]);
+  }
+
+  // A piece of a reply that used a server tool (a web search): its text, a call of the
+  // trial's tools, or the server tool's use or result, in the order it was written.
+  function piece(p) {
+    if (p.kind === "text") return p.text ? fold(p.text) : null;
+    if (p.kind === "call") return toolCalls([{ name: p.name, arguments: p.text }]);
+    return el("div", { class: "server-tool" }, el("span", { class: "tool-name" }, "⚙ " + p.name), fold(p.text));
   }
 
   // A reply's text with each tool call where it wrote it (parts[i] before call i, the
