@@ -148,47 +148,34 @@ FOUND, FOUND_AT = "Echo <i>explained</i>", "https://docs.example/echo?a=1&b=2"
 def interleaved_run(path: Path, benchmark_id: str = "mixed") -> None:
     """One ToolAgent trial on Anthropic's API whose first reply writes text before,
     between and after its two tool calls (as Claude may), then answers."""
-    from corral.models import Anthropic
-    from corral.testing import FakeAnthropicServer
 
     def use(n: int) -> dict[str, Any]:
         return {"type": "tool_use", "id": f"toolu_{n}", "name": "echo", "input": {"n": n}}
 
-    content = [
-        {"type": "text", "text": BEFORE},
-        use(1),
-        {"type": "text", "text": BETWEEN},
-        use(2),
-        {"type": "text", "text": AFTER},
-    ]
-    first = {"role": "assistant", "content": content, "stop_reason": "tool_use", "usage": {}}
-    replies = iter([HostileReply.raw(first), ChatReply.text(ANSWER)])
-    with FakeAnthropicServer(lambda body: next(replies)) as server:
-        agent = ToolAgent(Anthropic("claude-test", base_url=server.url, api_key="k"))
-        tasks = {"task": Meta("agent", "env", inputs={"prompt": PROMPT})}
-        runner = corral.CorralRunner(
-            tasks, {"agent": agent}, {"env": Echo()}, store=corral.SQLiteStore(path)
-        )
-        anyio.run(lambda: runner.run(benchmark_id))
+    text = [{"type": "text", "text": said} for said in (BEFORE, BETWEEN, AFTER)]
+    _first_reply_run(path, benchmark_id, [text[0], use(1), text[1], use(2), text[2]])
 
 
 def web_search_run(path: Path, benchmark_id: str = "searched") -> None:
     """One ToolAgent trial on Anthropic's API whose first reply searches the web (a
     server tool: its use and results among the text) before its tool call."""
-    from corral.models import Anthropic
-    from corral.testing import FakeAnthropicServer
-
+    result = {"type": "web_search_result", "url": FOUND_AT, "title": FOUND}
     content = [
         {"type": "text", "text": BEFORE},
         {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": SEARCHED},
-        {
-            "type": "web_search_tool_result",
-            "tool_use_id": "srvtoolu_1",
-            "content": [{"type": "web_search_result", "url": FOUND_AT, "title": FOUND}],
-        },
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [result]},
         {"type": "text", "text": BETWEEN},
         {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"n": 1}},
     ]
+    _first_reply_run(path, benchmark_id, content)
+
+
+def _first_reply_run(path: Path, benchmark_id: str, content: list[dict[str, Any]]) -> None:
+    """One ToolAgent trial on Anthropic's API whose first reply's blocks are
+    ``content`` (calling ``echo``), then answers."""
+    from corral.models import Anthropic
+    from corral.testing import FakeAnthropicServer
+
     first = {"role": "assistant", "content": content, "stop_reason": "tool_use", "usage": {}}
     replies = iter([HostileReply.raw(first), ChatReply.text(ANSWER)])
     with FakeAnthropicServer(lambda body: next(replies)) as server:

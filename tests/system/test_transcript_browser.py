@@ -5,12 +5,12 @@ every recorded field of its model calls hostile, shown as text, served and expor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from bench.viewer_stores import serving
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, expect
 
 from ..support.transcript_run import (
     AFTER,
@@ -177,20 +177,12 @@ def test_a_replys_text_stands_between_its_tool_calls_as_written(
 ) -> None:
     # The reply's text was shown whole above its tool calls: what it wrote between and
     # after them read as written before them.
-    path = tmp_path / "mixed.db"
-    off_loop(interleaved_run, path)
-    with serving(path) as url:
-        for base in (url, _export(path, "mixed", tmp_path).as_uri()):
-            page = watched.page
-            page.goto(base + "#/trial?" + _query(id="mixed", task="task", trial="0"))
-            page.locator("#transcript section.call").first.wait_for()
-            reply = page.locator("#transcript section.call").first.locator(".role-assistant")
-            shown = reply.inner_text()
-            first, second = shown.index("→ echo"), shown.rindex("→ echo")
-            assert first < second
-            assert shown.index(BEFORE) < first < shown.index(BETWEEN) < second
-            assert second < shown.index(AFTER), shown
-            watched.assert_clean()
+    for reply in _first_replies(watched, tmp_path, interleaved_run, "mixed"):
+        shown = reply.inner_text()
+        first, second = shown.index("→ echo"), shown.rindex("→ echo")
+        assert first < second
+        assert shown.index(BEFORE) < first < shown.index(BETWEEN) < second
+        assert second < shown.index(AFTER), shown
 
 
 def test_a_web_search_stands_in_the_reply_where_it_was_made(
@@ -198,19 +190,27 @@ def test_a_web_search_stands_in_the_reply_where_it_was_made(
 ) -> None:
     # A server tool's use and results (Anthropic's web search) were not recorded: the
     # reply showed its text and tool call only.
-    path = tmp_path / "searched.db"
-    off_loop(web_search_run, path)
+    for reply in _first_replies(watched, tmp_path, web_search_run, "searched"):
+        assert reply.locator(".server-tool").count() == 2
+        shown = reply.inner_text()
+        search = shown.index("⚙ server_tool_use web_search")
+        found = shown.index(f"{FOUND} <{FOUND_AT}>")  # as text: no markup made of it
+        assert shown.index(BEFORE) < search < found < shown.index(BETWEEN)
+        assert shown.index(BETWEEN) < shown.index("→ echo"), shown
+        assert "<b>echo</b> semantics" in shown
+
+
+def _first_replies(
+    watched: Watched, tmp_path: Path, made: Callable[[Path, str], None], benchmark_id: str
+) -> Iterator[Locator]:
+    """The first reply of ``made``'s trial on its trial page, served and then exported
+    (the page checked clean of errors after each)."""
+    path = tmp_path / f"{benchmark_id}.db"
+    off_loop(made, path, benchmark_id)
     with serving(path) as url:
-        for base in (url, _export(path, "searched", tmp_path).as_uri()):
+        for base in (url, _export(path, benchmark_id, tmp_path).as_uri()):
             page = watched.page
-            page.goto(base + "#/trial?" + _query(id="searched", task="task", trial="0"))
+            page.goto(base + "#/trial?" + _query(id=benchmark_id, task="task", trial="0"))
             page.locator("#transcript section.call").first.wait_for()
-            reply = page.locator("#transcript section.call").first.locator(".role-assistant")
-            assert reply.locator(".server-tool").count() == 2
-            shown = reply.inner_text()
-            search = shown.index("⚙ server_tool_use web_search")
-            found = shown.index(f"{FOUND} <{FOUND_AT}>")  # as text: no markup made of it
-            assert shown.index(BEFORE) < search < found < shown.index(BETWEEN)
-            assert shown.index(BETWEEN) < shown.index("→ echo"), shown
-            assert "<b>echo</b> semantics" in shown
+            yield page.locator("#transcript section.call").first.locator(".role-assistant")
             watched.assert_clean()
