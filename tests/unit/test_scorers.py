@@ -905,6 +905,24 @@ async def test_numeric_reads_a_power_of_ten(output: str, found: float) -> None:
 @pytest.mark.parametrize(
     ("output", "found"),
     [
+        ("The answer is 1.5 × 10^3.", 1500.0),
+        (r"So $x = 3 \times 10^{-2}$.", 0.03),
+        ("about 6.02 × 10²³.", 6.02e23),
+        ("1.5 × 10⁻³. Done", 0.0015),
+    ],
+)
+async def test_numeric_reads_a_power_of_ten_that_ends_a_sentence(output: str, found: float) -> None:
+    """A full stop after a power of ten ends its sentence: it was taken for a decimal
+    exponent's point, and ``1.5 × 10^3.`` read as 1.5, 10 and 3 (``10²³.`` as 10²)."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert (await score(scorers.numeric(), "10^3.5", 3.5)).passed  # no power of ten
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
         ("The total is 1\u2009234\u2009567.", 1234567.0),
         ("1\u202f234 items, then 5", 1234.0),
         (r"$1\,234.50$", 1234.5),

@@ -71,11 +71,12 @@ _SUPERSCRIPT = str.maketrans(
 
 #: A power of ten, as a factor (``1.5 \\times 10^{3}``, ``2.5 × 10^4``, ``6.02·10²³``) or
 #: alone (``10^{-3}``): written out as ``1.5e3`` (else read as 1.5, 10 and 3, the last
-#: being 3). The factor before it is a whole number (its thousands commas too).
+#: being 3). The factor before it is a whole number (its thousands commas too). A
+#: decimal point after it is no power of ten (``10^3.5``); a full stop is (``10^3.``).
 _POWER_OF_TEN = re.compile(
     r"(?:(?<![\d.,])((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)\s*(?:\\times|\\cdot|[\u00d7\u00b7\u22c5xX*])\s*)?"
     r"(?<![\d.,])10(?:\s*\^\s*(?:\{\s*([-+\u2212]?\d+)\s*\}|([-+\u2212]?\d+))"
-    r"|([\u207b\u207a]?[\u2070\u00b9\u00b2\u00b3\u2074-\u2079]+))(?![\d.])"
+    r"|([\u207b\u207a]?[\u2070\u00b9\u00b2\u00b3\u2074-\u2079]++))(?!\.?\d)"
 )
 
 
