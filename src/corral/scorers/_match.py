@@ -127,13 +127,15 @@ def pattern(
 # answer is option B", "the correct option is B", "Answer: $B$"; or boxed, as
 # maths-trained models mark it: "\boxed{B}", "\boxed{\text{B}}"), counts at its last: a
 # reply that corrects itself ("the answer is B. Wait, ... the answer is C") ends with
-# its answer.
+# its answer. A run of whitespace is taken whole (possessive: what follows it is no
+# space), and a line's start is one line's: else a long run in an output ("answer" then
+# thousands of blank lines) was tried split every way, for minutes or hours.
 _CHOICE_PATTERNS = (
-    r"(?:(?:answer|(?:correct|right|best)\s+(?:option|choice))"
-    r"\**\s*(?:is\s*[:\-]?|[:\-])\**\s*(?:(?:option|choice)\s+)?\$?\(?\**"
-    r"|\\boxed\s*\{{\s*(?:\\text(?:bf)?\s*\{{\s*)?\(?)([{letters}])\b",
-    r"answer\s*(?:is|:)?\s*[:\-]?\s*\(?\**([{letters}])\b",
-    r"^\s*\(?\**([{letters}])\**\s*(?:[).:]|$)",
+    r"(?:(?:answer|(?:correct|right|best)\s++(?:option|choice))"
+    r"\**\s*+(?:is\s*+[:\-]?|[:\-])\**\s*+(?:(?:option|choice)\s++)?\$?\(?\**"
+    r"|\\boxed\s*+\{{\s*+(?:\\text(?:bf)?\s*+\{{\s*+)?\(?)([{letters}])\b",
+    r"answer\s*+(?:is|:)?\s*+[:\-]?\s*+\(?\**([{letters}])\b",
+    r"^[^\S\n]*\(?\**([{letters}])\**\s*(?:[).:]|$)",
     r"\(([{letters}])\)",
     r"\b([{letters}])\b",
 )
