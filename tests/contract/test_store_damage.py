@@ -43,6 +43,7 @@ def sql(store: Path, statement: str) -> None:
 
 HEAD_DAMAGE = {
     "status unknown": "status = 'exploded'",
+    "done without a status": "status = NULL, done = 1",
     "working_time text": "working_time = 'x'",
     "passed not a boolean": "passed = 5",
     "done not a boolean": "done = 7",

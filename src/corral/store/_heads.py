@@ -238,6 +238,8 @@ def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
             raise ValueError(f"its done {done!r} or passed {passed!r} is not 0 or 1")
         if status is not None and status not in _STATUSES:
             raise ValueError(f"its status {status!r} is none of {', '.join(sorted(_STATUSES))}")
+        if done and status is None:  # a report counts a finished trial by its status
+            raise ValueError("it is done but has no status")
         if attempts < 0 or commits < 0:
             raise ValueError("its counts are negative")
         if working_time is not None and type(working_time) not in (int, float):
