@@ -4,6 +4,7 @@ one clear ``error:`` line with exit code 2 for every bad input."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -328,6 +329,18 @@ def test_report_output_writes_the_file_a_run_writes_byte_for_byte(
     assert json.loads(printed) == json.loads(written)
     over = _refused("report", "bench", "--store", store, "--output", store)
     assert "is the store's own file" in over
+
+
+def test_report_output_to_a_device_writes_into_it(tmp_path: Path, store: Path) -> None:
+    """``--output /dev/null`` (here a link to it, which any user may make) is written
+    into: the report's file was written beside it and renamed over it, which put a
+    file in the place of the link (of ``/dev/null`` itself, run as root)."""
+    _ok("run", _bench(tmp_path), "--store", store, "--no-progress")
+    device = tmp_path / "null"
+    device.symlink_to(os.devnull)
+    _ok("report", "bench", "--store", store, "--output", device)
+    assert device.is_symlink() and device.is_char_device()
+    assert not list(tmp_path.glob(".null.*"))  # no file of its own made beside it
 
 
 def test_show_prints_a_trials_history_and_its_parents_output(tmp_path: Path, store: Path) -> None:

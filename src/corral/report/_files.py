@@ -128,7 +128,8 @@ def check_writable(path: Path | None) -> None:
     The nearest folder of ``path`` that exists must take a new file: one is made there
     and removed again (permissions alone say nothing to root, and /proc, a read-only
     mount or a full inode table refuse even root); the folders between are made as the
-    report is written, which the same permission allows.
+    report is written, which the same permission allows. A device or a pipe that is
+    there (``/dev/null``) is written into, not replaced: it must take writing itself.
     """
     if path is None:
         return
@@ -136,6 +137,10 @@ def check_writable(path: Path | None) -> None:
     try:
         if path.is_dir():
             raise ConfigError(f"report file {str(path)!r} cannot be written: it is a folder")
+        if path.exists() and not path.is_file():  # a device or a pipe: written into
+            if os.access(path, os.W_OK):
+                return
+            raise ConfigError(f"report file {str(path)!r} cannot be written: permission denied")
         folder = _nearest_existing(folder)
         if not folder.is_dir():
             raise ConfigError(
@@ -207,8 +212,14 @@ def check_not_overwriting(
 
 
 def write_report(path: Path, report: BenchmarkReport, spool: RecordSpool | None = None) -> None:
-    """Write ``report`` as JSON to ``path`` (whole or not at all); the trial records
-    ``spool`` holds are taken from it rather than read again."""
+    """Write ``report`` as JSON to ``path`` (whole or not at all: a device or a pipe is
+    written into); the trial records ``spool`` holds are taken from it rather than
+    read again."""
+    trial_texts = None if spool is None else spool.texts
+    if path.exists() and not path.is_file():  # a device or a pipe (/dev/null): not replaced
+        with open(path, "w", encoding="utf-8") as f:
+            report.write_json(f, trial_texts=trial_texts)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     # A name of its own beside ``path`` (``a.json`` and ``a.txt`` written at once by two
     # runs took one ``a.json.tmp``), made afresh ("x": the umask's permissions, as the
@@ -216,7 +227,7 @@ def write_report(path: Path, report: BenchmarkReport, spool: RecordSpool | None 
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         with open(tmp, "x", encoding="utf-8") as f:
-            report.write_json(f, trial_texts=None if spool is None else spool.texts)
+            report.write_json(f, trial_texts=trial_texts)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
