@@ -957,3 +957,22 @@ async def test_numeric_reads_thousands_typeset_as_thin_spaces(output: str, found
     assert evaluation.details == {"found": found}
     assert evaluation.passed
     assert (await score(scorers.numeric(), "3 4", 4)).passed
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        ("pi is 3.141\u2009592\u2009653", 3.141592653),
+        ("N = 6.022\u2009140\u200976 × 10^23", 6.02214076e23),
+        ("1\u2009234.567\u200989", 1234.56789),
+        (r"$3.141\,59$", 3.14159),
+    ],
+)
+async def test_numeric_reads_decimals_typeset_in_groups(output: str, found: float) -> None:
+    r"""SI style groups a number's decimals by three too (``3.141 592 653``): its
+    spaces were read as thousands commas, and the number as 3.141 and 592,653 (the
+    Avogadro constant, ``6.022 140 76 × 10^23``, as 7.6e24)."""
+    evaluation = await score(scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert (await score(scorers.numeric(), "1.5\u20091234", 1234)).passed  # no group of three

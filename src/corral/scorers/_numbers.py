@@ -60,10 +60,25 @@ def _unlatexed(found: re.Match[str]) -> str:
     return "," if found[0] == "{,}" else ""
 
 
-#: A thousands separator typeset as a space (SI style): a thin, narrow no-break or
-#: no-break space, or LaTeX's ``\\,``, between a digit and a group of three
-#: (``1\u2009234\u2009567``); a plain space is not one ("3 4" is two numbers, "1 1/2" one).
-_SPACED_GROUP = re.compile(r"(?<=\d)(?:[\u2009\u202f\u00a0]|\{?\\,\}?)(?=\d{3}(?!\d))")
+#: A space typeset between a number's groups of digits (SI style): a thin, narrow
+#: no-break or no-break space, or LaTeX's ``\\,``; a plain space is not one ("3 4" is
+#: two numbers, "1 1/2" one).
+_GROUP_SPACE = r"(?:[\u2009\u202f\u00a0]|\{?\\,\}?)"
+#: A thousands separator so typeset, between a digit and a group of three
+#: (``1\u2009234\u2009567``).
+_SPACED_GROUP = re.compile(rf"(?<=\d){_GROUP_SPACE}(?=\d{{3}}(?!\d))")
+#: Decimals so grouped, by three from the point (``3.141\u2009592\u2009653``): read as
+#: one number's, not as thousands after it (``3.141`` and ``592,653``).
+_SPACED_DECIMALS = re.compile(
+    rf"(?<=\d\.)\d{{3}}(?:{_GROUP_SPACE}\d{{3}}(?!\d))*{_GROUP_SPACE}\d{{1,3}}(?!\d)"
+)
+_GROUP_SPACES = re.compile(_GROUP_SPACE)
+
+
+def _ungrouped(found: re.Match[str]) -> str:
+    """Grouped decimals without their spaces."""
+    return _GROUP_SPACES.sub("", found[0])
+
 
 _SUPERSCRIPT = str.maketrans(
     "\u207b\u207a\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079", "-+0123456789"
@@ -98,7 +113,8 @@ def numbers_in(text: str) -> list[float]:
     out: list[float] = []
     spelled = _LATEX_SPELLING.sub(_unlatexed, _VULGAR.sub(_spelled, folded(text)))
     spelled = _LATEX_FRACTION.sub(_latex, spelled)
-    spelled = _POWER_OF_TEN.sub(_power, _SPACED_GROUP.sub(",", spelled))
+    spelled = _SPACED_GROUP.sub(",", _SPACED_DECIMALS.sub(_ungrouped, spelled))
+    spelled = _POWER_OF_TEN.sub(_power, spelled)
     for match in _NUMBER.finditer(spelled):
         # U+2212, the minus sign of typeset maths, is a minus as "-" is.
         written = _NOT_WRITTEN.sub("", match.group(0)).replace("\u2212", "-")
