@@ -886,8 +886,8 @@ async def test_choice_takes_an_answer_stated_as_an_option(output: str) -> None:
 @pytest.mark.parametrize(
     "output",
     [
-        "The answer" + " " * 1_000 + "?",
-        "answer:" + "\n" * 8_000 + "?",
+        "The answer" + " " * 1_500 + "?",
+        "answer:" + "\n" * 16_000 + "?",
         "The answer is" + " " * 8_000 + "?",
         "the correct option is" + " " * 8_000 + "?",
         "\n" * 8_000,
@@ -896,10 +896,11 @@ async def test_choice_takes_an_answer_stated_as_an_option(output: str) -> None:
 async def test_choice_reads_a_long_run_of_whitespace_at_once(output: str) -> None:
     """A run of whitespace after "answer" (a model that went on printing blank lines)
     was tried split between the pattern's spaces every way: 1,000 spaces took some 20 s,
-    8,000 blank lines some 10 s (100 KB: hours); now some milliseconds."""
+    8,000 blank lines some 10 s (100 KB: hours); now some milliseconds. The bound is
+    far from both, so a loaded machine does not fail it."""
     start = time.perf_counter()
     evaluation = await score(scorers.choice(), output, "C")
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 10.0
     assert evaluation.details == {"chosen": None}
 
 
