@@ -515,3 +515,28 @@ def test_a_finished_trial_s_page_of_a_live_benchmark_is_not_asked_again(
         page.evaluate("() => fetch('api/version?id=live')")  # a round trip after them
         assert len(asked) == 1
     watched.assert_clean()
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ("x", "page: 'x' is not an integer"),
+        ("1.5", "page: '1.5' is not an integer"),
+        ("-1", "page: -1 is outside 0..1000000000"),
+    ],
+)
+def test_a_page_that_is_no_page_number_says_so_served_and_exported(
+    store: Path, url: str, watched: Watched, tmp_path: Path, bad: str, said: str
+) -> None:
+    # The exported page read ``page=x`` as NaN: "page NaN of 3" over an empty table.
+    # It says what is wrong with it, in the server's words.
+    exported = _export(store, "base", tmp_path).as_uri()
+    for base in (url, exported):
+        page = watched.page
+        page.goto(base + "#/benchmark?" + _query(id="base", size="10", page=bad))
+        expect(page.locator("main .error")).to_have_text(said)
+        assert "NaN" not in page.locator("main").inner_text()
+    # The server's refusal is a 400 the console logs; nothing else went wrong.
+    assert all("status of 400" in error for error in watched.errors), watched.errors
+    watched.errors.clear()
+    watched.assert_clean()

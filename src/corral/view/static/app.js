@@ -10,6 +10,7 @@
   const statusLine = document.getElementById("status");
   const FOLD = 400; // characters shown before a value is folded
   const PAGE_SIZE = 50; // trials a page of the list unless ?size= says (corral/view/_index.py)
+  const MAX_PAGE_SIZE = 500; // and the most it may say
   let timer = null; // a pending refresh of a live page
   let keys = null; // the current page's keyboard handler
   let generation = 0; // renders started; a stale one draws nothing
@@ -149,9 +150,18 @@
     return a.length - b.length;
   }
 
+  // A count of the query, checked as the server checks it (`corral.view._index._count`),
+  // with its words: else "page=x" read as NaN ("page NaN of 3").
+  function count(name, text, low, high) {
+    const value = Number(text);
+    if (!/^\s*[-+]?\d+\s*$/.test(text)) throw new Error(name + ": '" + text + "' is not an integer");
+    if (value < low || value > high) throw new Error(name + ": " + value + " is outside " + low + ".." + high);
+    return value;
+  }
+
   function local(name, p) {
-    const size = Number(p.size || PAGE_SIZE);
-    const page = Number(p.page || 0);
+    const size = count("size", String(p.size || PAGE_SIZE), 1, MAX_PAGE_SIZE);
+    const page = count("page", String(p.page || 0), 0, 10 ** 9);
     if (name === "benchmarks") return { benchmarks: EXPORT.benchmarks };
     if (name === "benchmark") return EXPORT.summary;
     const rows = selectRows(EXPORT.rows, p);
