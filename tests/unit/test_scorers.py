@@ -811,6 +811,8 @@ async def test_numeric_reads_latex_thousands_commas(output: str, found: float) -
         "**Answer:** C, D",
         "Answer: A, B, C, D",
         "Answer: C or D is right",
+        "The answer is C and D are right",
+        "Answer: C, D are both correct",
     ],
 )
 async def test_choice_takes_no_answer_that_names_several_letters(output: str) -> None:
@@ -977,3 +979,21 @@ async def test_numeric_reads_decimals_typeset_in_groups(output: str, found: floa
     assert evaluation.details == {"found": found}
     assert evaluation.passed
     assert (await score(scorers.numeric(), "1.5\u20091234", 1234)).passed  # no group of three
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The answer is C and A is wrong",
+        "Answer: C and B was a trap",
+        "The answer is C and D) is wrong",
+    ],
+)
+async def test_choice_takes_a_clause_about_another_letter_after_and_for_no_hedge(
+    output: str,
+) -> None:
+    """ "C and A is wrong" says something of A (two choices would be "are"), as "C, A is
+    wrong" does: it chose none."""
+    evaluation = await score(scorers.choice(), output, "C")
+    assert evaluation.details == {"chosen": "C"}
+    assert evaluation.passed

@@ -151,14 +151,18 @@ _WORD_AFTER = re.compile(r"\s+\w")
 _PRONOUN_AFTER = re.compile(r"'|\s+(?!(?:is|was)\b)[a-z]")
 #: After a letter joined to a stated answer, what makes it no second choice: a word's
 #: ("B-cells", "C++", "A's"), a formula's ("F = ma"), an abbreviation's or a name's ("E.
-#: coli", "J. S. Bach"), or prose's ("C, D being wrong"; "C or D is right" is a hedge).
+#: coli", "J. S. Bach"), or prose's ("C, D being wrong"; "C or D is right" and "C and D
+#: are right" are hedges).
 _NOT_ANOTHER = re.compile(
     r"[-+#'=<>^_]"
-    r"|\)?+\**+\$?+(?:\s*[=<>+^]|\s+(?!(?:is|was)\b)[a-z]|\.\s*[a-z]|\.\s?[A-Z]\.)"
+    r"|\)?+\**+\$?+(?:\s*[=<>+^]|\s+(?!(?:is|was|are|were)\b)[a-z]|\.\s*[a-z]|\.\s?[A-Z]\.)"
 )
-#: After a letter put after a stated answer's comma, a clause's verb: "C, D is wrong",
-#: "C, D) was a trap" start a sentence about D.
+#: After a letter put after a stated answer's comma (or "and"), a clause's verb: "C, D
+#: is wrong", "C, D) was a trap", "C and D is wrong" start a sentence about D.
 _SUBJECT_OF = re.compile(r"\)?+\**+\$?+\s+(?:is|was)\b")
+#: What may join a clause about another letter to a stated answer: "C, D is wrong" and
+#: "C and D is wrong" (two choices would be "are"), not "C or D is right" (a hedge).
+_CLAUSE_JOINS = frozenset({",", "and"})
 #: Where a sentence starts (a line's list marker or quote before it): the article is
 #: "A" only there ("Option A fits" chose A).
 _SENTENCE_START = re.compile(r"(?:\A|[.!?\n])[\s\"'(*#>-]*\Z")
@@ -215,7 +219,10 @@ class _Choice(Scorer):
             or another.group(2).isupper() != letter.isupper()
             or another.group(2).upper() == letter.upper()
             or _NOT_ANOTHER.match(text, another.end(2))
-            or (another.group(1) == "," and _SUBJECT_OF.match(text, another.end(2)))
+            or (
+                another.group(1).lower() in _CLAUSE_JOINS
+                and _SUBJECT_OF.match(text, another.end(2))
+            )
         ):
             return letter.upper()
         return None
