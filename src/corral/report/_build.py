@@ -141,17 +141,33 @@ class HeadTally:
     def add(self, heads: Iterable[TrialHead]) -> None:
         index, tally, n = self._index, self._tally, self.trials_per_task
         finished, passed = self._finished, self._passed
+        plain = tally.plain
         for head in heads:
-            position = index.get(head.task_id)
-            if not head.done or position is None or not 0 <= head.trial < n:
+            # The fields read as one unpacking: each read as the named tuple's attribute
+            # is a descriptor call, and this runs for every trial of a report.
+            (task_id, trial, _, done, status, won, _, scores, error, evaluation_error, attempts,
+             _, started_at, finished_at, usage, limit, working_time, calls) = head  # fmt: skip
+            position = index.get(task_id)
+            if not done or position is None or not 0 <= trial < n:
                 continue
-            tally.add(head.task_id, position, head)
+            if (
+                usage is NO_USAGE
+                and error is None
+                and evaluation_error is None
+                and limit is None
+                and attempts == 1
+                and calls is None
+                and status in _PLAIN_STATUSES
+            ):  # most heads: only counted, their span and working time summed
+                plain(position, trial, status, started_at, finished_at, working_time)
+            else:
+                tally.add(task_id, position, head)
             finished[position] += 1
-            if head.passed:
+            if won:
                 passed[position] += 1
-            if head.scores:
+            if scores:
                 named = self._named.setdefault(position, {})
-                for name, value in head.scores.items():
+                for name, value in scores.items():
                     named.setdefault(name, []).append(float(value))
 
     def report(
@@ -293,15 +309,13 @@ class _Tally:
         status = t.status
         if type(status) is not str:  # a record's TrialStatus (a head's is its text)
             status = str(status)
-        self.counts[status] += 1
+        self.plain(position, t.trial, status, t.started_at, t.finished_at, t.working_time)
         usage = t.usage
         if usage is not NO_USAGE and usage:  # most heads share the one of no usage
             self.input_tokens += usage.input_tokens
             self.output_tokens += usage.output_tokens
             if usage.cost:
                 self.costs.add(position, t.trial, usage.cost)
-        if t.working_time:
-            self.working.add(position, t.trial, t.working_time)
         if status == _ERROR:
             self.grouped.append((position, t.trial, task_id, _ERROR, str(t.error)))
         elif t.evaluation_error is not None:
@@ -313,12 +327,27 @@ class _Tally:
             self.limited[t.limit] = self.limited.get(t.limit, 0) + 1
         if t.attempts > 1:
             self.retries[status] = self.retries.get(status, 0) + t.attempts - 1
-        if t.started_at is not None and t.started_at < self.first:
-            self.first = t.started_at
-        if t.finished_at is not None and t.finished_at > self.last:
-            self.last = t.finished_at
         if t.model_calls:
             self.calls.add(t.model_calls)
+
+    def plain(
+        self,
+        position: int,
+        trial: int,
+        status: str,
+        started_at: float | None,
+        finished_at: float | None,
+        working_time: float | None,
+    ) -> None:
+        """`add` of what every trial has: all of a trial with no usage, error, limit,
+        retry nor model calls and a status grouped by none (`_PLAIN_STATUSES`)."""
+        self.counts[status] += 1
+        if working_time:
+            self.working.add(position, trial, working_time)
+        if started_at is not None and started_at < self.first:
+            self.first = started_at
+        if finished_at is not None and finished_at > self.last:
+            self.last = finished_at
 
     def groups(self) -> dict[str, tuple[ErrorGroup, ...]]:
         """Error groups by kind (``error``, ``""`` for failed evaluations, each ending
@@ -364,6 +393,8 @@ _TRIALS_BOUND = 1 << 21
 
 
 _ERROR = str(TrialStatus.ERROR)
+#: Statuses `_Tally.add` groups no trial of by its status (an error, an ending).
+_PLAIN_STATUSES = frozenset(str(s) for s in TrialStatus) - {_ERROR, *ENDING_STATUSES}
 
 
 class _Outcomes:
