@@ -149,14 +149,16 @@ def generation_of(
     ``model`` is the models its ``tasks`` name (its own where a task names none),
     joined by ", ", not the one its client would call by default; where it names none
     of its own, the models its tasks name, when every task names one."""
-    named: dict[str, set[str | None]] = {}
-    for meta in tasks:
-        named.setdefault(meta.agent_id, set()).add(meta.model)
+    named: dict[str, set[str | None]] | None = None  # made for the first agent with a hook
     found: dict[str, dict[str, Any]] = {}
     for agent_id, agent in agents.items():
         hook = getattr(agent, "generation_settings", None)
         if not callable(hook):
             continue
+        if named is None:
+            named = {}
+            for meta in tasks:
+                named.setdefault(meta.agent_id, set()).add(meta.model)
         settings = hook()
         try:
             if not isinstance(settings, Mapping):

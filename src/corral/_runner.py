@@ -218,6 +218,13 @@ class CorralRunner:
         name = getattr(self.environments[env_id], "name", None)
         return name if isinstance(name, str) and name else env_id
 
+    def _eval_keys(self, plan: RunPlan) -> tuple[str, ...]:
+        """Each task's `_eval_key`, asked once per environment (a run of 40,000 tasks
+        has a few)."""
+        envs = [meta.environment_id for meta in plan.lights()]
+        keys = {env_id: self._eval_key(env_id) for env_id in dict.fromkeys(envs)}
+        return tuple(map(keys.__getitem__, envs))
+
     def prepare(
         self,
         task_ids: Sequence[str] | None = None,
@@ -247,8 +254,7 @@ class CorralRunner:
         )
         if config.models is not None:
             plan = across_models(plan, check_models(config.models, self.models))
-        for t, task_id in enumerate(plan.task_ids):
-            meta = plan.light(t)
+        for task_id, meta in zip(plan.task_ids, plan.lights(), strict=True):
             if meta.agent_id not in self.agents:
                 raise ConfigError(
                     f"task {task_id!r} names unknown agent {meta.agent_id!r}"
@@ -371,7 +377,7 @@ class CorralRunner:
             sample_ids=config.sample_ids,
         )
         plan = self._plan(config, task_ids)
-        generation = generation_of(self.agents, map(plan.light, range(len(plan.task_ids))))
+        generation = generation_of(self.agents, plan.lights())
         meta = replace(RunMeta.of(tags, note, source), generation=generation)
         limits = config.limits
         limits.check_keys(
@@ -559,9 +565,7 @@ class CorralRunner:
             # Only a benchmark file asks git (in a thread): without one nothing blocks, and
             # a run starts without a thread hop (tests wait for all tasks to block).
             meta = await anyio.to_thread.run_sync(meta.read) if meta.provenance else meta.read()
-            eval_keys = tuple(
-                self._eval_key(plan.light(t).environment_id) for t in range(len(plan.task_ids))
-            )
+            eval_keys = self._eval_keys(plan)
             async with self.store.opened(), self.store.claim(benchmark_id):
                 # A rescore keeps the stored configuration; a run registers its own.
                 existed = resume.rescoring or await self.store.register_benchmark(
@@ -731,8 +735,7 @@ def _used(
     """The agents and environments the plan's tasks name, in task order."""
     agent_ids: dict[str, None] = {}
     env_ids: dict[str, None] = {}
-    for t in range(len(plan.task_ids)):
-        meta = plan.light(t)
+    for meta in plan.lights():
         agent_ids[meta.agent_id] = None
         env_ids[meta.environment_id] = None
     return [

@@ -361,7 +361,7 @@ def pool_size(info: Any) -> int:
     limits = info.limits
     plan = info.plan
     executions = limits.max_parallel
-    models = {plan.light(t).model for t in range(len(plan.task_ids))}
+    models = {meta.model for meta in plan.lights()}
     by_model = limits.max_parallel_by_model
     if models and all(m is not None and m in by_model for m in models):
         executions = min(executions, sum(by_model[m] for m in models if m is not None))

@@ -130,8 +130,12 @@ class KeyedCounter:
         #: The limited keys, sorted; a key's counter is its position.
         self.names = sorted(caps)
         position = {name: i for i, name in enumerate(self.names)}
-        #: Each task's counter (-1: its key is not limited).
-        self.of = [-1 if k is None else position.get(k, -1) for k in keys]
+        #: Each task's counter (-1: its key is not limited; no key is, most often).
+        self.of = (
+            [-1 if k is None else position.get(k, -1) for k in keys]
+            if position
+            else [-1] * len(keys)
+        )
         self.cap = [caps[name] for name in self.names]
         self.effective = list(self.cap) if limit.adaptive else self.cap
         self.used = [0] * len(self.names)
