@@ -627,7 +627,7 @@ class CorralRunner:
                 report = await stored_report(
                     self.store,
                     benchmark_id,
-                    TaskList(plan.trials_per_task, PlanTasks(plan.task_ids, plan.light)),
+                    TaskList(plan.trials_per_task, PlanTasks(plan.task_ids, plan.lights())),
                     k_values=ks,
                     added=marks,
                     resumed=resumed,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise, repeat
 from typing import Any, Protocol
 
@@ -234,7 +234,7 @@ class PlanTasks(Sequence[tuple[str, str | None, str]]):
 
     __slots__ = ("ids", "_meta")
 
-    def __init__(self, ids: Sequence[str], meta: Callable[[int], BenchmarkTaskMetadata]) -> None:
+    def __init__(self, ids: Sequence[str], meta: Sequence[BenchmarkTaskMetadata]) -> None:
         self.ids = ids
         self._meta = meta
 
@@ -244,13 +244,11 @@ class PlanTasks(Sequence[tuple[str, str | None, str]]):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self.ids)))]
-        meta = self._meta(i)
+        meta = self._meta[i]
         return self.ids[i], meta.model, meta.environment_id
 
     def __iter__(self) -> Iterator[tuple[str, str | None, str]]:
-        meta = self._meta
-        for i, task_id in enumerate(self.ids):
-            m = meta(i)
+        for task_id, m in zip(self.ids, self._meta, strict=True):
             yield task_id, m.model, m.environment_id
 
 
