@@ -61,13 +61,14 @@ class RunPlan:
                 yield task_id, metadata_dict(meta)
 
     def lights(self) -> Sequence[BenchmarkTaskMetadata]:
-        """Every task's metadata for planning (`light`), in task order."""
+        """Every task's metadata for planning (`light`), in task order: a streamed
+        source's each made when read, as `light` makes it (a million tasks' are never
+        held at once)."""
         view = self.metadata
         if type(view) is tuple:
             return view
         assert isinstance(view, SourceView)
-        skeleton = view.source.skeleton
-        return [skeleton(task_id) for task_id in self.task_ids]
+        return _Skeletons(view.source, self.task_ids)
 
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
@@ -101,6 +102,35 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
         if isinstance(index, slice):
             return [self.source[t] for t in self.task_ids[index]]
         return self.source[self.task_ids[index]]
+
+
+class _Skeletons(Sequence[BenchmarkTaskMetadata]):
+    """`RunPlan.lights` of a streamed source: each task's skeleton made when read."""
+
+    __slots__ = ("_skeleton", "_task_ids")
+
+    def __init__(self, source: TaskSource, task_ids: tuple[str, ...]) -> None:
+        self._skeleton = source.skeleton
+        self._task_ids = task_ids
+
+    def __len__(self) -> int:
+        return len(self._task_ids)
+
+    @overload
+    def __getitem__(self, index: int) -> BenchmarkTaskMetadata: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[BenchmarkTaskMetadata]: ...
+
+    def __getitem__(
+        self, index: int | slice
+    ) -> BenchmarkTaskMetadata | Sequence[BenchmarkTaskMetadata]:
+        if isinstance(index, slice):
+            return list(map(self._skeleton, self._task_ids[index]))
+        return self._skeleton(self._task_ids[index])
+
+    def __iter__(self) -> Iterator[BenchmarkTaskMetadata]:
+        return map(self._skeleton, self._task_ids)
 
 
 def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
