@@ -298,7 +298,10 @@ class TrialTable(Mapping[tuple[str, int], TrialRecord]):
         evaluations end up kept twice."""
         # Most spend nothing: NO_USAGE, told apart without a call of its ``__bool__``.
         spent = usage is not NO_USAGE and usage
-        key = None if spent or model_calls else _sharing_key(score, passed, details, scores)
+        # Named scores are a dict, the trial's own: its record is handed on (a reflective
+        # session is shown it), and an edit to a shared one would be every trial's.
+        kept_apart = spent or model_calls or scores
+        key = None if kept_apart else _sharing_key(score, passed, details)
         kept = None if key is None else self._evaluations.get(key)
         if kept is None:
             kept = Evaluation(score, passed, details, scores, usage, model_calls)

@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+
 from corral._types import Commit, TrialStatus, Usage
 from corral.history import EvaluationPayload, TrialFold, encode, terminal
 from corral.report._lazy import StoreRecords
@@ -179,3 +181,31 @@ def test_equal_evaluations_made_for_records_are_one_shared_object() -> None:
     record = TrialRecord("t", 0, TrialStatus.COMPLETED, evaluation=first)
     table.add(record)
     assert table[("t", 0)].evaluation is first
+
+
+@pytest.mark.anyio
+async def test_a_reflective_agent_editing_the_scores_it_is_shown_changes_no_other_tasks() -> None:
+    """Equal evaluations of a run's trials are one shared object, and a reflective
+    session is shown its previous trial's: one whose named scores (a dict) an agent
+    edited was what the next task's session was shown as its own previous trial's."""
+    from corral import BenchmarkTaskMetadata, CorralRunner, Evaluation, Final, MemoryStore
+    from corral.testing import FakeEnvironment
+
+    seen: dict[str, dict[str, float]] = {}
+
+    class EditsItsFeedback:
+        async def act(self, session: Any) -> Final:
+            shown = session.previous_evaluation
+            if shown is not None:
+                seen[session.task_id] = dict(shown.scores)
+                shown.scores["acc"] = 0.0  # the agent's own notes on it
+            return Final("x")
+
+    runner = CorralRunner(
+        {task: BenchmarkTaskMetadata("a", "e") for task in ("a", "b")},
+        {"a": EditsItsFeedback()},
+        {"e": FakeEnvironment(evaluate=lambda record: Evaluation(1.0, True, scores={"acc": 1.0}))},
+        store=MemoryStore(),
+    )
+    await runner.run("r", trials_per_task=2, max_parallel=1)
+    assert seen == {"a": {"acc": 1.0}, "b": {"acc": 1.0}}
