@@ -375,3 +375,37 @@ async def test_a_run_cancelled_while_a_failed_attempt_drains_keeps_its_error() -
     landed = await history_of(store)
     assert [c.kind for c in landed] == ["setup", "usage"]
     assert "flaky agent" in str(landed[-1].payload["failed_attempts"])
+
+
+@pytest.mark.anyio
+async def test_a_run_cancelled_as_a_deferred_trial_reads_its_history_keeps_its_usage() -> None:
+    """A rate-limited trial's wait is over: it goes on, reading its history first, and
+    the run is cancelled during that read. Its usage rode with its job only, which had
+    left the run's waiting trials: the resumed run counted none of it."""
+
+    class HoldsTheRead(MemoryStore):
+        reads = 0
+        reading = anyio.Event()
+
+        async def history(self, key: corral.TrialKey) -> list[corral.Commit]:
+            self.reads += 1
+            if self.reads == 1:  # the deferred trial's, as it goes on
+                self.reading.set()
+                await anyio.sleep_forever()
+            return await super().history(key)
+
+    class SpendsThenLimited:
+        calls = 0
+
+        async def act(self, session: corral.AgentSession) -> Final:
+            self.calls += 1
+            if self.calls == 1:
+                session.record_usage(input_tokens=100, cost=0.5)
+                raise corral.RateLimited("429", retry_after=0)
+            return Final("done")
+
+    store = HoldsTheRead()
+    await cancelled_when(one_task(store, SpendsThenLimited(), _Waits()).run, store.reading)
+    landed = await history_of(store)
+    assert [c.kind for c in landed] == ["setup", "usage"]
+    assert landed[-1].usage.input_tokens == 100

@@ -294,7 +294,15 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     # for it as for its own commits (so observers hear of it first).
     marker: tuple[Pending, list[Commit]] | None = None
     if plan.job.may_have_history:
-        projection = Projection.of(await plan.store.history(plan.key))
+        try:
+            history = await plan.store.history(plan.key)
+        except anyio.get_cancelled_exc_class():
+            # A deferred trial going on: what it carried since its wait lands, as the
+            # run lands that of the trials still waiting.
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + CANCEL_GRACE):
+                await land_deferred(plan.job, plan.key, plan.store, plan.acks)
+            raise
+        projection = Projection.of(history)
         if plan.job.reopen is not None:  # before what the attempt takes from its history
             marker = _reopen(plan, projection)
         if len(projection.failed_attempts) > len(plan.job.failed_attempts):  # resumed
