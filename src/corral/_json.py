@@ -5,11 +5,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ._errors import NotSerializableError
 
 _SCALARS = (bool, type(None))
+
+#: The mappings most often recorded or copied, told apart by their type before asking
+#: ``isinstance(value, Mapping)``: that is a Python call of the ABC's
+#: ``__instancecheck__``, and for a ``mappingproxy`` (the shared empty mapping of a
+#: task's inputs, an evaluation's details) three, every time, since CPython never
+#: caches the answer for a class registered directly with the ABC.
+PLAIN_MAPPINGS = (dict, MappingProxyType)
 
 #: How deeply containers may nest in a recorded value. The stdlib decoder that reads
 #: it back on resume recurses once a level, under the interpreter's recursion limit
@@ -116,8 +124,8 @@ def _check(value: Any, room: int, tally: list[int]) -> Any:
         if math.isfinite(value):
             return value
         raise _Refused(f"is {value!r}, which JSON cannot record")
-    # `dict` first: checking the `Mapping` ABC costs more than the rest of a small value.
-    if type(value) is dict or isinstance(value, Mapping):
+    # By type first: checking the `Mapping` ABC costs more than the rest of a small value.
+    if type(value) in PLAIN_MAPPINGS or isinstance(value, Mapping):
         if room == 0:
             raise _Refused(f"is nested more than {MAX_DEPTH} levels deep")
         tally[0] += 2 + _SCALAR * len(value)

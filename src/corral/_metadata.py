@@ -8,7 +8,7 @@ from ._budget import BUDGET_NAMES, check_budget
 from ._checks import positive_int
 from ._errors import ConfigError, NotSerializableError
 from ._ids import check_id
-from ._json import check_json
+from ._json import PLAIN_MAPPINGS, check_json
 from ._types import BenchmarkTaskMetadata
 
 
@@ -30,13 +30,13 @@ def check_metadata(task_id: str, meta: object) -> BenchmarkTaskMetadata:
         check_id(f"dependency of task {task_id!r}", parent)
     for name in BUDGET_NAMES:
         check_budget(name, getattr(meta, name), f"task {task_id!r}")
-    if not isinstance(meta.inputs, Mapping):
+    if type(meta.inputs) not in PLAIN_MAPPINGS and not isinstance(meta.inputs, Mapping):
         raise ConfigError(f"task {task_id!r} inputs must be a mapping, not {meta.inputs!r}")
     try:
         check_json(meta.inputs, f"task {task_id!r} inputs")
     except NotSerializableError as exc:
         raise ConfigError(str(exc)) from None
-    if not isinstance(meta.metadata, Mapping):
+    if type(meta.metadata) not in PLAIN_MAPPINGS and not isinstance(meta.metadata, Mapping):
         raise ConfigError(f"task {task_id!r} metadata must be a mapping, not {meta.metadata!r}")
     for name in ("target", "metadata"):
         try:

@@ -4,8 +4,10 @@ Corral records itself keeps a lone surrogate as its escape."""
 
 from __future__ import annotations
 
+import abc
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ import corral
 from corral import Action, BenchmarkTaskMetadata, ConfigError, Evaluation, Final, ToolEffect
 from corral import NotSerializableError as Unrecordable
 from corral._json import MAX_DEPTH, check_json, dumps, dumps_for_report, loads, recordable_text
+from corral.runtime._model_calls import copied
 from corral.testing import FakeEnvironment, ScriptedAgent
 
 M = BenchmarkTaskMetadata
@@ -165,6 +168,28 @@ def test_a_lone_surrogate_in_a_spooled_task_names_the_task(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match=r"task source item 2 \(task 't'\)\['inputs'\]"):
         corral.TaskSource.from_iterable(items, spool_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # the spool file went with the error
+
+
+def test_dicts_and_mappingproxies_are_checked_and_copied_without_asking_the_mapping_abc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Asking ``isinstance(x, Mapping)`` is a Python call, three for a mappingproxy (whose
+    answer CPython never caches): a trial checks and copies such values every time (its
+    task's empty inputs, an evaluation's empty details), known by their type."""
+    asked: list[type] = []
+    instancecheck = abc.ABCMeta.__instancecheck__
+
+    def counted(cls: abc.ABCMeta, instance: object) -> bool:
+        asked.append(type(instance))
+        return instancecheck(cls, instance)
+
+    monkeypatch.setattr(abc.ABCMeta, "__instancecheck__", counted)
+    value = {"a": MappingProxyType({"b": "c"}), "d": MappingProxyType({})}
+    assert check_json(value, "v") == {"a": {"b": "c"}, "d": {}}
+    assert type(check_json(MappingProxyType({}), "v")) is dict
+    assert copied(value) == {"a": {"b": "c"}, "d": {}}
+    assert type(copied(MappingProxyType({}))) is dict
+    assert not {dict, MappingProxyType} & set(asked)
 
 
 # -- depth and cycles --------------------------------------------------------------

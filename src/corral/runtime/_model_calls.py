@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._chat import ThinkingBlock, ToolCall
 from .._checks import positive_int
 from .._errors import ModelError, ModelUnavailable, RateLimited
-from .._json import MAX_DEPTH
+from .._json import MAX_DEPTH, PLAIN_MAPPINGS
 from ..history import (
     DEFAULT_RECORD_CHARS,
     CallChain,
@@ -187,7 +187,7 @@ def copied(value: Any, room: int = MAX_DEPTH) -> Any:
     not in the copy."""
     if room <= 0:
         return value
-    if isinstance(value, Mapping):
+    if type(value) in PLAIN_MAPPINGS or isinstance(value, Mapping):
         return {k: copied(v, room - 1) for k, v in value.items()}
     if isinstance(value, list):
         return [copied(v, room - 1) for v in value]

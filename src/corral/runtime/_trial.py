@@ -18,7 +18,7 @@ import anyio
 
 from .._budget import NO_BUDGET, Exceeded
 from .._errors import NotSerializableError, unwrap_single
-from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
+from .._json import DEFAULT_MAX_VALUE_BYTES, PLAIN_MAPPINGS, check_json
 from .._protocols import Agent, Environment
 from .._records import evaluation_of, record_of
 from .._tools import call_error, tools_of
@@ -637,7 +637,7 @@ def _checked(action: Action) -> Action:
     (SPEC 1), else a `TypeError` naming it: nothing else is recorded or executed."""
     if not isinstance(action.tool, str):
         raise TypeError(f"act() returned tool {action.tool!r} of {action!r}; expected a string")
-    if not isinstance(action.arguments, Mapping):
+    if type(action.arguments) not in PLAIN_MAPPINGS and not isinstance(action.arguments, Mapping):
         raise TypeError(
             f"act() returned arguments {action.arguments!r} of {action!r}; expected a mapping"
         )
