@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from corral._types import Commit, TrialStatus, Usage
+from corral._types import NO_USAGE, Commit, TrialStatus, Usage
 from corral.history import EvaluationPayload, TrialFold, encode, terminal
 from corral.report._lazy import StoreRecords
 from corral.store._summary import summary_of
@@ -74,7 +74,7 @@ def test_a_window_holds_about_window_trials_whatever_the_trials_per_task() -> No
 
 def test_a_record_built_slot_by_slot_is_the_dataclasss_own() -> None:
     """`_record` skips TrialRecord's frozen __init__ for speed: it must build the same
-    object, field for field, and refuse a missing field."""
+    frozen object, field for field, and refuse a missing field."""
     import dataclasses
 
     import pytest
@@ -83,14 +83,18 @@ def test_a_record_built_slot_by_slot_is_the_dataclasss_own() -> None:
     from corral._records import _record
 
     values = [f"v{i}" for i in range(len(dataclasses.fields(TrialRecord)))]
-    assert _record(*values) == TrialRecord(*values)
-    with pytest.raises(ValueError):
+    built = _record(*values)
+    assert type(built) is TrialRecord and built == TrialRecord(*values)
+    assert hash(built) == hash(TrialRecord(*values))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.trial = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
         _record(*values[:-1])
 
 
 def test_a_commit_built_slot_by_slot_is_the_dataclasss_own() -> None:
     """`new_commit` skips Commit's frozen __init__ for speed: it must build the same
-    object, field for field, its usage defaulting as the dataclass's does."""
+    frozen object, field for field."""
     import dataclasses
 
     import pytest
@@ -110,7 +114,9 @@ def test_a_commit_built_slot_by_slot_is_the_dataclasss_own() -> None:
         1.5,
         usage,
     ]
-    assert new_commit(0, "setup", None, 0.0) == Commit(0, "setup", None, 0.0)
+    assert new_commit(0, "setup", None, 0.0, NO_USAGE) == Commit(0, "setup", None, 0.0)
+    with pytest.raises(TypeError):  # every field is given
+        new_commit(0, "setup", None, 0.0)  # type: ignore[call-arg]
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.seq = 4  # type: ignore[misc]
 

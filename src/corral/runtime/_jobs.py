@@ -13,7 +13,7 @@ changed once handed over (a frozen one's ``__init__`` costs several times more).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from .._types import (
     TrialRecord,
     TrialStatus,
     Usage,
-    slot_setters,
+    slot_builder,
 )
 from ..history import CommitKind, encode, reopen
 from ._model_calls import CallLog  # noqa: TC001 (a dataclass field's type)
@@ -44,22 +44,9 @@ class Previous:
     status: str | None = None
 
 
-_new = object.__new__
-_TRIAL, _EVALUATION, _STATE, _STATUS = slot_setters(Previous)
-
-
-def new_previous(
-    trial: int, evaluation: Evaluation | None, state: Any, status: str | None
-) -> Previous:
-    """``Previous(trial, evaluation, state, status)``, the same object built slot by slot
-    (`slot_setters`): the run keeps one for each finished trial a later one of its task
-    follows, in half what the frozen ``__init__`` costs."""
-    previous: Previous = _new(Previous)
-    _TRIAL(previous, trial)
-    _EVALUATION(previous, evaluation)
-    _STATE(previous, state)
-    _STATUS(previous, status)
-    return previous
+#: ``Previous(trial, evaluation, state, status)``, the same object (`slot_builder`): the
+#: run keeps one for each finished trial a later one of its task follows.
+new_previous: Callable[[int, Evaluation | None, Any, str | None], Previous] = slot_builder(Previous)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,12 @@ state, steps and turns the runtime resumes from)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import history
-from .._types import UNCHANGED, Action, Commit, Step, ToolEffect, slot_setters
+from .._types import UNCHANGED, Action, Commit, Step, ToolEffect, slot_builder
 from ..history import CommitKind, Payload, TerminalPayload, TrialFold
 
 
@@ -33,33 +34,10 @@ _TERMINAL = CommitKind.TERMINAL
 _REOPEN = CommitKind.REOPEN
 
 # A trial's action, its effect and the step of both are folded in once each: each is
-# built slot by slot (`slot_setters`), the same value its frozen ``__init__`` makes, in
-# two thirds of that's cost.
-_new = object.__new__
-_TOOL, _ARGUMENTS = slot_setters(Action)
-_OBSERVATION, _STATE = slot_setters(ToolEffect)
-_STEP_ACTION, _STEP_EFFECT = slot_setters(Step)
-
-
-def _action(tool: Any, arguments: Any) -> Action:
-    action: Action = _new(Action)
-    _TOOL(action, tool)
-    _ARGUMENTS(action, arguments)
-    return action
-
-
-def _effect(observation: Any, state: Any) -> ToolEffect:
-    effect: ToolEffect = _new(ToolEffect)
-    _OBSERVATION(effect, observation)
-    _STATE(effect, state)
-    return effect
-
-
-def _step(action: Action, effect: ToolEffect) -> Step:
-    step: Step = _new(Step)
-    _STEP_ACTION(step, action)
-    _STEP_EFFECT(step, effect)
-    return step
+# built by `slot_builder`, the same value its frozen ``__init__`` makes, for less.
+_action: Callable[[Any, Any], Action] = slot_builder(Action)
+_effect: Callable[[Any, Any], ToolEffect] = slot_builder(ToolEffect)
+_step: Callable[[Action, ToolEffect], Step] = slot_builder(Step)
 
 
 class Projection(TrialFold):
