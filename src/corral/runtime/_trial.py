@@ -117,9 +117,9 @@ class _Writer:
         #: Whether its commits record nothing beside their own value but the working
         #: time (no budget, no failed attempt; a terminal no model calls): no `_stamp`.
         self._plain = self.budget is None and not plan.job.failed_attempts
-        self.next_seq = projection.next_seq
-        #: The first sequence number the observers have not heard of from this attempt.
-        self.told = projection.next_seq
+        #: ``next_seq``: the sequence number of the next commit staged; ``told``: the first
+        #: the observers have not heard of from this attempt.
+        self.next_seq = self.told = projection.next_seq
         self._pending: deque[tuple[Pending, list[Commit]]] = deque()
         #: What refused an append of this attempt (see `stage`).
         self._refused: BaseException | None = None
@@ -163,36 +163,32 @@ class _Writer:
         if calls.pending or calls.failed:
             # The model calls that led here land with what followed from them.
             items = _with_calls(calls, self.projection, items)
-        try:
-            commits = self._numbered(items)
-            handle = self.plan.store.enqueue(self.plan.key, commits)
-        except BaseException as exc:
-            self._refused = exc
-            raise
-        self._pending.append((handle, commits))
-        _sync(self.session, self.projection)
-        return commits
-
-    def _numbered(self, items: Sequence[tuple[str, Payload, Usage]]) -> list[Commit]:
-        """``items`` as the next commits, folded into the projection."""
+        # Each item numbered past the head, encoded and folded into the projection (in
+        # here, not a method of its own: four stages a trial).
         now = time.time()
         worked = round(self.clock.spent, 6)
         plan, projection = self.plan, self.projection
         plain = self._plain
         commits = []
-        calls = self.session.calls
-        for kind, payload, usage in items:
-            # A terminal counts the trial's model calls: `_stamp` stamps it if it made any.
-            if plain and (kind != "terminal" or projection.calls is None):
-                stored = encode_worked(payload, worked)
-            else:
-                stored = encode(payload, _stamp(plan.job, projection, kind, worked))
-            commit = new_commit(self.next_seq, kind, stored, now, usage)
-            commits.append(commit)
-            projection.apply(commit, payload)
-            if kind == _MODEL_CALL:
-                calls.staged(commit.seq)
-            self.next_seq += 1
+        try:
+            for kind, payload, usage in items:
+                # A terminal counts the trial's model calls: `_stamp` stamps it if it made any.
+                if plain and (kind != "terminal" or projection.calls is None):
+                    stored = encode_worked(payload, worked)
+                else:
+                    stored = encode(payload, _stamp(plan.job, projection, kind, worked))
+                commit = new_commit(self.next_seq, kind, stored, now, usage)
+                commits.append(commit)
+                projection.apply(commit, payload)
+                if kind == _MODEL_CALL:
+                    calls.staged(commit.seq)
+                self.next_seq += 1
+            handle = plan.store.enqueue(plan.key, commits)
+        except BaseException as exc:
+            self._refused = exc
+            raise
+        self._pending.append((handle, commits))
+        _sync(self.session, projection)
         return commits
 
     async def flush(self) -> None:
@@ -339,11 +335,11 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         scope: anyio.CancelScope | None = None
         timeout = budget = float("inf")
         try:
-            timeout = _deadline(plan.trial_timeout, used)
-            budget = clock.deadline(working_limit)
-            if timeout == budget == float("inf"):  # no cancel scope to pay for
+            if plan.trial_timeout is None and working_limit is None:  # no cancel scope to pay for
                 await _attempt(plan, writer, session)
             else:
+                timeout = _deadline(plan.trial_timeout, used)
+                budget = clock.deadline(working_limit)
                 with anyio.CancelScope(deadline=min(timeout, budget)) as scope:
                     await _attempt(plan, writer, session)
                 if scope.cancelled_caught:
