@@ -3,36 +3,24 @@ so an attempt that raises after a grader answered still counts what it paid for.
 
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 
-from ._types import NO_USAGE, Usage
+from ._types import Usage
 
+#: The usage of one evaluation attempt's calls, summed as they reply: a one-item list
+#: (a cell), made and set in `SPENDING` by the attempt (``token = SPENDING.set([NO_USAGE])``,
+#: then ``SPENDING.reset(token)``); calls made meanwhile (in that task, or tasks it
+#: starts) add to it. Not a class entered with ``with``: it is made once per trial's
+#: evaluation, where its ``__init__``, ``__enter__`` and ``__exit__`` would be three
+#: Python calls (a list is made in C).
+Spent = list[Usage]
 
-class Spent:
-    """The usage of one evaluation attempt's calls, summed as they reply: ``with spent:``,
-    calls made inside (in this task, or tasks it starts) add to it. (A class of its own,
-    not a generator's context manager: it runs once per trial's evaluation.)"""
-
-    __slots__ = ("usage", "_token")
-
-    def __init__(self) -> None:
-        self.usage: Usage = NO_USAGE
-        self._token: Token[Spent | None] | None = None
-
-    def __enter__(self) -> None:
-        self._token = _current.set(self)
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._token is not None
-        _current.reset(self._token)
-        self._token = None
-
-
-_current: ContextVar[Spent | None] = ContextVar("corral_scoring_spend", default=None)
+#: The evaluation attempt running now's `Spent` (None: none is).
+SPENDING: ContextVar[Spent | None] = ContextVar("corral_scoring_spend", default=None)
 
 
 def spend(usage: Usage) -> None:
     """Count ``usage`` for the evaluation attempt running now, if any."""
-    spent = _current.get()
+    spent = SPENDING.get()
     if spent is not None and usage:
-        spent.usage = spent.usage + usage
+        spent[0] = spent[0] + usage

@@ -13,7 +13,7 @@ from .._errors import ConfigError
 from .._json import DEFAULT_MAX_VALUE_BYTES, check_json
 from .._protocols import Environment
 from .._records import ScoringFacts, for_scorer, with_evaluation
-from .._scoring_spend import Spent
+from .._scoring_spend import SPENDING, Spent
 from .._types import NO_USAGE, Evaluation, TrialRecord, TrialStatus, Usage, new_commit
 from ..history import EvaluationPayload, ModelCallPayload, encode, evaluation_failed
 from ..store._protocol import CommitStore, TrialKey
@@ -56,13 +56,13 @@ async def evaluate_trial(
     while True:
         evaluation: object = None  # what this call returned, if it returned
         scope: anyio.CancelScope | None = None
-        calls = Spent()  # what its graders' calls spent (`Scorer.ask`), as they reply
+        calls: Spent = [NO_USAGE]  # what its graders' calls spent (`Scorer.ask`)
+        counting = SPENDING.set(calls)  # reset in the ``finally`` (see `Spent`)
         try:
             if time_limit is None:
-                with calls:
-                    evaluation = await environment.evaluate(scored)
+                evaluation = await environment.evaluate(scored)
             else:
-                with anyio.move_on_after(time_limit) as scope, calls:
+                with anyio.move_on_after(time_limit) as scope:
                     evaluation = await environment.evaluate(scored)
                 if scope.cancelled_caught:
                     usage = _paid(usage, calls)
@@ -98,6 +98,8 @@ async def evaluate_trial(
                 continue
             payload = evaluation_failed(error_fields(exc), attempts=attempt + 1)
             break
+        finally:
+            SPENDING.reset(counting)
     if record.status == TrialStatus.LIMIT:
         # Scored, but never a pass: said here too, for observers that see only this commit.
         payload = replace(payload, trial_status=str(TrialStatus.LIMIT))
@@ -149,7 +151,7 @@ def _spent(total: Usage, evaluation: object, calls: Spent | None = None) -> Usag
     if isinstance(evaluation, Evaluation):
         spent = evaluation.usage
     else:
-        spent = calls.usage if calls is not None else NO_USAGE
+        spent = calls[0] if calls is not None else NO_USAGE
     if spent is NO_USAGE or not isinstance(spent, Usage) or not spent:
         return total  # most scorers spend nothing
     return add_usage(total, spent)
