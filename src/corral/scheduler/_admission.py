@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from .._types import EVALUATED_STATUSES, TrialStatus
 from ._keyed import KeyedCounter, KeyedLimit, LimitPhase
@@ -44,15 +45,19 @@ class StartKind(IntEnum):
     UNREACHABLE = 2
 
 
-@dataclass(slots=True)
-class Start:
-    """One admitted start (built per trial: not frozen, which costs more; never changed)."""
+class Start(NamedTuple):
+    """One admitted start: a named tuple, built per trial by ``tuple.__new__`` (`_start`),
+    which makes it in C (a dataclass's ``__init__``, or a named tuple's ``__new__``, is
+    a Python call)."""
 
     kind: StartKind
     task: int
     round: int
     #: For UNREACHABLE: the parent task index and round state that caused it.
     cause: int = -1
+
+
+_start = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -373,7 +378,7 @@ class Admission:
             self.phase[t * self.rounds + r] = Phase.RUNNING
             self.task_inflight[t] += 1
             self._advance(t)
-            self._unreachable.append(Start(StartKind.UNREACHABLE, t, r, cause))
+            self._unreachable.append(_start(Start, (StartKind.UNREACHABLE, t, r, cause)))
             return False
         if not queue or self.stopped:
             return False
@@ -424,7 +429,7 @@ class Admission:
             self.evaluating += 1
             for used, i in self._eval_slots[t]:
                 used[i] += 1
-            starts.append(Start(StartKind.EVALUATE, t, r))
+            starts.append(_start(Start, (StartKind.EVALUATE, t, r, -1)))
         while (
             self._ready_count
             and self.executing < limits.max_parallel
@@ -435,7 +440,7 @@ class Admission:
                 break
             queue = self._ready[bucket]
             _, r, fresh, t = queue.pop(self._rank)
-            if not queue:
+            if not (queue.heap or queue.tasks):  # its last (`pop` drops arrays taken whole)
                 del self._ready[bucket]
             self._ready_count -= 1
             if fresh:
@@ -451,7 +456,7 @@ class Admission:
             else:
                 self._deferred -= 1
             self._take_execution(t, r, fresh=bool(fresh))
-            starts.append(Start(StartKind.EXECUTE, t, r))
+            starts.append(_start(Start, (StartKind.EXECUTE, t, r, -1)))
             self._consider(t)  # with max_parallel_per_task > 1 its next round may fit too
         # Unreachable trials found on the way (they hold no slot) are returned at once.
         while self._unreachable:
@@ -486,8 +491,8 @@ class Admission:
         best_key: tuple[int, int, tuple[int, int, int, int]] | None = None
         ready = self._ready
         if len(ready) == 1:  # the common case: one model and environment, or one left
-            for bucket in ready:
-                return None if self._full(bucket) else bucket
+            for bucket in ready:  # (and most often under no keyed limit: no call)
+                return None if self._checks[bucket] and self._full(bucket) else bucket
         for bucket, queue in ready.items():
             if self._full(bucket):
                 continue
@@ -510,7 +515,7 @@ class Admission:
         evals = self._evals
         if len(evals) == 1:  # the common case: no per-environment evaluation limit
             for key in evals:
-                return None if self._eval_full(key) else key
+                return None if self._eval_checks[key] and self._eval_full(key) else key
         for key, queue in evals.items():
             if self._eval_full(key):
                 continue
@@ -720,9 +725,6 @@ class _Ready:
         order = sorted(range(len(tasks)), key=key)
         self.tasks = array("l", [tasks[i] for i in order])
         self.rounds = array("l", [rounds[i] for i in order])
-
-    def __len__(self) -> int:
-        return len(self.tasks) - self.at + len(self.heap)
 
     def _fresh(self, rank: Sequence[int]) -> _Entry | None:
         """The arrays' next entry if it goes before the heap's (None: the heap's goes)."""

@@ -198,12 +198,12 @@ class RunLoop:
         jobs: list[Job] = []
         evaluations: list[Job] = []
         for start in admission.next_starts():
-            t, r = start.task, start.round
-            if start.kind == StartKind.EXECUTE:
+            kind, t, r, _ = start
+            if kind == StartKind.EXECUTE:
                 job = self._job(t, r)
                 if job is not None:
                     jobs.append(job)
-            elif start.kind == StartKind.EVALUATE:
+            elif kind == StartKind.EVALUATE:
                 evaluations.append(self._eval_job(t, r))
             else:
                 self._unreachable.append(start)
@@ -376,14 +376,14 @@ class RunLoop:
         try:
             while self._unreachable:
                 due = self._unreachable.popleft()
-                if isinstance(due, tuple):
+                if isinstance(due, Start):  # (a named tuple: asked first)
+                    await self._record_unreachable(due)
+                else:
                     t, r, exc = due
                     record = await self._record_unreadable(t, r, exc)
                     self._remember(t, record)
                     self.admission.execution_ended(t, r, TrialStatus.ERROR)
                     self.rules.count_error()
-                else:
-                    await self._record_unreachable(due)
                 self._admit()
         finally:
             self._recording = False

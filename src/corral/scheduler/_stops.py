@@ -35,12 +35,10 @@ class StopRules:
         self.run_cost_limit = run_cost_limit
         #: Why the run stopped before every trial finished, if it did.
         self.stopped: str | None = None
-
-    @property
-    def heed_evaluations(self) -> bool:
-        """Whether an evaluation may stop the run (a failed one counts as an error, a
-        scorer's cost as spent): the run then starts evaluations before new trials."""
-        return self.error_budget is not None or self.run_cost_limit is not None
+        #: Whether an evaluation may stop the run (a failed one counts as an error, a
+        #: scorer's cost as spent): the run then starts evaluations before new trials.
+        #: (Read at every admission: kept, not a property.)
+        self.heed_evaluations = error_budget is not None or run_cost_limit is not None
 
     def count_error(self) -> None:
         self.errors += 1
