@@ -308,7 +308,10 @@ class Admission:
     def _consider(self, t: int) -> None:
         """Queue what task t may start next, mark what can never run unreachable, and
         note whether the per-task limit holds its next round back."""
-        self._queue(t)
+        # Nothing to queue once every round has started and none waits parked: most of
+        # the three calls a trial makes come then (a one-trial task's all do).
+        if self.next_round[t] < self.rounds or self._parked:
+            self._queue(t)
         # Cheapest tests first: this runs on every change of every task.
         if self.sequential:
             held = self.task_inflight[t] > 0
