@@ -209,33 +209,3 @@ def count_yields(pool: WorkerPool[Any, Any], monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(pool, "_checkpoint", counted)
     return count
-
-
-async def test_a_run_cancelled_in_a_delivery_still_starts_the_jobs_it_admitted() -> None:
-    """The run is cancelled as a worker delivers its 16th job's result (after which it
-    yields), which gives it a job and one to hand out after the yield: both start, each
-    in a task of its own, and stop at their first wait (a rate-limited trial's job lands
-    what it carries as it stops); before, the worker stopped at its yield and both were
-    lost."""
-    started: list[int] = []
-    pool: WorkerPool[int, int]
-
-    async def run(job: int) -> int:
-        started.append(job)
-        if job >= 100:
-            await anyio.sleep_forever()
-        return job
-
-    def deliver(results: Sequence[int]) -> None:
-        (job,) = results
-        if job == 15:  # the 16th end: its worker yields before going on
-            pool.submit_all([100, 101])
-            tg.cancel_scope.cancel()
-        else:
-            pool.submit(job + 1)
-
-    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
-    async with anyio.create_task_group() as tg:
-        pool.start(tg)
-        pool.submit(0)
-    assert started[:16] == list(range(16)) and sorted(started[16:]) == [100, 101]

@@ -109,17 +109,6 @@ class WorkerPool(Generic[J, R]):
             self.workers += 1
             self._tg.start_soon(self._work, job)
 
-    def _start_anyway(self, jobs: Sequence[J]) -> None:
-        """The run is cancelled while this worker holds ``jobs``, which its result
-        admitted: each starts all the same, in a task of its own (the idle workers are
-        cancelled too), and stops at its first wait as a cancelled job does, landing
-        what it carries (a rate-limited trial's model calls and usage)."""
-        assert self._tg is not None
-        for job in jobs:
-            self._owed += 1
-            self.workers += 1
-            self._tg.start_soon(self._work, job)
-
     def close(self) -> None:
         """No more jobs: every idle worker ends, and the others once they are idle."""
         self._closing = True
@@ -185,19 +174,12 @@ class WorkerPool(Generic[J, R]):
                     self._owed += 1
                     try:
                         await self._checkpoint()
-                    except BaseException:  # the run is cancelled meanwhile
-                        self._start_anyway((job, *later))
-                        raise
                     finally:
                         self._paid += 1
                 for held in later:  # counted as they were submitted
                     self._hand_out(held)
             elif job is not None and not waited:
-                try:
-                    await self._checkpoint_if_cancelled()  # a cancelled run stops
-                except BaseException:
-                    self._start_anyway((job,))
-                    raise
+                await self._checkpoint_if_cancelled()  # a cancelled run stops
             if job is not None:
                 continue
             if self._closing:
