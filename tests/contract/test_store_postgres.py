@@ -373,8 +373,9 @@ async def test_heads_are_read_down_the_index_before_the_table_was_ever_analyzed(
         conn.execute("ALTER TABLE corral.trial_heads SET (autovacuum_enabled = false)")
         conn.execute(
             "INSERT INTO corral.trial_heads (benchmark_id, task_id, trial, next_seq, done, "
-            "passed, attempts, commits, input_tokens, output_tokens, cost) "
-            "SELECT 'bench', 't' || lpad(i::text, 6, '0'), 0, 5, 1, 1, 1, 5, 0, 0, 0 "
+            "status, passed, attempts, commits, input_tokens, output_tokens, cost) "
+            "SELECT 'bench', 't' || lpad(i::text, 6, '0'), 0, 5, 1, 'completed', 1, 1, 5, 0, "
+            "0, 0 "
             "FROM generate_series(1, 20000) i"
         )
         analyzed = conn.execute(
