@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import math
 import os
 import sqlite3
 import sys
@@ -34,6 +35,7 @@ from corral import (
     StoreError,
     TrialKey,
 )
+from corral.store import sqlite as sqlite_store
 from corral.store._sqlite_file import open_error, store_error
 from corral.testing import FakeEnvironment, Gate, ScriptedAgent
 
@@ -646,3 +648,22 @@ async def test_rerun_with_tuple_inputs_resumes_on_sqlite(tmp_path: Path) -> None
     second = await make().run("b")  # same tasks, same metadata: must resume
     assert second.resumed == 1
     assert second.pass_at_k == first.pass_at_k
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 64, 100, 200])
+def test_rows_inserted_a_few_statements_a_batch_are_as_one_a_row(count: int) -> None:
+    """`insert_rows` writes a batch's rows through statements of many rows (64, 32 ... 1):
+    what lands, in which order, is what a statement a row (``executemany``) writes."""
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute("CREATE TABLE one (a, b, c)")
+        conn.execute("CREATE TABLE many (a, b, c)")
+        rows = [(f"t{i}", i, i / 3 if i % 5 else math.nan) for i in range(count)]
+        conn.executemany("INSERT INTO one (a, b, c) VALUES (?, ?, ?)", rows)
+        sqlite_store.insert_rows(
+            conn, sqlite_store._statements("INSERT INTO many (a, b, c)", 3, 64), rows
+        )
+        read = "SELECT rowid, a, b, c, typeof(c) FROM {} ORDER BY rowid"
+        assert (
+            conn.execute(read.format("many")).fetchall()
+            == conn.execute(read.format("one")).fetchall()
+        )

@@ -21,6 +21,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from itertools import chain
 from pathlib import Path
 from tempfile import TemporaryFile
 from typing import IO, Any, Literal, TypeVar
@@ -145,10 +146,21 @@ CREATE TABLE IF NOT EXISTS trial_heads (
 ) WITHOUT ROWID;
 """
 
-_PUT_HEAD = (
-    f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS}) "
-    f"VALUES ({', '.join('?' * (HEAD_COLUMNS.count(',') + 2))})"
+
+def _statements(head: str, columns: int, most: int) -> tuple[str, ...]:
+    """``head`` with the values of 1, 2, 4 ... ``most`` rows of ``columns`` (`insert_rows`)."""
+    row = f"({', '.join('?' * columns)})"
+    return tuple(f"{head} VALUES {', '.join([row] * (1 << i))}" for i in range(most.bit_length()))
+
+
+#: `insert_rows`' statements of a batch's heads: 32 rows of 21 are 672 parameters, within
+#: the 999 of SQLite's oldest limit.
+_PUT_HEADS = _statements(
+    f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS})",
+    HEAD_COLUMNS.count(",") + 2,
+    32,
 )
+_PUT_HEAD = _PUT_HEADS[0]
 #: A head row's missing value (`TrialHead.row`): NaN, which SQLite stores as NULL, as it
 #: does None. The sqlite3 module binds a float as it is, but adapts every None it binds
 #: (a lookup that fails, some 3,500 instructions, on the writer thread holding the GIL:
@@ -178,9 +190,12 @@ _HEAD_SEQ = "SELECT next_seq FROM trial_heads WHERE benchmark_id = ? AND task_id
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 _WRITTEN = "SELECT COALESCE(SUM(next_seq), 0) FROM trial_heads WHERE benchmark_id = ?"
 
-_INSERT = (
+#: `insert_rows`' statements of a batch's commits (64 rows of 10 parameters).
+_INSERTS = _statements(
     "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
-    "input_tokens, output_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "input_tokens, output_tokens, cost)",
+    10,
+    64,
 )
 
 # Run records are numbered per benchmark in the order they were recorded.
@@ -403,7 +418,7 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         check_handed(key, commits)
-        # Each commit's row (`_INSERT`'s columns), built inline: a call per commit costs
+        # Each commit's row (`_INSERTS`' columns), built inline: a call per commit costs
         # (and so does unpacking the key into each).
         benchmark_id, task_id, trial = key
         rows = [
@@ -437,7 +452,7 @@ class SQLiteStore:
         rows = [row for _, rows, _ in requests for row in rows]
         try:
             with write_transaction(conn):
-                conn.executemany(_INSERT, rows)
+                insert_rows(conn, _INSERTS, rows)
                 self._put_heads(conn, requests)
         except sqlite3.IntegrityError:
             self._folds.clear()
@@ -461,7 +476,7 @@ class SQLiteStore:
         for key in refold:  # a trial refolded has no head of its own (as PostgreSQL's)
             made.pop(key, None)
         if made:
-            conn.executemany(_PUT_HEAD, list(made.values()))
+            insert_rows(conn, _PUT_HEADS, list(made.values()))
         for key in refold:  # folded from the store, this batch's rows included
             put_head(conn, self._label, key)
 
@@ -477,7 +492,7 @@ class SQLiteStore:
                 continue
             try:
                 with write_transaction(conn):
-                    conn.executemany(_INSERT, rows)
+                    insert_rows(conn, _INSERTS, rows)
                     self._put_heads(conn, [(key, rows, commits)])
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
@@ -811,6 +826,21 @@ class SQLiteStore:
 
         rows = await self._use(self._reader, read)
         return [decode_run(self._label, benchmark_id, text) for (text,) in rows]
+
+
+def insert_rows(
+    conn: sqlite3.Connection, statements: Sequence[str], rows: list[tuple[Any, ...]]
+) -> None:
+    """Insert ``rows``, in order, through ``statements`` (`_statements`: the ``i``-th
+    inserts ``2 ** i`` rows): a few statements a batch, the widest first. ``executemany``
+    steps its statement once a row, and lets go of the GIL and takes it back each time,
+    on the writer thread, beside the event loop that needs it."""
+    at, count, widest = 0, len(rows), len(statements)
+    while at < count:
+        size = min((count - at).bit_length(), widest) - 1
+        end = at + (1 << size)
+        conn.execute(statements[size], list(chain.from_iterable(rows[at:end])))
+        at = end
 
 
 def put_head(conn: sqlite3.Connection, where: str, key: TrialKey) -> None:
