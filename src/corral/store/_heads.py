@@ -42,19 +42,8 @@ _WORK_KINDS = frozenset(
 )
 
 
-def _real(value: Any) -> float | None:
-    return value if value is None or type(value) is float else float(value)
-
-
 #: The largest integer a head's token columns hold (SQLite INTEGER, PostgreSQL bigint).
 _INT64 = 2**63 - 1
-
-
-def _tokens(value: int) -> int:
-    """A trial's token total as its head keeps it: at most `_INT64`. Each step records at
-    most that many, but a trial's sum of them (every attempt's, and its scoring's) may
-    pass it; its commits keep every step's exact count."""
-    return value if value <= _INT64 else _INT64
 
 
 def changes_head(kinds: Iterable[str]) -> bool:
@@ -94,30 +83,35 @@ class TrialHead(NamedTuple):
     def row(self, null: Any = None) -> tuple[Any, ...]:
         """The stored columns after the benchmark id (`HEAD_COLUMNS`); a real column
         always a float (PostgreSQL gets a batch's heads as one typed array a column), a
-        token total at most what a 64-bit column holds (`_tokens`). ``null`` stands for
-        each missing value: the SQLite store's writer gives NaN (`sqlite.NULL`)."""
-        u = self.usage
+        token total at most what a 64-bit column holds (`_INT64`: each step records at
+        most that many, but a trial's sum of them may pass it; its commits keep every
+        step's exact count). ``null`` stands for each missing value: the SQLite store's
+        writer gives NaN (`sqlite.NULL`). Written out, with no call a column: the
+        writer thread makes a row for every trial a batch finishes, holding the GIL."""
+        (task_id, trial, next_seq, done, status, passed, score, scores, error, evaluation_error,
+         attempts, commits, started, finished, usage, limit, worked, calls) = self  # fmt: skip
+        inputs, outputs = usage.input_tokens, usage.output_tokens
         return (
-            self.task_id,
-            self.trial,
-            self.next_seq,
-            int(self.done),
-            null if self.status is None else self.status,
-            int(self.passed),
-            null if self.score is None else _real(self.score),
-            dumps(dict(self.scores)) if self.scores else null,
-            null if self.error is None else self.error,
-            null if self.evaluation_error is None else self.evaluation_error,
-            self.attempts,
-            self.commits,
-            null if self.started_at is None else _real(self.started_at),
-            null if self.finished_at is None else _real(self.finished_at),
-            _tokens(u.input_tokens),
-            _tokens(u.output_tokens),
-            float(u.cost),
-            null if self.limit is None else self.limit,
-            null if self.working_time is None else _real(self.working_time),
-            null if self.model_calls is None else dumps(calls_json(self.model_calls)),
+            task_id,
+            trial,
+            next_seq,
+            1 if done else 0,
+            null if status is None else status,
+            1 if passed else 0,
+            null if score is None else score if type(score) is float else float(score),
+            dumps(dict(scores)) if scores else null,
+            null if error is None else error,
+            null if evaluation_error is None else evaluation_error,
+            attempts,
+            commits,
+            null if started is None else started if type(started) is float else float(started),
+            null if finished is None else finished if type(finished) is float else float(finished),
+            inputs if inputs <= _INT64 else _INT64,
+            outputs if outputs <= _INT64 else _INT64,
+            float(usage.cost),
+            null if limit is None else limit,
+            null if worked is None else worked if type(worked) is float else float(worked),
+            null if calls is None else dumps(calls_json(calls)),
         )
 
 
@@ -195,25 +189,30 @@ def _ended_head(*fields: Any) -> TrialHead:
             score = scored_score
             scores = dict(scored_scores) if scored_scores else None
             passed = bool(scored_passed) and status != "limit"
-    return TrialHead(
-        task_id,
-        trial,
-        next_seq,
-        evaluation is not None or status not in EVALUATED_STATUSES,
-        status,
-        passed,
-        score,
-        scores,
-        error,
-        evaluation_error,
-        attempts,
-        commits,
-        started_at,
-        finished_at,
-        usage,
-        limit,
-        worked,
-        calls,
+    # Every field, so the tuple is made directly (`_new_head`): the writer thread makes
+    # one for every trial a batch finishes, holding the GIL.
+    return _new_head(
+        TrialHead,
+        (
+            task_id,
+            trial,
+            next_seq,
+            evaluation is not None or status not in EVALUATED_STATUSES,
+            status,
+            passed,
+            score,
+            scores,
+            error,
+            evaluation_error,
+            attempts,
+            commits,
+            started_at,
+            finished_at,
+            usage,
+            limit,
+            worked,
+            calls,
+        ),
     )
 
 
