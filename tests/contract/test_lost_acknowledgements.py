@@ -48,8 +48,8 @@ class FailTheTerminalsBatch(corral.SQLiteStore):
 
     def _write_batch(self, conn: Any, requests: Any) -> Any:
         if not self.failed and any(
-            (k.task_id, k.trial) == TARGET and any(r[4] == "terminal" for r in rs)
-            for k, rs, _ in requests
+            (k.task_id, k.trial) == TARGET and any(c.kind == "terminal" for c in cs)
+            for k, _, cs in requests
         ):
             self.failed = True
             self.batch_started.set()

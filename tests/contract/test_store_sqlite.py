@@ -652,17 +652,17 @@ async def test_rerun_with_tuple_inputs_resumes_on_sqlite(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("count", [0, 1, 7, 64, 100, 200])
 def test_rows_inserted_a_few_statements_a_batch_are_as_one_a_row(count: int) -> None:
-    """`insert_rows` writes a batch's rows through statements of many rows (64, 32 ... 1):
-    what lands, in which order, is what a statement a row (``executemany``) writes."""
+    """`insert_rows` writes a batch's rows through statements of many rows (64, 32 ... 1),
+    binding the benchmark id once a statement: what lands, in which order, is what a
+    statement a row (``executemany``) writes."""
     with closing(sqlite3.connect(":memory:")) as conn:
-        conn.execute("CREATE TABLE one (a, b, c)")
-        conn.execute("CREATE TABLE many (a, b, c)")
+        conn.execute("CREATE TABLE one (b, a, n, x)")
+        conn.execute("CREATE TABLE many (b, a, n, x)")
         rows = [(f"t{i}", i, i / 3 if i % 5 else math.nan) for i in range(count)]
-        conn.executemany("INSERT INTO one (a, b, c) VALUES (?, ?, ?)", rows)
-        sqlite_store.insert_rows(
-            conn, sqlite_store._statements("INSERT INTO many (a, b, c)", 3, 64), rows
-        )
-        read = "SELECT rowid, a, b, c, typeof(c) FROM {} ORDER BY rowid"
+        conn.executemany("INSERT INTO one VALUES (?, ?, ?, ?)", [("b", *row) for row in rows])
+        statements = sqlite_store._statements("INSERT INTO many (b, a, n, x)", 3, 64)
+        sqlite_store.insert_rows(conn, statements, "b", rows)
+        read = "SELECT rowid, b, a, n, x, typeof(x) FROM {} ORDER BY rowid"
         assert (
             conn.execute(read.format("many")).fetchall()
             == conn.execute(read.format("one")).fetchall()

@@ -19,7 +19,7 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from itertools import chain
 from pathlib import Path
@@ -148,16 +148,17 @@ CREATE TABLE IF NOT EXISTS trial_heads (
 
 
 def _statements(head: str, columns: int, most: int) -> tuple[str, ...]:
-    """``head`` with the values of 1, 2, 4 ... ``most`` rows of ``columns`` (`insert_rows`)."""
-    row = f"({', '.join('?' * columns)})"
+    """``head`` with the values of 1, 2, 4 ... ``most`` rows of one benchmark: its id, the
+    first parameter, bound once for every row (`insert_rows`), then ``columns`` more."""
+    row = f"(?1{', ?' * columns})"
     return tuple(f"{head} VALUES {', '.join([row] * (1 << i))}" for i in range(most.bit_length()))
 
 
-#: `insert_rows`' statements of a batch's heads: 32 rows of 21 are 672 parameters, within
-#: the 999 of SQLite's oldest limit.
+#: `insert_rows`' statements of a batch's heads: 32 rows of 20 are 641 parameters with the
+#: benchmark id, within the 999 of SQLite's oldest limit.
 _PUT_HEADS = _statements(
     f"INSERT OR REPLACE INTO trial_heads (benchmark_id, {HEAD_COLUMNS})",
-    HEAD_COLUMNS.count(",") + 2,
+    HEAD_COLUMNS.count(",") + 1,
     32,
 )
 _PUT_HEAD = _PUT_HEADS[0]
@@ -190,11 +191,11 @@ _HEAD_SEQ = "SELECT next_seq FROM trial_heads WHERE benchmark_id = ? AND task_id
 _DONE = "SELECT COUNT(*) FROM trial_heads WHERE benchmark_id = ? AND done AND trial < ?"
 _WRITTEN = "SELECT COALESCE(SUM(next_seq), 0) FROM trial_heads WHERE benchmark_id = ?"
 
-#: `insert_rows`' statements of a batch's commits (64 rows of 10 parameters).
+#: `insert_rows`' statements of a batch's commits (64 rows of 9 parameters, and the id).
 _INSERTS = _statements(
     "INSERT INTO commits (benchmark_id, task_id, trial, seq, kind, payload, created_at, "
     "input_tokens, output_tokens, cost)",
-    10,
+    9,
     64,
 )
 
@@ -418,12 +419,11 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self!r} is not open")
         check_handed(key, commits)
-        # Each commit's row (`_INSERTS`' columns), built inline: a call per commit costs
-        # (and so does unpacking the key into each).
-        benchmark_id, task_id, trial = key
+        # Each commit's row (`_INSERTS`' columns after the benchmark id), built inline: a
+        # call per commit costs (and so does unpacking the key into each).
+        _, task_id, trial = key
         rows = [
             (
-                benchmark_id,
                 task_id,
                 trial,
                 c.seq,
@@ -449,10 +449,11 @@ class SQLiteStore:
         check_still_there(self.path, self._identity)
         if self._poisoned and any(key in self._poisoned for key, _, _ in requests):
             return self._write_one_by_one(conn, requests)
-        rows = [row for _, rows, _ in requests for row in rows]
         try:
             with write_transaction(conn):
-                insert_rows(conn, _INSERTS, rows)
+                appends = ((key, rows) for key, rows, _ in requests)
+                for benchmark_id, rows in _by_benchmark(appends).items():
+                    insert_rows(conn, _INSERTS, benchmark_id, rows)
                 self._put_heads(conn, requests)
         except sqlite3.IntegrityError:
             self._folds.clear()
@@ -465,18 +466,18 @@ class SQLiteStore:
     def _put_heads(self, conn: sqlite3.Connection, requests: list[_Request]) -> None:
         """Write the head of every trial these appends change, in their transaction:
         from the writer's fold of the trial, else refolded from the store."""
-        made: dict[TrialKey, tuple[Any, ...]] = {}  # a trial appended to twice: its last
+        made: dict[TrialKey, tuple[tuple[Any, ...]]] = {}  # appended to twice: its last
         refold: dict[TrialKey, None] = {}
         for key, _, commits in requests:
             known, head = self._folds.heads(key, commits)
             if not known:
                 refold[key] = None
             elif head is not None:
-                made[key] = (key.benchmark_id, *head.row(NULL))
+                made[key] = (head.row(NULL),)
         for key in refold:  # a trial refolded has no head of its own (as PostgreSQL's)
             made.pop(key, None)
-        if made:
-            insert_rows(conn, _PUT_HEADS, list(made.values()))
+        for benchmark_id, rows in _by_benchmark(made.items()).items():
+            insert_rows(conn, _PUT_HEADS, benchmark_id, rows)
         for key in refold:  # folded from the store, this batch's rows included
             put_head(conn, self._label, key)
 
@@ -492,13 +493,13 @@ class SQLiteStore:
                 continue
             try:
                 with write_transaction(conn):
-                    insert_rows(conn, _INSERTS, rows)
+                    insert_rows(conn, _INSERTS, key.benchmark_id, rows)
                     self._put_heads(conn, [(key, rows, commits)])
             except sqlite3.IntegrityError as exc:
                 self._poisoned.add(key)
                 errors.append(
                     CommitConflictError(
-                        f"{key}: sequence number {[row[3] for row in rows]} already taken ({exc})"
+                        f"{key}: sequence number {[row[2] for row in rows]} already taken ({exc})"
                     )
                 )
                 continue
@@ -829,18 +830,34 @@ class SQLiteStore:
 
 
 def insert_rows(
-    conn: sqlite3.Connection, statements: Sequence[str], rows: list[tuple[Any, ...]]
+    conn: sqlite3.Connection,
+    statements: Sequence[str],
+    benchmark_id: str,
+    rows: list[tuple[Any, ...]],
 ) -> None:
-    """Insert ``rows``, in order, through ``statements`` (`_statements`: the ``i``-th
-    inserts ``2 ** i`` rows): a few statements a batch, the widest first. ``executemany``
-    steps its statement once a row, and lets go of the GIL and takes it back each time,
-    on the writer thread, beside the event loop that needs it."""
+    """Insert ``rows`` of ``benchmark_id``, in order, through ``statements``
+    (`_statements`: the ``i``-th inserts ``2 ** i`` rows): a few statements a batch, the
+    widest first, each binding the id once. ``executemany`` steps its statement once a
+    row, and lets go of the GIL and takes it back each time, on the writer thread,
+    beside the event loop that needs it; and SQLite copies every text it binds."""
     at, count, widest = 0, len(rows), len(statements)
     while at < count:
         size = min((count - at).bit_length(), widest) - 1
         end = at + (1 << size)
-        conn.execute(statements[size], list(chain.from_iterable(rows[at:end])))
+        params: list[Any] = [benchmark_id]
+        params += chain.from_iterable(rows[at:end])
+        conn.execute(statements[size], params)
         at = end
+
+
+def _by_benchmark(
+    appends: Iterable[tuple[TrialKey, Sequence[tuple[Any, ...]]]],
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of these appends by benchmark, in order (a batch is nearly always of one)."""
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    for key, rows in appends:
+        found.setdefault(key.benchmark_id, []).extend(rows)
+    return found
 
 
 def put_head(conn: sqlite3.Connection, where: str, key: TrialKey) -> None:
