@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -68,7 +68,7 @@ class RunPlan:
         if type(view) is tuple:
             return view
         assert isinstance(view, SourceView)
-        return _Skeletons(view.source, self.task_ids)
+        return _Read(view.source.skeleton, self.task_ids)
 
     def light(self, t: int) -> BenchmarkTaskMetadata:
         """Task t's metadata for planning: without reading a streamed task's inputs."""
@@ -80,11 +80,15 @@ class RunPlan:
         return view.source.skeleton(self.task_ids[t])
 
 
-class SourceView(Sequence[BenchmarkTaskMetadata]):
-    """The selected tasks' metadata, read from a `TaskSource` when asked for."""
+class _Read(Sequence[BenchmarkTaskMetadata]):
+    """Tasks' metadata, each read by ``read`` (from its id) when asked for."""
 
-    def __init__(self, source: TaskSource, task_ids: tuple[str, ...]) -> None:
-        self.source = source
+    __slots__ = ("_read", "task_ids")
+
+    def __init__(
+        self, read: Callable[[str], BenchmarkTaskMetadata], task_ids: tuple[str, ...]
+    ) -> None:
+        self._read = read
         self.task_ids = task_ids
 
     def __len__(self) -> int:
@@ -100,37 +104,21 @@ class SourceView(Sequence[BenchmarkTaskMetadata]):
         self, index: int | slice
     ) -> BenchmarkTaskMetadata | Sequence[BenchmarkTaskMetadata]:
         if isinstance(index, slice):
-            return [self.source[t] for t in self.task_ids[index]]
-        return self.source[self.task_ids[index]]
-
-
-class _Skeletons(Sequence[BenchmarkTaskMetadata]):
-    """`RunPlan.lights` of a streamed source: each task's skeleton made when read."""
-
-    __slots__ = ("_skeleton", "_task_ids")
-
-    def __init__(self, source: TaskSource, task_ids: tuple[str, ...]) -> None:
-        self._skeleton = source.skeleton
-        self._task_ids = task_ids
-
-    def __len__(self) -> int:
-        return len(self._task_ids)
-
-    @overload
-    def __getitem__(self, index: int) -> BenchmarkTaskMetadata: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[BenchmarkTaskMetadata]: ...
-
-    def __getitem__(
-        self, index: int | slice
-    ) -> BenchmarkTaskMetadata | Sequence[BenchmarkTaskMetadata]:
-        if isinstance(index, slice):
-            return list(map(self._skeleton, self._task_ids[index]))
-        return self._skeleton(self._task_ids[index])
+            return list(map(self._read, self.task_ids[index]))
+        return self._read(self.task_ids[index])
 
     def __iter__(self) -> Iterator[BenchmarkTaskMetadata]:
-        return map(self._skeleton, self._task_ids)
+        return map(self._read, self.task_ids)
+
+
+class SourceView(_Read):
+    """The selected tasks' metadata, read from a `TaskSource` when asked for."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: TaskSource, task_ids: tuple[str, ...]) -> None:
+        super().__init__(source.__getitem__, task_ids)
+        self.source = source
 
 
 def metadata_dict(meta: BenchmarkTaskMetadata) -> dict[str, Any]:
