@@ -147,6 +147,22 @@ class _Waits(corral.RetryPolicy):
 # The clock jumps only after a second of real idleness: the landing waits for the SQLite
 # thread under its grace's deadline, which a jump at once would reach before the thread.
 @pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=1)})])
+class SpendsThenLimited:
+    """Records usage without a model call, then is rate limited (told to wait
+    ``retry_after`` seconds); answers on its next turn."""
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        self.calls = 0
+
+    async def act(self, session: corral.AgentSession) -> Final:
+        self.calls += 1
+        if self.calls == 1:
+            session.record_usage(input_tokens=100, cost=0.5)
+            raise corral.RateLimited("429", retry_after=self.retry_after)
+        return Final("done")
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_a_run_cancelled_while_a_trial_waits_out_a_rate_limit_keeps_its_usage(
@@ -158,17 +174,7 @@ async def test_a_run_cancelled_while_a_trial_waits_out_a_rate_limit_keeps_its_us
     no commit of it (the trial goes on, its next commit carries it)."""
     store = store_of(kind, tmp_path)
 
-    class SpendsThenLimited:
-        calls = 0
-
-        async def act(self, session: corral.AgentSession) -> Final:
-            self.calls += 1
-            if self.calls == 1:
-                session.record_usage(input_tokens=100, cost=0.5)
-                raise corral.RateLimited("429", retry_after=1000)
-            return Final("done")
-
-    agent = SpendsThenLimited()
+    agent = SpendsThenLimited(retry_after=1000)
     policy = _Waits()
     async with anyio.create_task_group() as tg:
         tg.start_soon(one_task(store, agent, policy).run, "b")
@@ -394,18 +400,10 @@ async def test_a_run_cancelled_as_a_deferred_trial_reads_its_history_keeps_its_u
                 await anyio.sleep_forever()
             return await super().history(key)
 
-    class SpendsThenLimited:
-        calls = 0
-
-        async def act(self, session: corral.AgentSession) -> Final:
-            self.calls += 1
-            if self.calls == 1:
-                session.record_usage(input_tokens=100, cost=0.5)
-                raise corral.RateLimited("429", retry_after=0)
-            return Final("done")
-
     store = HoldsTheRead()
-    await cancelled_when(one_task(store, SpendsThenLimited(), _Waits()).run, store.reading)
+    await cancelled_when(
+        one_task(store, SpendsThenLimited(retry_after=0), _Waits()).run, store.reading
+    )
     landed = await history_of(store)
     assert [c.kind for c in landed] == ["setup", "usage"]
     assert landed[-1].usage.input_tokens == 100
