@@ -196,7 +196,7 @@ async def test_a_deferred_trial_not_cancelled_writes_no_usage_commit() -> None:
     keys of its later actions."""
     store = MemoryStore()
 
-    class SpendsThenLimited:
+    class SpendsLimitedThenSteps:
         calls = 0
 
         async def act(self, session: corral.AgentSession) -> Any:
@@ -208,7 +208,8 @@ async def test_a_deferred_trial_not_cancelled_writes_no_usage_commit() -> None:
                 return corral.Action("step", {})
             return Final("done")
 
-    trial = (await one_task(store, SpendsThenLimited(), _Waits()).run("b")).tasks["t"].trials[0]
+    agent = SpendsLimitedThenSteps()
+    trial = (await one_task(store, agent, _Waits()).run("b")).tasks["t"].trials[0]
     assert (trial.status, trial.usage.input_tokens) == ("completed", 100)
     kinds = [c.kind for c in await history_of(store)]
     assert kinds == ["setup", "action", "tool_effect", "terminal", "evaluation"]
