@@ -383,3 +383,26 @@ async def test_a_postgresql_store_made_before_run_records_gains_them(pg_dsn: str
     await runner(open_store(pg_dsn, create=False)).rescore("b", task_ids=["other"])
     async with old.opened():
         assert [r.kind for r in await old.runs("b")] == ["rescore"]
+
+
+@pytest.mark.anyio
+async def test_report_seconds_is_what_building_the_report_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``timings["report_seconds"]`` was taken as the report's arguments were made, before
+    it was built: some microseconds, whatever the report took."""
+    clock = {"late": 0.0}
+    real_time = corral._runner.time.time
+    built = corral._runner.stored_report
+
+    async def slow_report(*args: Any, **kwargs: Any) -> BenchmarkReport:
+        report = await built(*args, **kwargs)
+        clock["late"] = 5.0  # the report took five seconds
+        return report
+
+    monkeypatch.setattr("corral._runner.stored_report", slow_report)
+    monkeypatch.setattr("corral._runner.time.time", lambda: real_time() + clock["late"])
+    report = await runner(tmp_path / "store.db").run("b")
+    assert 5.0 <= report.timings["report_seconds"] < 6.0
+    again = await reported(open_store(tmp_path / "store.db"))
+    assert again.timings["report_seconds"] == report.timings["report_seconds"]
