@@ -128,6 +128,8 @@ def with_evaluation(
         trace,
         evaluation_error,
         task_id=task_id,
+        # Its graders' calls (a model-graded scorer's) are the trial's too.
+        model_calls=history.with_scorer_calls(record.model_calls, payload),
     )
 
 
@@ -146,6 +148,7 @@ def without_state(record: TrialRecord, evaluation: Evaluation | None = None) -> 
         None,
         record.traceback,
         record.evaluation_error,
+        model_calls=record.model_calls,
     )
 
 
@@ -161,10 +164,12 @@ def _rebuilt(
     evaluation_error: str | None,
     facts: ScoringFacts | None = None,
     task_id: str | None = None,
+    model_calls: Mapping[str, history.CallCounts] | None = None,
 ) -> TrialRecord:
-    """``record`` with these values, the others its own (and, with ``facts``, what its
-    scorer is told of the task: see `for_scorer`). The one copy of a record (a record
-    is frozen; `dataclasses.replace` costs several times more per trial)."""
+    """``record`` with these values (its ``model_calls`` too), the others its own (and,
+    with ``facts``, what its scorer is told of the task: see `for_scorer`). The one
+    copy of a record (a record is frozen; `dataclasses.replace` costs several times
+    more per trial)."""
     task, meta = None, None
     if task_id is None:
         task_id = record.task_id
@@ -194,7 +199,7 @@ def _rebuilt(
         _NO_DETAILS if meta is None else meta.inputs,
         None if meta is None else meta.target,
         _NO_DETAILS if meta is None else meta.metadata,
-        record.model_calls,
+        model_calls,
     )
 
 
@@ -368,4 +373,5 @@ def for_scorer(record: TrialRecord, facts: ScoringFacts | None) -> TrialRecord:
         record.traceback,
         record.evaluation_error,
         facts,
+        model_calls=record.model_calls,
     )

@@ -295,7 +295,7 @@ class TrialRecord:
     #: The task's `BenchmarkTaskMetadata.metadata`.
     metadata: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
     #: The trial's model calls counted per model (`corral.history.CallCounts`, from its
-    #: terminal; None: none recorded).
+    #: terminal, and its evaluation's graders' under theirs; None: none recorded).
     model_calls: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property

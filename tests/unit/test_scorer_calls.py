@@ -16,6 +16,7 @@ import corral
 from corral import BenchmarkTaskMetadata as Meta
 from corral import scorers
 from corral.cli import main
+from corral.cli._inspect import rebuild_report
 from corral.history import EvaluationPayload, TranscriptCall, decode, transcript
 from corral.models import ChatResponse, OpenAICompatible, ToolCall
 from corral.testing import ChatReply, FakeChatServer, FakeEnvironment, ScriptedAgent
@@ -121,3 +122,22 @@ async def test_a_scorer_calls_text_after_its_tool_call_is_recorded_where_it_wrot
     _, record = await scorers.exact().ask(UsesTools(), [{"role": "user", "content": "grade"}])
     assert record.text == "Checking.Done."
     assert record.text_parts == ("Checking.", "Done.")
+
+
+def test_the_report_counts_the_grader_calls_under_the_graders_model(store: Path) -> None:
+    """The graders' calls were in the transcript and their tokens in the usage, but
+    not in the report's model calls (read from the terminal, which scoring follows)."""
+
+    async def both() -> tuple[corral.BenchmarkReport, Any]:
+        opened = corral.SQLiteStore(store)
+        async with opened.opened():
+            report = await rebuild_report(opened, "graded")
+            (record,) = report.tasks["ok"].trials
+            return report, record.model_calls
+
+    report, of_trial = anyio.run(both)
+    assert report.model_calls["judge"].calls == 2  # from the trial heads
+    assert of_trial["judge"].calls == 2  # and the trial's record, from its commits
+    cli = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+    shown = cli.invoke(main, ["report", "graded", "--store", str(store), "--json"])
+    assert json.loads(shown.output)["model_calls"]["judge"]["calls"] == 2

@@ -38,6 +38,7 @@ from ._fold import (
     latest_attempt,
     scored_terminal,
     transcript,
+    with_scorer_calls,
 )
 from ._kinds import KINDS, CommitKind
 from ._payloads import (
@@ -98,6 +99,7 @@ __all__ = [
     "capped",
     "chat_message",
     "counts_of",
+    "with_scorer_calls",
     "decode",
     "decode_terminal",
     "encode",

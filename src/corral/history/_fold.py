@@ -153,12 +153,9 @@ class TrialFold:
         call = decode(commit) if payload is None else payload
         assert isinstance(call, ModelCallPayload)
         self.last_call_seq = commit.seq
-        model = call.model or "unknown"
         calls = self.calls if self.calls is not None else {}
         self.calls = calls
-        counted = counts_of(call)
-        before = calls.get(model)
-        calls[model] = counted if before is None else before + counted
+        _count(calls, call)
 
     @property
     def next_seq(self) -> int:
@@ -206,6 +203,27 @@ def scored_terminal(commit: Commit) -> int | None:
         return None
     seq = payload.get(TERMINAL_SEQ)
     return seq if type(seq) is int and seq >= 0 else None  # as its decoder reads it
+
+
+def with_scorer_calls(
+    calls: Mapping[str, CallCounts] | None, scored: EvaluationPayload
+) -> Mapping[str, CallCounts] | None:
+    """A trial's model calls per model (its terminal's, ``calls``) with those its scoring
+    made (``scored``'s: a model-graded scorer's, counted under the grader's model)."""
+    if not scored.model_calls:
+        return calls
+    out = dict(calls or {})
+    for call in scored.model_calls:
+        _count(out, call)
+    return out
+
+
+def _count(calls: dict[str, CallCounts], call: ModelCallPayload) -> None:
+    """Add ``call`` to ``calls``, the counts per model."""
+    model = call.model or "unknown"
+    counted = counts_of(call)
+    before = calls.get(model)
+    calls[model] = counted if before is None else before + counted
 
 
 def counts_of(call: ModelCallPayload) -> CallCounts:

@@ -189,6 +189,9 @@ def _ended_head(*fields: Any) -> TrialHead:
             score = scored_score
             scores = dict(scored_scores) if scored_scores else None
             passed = bool(scored_passed) and status != "limit"
+        if type(evaluation.payload) is dict and _GRADER_CALLS in evaluation.payload:
+            # Its graders' calls (a model-graded scorer's) are the trial's too.
+            calls = history.with_scorer_calls(calls, history.evaluation_of(evaluation))
     # Every field, so the tuple is made directly (`_new_head`): the writer thread makes
     # one for every trial a batch finishes, holding the GIL.
     return _new_head(
@@ -214,6 +217,10 @@ def _ended_head(*fields: Any) -> TrialHead:
             calls,
         ),
     )
+
+
+#: The key of an evaluation's payload that holds its graders' calls.
+_GRADER_CALLS = history.MODEL_CALLS
 
 
 def decode_head(where: str, benchmark_id: str, row: Sequence[Any]) -> TrialHead:
@@ -606,10 +613,10 @@ class RebuildProgress:
 class _HeadFold:
     """A trial's fold as far as its head reads it: `TrialFold.apply` less the failed
     attempts and model calls a head never reads (the model calls it holds are its
-    terminal's, `history.model_calls_of`). The latest attempt's commits are counted
-    from their sequence numbers (``last_seq - first_seq + 1``: a trial's seqs have no
-    gaps, which `OpenFolds.heads` checks), so a commit of work costs a kind test and
-    a usage test. `OpenFolds.heads` applies each commit."""
+    terminal's, `history.model_calls_of`, and its evaluation's graders'). The latest
+    attempt's commits are counted from their sequence numbers (``last_seq - first_seq +
+    1``: a trial's seqs have no gaps, which `OpenFolds.heads` checks), so a commit of
+    work costs a kind test and a usage test. `OpenFolds.heads` applies each commit."""
 
     __slots__ = ("last_seq", "first_seq", "started_at", "usage", "earlier_usage",
                  "terminal", "evaluation")  # fmt: skip
