@@ -99,7 +99,6 @@ __all__ = [
     "capped",
     "chat_message",
     "counts_of",
-    "with_scorer_calls",
     "decode",
     "decode_terminal",
     "encode",
@@ -122,5 +121,6 @@ __all__ = [
     "terminal",
     "terminal_of",
     "transcript",
+    "with_scorer_calls",
     "worked_of",
 ]
