@@ -209,3 +209,32 @@ def count_yields(pool: WorkerPool[Any, Any], monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(pool, "_checkpoint", counted)
     return count
+
+
+async def test_a_run_cancelled_in_a_delivery_lists_the_jobs_it_admitted_as_dropped() -> None:
+    """The run is cancelled as a worker delivers its 16th job's result (after which it
+    yields), which gives it a job and one to hand out after the yield: neither runs
+    (nothing starts once a run is cancelled), and both are listed as dropped, so the
+    run lands what a rate-limited trial's job among them carried; before, they were
+    lost with the worker."""
+    started: list[int] = []
+    pool: WorkerPool[int, int]
+
+    async def run(job: int) -> int:
+        started.append(job)
+        return job
+
+    def deliver(results: Sequence[int]) -> None:
+        (job,) = results
+        if job == 15:  # the 16th end: its worker yields before going on
+            pool.submit_all([100, 101])
+            tg.cancel_scope.cancel()
+        else:
+            pool.submit(job + 1)
+
+    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
+    async with anyio.create_task_group() as tg:
+        pool.start(tg)
+        pool.submit(0)
+    assert started == list(range(16))
+    assert sorted(pool.dropped()) == [100, 101]

@@ -385,6 +385,46 @@ async def test_a_run_cancelled_while_a_failed_attempt_drains_keeps_its_error() -
 
 
 @pytest.mark.anyio
+async def test_a_run_cancelled_as_a_worker_delivers_keeps_the_deferred_trial_it_admitted() -> None:
+    """One slot: trial ``t`` spends, is rate limited and waits; trial ``u`` takes the
+    slot, and ``t`` is ready again before ``u`` ends. The run is cancelled as ``u``'s
+    worker delivers its end, which hands ``t``'s job to that worker: it left the
+    scheduler's deferred trials (which a cancelled run lands) for the worker, which
+    dropped it at its cancellation check, with the usage it carried."""
+    store = MemoryStore()
+    gate = anyio.Event()
+
+    class Agent:
+        calls = 0
+
+        async def act(self, session: corral.AgentSession) -> Final:
+            if session.task_id == "u":
+                await gate.wait()
+                return Final("done")
+            self.calls += 1
+            if self.calls == 1:
+                session.record_usage(input_tokens=100, cost=0.5)
+                raise corral.RateLimited("429", retry_after=0)
+            return Final("done")
+
+    policy = _Waits()
+    runner = corral.CorralRunner(
+        {k: corral.BenchmarkTaskMetadata("a", "e") for k in ("t", "u")},
+        {"a": Agent()},
+        {"e": corral.testing.FakeEnvironment()},
+        store=store,
+        retry_policy=policy,
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: runner.run("b", max_parallel=1))
+        await policy.waiting.wait()  # type: ignore[attr-defined]
+        await wait_all_tasks_blocked()  # t's wait is over, and t waits for u's slot
+        gate.set()  # u's act returns, and its worker delivers before it waits again
+        tg.cancel_scope.cancel()
+    assert [c.kind for c in await history_of(store)] == ["setup", "usage"]
+
+
+@pytest.mark.anyio
 async def test_a_run_cancelled_as_a_deferred_trial_reads_its_history_keeps_its_usage() -> None:
     """A rate-limited trial's wait is over: it goes on, reading its history first, and
     the run is cancelled during that read. Its usage rode with its job only, which had

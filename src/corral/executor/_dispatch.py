@@ -196,6 +196,10 @@ class RayExecution:
     def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
         return self._scope_statistics
 
+    def dropped(self) -> Sequence[Job]:
+        """None here: a job sent to a host is the host's (a host's pool keeps its own)."""
+        return ()
+
     def submit_all(self, jobs: Sequence[Job]) -> None:
         # Evaluations placed first, whatever the run's order (trials first, for the
         # local pool): each goes to the host that kept its record while it has room.

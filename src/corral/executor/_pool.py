@@ -71,6 +71,8 @@ class WorkerPool(Generic[J, R]):
         self.workers = 0
         #: Jobs submitted whose result has not been delivered yet.
         self.busy = 0
+        #: Jobs a worker held when the run was cancelled, which never ran (`dropped`).
+        self._dropped: list[J] = []
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
@@ -114,6 +116,11 @@ class WorkerPool(Generic[J, R]):
         self._closing = True
         while self._idle:
             self._idle.pop().hand(None)
+
+    def dropped(self) -> Sequence[J]:
+        """The jobs a delivery handed to a worker just as the run was cancelled: they
+        never ran (the run lands what a rate-limited trial's job carried)."""
+        return self._dropped
 
     def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
         """No scopes elsewhere: the named scopes its jobs use are this process's own."""
@@ -174,12 +181,19 @@ class WorkerPool(Generic[J, R]):
                     self._owed += 1
                     try:
                         await self._checkpoint()
+                    except BaseException:  # the run is cancelled: they never run
+                        self._dropped += (job, *later)
+                        raise
                     finally:
                         self._paid += 1
                 for held in later:  # counted as they were submitted
                     self._hand_out(held)
             elif job is not None and not waited:
-                await self._checkpoint_if_cancelled()  # a cancelled run stops
+                try:
+                    await self._checkpoint_if_cancelled()  # a cancelled run stops
+                except BaseException:
+                    self._dropped.append(job)
+                    raise
             if job is not None:
                 continue
             if self._closing:

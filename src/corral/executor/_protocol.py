@@ -112,6 +112,11 @@ class Execution(Protocol):
         store's, say) is raised in ``tg`` and fails the run."""
         ...
 
+    def dropped(self) -> Sequence[Job]:
+        """Jobs taken that never ran because the run was cancelled first (a cancelled
+        run lands what a rate-limited trial's job carried)."""
+        ...
+
     def scope_statistics(self) -> Mapping[str, ScopeStatistics]:
         """The named concurrency scopes its workers share elsewhere (a Ray host's), for
         observers; empty when they are this process's own."""

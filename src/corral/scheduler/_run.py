@@ -179,6 +179,11 @@ class RunLoop:
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + CANCEL_GRACE):
                 for (t, r), job in self._deferred.items():
                     await land_deferred(job, self._key(t, r), self.store, self.acks)
+                # And those admitted from there just as the run was cancelled, which a
+                # worker held and never ran.
+                for held in self.execution.dropped():
+                    if isinstance(held, TrialJob) and held.deferrals:
+                        await land_deferred(held, self._key(held.t, held.r), self.store, self.acks)
             raise
         if (stalled := self._stalled()) is not None:  # pragma: no cover
             raise stalled
