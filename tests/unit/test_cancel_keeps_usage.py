@@ -448,3 +448,27 @@ async def test_a_run_cancelled_as_a_deferred_trial_reads_its_history_keeps_its_u
     landed = await history_of(store)
     assert [c.kind for c in landed] == ["setup", "usage"]
     assert landed[-1].usage.input_tokens == 100
+
+
+@pytest.mark.anyio
+async def test_a_deferred_job_whose_host_went_on_lands_its_usage_once() -> None:
+    """A trial deferred at seq 1 went on on a Ray host, whose first commit carried the
+    job's usage before the host died; the coordinator's copy of the job still carries
+    it. Cancelled then, the run landed that usage a second time (``run_trial`` already
+    knew the history past the wait had it)."""
+    from corral.runtime._acks import Acks
+    from corral.runtime._jobs import TrialJob
+    from corral.runtime._trial import land_deferred
+
+    key = corral.TrialKey("b", "t", 0)
+    spent = corral.Usage(100, 0, 0.5)
+    store = MemoryStore()
+    async with store.opened():
+        await store.append(key, [corral.Commit(0, "setup", {"state": None}, 1.0)])
+        # The host's first commit after the wait, carrying the job's usage.
+        await store.append(key, [corral.Commit(1, "usage", {}, 2.0, spent)])
+        job = TrialJob(0, 0, "t", corral.BenchmarkTaskMetadata("a", "e"), {})
+        job.deferrals, job.deferred_at, job.carried_usage = 1, 1, spent
+        await land_deferred(job, key, store, Acks(None))
+        landed = await store.history(key)
+    assert sum(c.usage.input_tokens for c in landed) == 100, landed

@@ -842,8 +842,13 @@ async def land_deferred(job: TrialJob, key: TrialKey, store: CommitStore, acks: 
         return  # nothing to land: no read of its history
     try:
         projection = Projection.of(await store.history(key))
+        # A history past where the wait began was written by a host that went on with
+        # the trial and died: its first commit carried this usage already (as
+        # `run_trial` reads it).
+        carried = job.deferrals and projection.next_seq > job.deferred_at
+        usage = NO_USAGE if carried else job.carried_usage
         if projection.terminal is None:
-            await _land_usage(job, key, store, acks, projection, job.carried_usage, job.worked)
+            await _land_usage(job, key, store, acks, projection, usage, job.worked)
     except Exception as exc:
         _lost_on_cancel(key, exc)
 
