@@ -163,8 +163,9 @@ def _rebuilt(
     traceback: str | None,
     evaluation_error: str | None,
     facts: ScoringFacts | None = None,
+    *,
+    model_calls: Mapping[str, history.CallCounts] | None,
     task_id: str | None = None,
-    model_calls: Mapping[str, history.CallCounts] | None = None,
 ) -> TrialRecord:
     """``record`` with these values (its ``model_calls`` too), the others its own (and,
     with ``facts``, what its scorer is told of the task: see `for_scorer`). The one

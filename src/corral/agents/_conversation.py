@@ -132,12 +132,12 @@ def _assistant(reply: ModelCallPayload | None, calls: list[dict[str, Any]]) -> d
         # Its text where the model wrote it among the calls (what follows the calls a
         # turn did not run, past `max_tool_calls`, after the last it did).
         message[TEXT_PARTS] = [*parts[: len(calls)], "".join(parts[len(calls) :])]
-    if reply.blocks and (served := _served(reply.blocks, calls)) is not None:
+    if reply.blocks and (served := _served_blocks(reply.blocks, calls)) is not None:
         message[CONTENT_BLOCKS] = served
     return message
 
 
-def _served(blocks: tuple[Any, ...], calls: list[dict[str, Any]]) -> list[Any] | None:
+def _served_blocks(blocks: tuple[Any, ...], calls: list[dict[str, Any]]) -> list[Any] | None:
     """A reply's blocks (it used a server tool: `CONTENT_BLOCKS`), its tool uses under
     the ids this conversation gives its calls; None if they are not the calls it ran
     (past `max_tool_calls`: the turn is then sent as its text and calls say)."""

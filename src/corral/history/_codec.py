@@ -564,14 +564,14 @@ def reply_pieces(call: ModelCallPayload) -> list[tuple[str, str, str]] | None:
             if made is not None:
                 out.append(("call", made.name, made.arguments))
         elif kind not in _THINKING_KINDS:
-            out.append(("server", *_served(block)))
+            out.append(("server", *_gist_of(block)))
     return out
 
 
 _THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
 
 
-def _served(block: Mapping[str, Any]) -> tuple[str, str]:
+def _gist_of(block: Mapping[str, Any]) -> tuple[str, str]:
     """What a server tool's block says: its kind (and tool), and its input, or its
     results each as its title and address (opaque ``encrypted_*`` fields left out)."""
     kind = str(block.get("type"))
@@ -683,7 +683,7 @@ def _parts(content: Any, texts: list[str], thoughts: list[str], calls: list[Tool
         elif kind in ("image", "image_url"):
             texts.append("[image]")
         elif isinstance(part, dict) and kind is not None:  # a server tool's use or result
-            what, gist = _served(part)
+            what, gist = _gist_of(part)
             texts.append(f"[{what}] {gist}")
         else:
             texts.append(_shown(part))
