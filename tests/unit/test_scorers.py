@@ -29,6 +29,14 @@ async def score(scorer: scorers.Scorer, output: Any, target: Any = None) -> Eval
     return await scorer(trial(output, target))
 
 
+async def numeric_finds(output: str, found: float, scorer: scorers.Scorer | None = None) -> None:
+    """``numeric`` (or ``scorer``, one of its kind) reads ``found`` in ``output``, and
+    passes it against target ``found``."""
+    evaluation = await score(scorer or scorers.numeric(), output, found)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+
+
 @pytest.mark.parametrize(
     ("output", "target", "passed"),
     [
@@ -493,8 +501,7 @@ async def test_pattern_ignores_case_for_a_compiled_regex_too() -> None:
 @pytest.mark.parametrize(("output", "found"), [("\u22125", -5.0), ("x = \u22121,000.5", -1000.5)])
 async def test_numeric_reads_a_unicode_minus_sign(output: str, found: float) -> None:
     """U+2212 (as typeset maths writes it) is a minus: "−5" is not 5."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.passed and evaluation.details == {"found": found}
+    await numeric_finds(output, found)
     assert not (await score(scorers.numeric(), output, -found)).passed
 
 
@@ -580,8 +587,7 @@ async def test_numeric_reads_a_dash_after_a_digit_as_no_minus_sign(
     output: str, found: float
 ) -> None:
     """A dash between digits is a range or a subtraction: "2-3" ends with 3, not -3."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.passed and evaluation.details == {"found": found}
+    await numeric_finds(output, found)
     assert (await score(scorers.numeric(), "x = -3", -3)).passed
 
 
@@ -624,9 +630,7 @@ async def test_model_graded_takes_no_quoted_or_code_line_for_the_grade_line(
 async def test_numeric_reads_a_number_after_a_letter_e(output: str, found: float) -> None:
     """A word's ``e`` before a number (``value-5``, ``type2``) is no exponent: the number
     after it is read, not dropped with it."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
 
 
 async def test_full_width_forms_read_as_their_ascii_in_numbers_and_choice_targets() -> None:
@@ -666,9 +670,7 @@ async def test_numeric_reads_a_fraction_as_its_value(
 async def test_numeric_reads_a_mixed_number_as_its_value(output: str, found: float) -> None:
     """``1 1/2`` is one and a half: it was read as its fraction alone (0.5), so an output
     of 1 1/2 passed target 1/2 and failed 1.5 (an improper ``4/3`` is no mixed part)."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
     assert not (await score(scorers.numeric(), "It takes 1 1/2 hours.", "1/2")).passed
 
 
@@ -679,9 +681,7 @@ async def test_numeric_reads_a_mixed_number_as_its_value(output: str, found: flo
 async def test_numeric_reads_a_vulgar_fraction_as_its_value(output: str, found: float) -> None:
     """``1½`` is one and a half: the ``½`` was no number, so an output of 1½ passed
     target 1 and failed 1.5."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
     assert not (await score(scorers.numeric(), "It takes 1½ hours.", 1)).passed
 
 
@@ -691,9 +691,7 @@ async def test_numeric_reads_a_vulgar_fraction_as_its_value(output: str, found: 
 )
 async def test_numeric_reads_a_minus_before_a_currency_sign(output: str, found: float) -> None:
     """``-$5`` is minus five dollars: the sign before ``$`` was dropped (5)."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
 
 
 @pytest.mark.parametrize(
@@ -763,9 +761,7 @@ async def test_includes_refuses_an_empty_target(target: Any) -> None:
 async def test_numeric_reads_a_latex_fraction_as_its_value(output: str, found: float) -> None:
     r"""``\frac{1}{2}`` (as MATH-style answers box it) is 0.5: it was read as its
     denominator (2), so the right answer failed target 1/2 and 2 passed it."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
     assert not (await score(scorers.numeric(), r"$\boxed{\frac{1}{2}}$", 2)).passed
 
 
@@ -797,9 +793,7 @@ async def test_numeric_reads_latex_thousands_commas(output: str, found: float) -
     r"""LaTeX writes a thousands comma as ``{,}`` (``1{,}234``): the number was read as
     the groups after its last comma (234); and a dollar as ``\$``, whose backslash kept
     the minus before it from the number (``-\$5`` was 5)."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
 
 
 @pytest.mark.parametrize(
@@ -921,9 +915,7 @@ async def test_choice_reads_a_long_run_of_whitespace_at_once(output: str) -> Non
 async def test_numeric_reads_a_power_of_ten(output: str, found: float) -> None:
     r"""``1.5 \times 10^{3}`` is 1500: it was read as 1.5, 10 and 3, so the last number,
     the exponent, was taken for the answer."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
 
 
 @pytest.mark.parametrize(
@@ -938,9 +930,7 @@ async def test_numeric_reads_a_power_of_ten(output: str, found: float) -> None:
 async def test_numeric_reads_a_power_of_ten_that_ends_a_sentence(output: str, found: float) -> None:
     """A full stop after a power of ten ends its sentence: it was taken for a decimal
     exponent's point, and ``1.5 × 10^3.`` read as 1.5, 10 and 3 (``10²³.`` as 10²)."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
     assert (await score(scorers.numeric(), "10^3.5", 3.5)).passed  # no power of ten
 
 
@@ -956,9 +946,7 @@ async def test_numeric_reads_a_power_of_ten_that_ends_a_sentence(output: str, fo
 async def test_numeric_reads_thousands_typeset_as_thin_spaces(output: str, found: float) -> None:
     r"""SI style groups thousands with thin spaces (``1 234 567``, LaTeX ``1\,234``): the
     number was read as its last group (567); a plain space still parts two numbers."""
-    evaluation = await score(scorers.numeric(which="first"), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found, scorers.numeric(which="first"))
     assert (await score(scorers.numeric(), "3 4", 4)).passed
 
 
@@ -975,9 +963,7 @@ async def test_numeric_reads_decimals_typeset_in_groups(output: str, found: floa
     r"""SI style groups a number's decimals by three too (``3.141 592 653``): its
     spaces were read as thousands commas, and the number as 3.141 and 592,653 (the
     Avogadro constant, ``6.022 140 76 × 10^23``, as 7.6e24)."""
-    evaluation = await score(scorers.numeric(), output, found)
-    assert evaluation.details == {"found": found}
-    assert evaluation.passed
+    await numeric_finds(output, found)
     assert (await score(scorers.numeric(), "1.5\u20091234", 1234)).passed  # no group of three
 
 
