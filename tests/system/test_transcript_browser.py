@@ -128,27 +128,26 @@ def test_the_transcript_in_the_export(store: Path, watched: Watched, tmp_path: P
 def test_a_rerun_and_a_scorer_call_in_the_transcript(watched: Watched, tmp_path: Path) -> None:
     path = tmp_path / "rerun.db"
     off_loop(rerun_graded_run, path)
-    with serving(path) as url:
-        for base, name in ((url, "served"), (_export(path, "rerun", tmp_path).as_uri(), "export")):
-            page = watched.page
-            page.goto(base + "#/trial?" + _query(id="rerun", task="acct-1", trial="0"))
-            page.locator("#transcript section.call").first.wait_for()
-            marks = page.locator("#transcript .attempt")
-            assert marks.nth(0).inner_text() == "attempt 1"
-            second = marks.nth(1).inner_text()
-            assert second.startswith("attempt 2 (rerun at ") and "ended error" in second
-            heads = page.locator("#transcript .call-head").all_inner_texts()
-            assert [h.split(" · ")[0] for h in heads] == [
-                "call 1",
-                "call 1",
-                "call 2",
-                "call 3",
-                "scorer call 1",
-            ]
-            scorer = page.locator("#transcript section.call.scorer")
-            assert GRADER_ASKS in scorer.inner_text() and GRADER_SAYS in scorer.inner_text()
-            watched.shot("transcript-rerun-" + name)
-            watched.assert_clean()
+    for base, name in _served_and_exported(path, "rerun", tmp_path):
+        page = watched.page
+        page.goto(base + "#/trial?" + _query(id="rerun", task="acct-1", trial="0"))
+        page.locator("#transcript section.call").first.wait_for()
+        marks = page.locator("#transcript .attempt")
+        assert marks.nth(0).inner_text() == "attempt 1"
+        second = marks.nth(1).inner_text()
+        assert second.startswith("attempt 2 (rerun at ") and "ended error" in second
+        heads = page.locator("#transcript .call-head").all_inner_texts()
+        assert [h.split(" · ")[0] for h in heads] == [
+            "call 1",
+            "call 1",
+            "call 2",
+            "call 3",
+            "scorer call 1",
+        ]
+        scorer = page.locator("#transcript section.call.scorer")
+        assert GRADER_ASKS in scorer.inner_text() and GRADER_SAYS in scorer.inner_text()
+        watched.shot("transcript-rerun-" + name)
+        watched.assert_clean()
 
 
 def test_a_reply_cut_at_the_token_limit_says_so(watched: Watched, tmp_path: Path) -> None:
@@ -156,20 +155,19 @@ def test_a_reply_cut_at_the_token_limit_says_so(watched: Watched, tmp_path: Path
     # reply the provider cut at its token limit read as whole, an empty one as nothing.
     path = tmp_path / "cut.db"
     off_loop(cut_run, path)
-    with serving(path) as url:
-        for base, name in ((url, "served"), (_export(path, "cut", tmp_path).as_uri(), "export")):
-            page = watched.page
-            for task, said in (("partial", "The answer is"), ("empty", "(no text)")):
-                page.goto(base + "#/trial?" + _query(id="cut", task=task, trial="0"))
-                # The first task's transcript stays until the second's is drawn (a new
-                # hash, the same page): waited for by what this one says.
-                expect(page.locator("#transcript .role-assistant")).to_contain_text(said)
-                head = page.locator("#transcript .call-head").inner_text()
-                assert head.endswith(" · stopped: length"), head
-                reply = page.locator("#transcript .role-assistant").inner_text()
-                assert reply.split("\n", 1)[1].strip() == said, reply
-            watched.shot("transcript-cut-" + name)
-            watched.assert_clean()
+    for base, name in _served_and_exported(path, "cut", tmp_path):
+        page = watched.page
+        for task, said in (("partial", "The answer is"), ("empty", "(no text)")):
+            page.goto(base + "#/trial?" + _query(id="cut", task=task, trial="0"))
+            # The first task's transcript stays until the second's is drawn (a new
+            # hash, the same page): waited for by what this one says.
+            expect(page.locator("#transcript .role-assistant")).to_contain_text(said)
+            head = page.locator("#transcript .call-head").inner_text()
+            assert head.endswith(" · stopped: length"), head
+            reply = page.locator("#transcript .role-assistant").inner_text()
+            assert reply.split("\n", 1)[1].strip() == said, reply
+        watched.shot("transcript-cut-" + name)
+        watched.assert_clean()
 
 
 def test_a_replys_text_stands_between_its_tool_calls_as_written(
@@ -207,10 +205,19 @@ def _first_replies(
     (the page checked clean of errors after each)."""
     path = tmp_path / f"{benchmark_id}.db"
     off_loop(made, path, benchmark_id)
+    for base, _ in _served_and_exported(path, benchmark_id, tmp_path):
+        page = watched.page
+        page.goto(base + "#/trial?" + _query(id=benchmark_id, task="task", trial="0"))
+        page.locator("#transcript section.call").first.wait_for()
+        yield page.locator("#transcript section.call").first.locator(".role-assistant")
+        watched.assert_clean()
+
+
+def _served_and_exported(
+    path: Path, benchmark_id: str, tmp_path: Path
+) -> Iterator[tuple[str, str]]:
+    """The viewer's base address for ``path`` served, then for its export of
+    ``benchmark_id`` (in ``tmp_path``), each with its name for screenshots."""
     with serving(path) as url:
-        for base in (url, _export(path, benchmark_id, tmp_path).as_uri()):
-            page = watched.page
-            page.goto(base + "#/trial?" + _query(id=benchmark_id, task="task", trial="0"))
-            page.locator("#transcript section.call").first.wait_for()
-            yield page.locator("#transcript section.call").first.locator(".role-assistant")
-            watched.assert_clean()
+        yield url, "served"
+        yield _export(path, benchmark_id, tmp_path).as_uri(), "export"
