@@ -410,15 +410,24 @@ def test_a_jsonl_object_naming_a_key_twice_is_refused_naming_its_line(tmp_path: 
         load(nested)
 
 
-def test_a_null_id_is_refused_not_replaced_by_a_content_id(tmp_path: Path) -> None:
-    """With an id field named, a row whose id is null got an id made from its content,
-    silently, beside the rows with ids of their own."""
+@pytest.mark.parametrize(
+    ("row", "refused"),
+    [
+        # With an id field named, the row got an id made from its content, silently,
+        # beside the rows with ids of their own.
+        ('{"id": null, "input": "y", "target": 2}', r"field 'id' \(the task id\) is null"),
+        # Hugging Face gives a row None for each field another row has: the task's
+        # prompt was None, silently, and its trials sent the model no question.
+        ('{"id": "b", "input": null, "target": 2}', r"field 'input' \(the prompt\) is null"),
+    ],
+)
+def test_a_null_id_or_prompt_is_refused_naming_its_row(
+    tmp_path: Path, row: str, refused: str
+) -> None:
+    """A row whose id or input field is null is refused, naming its file, line and field."""
     rows = tmp_path / "d.jsonl"
-    rows.write_text(
-        '{"id": "a", "input": "x", "target": 1}\n{"id": null, "input": "y", "target": 2}\n',
-        encoding="utf-8",
-    )
-    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:2: field 'id' \(the task id\) is null"):
+    rows.write_text('{"id": "a", "input": "x", "target": 1}\n' + row + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:2: " + refused):
         load(rows)
 
 
@@ -599,16 +608,3 @@ async def test_a_sample_functions_objects_from_a_row_in_another_order_resume(
     await run(row)
     report = await run(json.loads(json.dumps(row, sort_keys=True)))
     assert report.pass_at_k[1] == 1.0
-
-
-def test_a_null_prompt_is_refused_naming_its_row(tmp_path: Path) -> None:
-    """A row whose input field is null (Hugging Face gives a row None for each field
-    another row has) became a task whose prompt is None, silently: its trials sent the
-    model no question."""
-    rows = tmp_path / "d.jsonl"
-    rows.write_text(
-        '{"id": "a", "input": "x", "target": 1}\n{"id": "b", "input": null, "target": 2}\n',
-        encoding="utf-8",
-    )
-    with pytest.raises(ConfigError, match=r"^\S*d\.jsonl:2: field 'input' \(the prompt\) is null"):
-        load(rows)

@@ -67,13 +67,7 @@ class OwnWay:
 
 
 async def test_an_agent_records_its_own_calls_with_the_commit_they_lead_to() -> None:
-    store = corral.MemoryStore()
-    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
-    runner = corral.CorralRunner(
-        {"t": Meta("own", "env")}, {"own": OwnWay()}, {"env": env}, store=store
-    )
-    report = await runner.run("own")
-    history = await _history(store, "own", "t")
+    report, history = await _one_trial(OwnWay(), "own")
     kinds = [c.kind for c in history]
     assert kinds == [
         "setup",
@@ -191,7 +185,7 @@ async def test_a_message_changed_in_place_is_recorded_as_sent() -> None:
     """The call's delta took a message the agent changed in place for the previous
     call's (the same object), so its record and transcript showed what was no longer
     sent."""
-    history = await _trims_history(Trims())
+    _, history = await _one_trial(Trims(), "trims")
     chain = CallChain.of(history)
     assert [m["content"] for m in chain.messages] == [
         "go",
@@ -202,15 +196,17 @@ async def test_a_message_changed_in_place_is_recorded_as_sent() -> None:
     ]
 
 
-async def _trims_history(agent: Trims) -> list[corral.Commit]:
-    """The history of one trial of ``agent`` (its tool answers "ok")."""
+async def _one_trial(
+    agent: Any, benchmark_id: str
+) -> tuple[corral.BenchmarkReport, list[corral.Commit]]:
+    """The report of one trial of ``agent`` (its tool answers "ok") and its history."""
     store = corral.MemoryStore()
     env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
     runner = corral.CorralRunner(
-        {"t": Meta("trims", "env")}, {"trims": agent}, {"env": env}, store=store
+        {"t": Meta("own", "env")}, {"own": agent}, {"env": env}, store=store
     )
-    await runner.run("trims")
-    return await _history(store, "trims", "t")
+    report = await runner.run(benchmark_id)
+    return report, await _history(store, benchmark_id, "t")
 
 
 class TrimsAtOnce(Trims):
@@ -228,7 +224,7 @@ async def test_a_message_changed_in_place_after_its_call_is_recorded_as_sent() -
     """A call's record waits for the trial's next commit, and kept the agent's own
     messages until then: one it changed in place in the meantime was recorded as
     changed, though the call sent it whole."""
-    history = await _trims_history(TrimsAtOnce())
+    _, history = await _one_trial(TrimsAtOnce(), "trims")
     calls = [c for c in transcript(history) if isinstance(c, TranscriptCall)]
     assert [m.text for m in calls[1].sent] == ["a long listing"]  # beside the reply sent back
     chain = CallChain.of(history)
@@ -326,13 +322,8 @@ class FailsWithNothingSent:
 
 async def test_a_failed_call_with_nothing_sent_shows_no_earlier_message_as_its_own() -> None:
     # Its transcript entry showed the call before's system and user prompts as sent.
-    store = corral.MemoryStore()
-    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
-    runner = corral.CorralRunner(
-        {"t": Meta("own", "env")}, {"own": FailsWithNothingSent()}, {"env": env}, store=store
-    )
-    await runner.run("nothing-sent")
-    first, failed = transcript(await _history(store, "nothing-sent", "t"))
+    _, history = await _one_trial(FailsWithNothingSent(), "nothing-sent")
+    first, failed = transcript(history)
     assert isinstance(first, TranscriptCall) and isinstance(failed, TranscriptCall)
     assert [(m.role, m.text) for m in first.sent] == [("system", "sys"), ("user", "go")]
     assert failed.call.error == "ModelError: refused"
@@ -357,13 +348,8 @@ async def test_a_failed_call_with_nothing_sent_leaves_the_reply_before_it_shown_
     """A call that failed with nothing sent is no step of the conversation: the call
     after it, sending the reply before it back, shows that reply once (as that reply),
     not again as a message it sent."""
-    store = corral.MemoryStore()
-    env = FakeEnvironment("env", effect=lambda action, session: corral.ToolEffect("ok"))
-    runner = corral.CorralRunner(
-        {"t": Meta("own", "env")}, {"own": GoesOnAfterNothingSent()}, {"env": env}, store=store
-    )
-    await runner.run("nothing-sent")
-    *_, after = transcript(await _history(store, "nothing-sent", "t"))
+    _, history = await _one_trial(GoesOnAfterNothingSent(), "nothing-sent")
+    *_, after = transcript(history)
     assert isinstance(after, TranscriptCall) and after.call.text == "second"
     assert [(m.role, m.text) for m in after.sent] == [("user", "again")]
 
