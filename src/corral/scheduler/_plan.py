@@ -61,23 +61,14 @@ class RunPlan:
                 yield task_id, metadata_dict(meta)
 
     def lights(self) -> Sequence[BenchmarkTaskMetadata]:
-        """Every task's metadata for planning (`light`), in task order: a streamed
-        source's each made when read, as `light` makes it (a million tasks' are never
-        held at once)."""
+        """Every task's metadata for planning, in task order, without a streamed task's
+        inputs: a streamed source's skeleton of each, made when read (a million tasks'
+        are never held at once)."""
         view = self.metadata
-        if type(view) is tuple:
+        if type(view) is tuple:  # not isinstance(view, SourceView): an ABC's check is slow
             return view
         assert isinstance(view, SourceView)
         return _Read(view.source.skeleton, self.task_ids)
-
-    def light(self, t: int) -> BenchmarkTaskMetadata:
-        """Task t's metadata for planning: without reading a streamed task's inputs."""
-        view = self.metadata
-        if type(view) is tuple:  # not isinstance(view, SourceView): an ABC's check is slow
-            meta: BenchmarkTaskMetadata = view[t]
-            return meta
-        assert isinstance(view, SourceView)
-        return view.source.skeleton(self.task_ids[t])
 
 
 class _Read(Sequence[BenchmarkTaskMetadata]):
