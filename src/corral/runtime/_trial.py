@@ -56,7 +56,7 @@ from ._projection import Projection
 from ._ratelimit import as_rate_limit
 from ._retry import RetryPolicy, error_fields, met_cancellation
 from ._session import AgentSession, add_usage
-from ._workclock import WorkClock
+from ._workclock import WorkClock, to_microsecond
 
 
 @dataclass(slots=True)
@@ -166,7 +166,7 @@ class _Writer:
         # Each item numbered past the head, encoded and folded into the projection (in
         # here, not a method of its own: four stages a trial).
         now = time.time()
-        worked = round(self.clock.spent, 6)
+        worked = to_microsecond(self.clock.spent)
         plan, projection = self.plan, self.projection
         plain = self._plain
         commits = []
@@ -413,7 +413,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             clock.stop()
             assert working_limit is not None
             # The deadline is where the clock reaches the limit (up to rounding).
-            exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
+            exceeded = Exceeded(cut, to_microsecond(max(clock.spent, working_limit)), working_limit)
             await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif _failed_attempt(plan, attempt, error):
             # Its calls land before the backoff (a run cancelled during it keeps them).
@@ -753,7 +753,7 @@ async def _end(
     calls = _calls_of(plan.job)
     made = _with_calls(calls, projection, [("terminal", payload, usage)])[:-1]
     commits = _call_commits(calls, projection, [p for _, p, _ in made], NO_USAGE, now)
-    stamp = _stamp(plan.job, projection, "terminal", round(clock.spent, 6))
+    stamp = _stamp(plan.job, projection, "terminal", to_microsecond(clock.spent))
     commit = Commit(projection.next_seq, "terminal", encode(payload, stamp), now, usage)
     commits.append(commit)
     # The runtime's own commits, their values checked when recorded: `append`'s payload
@@ -774,7 +774,7 @@ async def _land_calls(
     if not calls.pending:
         return usage
     payloads = calls.take(projection, projection.history)
-    stamp = _stamp(plan.job, projection, _MODEL_CALL, round(clock.spent, 6))
+    stamp = _stamp(plan.job, projection, _MODEL_CALL, to_microsecond(clock.spent))
     commits = _call_commits(calls, projection, payloads, usage, time.time(), stamp)
     await _write(plan.store, plan.acks, plan.key, commits)  # the runtime's own: checked
     return NO_USAGE
@@ -879,7 +879,7 @@ async def _land_usage(
     keys of the trial's later actions)."""
     if not usage and len(projection.failed_attempts) >= len(job.failed_attempts):
         return
-    stamp = _stamp(job, projection, _USAGE, round(worked, 6))
+    stamp = _stamp(job, projection, _USAGE, to_microsecond(worked))
     commit = Commit(projection.next_seq, _USAGE, encode(_NO_PAYLOAD, stamp), time.time(), usage)
     await _write(store, acks, key, [commit])  # the runtime's own: checked
     projection.apply(commit, _NO_PAYLOAD)
