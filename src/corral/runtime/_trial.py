@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -188,7 +189,12 @@ class _Writer:
             self._refused = exc
             raise
         self._pending.append((handle, commits))
-        _sync(self.session, projection)
+        # The session sees what the commits made (`_sync`, inline: four stages a trial).
+        session = self.session
+        session.state = projection.state
+        session.steps = projection.steps
+        session.history = projection.history
+        session.iteration = projection.iteration
         return commits
 
     async def flush(self) -> None:
@@ -259,6 +265,8 @@ def _with_calls(
 
 
 def _sync(session: AgentSession, projection: Projection) -> None:
+    """Show ``session`` what ``projection`` holds (as `_Writer.stage` does after each
+    commit)."""
     session.state = projection.state
     session.steps = projection.steps
     session.history = projection.history
@@ -286,6 +294,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
     carried = plan.job.carried_usage
     scratch = plan.job.scratch
     projection = Projection()
+    worked = plan.job.worked
     # A rerun's reopen marker, handed over as the trial starts: the first writer waits
     # for it as for its own commits (so observers hear of it first).
     marker: tuple[Pending, list[Commit]] | None = None
@@ -308,11 +317,13 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
             # commit carried this usage and these calls (as a resumed trial, the calls
             # it had not recorded are lost with it).
             carried, plan.job.calls = NO_USAGE, None
+        # The work its history recorded, if more (a fresh trial's, none: not looked for).
+        worked = max(worked, projection.worked)
     assert plan.job.reopen is None  # a reopened trial has a history, read above
     # A resumed trial goes on counting its attempts (and its retries left) from those
     # its history recorded: a crash before a failure's next commit lost that failure.
     attempt = max(attempt, len(plan.job.failed_attempts))
-    clock = WorkClock(max(plan.job.worked, projection.worked))
+    clock = WorkClock(worked)
     clock.start()
     working_limit = plan.job.budget.working_time_limit
     # What the attempt worked before a rate limit deferred it counts to its timeout.
@@ -333,7 +344,7 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         cut: str | None = None
         began = clock.spent
         scope: anyio.CancelScope | None = None
-        timeout = budget = float("inf")
+        timeout = budget = math.inf
         try:
             if plan.trial_timeout is None and working_limit is None:  # no cancel scope to pay for
                 await _attempt(plan, writer, session)
