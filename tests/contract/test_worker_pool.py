@@ -238,3 +238,40 @@ async def test_a_run_cancelled_in_a_delivery_lists_the_jobs_it_admitted_as_dropp
         pool.submit(0)
     assert started == list(range(16))
     assert sorted(pool.dropped()) == [100, 101]
+
+
+@pytest.mark.parametrize("shielded", [False, True])
+async def test_a_worker_goes_on_with_no_job_once_a_scope_around_the_run_is_cancelled(
+    shielded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope around the pool's task group (the caller's) is cancelled as a worker
+    delivers a result it goes on from without yielding (its job let the loop turn): the
+    job the result admitted never starts, and is listed as dropped. Behind a shielded
+    scope the cancellation never reaches the pool: every job runs. (The worker tests
+    the scopes itself on asyncio before asking anyio: `_cancel_test`.)"""
+    started: list[int] = []
+    pool: WorkerPool[int, int]
+
+    async def run(job: int) -> int:
+        started.append(job)
+        await anyio.lowlevel.checkpoint()  # a model call: its end costs no yield
+        return job
+
+    def deliver(results: Sequence[int]) -> None:
+        (job,) = results
+        if job == 3:
+            around.cancel()
+        if job < 9:
+            pool.submit(job + 1)
+        else:
+            pool.close()
+
+    pool = WorkerPool(run, deliver, Acks(lambda key, commit: None))
+    with anyio.CancelScope() as around, anyio.CancelScope(shield=shielded):
+        async with anyio.create_task_group() as tg:
+            pool.start(tg)
+            yields = count_yields(pool, monkeypatch)
+            pool.submit(0)
+    assert yields == [0]
+    assert started == (list(range(10)) if shielded else [0, 1, 2, 3])
+    assert list(pool.dropped()) == ([] if shielded else [4])

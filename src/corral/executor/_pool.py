@@ -12,6 +12,7 @@ task.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -83,6 +84,7 @@ class WorkerPool(Generic[J, R]):
         self._new_handoff: Callable[[], Handoff[J]] = handoff_maker()
         self._checkpoint = backend.checkpoint
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
+        self._may_be_cancelled = _cancel_test(tg.cancel_scope)
 
     def submit(self, job: J) -> None:
         self.submit_all((job,))
@@ -188,7 +190,7 @@ class WorkerPool(Generic[J, R]):
                         self._paid += 1
                 for held in later:  # counted as they were submitted
                     self._hand_out(held)
-            elif job is not None and not waited:
+            elif job is not None and not waited and self._may_be_cancelled():
                 try:
                     await self._checkpoint_if_cancelled()  # a cancelled run stops
                 except BaseException:
@@ -204,3 +206,41 @@ class WorkerPool(Generic[J, R]):
             job = await idle.wait()
             if job is not None:
                 self._paid += 1
+
+
+def _cancel_test(scope: anyio.CancelScope) -> Callable[[], bool]:
+    """Whether the pool's workers, in ``scope`` (its task group's), may be cancelled: a
+    worker that goes on with a job asks the backend (``checkpoint_if_cancelled``) only
+    then. On asyncio: whether ``scope`` or one around it, short of a shielded one, was
+    cancelled, the walk anyio's check makes up from the running task's scope (a worker's
+    own, its task handle's since anyio 4.14, is never cancelled: the pool keeps no
+    handle), here without its dozen Python calls a job (the task found, its state looked
+    up in a weak dictionary, two properties a scope): about 1 % of a trial's
+    instructions. It reads the scopes' fields (as anyio's check does their parents);
+    where they are not found (trio, whose check is cheap), always."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        return _always
+    from anyio._backends._asyncio import CancelScope
+
+    fields = ("_cancel_called", "_shield", "_parent_scope")
+    if not (isinstance(scope, CancelScope) and all(hasattr(scope, f) for f in fields)):
+        return _always
+    top: CancelScope = scope
+
+    def cancelled() -> bool:
+        at: CancelScope | None = top
+        while at is not None:
+            if at._cancel_called:
+                return True
+            if at._shield:
+                return False
+            at = at._parent_scope
+        return False
+
+    return cancelled
+
+
+def _always() -> bool:
+    return True
