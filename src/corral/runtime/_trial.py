@@ -189,12 +189,7 @@ class _Writer:
             self._refused = exc
             raise
         self._pending.append((handle, commits))
-        # The session sees what the commits made (`_sync`, inline: four stages a trial).
-        session = self.session
-        session.state = projection.state
-        session.steps = projection.steps
-        session.history = projection.history
-        session.iteration = projection.iteration
+        _sync(self.session, projection)
         return commits
 
     async def flush(self) -> None:
@@ -265,8 +260,8 @@ def _with_calls(
 
 
 def _sync(session: AgentSession, projection: Projection) -> None:
-    """Show ``session`` what ``projection`` holds (as `_Writer.stage` does after each
-    commit)."""
+    """Show ``session`` what ``projection`` holds (after each stage, and as an attempt
+    begins)."""
     session.state = projection.state
     session.steps = projection.steps
     session.history = projection.history
