@@ -159,22 +159,48 @@ def build_plan(
             raise ConfigError("task_ids is empty: select at least one task")
     if not selected:
         raise ConfigError("the runner has no tasks to run")
-    for task_id in tasks:
+    # Most tasks have no dependencies: the checks and the graph below walk only those
+    # that have (in a run of 40,000 tasks without any, planning took 19 ms, 13 of them
+    # passes over every task, each reading its metadata).
+    dependent = [task_id for task_id, meta in tasks.items() if meta.dependencies]
+    for task_id in dependent:
         for parent in tasks[task_id].dependencies:
             if parent not in tasks:
                 raise ConfigError(
                     f"task {task_id!r} depends on unknown task {parent!r}"
                     + did_you_mean(str(parent), tasks)
                 )
-    _refuse_cycles(tasks)
+    _refuse_cycles(tasks, dependent)
 
     if task_ids is None:  # every task: closed over its dependencies already
         order = selected
         added: set[str] = set()
     else:
         order, added = _closed(tasks, selected, include_dependencies)
-    # Most tasks have no dependencies: no index of ids, nor a list per task, for them.
-    index: dict[str, int] | None = None
+    ids = tuple(order)
+    metadata = SourceView(source, ids) if source is not None else tuple(map(tasks.__getitem__, ids))
+    if dependent:
+        parents, children, depth = _graph(tasks, order)
+    else:  # no edges: each task alone, at depth 1
+        parents = children = ((),) * len(ids)
+        depth = (1,) * len(ids)
+    return RunPlan(
+        task_ids=ids,
+        metadata=metadata,
+        parents=parents,
+        children=children,
+        depth=depth,
+        added=frozenset(added),
+        trials_per_task=trials_per_task,
+    )
+
+
+def _graph(
+    tasks: Mapping[str, BenchmarkTaskMetadata], order: list[str]
+) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], tuple[int, ...]]:
+    """Each task's parents and children (positions in ``order``) and depth: the longest
+    chain of tasks below it, itself included."""
+    index = {t: i for i, t in enumerate(order)}
     parents_of: list[tuple[int, ...]] = []
     children_of: dict[int, list[int]] = {}
     for child, task_id in enumerate(order):
@@ -182,8 +208,6 @@ def build_plan(
         if not dependencies:
             parents_of.append(())
             continue
-        if index is None:
-            index = {t: i for i, t in enumerate(order)}
         ps = tuple(index[p] for p in dependencies)
         parents_of.append(ps)
         for p in ps:
@@ -192,22 +216,10 @@ def build_plan(
     parents = tuple(parents_of)
     del parents_of
     children = tuple(tuple(children_of[i]) if i in children_of else () for i in range(len(order)))
-    if children_of:
-        depth = [0] * len(order)
-        for i in reversed(_topological(parents, children)):
-            depth[i] = 1 + max((depth[c] for c in children[i]), default=0)
-    else:
-        depth = [1] * len(order)
-    ids = tuple(order)
-    return RunPlan(
-        task_ids=ids,
-        metadata=SourceView(source, ids) if source is not None else tuple(tasks[t] for t in ids),
-        parents=parents,
-        children=children,
-        depth=tuple(depth),
-        added=frozenset(added),
-        trials_per_task=trials_per_task,
-    )
+    depth = [0] * len(order)
+    for i in reversed(_topological(parents, children)):
+        depth[i] = 1 + max((depth[c] for c in children[i]), default=0)
+    return parents, children, tuple(depth)
 
 
 def _closed(
@@ -250,13 +262,14 @@ def _topological(
     return order
 
 
-def _refuse_cycles(tasks: Mapping[str, BenchmarkTaskMetadata]) -> None:
-    """Depth-first search; a back edge is a cycle, reported as its path."""
-    # 1: on the current path, 2: finished; a task without dependencies is never on a
-    # cycle, and is left out.
+def _refuse_cycles(tasks: Mapping[str, BenchmarkTaskMetadata], dependent: list[str]) -> None:
+    """Depth-first search from each of the ``dependent`` tasks (those with dependencies,
+    in order: a task without any is never on a cycle); a back edge is a cycle, reported
+    as its path."""
+    # 1: on the current path, 2: finished.
     colour: dict[str, int] = {}
-    for root in tasks:
-        if root in colour or not tasks[root].dependencies:
+    for root in dependent:
+        if root in colour:
             continue
         path: list[str] = [root]
         iters = [iter(tasks[root].dependencies)]
