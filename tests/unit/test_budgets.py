@@ -263,6 +263,28 @@ async def test_resume_keeps_the_spend_recorded_before_a_cancelled_run() -> None:
     )
 
 
+async def test_a_cut_just_short_of_a_whole_limit_records_the_limit_as_given() -> None:
+    """A resumed trial's clock (2.2 s recorded, then from t=100) reaches its deadline
+    at 4.999999999999997 s of a limit of 5: the cut records the limit itself, as the
+    number it was given (``round`` of an int is that int: 5, not 5.0)."""
+    store = MemoryStore()
+
+    class Stalls(Spender):
+        async def act(self, session: AgentSession) -> Action | Final:
+            if session.iteration == 2:
+                await anyio.sleep_forever()  # the first run is cancelled here
+            return await super().act(session)
+
+    with anyio.move_on_after(100):
+        await runner(Stalls(seconds=1.1, turns=9), store=store).run("b")
+    run = runner(Spender(seconds=1.1, turns=9), store=store)
+    report = await run.run("b", working_time_limit=5)
+    assert report.tasks["t"].trials[0].limit == "working_time_limit"
+    payload = await terminal_payload(run)
+    assert (payload["spent"], payload["limit_value"]) == (5, 5)
+    assert type(payload["spent"]) is int
+
+
 async def test_a_tasks_own_budget_overrides_the_runs() -> None:
     tasks = {
         "tight": Meta("a", "e", token_limit=50),

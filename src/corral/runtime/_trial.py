@@ -418,8 +418,9 @@ async def run_trial(plan: TrialPlan) -> TrialOutcome | Deferred:
         elif cut is not None:
             clock.stop()
             assert working_limit is not None
-            # The deadline is where the clock reaches the limit (up to rounding).
-            exceeded = Exceeded(cut, to_microsecond(max(clock.spent, working_limit)), working_limit)
+            # The deadline is where the clock reaches the limit (up to rounding): short
+            # of it, the limit as given (an int stays one: round, not to_microsecond).
+            exceeded = Exceeded(cut, round(max(clock.spent, working_limit), 6), working_limit)
             await _end(plan, projection, attempt, TrialStatus.LIMIT, exceeded, carried, clock)
         elif _failed_attempt(plan, attempt, error):
             # Its calls land before the backoff (a run cancelled during it keeps them).

@@ -56,7 +56,8 @@ def to_microsecond(seconds: float) -> float:
     fraction is within 0.01 of a half, it rounds to the same whole microseconds as
     the exact product, and dividing them by 1e6 gives the float nearest to them, as
     ``round`` does. Near a half (a tie, or nearly), and for a negative or huge value,
-    ``round`` itself decides."""
+    ``round`` itself decides. A float's: an int (a limit as given) is
+    ``round``'s to keep as it is."""
     scaled = seconds * 1e6
     if 0.0 <= scaled < 1e13:
         fraction = scaled % 1.0
