@@ -420,22 +420,26 @@ class SQLiteStore:
             raise StoreError(f"{self!r} is not open")
         check_handed(key, commits)
         # Each commit's row (`_INSERTS`' columns after the benchmark id), built inline: a
-        # call per commit costs (and so does unpacking the key into each).
+        # call per commit costs (and so does unpacking the key into each). A loop, not a
+        # list comprehension: before Python 3.12 that is a function made and called per
+        # append, and nearly every append is of one commit.
         _, task_id, trial = key
-        rows = [
-            (
-                task_id,
-                trial,
-                c.seq,
-                c.kind,
-                dumps(c.payload),
-                c.created_at,
-                c.usage.input_tokens,
-                c.usage.output_tokens,
-                c.usage.cost,
+        rows: list[tuple[Any, ...]] = []
+        for c in commits:
+            usage = c.usage
+            rows.append(
+                (
+                    task_id,
+                    trial,
+                    c.seq,
+                    c.kind,
+                    dumps(c.payload),
+                    c.created_at,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cost,
+                )
             )
-            for c in commits
-        ]
         return self._queue.put((key, rows, commits))
 
     async def append(self, key: TrialKey, commits: Sequence[Commit]) -> None:
