@@ -10,8 +10,6 @@ from typing import Any
 
 from ._errors import NotSerializableError
 
-_SCALARS = (bool, type(None))
-
 #: The mappings most often recorded or copied, told apart by their type before asking
 #: ``isinstance(value, Mapping)``: that is a Python call of the ABC's
 #: ``__instancecheck__``, and for a ``mappingproxy`` (the shared empty mapping of a
@@ -65,6 +63,8 @@ def check_json(value: Any, where: str, limit: int | None = None) -> Any:
         type(value) is float and math.isfinite(value)
     ):
         plain, bound = value, _SCALAR
+    elif type(value) in PLAIN_MAPPINGS and not value:  # an evaluation's details, mostly
+        plain, bound = {}, _SCALAR
     else:
         tally = [_SCALAR]
         try:
@@ -107,9 +107,9 @@ def _check(value: Any, room: int, tally: list[int]) -> Any:
         if not value.isascii():
             _check_unicode(value, "is")
         return value
-    if isinstance(value, _SCALARS):
+    if value is None:
         return value
-    if isinstance(value, int):
+    if isinstance(value, int):  # a bool too: within any bound
         if -_SHORT_INT < value < _SHORT_INT:
             return value
         if -_TOO_LONG < value < _TOO_LONG:

@@ -192,6 +192,20 @@ def test_dicts_and_mappingproxies_are_checked_and_copied_without_asking_the_mapp
     assert not {dict, MappingProxyType} & set(asked)
 
 
+def test_bools_none_and_empty_mappings_are_recorded_as_given() -> None:
+    """The checks that skip the general walk (an empty mapping) or ask less of a scalar
+    (a bool is an int) record the same values: a bool stays a bool, an empty mapping is
+    a dict of its own (the caller's is not kept)."""
+    value = {"yes": True, "no": False, "none": None, "list": [True, None, {}]}
+    checked = check_json(value, "v")
+    assert checked == value
+    assert [type(checked[k]) for k in ("yes", "no")] == [bool, bool]
+    assert type(checked["list"][0]) is bool
+    empty: dict[str, Any] = {}
+    assert check_json(empty, "v") == {} and check_json(empty, "v") is not empty
+    assert check_json(True, "v") is True and check_json(None, "v") is None
+
+
 # -- depth and cycles --------------------------------------------------------------
 
 
