@@ -223,15 +223,17 @@ async def test_working_time_excludes_retry_backoff_and_rate_limit_deferral() -> 
     assert trial.working_time == pytest.approx(60)
 
 
+class Stalls(Spender):
+    """A `Spender` that stalls in its third turn, where its first run is cancelled."""
+
+    async def act(self, session: AgentSession) -> Action | Final:
+        if session.iteration == 2:
+            await anyio.sleep_forever()
+        return await super().act(session)
+
+
 async def test_resume_keeps_the_spend_recorded_before_a_cancelled_run() -> None:
     store = MemoryStore()
-
-    class Stalls(Spender):
-        async def act(self, session: AgentSession) -> Action | Final:
-            if session.iteration == 2:
-                await anyio.sleep_forever()  # the first run is cancelled here
-            return await super().act(session)
-
     with anyio.move_on_after(100):
         await runner(Stalls(tokens=30, seconds=10, turns=9), store=store).run("b")
     history = await store.history(TrialKey("b", "t", 0))
@@ -268,13 +270,6 @@ async def test_a_cut_just_short_of_a_whole_limit_records_the_limit_as_given() ->
     at 4.999999999999997 s of a limit of 5: the cut records the limit itself, as the
     number it was given (``round`` of an int is that int: 5, not 5.0)."""
     store = MemoryStore()
-
-    class Stalls(Spender):
-        async def act(self, session: AgentSession) -> Action | Final:
-            if session.iteration == 2:
-                await anyio.sleep_forever()  # the first run is cancelled here
-            return await super().act(session)
-
     with anyio.move_on_after(100):
         await runner(Stalls(seconds=1.1, turns=9), store=store).run("b")
     run = runner(Spender(seconds=1.1, turns=9), store=store)
