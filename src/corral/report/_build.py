@@ -132,10 +132,12 @@ class HeadTally:
         self._ids = ids
         self._index = Positions(ids)
         self._tally = _Tally()
-        # Finished and passed trials by task position; named score values by position,
+        # Finished and passed trials by task position (lists, not arrays: an array's item
+        # is parsed as a C long each time it is set, twice a head; a small count is a
+        # shared int, so a list takes no more room); named score values by position,
         # for the tasks that have any.
-        self._finished = array("l", bytes(array("l").itemsize * len(self._meta)))
-        self._passed = array("l", self._finished)
+        self._finished = [0] * len(self._meta)
+        self._passed = [0] * len(self._meta)
         self._named: dict[int, dict[str, list[float]]] = {}
 
     def add(self, heads: Iterable[TrialHead]) -> None:
@@ -436,8 +438,8 @@ class _Outcomes:
 
     def count(
         self,
-        finished: array[int],
-        passed: array[int],
+        finished: Sequence[int],
+        passed: Sequence[int],
         models: list[str | None],
         columns: TaskColumns,
     ) -> array[int]:
