@@ -5,6 +5,7 @@ stored configuration."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from corral import ConfigError, Evaluation, TaskSource, TrialRecord
 from corral.agents import ToolAgent
 from corral.cli import main
 from corral.models import OpenAICompatible
+from corral.runtime import _session
 from corral.testing import ChatReply, FakeChatServer, FakeEnvironment, ScriptedAgent
 
 pytestmark = pytest.mark.anyio
@@ -135,6 +137,40 @@ async def test_an_agent_session_has_no_target_or_metadata() -> None:
     )
     await runner.run("b", trials_per_task=1)
     assert seen and seen[0].target is None and seen[0].metadata == {}
+
+
+async def test_a_session_copies_its_metadata_only_when_the_agent_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy without the scorer's part is made on the first read, once a session:
+    a session is made every trial, and most agents never read it."""
+    copies: list[Meta] = []
+    replace = dataclasses.replace
+
+    def counted(value: Any, **changes: Any) -> Any:
+        if isinstance(value, Meta) and changes == {"target": None, "metadata": {}}:
+            copies.append(value)  # a session's (a run makes copies of its own too)
+        return replace(value, **changes)
+
+    monkeypatch.setattr(_session.dataclasses, "replace", counted)
+
+    class Reads:
+        def __init__(self, reads: int) -> None:
+            self.reads = reads
+
+        async def act(self, session: corral.AgentSession) -> corral.Final:
+            for _ in range(self.reads):
+                assert session.metadata.target is None
+            return corral.Final(1)
+
+    tasks = {"q": Meta("p", "e", target=1, metadata={"k": "v"})}
+    for reads, made in ((0, 0), (2, 3)):
+        runner = corral.CorralRunner(
+            tasks, {"p": Reads(reads)}, {"e": FakeEnvironment()}, store=corral.MemoryStore()
+        )
+        await runner.run("b", trials_per_task=3)
+        assert len(copies) == made, reads  # one a trial that reads it
+        copies.clear()
 
 
 def test_task_file_lines_take_target_and_metadata(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ class AgentSession:
         "task_id",
         "trial",
         "attempt",
-        "metadata",
+        "_metadata",
         "model",
         "inputs",
         "state",
@@ -75,10 +75,7 @@ class AgentSession:
         self.task_id = task_id
         self.trial = trial
         self.attempt = attempt
-        # The target and metadata are the scorer's: an agent never sees them.
-        if metadata.target is not None or metadata.metadata:
-            metadata = dataclasses.replace(metadata, target=None, metadata={})
-        self.metadata = metadata
+        self._metadata = metadata  # shown without the scorer's part (`metadata`)
         self.model = metadata.model
         self.inputs = inputs
         self.state: Any = None
@@ -97,6 +94,17 @@ class AgentSession:
         self.tools: tuple[Tool, ...] | None = None
         self.calls = CallLog() if calls is None else calls
         self._usage: Usage = NO_USAGE
+
+    @property
+    def metadata(self) -> BenchmarkTaskMetadata:
+        """The task's metadata without its ``target`` and ``metadata``: they are the
+        scorer's, and an agent never sees them. The copy without them is made when
+        first read (``dataclasses.replace``, some thousands of instructions: most
+        agents never read it, and a session is made every trial)."""
+        metadata = self._metadata
+        if metadata.target is not None or metadata.metadata:
+            metadata = self._metadata = dataclasses.replace(metadata, target=None, metadata={})
+        return metadata
 
     def __repr__(self) -> str:
         return (
