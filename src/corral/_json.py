@@ -40,8 +40,18 @@ _SCALAR = 25
 _SHORT_INT = 10**20
 
 
-def check_json(value: Any, where: str, limit: int | None = None) -> Any:
-    """Return ``value`` as plain JSON data, or raise naming the bad part.
+#: What a checked value is: its name, or a template and the value it names.
+Where = str | tuple[str, object]
+
+
+def _written(where: Where) -> str:
+    return where if isinstance(where, str) else where[0].format(where[1])
+
+
+def check_json(value: Any, where: Where, limit: int | None = None) -> Any:
+    """Return ``value`` as plain JSON data, or raise naming the bad part (``where``:
+    what the value is, or a template and what it names, ``("the state after {!r}",
+    tool)``, written out only when something is refused: most values are not).
 
     Mappings must have string keys; tuples are recorded as lists; floats must
     be finite; integers have at most `MAX_INT_DIGITS` digits (the stores keep a
@@ -70,14 +80,14 @@ def check_json(value: Any, where: str, limit: int | None = None) -> Any:
         try:
             plain = _check(value, MAX_DEPTH, tally)
         except _Refused as refused:
-            raise NotSerializableError(refused.explain(where)) from None
+            raise NotSerializableError(refused.explain(_written(where))) from None
         bound = tally[0]
     # Encoded only when it may be too large: few values come near the limit.
     if limit is not None and bound > limit:
         size = len(dumps(plain).encode("utf-8"))
         if size > limit:
             raise NotSerializableError(
-                f"{where} is {size:,} bytes of JSON, more than max_value_bytes={limit:,}"
+                f"{_written(where)} is {size:,} bytes of JSON, more than max_value_bytes={limit:,}"
             )
     return plain
 

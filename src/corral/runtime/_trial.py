@@ -588,7 +588,7 @@ async def _attempt(plan: TrialPlan, writer: _Writer, session: AgentSession) -> N
         checked = [
             (
                 check_json(action.tool, "Action.tool", limit),
-                check_json(action.arguments, f"the arguments of {action.tool!r}", limit),
+                check_json(action.arguments, ("the arguments of {!r}", action.tool), limit),
             )
             for action in actions
         ]
@@ -690,10 +690,10 @@ async def _one(
     if not isinstance(effect, ToolEffect):
         raise TypeError(f"execute({action.tool!r}) returned {effect!r}, not a ToolEffect")
     limit = writer.plan.max_value_bytes
-    observation = check_json(effect.observation, f"the observation of {action.tool!r}", limit)
+    observation = check_json(effect.observation, ("the observation of {!r}", action.tool), limit)
     state = effect.state
     if state is not UNCHANGED:
-        state = check_json(state, f"the state after {action.tool!r}", limit)
+        state = check_json(state, ("the state after {!r}", action.tool), limit)
     done = ToolEffectPayload(seq, observation, state)
     writer.stage([("tool_effect", done, view.take_usage())])
 
