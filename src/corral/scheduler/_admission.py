@@ -206,19 +206,19 @@ class Admission:
         # Per task: its bucket under each phase's limits (the counters it needs), and
         # the (in use, index) pairs its slots take (shared by a bucket's tasks). Built
         # column by column: no Python call per task.
-        self._bucket = _buckets(executions, tasks)
-        self._eval_bucket = _buckets(evaluations, tasks)
-        self._slots = _slots(executions, self._bucket)
-        self._eval_slots = _slots(evaluations, self._eval_bucket)
+        self._bucket, buckets = _buckets(executions, tasks)
+        self._eval_bucket, eval_buckets = _buckets(evaluations, tasks)
+        self._slots = _slots(executions, self._bucket, buckets)
+        self._eval_slots = _slots(evaluations, self._eval_bucket, eval_buckets)
         # Per bucket: the (in use, effective cap, index) it must find room in, and its
         # scarcity (the smallest configured cap, for the critical-path order).
         self._checks: dict[Bucket, tuple[tuple[list[int], list[int], int], ...]] = {}
         self._scarcity: dict[Bucket, int] = {}
-        for bucket in set(self._bucket):
+        for bucket in buckets:
             self._checks[bucket] = _checks(executions, bucket)
             caps = [c.cap[i] for c, i in zip(executions, bucket, strict=True) if i >= 0]
             self._scarcity[bucket] = min([limits.max_parallel, *caps]) if critical_path else 0
-        self._eval_checks = {b: _checks(evaluations, b) for b in set(self._eval_bucket)}
+        self._eval_checks = {b: _checks(evaluations, b) for b in eval_buckets}
         self.executing = 0
         self.evaluating = 0
         self.task_running = [0] * tasks
@@ -269,9 +269,9 @@ class Admission:
             for t in range(tasks):
                 self._advance(t)
                 self._consider(t)
+            for queue in self._ready.values():
+                queue.sort(self._rank)
         self._building = False
-        for queue in self._ready.values():
-            queue.sort(self._rank)
 
     def _queue_first_rounds(self) -> None:
         """What `_consider` of every task does in a run that starts afresh (no trial
@@ -279,21 +279,30 @@ class Admission:
         each task without parents has its first round queued; the others wait for
         their parents, none of which has ended, and no task is held back."""
         phase, n, queued = self.phase, self.rounds, self.task_queued
-        first = [t for t, parents in enumerate(self.plan.parents) if not parents]
-        for t in first:
-            phase[t * n] = Phase.QUEUED
-            queued[t] = 1
+        parents = self.plan.parents
+        if any(parents):
+            first = [t for t, of in enumerate(parents) if not of]
+            for t in first:
+                phase[t * n] = Phase.QUEUED
+                queued[t] = 1
+        else:  # no task has any (most runs): every task's, a slice at a time
+            first = list(range(len(parents)))
+            phase[::n] = bytes([Phase.QUEUED]) * len(first)
+            queued[:] = [1] * len(first)
         bucket_of = self._bucket
-        if len(set(bucket_of)) == 1:  # one bucket (no keyed limit tells tasks apart)
+        if len(self._checks) == 1:  # one bucket (no keyed limit tells tasks apart)
             by_bucket = {bucket_of[0]: first} if first else {}
         else:
             by_bucket = {}
             for t in first:
                 by_bucket.setdefault(bucket_of[t], []).append(t)
         for bucket, tasks in by_bucket.items():
+            # In entry order (the rank, then the task: a stable sort), so the arrays need
+            # no sort (a resumed run's are sorted once built).
+            tasks.sort(key=self._rank.__getitem__)
             ready = self._ready[bucket] = _Ready()
-            ready.tasks.extend(tasks)
-            ready.rounds.extend(bytes(len(tasks)))  # round 0 each
+            ready.tasks = array("l", tasks)
+            ready.rounds = array("l", [0]) * len(tasks)  # round 0 each
         self._ready_count += len(first)
 
     # -- readiness ---------------------------------------------------------
@@ -758,25 +767,31 @@ class _Ready:
         return fresh + self.heap
 
 
-def _buckets(counters: list[KeyedCounter], tasks: int) -> list[Bucket]:
-    """Each task's bucket under ``counters``."""
-    if not counters:
-        return [()] * tasks
+def _buckets(counters: list[KeyedCounter], tasks: int) -> tuple[list[Bucket], list[Bucket]]:
+    """Each task's bucket under ``counters``, and the distinct ones (in order of first use)."""
+    if not any(c.names for c in counters):
+        # No task is under any of them (most runs, whose limits name no key): one
+        # bucket, made at once.
+        only = (-1,) * len(counters)
+        return [only] * tasks, [only] if tasks else []
     # Most tasks share their bucket: one tuple each, not one per task.
     one: dict[Bucket, Bucket] = {}
-    return [one.setdefault(b, b) for b in zip(*[c.of for c in counters], strict=True)]
+    of = [one.setdefault(b, b) for b in zip(*[c.of for c in counters], strict=True)]
+    return of, list(one)
 
 
 def _slots(
-    counters: list[KeyedCounter], buckets: list[Bucket]
+    counters: list[KeyedCounter], of: list[Bucket], buckets: list[Bucket]
 ) -> list[tuple[tuple[list[int], int], ...]]:
-    """Each task's slots under ``counters`` (its bucket's): (the counter's in-use array,
-    its index)."""
+    """Each task's slots under ``counters`` (its bucket's, of the distinct ``buckets``):
+    (the counter's in-use array, its index)."""
     of_bucket = {
         bucket: tuple([(c.used, i) for c, i in zip(counters, bucket, strict=True) if i >= 0])
-        for bucket in set(buckets)
+        for bucket in buckets
     }
-    return [of_bucket[bucket] for bucket in buckets]
+    if len(of_bucket) == 1:  # every task's the same: no look-up per task
+        return [*of_bucket.values()] * len(of)
+    return [of_bucket[bucket] for bucket in of]
 
 
 def _checks(
