@@ -155,6 +155,13 @@ def test_a_second_ctrl_c_exits_at_once_while_user_code_blocks(tmp_path: Path, ho
     db.close()
 
 
+def _signals_as_a_terminal_leaves_them() -> None:
+    """In the child: SIGHUP at its default, as a shell started from a terminal leaves
+    it. The suite itself may run under ``nohup`` (a CI job's wrapper), which ignores it,
+    and corral rightly keeps a signal its parent ignored (the test below)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_or_sighup_stops_the_run_as_ctrl_c_does(
     tmp_path: Path, signum: signal.Signals
@@ -171,6 +178,7 @@ def test_sigterm_or_sighup_stops_the_run_as_ctrl_c_does(
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "BLOCK": "1"},
+        preexec_fn=_signals_as_a_terminal_leaves_them,
     )
     assert child.stderr is not None
     assert child.stderr.readline().strip() == "blocked"  # t0..t2 are done, t3 is running
@@ -261,6 +269,7 @@ def test_sighup_from_a_closed_terminal_exits_129(tmp_path: Path) -> None:
         stderr=terminal,
         env={**os.environ, "BLOCK": "1"},
         start_new_session=True,
+        preexec_fn=_signals_as_a_terminal_leaves_them,
     )
     os.close(terminal)
     seen = b""
