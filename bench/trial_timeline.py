@@ -25,6 +25,13 @@ percentile over the trials, in milliseconds:
 - ``evaluation``: scoring and handing the evaluation commit over;
 - ``to durable``: the evaluation handed over until it is durable (what a
   reported result needs).
+
+A durable store's writer thread (SQLite's, PostgreSQL's) is timed too, batch by
+batch: from its first append until the thread takes it, the write, and from the
+write's end until the event loop wakes its waiters. A thread that waits for a
+batch, and one whose write lets go of the GIL (each SQLite statement does), takes
+the GIL back only when the event loop's thread lets go of it (at its next poll, or
+when the switch interval forces it): the first span is mostly that wait.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from corral import Action, BenchmarkTaskMetadata, Final
 from corral._gc import collect_less
 from corral.executor import _pool, _work
 from corral.runtime._jobs import EvalJob, TrialJob
+from corral.store import _batching
 
 Stamps = dict[str, dict[str, float]]
 
@@ -123,6 +131,74 @@ def stamp_handed(store: Any, stamps: Stamps) -> Any:
     return store
 
 
+class WriterTimes:
+    """Each store batch's moments, stamped from outside (`corral.store._batching`'s
+    `Batch` and `WriterThread`, wrapped): as it opens (its first append), as the writer
+    thread takes it and has written it, and as the event loop wakes its waiters."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, list[float]] = {}  # by the batch's id, until it is woken
+        #: Opened, taken, written, woken; and whether it opened while another was written.
+        self.done: list[tuple[float, float, float, float, bool]] = []
+        self._writing = 0  # batches being written (the writer thread's: 0 or 1)
+
+    def install(self) -> None:
+        init, write, finish = (
+            _batching.Batch.__init__,
+            _batching.WriterThread._write,
+            _batching.Batch.finish,
+        )
+
+        def stamped_init(batch: Any, *args: Any) -> None:
+            init(batch, *args)
+            self.open[id(batch)] = [time.perf_counter(), float(self._writing)]
+
+        def stamped_write(thread: Any, batch: Any) -> None:
+            own = self.open.get(id(batch))
+            if own is not None:
+                own.append(time.perf_counter())
+            self._writing += 1
+            try:
+                write(thread, batch)
+            finally:
+                self._writing -= 1
+            if own is not None:
+                own.append(time.perf_counter())
+
+        def stamped_finish(batch: Any) -> None:
+            own = self.open.pop(id(batch), None)
+            if own is not None and len(own) == 4:
+                opened, behind, taken, written = own
+                self.done.append((opened, taken, written, time.perf_counter(), bool(behind)))
+            finish(batch)
+
+        _batching.Batch.__init__ = stamped_init  # type: ignore[method-assign,assignment]
+        _batching.WriterThread._write = stamped_write  # type: ignore[method-assign,assignment]
+        _batching.Batch.finish = stamped_finish  # type: ignore[method-assign,assignment]
+
+    def print(self, wall: float) -> None:
+        if not self.done:
+            return
+        writing = sum(own[2] - own[1] for own in self.done)
+        behind = sum(own[4] for own in self.done)
+        print(
+            f"store writer: {len(self.done):,} batches, writing {writing / wall:.0%} of the "
+            f"wall, {behind:,} opened while another was written (median / mean ms):"
+        )
+        idle = [own for own in self.done if not own[4]]
+        rows = (
+            ("opened to taken", self.done, 0),
+            ("  writer was idle", idle, 0),
+            ("writing", self.done, 1),
+            ("written to woken", self.done, 2),
+        )
+        for name, batches, at in rows:
+            if batches:
+                spans = [(own[at + 1] - own[at]) * 1e3 for own in batches]
+                median, mean = statistics.median(spans), statistics.fmean(spans)
+                print(f"  {name:18} {median:8.2f} {mean:8.2f}")
+
+
 PHASES = (
     ("queued", "exec_submitted", "exec_start"),
     ("model", "model_start", "model_end"),
@@ -152,6 +228,8 @@ def store_of(args: argparse.Namespace, tmp: Path) -> Iterator[Any]:
 async def main(args: argparse.Namespace) -> None:
     stamps: Stamps = defaultdict(dict)
     instrument(stamps)
+    writer = WriterTimes()
+    writer.install()
     tasks = {f"t{i}": BenchmarkTaskMetadata("agent", "env") for i in range(args.trials)}
     with tempfile.TemporaryDirectory() as tmp, store_of(args, Path(tmp)) as inner:
         runner = corral.CorralRunner(
@@ -196,6 +274,7 @@ async def main(args: argparse.Namespace) -> None:
         )
         p90 = spans[int(0.9 * (len(spans) - 1))]
         print(f"{name:16} {statistics.median(spans):10.2f} {p90:8.2f}")
+    writer.print(wall)
     run_rest = sorted(
         (
             (own["exec_end"] - own["exec_start"])
