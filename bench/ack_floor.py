@@ -1,9 +1,9 @@
 """The floor of wall / ideal with one durable write inside each trial, no runner at all:
-a writer thread beside the event loop (as Corral's SQLite store has) against a
-writer process.
+a writer thread beside the event loop (as Corral's SQLite store has), a writer
+process, or writes on the loop's own thread.
 
     python bench/ack_floor.py [--trials 20000] [--latency 0.01] [--parallel 64]
-        [--cpu 100 140] [--writer thread process]
+        [--cpu 100 140] [--writer thread process inline]
 
 As `loop_floor.py`: ``--parallel`` workers on one asyncio loop take trials off a
 shared count; a trial awaits ``sleep(latency)`` (the model call), holds the loop
@@ -18,7 +18,10 @@ what was handed over as one batch and writes it in one SQLite transaction
   time it has let go of the GIL (to wait, or in SQLite's calls) it takes it back only
   when the loop's thread lets go (at its next poll, or forced at the switch interval);
 - ``process``: a child process, sent each batch at the loop's next turn over a socket
-  pair, that writes and answers with the batch's number, read by the loop's own poll.
+  pair, that writes and answers with the batch's number, read by the loop's own poll;
+- ``inline``: the loop writes each batch itself at its next turn (no thread to wake,
+  but the loop holds SQLite's work: a row here costs a few microseconds, where a
+  Corral trial's five commits and head cost its writer thread about 40).
 
 Printed per ``c`` and writer: wall against the ideal ``N x L / P``, the median and
 mean acknowledgement, and the loop's CPU per trial.
@@ -106,6 +109,33 @@ class ThreadWriter:
         self.thread.join()
 
 
+class InlineWriter:
+    """Writes on the event loop's own thread, once a turn: no other thread to wake."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, path: str) -> None:
+        self.loop = loop
+        self.conn = connect(path)
+        self.open: tuple[list[tuple[Any, ...]], asyncio.Event] | None = None
+
+    def put(self, row: tuple[Any, ...]) -> asyncio.Event:
+        if self.open is None:
+            self.open = ([], asyncio.Event())
+            self.loop.call_soon(self.flush)
+        self.open[0].append(row)
+        return self.open[1]
+
+    def flush(self) -> None:
+        if self.open is None:
+            return
+        (rows, done), self.open = self.open, None
+        write(self.conn, rows)
+        done.set()
+
+    def close(self) -> None:
+        self.flush()
+        self.conn.close()
+
+
 class ProcessWriter:
     def __init__(self, loop: asyncio.AbstractEventLoop, path: str) -> None:
         self.loop = loop
@@ -154,6 +184,13 @@ class ProcessWriter:
         self.sock.close()
 
 
+WRITERS: dict[str, type[ThreadWriter | ProcessWriter | InlineWriter]] = {
+    "thread": ThreadWriter,
+    "process": ProcessWriter,
+    "inline": InlineWriter,
+}
+
+
 def child(path: str, fd: int) -> None:
     """The writer process: batches in, their numbers out once written."""
     conn = connect(path)
@@ -176,7 +213,7 @@ def child(path: str, fd: int) -> None:
 
 async def run(args: argparse.Namespace, writer_kind: str, cpu: float, path: str) -> None:
     loop = asyncio.get_running_loop()
-    writer = (ThreadWriter if writer_kind == "thread" else ProcessWriter)(loop, path)
+    writer = WRITERS[writer_kind](loop, path)
     acks: list[float] = []
     left = args.trials
 
@@ -217,9 +254,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.01)
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--cpu", type=float, nargs="+", default=[100, 140], help="microseconds")
-    parser.add_argument(
-        "--writer", nargs="+", choices=["thread", "process"], default=["thread", "process"]
-    )
+    parser.add_argument("--writer", nargs="+", choices=WRITERS, default=list(WRITERS))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for cpu in args.cpu:
