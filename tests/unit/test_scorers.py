@@ -951,6 +951,37 @@ async def test_numeric_reads_thousands_typeset_as_thin_spaces(output: str, found
 
 
 @pytest.mark.parametrize(
+    ("output", "target", "found"),
+    [
+        ("Die Antwort ist 3,5.", "3,5", 3.5),
+        ("Le total est de 1.234,50 €.", 1234.5, 1234.5),
+        ("Insgesamt 1.234.567 Schafe", "1.234.567", 1234567.0),
+        ("La réponse : 1\u202f234,5", "1234,5", 1234.5),
+        (r"$3{,}75$", 3.75, 3.75),
+        (r"$1.234{,}5$", 1234.5, 1234.5),
+        ("-0,25 et puis 1/2", "0,5", 0.5),
+        ("2,5 × 10^3", 2500, 2500.0),
+        (7, 7, 7.0),
+    ],
+)
+async def test_numeric_reads_a_decimal_comma_when_told(
+    output: Any, target: Any, found: float
+) -> None:
+    """``decimal=","`` reads numbers as German or French write them, in the output and
+    in a target written so: a comma before the decimals, a full stop (or a thin space)
+    between groups of thousands; the default reads "3,5" as two numbers."""
+    evaluation = await score(scorers.numeric(decimal=","), output, target)
+    assert evaluation.details == {"found": found}
+    assert evaluation.passed
+    assert (await score(scorers.numeric(), "Die Antwort ist 3,5.", 3.5)).details == {"found": 5.0}
+
+
+def test_numeric_refuses_an_unknown_decimal_mark() -> None:
+    with pytest.raises(ConfigError, match=r"decimal must be '\.' or ',', not ';'"):
+        scorers.numeric(decimal=";")
+
+
+@pytest.mark.parametrize(
     ("output", "found"),
     [
         ("pi is 3.141\u2009592\u2009653", 3.141592653),

@@ -105,14 +105,23 @@ def _power(found: re.Match[str]) -> str:
 _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 
-def numbers_in(text: str) -> list[float]:
+#: A decimal comma's text as the decimal point's reads: its full stops and commas swapped.
+_COMMA_DECIMALS = str.maketrans(".,", ",.")
+#: The decimal marks `numeric` reads.
+DECIMAL_MARKS = (".", ",")
+
+
+def numbers_in(text: str, decimal: str = ".") -> list[float]:
     """The numbers written in ``text``, in order (``$1,234.50`` is 1234.5, ``1/2`` and
     ``\\frac{1}{2}`` are 0.5, ``1 1/2`` and ``1½`` are 1.5, LaTeX's ``1{,}234`` and
     ``1\\,234`` are 1234, ``1.5 × 10^3`` is 1500;
-    full-width forms, ``－５``, as their ASCII: `folded`)."""
+    full-width forms, ``－５``, as their ASCII: `folded`). With ``decimal=","``, as
+    German or French write them: ``1.234,5`` is 1234.5, LaTeX's ``3{,}5`` is 3.5."""
     out: list[float] = []
     spelled = _LATEX_SPELLING.sub(_unlatexed, _VULGAR.sub(_spelled, folded(text)))
     spelled = _LATEX_FRACTION.sub(_latex, spelled)
+    if decimal == ",":  # read from here on as if written with a decimal point
+        spelled = spelled.translate(_COMMA_DECIMALS)
     spelled = _SPACED_GROUP.sub(",", _SPACED_DECIMALS.sub(_ungrouped, spelled))
     spelled = _POWER_OF_TEN.sub(_power, spelled)
     for match in _NUMBER.finditer(spelled):
@@ -134,34 +143,36 @@ def numbers_in(text: str) -> list[float]:
     return out
 
 
-def number_of(value: Any, which: str) -> float | None:
+def number_of(value: Any, which: str, decimal: str = ".") -> float | None:
     """``value`` as a number: itself if it is one, else the ``which`` ("first" or
-    "last") number written in its text; None if there is none."""
+    "last") number written in its text (with ``decimal`` its decimal mark); None if
+    there is none."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    found = numbers_in(as_text(value))
+    found = numbers_in(as_text(value), decimal)
     if not found:
         return None
     return found[0] if which == "first" else found[-1]
 
 
 class _Numeric(Scorer):
-    def __init__(self, name: str, abs_tol: float, rel_tol: float, which: str) -> None:
+    def __init__(self, name: str, abs_tol: float, rel_tol: float, which: str, decimal: str) -> None:
         super().__init__(name)
         self.abs_tol = abs_tol
         self.rel_tol = rel_tol
         self.which = which
+        self.decimal = decimal
 
     async def __call__(self, trial: TrialRecord) -> Evaluation:
         wanted = []
         for target in plain_targets(trial, self.name):
-            number = number_of(target, "last")
+            number = number_of(target, "last", self.decimal)
             if number is None:
                 raise ConfigError(
                     f"task {trial.task or trial.task_id!r} target {target!r} is not a number"
                 )
             wanted.append(number)
-        got = number_of(trial.output, self.which)
+        got = number_of(trial.output, self.which, self.decimal)
         if got is None:
             return self.verdict(0.0, False, {"found": None})
         ok = any(math.isclose(got, w, rel_tol=self.rel_tol, abs_tol=self.abs_tol) for w in wanted)
@@ -173,18 +184,24 @@ def numeric(
     abs_tol: float = 0.0,
     rel_tol: float = 1e-9,
     which: str = "last",
+    decimal: str = ".",
     name: str = "numeric",
 ) -> Scorer:
     """Passes when the output's number is within ``abs_tol`` or ``rel_tol`` (as
     `math.isclose`) of the target. An output that is not a number gives the
     ``which`` ("last", the default, or "first") number written in its text
     (``"so the total is $1,234.50."`` gives 1234.5); the number read is in
-    ``details["found"]`` (None: the output has none, and the trial fails)."""
+    ``details["found"]`` (None: the output has none, and the trial fails).
+    ``decimal=","`` reads the output's text and a target's as German or French write
+    numbers (``"1.234,5"`` is 1234.5, ``"3,5"`` is 3.5); by default a comma only groups
+    thousands."""
     for label, tol in (("abs_tol", abs_tol), ("rel_tol", rel_tol)):
         non_negative_number(label, tol)
     if which not in ("first", "last"):
         raise ConfigError(f"which must be 'first' or 'last', not {which!r}")
-    return _Numeric(name, float(abs_tol), float(rel_tol), which)
+    if not isinstance(decimal, str) or decimal not in DECIMAL_MARKS:
+        raise ConfigError(f"decimal must be '.' or ',', not {decimal!r}")
+    return _Numeric(name, float(abs_tol), float(rel_tol), which, decimal)
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
