@@ -28,10 +28,17 @@ REPLIES: dict[str, Any] = {
 }
 #: The replies a trial completes on (content that is an object is kept as JSON).
 COMPLETING = {"honest", "object_content"}
-#: The client's deadline per request, and one attempt's.
-#: Fifty times the slow replies' pace between bytes: at 0.1 s an honest reply missed it
-#: on a loaded CI machine, with twenty requests served by threads of this process.
-REQUEST_TIMEOUT = 0.5
+
+
+def request_timeout(requests: int) -> float:
+    """The client's deadline per request for this many requests at once: 25 ms each,
+    and at least 0.25 s (25 times the slow replies' pace between bytes). At 0.1 s for
+    all twenty at once, an honest reply missed it on a loaded CI machine: they are
+    served by threads of this process."""
+    return max(0.25, 0.025 * requests)
+
+
+#: One attempt's deadline.
 TRIAL_TIMEOUT = 2.0
 MAX_RETRIES = 1
 #: A trial's attempts, each within the trial timeout, plus the scheduler's slack.
@@ -52,7 +59,11 @@ async def run_all(kinds: list[str]) -> None:
     names = [f"{i}-{kind}" for i, kind in enumerate(kinds)]
     with HostileChatServer(answer) as server:
         model = OpenAICompatible(
-            "m", base_url=server.url, api_key="", timeout=REQUEST_TIMEOUT, max_response_bytes=2**20
+            "m",
+            base_url=server.url,
+            api_key="",
+            timeout=request_timeout(len(kinds)),
+            max_response_bytes=2**20,
         )
         runner = corral.CorralRunner(
             {name: Meta("a", "e", max_iterations=3, inputs={"prompt": name}) for name in names},
