@@ -245,7 +245,11 @@ async def test_an_evaluation_without_named_scores_reads_as_before() -> None:
 async def test_bad_named_scores_fail_the_evaluation(scores: Any, message: str) -> None:
     env = FakeEnvironment(evaluate=lambda t: Evaluation(1.0, True, scores=scores))
     runner = corral.CorralRunner(
-        {"t": Meta("a", "e")}, {"a": ScriptedAgent()}, {"e": env}, store=corral.MemoryStore()
+        {"t": Meta("a", "e")},
+        {"a": ScriptedAgent()},
+        {"e": env},
+        store=corral.MemoryStore(),
+        backoff_base=0.0,  # the failed evaluation's retries, at once
     )
     report = await runner.run("b", trials_per_task=1)
     assert re.search(message, str(report.tasks["t"].trials[0].evaluation_error))
