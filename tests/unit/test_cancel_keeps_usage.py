@@ -144,9 +144,6 @@ class _Waits(corral.RetryPolicy):
         return super().rate_limit_wait(retry_after, deferrals)
 
 
-# The clock jumps only after a second of real idleness: the landing waits for the SQLite
-# thread under its grace's deadline, which a jump at once would reach before the thread.
-@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=1)})])
 class SpendsThenLimited:
     """Records usage without a model call, then is rate limited (told to wait
     ``retry_after`` seconds); answers on its next turn."""
@@ -163,6 +160,9 @@ class SpendsThenLimited:
         return Final("done")
 
 
+# The clock jumps only after a second of real idleness: the landing waits for the SQLite
+# thread under its grace's deadline, which a jump at once would reach before the thread.
+@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=1)})])
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_a_run_cancelled_while_a_trial_waits_out_a_rate_limit_keeps_its_usage(
