@@ -108,7 +108,7 @@ _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 #: A decimal comma's text as the decimal point's reads: its full stops and commas swapped.
 _COMMA_DECIMALS = str.maketrans(".,", ",.")
 #: The decimal marks `numeric` reads.
-DECIMAL_MARKS = (".", ",")
+_DECIMAL_MARKS = (".", ",")
 
 
 def numbers_in(text: str, decimal: str = ".") -> list[float]:
@@ -199,7 +199,7 @@ def numeric(
         non_negative_number(label, tol)
     if which not in ("first", "last"):
         raise ConfigError(f"which must be 'first' or 'last', not {which!r}")
-    if not isinstance(decimal, str) or decimal not in DECIMAL_MARKS:
+    if not isinstance(decimal, str) or decimal not in _DECIMAL_MARKS:
         raise ConfigError(f"decimal must be '.' or ',', not {decimal!r}")
     return _Numeric(name, float(abs_tol), float(rel_tol), which, decimal)
 
