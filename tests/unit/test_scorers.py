@@ -965,6 +965,10 @@ async def test_numeric_reads_thousands_typeset_as_thin_spaces(output: str, found
         (r"$1.234{,}5$", 1234.5, 1234.5),
         ("-0,25 et puis 1/2", "0,5", 0.5),
         ("2,5 × 10^3", 2500, 2500.0),
+        (r"$1\,234{,}5$", "1.234,5", 1234.5),
+        (r"$1\,000\,000$", 1000000, 1000000.0),
+        (r"$1{\,}234,5$", 1234.5, 1234.5),
+        (r"$3,141\,592$", 3.141592, 3.141592),
         (7, 7, 7.0),
     ],
 )
@@ -983,6 +987,18 @@ async def test_numeric_reads_a_decimal_comma_when_told(
 def test_numeric_refuses_an_unknown_decimal_mark() -> None:
     with pytest.raises(ConfigError, match=r"decimal must be '\.' or ',', not ';'"):
         scorers.numeric(decimal=";")
+
+
+@pytest.mark.parametrize("target", ["3.5", "0.25", "1234.5", "1.2345"])
+async def test_numeric_refuses_a_target_with_a_decimal_point_when_told_commas(
+    target: str,
+) -> None:
+    """A target written "3.5" under ``decimal=","`` would be read as 3 and 5 (the full
+    stop groups thousands there, and only before three digits): the task is named, not
+    scored against 5."""
+    with pytest.raises(ConfigError, match=rf"task 't' target '{re.escape(target)}'.*decimal"):
+        await score(scorers.numeric(decimal=","), "3,5", target)
+    assert (await score(scorers.numeric(decimal=","), "1234,5", "1.234,5")).passed
 
 
 @pytest.mark.parametrize(

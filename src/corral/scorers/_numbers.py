@@ -63,7 +63,8 @@ def _unlatexed(found: re.Match[str]) -> str:
 #: A space typeset between a number's groups of digits (SI style): a thin, narrow
 #: no-break or no-break space, or LaTeX's ``\\,``; a plain space is not one ("3 4" is
 #: two numbers, "1 1/2" one).
-_GROUP_SPACE = r"(?:[\u2009\u202f\u00a0]|\{?\\,\}?)"
+_LATEX_THIN = r"\{?\\,\}?"  # LaTeX's thin space: ``\,`` or ``{\,}``
+_GROUP_SPACE = rf"(?:[\u2009\u202f\u00a0]|{_LATEX_THIN})"
 #: A thousands separator so typeset, between a digit and a group of three
 #: (``1\u2009234\u2009567``).
 _SPACED_GROUP = re.compile(rf"(?<=\d){_GROUP_SPACE}(?=\d{{3}}(?!\d))")
@@ -107,6 +108,12 @@ _NOT_WRITTEN = re.compile("[,$\u20ac\u00a3\u00a5]")
 
 #: A decimal comma's text as the decimal point's reads: its full stops and commas swapped.
 _COMMA_DECIMALS = str.maketrans(".,", ",.")
+#: LaTeX's thin space between groups of digits (``1\,234``, ``1{\,}234``), as the thin
+#: space it typesets: its comma is no decimal comma.
+_LATEX_THIN_SPACE = re.compile(_LATEX_THIN)
+#: A full stop before digits that are not a group of three: a decimal point, which
+#: `numeric(decimal=",")` would read as two numbers (``3.5`` as 3 and 5).
+_POINT_DECIMAL = re.compile(r"\d\.(?!\d{3}(?!\d))\d")
 #: The decimal marks `numeric` reads.
 _DECIMAL_MARKS = (".", ",")
 
@@ -121,7 +128,7 @@ def numbers_in(text: str, decimal: str = ".") -> list[float]:
     spelled = _LATEX_SPELLING.sub(_unlatexed, _VULGAR.sub(_spelled, folded(text)))
     spelled = _LATEX_FRACTION.sub(_latex, spelled)
     if decimal == ",":  # read from here on as if written with a decimal point
-        spelled = spelled.translate(_COMMA_DECIMALS)
+        spelled = _LATEX_THIN_SPACE.sub("\u2009", spelled).translate(_COMMA_DECIMALS)
     spelled = _SPACED_GROUP.sub(",", _SPACED_DECIMALS.sub(_ungrouped, spelled))
     spelled = _POWER_OF_TEN.sub(_power, spelled)
     for match in _NUMBER.finditer(spelled):
@@ -170,6 +177,12 @@ class _Numeric(Scorer):
             if number is None:
                 raise ConfigError(
                     f"task {trial.task or trial.task_id!r} target {target!r} is not a number"
+                )
+            if self.decimal == "," and isinstance(target, str) and _POINT_DECIMAL.search(target):
+                raise ConfigError(
+                    f"task {trial.task or trial.task_id!r} target {target!r} has a decimal "
+                    'point, which numeric(decimal=",") reads as a thousands separator (give '
+                    "the target as a number, or with a decimal comma)"
                 )
             wanted.append(number)
         got = number_of(trial.output, self.which, self.decimal)
