@@ -107,6 +107,7 @@ class ThreadWriter:
             self.stopping = True
             self.wake.notify()
         self.thread.join()
+        self.conn.close()
 
 
 class InlineWriter:
@@ -146,6 +147,8 @@ class ProcessWriter:
         )
         theirs.close()
         self.sock = ours
+        # Its Python started and its database open before the clock starts.
+        assert ours.recv(FRAME.size) == FRAME.pack(0), "the writer process did not start"
         self.open: tuple[list[tuple[Any, ...]], asyncio.Event] | None = None
         self.sent: dict[int, asyncio.Event] = {}
         self.number = 0
@@ -195,6 +198,7 @@ def child(path: str, fd: int) -> None:
     """The writer process: batches in, their numbers out once written."""
     conn = connect(path)
     sock = socket.socket(fileno=fd)
+    sock.sendall(FRAME.pack(0))  # ready
     received = b""
     while data := sock.recv(1 << 20):
         received += data
