@@ -323,3 +323,46 @@ def test_bad_limits_are_refused_when_it_is_made(keywords: dict[str, object], nam
     """Not at the first trial's scoring, after the model was asked for every trial."""
     with pytest.raises(ConfigError, match=named):
         code_tests(TESTS, **keywords)  # type: ignore[arg-type]
+
+
+#: Wrong programs that pass their tests when the two share a process: an answer equal
+#: to anything, an exit status forced at exit, a failure's report replaced.
+CHEATING = {
+    "equal_to_anything": (
+        "class Anything(int):\n"
+        "    def __eq__(self, other):\n"
+        "        return True\n\n"
+        "def add(a, b):\n"
+        "    return Anything()\n"
+    ),
+    "exit_forced_at_exit": (
+        "import atexit, os\natexit.register(os._exit, 0)\n\ndef add(a, b):\n    return a - b\n"
+    ),
+    "failure_unreported": (
+        "import os, sys\nsys.excepthook = lambda *a: os._exit(0)\n\n"
+        "def add(a, b):\n    return a - b\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHEATING))
+async def test_an_entry_point_runs_the_tests_apart_from_the_program(kind: str) -> None:
+    """With ``entry_point``, the tests call the program's function from a process of
+    their own: what the program does to its own process cannot pass them."""
+    assert (await code_tests(TESTS)(trial(CHEATING[kind]))).passed  # one process: cheated
+    scorer = code_tests(TESTS, entry_point="add")
+    cheat = await scorer(trial(CHEATING[kind]))
+    assert (cheat.passed, cheat.details["reason"]) == (False, "tests_failed"), cheat.details
+    right = await scorer(trial("def add(a, b):\n    return a + b\n"))
+    assert right.passed, right.details
+    raising = await scorer(trial("def add(a, b):\n    raise ValueError('no sum')\n"))
+    assert raising.details["message"] == "the tests failed: ValueError: no sum"
+    absent = await scorer(trial("def plus(a, b):\n    return a + b\n"))
+    assert absent.details["message"] == "the tests failed: KeyError: 'add'"
+
+
+def test_an_entry_point_is_a_name_and_takes_no_command() -> None:
+    with pytest.raises(ConfigError, match=r"entry_point must be the name .*not 'add\(\)'"):
+        code_tests(TESTS, entry_point="add()")
+    with pytest.raises(ConfigError, match=r"entry_point runs the tests .*give no command"):
+        code_tests(TESTS, entry_point="add", command="node main.js")

