@@ -366,3 +366,12 @@ def test_an_entry_point_is_a_name_and_takes_no_command() -> None:
         code_tests(TESTS, entry_point="add()")
     with pytest.raises(ConfigError, match=r"entry_point runs the tests .*give no command"):
         code_tests(TESTS, entry_point="add", command="node main.js")
+
+
+async def test_tests_apart_pass_only_plain_arguments() -> None:
+    scorer = code_tests("assert add(lambda: 1, 2) == 3\n", entry_point="add")
+    evaluation = await scorer(trial("def add(a, b):\n    return a() + b\n"))
+    assert evaluation.details["message"] == (
+        "the tests failed: TypeError: a call's arguments holds an object of type 'function', "
+        "not a plain value (a number, text, None, bytes, or a list, tuple, dict or set of them)"
+    )

@@ -35,24 +35,25 @@ from typing import Any, NoReturn
 _LENGTH = struct.Struct(">Q")
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any, what: str = "the answer") -> Any:
     """``value`` as JSON with its types kept, if it is a plain value; else a TypeError
-    (an object of the program's own, a subclass of a plain type too)."""
+    naming ``what`` holds it (an object of the program's own, a subclass of a plain
+    type too)."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
     if kind is list:
-        return [plain(item) for item in value]
+        return [plain(item, what) for item in value]
     if kind is tuple:
-        return {"tuple": [plain(item) for item in value]}
+        return {"tuple": [plain(item, what) for item in value]}
     if kind is dict:
-        return {"dict": [[plain(key), plain(item)] for key, item in value.items()]}
+        return {"dict": [[plain(key, what), plain(item, what)] for key, item in value.items()]}
     if kind is set or kind is frozenset:
-        return {kind.__name__: [plain(item) for item in value]}
+        return {kind.__name__: [plain(item, what) for item in value]}
     if kind is bytes:
         return {"bytes": value.hex()}
     raise TypeError(
-        f"the answer holds an object of type {kind.__name__!r}, not a plain value (a number, "
+        f"{what} holds an object of type {kind.__name__!r}, not a plain value (a number, "
         "text, None, bytes, or a list, tuple, dict or set of them)"
     )
 
@@ -161,7 +162,7 @@ def _stand_in(child: int, calls: int, answers: int) -> Callable[..., Any]:
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            send(calls, plain([list(args), kwargs]))
+            send(calls, plain([list(args), kwargs], "a call's arguments"))
         except BrokenPipeError:  # the child has ended
             _ended(child)
         answer = receive(answers)
