@@ -362,6 +362,8 @@ async def test_an_entry_point_runs_the_tests_apart_from_the_program(kind: str) -
 
 
 def test_an_entry_point_is_a_name_and_takes_no_command() -> None:
+    shown = "code_tests(name='tests', entry_point='add')"
+    assert repr(code_tests(TESTS, entry_point="add")) == shown
     with pytest.raises(ConfigError, match=r"entry_point must be the name .*not 'add\(\)'"):
         code_tests(TESTS, entry_point="add()")
     with pytest.raises(ConfigError, match=r"entry_point runs the tests .*give no command"):

@@ -185,6 +185,8 @@ class CodeTests(Scorer):
         self.limits = dict(limits)
 
     def __repr__(self) -> str:
+        if self.entry_point is not None:
+            return f"code_tests(name={self.name!r}, entry_point={self.entry_point!r})"
         return f"code_tests(name={self.name!r}, command={list(self.command)!r})"
 
     def source(self, trial: TrialRecord, mark: str | None = None) -> str:
