@@ -245,7 +245,8 @@ CHEATS = {
     ),
 }
 SAYS = {
-    "always_equal": "TypeError: the answer holds an object of type 'Anything', not a plain value",
+    # Taken as the list it is (empty), whatever its class says of equality.
+    "always_equal": "AssertionError",
     "forged_result": "SystemExit: the program ended before its tests finished",
 }
 

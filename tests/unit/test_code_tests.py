@@ -377,3 +377,84 @@ async def test_tests_apart_pass_only_plain_arguments() -> None:
         "the tests failed: TypeError: a call's arguments holds an object of type 'function', "
         "not a plain value (a number, text, None, bytes, or a list, tuple, dict or set of them)"
     )
+
+
+#: Wrong programs that reach into the tests' process from their own: one rewrites a
+#: constant of the harness in its memory (``os._exit(1)`` becomes ``os._exit(0)``), one
+#: plants a module the tests' process imports as a failure is reported.
+REACHING = {
+    "memory": (
+        "import os, sys\n"
+        "run = sys.modules['__main__'].run\n"
+        "consts = run.__code__.co_consts\n"
+        "found = [i for i, c in enumerate(consts) if type(c) is int and c == 1]\n"
+        "with open(f'/proc/{os.getppid()}/mem', 'r+b', buffering=0) as m:\n"
+        "    for i in found:\n"
+        "        m.seek(id(consts) + 24 + 8 * i)\n"
+        "        m.write(id(0).to_bytes(8, 'little'))\n\n"
+        "def add(a, b):\n    return a - b\n"
+    ),
+    "planted_module": (
+        "import os, sys\n"
+        "folder = os.path.dirname(os.path.abspath(sys.modules['__main__'].__file__))\n"
+        "with open(os.path.join(folder, 'ast.py'), 'w') as f:\n"
+        "    f.write('import os\\nos._exit(0)\\n')\n\n"
+        "def add(a, b):\n    return a - b\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REACHING))
+async def test_a_program_apart_cannot_reach_into_the_tests_process(kind: str) -> None:
+    """The tests' process cannot be read or written through /proc (it is not dumpable),
+    and imports nothing from the work folder the program may write to."""
+    evaluation = await code_tests(TESTS, entry_point="add")(trial(REACHING[kind]))
+    assert (evaluation.passed, evaluation.details["reason"]) == (False, "tests_failed"), (
+        evaluation.details
+    )
+
+
+#: Right answers of builtin types' subclasses, which compare as their base types do.
+SUBCLASSED = (
+    "from collections import Counter, OrderedDict, defaultdict, namedtuple\n"
+    "Pair = namedtuple('Pair', 'a b')\n\n"
+    "def add(a, b):\n"
+    "    if a == 'counts':\n"
+    "        return Counter(b)\n"
+    "    if a == 'ordered':\n"
+    "        return OrderedDict(b)\n"
+    "    if a == 'default':\n"
+    "        found = defaultdict(list)\n"
+    "        found['x'].append(b)\n"
+    "        return found\n"
+    "    if a == 'pair':\n"
+    "        return Pair(*b)\n"
+    "    return a + b\n"
+)
+SUBCLASS_TESTS = (
+    "assert add('counts', 'aab') == {'a': 2, 'b': 1}\n"
+    "assert add('ordered', [(1, 2)]) == {1: 2}\n"
+    "assert add('default', 3) == {'x': [3]}\n"
+    "assert add('pair', [1, 2]) == (1, 2)\n"
+    "assert add(10**5000, 1) == 10**5000 + 1\n"
+)
+
+
+async def test_tests_apart_take_subclasses_of_plain_types_as_their_base_types() -> None:
+    """A Counter, an OrderedDict, a defaultdict or a namedtuple comes back as the dict or
+    tuple it is (read by the base type's own methods, never the subclass's); a whole
+    number of any size crosses either way."""
+    scorer = code_tests(SUBCLASS_TESTS, entry_point="add")
+    evaluation = await scorer(trial(SUBCLASSED))
+    assert evaluation.passed, evaluation.details
+    lying = "class Anything(dict):\n    def __eq__(self, other):\n        return True\n\n"
+    lying += "def add(a, b):\n    return Anything()\n"
+    assert not (await scorer(trial(lying))).passed
+
+
+async def test_tests_apart_catch_an_exception_as_its_builtin_base() -> None:
+    tests = "try:\n    add([], 0)\nexcept ValueError as exc:\n    assert 'data point' in str(exc)\n"
+    tests += "else:\n    raise AssertionError('no error')\n"
+    program = "import statistics\n\ndef add(a, b):\n    return statistics.mean(a)\n"
+    evaluation = await code_tests(tests, entry_point="add")(trial(program))
+    assert evaluation.passed, evaluation.details

@@ -37,8 +37,12 @@ _LENGTH = struct.Struct(">Q")
 
 def plain(value: Any, what: str = "the answer") -> Any:
     """``value`` as JSON with its types kept, if it is a plain value; else a TypeError
-    naming ``what`` holds it (an object of the program's own, a subclass of a plain
-    type too)."""
+    naming ``what`` holds it (an object of the program's own).
+
+    A subclass of a plain type (a ``Counter``, an ``OrderedDict``, a ``namedtuple``,
+    an ``IntEnum``) is taken as its base type's value, read by the base type's own
+    methods, never the subclass's: an object equal to anything is its plain contents.
+    """
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
@@ -52,10 +56,27 @@ def plain(value: Any, what: str = "the answer") -> Any:
         return {kind.__name__: [plain(item, what) for item in value]}
     if kind is bytes:
         return {"bytes": value.hex()}
+    for base, read in _BASE_VALUES:
+        if issubclass(kind, base):  # `type` tells the class: no __class__ of its own counts
+            return plain(read(value), what)
     raise TypeError(
         f"{what} holds an object of type {kind.__name__!r}, not a plain value (a number, "
         "text, None, bytes, or a list, tuple, dict or set of them)"
     )
+
+
+#: Each plain type a subclass may extend, and how its base's own methods copy its value.
+_BASE_VALUES: tuple[tuple[type, Callable[[Any], Any]], ...] = (
+    (int, int.__index__),
+    (float, float.__float__),
+    (str, str.__str__),
+    (bytes, bytes.__bytes__),
+    (list, lambda value: list.__getitem__(value, slice(None))),
+    (tuple, lambda value: tuple.__getitem__(value, slice(None))),
+    (dict, lambda value: {key: item for key, item in dict.items(value)}),
+    (frozenset, frozenset.copy),
+    (set, set.copy),
+)
 
 
 def unplain(data: Any) -> Any:
@@ -132,14 +153,22 @@ def _serve(program: str, entry: str, calls: int, answers: int) -> NoReturn:
     while (call := receive(calls)) is not None:
         try:
             args, kwargs = unplain(call)
-            answer = {"value": plain(function(*args, **kwargs))}
+            send(answers, {"value": plain(function(*args, **kwargs))})
         except BaseException as exc:
-            try:
-                answer = {"raised": [type(exc).__name__, str(exc)]}
-            except BaseException:  # an exception whose text cannot be made
-                answer = {"raised": [type(exc).__name__, ""]}
-        send(answers, answer)
+            send(answers, {"raised": _raised(exc)})
     os._exit(0)
+
+
+def _raised(exc: BaseException) -> list[str]:
+    """What the tests' process raises for ``exc``: its nearest built-in class (a
+    ``statistics.StatisticsError`` is the ``ValueError`` the tests may catch), its text."""
+    kind = type(exc)
+    name = next((c.__name__ for c in kind.__mro__ if getattr(builtins, c.__name__, None) is c), "")
+    try:
+        text = str(exc)
+    except BaseException:  # an exception whose text cannot be made
+        text = ""
+    return [name or kind.__name__, text]
 
 
 def _ended(child: int) -> NoReturn:
@@ -179,9 +208,23 @@ def _stand_in(child: int, calls: int, answers: int) -> Callable[..., Any]:
     return call
 
 
+def _not_dumpable() -> None:
+    """Keep the program's process out of this one: it runs as the same user, and could
+    read and write this process's memory through ``/proc`` (or ``ptrace``) unless it is
+    not dumpable (Linux's ``PR_SET_DUMPABLE``; the child inherits it)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
 def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
     """Run ``prompt``, then ``tests`` in this process, ``entry`` in them calling
     ``program``'s in a child; exit 0 only if the tests ran to their end."""
+    sys.set_int_max_str_digits(0)  # a whole number of any size crosses (both processes)
+    _not_dumpable()
     calls_read, calls = os.pipe()
     answers, answers_write = os.pipe()
     child = os.fork()
@@ -191,6 +234,10 @@ def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
         _serve(program, entry, calls_read, answers_write)
     os.close(calls_read)
     os.close(answers_write)
+    # Nothing imported from here on comes from the work folder, which the program may
+    # write to (an ``ast.py`` there would be imported as a failure is reported).
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(sys.argv[0])))
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != folder]
     sys.stdout = io.StringIO()  # what the tests print, swallowed as the program's is
     try:
         namespace: dict[str, Any] = {}
