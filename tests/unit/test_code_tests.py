@@ -458,3 +458,49 @@ async def test_tests_apart_catch_an_exception_as_its_builtin_base() -> None:
     program = "import statistics\n\ndef add(a, b):\n    return statistics.mean(a)\n"
     evaluation = await code_tests(tests, entry_point="add")(trial(program))
     assert evaluation.passed, evaluation.details
+
+
+#: Right answers that are no plain values, and tests that take them as the one process
+#: would: an iterator (a generator, a map) through `tuple` or `list`, a range, a dict's
+#: view, an exact fraction or decimal; and an iterator compared as itself, which fails.
+FAITHFUL = (
+    (
+        "def add(a, b):\n    return (x + b for x in a)\n",
+        "assert tuple(add([1, 2], 1)) == (2, 3)\nassert add([1], 1) != [2]\n",
+    ),
+    ("def add(a, b):\n    return map(str, a)\n", "assert list(add([1, 2], 0)) == ['1', '2']\n"),
+    (
+        "def add(a, b):\n    return range(a, b)\n",
+        "r = add(1, 4)\nassert len(r) == 3 and r[-1] == 3\n",
+    ),
+    ("def add(a, b):\n    return {a: 1, b: 2}.keys()\n", "assert add('x', 'y') == {'y', 'x'}\n"),
+    (
+        "from fractions import Fraction\n\ndef add(a, b):\n    return Fraction(a, 3) + b\n",
+        "assert add(1, 0) != 1 / 3 and add(3, 1) == 2\n",
+    ),
+    (
+        "from decimal import Decimal\n\ndef add(a, b):\n    return Decimal(a) + Decimal(b)\n",
+        "assert str(add('0.1', '0.2')) == '0.3'\n",
+    ),
+)
+
+
+@pytest.mark.parametrize(("program", "tests"), FAITHFUL)
+async def test_tests_apart_see_an_answer_as_the_one_process_would(program: str, tests: str) -> None:
+    evaluation = await code_tests(tests, entry_point="add")(trial(program))
+    assert evaluation.passed, evaluation.details
+
+
+async def test_tests_apart_take_a_numpy_scalar_as_its_value() -> None:
+    pytest.importorskip("numpy")
+    program = "import numpy as np\n\ndef add(a, b):\n    return np.sum([a, b])\n"
+    evaluation = await code_tests(TESTS, entry_point="add")(trial(program))
+    assert evaluation.passed, evaluation.details
+
+
+async def test_tests_apart_catch_an_exception_whose_class_takes_more_arguments() -> None:
+    tests = "try:\n    add(b'\\xff', 0)\nexcept ValueError:\n    pass\n"
+    tests += "else:\n    raise AssertionError('no error')\n"
+    program = "def add(a, b):\n    return a.decode('utf-8')\n"  # UnicodeDecodeError
+    evaluation = await code_tests(tests, entry_point="add")(trial(program))
+    assert evaluation.passed, evaluation.details

@@ -22,6 +22,8 @@ A program that ends, or is killed, before answering ends this process the same w
 from __future__ import annotations
 
 import builtins
+import decimal
+import fractions
 import io
 import json
 import os
@@ -29,7 +31,7 @@ import signal
 import struct
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 _LENGTH = struct.Struct(">Q")
@@ -59,6 +61,28 @@ def plain(value: Any, what: str = "the answer") -> Any:
     for base, read in _BASE_VALUES:
         if issubclass(kind, base):  # `type` tells the class: no __class__ of its own counts
             return plain(read(value), what)
+    return _stood_for(value, kind, what)
+
+
+def _stood_for(value: Any, kind: type, what: str) -> Any:
+    """A value the tests would take as the program gave it, sent as what stands for it
+    in their process (only ever in the program's: what it sends, the tests' process
+    reads as plain data): an iterator (a generator, a ``map``) as an iterator over its
+    items, a range, a dict's view, an exact fraction or decimal, a NumPy scalar as its
+    value. An array, a function or an object of the program's own is refused."""
+    if kind is range:
+        return {"range": [value.start, value.stop, value.step]}
+    if kind in _VIEWS:
+        return {_VIEWS[kind]: [plain(item, what) for item in value]}
+    if isinstance(value, Iterator):
+        return {"iterator": [plain(item, what) for item in value]}
+    if isinstance(value, fractions.Fraction):
+        return {"fraction": [plain(value.numerator, what), plain(value.denominator, what)]}
+    if isinstance(value, decimal.Decimal):
+        return {"decimal": str(value)}
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():  # a NumPy scalar
+        return plain(item(), what)
     raise TypeError(
         f"{what} holds an object of type {kind.__name__!r}, not a plain value (a number, "
         "text, None, bytes, or a list, tuple, dict or set of them)"
@@ -79,6 +103,9 @@ _BASE_VALUES: tuple[tuple[type, Callable[[Any], Any]], ...] = (
 )
 
 
+_VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
+
+
 def unplain(data: Any) -> Any:
     """The value `plain` made ``data`` of (what does not decode raises)."""
     if type(data) is list:
@@ -96,6 +123,20 @@ def unplain(data: Any) -> Any:
         return frozenset(unplain(item) for item in items)
     if kind == "bytes":
         return bytes.fromhex(items)
+    if kind == "range":
+        return range(*items)
+    if kind == "iterator":
+        return iter([unplain(item) for item in items])
+    if kind == "keys":
+        return dict.fromkeys(unplain(item) for item in items).keys()
+    if kind == "values":
+        return dict(enumerate(unplain(item) for item in items)).values()
+    if kind == "items":
+        return dict(unplain(item) for item in items).items()
+    if kind == "fraction":
+        return fractions.Fraction(*items)
+    if kind == "decimal":
+        return decimal.Decimal(items)
     raise ValueError(f"not a plain value: {kind!r}")
 
 
@@ -202,7 +243,14 @@ def _stand_in(child: int, calls: int, answers: int) -> Callable[..., Any]:
         name, message = answer["raised"]
         kind = getattr(builtins, name, None)
         if isinstance(kind, type) and issubclass(kind, Exception):
-            raise kind(message)
+            # Its nearest class made of a message alone (a UnicodeDecodeError takes five
+            # arguments: its UnicodeError, a ValueError as the tests may catch it).
+            for base in kind.__mro__:
+                try:
+                    raised = base(message)
+                except TypeError:
+                    continue
+                raise raised
         raise RuntimeError(f"{name}: {message}")
 
     return call
