@@ -14,7 +14,8 @@ values cross the pipe (numbers, text, ``None``, bytes, lists, tuples, dicts and 
 of them, each of exactly its type), and only this process says whether the tests
 passed. So a program cannot pass with an object equal to anything, by ending its
 process with status 0, or by writing what a harness's result would be: it can only
-answer the calls.
+answer the calls. It can still read the tests to answer them (they are in the file
+and in the memory its process was forked with), as it can in one process.
 
 A program that ends, or is killed, before answering ends this process the same way.
 """
