@@ -110,36 +110,51 @@ class ThreadWriter:
         self.conn.close()
 
 
-class InlineWriter:
-    """Writes on the event loop's own thread, once a turn: no other thread to wake."""
+class TurnBatches:
+    """What is handed over in one turn of the loop, as one batch, handed on at its end
+    (`hand_on`, each writer's own)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, path: str) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.conn = connect(path)
         self.open: tuple[list[tuple[Any, ...]], asyncio.Event] | None = None
 
     def put(self, row: tuple[Any, ...]) -> asyncio.Event:
         if self.open is None:
             self.open = ([], asyncio.Event())
-            self.loop.call_soon(self.flush)
+            self.loop.call_soon(self.hand_on)
         self.open[0].append(row)
         return self.open[1]
 
-    def flush(self) -> None:
-        if self.open is None:
-            return
-        (rows, done), self.open = self.open, None
-        write(self.conn, rows)
-        done.set()
+    def take(self) -> tuple[list[tuple[Any, ...]], asyncio.Event] | None:
+        taken, self.open = self.open, None
+        return taken
+
+    def hand_on(self) -> None:
+        raise NotImplementedError
+
+
+class InlineWriter(TurnBatches):
+    """Writes on the event loop's own thread, once a turn: no other thread to wake."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, path: str) -> None:
+        super().__init__(loop)
+        self.conn = connect(path)
+
+    def hand_on(self) -> None:
+        taken = self.take()
+        if taken is not None:
+            rows, done = taken
+            write(self.conn, rows)
+            done.set()
 
     def close(self) -> None:
-        self.flush()
+        self.hand_on()
         self.conn.close()
 
 
-class ProcessWriter:
+class ProcessWriter(TurnBatches):
     def __init__(self, loop: asyncio.AbstractEventLoop, path: str) -> None:
-        self.loop = loop
+        super().__init__(loop)
         ours, theirs = socket.socketpair()
         self.child = subprocess.Popen(
             [sys.executable, __file__, "--child", path, str(theirs.fileno())],
@@ -149,23 +164,16 @@ class ProcessWriter:
         self.sock = ours
         # Its Python started and its database open before the clock starts.
         assert ours.recv(FRAME.size) == FRAME.pack(0), "the writer process did not start"
-        self.open: tuple[list[tuple[Any, ...]], asyncio.Event] | None = None
         self.sent: dict[int, asyncio.Event] = {}
         self.number = 0
         self.received = b""
         loop.add_reader(ours.fileno(), self.acknowledged)
 
-    def put(self, row: tuple[Any, ...]) -> asyncio.Event:
-        if self.open is None:
-            self.open = ([], asyncio.Event())
-            self.loop.call_soon(self.send)
-        self.open[0].append(row)
-        return self.open[1]
-
-    def send(self) -> None:
-        if self.open is None:  # sent as the writer closed
+    def hand_on(self) -> None:
+        taken = self.take()
+        if taken is None:  # sent as the writer closed
             return
-        (rows, done), self.open = self.open, None
+        rows, done = taken
         self.number += 1
         self.sent[self.number] = done
         data = pickle.dumps((self.number, rows), protocol=5)
@@ -180,7 +188,7 @@ class ProcessWriter:
 
     def close(self) -> None:
         """Send what is still open; the child writes it all and ends at the socket's end."""
-        self.send()
+        self.hand_on()
         self.loop.remove_reader(self.sock.fileno())
         self.sock.shutdown(socket.SHUT_WR)
         self.child.wait()

@@ -67,10 +67,10 @@ def plain(value: Any, what: str = "the answer") -> Any:
 
 def _stood_for(value: Any, kind: type, what: str) -> Any:
     """A value the tests would take as the program gave it, sent as what stands for it
-    in their process (only ever in the program's: what it sends, the tests' process
-    reads as plain data): an iterator (a generator, a ``map``) as an iterator over its
+    in their process: an iterator (a generator, a ``map``) as an iterator over its
     items, a range, a dict's view, an exact fraction or decimal, a NumPy scalar as its
-    value. An array, a function or an object of the program's own is refused."""
+    value. An array, a function or an object of the program's own is refused. (Made in
+    the program's process, whose messages the tests' process only ever reads as data.)"""
     if kind is range:
         return {"range": [value.start, value.stop, value.step]}
     if kind in _VIEWS:
