@@ -504,3 +504,61 @@ async def test_tests_apart_catch_an_exception_whose_class_takes_more_arguments()
     program = "def add(a, b):\n    return a.decode('utf-8')\n"  # UnicodeDecodeError
     evaluation = await code_tests(tests, entry_point="add")(trial(program))
     assert evaluation.passed, evaluation.details
+
+
+#: Wrong programs that read the tests to answer them: from the file they run from, and
+#: from the memory their process was forked with (the harness's frame holding them).
+ORACLES = {
+    "from_the_file": (
+        "import ast, sys\n"
+        "text = open(sys.modules['__main__'].__file__).read()\n"
+        "calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)\n"
+        "         and isinstance(n.value, str) and 'assert add(' in n.value]\n"
+        "tests = calls[-1].value if calls else ''\n"
+    ),
+    "from_memory": (
+        "import sys\n"
+        "frame, tests = sys._getframe(), ''\n"
+        "while frame is not None:\n"
+        "    if 'tests' in frame.f_locals and isinstance(frame.f_locals['tests'], str):\n"
+        "        tests = frame.f_locals['tests']\n"
+        "    frame = frame.f_back\n"
+    ),
+}
+ANSWERING = (
+    "import ast\n"
+    "table = {}\n"
+    "for node in ast.walk(ast.parse(tests)):\n"
+    "    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):\n"
+    "        args = [ast.literal_eval(a) for a in node.left.args]\n"
+    "        table[repr(args)] = ast.literal_eval(node.comparators[0])\n\n"
+    "def add(*args):\n"
+    "    return table[repr(list(args))]\n"
+)
+
+
+@pytest.mark.parametrize("kind", sorted(ORACLES))
+async def test_a_program_apart_cannot_read_its_tests(kind: str) -> None:
+    """The tests reach the harness on its standard input, after the program's process
+    has started afresh (not forked with them): neither its file nor its memory holds
+    them."""
+    scorer = code_tests(TESTS + "assert add(-1, 1) == 0\n", entry_point="add")
+    evaluation = await scorer(trial(ORACLES[kind] + ANSWERING))
+    assert not evaluation.passed, evaluation.details
+
+
+async def test_an_entry_point_and_a_prelude_may_be_the_trials() -> None:
+    """A dataset may name each task's function, and give code its tests call (as
+    HumanEval's prompt defines ``poly`` for its tests)."""
+    scorer = code_tests(
+        "assert add(2, 3) == twice(2) + 1\n",
+        entry_point=lambda t: t.task,
+        prelude=lambda t: "def twice(x):\n    return 2 * x\n",
+    )
+    right = await scorer(trial("def add(a, b):\n    return a + b\n"))
+    assert right.passed, right.details
+    unnamed = code_tests(TESTS, entry_point=lambda t: "add me")
+    with pytest.raises(ConfigError, match=r"task 'add' entry point is the name .*'add me'"):
+        await unnamed(trial("def add(a, b):\n    return a + b\n"))
+    with pytest.raises(ConfigError, match="prelude runs before tests apart .*give entry_point"):
+        code_tests(TESTS, prelude="x = 1\n")

