@@ -132,6 +132,7 @@ async def sandbox(
     input: bytes | str | None = None,
     read_only: Sequence[str | os.PathLike[str]] = (),
     isolation: Isolation = "bubblewrap",
+    hidden: Sequence[str | os.PathLike[str]] = (),
 ) -> SandboxResult:
     """Run ``command`` (a program and its arguments, or a shell line) isolated and bounded.
 
@@ -141,7 +142,9 @@ async def sandbox(
     not even 127.0.0.1), and a private writable work folder ``/sandbox`` (its
     current directory and ``HOME``) holding ``files`` (name -> text or bytes),
     which is memory of at most ``disk`` bytes, as is its ``/tmp``, and is gone
-    when the command ends. ``read_only`` adds host folders it may read.
+    when the command ends. ``read_only`` adds host folders it may read; ``hidden``
+    names files and folders among those it sees that it must not read (a benchmark's
+    answers shipped beside its package): a file there cannot be opened, a folder is empty.
 
     Limits per process: ``memory`` bytes of address space, ``cpu_seconds``
     (default: ``timeout`` rounded up), ``file_size`` bytes per file written;
@@ -171,10 +174,16 @@ async def sandbox(
     flag("network", network)  # read by its truth, "no" would open the network
     data = stdin_bytes(input)
     extra_env = checked_env(env)
+    shown = _host_paths(read_only, "read_only", "a list of host folders")
+    hide = _host_paths(hidden, "hidden", "a list of host paths")
     if isolation == "none":
+        if hide:
+            raise ConfigError(
+                f"hidden paths need isolation='bubblewrap': without it the command reads "
+                f"{hide[0]!r} as this process can"
+            )
         return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
     bwrap = _bwrap()
-    shown = _read_only(read_only)
     as_root = os.geteuid() == 0
     fd = _memfd(encode_files(work_files)) if work_files else None
     started, status = _memfd(b""), _memfd(b"")
@@ -199,6 +208,7 @@ async def sandbox(
                 network=network,
                 disk=disk,
                 read_only=[*interpreter_folders(), *shown],
+                hidden=hide,
                 env=_environment(WORKDIR, extra_env),
                 as_root=as_root,
                 seccomp_fd=seccomp,
@@ -431,15 +441,15 @@ def _no_file_in_a_file(named: Mapping[str, object], files: Mapping[str, object])
                 )
 
 
-def _read_only(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+def _host_paths(paths: Sequence[str | os.PathLike[str]], name: str, kind: str) -> list[str]:
     # Not a flag (a store's read_only is one) nor one path, read letter by letter.
     if isinstance(paths, str | bytes | os.PathLike) or not isinstance(paths, Iterable):
-        raise ConfigError(f"read_only must be a list of host folders, not {paths!r}")
-    shown = [os.fspath(path) for path in paths]
-    for path in shown:
+        raise ConfigError(f"{name} must be {kind}, not {paths!r}")
+    given = [os.fspath(path) for path in paths]
+    for path in given:
         if not os.path.isabs(path) or not os.path.exists(path):
-            raise ConfigError(f"read_only: {path!r} is not an existing absolute path")
-    return shown
+            raise ConfigError(f"{name}: {path!r} is not an existing absolute path")
+    return given
 
 
 def _environment(home: str, extra: Mapping[str, str], tmp: str = "/tmp") -> dict[str, str]:

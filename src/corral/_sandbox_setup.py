@@ -165,6 +165,7 @@ def bwrap_command(
     env: Mapping[str, str],
     as_root: bool,
     seccomp_fd: int | None = None,
+    hidden: Iterable[str] = (),
 ) -> list[str]:
     """bubblewrap around ``inner``: a fresh root holding the system read-only, a
     private ``/sandbox`` and ``/tmp`` (size-bounded memory), new pid, ipc, uts and
@@ -175,7 +176,9 @@ def bwrap_command(
     never counted against a process limit).
 
     ``seccomp_fd`` holds the filter keeping its processes from making user namespaces
-    (`corral._sandbox_seccomp`).
+    (`corral._sandbox_seccomp`). Each of ``hidden`` is covered: a folder by an empty
+    read-only one, a file by ``/dev/null`` (which a bind mount, never of devices, lets
+    no one open).
     """
     args = [bwrap, "--die-with-parent", "--as-pid-1", "--clearenv"]
     if seccomp_fd is not None:
@@ -199,6 +202,11 @@ def bwrap_command(
     args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
     args += ["--perms", "0777" if as_root else "0755", "--size", str(disk), "--tmpfs", WORKDIR]
     args += _extra_mounts(read_only)
+    for path in hidden:
+        if os.path.isdir(path):
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
+        else:
+            args += ["--ro-bind", os.devnull, path]
     return [*args, "--remount-ro", "/", "--chdir", WORKDIR, "--", *inner]
 
 

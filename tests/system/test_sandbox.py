@@ -245,6 +245,30 @@ async def test_read_only_folders_are_readable_and_only_that(tmp_path: Path) -> N
     assert not await anyio.Path(tmp_path / "new.txt").exists()
 
 
+async def test_hidden_paths_are_empty_inside(tmp_path: Path) -> None:
+    """What the command must not read of the folders it sees (a benchmark's answers
+    shipped beside its package): a file cannot be opened, a folder holds nothing."""
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "answers" / "key.txt").write_text("42")
+    (tmp_path / "solution.txt").write_text("secret")
+    (tmp_path / "open.txt").write_text("public")
+    await anyio.Path(tmp_path).chmod(0o755)
+    code = (
+        "import os\n"
+        f"try:\n    open({str(tmp_path / 'solution.txt')!r}).read()\n"
+        "except PermissionError:\n    print('refused')\n"
+        f"print(os.listdir({str(tmp_path / 'answers')!r}))\n"
+        f"print(open({str(tmp_path / 'open.txt')!r}).read())\n"
+    )
+    hidden = [tmp_path / "answers", tmp_path / "solution.txt"]
+    result = await run_script(code, read_only=[tmp_path], hidden=hidden)
+    assert result.stdout == "refused\n[]\npublic\n", result.stderr
+    with pytest.raises(ConfigError, match=r"hidden: 'nowhere' is not an existing absolute path"):
+        await sandbox(["true"], timeout=1, hidden=["nowhere"])
+    with pytest.raises(ConfigError, match=r"hidden paths need isolation='bubblewrap'"):
+        await sandbox(["true"], timeout=1, hidden=[tmp_path], isolation="none")
+
+
 async def test_a_cancelled_sandbox_leaves_nothing_running() -> None:
     with anyio.move_on_after(1.0):
         await run_script("import os, time\nos.fork()\ntime.sleep(10**6)\n")

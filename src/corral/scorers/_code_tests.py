@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import secrets
 import sys
@@ -20,6 +21,7 @@ from .._sandbox import (
     Isolation,
     _argv,
     _files,
+    _host_paths,
     _no_file_in_a_file,
     checked_limits,
     sandbox,
@@ -140,6 +142,7 @@ class CodeTests(Scorer):
         limits: Mapping[str, Any],
         entry_point: str | Callable[[TrialRecord], str] | None = None,
         prelude: Part = "",
+        hidden: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         super().__init__(name)
         if entry_point is not None:
@@ -188,6 +191,10 @@ class CodeTests(Scorer):
         self.marks = command is None and entry_point is None
         self.files = dict(files)
         self.limits = dict(limits)
+        #: What the sandbox hides of the folders its command sees (`corral.sandbox`).
+        self.hidden = _host_paths(hidden, "hidden", "a list of host paths")
+        if self.hidden and limits.get("isolation") == "none":
+            raise ConfigError("hidden paths need isolation='bubblewrap'")
 
     def __repr__(self) -> str:
         if isinstance(self.entry_point, str):
@@ -232,7 +239,11 @@ class CodeTests(Scorer):
         # failed score, where UTF-8 proper would raise here.
         text = source.encode("utf-8", "surrogatepass")
         result = await sandbox(
-            self.command, files={**self.files, self.file_name: text}, input=given, **self.limits
+            self.command,
+            files={**self.files, self.file_name: text},
+            input=given,
+            hidden=self.hidden,
+            **self.limits,
         )
         began = mark is not None and (mark in result.stdout or mark in result.stderr)
         unrun = mark is not None and mark in source and not began
@@ -289,6 +300,7 @@ def code_tests(
     name: str = "tests",
     entry_point: str | Callable[[TrialRecord], str] | None = None,
     prelude: Part = "",
+    hidden: Sequence[str | os.PathLike[str]] = (),
 ) -> CodeTests:
     """A scorer that runs the trial's program with its tests in `corral.sandbox`.
 
@@ -314,6 +326,8 @@ def code_tests(
     them. The tests then see the program's function only, not its other names;
     ``prelude`` (text, or a function of the trial) runs before them in their process,
     as trusted as they are (HumanEval's prompt, whose helpers its tests call).
+    ``hidden`` names host paths the program must not read among those the sandbox
+    shows it (a dataset's answers installed with its package; see `corral.sandbox`).
     """
     return CodeTests(
         name,
@@ -332,6 +346,7 @@ def code_tests(
         },
         entry_point,
         prelude,
+        hidden,
     )
 
 
