@@ -507,7 +507,14 @@ AS_ITS_OWN = (
 )
 
 
-@pytest.mark.parametrize(("program", "tests"), FAITHFUL + AS_ITS_OWN)
+#: Values of built-in types besides the plain ones, as arguments and answers.
+OTHER_BUILTINS = (
+    ("def add(a, b):\n    return a + b\n", "assert add(1j, 1) == 1 + 1j\n"),
+    ("def add(a, b):\n    return a + b\n", "assert add(bytearray(b'a'), b'b') == b'ab'\n"),
+)
+
+
+@pytest.mark.parametrize(("program", "tests"), FAITHFUL + AS_ITS_OWN + OTHER_BUILTINS)
 async def test_tests_apart_see_an_answer_as_the_one_process_would(program: str, tests: str) -> None:
     evaluation = await code_tests(tests, entry_point="add")(trial(program))
     assert evaluation.passed, evaluation.details

@@ -62,6 +62,10 @@ def plain(value: Any, what: str = "the answer") -> Any:
         return {kind.__name__: [plain(item, what) for item in value]}
     if kind is bytes:
         return {"bytes": value.hex()}
+    if kind is bytearray:
+        return {"bytearray": value.hex()}
+    if kind is complex:
+        return {"complex": [value.real, value.imag]}
     for base, read in _BASE_VALUES:
         if issubclass(kind, base):  # `type` tells the class: no __class__ of its own counts
             return plain(read(value), what)
@@ -103,8 +107,10 @@ def _stood_for(value: Any, kind: type, what: str) -> Any:
 _BASE_VALUES: tuple[tuple[type, Callable[[Any], Any]], ...] = (
     (int, int.__index__),
     (float, float.__float__),
+    (complex, complex.__complex__),
     (str, str.__str__),
     (bytes, bytes.__bytes__),
+    (bytearray, lambda value: bytearray.__getitem__(value, slice(None))),
     (list, lambda value: list.__getitem__(value, slice(None))),
     (tuple, lambda value: tuple.__getitem__(value, slice(None))),
     (dict, lambda value: {key: item for key, item in dict.items(value)}),
@@ -133,6 +139,10 @@ def unplain(data: Any) -> Any:
         return frozenset(unplain(item) for item in items)
     if kind == "bytes":
         return bytes.fromhex(items)
+    if kind == "bytearray":
+        return bytearray.fromhex(items)
+    if kind == "complex":
+        return complex(*items)
     if kind == "range":
         return range(*items)
     if kind == "iterator":
