@@ -404,16 +404,6 @@ REACHING = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(REACHING))
-async def test_a_program_apart_cannot_reach_into_the_tests_process(kind: str) -> None:
-    """The tests' process cannot be read or written through /proc (it is not dumpable),
-    and imports nothing from the work folder the program may write to."""
-    evaluation = await code_tests(TESTS, entry_point="add")(trial(REACHING[kind]))
-    assert (evaluation.passed, evaluation.details["reason"]) == (False, "tests_failed"), (
-        evaluation.details
-    )
-
-
 #: Right answers of builtin types' subclasses, which compare as their base types do.
 SUBCLASSED = (
     "from collections import Counter, OrderedDict, defaultdict, namedtuple\n"
@@ -576,14 +566,21 @@ ANSWERING = (
 )
 
 
-@pytest.mark.parametrize("kind", sorted(ORACLES))
-async def test_a_program_apart_cannot_read_its_tests(kind: str) -> None:
-    """The tests reach the harness on its standard input, after the program's process
-    has started afresh (not forked with them): neither its file nor its memory holds
-    them."""
+#: Every way in of the two kinds: reaching into the tests' process, reading the tests.
+INTRUDING = {**REACHING, **{kind: text + ANSWERING for kind, text in ORACLES.items()}}
+
+
+@pytest.mark.parametrize("kind", sorted(INTRUDING))
+async def test_a_program_apart_cannot_reach_the_tests_or_their_process(kind: str) -> None:
+    """The tests' process cannot be read or written through /proc (it is not dumpable)
+    and imports nothing from the work folder the program may write to; the tests reach
+    it on its standard input, after the program's process has started afresh (not
+    forked with them): neither its file nor its memory holds them."""
     scorer = code_tests(TESTS + "assert add(-1, 1) == 0\n", entry_point="add")
-    evaluation = await scorer(trial(ORACLES[kind] + ANSWERING))
-    assert not evaluation.passed, evaluation.details
+    evaluation = await scorer(trial(INTRUDING[kind]))
+    assert (evaluation.passed, evaluation.details["reason"]) == (False, "tests_failed"), (
+        evaluation.details
+    )
 
 
 async def test_an_entry_point_and_a_prelude_may_be_the_trials() -> None:
