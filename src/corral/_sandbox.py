@@ -175,13 +175,8 @@ async def sandbox(
     data = stdin_bytes(input)
     extra_env = checked_env(env)
     shown = _host_paths(read_only, "read_only", "a list of host folders")
-    hide = _host_paths(hidden, "hidden", "a list of host paths")
+    hide = hidden_paths(hidden, isolation)
     if isolation == "none":
-        if hide:
-            raise ConfigError(
-                f"hidden paths need isolation='bubblewrap': without it the command reads "
-                f"{hide[0]!r} as this process can"
-            )
         return await _unisolated(argv, timeout, limits, work_files, data, extra_env, max_output)
     bwrap = _bwrap()
     as_root = os.geteuid() == 0
@@ -439,6 +434,17 @@ def _no_file_in_a_file(named: Mapping[str, object], files: Mapping[str, object])
                 raise ConfigError(
                     f"files: {name!r} cannot be written inside the file {str(parent)!r}"
                 )
+
+
+def hidden_paths(hidden: Sequence[str | os.PathLike[str]], isolation: Isolation) -> list[str]:
+    """``hidden`` as `sandbox` takes it, checked (a scorer's, before any trial runs)."""
+    hide = _host_paths(hidden, "hidden", "a list of host paths")
+    if hide and isolation == "none":
+        raise ConfigError(
+            f"hidden paths need isolation='bubblewrap': without it the command reads "
+            f"{hide[0]!r} as this process can"
+        )
+    return hide
 
 
 def _host_paths(paths: Sequence[str | os.PathLike[str]], name: str, kind: str) -> list[str]:

@@ -368,6 +368,8 @@ def test_an_entry_point_is_a_name_and_takes_no_command() -> None:
         code_tests(TESTS, entry_point="add()")
     with pytest.raises(ConfigError, match=r"entry_point runs the tests .*give no command"):
         code_tests(TESTS, entry_point="add", command="node main.js")
+    with pytest.raises(ConfigError, match=r"hidden paths need isolation='bubblewrap'"):
+        code_tests(TESTS, hidden=["/usr"], isolation="none")  # refused as it is made
 
 
 async def test_tests_apart_pass_only_plain_arguments() -> None:

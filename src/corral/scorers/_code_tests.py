@@ -21,9 +21,9 @@ from .._sandbox import (
     Isolation,
     _argv,
     _files,
-    _host_paths,
     _no_file_in_a_file,
     checked_limits,
+    hidden_paths,
     sandbox,
 )
 from .._types import Evaluation, TrialRecord
@@ -192,9 +192,7 @@ class CodeTests(Scorer):
         self.files = dict(files)
         self.limits = dict(limits)
         #: What the sandbox hides of the folders its command sees (`corral.sandbox`).
-        self.hidden = _host_paths(hidden, "hidden", "a list of host paths")
-        if self.hidden and limits.get("isolation") == "none":
-            raise ConfigError("hidden paths need isolation='bubblewrap'")
+        self.hidden = hidden_paths(hidden, limits["isolation"])
 
     def __repr__(self) -> str:
         if isinstance(self.entry_point, str):
